@@ -1,0 +1,23 @@
+import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
+import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
+import { createRunStage } from './run-stage.js';
+
+export interface ActivityDependencies {
+  /** Folder under which each run gets its workspace; shared storage when several hosts run workers. */
+  workspacesRoot: string;
+  cli: ClaudeCliOptions;
+  api: AnthropicApiOptions;
+}
+
+/** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
+export function createActivities(deps: ActivityDependencies) {
+  return {
+    runStage: createRunStage({
+      workspacesRoot: deps.workspacesRoot,
+      backends: {
+        'claude-cli': (request) => runClaudeCli(request, deps.cli),
+        'anthropic-api': (request) => runAnthropicApi(request, deps.api),
+      },
+    }),
+  };
+}

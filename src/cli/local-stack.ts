@@ -1,0 +1,66 @@
+import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
+import { startDevServer, type DevServer } from '../dev/dev-server.js';
+import { startModelServer, type ModelServer } from '../dev/model-server.js';
+import { createPipelineWorker } from '../run-worker.js';
+
+export interface LocalStackOptions {
+  /** Temporal gRPC port; the Web UI is on port + 1000. @default 7233 */
+  port?: number;
+  /** Start a worker in this process. @default true */
+  worker?: boolean;
+  /** Scenario for the scripted model server, used when no ANTHROPIC_API_KEY is set. */
+  scenarioFile?: string;
+  log: (line: string) => void;
+}
+
+/** The dev server, optionally the scripted model server, and a worker: everything a local run needs. */
+export interface LocalStack {
+  server: DevServer;
+  modelServer?: ModelServer;
+  worker?: Worker;
+  /** Resolves when the worker stops (after a shutdown signal or `stop`). */
+  workerDone: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Value of ANTHROPIC_API_KEY handed to agents talking to the local scripted server; it checks no key. */
+const SCRIPTED_SERVER_KEY = 'scripted-model-server';
+
+export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  // Keep the worker's own chatter (state changes) out of the user's terminal.
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const server = await startDevServer({ port: options.port ?? 7233, log: options.log });
+  options.log(`Temporal dev server on ${server.address}; Web UI ${server.uiUrl ?? '(headless)'}; state in ${server.dbFile ?? 'memory'}`);
+
+  let modelServer: ModelServer | undefined;
+  const env: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: server.address };
+  if (!process.env.ANTHROPIC_API_KEY && options.scenarioFile) {
+    modelServer = await startModelServer({ scenario: options.scenarioFile });
+    env.ANTHROPIC_BASE_URL = modelServer.url;
+    env.ANTHROPIC_API_KEY = SCRIPTED_SERVER_KEY;
+    options.log(`No ANTHROPIC_API_KEY set: agents talk to the bundled scripted model server at ${modelServer.url} (replies from ${options.scenarioFile}); every stage still runs the real claude binary.`);
+  } else if (process.env.ANTHROPIC_API_KEY) {
+    options.log('Using the Anthropic API with ANTHROPIC_API_KEY from the environment.');
+  }
+
+  let worker: Worker | undefined;
+  let workerDone = Promise.resolve();
+  if (options.worker ?? true) {
+    worker = await createPipelineWorker({ env, address: server.address });
+    workerDone = worker.run();
+    options.log(`Worker polling task queue "${worker.options.taskQueue}"`);
+  }
+
+  return {
+    server,
+    modelServer,
+    worker,
+    workerDone,
+    async stop() {
+      if (worker && worker.getState() === 'RUNNING') worker.shutdown();
+      await workerDone.catch(() => {});
+      await modelServer?.close();
+      await server.stop();
+    },
+  };
+}

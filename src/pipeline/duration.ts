@@ -1,0 +1,21 @@
+import type { Duration } from './schema.js';
+
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** Converts a file duration (`"30m"`, `90000`) to milliseconds. The schema has already checked the format. */
+export function toMilliseconds(duration: Duration): number {
+  if (typeof duration === 'number') return duration;
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(duration);
+  if (!match) throw new Error(`invalid duration "${duration}"`);
+  return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
+}
+
+/** Formats milliseconds for people: `850ms`, `12.3s`, `4m05s`, `1h02m`. */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)}s`;
+  const totalSeconds = Math.round(ms / 1_000);
+  if (totalSeconds < 3_600) return `${Math.floor(totalSeconds / 60)}m${String(totalSeconds % 60).padStart(2, '0')}s`;
+  const totalMinutes = Math.floor(totalSeconds / 60);
+  return `${Math.floor(totalMinutes / 60)}h${String(totalMinutes % 60).padStart(2, '0')}m`;
+}

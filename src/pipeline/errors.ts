@@ -1,0 +1,28 @@
+/** One problem found in a pipeline file, located by YAML path and, when known, line. */
+export interface PipelineProblem {
+  /** YAML path such as `stages[2].needs[0]`; empty for the whole document. */
+  path: string;
+  line?: number;
+  message: string;
+}
+
+/** Thrown when a pipeline file cannot be used; the message lists every problem with file, line and field. */
+export class PipelineValidationError extends Error {
+  override readonly name = 'PipelineValidationError';
+  constructor(
+    readonly file: string,
+    readonly problems: PipelineProblem[],
+  ) {
+    super(
+      `[PIPELINE_INVALID] ${file} is not a valid pipeline:\n` +
+        problems.map((p) => `  ${file}${p.line ? `:${p.line}` : ''} ${p.path || '(document)'}: ${p.message}`).join('\n'),
+    );
+  }
+}
+
+/** Formats a zod/YAML path (`['stages', 2, 'needs']`) the way a reader of the file thinks of it. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  return path
+    .map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`))
+    .join('');
+}

@@ -1,0 +1,70 @@
+/** The stage graph: dependency checks at load time and readiness at run time. Pure. */
+
+interface StageNode {
+  id: string;
+  needs?: string[];
+}
+
+/** Problems with stage ids and `needs`: duplicates, unknown stages, self-references and cycles. */
+export function findGraphProblems(stages: readonly StageNode[]): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const ids = new Set<string>();
+  stages.forEach((stage, i) => {
+    if (ids.has(stage.id)) problems.push({ path: ['stages', i, 'id'], message: `duplicate stage id "${stage.id}"` });
+    ids.add(stage.id);
+  });
+  stages.forEach((stage, i) => {
+    (stage.needs ?? []).forEach((need, j) => {
+      if (need === stage.id) problems.push({ path: ['stages', i, 'needs', j], message: `stage "${stage.id}" cannot need itself` });
+      else if (!ids.has(need)) {
+        problems.push({ path: ['stages', i, 'needs', j], message: `unknown stage "${need}"; known stages: ${[...ids].join(', ')}` });
+      }
+    });
+  });
+  if (problems.length === 0) {
+    const cycle = findCycle(stages);
+    if (cycle) {
+      const index = stages.findIndex((s) => s.id === cycle[0]);
+      problems.push({ path: ['stages', index, 'needs'], message: `dependency cycle: ${cycle.join(' -> ')}` });
+    }
+  }
+  return problems;
+}
+
+function findCycle(stages: readonly StageNode[]): string[] | undefined {
+  const needs = new Map(stages.map((s) => [s.id, s.needs ?? []]));
+  const state = new Map<string, 'visiting' | 'done'>();
+  const trail: string[] = [];
+  const visit = (id: string): string[] | undefined => {
+    if (state.get(id) === 'done') return undefined;
+    if (state.get(id) === 'visiting') return [...trail.slice(trail.indexOf(id)), id];
+    state.set(id, 'visiting');
+    trail.push(id);
+    for (const need of needs.get(id) ?? []) {
+      const cycle = visit(need);
+      if (cycle) return cycle;
+    }
+    trail.pop();
+    state.set(id, 'done');
+    return undefined;
+  };
+  for (const stage of stages) {
+    const cycle = visit(stage.id);
+    if (cycle) return cycle;
+  }
+  return undefined;
+}
+
+/**
+ * Stages that may start now: not started yet, and every stage they need has completed.
+ * Order follows the file, so runs are deterministic.
+ */
+export function findReadyStages(
+  stages: readonly StageNode[],
+  isStarted: (id: string) => boolean,
+  isCompleted: (id: string) => boolean,
+): string[] {
+  return stages
+    .filter((s) => !isStarted(s.id) && (s.needs ?? []).every(isCompleted))
+    .map((s) => s.id);
+}

@@ -1,0 +1,51 @@
+import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
+import { findGraphProblems } from './graph.js';
+import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
+import { pipelineSchema, type PipelineDefinition } from './schema.js';
+
+/**
+ * Parses and validates a pipeline file's text. Pure (no file access) so the client, the worker and
+ * tests share it; `file` is only used in messages.
+ * @throws PipelineValidationError naming every problem with its line and YAML path.
+ */
+export function parsePipeline(text: string, file: string): PipelineDefinition {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    throw new PipelineValidationError(
+      file,
+      doc.errors.map((e) => ({ path: '', line: lineCounter.linePos(e.pos[0]).line, message: e.message })),
+    );
+  }
+  const parsed = pipelineSchema.safeParse(doc.toJS());
+  if (!parsed.success) {
+    throw new PipelineValidationError(
+      file,
+      parsed.error.issues.map((issue) => locate(doc, lineCounter, issue.path, describeIssue(issue))),
+    );
+  }
+  const graphProblems = findGraphProblems(parsed.data.stages);
+  if (graphProblems.length > 0) {
+    throw new PipelineValidationError(
+      file,
+      graphProblems.map((p) => locate(doc, lineCounter, p.path, p.message)),
+    );
+  }
+  return parsed.data;
+}
+
+function describeIssue(issue: { code: string; message: string; keys?: string[] }): string {
+  if (issue.code === 'unrecognized_keys' && issue.keys) return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+  return issue.message;
+}
+
+function locate(doc: Document, lineCounter: LineCounter, path: readonly PropertyKey[], message: string): PipelineProblem {
+  // Walk up until a node exists: a missing field has no node, but its parent object does.
+  for (let depth = path.length; depth >= 0; depth--) {
+    const node = depth === 0 ? doc.contents : doc.getIn(path.slice(0, depth) as unknown[], true);
+    if (isNode(node) && node.range) {
+      return { path: formatPath(path), line: lineCounter.linePos(node.range[0]).line, message };
+    }
+  }
+  return { path: formatPath(path), message };
+}

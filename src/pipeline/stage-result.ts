@@ -1,0 +1,39 @@
+/**
+ * What one stage attempt reports back to the workflow. Kept small on purpose: Temporal payloads are
+ * limited (2 MiB), so artifacts are referenced by path, size and hash, never inlined.
+ */
+export interface StageResult {
+  status: 'completed' | 'needs_input' | 'failed';
+  summary: string;
+  outputs: Record<string, unknown>;
+  artifacts: ArtifactRef[];
+  sessionId?: string;
+  usage: TokenUsage;
+  /** `null` when the model's price is unknown. */
+  costUsd: number | null;
+  numTurns: number;
+  durationMs: number;
+  warnings: string[];
+  /** The agent's question or blocker when `status` is `needs_input`. */
+  question?: string;
+  /** The agent's own error when it reported `success: false`. */
+  error?: string;
+  /** Workspace-relative path of this attempt's raw transcript. */
+  transcript?: string;
+  /** Absolute path of the run's workspace on the worker that ran the attempt. */
+  workspace: string;
+  /** Which attempt of the stage produced this result (1-based). */
+  attempt: number;
+}
+
+export interface ArtifactRef {
+  /** Path relative to the run's workspace, with `/` separators. */
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface TokenUsage {
+  inputTokens: number;
+  outputTokens: number;
+}

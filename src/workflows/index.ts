@@ -1,0 +1,2 @@
+// Everything the worker bundles into the workflow sandbox. Deterministic code only.
+export { pipelineWorkflow } from './pipeline.js';
