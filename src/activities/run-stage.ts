@@ -2,6 +2,7 @@ import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activit
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { readAgentOutput } from '../pipeline/contract.js';
+import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
@@ -19,6 +20,16 @@ export interface StageAttemptInput {
   inputs: Record<string, string>;
   /** Completed earlier stages, as step templates and the prompt refer to them. */
   priorStages: Record<string, TemplateStage>;
+  /** Pipeline-level settings every stage shares. */
+  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace'>;
+  /** Review round: 1 the first time, +1 for each rework. */
+  round: number;
+  /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
+  continuation?: { kind: 'answer' | 'permission' | 'rework' | 'retry'; sessionId?: string; message: string };
+  /** Reviewer feedback from earlier rounds, oldest first. */
+  reworkHistory?: { round: number; reviewer: string; summary: string; feedback: unknown[] }[];
+  /** What is left of the pipeline budget; the stage's own cap never exceeds it. @unit US dollars */
+  budgetRemainingUsd?: number;
 }
 
 export type Backend = (request: BackendRequest) => Promise<BackendOutcome>;

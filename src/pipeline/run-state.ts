@@ -1,7 +1,22 @@
 import type { StageResult } from './stage-result.js';
 
-export type StageStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'cancelled';
-export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+export type StageStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'skipped' | 'cancelled';
+export type RunStatus = 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled';
+
+/** Why a run waits for a person, and what moves it on. */
+export interface WaitingFor {
+  kind: 'answer' | 'approval' | 'budget' | 'permission' | 'review_rounds' | 'failure';
+  /** What the person is asked, in a sentence. */
+  message: string;
+  /** The agent's question (`answer`). */
+  question?: string;
+  /** Tool calls the CLI denied (`permission`). */
+  denials?: { tool: string; input: unknown }[];
+  /** The exact commands that move the run on, e.g. `agent-pipeline answer RUN --stage S "..."`. */
+  commands: string[];
+  /** @unit milliseconds since the epoch */
+  since: number;
+}
 
 /** One stage as the status query reports it. */
 export interface StageState {
@@ -9,12 +24,19 @@ export interface StageState {
   status: StageStatus;
   backend: string;
   model: string;
-  /** Attempts started so far, as far as the workflow knows (retries happen inside one activity). */
+  /** Attempts started in the current round, as the last result or failure reported them. */
+  attempt?: number;
+  /** Review round (1 for the first run of the stage; +1 per rework). */
+  round?: number;
   startedAt?: number;
   finishedAt?: number;
   result?: StageResult;
   /** Why the stage failed, when it did. */
   error?: { type: string; message: string };
+  /** Set while the stage waits for a person. */
+  waitingFor?: WaitingFor;
+  /** Tokens and cost of every attempt of the stage, killed ones included. */
+  totals?: { inputTokens: number; outputTokens: number; costUsd: number; attempts: number; durationMs: number };
 }
 
 /** The whole run as the status query reports it, and as the workflow returns it. */
@@ -25,8 +47,10 @@ export interface RunState {
   inputs: Record<string, string>;
   stages: StageState[];
   costUsd: number;
+  budgetUsd?: number;
   /** Absolute path of the run's workspace on the worker, once a stage has reported it. */
   workspace?: string;
+  warnings?: string[];
   startedAt: number;
   finishedAt?: number;
 }

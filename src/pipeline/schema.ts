@@ -20,24 +20,73 @@ const identifier = z
   .string()
   .regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'expected an identifier: a letter, then letters, digits, "-" or "_"');
 
+/** An MCP server as Claude Code's `--mcp-config` takes it: a command to spawn, or a URL. */
+export const mcpServerSchema = z.union([
+  z.strictObject({
+    type: z.literal('stdio').optional(),
+    command: z.string().min(1),
+    args: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+  }),
+  z.strictObject({
+    type: z.enum(['http', 'sse']),
+    url: z.string().url(),
+    headers: z.record(z.string(), z.string()).optional(),
+  }),
+]);
+
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
   backend: z.enum(BACKENDS).optional(),
   model: z.string().min(1).optional(),
   fallbackModel: z.string().min(1).optional(),
+  /** Start-to-close timeout of one attempt. */
   timeout: durationSchema.optional(),
   heartbeatTimeout: durationSchema.optional(),
   /** How long the agent may go without any output (text, tool call, tool result) before it counts as stalled. */
   stallTimeout: durationSchema.optional(),
+  /** Like `stallTimeout`, for the wait before the agent's first output (model warm-up, long first prompt). */
+  firstOutputTimeout: durationSchema.optional(),
   retries: z.number().int().min(0).max(100).optional(),
+  /** Attempts whose answer breaks the output contract are retried this many times, then the stage fails. */
+  contractRetries: z.number().int().min(0).max(10).optional(),
   permissionMode: z.enum(PERMISSION_MODES).optional(),
   allowedTools: z.array(z.string().min(1)).optional(),
   disallowedTools: z.array(z.string().min(1)).optional(),
+  /** Extra directories the CLI agent may touch, relative to the pipeline file. */
+  addDirs: z.array(z.string().min(1)).optional(),
   maxBudgetUsd: z.number().positive().optional(),
   maxTokens: z.number().int().positive().optional(),
+  /** What to do when the CLI denied tool calls: `fail` the stage, `ask` a person, or `ignore`. */
+  onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
+  /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */
+  onFailure: z.enum(['fail', 'ask']).optional(),
 };
 
 export const stageDefaultsSchema = z.strictObject(stageOptionsShape);
+
+/** A file a stage expects an earlier stage to have written: a path, or `{path, from}`. */
+export const stageInputSchema = z.union([
+  z.string().min(1),
+  z.strictObject({ path: z.string().min(1), from: identifier.optional() }),
+]);
+
+export const reviewSchema = z.strictObject({
+  /** The stage (or stages) whose work this stage reviews; `rework` re-runs them and everything after. */
+  of: z.union([identifier, z.array(identifier).min(1)]),
+  maxRounds: z.number().int().min(1).max(20).optional(),
+  /** At the cap: `ask` a person (default), `fail` the run, or `continue` with a warning. */
+  onMaxRounds: z.enum(['ask', 'fail', 'continue']).optional(),
+});
+
+export const approvalSchema = z.strictObject({
+  /** How long to wait for a person; without it the run waits indefinitely. */
+  timeout: durationSchema.optional(),
+  /** What a timeout means. */
+  onTimeout: z.enum(['approve', 'reject']).optional(),
+  /** Shown to the approver. */
+  message: z.string().optional(),
+});
 
 export const stageSchema = z.strictObject({
   id: identifier,
@@ -47,6 +96,21 @@ export const stageSchema = z.strictObject({
   agent: z.string().min(1).optional(),
   /** Step template: a file path relative to the pipeline file, or an inline multi-line template. */
   prompt: z.string().min(1),
+  /** Files earlier stages must have written before this stage starts (workspace-relative). */
+  inputs: z.array(stageInputSchema).optional(),
+  /** Extra text for the system prompt of this stage. */
+  appendSystemPrompt: z.string().optional(),
+  /** MCP servers for this stage; merged over the pipeline's, a stage entry wins. */
+  mcpServers: z.record(z.string().min(1), mcpServerSchema).optional(),
+  /** Run the stage only when this condition on earlier outputs holds, e.g. `{{stages.test.outputs.passed}} == false`. */
+  when: z.string().min(1).optional(),
+  /** A failure of this stage does not fail the run; its dependents are skipped. */
+  continueOnFailure: z.boolean().optional(),
+  review: reviewSchema.optional(),
+  /** After the stage completes, wait for a person to approve or reject. */
+  approval: z.union([z.literal(true), approvalSchema]).optional(),
+  /** Commit the stage's changes on the run's branch (needs `workspace.repo`). */
+  commit: z.boolean().optional(),
   ...stageOptionsShape,
 });
 
@@ -56,16 +120,40 @@ const inputSchema = z.strictObject({
   default: z.string().optional(),
 });
 
+export const workspaceSchema = z.strictObject({
+  /** A git repository (relative to the pipeline file); each run works in its own worktree of it. */
+  repo: z.string().min(1),
+  /** The run's branch; a template, e.g. `agent/{{run.id}}`. */
+  branch: z.string().min(1).optional(),
+  /** The commit or branch the worktree starts from. @default HEAD */
+  base: z.string().min(1).optional(),
+});
+
 export const pipelineSchema = z.strictObject({
   name: identifier,
   description: z.string().optional(),
   inputs: z.record(identifier, inputSchema).optional(),
   defaults: stageDefaultsSchema.optional(),
+  /** Most stages running at once. @default unlimited */
+  concurrency: z.number().int().min(1).optional(),
+  /** Bound on the whole run. */
+  timeout: durationSchema.optional(),
   budgetUsd: z.number().positive().optional(),
+  /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
+  onBudgetExceeded: z.enum(['ask', 'fail']).optional(),
+  /** Files included in every stage's prompt, e.g. a product brief (relative to the pipeline file). */
+  context: z.array(z.string().min(1)).optional(),
+  /** A file that replaces the built-in system prompt; it must contain `{{stage_prompt}}`. */
+  systemPrompt: z.string().min(1).optional(),
+  /** MCP servers every CLI stage gets. */
+  mcpServers: z.record(z.string().min(1), mcpServerSchema).optional(),
+  workspace: workspaceSchema.optional(),
   stages: z.array(stageSchema).min(1, 'a pipeline needs at least one stage'),
 });
 
 export type PipelineDefinition = z.infer<typeof pipelineSchema>;
 export type StageDefinition = z.infer<typeof stageSchema>;
 export type StageDefaults = z.infer<typeof stageDefaultsSchema>;
+export type StageInput = z.infer<typeof stageInputSchema>;
+export type McpServer = z.infer<typeof mcpServerSchema>;
 export type Duration = z.infer<typeof durationSchema>;

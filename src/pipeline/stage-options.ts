@@ -2,7 +2,8 @@ import { toMilliseconds } from './duration.js';
 import type { Backend, PipelineDefinition, StageDefinition } from './schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
-export interface ResolvedStage extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout'> {
+export interface ResolvedStage
+  extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout' | 'firstOutputTimeout'> {
   backend: Backend;
   model: string;
   /** Start-to-close timeout of one attempt. @unit milliseconds */
@@ -11,7 +12,12 @@ export interface ResolvedStage extends Omit<StageDefinition, 'timeout' | 'heartb
   heartbeatTimeoutMs: number;
   /** No output for this long kills the agent as stalled. @unit milliseconds */
   stallTimeoutMs: number;
+  /** Like `stallTimeoutMs`, before the agent's first output. @unit milliseconds */
+  firstOutputTimeoutMs: number;
   retries: number;
+  contractRetries: number;
+  onPermissionDenied: 'fail' | 'ask' | 'ignore';
+  onFailure: 'fail' | 'ask';
   needs: string[];
 }
 
@@ -22,12 +28,16 @@ export const STAGE_DEFAULTS = {
   timeout: '30m',
   heartbeatTimeout: '2m',
   stallTimeout: '5m',
+  firstOutputTimeout: '5m',
   retries: 3,
+  contractRetries: 1,
+  onPermissionDenied: 'ignore',
+  onFailure: 'fail',
 } as const;
 
 export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinition): ResolvedStage {
   const defaults = pipeline.defaults ?? {};
-  const { timeout, heartbeatTimeout, stallTimeout, ...rest } = { ...defaults, ...stage };
+  const { timeout, heartbeatTimeout, stallTimeout, firstOutputTimeout, ...rest } = { ...defaults, ...stage };
   return {
     ...rest,
     backend: stage.backend ?? defaults.backend ?? STAGE_DEFAULTS.backend,
@@ -35,7 +45,11 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
     timeoutMs: toMilliseconds(timeout ?? STAGE_DEFAULTS.timeout),
     heartbeatTimeoutMs: toMilliseconds(heartbeatTimeout ?? STAGE_DEFAULTS.heartbeatTimeout),
     stallTimeoutMs: toMilliseconds(stallTimeout ?? STAGE_DEFAULTS.stallTimeout),
+    firstOutputTimeoutMs: toMilliseconds(firstOutputTimeout ?? STAGE_DEFAULTS.firstOutputTimeout),
     retries: stage.retries ?? defaults.retries ?? STAGE_DEFAULTS.retries,
+    contractRetries: stage.contractRetries ?? defaults.contractRetries ?? STAGE_DEFAULTS.contractRetries,
+    onPermissionDenied: stage.onPermissionDenied ?? defaults.onPermissionDenied ?? STAGE_DEFAULTS.onPermissionDenied,
+    onFailure: stage.onFailure ?? defaults.onFailure ?? STAGE_DEFAULTS.onFailure,
     needs: stage.needs ?? [],
   };
 }

@@ -18,6 +18,11 @@ export interface StageResult {
   question?: string;
   /** The agent's own error when it reported `success: false`. */
   error?: string;
+  /** A reviewer's verdict and findings. */
+  verdict?: 'approve' | 'rework';
+  feedback?: unknown[];
+  /** Tool calls the CLI denied during the attempt. */
+  permissionDenials?: { tool: string; input: unknown }[];
   /** Workspace-relative path of this attempt's raw transcript. */
   transcript?: string;
   /** Absolute path of the run's workspace on the worker that ran the attempt. */

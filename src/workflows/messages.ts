@@ -1,4 +1,4 @@
-import { defineQuery } from '@temporalio/workflow';
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { RunState } from '../pipeline/run-state.js';
 
@@ -18,5 +18,49 @@ export interface PipelineRunInput {
   inputs: Record<string, string>;
 }
 
-/** The run's full state: stages, attempts, costs, artifacts. */
+/** The run's full state: stages, attempts, costs, artifacts, what it waits for. */
 export const getStatusQuery = defineQuery<RunState>('getStatus');
+
+/*
+ * Human decisions are updates, not signals: the person gets an immediate, validated answer
+ * ("stage review is not waiting for an answer") instead of a signal silently ignored.
+ * `stage` may be omitted when exactly one stage waits.
+ */
+
+export interface AnswerStageInput {
+  stage?: string;
+  text: string;
+}
+export interface ApproveStageInput {
+  stage?: string;
+  /** Raise the pipeline budget to this amount (budget waits). @unit US dollars */
+  budgetUsd?: number;
+  /** Allow these tools and resume (permission waits). */
+  allowTools?: string[];
+  allowAll?: boolean;
+  /** Grant this many more review rounds (review_rounds waits). */
+  rounds?: number;
+  comment?: string;
+}
+export interface RejectStageInput {
+  stage?: string;
+  reason: string;
+}
+export interface RetryStageInput {
+  stage: string;
+  feedback?: string;
+}
+export interface SkipStageInput {
+  stage: string;
+}
+
+/** Answers a stage's question; the stage continues its session with the answer. */
+export const answerStageUpdate = defineUpdate<RunState, [AnswerStageInput]>('answerStage');
+/** Approves what a stage waits for: an approval gate, more budget, denied tools, more review rounds. */
+export const approveStageUpdate = defineUpdate<RunState, [ApproveStageInput]>('approveStage');
+/** Rejects what a stage waits for; the stage fails with the reason. */
+export const rejectStageUpdate = defineUpdate<RunState, [RejectStageInput]>('rejectStage');
+/** Runs a failed stage (waiting with `onFailure: ask`) again, optionally with feedback. */
+export const retryStageUpdate = defineUpdate<RunState, [RetryStageInput]>('retryStage');
+/** Skips a failed stage (waiting with `onFailure: ask`); its dependents run as if it had completed. */
+export const skipStageUpdate = defineUpdate<RunState, [SkipStageInput]>('skipStage');

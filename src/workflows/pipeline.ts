@@ -54,6 +54,13 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
           stage,
           inputs: input.inputs,
           priorStages: tracker.templateStages(),
+          pipeline: {
+            context: input.pipeline.context,
+            systemPrompt: input.pipeline.systemPrompt,
+            mcpServers: input.pipeline.mcpServers,
+            workspace: input.pipeline.workspace,
+          },
+          round: 1,
         }),
       );
       if (result.status === 'completed') {
