@@ -12,11 +12,21 @@ export interface StartWorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** Overrides `TEMPORAL_ADDRESS`, e.g. for the embedded dev server. */
   address?: string;
+  /** Overrides `AGENT_PIPELINE_TASK_QUEUE`; tests give each file its own queue. */
+  taskQueue?: string;
+  /** A prebuilt workflow bundle to load instead of the one next to this file. */
+  workflowBundlePath?: string;
+  /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
+  workerOptions?: Partial<WorkerOptions>;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
 const PREBUILT_BUNDLE = fileURLToPath(new URL('./workflow-bundle.js', import.meta.url));
-const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.js', import.meta.url));
+// Running from source (tests), the workflows are TypeScript; Temporal's bundler compiles them.
+const WORKFLOWS_PATH = [
+  fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
+  fileURLToPath(new URL('./workflows/index.ts', import.meta.url)),
+].find((file) => existsSync(file));
 
 /** Connects to Temporal and creates a worker for the pipeline workflow and its activities. */
 export async function createPipelineWorker(options: StartWorkerOptions = {}): Promise<Worker> {
@@ -34,17 +44,19 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
       models: loadModelCatalog(env),
     },
   });
-  const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = existsSync(PREBUILT_BUNDLE)
-    ? { workflowBundle: { codePath: PREBUILT_BUNDLE } }
+  const bundle = options.workflowBundlePath ?? (existsSync(PREBUILT_BUNDLE) ? PREBUILT_BUNDLE : undefined);
+  const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = bundle
+    ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
   return Worker.create({
     connection,
     namespace: namespace ?? 'default',
-    taskQueue: config.taskQueue,
+    taskQueue: options.taskQueue ?? config.taskQueue,
     ...workflowSource,
     activities,
     maxConcurrentActivityTaskExecutions: Number(env.AGENT_PIPELINE_MAX_CONCURRENT_STAGES || 8),
     // Running stages get this long to finish on SIGTERM; after it they are cancelled and resume on another worker.
     shutdownGraceTime: env.AGENT_PIPELINE_SHUTDOWN_GRACE || '30s',
+    ...options.workerOptions,
   });
 }

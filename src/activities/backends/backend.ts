@@ -20,6 +20,17 @@ export interface BackendRequest {
   attempt: number;
   /** Session to continue, from the previous attempt's last heartbeat. */
   resumeSessionId?: string;
+  /**
+   * Continue an earlier session with this message instead of the task prompt: a person's answer,
+   * granted tools, or reviewer feedback. The CLI resumes `sessionId`; the API backend replays the message.
+   */
+  continuation?: { kind: 'answer' | 'permission' | 'rework' | 'retry'; sessionId?: string; message: string };
+  /** Spend cap of this attempt: the stage's cap, never more than what is left of the pipeline budget. @unit US dollars */
+  maxBudgetUsd?: number;
+  /** Pipeline-level MCP servers (the stage's own are in `stage.mcpServers` and win). */
+  mcpServers?: Record<string, import('../../pipeline/schema.js').McpServer>;
+  /** Absolute extra directories the agent may use (`--add-dir`). */
+  addDirs?: string[];
   /** Where to keep the raw transcript of this attempt. */
   transcriptPath: string;
   /** Aborted when Temporal cancels the activity (run cancelled, heartbeat timeout, worker shutdown). */
@@ -37,4 +48,6 @@ export interface BackendOutcome {
   numTurns: number;
   durationMs: number;
   warnings: string[];
+  /** Tool calls the CLI denied (from the result's `permission_denials`). */
+  permissionDenials?: { tool: string; input: unknown }[];
 }

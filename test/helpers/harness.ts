@@ -1,0 +1,105 @@
+import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
+import { loadPipelineFile, resolveInputs } from '../../src/cli/load-pipeline.js';
+import { startRun } from '../../src/cli/runs.js';
+import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { getStatusQuery } from '../../src/workflows/messages.js';
+
+export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** `npm test` builds first, so integration tests load the same workflow bundle a user's worker does. */
+export const WORKFLOW_BUNDLE = path.join(PROJECT_ROOT, 'dist', 'workflow-bundle.js');
+
+/** A test's own world: a task queue, a workspaces folder, a scripted model server, a worker and a client. */
+export interface Harness {
+  client: Client;
+  taskQueue: string;
+  workspacesRoot: string;
+  modelServer: ModelServer;
+  /** The environment the worker (and so the agents) got. */
+  env: NodeJS.ProcessEnv;
+  worker?: Worker;
+  /** Starts a run of a pipeline file and returns its handle. */
+  start(file: string, inputs?: Record<string, string>, id?: string): Promise<WorkflowHandle>;
+  /** Waits for a run to end (completed or failed) and returns its final state. */
+  finish(handle: WorkflowHandle): Promise<RunState>;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  scenario: ScenarioInput | string;
+  /** Start an in-process worker. @default true */
+  worker?: boolean;
+  /** Extra environment for the worker. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Sets up a harness against the shared dev server of this test run (see global-setup.ts). */
+export async function createHarness(name: string, options: HarnessOptions): Promise<Harness> {
+  const address = inject('temporalAddress');
+  const taskQueue = `test-${name}-${Math.random().toString(36).slice(2, 8)}`;
+  const workspacesRoot = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-`));
+  const modelServer = await startModelServer({ scenario: options.scenario, log: () => {} });
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    TEMPORAL_ADDRESS: address,
+    AGENT_PIPELINE_TASK_QUEUE: taskQueue,
+    AGENT_PIPELINE_WORKSPACES: workspacesRoot,
+    ANTHROPIC_BASE_URL: modelServer.url,
+    ANTHROPIC_API_KEY: 'sk-test-harness-key',
+    ...options.env,
+  };
+  let worker: Worker | undefined;
+  let running: Promise<void> | undefined;
+  if (options.worker ?? true) {
+    worker = await createPipelineWorker({
+      env,
+      taskQueue,
+      workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined,
+      workerOptions: { maxCachedWorkflows: 0 },
+    });
+    running = worker.run();
+  }
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  return {
+    client,
+    taskQueue,
+    workspacesRoot,
+    modelServer,
+    env,
+    worker,
+    async start(file, inputs = {}, id) {
+      const { pipeline, baseDir } = await loadPipelineFile(file);
+      const { handle } = await startRun(
+        client,
+        { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, inputs) },
+        { taskQueue, id: id ?? `${name}-${Math.random().toString(36).slice(2, 10)}` },
+      );
+      return handle;
+    },
+    async finish(handle) {
+      try {
+        await handle.result();
+      } catch (err) {
+        if (!(err instanceof WorkflowFailedError)) throw err;
+      }
+      return handle.query(getStatusQuery);
+    },
+    async close() {
+      worker?.shutdown();
+      await running;
+      await connection.close();
+      await modelServer.close();
+      await rm(workspacesRoot, { recursive: true, force: true });
+    },
+  };
+}
