@@ -94,8 +94,12 @@ export const stageSchema = z.strictObject({
   needs: z.array(identifier).optional(),
   /** Agent definition file (markdown with frontmatter), relative to the pipeline file. */
   agent: z.string().min(1).optional(),
-  /** Step template: a file path relative to the pipeline file, or an inline multi-line template. */
-  prompt: z.string().min(1),
+  /**
+   * Step template: a file path relative to the pipeline file, or an inline multi-line template.
+   * Optional when the agent file says what to do; a stage with neither agent nor prompt is a pure
+   * `approval` gate.
+   */
+  prompt: z.string().min(1).optional(),
   /** Files earlier stages must have written before this stage starts (workspace-relative). */
   inputs: z.array(stageInputSchema).optional(),
   /** Extra text for the system prompt of this stage. */
@@ -112,6 +116,16 @@ export const stageSchema = z.strictObject({
   /** Commit the stage's changes on the run's branch (needs `workspace.repo`). */
   commit: z.boolean().optional(),
   ...stageOptionsShape,
+}).check((ctx) => {
+  const stage = ctx.value;
+  if (stage.prompt === undefined && stage.agent === undefined && stage.approval === undefined) {
+    ctx.issues.push({
+      code: 'custom',
+      input: stage,
+      path: ['prompt'],
+      message: 'a stage needs a `prompt` or an `agent` (or only `approval`, for a gate where a person decides)',
+    });
+  }
 });
 
 const inputSchema = z.strictObject({

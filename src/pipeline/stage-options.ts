@@ -3,7 +3,11 @@ import type { Backend, PipelineDefinition, StageDefinition } from './schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
 export interface ResolvedStage
-  extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout' | 'firstOutputTimeout'> {
+  extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout' | 'firstOutputTimeout' | 'prompt'> {
+  /** The step template; empty when the agent file alone says what to do. */
+  prompt: string;
+  /** True for a stage with neither agent nor prompt: only a person's approval, no agent runs. */
+  gateOnly: boolean;
   backend: Backend;
   model: string;
   /** Start-to-close timeout of one attempt. @unit milliseconds */
@@ -40,6 +44,8 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
   const { timeout, heartbeatTimeout, stallTimeout, firstOutputTimeout, ...rest } = { ...defaults, ...stage };
   return {
     ...rest,
+    prompt: stage.prompt ?? '',
+    gateOnly: stage.prompt === undefined && stage.agent === undefined,
     backend: stage.backend ?? defaults.backend ?? STAGE_DEFAULTS.backend,
     model: stage.model ?? defaults.model ?? STAGE_DEFAULTS.model,
     timeoutMs: toMilliseconds(timeout ?? STAGE_DEFAULTS.timeout),

@@ -1,5 +1,5 @@
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,8 +42,17 @@ export interface HarnessOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+let runtimeInstalled = false;
+/** Worker state changes at INFO would bury test output; warnings and errors still show. */
+function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
 /** Sets up a harness against the shared dev server of this test run (see global-setup.ts). */
 export async function createHarness(name: string, options: HarnessOptions): Promise<Harness> {
+  installQuietRuntime();
   const address = inject('temporalAddress');
   const taskQueue = `test-${name}-${Math.random().toString(36).slice(2, 8)}`;
   const workspacesRoot = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-`));

@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import { PipelineValidationError } from '../../src/pipeline/errors.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+
+function problemsOf(text: string): string[] {
+  try {
+    parsePipeline(text, 'p.yaml');
+  } catch (err) {
+    if (err instanceof PipelineValidationError) return err.problems.map((p) => `${p.line ?? '?'} ${p.path}: ${p.message}`);
+    throw err;
+  }
+  return [];
+}
+
+describe('parsePipeline', () => {
+  it('accepts the documented pipeline shape and keeps what the author wrote', () => {
+    const pipeline = parsePipeline(
+      [
+        'name: feature-delivery',
+        'inputs: { feature: { required: true } }',
+        'defaults: { backend: claude-cli, model: sonnet, timeout: 30m, heartbeatTimeout: 2m, retries: 3 }',
+        'budgetUsd: 5',
+        'stages:',
+        '  - id: spec',
+        '    prompt: steps/spec.md',
+        '  - id: review',
+        '    needs: [spec]',
+        '    backend: anthropic-api',
+        '    model: opus',
+        '    agent: agents/reviewer.md',
+        '    review: { of: spec, maxRounds: 2 }',
+        '  - id: release',
+        '    needs: [review]',
+        '    approval: { timeout: 24h }',
+      ].join('\n'),
+      'p.yaml',
+    );
+    expect(pipeline.name).toBe('feature-delivery');
+    expect(pipeline.stages[1]).toMatchObject({ id: 'review', needs: ['spec'], review: { of: 'spec', maxRounds: 2 } });
+    expect(resolveStage(pipeline, pipeline.stages[2])).toMatchObject({ id: 'release', gateOnly: true, prompt: '' });
+  });
+
+  it('names the line and YAML path of a wrong field', () => {
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    timeout: soon'].join('\n'));
+    expect(problems).toEqual([expect.stringMatching(/^5 stages\[0\]\.timeout: .*duration/)]);
+  });
+
+  it('reports unknown fields instead of ignoring them', () => {
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    promt: y'].join('\n'));
+    expect(problems).toEqual([expect.stringContaining('stages[0]: unknown field "promt"')]);
+  });
+
+  it('reports a missing required field at its parent', () => {
+    expect(problemsOf(['name: p', 'stages:', '  - id: a'].join('\n'))).toEqual([
+      expect.stringMatching(/^3 stages\[0\]\.prompt: a stage needs a `prompt` or an `agent`/),
+    ]);
+    expect(problemsOf(['name: p', 'stages: []'].join('\n'))).toEqual([expect.stringContaining('at least one stage')]);
+  });
+
+  it('rejects needs on unknown stages, duplicates and cycles', () => {
+    expect(problemsOf(['name: p', 'stages:', '  - { id: a, prompt: x, needs: [b] }'].join('\n'))).toEqual([
+      expect.stringContaining('stages[0].needs[0]: unknown stage "b"'),
+    ]);
+    expect(problemsOf(['name: p', 'stages:', '  - { id: a, prompt: x }', '  - { id: a, prompt: y }'].join('\n'))).toEqual([
+      expect.stringContaining('stages[1].id: duplicate stage id "a"'),
+    ]);
+    expect(
+      problemsOf(['name: p', 'stages:', '  - { id: a, prompt: x, needs: [b] }', '  - { id: b, prompt: y, needs: [a] }'].join('\n')),
+    ).toEqual([expect.stringContaining('dependency cycle: a -> b -> a')]);
+  });
+
+  it('reports YAML syntax errors with their line', () => {
+    expect(problemsOf('name: p\nstages: [\n')[0]).toMatch(/^\d+ : /);
+  });
+
+  it('puts the file name in the message', () => {
+    expect(() => parsePipeline('name: 3x', 'pipelines/bad.yaml')).toThrow(/pipelines\/bad\.yaml/);
+  });
+});
+
+describe('resolveStage', () => {
+  it('takes stage values over pipeline defaults over built-ins', () => {
+    const pipeline = parsePipeline(
+      ['name: p', 'defaults: { model: opus, timeout: 10m, retries: 5 }', 'stages:', '  - { id: a, prompt: x, timeout: 90s }'].join('\n'),
+      'p.yaml',
+    );
+    const stage = resolveStage(pipeline, pipeline.stages[0]);
+    expect(stage).toMatchObject({ backend: 'claude-cli', model: 'opus', timeoutMs: 90_000, retries: 5, heartbeatTimeoutMs: 120_000, needs: [] });
+  });
+});
