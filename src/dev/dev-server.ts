@@ -68,6 +68,8 @@ export const DevServerErrorCode = {
   ALREADY_RUNNING: 'DEV_SERVER_ALREADY_RUNNING',
   /** The server process exited before it was ready. */
   EXITED: 'DEV_SERVER_EXITED',
+  /** `port` or `uiPort` is not a TCP port number. */
+  INVALID_PORT: 'DEV_SERVER_INVALID_PORT',
   /** The server did not answer within `readyTimeoutMs`. */
   NOT_READY: 'DEV_SERVER_NOT_READY',
   /** A search attribute in `dbFile` has another type than the project defines. */
@@ -103,7 +105,8 @@ const ATTRIBUTE_TYPES: Record<SearchAttributeType, { flag: string; indexed: numb
  * Starts `temporal server start-dev` on 127.0.0.1 with the project's search attributes and resolves once it
  * serves the namespace. Starting again with the same `dbFile` keeps workflows and schedules. The server gets
  * SIGTERM if this process dies (via `setpriv --pdeathsig` where available, and execa's exit cleanup).
- * @throws {DevServerError} with `code` PORT_IN_USE or ALREADY_RUNNING before spawning, EXITED or NOT_READY after.
+ * @throws {DevServerError} with `code` INVALID_PORT, PORT_IN_USE or ALREADY_RUNNING before spawning; EXITED, NOT_READY or
+ *   SEARCH_ATTRIBUTE_CONFLICT after (the process is stopped first).
  */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
   const env = options.env ?? process.env;
@@ -111,8 +114,10 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const namespace = options.namespace ?? 'default';
   const headless = options.headless ?? false;
   const autoPort = options.port === 'auto' || options.port === 0;
-  const port = autoPort ? await pickFreePort() : (options.port as number | undefined) ?? 7233;
+  const port = autoPort ? await pickFreePort() : typeof options.port === 'number' ? options.port : 7233;
   const uiPort = headless ? undefined : options.uiPort ?? (autoPort ? await pickFreePort() : port + 1000);
+  assertValidPort('port', port);
+  if (uiPort !== undefined) assertValidPort('uiPort', uiPort);
   const dbFile = options.dbFile === null ? undefined : path.resolve(options.dbFile ?? path.join(stateDir, 'temporal.db'));
   const logFile = path.resolve(options.logFile ?? path.join(stateDir, 'temporal-server.log'));
   const attributes = options.searchAttributes ?? SEARCH_ATTRIBUTES;
@@ -194,8 +199,8 @@ async function waitUntilReady(
       const tail = await readLogTail(logFile, logStart);
       throw new DevServerError(
         DevServerErrorCode.EXITED,
-        `The Temporal dev server for ${address} exited before it was ready (${exit.shortMessage}): ${lastLogMessage(tail)}. Full log: ${logFile}. ` +
-          `If the port is taken, choose another one (\`--port N\`, or port: 'auto').`,
+        `The Temporal dev server for ${address} exited (${exit.signal ?? `exit code ${exit.exitCode}`}) before it was ready: ${lastLogMessage(tail)}. ` +
+          `Full log: ${logFile}. If a port is taken, choose another one (\`--port N\`, or port: 'auto').`,
         tail,
       );
     }
@@ -209,14 +214,14 @@ async function waitUntilReady(
     }
     // Probe the socket cheaply first: a gRPC channel that saw "connection refused" backs off for a second or more.
     if (await canConnect(port)) {
-      let connection: Connection | undefined;
+      const connection = Connection.lazy({ address, connectTimeout: Math.max(1_000, Math.min(5_000, deadline - Date.now())) });
       try {
-        connection = await Connection.connect({ address, connectTimeout: Math.max(1_000, Math.min(5_000, deadline - Date.now())) });
+        await connection.ensureConnected();
         await connection.workflowService.describeNamespace({ namespace });
         return connection;
       } catch (error) {
         lastError = error;
-        await connection?.close();
+        await connection.close();
       }
     }
     await sleep(100);
@@ -251,6 +256,12 @@ async function registerMissingAttributes(
   if (Object.keys(missing).length > 0) await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
 }
 
+function assertValidPort(option: string, port: number): void {
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw new DevServerError(DevServerErrorCode.INVALID_PORT, `${option} ${port} is not a TCP port; use an integer from 1 to 65535 (or port: 'auto').`);
+  }
+}
+
 async function assertPortsFree(address: string, port: number, uiPort: number | undefined): Promise<void> {
   if (!(await isPortFree(port))) {
     if (await isTemporalServer(address)) {
@@ -270,12 +281,15 @@ async function assertPortsFree(address: string, port: number, uiPort: number | u
 }
 
 async function isTemporalServer(address: string): Promise<boolean> {
+  // Not Connection.connect(): when it fails it leaves its channel open, holding a socket to whatever listens.
+  const connection = Connection.lazy({ address, connectTimeout: 2_000 });
   try {
-    const connection = await Connection.connect({ address, connectTimeout: 2_000 });
-    await connection.close();
+    await connection.ensureConnected();
     return true;
   } catch {
     return false;
+  } finally {
+    await connection.close();
   }
 }
 
