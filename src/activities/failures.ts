@@ -1,87 +1,128 @@
 import { ApplicationFailure, type Duration } from '@temporalio/common';
+import { redactSecrets } from './secrets.js';
 
 /**
- * The failure catalogue: every way a stage attempt can fail, with a stable `type` and whether
- * Temporal should retry it. Activities throw only failures made by `stageFailure`.
+ * The failure catalogue: every way a stage attempt can fail, with a stable `type`, whether Temporal
+ * should retry it, and what a person can do about it (`hint`, appended to messages that bring no
+ * advice of their own). Activities throw only failures made by `stageFailure`.
  */
 export const FAILURES = {
-  /** Thrown when the pipeline or stage configuration cannot work (bad flag combination, bad path). */
-  CONFIG_INVALID: { nonRetryable: true },
-  /** Thrown when an agent definition or step template file does not exist. */
-  FILE_NOT_FOUND: { nonRetryable: true },
-  /** Thrown when a step template uses a variable the run does not define. */
-  TEMPLATE_VARIABLE_UNKNOWN: { nonRetryable: true },
+  /** Thrown when the pipeline or stage configuration cannot work (bad frontmatter, a system prompt without `{{stage_prompt}}`, a path outside the workspace, a bad git repo or branch). */
+  CONFIG_INVALID: { nonRetryable: true, hint: 'fix the pipeline file and start a new run' },
+  /** Thrown when a file or folder the pipeline names (agent definition, step template, context file, system prompt, `addDirs` entry) does not exist. */
+  FILE_NOT_FOUND: { nonRetryable: true, hint: 'paths in a pipeline file are relative to its folder; fix the path or create the file' },
+  /** Thrown when a stage's declared `inputs:` file is missing from the workspace: the earlier stage that should have written it did not. */
+  INPUT_NOT_FOUND: { nonRetryable: true, hint: 'check the earlier stage\'s transcript, or fix the path in `inputs:`' },
+  /** Thrown when a step template or system prompt uses a variable the run does not define. */
+  TEMPLATE_VARIABLE_UNKNOWN: { nonRetryable: true, hint: 'fix the variable name, or add the stage it refers to under `needs`' },
   /** Thrown when the `claude` binary cannot be found or started. */
-  CLI_NOT_INSTALLED: { nonRetryable: true },
+  CLI_NOT_INSTALLED: { nonRetryable: true, hint: 'run `npm ci` in the agent-pipeline folder, or set CLAUDE_BIN to the claude binary' },
   /** Thrown when no API key is configured for the backend. */
-  API_KEY_MISSING: { nonRetryable: true },
+  API_KEY_MISSING: { nonRetryable: true, hint: 'set ANTHROPIC_API_KEY in the environment of the worker and restart it' },
   /** Thrown when the API rejects the key (401) or the account lacks permission (403). */
-  API_KEY_REJECTED: { nonRetryable: true },
-  /** Thrown when the API refuses the request as malformed (400), or the model does not exist (404). */
-  INVALID_REQUEST: { nonRetryable: true },
-  /** Thrown when the stage's or pipeline's budget is spent. */
-  BUDGET_EXCEEDED: { nonRetryable: true },
-  /** Thrown when the agent's answer lacks a valid report block after the allowed attempts. */
-  OUTPUT_CONTRACT_VIOLATION: { nonRetryable: false },
-  /** Thrown when the agent reported `success: false`. */
-  AGENT_REPORTED_FAILURE: { nonRetryable: true },
-  /** Thrown when the API answered 429; honours `retry-after`. */
-  RATE_LIMITED: { nonRetryable: false },
-  /** Thrown when the API answered 529. */
-  OVERLOADED: { nonRetryable: false },
-  /** Thrown when the API answered 5xx. */
-  SERVER_ERROR: { nonRetryable: false },
+  API_KEY_REJECTED: { nonRetryable: true, hint: 'check ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL) where the worker runs, then restart the worker' },
+  /** Thrown when the API refuses the request as malformed (400, 413), or the model does not exist (404). */
+  INVALID_REQUEST: { nonRetryable: true, hint: 'check the stage\'s `model` and `maxTokens`, and the prompt size' },
+  /** Thrown when the pipeline's budget is spent before a stage starts, or the stage spent its own cap. */
+  BUDGET_EXCEEDED: { nonRetryable: true, hint: 'raise `maxBudgetUsd` or `budgetUsd` in the pipeline file, or approve more budget for the run' },
+  /** Thrown when the agent's answer lacks a valid report block; retryable `contractRetries` times, then not. */
+  OUTPUT_CONTRACT_VIOLATION: { nonRetryable: false, hint: 'the agent must end with a fenced JSON block {"success", "summary", "outputs"}; make the step template or agent file ask for it' },
+  /**
+   * Used for a stage whose agent reported `success: false`. The attempt itself returns
+   * `status: 'failed'` with the agent's `error` (so cost and artifacts still reach the workflow),
+   * and the workflow records the stage's failure with this type.
+   */
+  AGENT_REPORTED_FAILURE: { nonRetryable: true, hint: 'read the agent\'s error and transcript; retry the stage once the cause is fixed' },
+  /** Thrown when the API answered 429; Temporal retries after the API's `retry-after`. */
+  RATE_LIMITED: { nonRetryable: false, hint: 'Temporal retries after the delay the API asked for; lower the number of stages running at once if it keeps happening' },
+  /** Thrown when the API answered 529 (overloaded), also mid-stream. */
+  OVERLOADED: { nonRetryable: false, hint: 'the API is overloaded; Temporal retries with backoff' },
+  /** Thrown when the API answered 5xx (or 408/409). */
+  SERVER_ERROR: { nonRetryable: false, hint: 'a server-side problem; Temporal retries with backoff' },
   /** Thrown when the API could not be reached or the connection broke. */
-  CONNECTION_ERROR: { nonRetryable: false },
+  CONNECTION_ERROR: { nonRetryable: false, hint: 'check the network and ANTHROPIC_BASE_URL of the worker; Temporal retries with backoff' },
   /** Thrown when the agent produced no output for the stall timeout and was stopped. */
-  AGENT_STALLED: { nonRetryable: false },
+  AGENT_STALLED: { nonRetryable: false, hint: 'raise `stallTimeout` (or `firstOutputTimeout`) if the agent needs longer silences' },
   /** Thrown when the CLI exited without a final result (crash, signal, unexpected exit code). */
-  CLI_CRASHED: { nonRetryable: false },
-  /** Thrown when the API's answer was empty. */
-  RESPONSE_EMPTY: { nonRetryable: false },
-} as const;
+  CLI_CRASHED: { nonRetryable: false, hint: 'the stage\'s transcript shows the CLI\'s last events; Temporal retries the attempt' },
+  /** Thrown when the API's answer was empty or only whitespace. */
+  RESPONSE_EMPTY: { nonRetryable: false, hint: 'Temporal retries the attempt; if it keeps happening, check the prompt and the model' },
+  /** Thrown when the run's workspace cannot be prepared or written (disk full, git worktree busy). */
+  WORKSPACE_ERROR: { nonRetryable: false, hint: 'check the workspaces folder (AGENT_PIPELINE_WORKSPACES) on the worker: space, permissions, git state' },
+  /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
+  INTERNAL_ERROR: { nonRetryable: false, hint: 'Temporal retries the attempt; please report it with the cause if it persists' },
+} as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;
 
 export type FailureType = keyof typeof FAILURES;
 
+/** Failure types Temporal must not retry, for a retry policy's `nonRetryableErrorTypes`. */
+export const NON_RETRYABLE_FAILURE_TYPES: FailureType[] = (Object.keys(FAILURES) as FailureType[]).filter(
+  (type) => FAILURES[type].nonRetryable,
+);
+
 export interface StageFailureOptions {
   type: FailureType;
-  /** What failed and what to do about it; the stage id is prefixed. */
+  /** What failed, with the bad value; the stage id is prefixed. */
   message: string;
   stageId: string;
-  /** Small, secret-free facts for the Web UI and `status` (never the API key, never whole outputs). */
+  /** What to do about it. @default the catalogue's hint for `type` */
+  hint?: string;
+  /** Small facts for the Web UI and `status` (never whole outputs). Known secrets are redacted. */
   details?: Record<string, unknown>;
   cause?: Error;
   /** Overrides the retry policy's next delay, e.g. from `retry-after`. @unit milliseconds */
   nextRetryDelayMs?: number;
-  /** Forces non-retryable, e.g. once a retryable contract violation has used up its attempts. */
+  /** Forces retryability, e.g. non-retryable once a contract violation has used up its retries. */
   nonRetryable?: boolean;
 }
 
-/** Builds the catalogue's `ApplicationFailure` for a stage attempt. */
+/**
+ * Builds the catalogue's `ApplicationFailure` for a stage attempt:
+ * `[TYPE] stage ID: what failed; what to do`. Known secrets are redacted from the message, the
+ * details and the cause chain.
+ */
 export function stageFailure(options: StageFailureOptions): ApplicationFailure {
   const nextRetryDelay: Duration | undefined = options.nextRetryDelayMs;
+  const hint = options.hint ?? FAILURES[options.type].hint;
   return ApplicationFailure.create({
     type: options.type,
-    message: `[${options.type}] stage ${options.stageId}: ${options.message}`,
+    message: redactSecrets(`[${options.type}] stage ${options.stageId}: ${options.message}; ${hint}`),
     nonRetryable: options.nonRetryable ?? FAILURES[options.type].nonRetryable,
-    details: options.details ? [options.details] : undefined,
-    cause: options.cause,
+    details: options.details ? [redactSecrets(options.details)] : undefined,
+    cause: options.cause ? redactError(options.cause) : undefined,
     nextRetryDelay,
   });
 }
 
-/** True for failures our catalogue made, whatever realm they were created in. */
-export function isStageFailure(err: unknown): err is ApplicationFailure & { type: FailureType } {
-  return err instanceof ApplicationFailure && typeof err.type === 'string' && err.type in FAILURES;
-}
-
-/** Maps an HTTP status from the Messages API to the catalogue (the one place that decides). */
-export function failureTypeForStatus(status: number | undefined): FailureType {
-  if (status === undefined) return 'CONNECTION_ERROR';
+/**
+ * Maps a Messages API error to the catalogue (the one place that decides): by HTTP status, or, for
+ * an error event in the middle of a stream (no status), by the error body's `type`.
+ */
+export function failureTypeForStatus(status: number | undefined, errorType?: string | null): FailureType {
+  if (status === undefined) {
+    if (errorType === 'overloaded_error') return 'OVERLOADED';
+    if (errorType === 'rate_limit_error') return 'RATE_LIMITED';
+    if (errorType === 'api_error') return 'SERVER_ERROR';
+    return 'CONNECTION_ERROR';
+  }
   if (status === 401 || status === 403) return 'API_KEY_REJECTED';
-  if (status === 400 || status === 404 || status === 413 || status === 422) return 'INVALID_REQUEST';
   if (status === 429) return 'RATE_LIMITED';
   if (status === 529) return 'OVERLOADED';
   if (status >= 500 || status === 408 || status === 409) return 'SERVER_ERROR';
   return 'INVALID_REQUEST';
+}
+
+/**
+ * The error, or a copy with known secrets removed from its message, stack and causes. Temporal
+ * serialises a cause's message and stack only, so a copy of those keeps all that travels.
+ */
+function redactError(err: Error, depth = 0): Error {
+  const cause = err.cause instanceof Error && depth < 5 ? redactError(err.cause, depth + 1) : undefined;
+  const message = redactSecrets(err.message);
+  const stack = err.stack === undefined ? undefined : redactSecrets(err.stack);
+  if (message === err.message && stack === err.stack && cause === err.cause) return err;
+  const copy = new Error(message, cause ? { cause } : undefined);
+  copy.name = err.name;
+  copy.stack = stack;
+  return copy;
 }

@@ -1,6 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
 import { createRunStage } from './run-stage.js';
+import { registerSecrets } from './secrets.js';
 
 export interface ActivityDependencies {
   /** Folder under which each run gets its workspace; shared storage when several hosts run workers. */
@@ -11,6 +12,8 @@ export interface ActivityDependencies {
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
 export function createActivities(deps: ActivityDependencies) {
+  // The keys never appear in failures, results or the transcripts the activities write.
+  registerSecrets([deps.cli.env.ANTHROPIC_API_KEY, deps.cli.env.ANTHROPIC_AUTH_TOKEN, deps.api.client?.apiKey ?? undefined]);
   return {
     runStage: createRunStage({
       workspacesRoot: deps.workspacesRoot,

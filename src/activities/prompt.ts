@@ -1,101 +1,157 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { renderTemplate, TemplateError, type TemplateContext } from '../pipeline/template.js';
+import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
 import { stageFailure } from './failures.js';
+import { readFileExcerpt } from './file-excerpt.js';
+import { readPipelineFile } from './pipeline-file.js';
+import { composePrompt, type PromptFile, type ReworkRound, type StagePrompt } from './prompt-compose.js';
+import { resolveStageInputs } from './stage-inputs.js';
+import { loadSystemPrompt } from './system-prompt.js';
+import { resolveInside } from './workspace.js';
 
-/** What a stage attempt sends to its backend. */
-export interface StagePrompt {
-  /** The persona and the output contract: `--append-system-prompt` for the CLI, `system` for the API. */
-  system: string;
-  /** The task: sent on stdin to the CLI, as the user message to the API. */
-  user: string;
-}
+export type { StagePrompt } from './prompt-compose.js';
 
-export interface PromptOptions {
+/** Most of one file shown in a prompt. @unit bytes */
+export const MAX_INLINE_FILE_BYTES = 100_000;
+/** Most file content one prompt carries (context files, inputs, earlier artifacts together). @unit bytes */
+export const MAX_INLINE_TOTAL_BYTES = 400_000;
+
+export interface AssemblePromptOptions {
+  /** The stage as the workflow resolved it; the agent file's frontmatter may still fill options. */
   stage: ResolvedStage;
+  /** Folder of the pipeline file: agent, prompt, context and system prompt paths resolve against it. */
   baseDir: string;
-  pipelineName: string;
+  /** The run's workspace, where inputs and earlier artifacts are. */
+  workspaceDir: string;
+  /** Variables for templates; `context.stages` are the completed earlier stages. */
   context: TemplateContext;
+  /** Pipeline `context:` files. */
+  contextFiles?: string[];
+  /** Pipeline `systemPrompt:` file. */
+  systemPromptFile?: string;
+  reworkHistory?: ReworkRound[];
+  /** @unit US dollars */
+  maxBudgetUsd?: number;
 }
 
-/** How every stage is told to finish; `readAgentOutput` parses exactly this. */
-export const OUTPUT_CONTRACT = [
-  'When you are done, end your answer with one fenced JSON block that reports the result:',
-  '```json',
-  '{"success": true, "summary": "one or two sentences on what you did", "outputs": {"key": "value"}}',
-  '```',
-  'Use "success": false and an "error" field if you could not do the task.',
-  'If you cannot continue without a decision from a person, answer with a line `BLOCKED: <your question>` instead.',
-].join('\n');
+export interface AssembledPrompt {
+  prompt: StagePrompt;
+  /** The stage with the agent file's `model`, `tools` and `backend` applied. */
+  stage: ResolvedStage;
+  /** Missing references, files cut or left out for size. */
+  warnings: string[];
+}
+
+/**
+ * Builds the prompt of one stage attempt: reads the agent file, the step template, context files,
+ * declared inputs and (for the API backend, which cannot read files) earlier stages' artifacts.
+ * @throws FILE_NOT_FOUND, INPUT_NOT_FOUND, TEMPLATE_VARIABLE_UNKNOWN, CONFIG_INVALID
+ */
+export async function assemblePrompt(options: AssemblePromptOptions): Promise<AssembledPrompt> {
+  const { baseDir, context } = options;
+  const stageId = options.stage.id;
+  const agent: AgentDefinition | undefined = options.stage.agent ? await loadAgentFile(baseDir, options.stage.agent, stageId) : undefined;
+  const stage = agent ? applyAgentDefaults(options.stage, agent.frontmatter) : options.stage;
+  const warnings = [...(agent?.warnings ?? [])];
+  const inline = stage.backend === 'anthropic-api';
+
+  const fromFile = isTemplatePath(stage.prompt);
+  const templateName = fromFile ? path.resolve(baseDir, stage.prompt) : `stage ${stageId} prompt (inline)`;
+  const template = fromFile ? (await readPipelineFile(baseDir, stage.prompt, stageId, 'prompt')).text : stage.prompt;
+  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }));
+  const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stageId);
+  const inputs = await resolveStageInputs(options.workspaceDir, stageId, stage.inputs ?? [], context.stages);
+
+  const budget = { remaining: MAX_INLINE_TOTAL_BYTES, omitted: 0 };
+  const projectContext: PromptFile[] = [];
+  for (const relative of options.contextFiles ?? []) {
+    const file = path.resolve(baseDir, relative);
+    const excerpt = await readFileExcerpt(file, Math.min(MAX_INLINE_FILE_BYTES, budget.remaining)).catch((err: NodeJS.ErrnoException) => {
+      throw stageFailure({
+        type: 'FILE_NOT_FOUND',
+        stageId,
+        message: `cannot read context file ${file} (\`context: ${relative}\`, ${err.code ?? 'error'})`,
+        details: { field: 'context', path: file },
+      });
+    });
+    budget.remaining -= Buffer.byteLength(excerpt.text);
+    projectContext.push({ path: relative, excerpt });
+  }
+
+  /** A workspace file for the prompt: its path for the CLI, its content too for the API while the size bound allows. */
+  const show = async (relative: string, description?: string): Promise<PromptFile> => {
+    const file = resolveInside(options.workspaceDir, relative);
+    if (!inline || !file) return { path: relative, description };
+    if (budget.remaining <= 0) {
+      budget.omitted++;
+      return { path: relative, description, omitted: true };
+    }
+    const excerpt = await readFileExcerpt(file, Math.min(MAX_INLINE_FILE_BYTES, budget.remaining)).catch(() => undefined);
+    if (!excerpt) return { path: relative, description: `${description ? `${description}; ` : ''}no longer in the workspace` };
+    budget.remaining -= Buffer.byteLength(excerpt.text);
+    return { path: relative, description, excerpt };
+  };
+
+  const inputFiles: PromptFile[] = [];
+  for (const input of inputs) {
+    const description = input.writer ? `written by stage ${input.writer}` : undefined;
+    inputFiles.push(input.isDirectory ? { path: `${input.path}/`, description } : await show(input.path, description));
+  }
+  const earlier: { stageId: string; summary: string; files: PromptFile[] }[] = [];
+  for (const [stageIdOfWriter, prior] of orderEarlierStages(context.stages, stage.needs)) {
+    const files: PromptFile[] = [];
+    for (const artifact of prior.artifacts) {
+      const shownAbove = inputs.some((i) => i.path === artifact);
+      files.push(shownAbove ? { path: artifact, description: 'shown above' } : await show(artifact));
+    }
+    earlier.push({ stageId: stageIdOfWriter, summary: prior.summary, files });
+  }
+  if (budget.omitted > 0) {
+    warnings.push(`the prompt left out the content of ${budget.omitted} file(s) to stay under ${MAX_INLINE_TOTAL_BYTES} bytes of inlined files`);
+  }
+
+  const prompt = withTemplateErrors(stageId, () =>
+    composePrompt({
+      stage,
+      context,
+      task,
+      persona: agent?.persona,
+      agentDescription: agent?.frontmatter.description,
+      systemPrompt,
+      projectContext,
+      inputs: inputFiles,
+      earlier,
+      reworkHistory: options.reworkHistory,
+      inline,
+      maxBudgetUsd: options.maxBudgetUsd,
+    }),
+  );
+  return { prompt, stage, warnings };
+}
+
+/** Stages this one `needs` first (their work matters most when the size bound cuts), then the rest. */
+function orderEarlierStages(stages: Record<string, TemplateStage>, needs: readonly string[]): [string, TemplateStage][] {
+  const entries = Object.entries(stages);
+  return [...entries.filter(([id]) => needs.includes(id)), ...entries.filter(([id]) => !needs.includes(id))];
+}
 
 /** A template given as a file path rather than inline text: one line, ending in a text extension. */
-function isTemplatePath(prompt: string): boolean {
+export function isTemplatePath(prompt: string): boolean {
   return !prompt.includes('\n') && /\.(md|txt|prompt)$/i.test(prompt.trim());
 }
 
-async function readStageFile(baseDir: string, relative: string, stageId: string, field: string): Promise<string> {
-  const file = path.resolve(baseDir, relative);
+/** Runs `render`, turning a template error into the catalogue's TEMPLATE_VARIABLE_UNKNOWN. */
+export function withTemplateErrors<T>(stageId: string, render: () => T): T {
   try {
-    return await readFile(file, 'utf8');
+    return render();
   } catch (err) {
+    if (!(err instanceof TemplateError)) throw err;
     throw stageFailure({
-      type: 'FILE_NOT_FOUND',
+      type: 'TEMPLATE_VARIABLE_UNKNOWN',
       stageId,
-      message: `cannot read ${field} file ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'}); paths in a pipeline file are relative to its folder`,
-      details: { field, path: file },
+      message: err.message.replace(/^\[TEMPLATE_VARIABLE_UNKNOWN\] /, ''),
+      details: { template: err.template, variables: err.variables },
     });
   }
-}
-
-/** Splits an agent definition into frontmatter and persona body. */
-export function parseAgentFile(text: string): { frontmatter: Record<string, unknown>; body: string } {
-  const match = /^---\r?\n([\s\S]*?)\r?\n---\r?\n?([\s\S]*)$/.exec(text);
-  if (!match) return { frontmatter: {}, body: text.trim() };
-  const frontmatter = parseDocument(match[1]).toJS() as unknown;
-  return {
-    frontmatter: frontmatter && typeof frontmatter === 'object' ? (frontmatter as Record<string, unknown>) : {},
-    body: match[2].trim(),
-  };
-}
-
-/** Builds the system and user prompt of one stage attempt. */
-export async function assemblePrompt(options: PromptOptions): Promise<StagePrompt> {
-  const { stage, baseDir, context } = options;
-  const persona = stage.agent ? parseAgentFile(await readStageFile(baseDir, stage.agent, stage.id, 'agent')).body : '';
-  const templateName = isTemplatePath(stage.prompt) ? path.resolve(baseDir, stage.prompt) : `stage ${stage.id} prompt (inline)`;
-  const template = isTemplatePath(stage.prompt) ? await readStageFile(baseDir, stage.prompt, stage.id, 'prompt') : stage.prompt;
-
-  let task: string;
-  try {
-    task = renderTemplate(template, context, templateName);
-  } catch (err) {
-    if (err instanceof TemplateError) {
-      throw stageFailure({ type: 'TEMPLATE_VARIABLE_UNKNOWN', stageId: stage.id, message: err.message, details: { variables: err.variables } });
-    }
-    throw err;
-  }
-
-  const inputs = Object.entries(context.inputs);
-  const earlier = Object.entries(context.stages);
-  const user = [
-    `Pipeline: ${options.pipelineName} · Stage: ${stage.id} · Run: ${context.run.id} · Attempt: ${context.attempt}`,
-    '',
-    '## Your task',
-    task.trim(),
-    ...(inputs.length ? ['', '## Run inputs', ...inputs.map(([k, v]) => `- ${k}: ${v}`)] : []),
-    ...(earlier.length
-      ? [
-          '',
-          '## Work from earlier stages (files are in your working directory)',
-          ...earlier.map(
-            ([id, s]) => `- ${id}: ${s.summary}${s.artifacts.length ? `\n  files: ${s.artifacts.join(', ')}` : ''}`,
-          ),
-        ]
-      : []),
-  ].join('\n');
-
-  const system = [persona, OUTPUT_CONTRACT].filter(Boolean).join('\n\n');
-  return { system, user };
 }

@@ -1,15 +1,21 @@
-import { activityInfo, cancellationSignal, heartbeat } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, heartbeat, type Info } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { readFile } from 'node:fs/promises';
 import { readAgentOutput } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
-import type { TemplateStage } from '../pipeline/template.js';
+import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { AttemptLog } from './attempt-log.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
-import { assemblePrompt } from './prompt.js';
-import { collectArtifacts, openRunWorkspace, snapshotFiles, writeFileAtomic, type FileSnapshot } from './workspace.js';
+import { assemblePrompt, withTemplateErrors } from './prompt.js';
+import type { ReworkRound } from './prompt-compose.js';
+import { checkReportedPaths } from './reported-paths.js';
+import { redactSecrets } from './secrets.js';
+import { commitStageWork, stageCommitMessage } from './stage-commit.js';
+import { collectArtifacts, openRunWorkspace, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -27,7 +33,7 @@ export interface StageAttemptInput {
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
   continuation?: { kind: 'answer' | 'permission' | 'rework' | 'retry'; sessionId?: string; message: string };
   /** Reviewer feedback from earlier rounds, oldest first. */
-  reworkHistory?: { round: number; reviewer: string; summary: string; feedback: unknown[] }[];
+  reworkHistory?: ReworkRound[];
   /** What is left of the pipeline budget; the stage's own cap never exceeds it. @unit US dollars */
   budgetRemainingUsd?: number;
 }
@@ -40,88 +46,195 @@ export interface RunStageDependencies {
   backends: Record<ResolvedStage['backend'], Backend>;
 }
 
-/** Attempts whose answer breaks the output contract are retried this many times before failing for good. */
-const CONTRACT_RETRIES = 1;
+/** The run's branch when `workspace.branch` is not set. */
+export const DEFAULT_BRANCH_TEMPLATE = 'agent/{{run.id}}';
 
-/** Creates the activity that runs one attempt of one stage. */
+/**
+ * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
+ * output contract. Every failure leaves as a catalogue `ApplicationFailure` (or the cancellation),
+ * and is recorded in the stage's folder for the next attempt's `{{previous.failed}}`.
+ */
 export function createRunStage(deps: RunStageDependencies) {
   return async function runStage(input: StageAttemptInput): Promise<StageResult> {
-    const { stage } = input;
-    const { attempt, heartbeatDetails } = activityInfo();
-    const previous = heartbeatDetails as AttemptProgress | undefined;
-    const workspace = await openRunWorkspace(deps.workspacesRoot, input.runId);
-    const stageDir = workspace.stageDir(stage.id);
-    const baseline = await loadBaseline(path.join(stageDir, 'baseline.json'), workspace.dir);
-
-    const prompt = await assemblePrompt({
-      stage,
-      baseDir: input.baseDir,
-      pipelineName: input.pipelineName,
-      context: {
+    const info = activityInfo();
+    const stageId = input.stage.id;
+    let log: AttemptLog | undefined;
+    try {
+      if (input.stage.gateOnly) {
+        throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
+      }
+      const context: TemplateContext = {
         inputs: input.inputs,
         stages: input.priorStages,
         run: { id: input.runId, pipeline: input.pipelineName },
-        attempt,
-      },
-    });
-    const transcriptPath = path.join(stageDir, `attempt-${attempt}.jsonl`);
-    const outcome = await deps.backends[stage.backend]({
-      stage,
-      prompt,
-      workspace,
-      attempt,
-      resumeSessionId: previous?.sessionId,
-      transcriptPath,
-      signal: cancellationSignal(),
-      heartbeat: (progress) => heartbeat(progress),
-    });
-    const artifacts = await collectArtifacts(workspace.dir, baseline);
-    const reading = readAgentOutput(outcome.text);
-    const common = {
-      artifacts,
-      sessionId: outcome.sessionId,
-      usage: outcome.usage,
-      costUsd: outcome.costUsd,
-      numTurns: outcome.numTurns,
-      durationMs: outcome.durationMs,
-      warnings: outcome.warnings,
-      transcript: path.relative(workspace.dir, transcriptPath),
-      workspace: workspace.dir,
-      attempt,
-    };
-    switch (reading.kind) {
-      case 'report':
-        return {
-          ...common,
-          status: reading.report.success ? 'completed' : 'failed',
-          summary: reading.report.summary,
-          outputs: reading.report.outputs,
-          error: reading.report.error,
-        };
-      case 'needs_input':
-        return { ...common, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
-      case 'violation':
-        throw stageFailure({
-          type: 'OUTPUT_CONTRACT_VIOLATION',
-          stageId: stage.id,
-          message: `${reading.reason}; the agent must end with a fenced JSON block {"success", "summary", "outputs"}`,
-          nonRetryable: attempt > CONTRACT_RETRIES,
-          details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd },
-        });
+        attempt: info.attempt,
+      };
+      const workspace = await openWorkspace(deps.workspacesRoot, input, context);
+      log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
+      const previous = { failed: log.previousFailureMessage(info.attempt) };
+      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log));
+    } catch (err) {
+      const failure = toFailure(err, stageId);
+      if (log && failure instanceof ApplicationFailure) {
+        // The session lets the next attempt continue the conversation instead of starting over.
+        const sessionId = (failure.details?.[0] as { sessionId?: string } | undefined)?.sessionId;
+        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, at: Date.now() }).catch(() => undefined);
+      }
+      throw failure;
     }
   };
 }
 
-/**
- * The files that existed before the stage's first attempt. Kept on disk so that a retried attempt
- * still reports what an earlier, killed attempt wrote.
- */
-async function loadBaseline(file: string, dir: string): Promise<FileSnapshot> {
-  try {
-    return new Map(JSON.parse(await readFile(file, 'utf8')) as [string, { bytes: number; mtimeMs: number }][]);
-  } catch {
-    const snapshot = await snapshotFiles(dir);
-    await writeFileAtomic(file, JSON.stringify([...snapshot]));
-    return snapshot;
+async function runAttempt(
+  deps: RunStageDependencies,
+  input: StageAttemptInput,
+  context: TemplateContext,
+  workspace: RunWorkspace,
+  log: AttemptLog,
+): Promise<StageResult> {
+  const { attempt, heartbeatDetails } = activityInfo();
+  const stageId = input.stage.id;
+  if (input.budgetRemainingUsd !== undefined && input.budgetRemainingUsd <= 0) {
+    throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the pipeline's budget is spent ($${input.budgetRemainingUsd.toFixed(2)} left) before the stage could start` });
   }
+  const maxBudgetUsd = minDefined(input.stage.maxBudgetUsd, input.budgetRemainingUsd);
+  const baseline = await log.baseline(workspace.dir);
+  const assembled = await assemblePrompt({
+    stage: input.stage,
+    baseDir: input.baseDir,
+    workspaceDir: workspace.dir,
+    context,
+    contextFiles: input.pipeline.context,
+    systemPromptFile: input.pipeline.systemPrompt,
+    reworkHistory: input.reworkHistory,
+    maxBudgetUsd,
+  });
+  const { stage } = assembled;
+  const transcriptPath = log.transcriptPath(attempt);
+  const previous = heartbeatDetails as AttemptProgress | undefined;
+  const outcome = await deps.backends[stage.backend]({
+    stage,
+    prompt: assembled.prompt,
+    workspace,
+    attempt,
+    resumeSessionId: previous?.sessionId,
+    continuation: continuationFor(log, attempt, input.continuation),
+    maxBudgetUsd,
+    mcpServers: input.pipeline.mcpServers,
+    addDirs: resolveAddDirs(input.baseDir, stage),
+    transcriptPath,
+    signal: cancellationSignal(),
+    heartbeat: (progress) => heartbeat(progress),
+  });
+  const collected = await collectArtifacts(workspace.dir, baseline);
+  const common = {
+    artifacts: collected.artifacts,
+    sessionId: outcome.sessionId,
+    usage: outcome.usage,
+    costUsd: outcome.costUsd,
+    numTurns: outcome.numTurns,
+    durationMs: outcome.durationMs,
+    warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
+    permissionDenials: outcome.permissionDenials,
+    transcript: path.relative(workspace.dir, transcriptPath),
+    workspace: workspace.dir,
+    attempt,
+  };
+  const reading = readAgentOutput(outcome.text);
+  if (reading.kind === 'needs_input') {
+    return { ...common, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
+  }
+  if (reading.kind === 'violation') {
+    const earlierViolations = log.countFailures('OUTPUT_CONTRACT_VIOLATION');
+    throw stageFailure({
+      type: 'OUTPUT_CONTRACT_VIOLATION',
+      stageId,
+      message: `${reading.reason} (attempt ${attempt}; ${earlierViolations + 1} of ${stage.contractRetries + 1} answers allowed to break the contract)`,
+      nonRetryable: earlierViolations >= stage.contractRetries,
+      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript },
+    });
+  }
+  const { report } = reading;
+  const checked = checkReportedPaths(workspace.dir, report.outputs);
+  const result: StageResult = {
+    ...common,
+    status: report.success ? 'completed' : 'failed',
+    summary: report.summary,
+    outputs: checked.outputs,
+    error: report.success ? undefined : (report.error ?? report.summary),
+    verdict: report.verdict,
+    feedback: report.feedback,
+    warnings: [...common.warnings, ...checked.warnings],
+  };
+  if (stage.commit && report.success) {
+    const committed = await commitStageWork(workspace, stageCommitMessage(stageId, report.summary, input.runId, attempt));
+    result.commit = committed.commit;
+    result.warnings.push(...committed.warnings);
+  }
+  return result;
+}
+
+/**
+ * After an answer that broke the output contract, the next attempt continues the same session and
+ * only asks for the report, instead of doing the work again.
+ */
+function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation']): BackendRequest['continuation'] {
+  const before = log.failureBefore(attempt);
+  if (before?.type !== 'OUTPUT_CONTRACT_VIOLATION' || !before.sessionId) return given;
+  return {
+    kind: 'retry',
+    sessionId: before.sessionId,
+    message:
+      'Your previous answer did not end with the report block the output contract requires. Do not redo the work: ' +
+      'reply now with only the fenced JSON block {"success", "summary", "outputs"} that reports what you did.',
+  };
+}
+
+async function openWorkspace(root: string, input: StageAttemptInput, context: TemplateContext): Promise<RunWorkspace> {
+  const settings = input.pipeline.workspace;
+  if (!settings) return openRunWorkspace(root, input.runId);
+  const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
+  const branch = withTemplateErrors(input.stage.id, () => renderTemplate(template, context, 'workspace.branch'));
+  return openRunWorkspace(root, input.runId, {
+    stageId: input.stage.id,
+    git: { repo: path.resolve(input.baseDir, settings.repo), branch, base: settings.base },
+  });
+}
+
+/** One folder per execution of a stage (a review round, a retry a person asked for); Temporal's attempts share it. */
+function executionFolder(info: Info, round: number): string {
+  const run = info.workflowExecution?.runId.slice(0, 8) ?? 'local';
+  return `round-${round}-${info.activityId}-${run}`.replace(/[^A-Za-z0-9._-]/g, '_');
+}
+
+/** `addDirs` resolved against the pipeline file's folder. @throws FILE_NOT_FOUND for a folder that does not exist */
+function resolveAddDirs(baseDir: string, stage: ResolvedStage): string[] | undefined {
+  if (!stage.addDirs?.length) return undefined;
+  return stage.addDirs.map((dir) => {
+    const full = path.resolve(baseDir, dir);
+    if (!existsSync(full)) {
+      throw stageFailure({ type: 'FILE_NOT_FOUND', stageId: stage.id, message: `addDirs entry ${dir} (${full}) does not exist`, details: { field: 'addDirs', path: full } });
+    }
+    return full;
+  });
+}
+
+function minDefined(...values: (number | undefined)[]): number | undefined {
+  const defined = values.filter((v): v is number => v !== undefined);
+  return defined.length ? Math.min(...defined) : undefined;
+}
+
+/** The cancellation as is, our failures as they are, anything else as a catalogue failure. */
+function toFailure(err: unknown, stageId: string): Error {
+  if (err instanceof CancelledFailure || (err instanceof Error && err.name === 'AbortError')) return err;
+  if (err instanceof ApplicationFailure) return err;
+  const error = err instanceof Error ? err : new Error(String(err));
+  const code = (error as NodeJS.ErrnoException).code;
+  return stageFailure({
+    type: typeof code === 'string' && /^E[A-Z]+$/.test(code) ? 'WORKSPACE_ERROR' : 'INTERNAL_ERROR',
+    stageId,
+    message: `the attempt failed unexpectedly: ${error.message}`,
+    details: { code },
+    cause: error,
+  });
 }

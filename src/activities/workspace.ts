@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { mkdir, readdir, rename, stat, writeFile, rm } from 'node:fs/promises';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, readdir, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import type { ArtifactRef } from '../pipeline/stage-result.js';
+import { ensureWorktree, type WorktreeOptions } from './git-workspace.js';
 
-/** Our own bookkeeping inside a run folder: transcripts, Claude sessions. Never reported as artifacts. */
+/** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
 export const INTERNAL_DIR = '.agent-pipeline';
 const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
 
@@ -15,25 +16,45 @@ export interface RunWorkspace {
   dir: string;
   /** Claude Code's config dir for this run, so any worker that sees the folder can resume a session. */
   claudeConfigDir: string;
-  /** Per-stage bookkeeping folder (transcripts). */
+  /** Per-stage bookkeeping folder (transcripts, baselines, API conversations). */
   stageDir(stageId: string): string;
+  /** The run's branch, when the folder is a git worktree of `pipeline.workspace.repo`. */
+  branch?: string;
 }
 
-/** Creates (or reopens) the workspace of a run under `root`. Idempotent, so retries reuse it. */
-export async function openRunWorkspace(root: string, runId: string): Promise<RunWorkspace> {
+/**
+ * Creates (or reopens) the workspace of a run under `root`; with `git`, the folder is a worktree of
+ * the repository on the run's branch. Idempotent, so every stage and retry reuses it.
+ */
+export async function openRunWorkspace(
+  root: string,
+  runId: string,
+  options: { git?: WorktreeOptions; stageId?: string } = {},
+): Promise<RunWorkspace> {
   const dir = path.join(root, toFolderName(runId));
-  const claudeConfigDir = path.join(dir, INTERNAL_DIR, 'claude');
+  // The worktree comes first: `git worktree add` wants a missing or empty folder.
+  if (options.git) await ensureWorktree(dir, options.git, options.stageId ?? '(workspace)');
+  const internal = path.join(dir, INTERNAL_DIR);
+  const claudeConfigDir = path.join(internal, 'claude');
   await mkdir(claudeConfigDir, { recursive: true });
-  return { dir, claudeConfigDir, stageDir: (stageId) => path.join(dir, INTERNAL_DIR, 'stages', stageId) };
+  // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
+  const ignore = path.join(internal, '.gitignore');
+  if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
+  return {
+    dir,
+    claudeConfigDir,
+    stageDir: (stageId) => path.join(internal, 'stages', stageId),
+    branch: options.git?.branch,
+  };
 }
 
 /** Workflow ids may hold characters a folder name should not. */
-function toFolderName(runId: string): string {
+export function toFolderName(runId: string): string {
   return runId.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
-/** Size and modification time of every file, keyed by workspace-relative path. */
-export type FileSnapshot = Map<string, { bytes: number; mtimeMs: number }>;
+/** Size and modification time of every file (or a symlink's target), keyed by workspace-relative path. */
+export type FileSnapshot = Map<string, { bytes: number; mtimeMs: number; link?: string }>;
 
 /** Records the files in `dir` so artifacts can later be found as what an attempt created or changed. */
 export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
@@ -47,11 +68,14 @@ export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
     }
     for (const entry of entries) {
       const full = path.join(folder, entry.name);
+      const key = path.relative(dir, full).split(path.sep).join('/');
       if (entry.isDirectory()) {
         if (!IGNORED_DIRS.has(entry.name)) await walk(full);
-      } else if (entry.isFile()) {
-        const info = await stat(full);
-        snapshot.set(path.relative(dir, full).split(path.sep).join('/'), { bytes: info.size, mtimeMs: info.mtimeMs });
+      } else if (entry.isSymbolicLink()) {
+        snapshot.set(key, { bytes: 0, mtimeMs: 0, link: await readlink(full).catch(() => '') });
+      } else if (entry.isFile() && entry.name !== '.git') {
+        const info = await stat(full).catch(() => undefined);
+        if (info) snapshot.set(key, { bytes: info.size, mtimeMs: info.mtimeMs });
       }
     }
   };
@@ -59,17 +83,30 @@ export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
   return snapshot;
 }
 
-/** Files that are new or changed since `before`, with size and sha256, sorted by path. */
-export async function collectArtifacts(dir: string, before: FileSnapshot): Promise<ArtifactRef[]> {
+/**
+ * Files that are new or changed since `before`, with size and sha256, sorted by path. Symlinks are
+ * never artifacts; a new one that points outside the workspace is reported in `warnings`.
+ */
+export async function collectArtifacts(dir: string, before: FileSnapshot): Promise<{ artifacts: ArtifactRef[]; warnings: string[] }> {
   const after = await snapshotFiles(dir);
   const changed = [...after].filter(([file, now]) => {
     const then = before.get(file);
-    return !then || then.bytes !== now.bytes || then.mtimeMs !== now.mtimeMs;
+    return !then || then.bytes !== now.bytes || then.mtimeMs !== now.mtimeMs || then.link !== now.link;
   });
-  const artifacts = await Promise.all(
-    changed.map(async ([file, info]) => ({ path: file, bytes: info.bytes, sha256: await hashFile(path.join(dir, file)) })),
-  );
-  return artifacts.sort((a, b) => a.path.localeCompare(b.path));
+  const warnings: string[] = [];
+  const artifacts: ArtifactRef[] = [];
+  for (const [file, info] of changed) {
+    const full = path.join(dir, file);
+    if (info.link !== undefined) {
+      if (!(await resolveExistingInside(dir, file))) {
+        warnings.push(`${file} is a symlink to ${info.link}, outside the workspace; it is not reported as an artifact`);
+      }
+      continue;
+    }
+    const sha256 = await hashFile(full).catch(() => undefined);
+    if (sha256) artifacts.push({ path: file, bytes: info.bytes, sha256 });
+  }
+  return { artifacts: artifacts.sort((a, b) => a.path.localeCompare(b.path)), warnings };
 }
 
 async function hashFile(file: string): Promise<string> {
@@ -91,9 +128,24 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
   }
 }
 
-/** Resolves `relative` inside `dir`, refusing paths that escape it. */
+/** Resolves `relative` inside `dir` by its text, refusing paths that escape it (`../`, absolute elsewhere). */
 export function resolveInside(dir: string, relative: string): string | undefined {
   const full = path.resolve(dir, relative);
   const rel = path.relative(dir, full);
-  return rel.startsWith('..') || path.isAbsolute(rel) ? undefined : full;
+  return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : full;
+}
+
+/**
+ * Like `resolveInside`, and also follows symlinks: returns the path when it exists and its real
+ * location is inside `dir`; `undefined` when it escapes or does not exist.
+ */
+export async function resolveExistingInside(dir: string, relative: string): Promise<string | undefined> {
+  const full = resolveInside(dir, relative);
+  if (!full) return undefined;
+  try {
+    const [realDir, realFull] = await Promise.all([realpath(dir), realpath(full)]);
+    return resolveInside(realDir, realFull) ? full : undefined;
+  } catch {
+    return undefined;
+  }
 }

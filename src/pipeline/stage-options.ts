@@ -8,6 +8,11 @@ export interface ResolvedStage
   prompt: string;
   /** True for a stage with neither agent nor prompt: only a person's approval, no agent runs. */
   gateOnly: boolean;
+  /**
+   * Options the stage itself set in the file, as opposed to inherited from `defaults`. An agent
+   * file's frontmatter (`model`, `tools`, `backend`) fills only the others: stage > agent > defaults.
+   */
+  setByStage?: string[];
   backend: Backend;
   model: string;
   /** Start-to-close timeout of one attempt. @unit milliseconds */
@@ -46,6 +51,7 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
     ...rest,
     prompt: stage.prompt ?? '',
     gateOnly: stage.prompt === undefined && stage.agent === undefined,
+    setByStage: Object.keys(stage),
     backend: stage.backend ?? defaults.backend ?? STAGE_DEFAULTS.backend,
     model: stage.model ?? defaults.model ?? STAGE_DEFAULTS.model,
     timeoutMs: toMilliseconds(timeout ?? STAGE_DEFAULTS.timeout),

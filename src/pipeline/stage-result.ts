@@ -25,6 +25,8 @@ export interface StageResult {
   permissionDenials?: { tool: string; input: unknown }[];
   /** Workspace-relative path of this attempt's raw transcript. */
   transcript?: string;
+  /** The commit a `commit: true` stage made on the run's branch. */
+  commit?: string;
   /** Absolute path of the run's workspace on the worker that ran the attempt. */
   workspace: string;
   /** Which attempt of the stage produced this result (1-based). */

@@ -1,4 +1,8 @@
-/** Step template rendering: `{{inputs.feature}}`, `{{stages.spec.outputs.title}}`, `{{run.id}}`. Pure. */
+/**
+ * Step template rendering: `{{inputs.feature}}`, `{{stages.spec.outputs.title}}`, `{{run.id}}`,
+ * `{{attempt}}`, `{{previous.failed}}`. One pass, so values that contain `{{…}}` are never
+ * rendered again. Pure.
+ */
 
 export interface TemplateStage {
   summary: string;
@@ -8,9 +12,16 @@ export interface TemplateStage {
 
 export interface TemplateContext {
   inputs: Record<string, string>;
+  /** Completed earlier stages by id. */
   stages: Record<string, TemplateStage>;
   run: { id: string; pipeline: string };
+  /** The attempt of the stage being rendered (1-based). */
   attempt: number;
+  /**
+   * The previous attempt of this stage: `failed` is its failure message, or an empty string on the
+   * first attempt. Absent where no attempt is being rendered (then `{{previous.failed}}` is unknown).
+   */
+  previous?: { failed: string };
 }
 
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
@@ -20,10 +31,12 @@ export class TemplateError extends Error {
     readonly template: string,
     readonly variables: string[],
     readonly known: string[],
+    hints: string[] = [],
   ) {
     super(
       `[TEMPLATE_VARIABLE_UNKNOWN] ${template} uses ${variables.map((v) => `{{${v}}}`).join(', ')}, ` +
-        `which ${variables.length > 1 ? 'are' : 'is'} not defined here. Defined: ${known.join(', ') || '(nothing)'}`,
+        `which ${variables.length > 1 ? 'are' : 'is'} not defined here${hints.length ? ` (${hints.join('; ')})` : ''}. ` +
+        `Defined: ${known.join(', ') || '(nothing)'}`,
     );
   }
 }
@@ -36,21 +49,29 @@ export function listTemplateVariables(template: string): string[] {
 }
 
 /**
- * Renders a template. `templateName` (a file path, or `stages[1].prompt` for inline templates)
- * appears in errors.
+ * Renders a template. `templateName` (a file path, or `stage spec prompt (inline)`) appears in
+ * errors. `extra` adds plain variables by full name, e.g. `{ stage_prompt: '…' }`.
  * @throws TemplateError listing every unknown variable.
  */
-export function renderTemplate(template: string, context: TemplateContext, templateName: string): string {
+export function renderTemplate(
+  template: string,
+  context: TemplateContext,
+  templateName: string,
+  extra: Record<string, string> = {},
+): string {
   const unknown: string[] = [];
   const rendered = template.replace(VARIABLE, (whole, name: string) => {
-    const value = lookup(context, name);
+    const value = Object.hasOwn(extra, name) ? extra[name] : lookup(context, name);
     if (value === undefined) {
       unknown.push(name);
       return whole;
     }
     return formatValue(value);
   });
-  if (unknown.length > 0) throw new TemplateError(templateName, [...new Set(unknown)], describeContext(context));
+  if (unknown.length > 0) {
+    const names = [...new Set(unknown)];
+    throw new TemplateError(templateName, names, [...describeContext(context), ...Object.keys(extra)], explainUnknown(names, context));
+  }
   return rendered;
 }
 
@@ -72,9 +93,25 @@ function formatValue(value: unknown): string {
 function describeContext(context: TemplateContext): string[] {
   return [
     ...Object.keys(context.inputs).map((k) => `inputs.${k}`),
-    ...Object.keys(context.stages).flatMap((id) => [`stages.${id}.summary`, `stages.${id}.outputs.*`, `stages.${id}.artifacts`]),
+    ...Object.entries(context.stages).flatMap(([id, stage]) => [
+      `stages.${id}.summary`,
+      ...Object.keys(stage.outputs).map((key) => `stages.${id}.outputs.${key}`),
+      `stages.${id}.artifacts`,
+    ]),
     'run.id',
     'run.pipeline',
     'attempt',
+    ...(context.previous ? ['previous.failed'] : []),
   ];
+}
+
+/** A sentence per unknown `stages.ID…` variable whose stage has no result here. */
+function explainUnknown(names: string[], context: TemplateContext): string[] {
+  const missingStages = new Set(
+    names
+      .filter((name) => name.startsWith('stages.'))
+      .map((name) => name.split('.')[1])
+      .filter((id) => id && !Object.hasOwn(context.stages, id)),
+  );
+  return [...missingStages].map((id) => `stage "${id}" has not completed before this one; list it under \`needs\``);
 }

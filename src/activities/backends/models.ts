@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 import type { TokenUsage } from '../../pipeline/stage-result.js';
 
 /** Model tiers and prices, overridable per worker (see `loadModelCatalog`). */
@@ -18,31 +20,55 @@ export const DEFAULT_MODELS: ModelCatalog = {
   },
 };
 
+const price = z.strictObject({ input: z.number().min(0), output: z.number().min(0) });
+const overridesSchema = z.strictObject({
+  aliases: z.record(z.string().min(1), z.string().min(1)).optional(),
+  prices: z.record(z.string().min(1), price).optional(),
+});
+
+/** The model id of a tier or alias; anything else is taken as an id already. */
 export function resolveModelId(model: string, catalog: ModelCatalog): string {
   return catalog.aliases[model] ?? model;
 }
 
 /** Cost of a call, or `null` for a model with no known price (tokens are still reported). */
 export function computeCostUsd(modelId: string, usage: TokenUsage, catalog: ModelCatalog): number | null {
-  const price = catalog.prices[modelId];
-  if (!price) return null;
-  return (usage.inputTokens * price.input + usage.outputTokens * price.output) / 1_000_000;
+  const known = catalog.prices[modelId];
+  if (!known) return null;
+  return (usage.inputTokens * known.input + usage.outputTokens * known.output) / 1_000_000;
 }
 
 /**
- * The default catalogue with overrides from `AGENT_PIPELINE_MODELS` (JSON with `aliases` and/or
- * `prices`), merged over the defaults.
+ * The default catalogue with overrides from `AGENT_PIPELINE_MODELS`, merged over the defaults:
+ * either JSON (`{"aliases": {"sonnet": "claude-sonnet-x"}, "prices": {"claude-sonnet-x": {"input": 3, "output": 15}}}`,
+ * prices in US dollars per million tokens) or the path of a file holding that JSON.
+ * @throws Error naming the variable and what is wrong, so the worker refuses to start with a bad table
  */
 export function loadModelCatalog(env: NodeJS.ProcessEnv): ModelCatalog {
-  if (!env.AGENT_PIPELINE_MODELS) return DEFAULT_MODELS;
-  let overrides: Partial<ModelCatalog>;
+  const setting = env.AGENT_PIPELINE_MODELS?.trim();
+  if (!setting) return DEFAULT_MODELS;
+  const source = setting.startsWith('{') ? 'AGENT_PIPELINE_MODELS' : `AGENT_PIPELINE_MODELS file ${setting}`;
+  let text = setting;
+  if (!setting.startsWith('{')) {
+    try {
+      text = readFileSync(setting, 'utf8');
+    } catch (err) {
+      throw new Error(`cannot read the ${source} (${(err as NodeJS.ErrnoException).code ?? 'error'}); set the variable to JSON or to an existing file`);
+    }
+  }
+  let json: unknown;
   try {
-    overrides = JSON.parse(env.AGENT_PIPELINE_MODELS) as Partial<ModelCatalog>;
+    json = JSON.parse(text);
   } catch (err) {
-    throw new Error(`AGENT_PIPELINE_MODELS is not valid JSON (${(err as Error).message}); expected {"aliases": {...}, "prices": {...}}`);
+    throw new Error(`${source} is not valid JSON (${(err as Error).message}); expected {"aliases": {...}, "prices": {...}}`);
+  }
+  const parsed = overridesSchema.safeParse(json);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+    throw new Error(`${source} is invalid: ${problems}; expected {"aliases": {"tier": "model-id"}, "prices": {"model-id": {"input": N, "output": N}}}`);
   }
   return {
-    aliases: { ...DEFAULT_MODELS.aliases, ...overrides.aliases },
-    prices: { ...DEFAULT_MODELS.prices, ...overrides.prices },
+    aliases: { ...DEFAULT_MODELS.aliases, ...parsed.data.aliases },
+    prices: { ...DEFAULT_MODELS.prices, ...parsed.data.prices },
   };
 }

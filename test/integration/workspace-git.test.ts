@@ -1,0 +1,111 @@
+import { execa } from 'execa';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openRunWorkspace } from '../../src/activities/workspace.js';
+import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
+
+const REPORT = (summary: string): string => `Done.\n\`\`\`json\n{"success": true, "summary": "${summary}", "outputs": {}}\n\`\`\``;
+
+let server: ModelServer;
+let base: string;
+let repo: string;
+let root: string;
+
+const git = async (cwd: string, ...args: string[]): Promise<string> =>
+  (await execa('git', ['-c', 'user.name=test', '-c', 'user.email=test@localhost', ...args], { cwd })).stdout;
+
+const pipeline = (extra: string, commit = true): string =>
+  [
+    'name: git-pipeline',
+    extra,
+    'stages:',
+    '  - id: notes',
+    '    backend: anthropic-api',
+    '    model: haiku',
+    `    commit: ${commit}`,
+    '    prompt: Write notes.',
+  ].join('\n');
+
+beforeAll(async () => {
+  server = await startModelServer({
+    scenario: { rules: [{ match: 'Stage: notes ·', turns: [{ text: REPORT('Wrote the notes.\\nIn one file.') }], repeatLastTurn: true }] },
+    log: () => {},
+  });
+  base = await mkdtemp(path.join(tmpdir(), 'workspace-git-'));
+  repo = path.join(base, 'repo');
+  root = path.join(base, 'workspaces');
+  await mkdir(repo);
+  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
+  await writeFile(path.join(repo, 'README.md'), '# Project\n');
+  await git(repo, 'add', '.');
+  await git(repo, 'commit', '--quiet', '-m', 'initial');
+});
+afterAll(async () => {
+  await server?.close();
+  await rm(base, { recursive: true, force: true });
+});
+
+function attemptOf(yaml: string, runId: string, attempt = 1, round = 1) {
+  const activities = activitiesFor({ workspacesRoot: root, baseURL: server.url, apiKey: 'sk-test-git-key-123' });
+  return startAttempt(activities, stageInput(yaml, 'notes', { baseDir: base, runId, round }), { attempt }).result;
+}
+
+describe('a run workspace on a git repository', () => {
+  it('is a worktree on the run\'s branch, where a `commit: true` stage commits its changes with its summary', async () => {
+    const result = await attemptOf(pipeline('workspace: { repo: repo }'), 'run-a');
+    const dir = path.join(root, 'run-a');
+    expect(result.workspace).toBe(dir);
+    expect(await git(dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/run-a');
+    expect(result.commit).toBe(await git(dir, 'rev-parse', 'HEAD'));
+    expect(await git(dir, 'log', '-1', '--format=%B')).toBe(
+      'notes: Wrote the notes.\n\nWrote the notes.\nIn one file.\n\nAgent-Pipeline-Run: run-a\nAgent-Pipeline-Stage: notes (attempt 1)\n',
+    );
+    // Only the stage's work is committed: never the bookkeeping folder.
+    expect((await git(dir, 'show', '--name-only', '--format=', 'HEAD')).split('\n')).toEqual(['outputs/notes.md']);
+    expect(await git(dir, 'status', '--porcelain')).toBe('');
+    // The repository's own checkout is untouched.
+    expect(await git(repo, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('main');
+    expect(existsSync(path.join(repo, 'outputs'))).toBe(false);
+  });
+
+  it('is reused by every retry and by stages that open it at the same time', async () => {
+    const settings = { repo, branch: 'agent/run-b' };
+    const opened = await Promise.all([1, 2, 3].map(() => openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' })));
+    expect(new Set(opened.map((w) => w.dir)).size).toBe(1);
+    await writeFile(path.join(opened[0].dir, 'work.txt'), 'partial work');
+    const again = await openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' });
+    expect(await readFile(path.join(again.dir, 'work.txt'), 'utf8')).toBe('partial work');
+    expect(await git(again.dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/run-b');
+  });
+
+  it('renders the branch template and notes a stage that changed nothing', async () => {
+    const yaml = pipeline('workspace: { repo: repo, branch: "pipelines/{{run.pipeline}}/{{run.id}}" }');
+    const first = await attemptOf(yaml, 'run-c');
+    expect(first.commit).toBeDefined();
+    const second = await attemptOf(yaml, 'run-c', 1, 2);
+    expect(second.commit).toBeUndefined();
+    expect(second.warnings).toContain('the stage changed no files, so nothing was committed on pipelines/git-pipeline/run-c');
+    expect(await git(repo, 'branch', '--list', 'pipelines/*')).toContain('pipelines/git-pipeline/run-c');
+  });
+
+  it('fails for good with a bad branch name or a folder that is not a repository', async () => {
+    const badBranch = await failureOf(attemptOf(pipeline('workspace: { repo: repo, branch: "bad..name" }'), 'run-d'));
+    expect(badBranch).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
+    expect(badBranch.message).toContain('"bad..name" is not a valid git branch name');
+
+    await mkdir(path.join(base, 'plain'), { recursive: true });
+    const notRepo = await failureOf(attemptOf(pipeline('workspace: { repo: plain }'), 'run-e'));
+    expect(notRepo).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
+    expect(notRepo.message).toContain(`workspace.repo ${path.join(base, 'plain')} is not a git repository`);
+  });
+
+  it('warns instead of committing when the pipeline has no repository', async () => {
+    const result = await attemptOf(pipeline(''), 'run-f');
+    expect(result.commit).toBeUndefined();
+    expect(result.warnings).toContain('`commit: true` needs `workspace.repo` in the pipeline file; nothing was committed');
+  });
+});

@@ -1,0 +1,81 @@
+import { ApplicationFailure, DefaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { FAILURES, failureTypeForStatus, NON_RETRYABLE_FAILURE_TYPES, stageFailure, type FailureType } from '../../src/activities/failures.js';
+import { redactSecrets, registerSecrets } from '../../src/activities/secrets.js';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+
+const SECRET = 'sk-ant-unit-test-SECRET-0123456789';
+registerSecrets([SECRET, 'short']);
+
+describe('the failure catalogue', () => {
+  it('documents every type with "Thrown when…" (or "Used for…") in one table', async () => {
+    const source = await readFile(`${PROJECT_ROOT}src/activities/failures.ts`, 'utf8');
+    for (const type of Object.keys(FAILURES)) {
+      const doc = new RegExp(`/\\*\\*\\s*(?:\\*\\s*)?(Thrown when|Used for)[^]*?\\*/\\s*${type}:`);
+      expect(source, `${type} needs a doc comment`).toMatch(doc);
+    }
+  });
+
+  it('lists the non-retryable types DESIGN.md names, and only those', () => {
+    expect(new Set(NON_RETRYABLE_FAILURE_TYPES)).toEqual(
+      new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE']),
+    );
+  });
+
+  it('builds messages that say what failed, in which stage, and what to do', () => {
+    for (const type of Object.keys(FAILURES) as FailureType[]) {
+      const failure = stageFailure({ type, stageId: 'build', message: 'something specific broke' });
+      expect(failure).toBeInstanceOf(ApplicationFailure);
+      expect(failure.type).toBe(type);
+      expect(failure.nonRetryable).toBe(FAILURES[type].nonRetryable);
+      expect(failure.message).toBe(`[${type}] stage build: something specific broke; ${FAILURES[type].hint}`);
+    }
+  });
+
+  it('keeps the cause, honours a retry delay and lets a caller force retryability', () => {
+    const cause = new Error('socket hang up');
+    const failure = stageFailure({ type: 'RATE_LIMITED', stageId: 's', message: 'm', cause, nextRetryDelayMs: 7_000, nonRetryable: true, hint: 'wait' });
+    expect(failure.cause).toBe(cause);
+    expect(failure.nextRetryDelay).toBe(7_000);
+    expect(failure.nonRetryable).toBe(true);
+    expect(failure.message).toBe('[RATE_LIMITED] stage s: m; wait');
+  });
+
+  it('never carries a registered secret in the message, details or cause chain, as Temporal serialises them', () => {
+    const inner = new Error(`upstream said key ${SECRET} is bad`);
+    const cause = new Error(`401 invalid x-api-key ${SECRET}`, { cause: inner });
+    const failure = stageFailure({ type: 'API_KEY_REJECTED', stageId: 's', message: `rejected ${SECRET}`, details: { headers: { 'x-api-key': SECRET }, list: [SECRET] }, cause });
+    const converter = new DefaultFailureConverter();
+    const serialised = JSON.stringify(converter.errorToFailure(failure, defaultPayloadConverter));
+    expect(serialised).not.toContain(SECRET);
+    expect(serialised).toContain('<redacted>');
+    expect((failure.cause?.cause as Error | undefined)?.message).toBe('upstream said key <redacted> is bad');
+  });
+
+  it('ignores values too short to be secrets', () => {
+    expect(redactSecrets('a short word')).toBe('a short word');
+  });
+});
+
+describe('failureTypeForStatus', () => {
+  it('maps statuses and mid-stream error types', () => {
+    const cases: [number | undefined, string | undefined, FailureType][] = [
+      [401, undefined, 'API_KEY_REJECTED'],
+      [403, undefined, 'API_KEY_REJECTED'],
+      [400, undefined, 'INVALID_REQUEST'],
+      [404, undefined, 'INVALID_REQUEST'],
+      [413, undefined, 'INVALID_REQUEST'],
+      [429, undefined, 'RATE_LIMITED'],
+      [529, undefined, 'OVERLOADED'],
+      [500, undefined, 'SERVER_ERROR'],
+      [503, undefined, 'SERVER_ERROR'],
+      [408, undefined, 'SERVER_ERROR'],
+      [undefined, undefined, 'CONNECTION_ERROR'],
+      [undefined, 'overloaded_error', 'OVERLOADED'],
+      [undefined, 'rate_limit_error', 'RATE_LIMITED'],
+      [undefined, 'api_error', 'SERVER_ERROR'],
+    ];
+    for (const [status, errorType, expected] of cases) expect(failureTypeForStatus(status, errorType), `${status} ${errorType}`).toBe(expected);
+  });
+});

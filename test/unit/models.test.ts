@@ -1,0 +1,46 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { computeCostUsd, DEFAULT_MODELS, loadModelCatalog, resolveModelId } from '../../src/activities/backends/models.js';
+
+describe('the model catalogue', () => {
+  it('maps tiers to model ids and passes other names through', () => {
+    expect(resolveModelId('opus', DEFAULT_MODELS)).toBe('claude-opus-5-5');
+    expect(resolveModelId('haiku', DEFAULT_MODELS)).toBe('claude-haiku-5-5');
+    expect(resolveModelId('claude-custom-1', DEFAULT_MODELS)).toBe('claude-custom-1');
+  });
+
+  it('prices usage per million tokens, and gives null for a model with no price', () => {
+    expect(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1_000_000, outputTokens: 100_000 }, DEFAULT_MODELS)).toBeCloseTo(4.5);
+    expect(computeCostUsd('claude-unknown', { inputTokens: 10, outputTokens: 10 }, DEFAULT_MODELS)).toBeNull();
+  });
+
+  it('takes overrides from AGENT_PIPELINE_MODELS as JSON, merged over the defaults', () => {
+    const catalog = loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"aliases": {"sonnet": "claude-sonnet-x"}, "prices": {"claude-sonnet-x": {"input": 1, "output": 2}}}' });
+    expect(resolveModelId('sonnet', catalog)).toBe('claude-sonnet-x');
+    expect(resolveModelId('opus', catalog)).toBe('claude-opus-5-5');
+    expect(computeCostUsd('claude-sonnet-x', { inputTokens: 1_000_000, outputTokens: 1_000_000 }, catalog)).toBe(3);
+  });
+
+  it('takes overrides from a file named by AGENT_PIPELINE_MODELS', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'models-'));
+    try {
+      const file = path.join(dir, 'models.json');
+      await writeFile(file, JSON.stringify({ prices: { 'claude-opus-5-5': { input: 10, output: 50 } } }));
+      expect(loadModelCatalog({ AGENT_PIPELINE_MODELS: file }).prices['claude-opus-5-5']).toEqual({ input: 10, output: 50 });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a broken table with a message naming the variable and the problem', () => {
+    expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {' })).toThrow(/AGENT_PIPELINE_MODELS is not valid JSON/);
+    expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {"m": {"input": "cheap"}}}' })).toThrow(/AGENT_PIPELINE_MODELS is invalid: prices\.m\.input/);
+    expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '/nonexistent/models.json' })).toThrow(/cannot read the AGENT_PIPELINE_MODELS file \/nonexistent\/models\.json \(ENOENT\)/);
+  });
+
+  it('uses the defaults when nothing is set', () => {
+    expect(loadModelCatalog({})).toBe(DEFAULT_MODELS);
+  });
+});

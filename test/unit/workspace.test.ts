@@ -1,0 +1,135 @@
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AttemptLog } from '../../src/activities/attempt-log.js';
+import { readFileExcerpt } from '../../src/activities/file-excerpt.js';
+import { checkReportedPaths, isPathOutput } from '../../src/activities/reported-paths.js';
+import { stageCommitMessage } from '../../src/activities/stage-commit.js';
+import { collectArtifacts, INTERNAL_DIR, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace.js';
+
+let root: string;
+beforeEach(async () => {
+  root = await mkdtemp(path.join(tmpdir(), 'workspace-unit-'));
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+describe('run workspaces', () => {
+  it('are one folder per run, reopened as they are, with a bookkeeping folder git never sees', async () => {
+    const first = await openRunWorkspace(root, 'demo/run:1');
+    const again = await openRunWorkspace(root, 'demo/run:1');
+    expect(first.dir).toBe(path.join(root, 'demo_run_1'));
+    expect(again.dir).toBe(first.dir);
+    expect(first.stageDir('spec')).toBe(path.join(first.dir, INTERNAL_DIR, 'stages', 'spec'));
+    expect(await readFile(path.join(first.dir, INTERNAL_DIR, '.gitignore'), 'utf8')).toBe('*\n');
+  });
+
+  it('report files created or changed since the baseline, with size and sha256, and never bookkeeping', async () => {
+    const ws = await openRunWorkspace(root, 'r');
+    await writeFile(path.join(ws.dir, 'old.md'), 'old');
+    await writeFile(path.join(ws.dir, 'same.md'), 'same');
+    const before = await snapshotFiles(ws.dir);
+    await writeFile(path.join(ws.dir, 'old.md'), 'changed!');
+    await mkdir(path.join(ws.dir, 'src'));
+    await writeFile(path.join(ws.dir, 'src', 'new.js'), 'new');
+    await mkdir(ws.stageDir('x'), { recursive: true });
+    await writeFile(path.join(ws.stageDir('x'), 'bookkeeping.json'), '{}');
+    const { artifacts, warnings } = await collectArtifacts(ws.dir, before);
+    expect(artifacts).toEqual([
+      { path: 'old.md', bytes: 8, sha256: sha256('changed!') },
+      { path: 'src/new.js', bytes: 3, sha256: sha256('new') },
+    ]);
+    expect(warnings).toEqual([]);
+  });
+
+  it('report a new symlink that leads outside the workspace instead of an artifact', async () => {
+    const ws = await openRunWorkspace(root, 'r');
+    const before = await snapshotFiles(ws.dir);
+    await symlink('/etc/hostname', path.join(ws.dir, 'escape'));
+    const { artifacts, warnings } = await collectArtifacts(ws.dir, before);
+    expect(artifacts).toEqual([]);
+    expect(warnings).toEqual(['escape is a symlink to /etc/hostname, outside the workspace; it is not reported as an artifact']);
+  });
+});
+
+describe('paths', () => {
+  it('that escape the workspace are refused', () => {
+    expect(resolveInside('/ws', 'docs/a.md')).toBe('/ws/docs/a.md');
+    expect(resolveInside('/ws', '../../etc/passwd')).toBeUndefined();
+    expect(resolveInside('/ws', '/etc/passwd')).toBeUndefined();
+    expect(resolveInside('/ws', '..')).toBeUndefined();
+    expect(resolveInside('/ws', '..foo/a')).toBe('/ws/..foo/a');
+  });
+
+  it('reported by an agent in path-like outputs are checked: outside ones dropped, missing ones noted', async () => {
+    await writeFile(path.join(root, 'a.md'), 'a');
+    const checked = checkReportedPaths(root, { files: ['a.md', '../../etc/passwd', 'gone.md'], specPath: '/etc/passwd', title: '../x', count: 2 });
+    expect(checked.outputs).toEqual({ files: ['a.md', 'gone.md'], title: '../x', count: 2 });
+    expect(checked.warnings).toEqual([
+      'output "files": ../../etc/passwd is outside the workspace; it was dropped from the stage\'s outputs',
+      'output "files": gone.md does not exist in the workspace',
+      'output "specPath": /etc/passwd is outside the workspace; it was dropped from the stage\'s outputs',
+    ]);
+    expect(['file', 'paths', 'spec_file', 'test-paths', 'outputFiles'].every(isPathOutput)).toBe(true);
+    expect(['profile', 'title', 'filename'].some(isPathOutput)).toBe(false);
+  });
+});
+
+describe('writeFileAtomic', () => {
+  it('creates folders and leaves no temp files behind', async () => {
+    const file = path.join(root, 'deep', 'er', 'out.md');
+    await writeFileAtomic(file, 'one');
+    await writeFileAtomic(file, 'two');
+    expect(await readFile(file, 'utf8')).toBe('two');
+    expect(await readdir(path.dirname(file))).toEqual(['out.md']);
+  });
+});
+
+describe('readFileExcerpt', () => {
+  it('reads at most the bound, never splitting a character, and spots binary files', async () => {
+    await writeFile(path.join(root, 'text.md'), 'aé€😀');
+    expect(await readFileExcerpt(path.join(root, 'text.md'), 100)).toEqual({ text: 'aé€😀', bytes: 10, cut: false, binary: false });
+    expect(await readFileExcerpt(path.join(root, 'text.md'), 5)).toEqual({ text: 'aé', bytes: 10, cut: true, binary: false });
+    expect(await readFileExcerpt(path.join(root, 'text.md'), 6)).toEqual({ text: 'aé€', bytes: 10, cut: true, binary: false });
+    await writeFile(path.join(root, 'bin'), Buffer.from([1, 0, 2]));
+    expect(await readFileExcerpt(path.join(root, 'bin'), 100)).toMatchObject({ binary: true, bytes: 3 });
+  });
+});
+
+describe('the attempt log', () => {
+  it('remembers how attempts failed, for {{previous.failed}} and contract retries, across reopenings', async () => {
+    const log = await AttemptLog.open(path.join(root, 'exec'));
+    expect(log.previousFailureMessage(1)).toBe('');
+    expect(log.previousFailureMessage(2)).toBe('attempt 1 stopped before it finished (its worker stopped, or it timed out)');
+    await log.recordFailure({ attempt: 2, type: 'OUTPUT_CONTRACT_VIOLATION', message: 'no block', sessionId: 's1', at: 1 });
+    const reopened = await AttemptLog.open(path.join(root, 'exec'));
+    expect(reopened.previousFailureMessage(3)).toBe('no block');
+    expect(reopened.failureBefore(3)).toMatchObject({ sessionId: 's1' });
+    expect(reopened.countFailures('OUTPUT_CONTRACT_VIOLATION')).toBe(1);
+    expect(reopened.transcriptPath(3)).toBe(path.join(root, 'exec', 'attempt-3.jsonl'));
+  });
+
+  it('keeps the baseline of the first attempt, so a retry still reports what a killed attempt wrote', async () => {
+    const ws = await openRunWorkspace(root, 'r');
+    const log = await AttemptLog.open(path.join(ws.stageDir('s'), 'exec'));
+    await log.baseline(ws.dir);
+    await writeFile(path.join(ws.dir, 'killed-attempt.md'), 'partial');
+    const retried = await AttemptLog.open(path.join(ws.stageDir('s'), 'exec'));
+    const { artifacts } = await collectArtifacts(ws.dir, await retried.baseline(ws.dir));
+    expect(artifacts.map((a) => a.path)).toEqual(['killed-attempt.md']);
+  });
+});
+
+describe('stage commit messages', () => {
+  it('use the stage and the summary\'s first line as subject, and name the run', () => {
+    expect(stageCommitMessage('build', 'Added the greeter.\nWith tests.', 'run-1', 2)).toBe(
+      'build: Added the greeter.\n\nAdded the greeter.\nWith tests.\n\nAgent-Pipeline-Run: run-1\nAgent-Pipeline-Stage: build (attempt 2)\n',
+    );
+    expect(stageCommitMessage('s', 'x'.repeat(100), 'r', 1).split('\n')[0]).toHaveLength(72);
+  });
+});
