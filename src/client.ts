@@ -1,35 +1,32 @@
 #!/usr/bin/env node
 // Entry point of the `agent-pipeline` command.
 import { Command, CommanderError } from 'commander';
-import { PipelineValidationError } from './pipeline/errors.js';
-import { addLocalCommands } from './cli/local-commands.js';
-import { addRunCommands } from './cli/commands.js';
-import { EXIT, TemporalUnreachableError, UsageError } from './cli/errors.js';
-import { DevServerError } from './dev/dev-server.js';
-
-const setExitCode = (code: number): void => {
-  process.exitCode = code;
-};
+import { addCommands } from './cli/commands/index.js';
+import { exitCodeFor } from './cli/errors.js';
 
 const program = new Command('agent-pipeline')
   .description('Run multi-stage AI agent pipelines durably on Temporal')
   .showHelpAfterError()
-  .exitOverride();
-addRunCommands(program, setExitCode);
-addLocalCommands(program, setExitCode);
+  .exitOverride()
+  .addHelpText(
+    'after',
+    '\nExit codes: 0 success, 1 the pipeline failed, 2 bad usage or invalid file, 3 cannot reach Temporal (130: Ctrl-C while watching).\n' +
+      'Connection: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE.\n' +
+      'Run `agent-pipeline <command> --help` for a command\'s options; docs/cli.md describes the --json output.',
+  );
+// Sub-commands inherit exitOverride, so a usage error anywhere reaches the catch below instead of exiting.
+program.configureHelp({ sortSubcommands: false });
+addCommands(program);
+program.commands.forEach(function inherit(command: Command): void {
+  command.exitOverride().showHelpAfterError();
+  command.commands.forEach(inherit);
+});
 
 try {
   await program.parseAsync();
 } catch (err) {
   process.exitCode = exitCodeFor(err);
+  // Commander has printed its own message (usage errors, --help); everything else gets one line, no stack trace.
   if (!(err instanceof CommanderError)) process.stderr.write(`agent-pipeline: ${(err as Error).message}\n`);
-  if (process.exitCode === EXIT.PIPELINE_FAILED && process.env.AGENT_PIPELINE_DEBUG) console.error(err);
-}
-
-function exitCodeFor(err: unknown): number {
-  if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
-  if (err instanceof UsageError || err instanceof PipelineValidationError) return EXIT.USAGE;
-  if (err instanceof TemporalUnreachableError) return EXIT.TEMPORAL_UNREACHABLE;
-  if (err instanceof DevServerError) return EXIT.USAGE;
-  return EXIT.PIPELINE_FAILED;
+  if (process.env.AGENT_PIPELINE_DEBUG) console.error(err);
 }

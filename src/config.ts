@@ -1,5 +1,11 @@
 import path from 'node:path';
+import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
 import { DEFAULT_TASK_QUEUE } from './workflows/messages.js';
+
+/** A setting in the environment has a value we cannot use: exit 2, with the variable, its value and the fix. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
 
 /** Settings shared by the client and the worker, from the environment (documented in the README). */
 export interface AgentPipelineConfig {
@@ -28,4 +34,22 @@ function defaultWebUi(address: string | undefined): string {
 export function runUrl(config: AgentPipelineConfig, namespace: string, workflowId: string): string | undefined {
   if (!config.webUiUrl) return undefined;
   return `${config.webUiUrl}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}
+
+/**
+ * The Temporal connection settings, exactly as the `temporal` CLI reads them: `TEMPORAL_*` variables over the
+ * profile (`TEMPORAL_PROFILE`, default `default`) of the config file (`TEMPORAL_CONFIG_FILE`, default
+ * `~/.config/temporalio/temporal.toml`). Certificate files are read here.
+ * @throws ConfigError naming what could not be read
+ */
+export function loadTemporalConnection(env: NodeJS.ProcessEnv = process.env): ClientConnectConfig {
+  try {
+    return loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
+  } catch (err) {
+    const profile = env.TEMPORAL_PROFILE ? `profile "${env.TEMPORAL_PROFILE}"` : 'the default profile';
+    throw new ConfigError(
+      `[CONFIG_INVALID] cannot load the Temporal connection settings (TEMPORAL_* variables, ${profile} of ${env.TEMPORAL_CONFIG_FILE ?? '~/.config/temporalio/temporal.toml'}): ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
 }

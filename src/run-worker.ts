@@ -1,11 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
+import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
 import { createActivities } from './activities/index.js';
-import { loadConfig } from './config.js';
+import { loadConfig, loadTemporalConnection } from './config.js';
+import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
+import { workerOptionsFromEnv } from './worker-env.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
 export interface StartWorkerOptions {
@@ -32,7 +34,8 @@ const WORKFLOWS_PATH = [
 export async function createPipelineWorker(options: StartWorkerOptions = {}): Promise<Worker> {
   const env = options.env ?? process.env;
   const config = loadConfig(env);
-  const { connectionOptions, namespace } = loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
+  const settings = workerOptionsFromEnv(env);
+  const { connectionOptions, namespace } = loadTemporalConnection(env);
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const activities = createActivities({
@@ -54,9 +57,73 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     taskQueue: options.taskQueue ?? config.taskQueue,
     ...workflowSource,
     activities,
-    maxConcurrentActivityTaskExecutions: Number(env.AGENT_PIPELINE_MAX_CONCURRENT_STAGES || 8),
-    // Running stages get this long to finish on SIGTERM; after it they are cancelled and resume on another worker.
-    shutdownGraceTime: env.AGENT_PIPELINE_SHUTDOWN_GRACE || '30s',
+    maxConcurrentActivityTaskExecutions: settings.maxConcurrentStages,
+    maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
+    // On SIGTERM running stages get this long to finish; then they are cancelled (the agent is stopped, partial work
+    // stays in the shared workspace) and Temporal retries them on another worker, which resumes the agent's session.
+    shutdownGraceTime: settings.shutdownGraceMs,
+    // A stage that ignores its cancellation must not keep the container from stopping.
+    shutdownForceTime: settings.shutdownGraceMs + settings.shutdownForceAfterGraceMs,
+    // Cancellation reaches an activity only in the answer to a heartbeat, and heartbeats are throttled to 80% of the
+    // heartbeat timeout (minutes for agents): a cap of a few seconds makes `cancel` stop an agent promptly.
+    maxHeartbeatThrottleInterval: '5s',
+    interceptors: { activity: [stageLogInterceptor] },
     ...options.workerOptions,
   });
+}
+
+/** How often the health file is touched while the worker polls. @unit milliseconds */
+const HEALTH_INTERVAL_MS = 5_000;
+
+/**
+ * Runs a worker until SIGINT or SIGTERM, then drains: running stages get the grace time to finish, after which they
+ * are cancelled and retried elsewhere. Logs go through the Temporal runtime logger (JSON lines when stderr is not a TTY).
+ */
+export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const settings = workerOptionsFromEnv(env);
+  const logger = installRuntimeLogging(env);
+  const worker = await createPipelineWorker({ env });
+  logger.info('agent-pipeline worker polling', {
+    taskQueue: worker.options.taskQueue,
+    namespace: worker.options.namespace,
+    maxConcurrentStages: settings.maxConcurrentStages,
+    maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
+    shutdownGraceMs: settings.shutdownGraceMs,
+    workspacesRoot: loadConfig(env).workspacesRoot,
+  });
+  const onSignal = (signal: string): void =>
+    logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });
+  process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
+  const health = settings.healthFile ? keepHealthFile(settings.healthFile, () => worker.getState() === 'RUNNING') : undefined;
+  try {
+    await worker.run();
+  } finally {
+    clearInterval(health);
+    if (settings.healthFile) await rm(settings.healthFile, { force: true });
+    // The connection would keep the process alive after the worker stopped.
+    await worker.connection?.close();
+  }
+  logger.info('agent-pipeline worker stopped');
+}
+
+/** Touches `file` while `healthy()` holds; a container health check reads its age (`agent-pipeline worker --health-check`). */
+function keepHealthFile(file: string, healthy: () => boolean): NodeJS.Timeout {
+  const touch = (): void => {
+    if (healthy()) void writeFile(file, `${new Date().toISOString()}\n`).catch(() => {});
+  };
+  touch();
+  return setInterval(touch, HEALTH_INTERVAL_MS).unref();
+}
+
+/** How stale the health file may be before the worker counts as unhealthy. @unit milliseconds */
+export const HEALTH_MAX_AGE_MS = 30_000;
+
+/** Resolves to a problem description, or undefined when the worker touched its health file recently. */
+export async function checkWorkerHealth(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  const { healthFile } = workerOptionsFromEnv(env);
+  if (!healthFile) return 'AGENT_PIPELINE_HEALTH_FILE is not set, so the worker keeps no health file';
+  const info = await stat(healthFile).catch(() => undefined);
+  if (!info) return `no health file at ${healthFile}: the worker is not polling`;
+  const age = Date.now() - info.mtimeMs;
+  return age > HEALTH_MAX_AGE_MS ? `the health file ${healthFile} is ${Math.round(age / 1000)}s old: the worker stopped polling` : undefined;
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// Entry point: runs a pipeline worker until SIGINT/SIGTERM, then drains running stages.
-import { createPipelineWorker } from './run-worker.js';
+// Entry point: runs a pipeline worker until SIGINT/SIGTERM, then drains running stages (same as `agent-pipeline worker`).
+import { runWorker } from './run-worker.js';
 
-const worker = await createPipelineWorker();
-console.error(`agent-pipeline worker polling task queue "${worker.options.taskQueue}"`);
-await worker.run();
+try {
+  await runWorker();
+} catch (err) {
+  process.stderr.write(`agent-pipeline worker: ${(err as Error).message}\n`);
+  process.exitCode = 1;
+}

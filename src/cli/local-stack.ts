@@ -59,6 +59,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     async stop() {
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone.catch(() => {});
+      await worker?.connection?.close();
       await modelServer?.close();
       await server.stop();
     },

@@ -56,15 +56,53 @@ function findCycle(stages: readonly StageNode[]): string[] | undefined {
 }
 
 /**
- * Stages that may start now: not started yet, and every stage they need has completed.
- * Order follows the file, so runs are deterministic.
+ * Stages that may start now: not started yet, and every stage they need is satisfied (completed, or skipped
+ * in a way that lets dependents run). Order follows the file, so runs are deterministic.
  */
 export function findReadyStages(
   stages: readonly StageNode[],
   isStarted: (id: string) => boolean,
-  isCompleted: (id: string) => boolean,
+  isSatisfied: (id: string) => boolean,
 ): string[] {
   return stages
-    .filter((s) => !isStarted(s.id) && (s.needs ?? []).every(isCompleted))
+    .filter((s) => !isStarted(s.id) && (s.needs ?? []).every(isSatisfied))
+    .map((s) => s.id);
+}
+
+/** Every stage `id` needs, directly or through other stages. */
+export function findAncestors(stages: readonly StageNode[], id: string): Set<string> {
+  const needs = new Map(stages.map((s) => [s.id, s.needs ?? []]));
+  const found = new Set<string>();
+  const visit = (current: string): void => {
+    for (const need of needs.get(current) ?? []) {
+      if (!found.has(need)) {
+        found.add(need);
+        visit(need);
+      }
+    }
+  };
+  visit(id);
+  return found;
+}
+
+/** Every stage that needs `id`, directly or through other stages, in file order. */
+export function findDependents(stages: readonly StageNode[], id: string): string[] {
+  return stages.filter((s) => findAncestors(stages, s.id).has(id)).map((s) => s.id);
+}
+
+/**
+ * What a reviewer's `rework` verdict runs again, in file order: the reviewed stages, the stages between them
+ * and the reviewer (those that need a reviewed stage and that the reviewer needs), and the reviewer itself.
+ * Stages beside that path keep their results.
+ */
+export function findReworkStages(stages: readonly StageNode[], reviewer: string, reviewed: readonly string[]): string[] {
+  const beforeReviewer = findAncestors(stages, reviewer);
+  return stages
+    .filter((s) => {
+      if (s.id === reviewer || reviewed.includes(s.id)) return true;
+      if (!beforeReviewer.has(s.id)) return false;
+      const ancestors = findAncestors(stages, s.id);
+      return reviewed.some((r) => ancestors.has(r));
+    })
     .map((s) => s.id);
 }

@@ -2,6 +2,7 @@ import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { findGraphProblems } from './graph.js';
 import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
 import { pipelineSchema, type PipelineDefinition } from './schema.js';
+import { findSemanticProblems } from './semantic-checks.js';
 
 /**
  * Parses and validates a pipeline file's text. Pure (no file access) so the client, the worker and
@@ -24,11 +25,13 @@ export function parsePipeline(text: string, file: string): PipelineDefinition {
       parsed.error.issues.map((issue) => locate(doc, lineCounter, issue.path, describeIssue(issue))),
     );
   }
+  // Semantic checks walk the stage graph, so they run only once it is sound.
   const graphProblems = findGraphProblems(parsed.data.stages);
-  if (graphProblems.length > 0) {
+  const problems = graphProblems.length > 0 ? graphProblems : findSemanticProblems(parsed.data);
+  if (problems.length > 0) {
     throw new PipelineValidationError(
       file,
-      graphProblems.map((p) => locate(doc, lineCounter, p.path, p.message)),
+      problems.map((p) => locate(doc, lineCounter, p.path, p.message)),
     );
   }
   return parsed.data;

@@ -1,3 +1,4 @@
+import type { ReviewLedger } from './review-ledger.js';
 import type { StageResult } from './stage-result.js';
 
 export type StageStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'skipped' | 'cancelled';
@@ -16,6 +17,8 @@ export interface WaitingFor {
   commands: string[];
   /** @unit milliseconds since the epoch */
   since: number;
+  /** When an unanswered wait times out (approval gates with `timeout`). @unit milliseconds since the epoch */
+  timeoutAt?: number;
 }
 
 /** One stage as the status query reports it. */
@@ -35,6 +38,8 @@ export interface StageState {
   error?: { type: string; message: string };
   /** Set while the stage waits for a person. */
   waitingFor?: WaitingFor;
+  /** Why a skipped stage did not run, and whether its dependents still run (condition false, skipped by a person). */
+  skip?: { reason: string; dependentsRun: boolean };
   /** Tokens and cost of every attempt of the stage, killed ones included. */
   totals?: { inputTokens: number; outputTokens: number; costUsd: number; attempts: number; durationMs: number };
 }
@@ -51,6 +56,10 @@ export interface RunState {
   /** Absolute path of the run's workspace on the worker, once a stage has reported it. */
   workspace?: string;
   warnings?: string[];
+  /** Why the run failed, cancelled or timed out. */
+  error?: { type: string; message: string };
+  /** Each reviewer's findings across rounds, by reviewer stage id. */
+  reviews?: Record<string, ReviewLedger>;
   startedAt: number;
   finishedAt?: number;
 }

@@ -54,6 +54,12 @@ export interface SkipStageInput {
   stage: string;
 }
 
+/**
+ * The failure `type` of every update a validator rejects (unknown stage, stage not waiting, wrong decision), so a
+ * client can tell "you asked for something that does not apply" from a broken run; the message says what would work.
+ */
+export const UPDATE_REJECTED = 'UPDATE_REJECTED';
+
 /** Answers a stage's question; the stage continues its session with the answer. */
 export const answerStageUpdate = defineUpdate<RunState, [AnswerStageInput]>('answerStage');
 /** Approves what a stage waits for: an approval gate, more budget, denied tools, more review rounds. */

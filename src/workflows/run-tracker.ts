@@ -1,8 +1,18 @@
-import type { RunState, StageState } from '../pipeline/run-state.js';
+import type { ConditionContext } from '../pipeline/condition.js';
+import type { RunState, StageState, WaitingFor } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import type { StageResult } from '../pipeline/stage-result.js';
+import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
-import { formatDuration } from '../pipeline/duration.js';
+
+/** What one stage attempt (or one activity call with its retries) cost. */
+export interface AttemptCost {
+  usage?: TokenUsage;
+  /** @unit US dollars */
+  costUsd?: number | null;
+  attempts: number;
+  /** @unit milliseconds */
+  durationMs: number;
+}
 
 /**
  * The run's state as the workflow changes it and queries read it. Deterministic: times come from the
@@ -11,7 +21,7 @@ import { formatDuration } from '../pipeline/duration.js';
 export class RunTracker {
   readonly state: RunState;
 
-  constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[]) {
+  constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number) {
     this.state = {
       runId,
       pipeline,
@@ -19,46 +29,114 @@ export class RunTracker {
       inputs,
       stages: stages.map((s) => ({ id: s.id, status: 'pending', backend: s.backend, model: s.model })),
       costUsd: 0,
+      budgetUsd,
       startedAt: Date.now(),
     };
   }
 
   stage(id: string): StageState {
     const stage = this.state.stages.find((s) => s.id === id);
-    if (!stage) throw new Error(`unknown stage ${id}`);
+    // Callers pass ids from the validated pipeline; an unknown id is a bug in the workflow, not user input.
+    if (!stage) throw new TypeError(`unknown stage ${id}`);
     return stage;
   }
 
+  hasStage = (id: string): boolean => this.state.stages.some((s) => s.id === id);
   isStarted = (id: string): boolean => this.stage(id).status !== 'pending';
-  isCompleted = (id: string): boolean => this.stage(id).status === 'completed';
+  /** Whether dependents of `id` may run: it completed, or was skipped in a way that lets them run. */
+  isSatisfied = (id: string): boolean => {
+    const stage = this.stage(id);
+    return stage.status === 'completed' || (stage.status === 'skipped' && stage.skip?.dependentsRun === true);
+  };
 
-  markRunning(id: string): void {
-    Object.assign(this.stage(id), { status: 'running', startedAt: Date.now() });
+  markRunning(id: string, round: number): void {
+    const stage = this.stage(id);
+    Object.assign(stage, { status: 'running', round, startedAt: Date.now(), finishedAt: undefined, error: undefined, skip: undefined, attempt: undefined });
+    this.refreshStatus();
   }
 
-  markCompleted(id: string, result: StageResult): void {
-    Object.assign(this.stage(id), { status: 'completed', finishedAt: Date.now(), result });
-    this.state.costUsd += result.costUsd ?? 0;
+  /** Adds an activity call's cost to the stage's totals and the run's cost. */
+  recordCost(id: string, cost: AttemptCost): void {
+    const stage = this.stage(id);
+    const totals = (stage.totals ??= { inputTokens: 0, outputTokens: 0, costUsd: 0, attempts: 0, durationMs: 0 });
+    totals.inputTokens += cost.usage?.inputTokens ?? 0;
+    totals.outputTokens += cost.usage?.outputTokens ?? 0;
+    totals.costUsd += cost.costUsd ?? 0;
+    totals.attempts += cost.attempts;
+    totals.durationMs += cost.durationMs;
+    stage.attempt = (stage.attempt ?? 0) + cost.attempts;
+    this.state.costUsd += cost.costUsd ?? 0;
+  }
+
+  /** Keeps the latest result (shown while the stage waits) without completing the stage. */
+  recordResult(id: string, result: StageResult): void {
+    this.stage(id).result = result;
     this.state.workspace ??= result.workspace;
   }
 
-  markFailed(id: string, error: { type: string; message: string }, cancelled: boolean): void {
-    Object.assign(this.stage(id), { status: cancelled ? 'cancelled' : 'failed', finishedAt: Date.now(), error });
+  markWaiting(id: string, waitingFor: WaitingFor): void {
+    Object.assign(this.stage(id), { status: 'waiting', waitingFor });
+    this.refreshStatus();
+  }
+
+  /** A wait ended; the stage goes on (a later mark sets where it ends up). */
+  markResumed(id: string): void {
+    const stage = this.stage(id);
+    if (stage.status === 'waiting') stage.status = 'running';
+    stage.waitingFor = undefined;
+    this.refreshStatus();
+  }
+
+  markCompleted(id: string, result: StageResult | undefined): void {
+    if (result) this.recordResult(id, result);
+    this.end(id, { status: 'completed' });
+  }
+
+  markFailed(id: string, error: { type: string; message: string }): void {
+    this.end(id, { status: 'failed', error });
+  }
+
+  markCancelled(id: string, error: { type: string; message: string }): void {
+    this.end(id, { status: 'cancelled', error });
+  }
+
+  markSkipped(id: string, reason: string, dependentsRun: boolean): void {
+    this.end(id, { status: 'skipped', skip: { reason, dependentsRun } });
+  }
+
+  /** A rework sends a completed stage back to pending for the next round; its last result stays visible. */
+  markPendingAgain(id: string): void {
+    Object.assign(this.stage(id), { status: 'pending', finishedAt: undefined, waitingFor: undefined });
+  }
+
+  private end(id: string, fields: Partial<StageState>): void {
+    Object.assign(this.stage(id), { waitingFor: undefined, finishedAt: Date.now(), ...fields });
+    this.refreshStatus();
   }
 
   /** Stages that never started because the run ended first. */
-  skipPending(): void {
-    for (const stage of this.state.stages) if (stage.status === 'pending') stage.status = 'skipped';
+  skipPending(reason: string): void {
+    for (const stage of this.state.stages) if (stage.status === 'pending') this.markSkipped(stage.id, reason, false);
   }
 
-  finish(status: RunState['status']): RunState {
-    this.state.status = status;
-    this.state.finishedAt = Date.now();
+  warn(message: string): void {
+    (this.state.warnings ??= []).push(message);
+  }
+
+  finish(status: 'completed' | 'failed' | 'cancelled', error?: { type: string; message: string }): RunState {
+    Object.assign(this.state, { status, finishedAt: Date.now(), error });
     return this.state;
   }
 
-  runningStageIds(): string[] {
-    return this.state.stages.filter((s) => s.status === 'running').map((s) => s.id);
+  /** `waiting` while any stage waits for a person, so `list --status waiting` finds runs that need someone. */
+  private refreshStatus(): void {
+    if (this.state.finishedAt !== undefined) return;
+    this.state.status = this.state.stages.some((s) => s.status === 'waiting') ? 'waiting' : 'running';
+  }
+
+  /** Stages an activity runs for or that wait for a person. */
+  currentStageIds(): string[] {
+    return this.state.stages.filter((s) => s.status === 'running' || s.status === 'waiting').map((s) => s.id);
   }
 
   /** What earlier stages produced, as step templates see it. */
@@ -72,19 +150,13 @@ export class RunTracker {
     return stages;
   }
 
-  /** A readable stage table for the Web UI's "current details" (markdown). */
-  describe(): string {
-    const rows = this.state.stages.map((s) => {
-      const elapsed = s.startedAt ? formatDuration((s.finishedAt ?? Date.now()) - s.startedAt) : '';
-      const cost = s.result?.costUsd != null ? `$${s.result.costUsd.toFixed(4)}` : '';
-      return `| ${s.id} | ${s.status} | ${s.backend} · ${s.model} | ${elapsed} | ${cost} |`;
-    });
-    return [
-      `**${this.state.pipeline}** — ${this.state.status}, cost so far $${this.state.costUsd.toFixed(4)}`,
-      '',
-      '| stage | state | backend | elapsed | cost |',
-      '| --- | --- | --- | --- | --- |',
-      ...rows,
-    ].join('\n');
+  /** What `when:` conditions see: every finished stage's status, and the outputs of completed ones. */
+  conditionContext(): ConditionContext {
+    const stages: ConditionContext['stages'] = {};
+    for (const s of this.state.stages) {
+      if (s.status === 'pending' || s.status === 'running' || s.status === 'waiting') continue;
+      stages[s.id] = s.status === 'completed' && s.result ? { status: s.status, summary: s.result.summary, outputs: s.result.outputs } : { status: s.status };
+    }
+    return { inputs: this.state.inputs, stages };
   }
 }

@@ -8,5 +8,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 export const PIPELINE_NAME_ATTRIBUTE = defineSearchAttributeKey('AgentPipeline', SearchAttributeType.KEYWORD);
 export const CURRENT_STAGES_ATTRIBUTE = defineSearchAttributeKey('AgentPipelineStages', SearchAttributeType.KEYWORD_LIST);
 export const COST_USD_ATTRIBUTE = defineSearchAttributeKey('AgentPipelineCostUsd', SearchAttributeType.DOUBLE);
+/** The run's state as the status query reports it: `running`, `waiting` (for a person), `completed`, `failed`, `cancelled`. */
+export const RUN_STATUS_ATTRIBUTE = defineSearchAttributeKey('AgentPipelineStatus', SearchAttributeType.KEYWORD);
 
-export const SEARCH_ATTRIBUTES = [PIPELINE_NAME_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, COST_USD_ATTRIBUTE] as const;
+export const SEARCH_ATTRIBUTES = [PIPELINE_NAME_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, COST_USD_ATTRIBUTE, RUN_STATUS_ATTRIBUTE] as const;

@@ -10,6 +10,8 @@ export interface AttemptProgress {
   costUsd: number;
   /** Wall-clock time of the last agent event. @unit milliseconds since the epoch */
   lastEventAt: number;
+  /** Tokens so far, where the backend knows them while streaming (the API backend). */
+  usage?: TokenUsage;
 }
 
 /** One stage attempt, as a backend sees it. */

@@ -1,0 +1,100 @@
+import type { CapturedCall } from '../lib/claude-capture.js';
+import type { BenchmarkResult } from '../lib/results.js';
+import type { BenchStack } from '../lib/stack.js';
+import { benchBigOutput } from './big-output.js';
+import { benchCliConcurrency } from './cli-concurrency.js';
+import { runKillTrials, type KillTrial } from './kill-trials.js';
+import { benchOverhead } from './overhead.js';
+import { recoveryResult, resumeResult } from './recovery.js';
+import { benchStageLatency } from './stage-latency.js';
+import { benchThroughput } from './throughput.js';
+import { benchWorkerStart } from './worker-start.js';
+
+/** What every benchmark gets. */
+export interface BenchContext {
+  stack: BenchStack;
+  /** Smoke test: fewest repetitions, smaller loads. Figures are then not meaningful. */
+  quick: boolean;
+  log: (line: string) => void;
+  /** Measurements two benchmarks share, made by whichever runs first. */
+  shared: { calls?: CapturedCall[]; killTrials?: KillTrial[] };
+}
+
+export interface Benchmark {
+  name: string;
+  title: string;
+  /** The goal as the issue states it, or `report`. */
+  goal: string;
+  run(context: BenchContext): Promise<BenchmarkResult>;
+}
+
+/** The claude calls of one latency run, replayed by the overhead loop; recorded here when stage-latency did not run. */
+async function recordedCalls(context: BenchContext): Promise<CapturedCall[]> {
+  context.shared.calls ??= (await benchStageLatency(context.stack, 1)).calls;
+  return context.shared.calls;
+}
+
+/** The crash experiments behind recovery and resume: 3 with the session kept, 2 with it deleted. */
+async function killTrials(context: BenchContext): Promise<KillTrial[]> {
+  context.shared.killTrials ??= await runKillTrials(context.stack, context.quick ? 1 : 3, context.quick ? 1 : 2, context.log);
+  return context.shared.killTrials;
+}
+
+/**
+ * In run order. Repetitions keep a full run near 10 minutes on a loaded 2-core machine; the slow ones
+ * (big output, crashes, bundling at start) run fewer times, as their results say.
+ */
+export const BENCHMARKS: Benchmark[] = [
+  {
+    name: 'worker-start',
+    title: 'Worker start',
+    goal: '≤ 2 s',
+    run: (context) => benchWorkerStart(context.stack, context.quick ? 1 : 5, context.quick ? 0 : 1),
+  },
+  {
+    name: 'stage-latency',
+    title: 'Stage latency',
+    goal: 'p50 ≤ 50 ms',
+    async run(context) {
+      const outcome = await benchStageLatency(context.stack, context.quick ? 1 : 4);
+      context.shared.calls = outcome.calls;
+      return outcome.result;
+    },
+  },
+  {
+    name: 'overhead',
+    title: 'Overhead',
+    goal: 'ratio ≤ 1.10',
+    run: async (context) => benchOverhead(context.stack, context.quick ? 1 : 10, await recordedCalls(context)),
+  },
+  {
+    name: 'throughput',
+    title: 'Throughput',
+    goal: 'report',
+    run: (context) => benchThroughput(context.stack, context.quick ? 20 : 200, context.quick ? 1 : 2),
+  },
+  {
+    name: 'cli-concurrency',
+    title: 'CLI concurrency',
+    goal: 'report',
+    run: (context) => benchCliConcurrency(context.stack, context.quick ? [1, 4] : [1, 4, 8, 16], context.quick ? 1 : 2),
+  },
+  {
+    name: 'recovery',
+    title: 'Recovery',
+    goal: '≤ heartbeat timeout + 2 s',
+    run: async (context) => recoveryResult(await killTrials(context)),
+  },
+  {
+    name: 'resume',
+    title: 'Resume',
+    goal: '0 repeated turns with resume, 5 without',
+    run: async (context) => resumeResult(await killTrials(context)),
+  },
+  {
+    name: 'big-output',
+    title: 'Big output',
+    goal: 'worker RSS growth ≤ 50 MB',
+    run: (context) => benchBigOutput(context.stack, context.quick ? 20 : 200),
+  },
+];

@@ -1,0 +1,59 @@
+import type { BackendRequest } from './backend.js';
+import type { SessionPlan } from './cli-session.js';
+import { STAGE_MARKER, WORKER_MARKER } from './process-sweep.js';
+
+/** Variables passed through to the agent; everything else in the worker's environment stays out. */
+const PASSED_ENV = [
+  'PATH', 'HOME', 'USER', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'TERM', 'SHELL',
+  'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'API_TIMEOUT_MS',
+  'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'NODE_EXTRA_CA_CERTS',
+  'CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CODE_USE_VERTEX', 'IS_SANDBOX',
+];
+
+/** Files written for the command line. */
+export interface CliFiles {
+  /** `--mcp-config`. */
+  mcpConfig?: string;
+  /** `--append-system-prompt-file`: a file, because one argument is limited to 128 KiB on Linux. */
+  systemPrompt?: string;
+}
+
+/**
+ * The `claude` command line of an attempt: print mode, streaming JSON with partial messages (so stall
+ * detection sees text while a long message is still being written), and the stage's options.
+ */
+export function buildCliArgs(request: BackendRequest, session: SessionPlan, files: CliFiles): string[] {
+  const { stage } = request;
+  const args = ['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', stage.model];
+  args.push(...(session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]));
+  args.push('--permission-mode', stage.permissionMode ?? 'dontAsk');
+  if (stage.allowedTools?.length) args.push('--allowedTools', ...stage.allowedTools);
+  if (stage.disallowedTools?.length) args.push('--disallowedTools', ...stage.disallowedTools);
+  if (stage.fallbackModel) args.push('--fallback-model', stage.fallbackModel);
+  const budget = request.maxBudgetUsd ?? stage.maxBudgetUsd;
+  if (budget !== undefined) args.push('--max-budget-usd', String(budget));
+  if (files.mcpConfig) args.push('--mcp-config', files.mcpConfig);
+  if (request.addDirs?.length) args.push('--add-dir', ...request.addDirs);
+  if (files.systemPrompt) args.push('--append-system-prompt-file', files.systemPrompt);
+  return args;
+}
+
+/** What marks an agent's processes, so they can be found and stopped (see process-sweep.ts). */
+export interface AgentMarkers {
+  stage: string;
+  worker: string;
+}
+
+/** The agent's environment: the allow-list, the run's Claude config dir, and the process markers. */
+export function agentEnvironment(env: NodeJS.ProcessEnv, claudeConfigDir: string, markers: AgentMarkers): Record<string, string> {
+  const passed = Object.fromEntries(PASSED_ENV.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string]));
+  return {
+    ...passed,
+    CLAUDE_CONFIG_DIR: claudeConfigDir,
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    // Temporal owns retries: they are durable and visible there, while the CLI's own loop waits up to 180 s unseen.
+    CLAUDE_CODE_MAX_RETRIES: env.CLAUDE_CODE_MAX_RETRIES ?? '0',
+    [STAGE_MARKER]: markers.stage,
+    [WORKER_MARKER]: markers.worker,
+  };
+}

@@ -1,0 +1,156 @@
+import { existsSync } from 'node:fs';
+import { execa } from 'execa';
+import type { AttemptProgress } from './backend.js';
+import type { CliEventReader } from './cli-events.js';
+import { StdoutLineSplitter, type StdoutPiece } from './stream-lines.js';
+import type { TranscriptWriter } from './transcript-writer.js';
+
+/** util-linux's setpriv lets the kernel kill the agent when the worker dies without cleaning up. */
+const SETPRIV = '/usr/bin/setpriv';
+const NEWLINE = Buffer.from('\n');
+/** Kept of the CLI's stderr, for failure details. @unit characters */
+const STDERR_TAIL = 4_000;
+
+/** One run of the `claude` process. */
+export interface CliProcessOptions {
+  binary: string;
+  args: string[];
+  /** The prompt, written to stdin, which is then closed. */
+  stdin: string;
+  cwd: string;
+  env: Record<string, string>;
+  reader: CliEventReader;
+  transcript: TranscriptWriter;
+  /** Longest silence allowed once the agent has produced output. @unit milliseconds */
+  stallTimeoutMs: number;
+  /** Longest wait for the agent's first output. @unit milliseconds */
+  firstOutputTimeoutMs: number;
+  /** Between SIGTERM and SIGKILL when the agent is stopped. @unit milliseconds */
+  killGraceMs: number;
+  /** Heartbeats also go out this often while the agent is quiet (a long tool run), so a live worker is never taken for dead. @unit milliseconds */
+  heartbeatIntervalMs: number;
+  signal: AbortSignal;
+  heartbeat(progress: AttemptProgress): void;
+  /** Called once the process exists, with its pid (also its process group id). */
+  onSpawn(pid: number): Promise<void>;
+}
+
+/** How the process ended. */
+export interface CliProcessResult {
+  exitCode?: number;
+  /** The signal that ended it, e.g. `SIGTERM`. */
+  exitSignal?: string;
+  /** Why we stopped it, if we did. */
+  stoppedFor?: 'cancelled' | 'stalled';
+  /** The error code when it could not be started (`ENOENT`, `EACCES`). */
+  spawnError?: string;
+  stderrTail: string;
+  /** Size of the largest assistant or result event whose text had to be cut to its tail. @unit bytes */
+  truncatedAnswerBytes: number;
+}
+
+/**
+ * Runs `claude` in its own process group, streams stdout into the transcript and the event reader,
+ * heartbeats, and stops the agent when it stalls or the attempt is cancelled: SIGTERM to the group,
+ * SIGKILL after the grace period. Resolves when the process has exited.
+ */
+export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
+  const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', '--', o.binary, ...o.args]] : [o.binary, o.args];
+  const child = execa(file, fileArgs, {
+    cwd: o.cwd,
+    input: o.stdin,
+    env: o.env,
+    extendEnv: false,
+    // Its own process group, so a stop reaches the CLI and the tools it started in that group together.
+    detached: true,
+    buffer: false,
+    reject: false,
+  });
+  const result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0 };
+  let exited = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  const killGroup = (signal: NodeJS.Signals): void => {
+    // Once the process has exited its pid may be reused: never signal it then.
+    if (exited || !child.pid) return;
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  const stop = (why: 'cancelled' | 'stalled'): void => {
+    if (result.stoppedFor) return;
+    result.stoppedFor = why;
+    killGroup('SIGTERM');
+    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
+  };
+  const onAbort = (): void => stop('cancelled');
+  o.signal.addEventListener('abort', onAbort, { once: true });
+  if (o.signal.aborted) stop('cancelled');
+
+  // Stall detection follows the agent's output, not the wall clock: a long but active stage is never stopped.
+  let stallTimer: NodeJS.Timeout | undefined;
+  const armStallTimer = (): void => {
+    clearTimeout(stallTimer);
+    stallTimer = setTimeout(() => stop('stalled'), o.reader.sawOutput ? o.stallTimeoutMs : o.firstOutputTimeoutMs);
+  };
+  armStallTimer();
+  const beat = setInterval(() => o.heartbeat(o.reader.progress()), o.heartbeatIntervalMs);
+
+  const stderr = collectTail(child.stderr);
+  const handle = async (piece: StdoutPiece): Promise<void> => {
+    if (piece.kind === 'long-bytes') return o.transcript.write(piece.chunk);
+    let event: unknown;
+    const text = piece.kind === 'line' ? piece.raw.toString('utf8') : piece.skeleton;
+    try {
+      event = text === undefined ? undefined : JSON.parse(text);
+    } catch {
+      event = undefined;
+    }
+    const type = (event as { type?: unknown } | undefined)?.type;
+    // Partial-message deltas only feed stall detection: the `assistant` event after them holds the same text.
+    if (piece.kind === 'line' && type !== 'stream_event') {
+      await o.transcript.write(piece.raw);
+      await o.transcript.write(NEWLINE);
+    }
+    if (piece.kind === 'long-line' && piece.truncatedStrings > 0 && (type === 'assistant' || type === 'result')) {
+      result.truncatedAnswerBytes = Math.max(result.truncatedAnswerBytes, piece.bytes);
+    }
+    if (o.reader.read(event)) armStallTimer();
+    o.heartbeat(o.reader.progress());
+  };
+
+  let failure: unknown;
+  try {
+    if (child.pid) await o.onSpawn(child.pid);
+    const splitter = new StdoutLineSplitter();
+    for await (const chunk of (child.stdout ?? []) as AsyncIterable<Buffer>) {
+      for (const piece of splitter.push(chunk)) await handle(piece);
+    }
+    for (const piece of splitter.end()) await handle(piece);
+  } catch (err) {
+    // The transcript could not be written (disk full): the attempt cannot go on without its record.
+    failure = err;
+    killGroup('SIGKILL');
+  } finally {
+    clearTimeout(stallTimer);
+    clearInterval(beat);
+    o.signal.removeEventListener('abort', onAbort);
+  }
+  const done = await child;
+  exited = true;
+  clearTimeout(killTimer);
+  if (failure) throw failure;
+  result.exitCode = done.exitCode;
+  result.exitSignal = done.signal;
+  result.spawnError = done.failed && !child.pid ? (done.code ?? 'spawn failed') : undefined;
+  result.stderrTail = await stderr;
+  return result;
+}
+
+async function collectTail(stream: AsyncIterable<Buffer> | null | undefined): Promise<string> {
+  let tail = '';
+  if (!stream) return tail;
+  for await (const chunk of stream) tail = `${tail}${chunk.toString('utf8')}`.slice(-STDERR_TAIL);
+  return tail;
+}

@@ -1,0 +1,128 @@
+import { Option, type Command } from 'commander';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { loadConfig, runUrl } from '../../config.js';
+import type { RunState } from '../../pipeline/run-state.js';
+import {
+  answerStageUpdate,
+  approveStageUpdate,
+  rejectStageUpdate,
+  retryStageUpdate,
+  skipStageUpdate,
+} from '../../workflows/messages.js';
+import { withClient } from '../connect.js';
+import { TemporalUnreachableError, UsageError } from '../errors.js';
+import { updatedRunJson } from '../json.js';
+import { collect, parsePositiveInt, parsePositiveNumber } from '../options.js';
+import { printJson, printLine } from '../output.js';
+import { hasWorkflowPollers } from '../run-reader.js';
+import { runHeader, waitLines } from '../run-view.js';
+
+/** How long to wait for a worker to take a decision before saying none did. @unit milliseconds */
+const UPDATE_TIMEOUT_MS = 60_000;
+
+/**
+ * Sends a person's decision to a run as a workflow update and prints what the run does next. Checks first that the
+ * run is open and a worker polls its task queue: an update nobody accepts is not kept.
+ */
+async function decide(id: string, json: boolean | undefined, done: string, send: (handle: WorkflowHandle) => Promise<RunState>): Promise<void> {
+  await withClient(async ({ client, namespace }) => {
+    const handle = client.workflow.getHandle(id);
+    const description = await handle.describe();
+    if (description.status.name !== 'RUNNING') {
+      throw new UsageError(`[RUN_CLOSED] run ${id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
+    }
+    await requireWorker(client, description.taskQueue);
+    const state = await client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
+    const webUi = runUrl(loadConfig(), namespace, id);
+    if (json) return printJson(updatedRunJson(state, webUi));
+    printLine(`✔ ${done}`);
+    printLine(runHeader(state, Date.now()));
+    waitLines(state).forEach((line) => printLine(line));
+  });
+}
+
+async function requireWorker(client: Client, taskQueue: string): Promise<void> {
+  if (!(await hasWorkflowPollers(client, taskQueue))) {
+    throw new TemporalUnreachableError(`[NO_WORKER] no worker polls task queue "${taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`);
+  }
+}
+
+const stageHelp = 'the waiting stage; optional when only one stage waits';
+const jsonHelp = 'print the run state after the decision as JSON (docs/cli.md)';
+const exitHelp = '\nExit code: 0 done, 2 unknown run or the run does not wait for this, 3 Temporal or a worker unreachable.';
+
+export function addDecisionCommands(program: Command): void {
+  program
+    .command('answer')
+    .description("answer a stage's question; the agent continues with the answer")
+    .argument('<id>', 'run id')
+    .argument('<text>', 'the answer')
+    .option('--stage <stage>', stageHelp)
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, text: string, opts: { stage?: string; json?: boolean }) =>
+      decide(id, opts.json, `answered${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) => h.executeUpdate(answerStageUpdate, { args: [{ stage: opts.stage, text }] })),
+    );
+
+  program
+    .command('approve')
+    .description('approve a gate, more budget, denied tools or more review rounds')
+    .argument('<id>', 'run id')
+    .option('--stage <stage>', stageHelp)
+    .option('--budget-usd <n>', 'raise the pipeline budget to this many US dollars (budget waits)', parsePositiveNumber)
+    .addOption(new Option('--allow <tool>', 'allow this tool and resume (permission waits; repeatable)').argParser(collect).conflicts('allowAll'))
+    .option('--allow-all', 'allow every tool the stage was denied')
+    .option('--rounds <n>', 'grant this many more review rounds (review-round waits)', parsePositiveInt)
+    .option('--comment <text>', 'a note kept with the decision')
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, opts: { stage?: string; budgetUsd?: number; allow?: string[]; allowAll?: boolean; rounds?: number; comment?: string; json?: boolean }) =>
+      decide(id, opts.json, `approved${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) =>
+        h.executeUpdate(approveStageUpdate, {
+          args: [{
+            stage: opts.stage,
+            budgetUsd: opts.budgetUsd,
+            allowTools: opts.allow,
+            allowAll: opts.allowAll,
+            rounds: opts.rounds,
+            comment: opts.comment,
+          }],
+        }),
+      ),
+    );
+
+  program
+    .command('reject')
+    .description('reject what a stage waits for; the stage fails with the reason')
+    .argument('<id>', 'run id')
+    .option('--stage <stage>', stageHelp)
+    .requiredOption('--reason <text>', 'why; kept in the run and shown by status')
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, opts: { stage?: string; reason: string; json?: boolean }) =>
+      decide(id, opts.json, `rejected${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) => h.executeUpdate(rejectStageUpdate, { args: [{ stage: opts.stage, reason: opts.reason }] })),
+    );
+
+  program
+    .command('retry')
+    .description('run a failed stage again (`onFailure: ask`)')
+    .argument('<id>', 'run id')
+    .requiredOption('--stage <stage>', 'the failed stage')
+    .option('--feedback <text>', 'a hint the agent gets with the retry')
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, opts: { stage: string; feedback?: string; json?: boolean }) =>
+      decide(id, opts.json, `retrying stage ${opts.stage}`, (h) => h.executeUpdate(retryStageUpdate, { args: [{ stage: opts.stage, feedback: opts.feedback }] })),
+    );
+
+  program
+    .command('skip')
+    .description('skip a failed stage (`onFailure: ask`); its dependents still run')
+    .argument('<id>', 'run id')
+    .requiredOption('--stage <stage>', 'the failed stage')
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, opts: { stage: string; json?: boolean }) =>
+      decide(id, opts.json, `skipped stage ${opts.stage}`, (h) => h.executeUpdate(skipStageUpdate, { args: [{ stage: opts.stage }] })),
+    );
+}

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { addCancelCommand } from './cancel.js';
+import { addDecisionCommands } from './decide.js';
+import { addDemoCommand } from './demo.js';
+import { addDevCommand } from './dev.js';
+import { addListCommand } from './list.js';
+import { addLogsCommand } from './logs.js';
+import { addScheduleCommands } from './schedule.js';
+import { addStartCommand } from './start.js';
+import { addStatusCommand } from './status.js';
+import { addValidateCommand } from './validate.js';
+import { addWatchCommand } from './watch.js';
+import { addWorkerCommand } from './worker.js';
+
+/** Registers every command of `agent-pipeline`, in the order `--help` lists them. */
+export function addCommands(program: Command): void {
+  addStartCommand(program);
+  addWatchCommand(program);
+  addStatusCommand(program);
+  addListCommand(program);
+  addLogsCommand(program);
+  addDecisionCommands(program);
+  addCancelCommand(program);
+  addScheduleCommands(program);
+  addValidateCommand(program);
+  addWorkerCommand(program);
+  addDevCommand(program);
+  addDemoCommand(program);
+}

@@ -1,0 +1,128 @@
+import type { Command } from 'commander';
+import type { Client } from '@temporalio/client';
+import { loadConfig } from '../../config.js';
+import { withClient } from '../connect.js';
+import { UsageError } from '../errors.js';
+import { prepareRun } from '../load-pipeline.js';
+import { collect, parseDurationMs } from '../options.js';
+import { formatColumns, formatTime, printJson, printLine } from '../output.js';
+import { buildSchedule, isPipelineSchedule, parseOverlap, scheduleJson, type OverlapFlag, type ScheduleJson } from '../schedule-spec.js';
+
+interface CreateOptions {
+  cron?: string;
+  every?: { text: string; ms: number };
+  id?: string;
+  input?: string[];
+  overlap: OverlapFlag;
+  note?: string;
+  paused?: boolean;
+  json?: boolean;
+}
+
+/** The status of each schedule's most recent run, for `schedule list` ("last result"). */
+async function lastRunStatus(client: Client, schedule: ScheduleJson): Promise<string> {
+  const last = schedule.recentRuns.at(-1);
+  if (!last) return 'no runs yet';
+  try {
+    const { status } = await client.workflow.getHandle(last.runId).describe();
+    return `${status.name.toLowerCase()} (${last.runId})`;
+  } catch {
+    return `unknown (${last.runId})`;
+  }
+}
+
+function describeLines(s: ScheduleJson, lastRun: string): string[] {
+  return [
+    `Schedule ${s.scheduleId}${s.paused ? ' (paused)' : ''}`,
+    `  pipeline:  ${s.pipeline ?? '?'}${s.pipelineFile ? ` (${s.pipelineFile})` : ''}`,
+    `  when:      ${s.spec ?? '?'} · overlap ${s.overlap ?? '?'}`,
+    `  inputs:    ${Object.entries(s.inputs).map(([k, v]) => `${k}=${v}`).join(', ') || '(none)'}`,
+    `  next runs: ${s.paused ? '(paused)' : s.nextRunAt.slice(0, 3).map((t) => formatTime(t)).join(', ') || '(none)'}`,
+    `  last run:  ${lastRun}`,
+    ...(s.note ? [`  note:      ${s.note}`] : []),
+  ];
+}
+
+export function addScheduleCommands(program: Command): void {
+  const schedule = program
+    .command('schedule')
+    .description('run a pipeline on a schedule (Temporal Schedules, shown in the Web UI)');
+
+  schedule
+    .command('create')
+    .description('create a schedule that starts a run of a pipeline file on a cron expression or an interval')
+    .argument('<file>', 'pipeline YAML file, read now (create the schedule again after editing it); workers read its agent and step files at each run')
+    .option('--cron <expr>', 'cron expression, e.g. "0 9 * * MON-FRI" (UTC)')
+    .option('--every <duration>', 'interval, e.g. 30m, 1h, 1d', (text: string) => ({ text, ms: parseDurationMs(text) }))
+    .option('--id <id>', 'schedule id (default: the pipeline name)')
+    .option('-i, --input <key=value>', 'a pipeline input for every run (repeatable)', collect)
+    .option('--overlap <policy>', 'when a run is due while the last still runs: skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all', parseOverlap, 'skip')
+    .option('--note <text>', 'a note shown with the schedule')
+    .option('--paused', 'create it paused')
+    .option('--json', 'print {"scheduleId"}')
+    .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
+    .action(async (file: string, opts: CreateOptions) => {
+      if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
+      const input = await prepareRun(file, opts.input ?? []);
+      const scheduleId = opts.id ?? input.pipeline.name;
+      await withClient(async ({ client }) => {
+        await client.schedule.create(
+          buildSchedule({ scheduleId, input, taskQueue: loadConfig().taskQueue, cron: opts.cron, every: opts.every, overlap: opts.overlap, note: opts.note, paused: opts.paused }),
+        );
+        if (opts.json) return printJson({ scheduleId });
+        printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
+        printLine(`See it:     agent-pipeline schedule describe ${scheduleId}`);
+        printLine(`Run it now: agent-pipeline schedule trigger ${scheduleId}`);
+      });
+    });
+
+  schedule
+    .command('list')
+    .description('list pipeline schedules with their next run times and last result')
+    .option('--json', 'print {"schedules": [...]} (docs/cli.md)')
+    .action(async (opts: { json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        const schedules: ScheduleJson[] = [];
+        for await (const summary of client.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
+        if (opts.json) return printJson({ schedules });
+        if (schedules.length === 0) return printLine('No schedules. Create one with `agent-pipeline schedule create FILE --every 1h`.');
+        const rows = await Promise.all(
+          schedules.map(async (s) => [s.scheduleId, s.pipeline ?? '', s.spec ?? '', s.paused ? 'paused' : formatTime(s.nextRunAt[0]), await lastRunStatus(client, s)]),
+        );
+        formatColumns([['SCHEDULE', 'PIPELINE', 'WHEN', 'NEXT RUN', 'LAST RUN'], ...rows]).forEach((l) => printLine(l));
+      });
+    });
+
+  schedule
+    .command('describe')
+    .description('show a schedule: pipeline, inputs, timing, next runs, recent runs')
+    .argument('<id>', 'schedule id')
+    .option('--json', 'print the schedule as JSON (docs/cli.md)')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        const s = scheduleJson(await client.schedule.getHandle(id).describe());
+        if (opts.json) return printJson(s);
+        describeLines(s, await lastRunStatus(client, s)).forEach((l) => printLine(l));
+        for (const run of s.recentRuns) printLine(`  started ${formatTime(run.startedAt)}: ${run.runId}`);
+      });
+    });
+
+  const simple: [string, string, (client: Client, id: string, note?: string) => Promise<void>, string][] = [
+    ['pause', 'stop starting runs until unpaused (runs in progress go on)', (c, id, note) => c.schedule.getHandle(id).pause(note), 'paused'],
+    ['unpause', 'start runs again', (c, id, note) => c.schedule.getHandle(id).unpause(note), 'unpaused'],
+    ['trigger', 'start a run now, whatever the timing and overlap policy', (c, id) => c.schedule.getHandle(id).trigger(), 'triggered'],
+    ['delete', 'delete the schedule (runs it started go on)', (c, id) => c.schedule.getHandle(id).delete(), 'deleted'],
+  ];
+  for (const [name, description, act, done] of simple) {
+    const command = schedule.command(name).description(description).argument('<id>', 'schedule id').option('--json', `print {"scheduleId", "action": "${done}"}`);
+    if (name === 'pause' || name === 'unpause') command.option('--note <text>', 'why; shown with the schedule');
+    command.action(async (id: string, opts: { json?: boolean; note?: string }) => {
+      await withClient(async ({ client }) => {
+        await act(client, id, opts.note);
+        if (opts.json) return printJson({ scheduleId: id, action: done });
+        printLine(`Schedule ${id} ${done}.`);
+        if (name === 'trigger') printLine(`See its runs: agent-pipeline schedule describe ${id}`);
+      });
+    });
+  }
+}

@@ -1,0 +1,53 @@
+import type { Command } from 'commander';
+import { loadConfig, runUrl } from '../../config.js';
+import { withClient } from '../connect.js';
+import { prepareRun } from '../load-pipeline.js';
+import { collect } from '../options.js';
+import { printJson, printLine } from '../output.js';
+import { startRun } from '../runs.js';
+import { watchRun } from './watch.js';
+
+interface StartOptions {
+  input?: string[];
+  id?: string;
+  wait?: boolean;
+  json?: boolean;
+}
+
+export function addStartCommand(program: Command): void {
+  program
+    .command('start')
+    .description('start a run of a pipeline file')
+    .argument('<file>', 'pipeline YAML file; agent and step files are read relative to it by the worker')
+    .option('-i, --input <key=value>', 'a pipeline input (repeatable)', collect)
+    .option('--id <id>', 'run (workflow) id; starting an id that is still running reports that run instead')
+    .option('--wait', 'follow the run live until it ends; exit 1 if it fails')
+    .option('--json', 'print JSON: {runId, alreadyRunning, webUi}, or with --wait the final run state (docs/cli.md)')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  agent-pipeline start examples/demo/pipeline.yaml --input feature="dark mode" --wait\n  agent-pipeline start pipeline.yaml --id nightly-2024-06-01 --json\n' +
+        '\nExit code: 0 started (or completed with --wait), 1 the run failed, 2 invalid file or inputs, 3 Temporal unreachable.',
+    )
+    .action(async (file: string, opts: StartOptions) => {
+      const config = loadConfig();
+      const input = await prepareRun(file, opts.input ?? []);
+      process.exitCode = await withClient(async (connected) => {
+        const { handle, alreadyRunning } = await startRun(connected.client, input, { taskQueue: config.taskQueue, id: opts.id });
+        const runId = handle.workflowId;
+        const webUi = runUrl(config, connected.namespace, runId);
+        if (opts.json && !opts.wait) {
+          printJson({ runId, alreadyRunning, webUi: webUi ?? null });
+          return 0;
+        }
+        if (!opts.json) {
+          printLine(`${alreadyRunning ? 'Already running' : 'Started'}: ${runId}`);
+          if (!opts.wait) {
+            printLine(`Follow it:  agent-pipeline watch ${runId}`);
+            if (webUi) printLine(`Web UI:     ${webUi}`);
+            return 0;
+          }
+        }
+        return watchRun(connected, runId, { json: opts.json });
+      });
+    });
+}

@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { EXIT } from '../errors.js';
+import { printJson, printLine } from '../output.js';
+import { validatePipelineFile } from '../validate-pipeline.js';
+
+export function addValidateCommand(program: Command): void {
+  program
+    .command('validate')
+    .description('check a pipeline file, the files it names and its template variables')
+    .argument('<file>', 'pipeline YAML file')
+    .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, field, message}]}')
+    .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const report = await validatePipelineFile(file);
+      const valid = report.problems.length === 0;
+      process.exitCode = valid ? EXIT.OK : EXIT.USAGE;
+      if (opts.json) {
+        return printJson({
+          file,
+          valid,
+          pipeline: report.pipeline?.name ?? null,
+          stages: report.pipeline?.stages.map((s) => s.id) ?? [],
+          problems: report.problems.map((p) => ({ file: p.file, line: p.line ?? null, field: p.field, message: p.message })),
+        });
+      }
+      if (valid) {
+        const { pipeline } = report;
+        const inputs = Object.entries(pipeline!.inputs ?? {}).map(([k, v]) => (v.required ? `${k} (required)` : v.default !== undefined ? `${k}=${v.default}` : k));
+        printLine(`✔ ${file}: pipeline "${pipeline!.name}" is valid`);
+        printLine(`  stages: ${pipeline!.stages.map((s) => (s.needs?.length ? `${s.id} (after ${s.needs.join(', ')})` : s.id)).join(', ')}`);
+        if (inputs.length) printLine(`  inputs: ${inputs.join(', ')}`);
+        return;
+      }
+      printLine(`✘ ${file}: ${report.problems.length} problem${report.problems.length === 1 ? '' : 's'}`);
+      for (const p of report.problems) printLine(`  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(file)'}: ${p.message}`);
+    });
+}

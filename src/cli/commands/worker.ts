@@ -1,0 +1,31 @@
+import type { Command } from 'commander';
+import { EXIT } from '../errors.js';
+import { printNote } from '../output.js';
+
+export function addWorkerCommand(program: Command): void {
+  program
+    .command('worker')
+    .description('run a worker against the configured Temporal server; SIGTERM drains it')
+    .option('--health-check', 'exit 0 if the worker on this host polls (its AGENT_PIPELINE_HEALTH_FILE is fresh), else 1; for container health checks')
+    .addHelpText(
+      'after',
+      '\nConnection: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE (docs/deployment.md).\n' +
+        'Worker: AGENT_PIPELINE_TASK_QUEUE, AGENT_PIPELINE_WORKSPACES (shared storage with several hosts),\n' +
+        '  AGENT_PIPELINE_MAX_CONCURRENT_STAGES (8), AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS (40),\n' +
+        '  AGENT_PIPELINE_SHUTDOWN_GRACE (30s), AGENT_PIPELINE_SHUTDOWN_FORCE (60s), AGENT_PIPELINE_HEALTH_FILE,\n' +
+        '  AGENT_PIPELINE_LOG_LEVEL (INFO), AGENT_PIPELINE_LOG_FORMAT (json when stderr is not a terminal, else text).\n' +
+        'Agents: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_BIN.\n' +
+        'On SIGTERM or Ctrl-C running stages get the grace time to finish; then they are cancelled and another worker resumes them.',
+    )
+    .action(async (opts: { healthCheck?: boolean }) => {
+      // Loaded here: the worker's native runtime would slow every other command's start.
+      const { checkWorkerHealth, runWorker } = await import('../../run-worker.js');
+      if (opts.healthCheck) {
+        const problem = await checkWorkerHealth();
+        if (problem) printNote(`unhealthy: ${problem}`);
+        process.exitCode = problem ? EXIT.PIPELINE_FAILED : EXIT.OK;
+        return;
+      }
+      await runWorker();
+    });
+}

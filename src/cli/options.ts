@@ -1,0 +1,39 @@
+import { InvalidArgumentError } from 'commander';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { durationSchema } from '../pipeline/schema.js';
+
+/** Collects a repeatable flag's values. */
+export const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** Parses a duration flag (`90s`, `30m`, `2h`, `1d`) to milliseconds. */
+export function parseDurationMs(value: string): number {
+  if (!durationSchema.safeParse(value.trim()).success) {
+    throw new InvalidArgumentError(`expected a duration such as 30s, 15m, 2h or 1d, got "${value}"`);
+  }
+  const ms = toMilliseconds(value.trim());
+  if (ms <= 0) throw new InvalidArgumentError(`expected a duration above zero, got "${value}"`);
+  return ms;
+}
+
+/** Parses a positive number flag (a budget in dollars). */
+export function parsePositiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`expected a number above zero, got "${value}"`);
+  return n;
+}
+
+/** Parses a positive whole number flag (rounds, attempts, counts). */
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`expected a whole number of 1 or more, got "${value}"`);
+  return n;
+}
+
+/** Parses `--port`: the Web UI of the dev server takes port + 1000, so the port must leave room for it. */
+export function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 1 || port > 64_535) {
+    throw new InvalidArgumentError(`expected a port number from 1 to 64535 (the Web UI uses port + 1000), got "${value}"`);
+  }
+  return port;
+}

@@ -1,0 +1,134 @@
+import path from 'node:path';
+import { formatDuration } from '../pipeline/duration.js';
+import type { RunState, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+import { formatColumns, formatUsd } from './output.js';
+import type { LiveAttempt, RunSnapshot } from './run-reader.js';
+
+/** How each stage state is drawn, so a glance at the left column tells the story. */
+export const STAGE_ICON: Record<StageStatus, string> = {
+  pending: '·',
+  running: '▶',
+  waiting: '⏸',
+  completed: '✔',
+  failed: '✘',
+  skipped: '-',
+  cancelled: '■',
+};
+
+/** A stage that waits for a person, with the commands that move it on. */
+export interface StageWait extends WaitingFor {
+  stage: string;
+}
+
+/** Every wait of the run, with the commands that move it on (the workflow writes them). */
+export function listWaits(state: RunState): StageWait[] {
+  return state.stages
+    .filter((s): s is StageState & { waitingFor: WaitingFor } => s.waitingFor !== undefined)
+    .map((s) => ({ ...s.waitingFor, stage: s.id }));
+}
+
+/** Elapsed time of a stage: to its end, or to `now` while it runs. */
+function stageElapsed(stage: StageState, now: number): string {
+  if (!stage.startedAt) return '';
+  return formatDuration((stage.finishedAt ?? now) - stage.startedAt);
+}
+
+function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
+  // The CLI reports cost only when an attempt ends; while it runs, earlier attempts' cost plus `…` says "so far".
+  if (stage.status === 'running') {
+    const soFar = (stage.totals?.costUsd ?? 0) + (live?.costUsd ?? 0);
+    return soFar > 0 ? `${formatUsd(soFar)}…` : live?.turns ? `${live.turns} turns…` : '';
+  }
+  const cost = stage.totals?.costUsd ?? stage.result?.costUsd;
+  return cost === undefined ? '' : formatUsd(cost);
+}
+
+/** One row per stage: icon, id, state, attempt, round, elapsed, cost, and a short note. */
+export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt>, now: number): string[][] {
+  return state.stages.map((stage) => {
+    const attempt = live.get(stage.id)?.attempt ?? stage.attempt;
+    const note =
+      stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
+      stage.status === 'running' && live.get(stage.id)?.lastFailure ? `retrying after: ${live.get(stage.id)!.lastFailure}` :
+      stage.status === 'completed' ? (stage.result?.summary ?? '') : '';
+    return [
+      `${STAGE_ICON[stage.status]} ${stage.id}`,
+      stage.status,
+      attempt ? `attempt ${attempt}` : '',
+      stage.round && stage.round > 1 ? `round ${stage.round}` : '',
+      stageElapsed(stage, now),
+      stageCost(stage, live.get(stage.id)),
+      note,
+    ];
+  });
+}
+
+/** The run's one-line header: id, pipeline, state, elapsed, cost against budget. */
+export function runHeader(state: RunState, now: number): string {
+  const elapsed = formatDuration((state.finishedAt ?? now) - state.startedAt);
+  const budget = state.budgetUsd ? ` of ${formatUsd(state.budgetUsd)} budget` : '';
+  return `Run ${state.runId} · ${state.pipeline} · ${state.status} · ${elapsed} · ${formatUsd(state.costUsd)}${budget}`;
+}
+
+/** What the run waits for and how to move it on, ready to print. */
+export function waitLines(state: RunState): string[] {
+  return listWaits(state).flatMap((wait) => [
+    `⏸ ${wait.stage} waits for ${wait.kind.replace('_', ' ')}: ${wait.question ?? wait.message}`,
+    ...(wait.denials ?? []).map((d) => `    denied: ${d.tool} ${summariseInput(d.input)}`),
+    ...wait.commands.map((command) => `    → ${command}`),
+  ]);
+}
+
+/** The live block `start --wait` and `watch` redraw: header, stage table, waits. */
+export function progressLines(snapshot: RunSnapshot, now: number): string[] {
+  return [runHeader(snapshot.state, now), ...formatColumns(stageRows(snapshot.state, snapshot.live, now)).map((l) => `  ${l}`), ...waitLines(snapshot.state), ...noticeLines(snapshot)];
+}
+
+/** Warnings about how trustworthy or current the picture is. */
+export function noticeLines(snapshot: RunSnapshot): string[] {
+  const lines: string[] = [];
+  if (snapshot.executionStatus === 'RUNNING' && !snapshot.workerPolling) {
+    lines.push(`! no worker is polling task queue "${snapshot.taskQueue}": the run waits until one starts (agent-pipeline worker)`);
+  }
+  if (snapshot.source === 'history') lines.push('! state rebuilt from the event history (no worker answered); waits for a person are not shown');
+  return lines;
+}
+
+/** What follows the stage table once a run is described in full: workspace, artifacts with paths, warnings, link. */
+export function closingLines(state: RunState, webUi: string | undefined): string[] {
+  const lines: string[] = [];
+  if (state.workspace) lines.push(`Workspace: ${state.workspace}`);
+  const artifacts = state.stages.flatMap((s) => (s.result?.artifacts ?? []).map((a) => ({ stage: s.id, ...a })));
+  if (artifacts.length) {
+    lines.push('Artifacts:');
+    const rows = artifacts.map((a) => [`  ${a.stage}`, state.workspace ? path.join(state.workspace, a.path) : a.path, `${a.bytes} bytes`]);
+    lines.push(...formatColumns(rows));
+  }
+  for (const warning of [...(state.warnings ?? []), ...state.stages.flatMap((s) => s.result?.warnings.map((w) => `${s.id}: ${w}`) ?? [])]) {
+    lines.push(`! ${warning}`);
+  }
+  if (webUi) lines.push(`Web UI: ${webUi}`);
+  return lines;
+}
+
+/** Everything `status` prints: the stage table, waits, artifacts, warnings and the Web UI link. */
+export function statusLines(snapshot: RunSnapshot, webUi: string | undefined, now: number): string[] {
+  return [...progressLines(snapshot, now), ...closingLines(snapshot.state, webUi)];
+}
+
+/** A tool input in one short line: the command, path or pattern if there is one, else compact JSON. */
+export function summariseInput(input: unknown, width = 100): string {
+  if (input && typeof input === 'object') {
+    const fields = input as Record<string, unknown>;
+    for (const key of ['command', 'file_path', 'path', 'pattern', 'url', 'query', 'description']) {
+      if (typeof fields[key] === 'string') return oneLine(fields[key] as string, width);
+    }
+  }
+  return oneLine(JSON.stringify(input) ?? '', width);
+}
+
+/** Collapses whitespace and shortens to `width` characters. */
+export function oneLine(text: string, width: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > width ? `${flat.slice(0, width - 1)}…` : flat;
+}

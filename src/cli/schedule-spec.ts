@@ -1,0 +1,115 @@
+import { InvalidArgumentError } from 'commander';
+import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary } from '@temporalio/client';
+import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
+import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { runSummary } from './runs.js';
+
+/** `--overlap` values: what happens when a run is due while the previous one still runs. */
+export const OVERLAP_POLICIES = {
+  skip: ScheduleOverlapPolicy.SKIP,
+  'buffer-one': ScheduleOverlapPolicy.BUFFER_ONE,
+  'buffer-all': ScheduleOverlapPolicy.BUFFER_ALL,
+  'cancel-other': ScheduleOverlapPolicy.CANCEL_OTHER,
+  'terminate-other': ScheduleOverlapPolicy.TERMINATE_OTHER,
+  'allow-all': ScheduleOverlapPolicy.ALLOW_ALL,
+} as const;
+export type OverlapFlag = keyof typeof OVERLAP_POLICIES;
+
+export function parseOverlap(value: string): OverlapFlag {
+  if (!Object.hasOwn(OVERLAP_POLICIES, value)) throw new InvalidArgumentError(`expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${value}"`);
+  return value as OverlapFlag;
+}
+
+/** What the schedule's memo keeps about how it was made, so `schedule list` shows it as the person wrote it. */
+export interface ScheduleMemo {
+  pipeline: string;
+  pipelineFile: string;
+  /** `cron 0 9 * * MON-FRI` or `every 1h`. */
+  spec: string;
+  overlap: OverlapFlag;
+  inputs: Record<string, string>;
+}
+
+export interface ScheduleCreateOptions {
+  scheduleId: string;
+  input: PipelineRunInput;
+  taskQueue: string;
+  cron?: string;
+  /** An interval, as written (`2h`) and in milliseconds. */
+  every?: { text: string; ms: number };
+  overlap: OverlapFlag;
+  note?: string;
+  paused?: boolean;
+}
+
+/** The Temporal Schedule that starts `pipelineWorkflow` with the file's pipeline and inputs on each action. */
+export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
+  const { input } = options;
+  const memo: ScheduleMemo = {
+    pipeline: input.pipeline.name,
+    pipelineFile: input.pipelineFile,
+    spec: options.cron ? `cron ${options.cron}` : `every ${options.every!.text}`,
+    overlap: options.overlap,
+    inputs: input.inputs,
+  };
+  return {
+    scheduleId: options.scheduleId,
+    spec: options.cron ? { cronExpressions: [options.cron] } : { intervals: [{ every: options.every!.ms }] },
+    action: {
+      type: 'startWorkflow',
+      workflowType: PIPELINE_WORKFLOW_TYPE,
+      taskQueue: options.taskQueue,
+      args: [input],
+      // Temporal appends the scheduled time, so every run gets its own id: `<schedule id>-<time>`.
+      workflowId: options.scheduleId,
+      staticSummary: `${runSummary(input)} · schedule ${options.scheduleId}`,
+      staticDetails: input.pipeline.description,
+      typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
+    },
+    policies: { overlap: OVERLAP_POLICIES[options.overlap] },
+    state: { paused: options.paused, note: options.note },
+    memo: { agentPipeline: memo },
+    typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
+  };
+}
+
+/** One schedule as `schedule list --json` and `schedule describe --json` print it. */
+export interface ScheduleJson {
+  scheduleId: string;
+  pipeline: string | null;
+  pipelineFile: string | null;
+  spec: string | null;
+  overlap: string | null;
+  inputs: Record<string, string>;
+  paused: boolean;
+  note: string | null;
+  /** Next start times. @unit milliseconds since the epoch */
+  nextRunAt: number[];
+  /** Runs started so far, oldest first (Temporal keeps the most recent ten). */
+  recentRuns: { runId: string; scheduledAt: number; startedAt: number }[];
+}
+
+/** True for schedules that start pipeline runs (the namespace may hold others). */
+export function isPipelineSchedule(summary: Pick<ScheduleSummary, 'action'>): boolean {
+  return summary.action?.workflowType === PIPELINE_WORKFLOW_TYPE;
+}
+
+export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): ScheduleJson {
+  const memo = summary.memo?.agentPipeline as ScheduleMemo | undefined;
+  return {
+    scheduleId: summary.scheduleId,
+    pipeline: memo?.pipeline ?? summary.typedSearchAttributes?.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
+    pipelineFile: memo?.pipelineFile ?? null,
+    spec: memo?.spec ?? null,
+    overlap: memo?.overlap ?? null,
+    inputs: memo?.inputs ?? {},
+    paused: summary.state.paused,
+    note: summary.state.note || null,
+    nextRunAt: summary.info.nextActionTimes.map((d) => d.getTime()),
+    recentRuns: summary.info.recentActions.map((a) => ({
+      runId: a.action.workflow.workflowId,
+      scheduledAt: a.scheduledAt.getTime(),
+      startedAt: a.takenAt.getTime(),
+    })),
+  };
+}

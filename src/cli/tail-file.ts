@@ -1,0 +1,44 @@
+import { open } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ReadLinesOptions {
+  /** Keep reading as the file grows, until `isDone` says the writer has finished. */
+  follow: boolean;
+  /** Asked at the end of the file while following; true stops after the last complete line. */
+  isDone?: () => Promise<boolean>;
+  signal?: AbortSignal;
+  /** @unit milliseconds @default 500 */
+  pollMs?: number;
+}
+
+/**
+ * Yields a file's lines; with `follow`, keeps yielding lines appended later (like `tail -f`) until `isDone` or the
+ * signal. A partial last line is held back until its newline arrives, or the writer is done.
+ */
+export async function* readLines(file: string, options: ReadLinesOptions): AsyncGenerator<string> {
+  const handle = await open(file, 'r');
+  try {
+    const buffer = Buffer.alloc(64 * 1024);
+    let position = 0;
+    let pending = '';
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+      if (bytesRead > 0) {
+        position += bytesRead;
+        const lines = (pending + buffer.toString('utf8', 0, bytesRead)).split('\n');
+        pending = lines.pop() ?? '';
+        yield* lines;
+        continue;
+      }
+      if (!options.follow || options.signal?.aborted || (await options.isDone?.())) break;
+      try {
+        await sleep(options.pollMs ?? 500, undefined, { signal: options.signal });
+      } catch {
+        break;
+      }
+    }
+    if (pending) yield pending;
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,57 @@
+import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
+import { findAncestors } from './graph.js';
+import type { PipelineDefinition } from './schema.js';
+
+/**
+ * Checks that need the whole pipeline, after the schema and the stage graph passed: reviews name stages the
+ * reviewer comes after, `when:` conditions parse and refer to earlier stages and declared inputs. Pure.
+ */
+export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const ids = pipeline.stages.map((s) => s.id);
+  pipeline.stages.forEach((stage, i) => {
+    const ancestors = findAncestors(pipeline.stages, stage.id);
+    if (stage.review) {
+      const reviewed = typeof stage.review.of === 'string' ? [stage.review.of] : stage.review.of;
+      const path = ['stages', i, 'review', 'of'];
+      for (const of of reviewed) {
+        if (of === stage.id) problems.push({ path, message: `stage "${stage.id}" cannot review itself; name the stage whose work it reviews` });
+        else if (!ids.includes(of)) problems.push({ path, message: `unknown stage "${of}"; known stages: ${ids.join(', ')}` });
+        else if (!ancestors.has(of)) {
+          problems.push({
+            path,
+            message: `stage "${stage.id}" reviews "${of}" but does not run after it; add "${of}" (or a stage that needs it) to its needs`,
+          });
+        }
+      }
+    }
+    if (stage.when !== undefined) problems.push(...checkCondition(pipeline, stage.when, stage.id, ancestors).map((message) => ({ path: ['stages', i, 'when'], message })));
+    if (typeof stage.approval === 'object' && stage.approval.onTimeout && stage.approval.timeout === undefined) {
+      problems.push({ path: ['stages', i, 'approval', 'onTimeout'], message: 'onTimeout needs a timeout, e.g. `timeout: 24h`' });
+    }
+  });
+  return problems;
+}
+
+function checkCondition(pipeline: PipelineDefinition, when: string, stageId: string, ancestors: Set<string>): string[] {
+  let node: ConditionNode;
+  try {
+    node = parseCondition(when);
+  } catch (err) {
+    if (err instanceof ConditionSyntaxError) return [`invalid condition: ${err.message}`];
+    throw err;
+  }
+  const problems: string[] = [];
+  const references = listConditionReferences(node);
+  const unique = (kind: string): string[] => [...new Set(references.filter((p) => p[0] === kind).map((p) => p[1]))];
+  for (const id of unique('stages')) {
+    if (!ancestors.has(id)) {
+      problems.push(`the condition reads stage "${id}", which stage "${stageId}" does not run after; add "${id}" to its needs`);
+    }
+  }
+  const declared = Object.keys(pipeline.inputs ?? {});
+  for (const name of unique('inputs')) {
+    if (!declared.includes(name)) problems.push(`the condition reads {{inputs.${name}}}, which the pipeline does not declare; declared inputs: ${declared.join(', ') || '(none)'}`);
+  }
+  return problems;
+}

@@ -1,0 +1,45 @@
+import { toMilliseconds } from './pipeline/duration.js';
+import { durationSchema } from './pipeline/schema.js';
+import { ConfigError } from './config.js';
+
+/** Worker settings read from the environment (docs/deployment.md lists them). */
+export interface WorkerEnvOptions {
+  /** Stage attempts (activities) one worker runs at once. @default 8 (`AGENT_PIPELINE_MAX_CONCURRENT_STAGES`) */
+  maxConcurrentStages: number;
+  /** Workflow tasks one worker processes at once. @default 40 (`AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS`) */
+  maxConcurrentWorkflowTasks: number;
+  /**
+   * On SIGTERM, how long running stages may go on before they are cancelled (their agents stopped) so that another
+   * worker retries them, resuming the agent's session. @unit milliseconds @default 30s (`AGENT_PIPELINE_SHUTDOWN_GRACE`)
+   */
+  shutdownGraceMs: number;
+  /** After the grace time, how long cancelled stages get to stop before the worker exits anyway. @unit milliseconds @default 60s */
+  shutdownForceAfterGraceMs: number;
+  /** A file the worker touches every few seconds while it polls, for container health checks (`AGENT_PIPELINE_HEALTH_FILE`). */
+  healthFile?: string;
+}
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`[CONFIG_INVALID] ${name}=${raw} is not a whole number of 1 or more; unset it for the default ${fallback}`);
+  return n;
+}
+
+function duration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
+  const raw = env[name] || fallback;
+  if (!durationSchema.safeParse(raw.trim()).success) throw new ConfigError(`[CONFIG_INVALID] ${name}=${raw} is not a duration; write it like 30s, 2m or 1h`);
+  return toMilliseconds(raw.trim());
+}
+
+/** Reads and checks the worker's settings. @throws ConfigError naming the variable, its value and the fix. */
+export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
+  return {
+    maxConcurrentStages: positiveInt(env, 'AGENT_PIPELINE_MAX_CONCURRENT_STAGES', 8),
+    maxConcurrentWorkflowTasks: positiveInt(env, 'AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS', 40),
+    shutdownGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_GRACE', '30s'),
+    shutdownForceAfterGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_FORCE', '60s'),
+    healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
+  };
+}

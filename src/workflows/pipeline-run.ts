@@ -1,0 +1,176 @@
+import { ApplicationFailure, CancellationScope, CancelledFailure, sleep } from '@temporalio/workflow';
+import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { findDependents, findReadyStages } from '../pipeline/graph.js';
+import type { RunState } from '../pipeline/run-state.js';
+import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
+import { BudgetGuard } from './budget.js';
+import type { PipelineRunInput } from './messages.js';
+import { ReviewLoop } from './review-loop.js';
+import { RunTracker } from './run-tracker.js';
+import { StageRunner, type StageOutcome } from './stage-runner.js';
+import { RunVisibility } from './visibility.js';
+import { HumanWaits } from './waits.js';
+
+/**
+ * The conductor of one run: starts stages as soon as what they need is satisfied (up to `concurrency` at
+ * once; a stage waiting for a person keeps its slot), skips stages whose `when:` is false, sends reviewed work
+ * back for rework, fails fast (cancelling running stages) unless a failed stage has `continueOnFailure`, and
+ * bounds the whole run with the pipeline `timeout`.
+ */
+export class PipelineRun {
+  readonly tracker: RunTracker;
+  readonly waits: HumanWaits;
+  readonly budget: BudgetGuard;
+  private readonly stages: ResolvedStage[];
+  private readonly visibility: RunVisibility;
+  private readonly runner: StageRunner;
+  private readonly rounds = new Map<string, number>();
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private failure?: { type: string; message: string };
+  // Stages run in their own scope so that a failure or the timeout can stop them without cancelling the run.
+  private readonly stageScope = new CancellationScope();
+
+  constructor(
+    private readonly input: PipelineRunInput,
+    runId: string,
+  ) {
+    this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
+    this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, this.stages, input.pipeline.budgetUsd);
+    this.visibility = new RunVisibility(this.tracker);
+    this.waits = new HumanWaits(this.tracker, this.publish);
+    this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
+    const sessions = new Map<string, string>();
+    const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, publish: this.publish });
+  }
+
+  readonly publish = (): void => this.visibility.publish();
+
+  /**
+   * Runs every stage and returns the final state.
+   * @throws ApplicationFailure when the run fails (its `type` says why), CancelledFailure when it was cancelled.
+   */
+  async run(): Promise<RunState> {
+    const timer = this.startTimeout();
+    for (;;) {
+      if (!this.failure && !this.stageScope.consideredCancelled) this.startReadyStages();
+      if (this.inFlight.size === 0) break;
+      await Promise.race(this.inFlight.values());
+    }
+    timer?.cancel();
+    return this.finish();
+  }
+
+  private startReadyStages(): void {
+    const limit = this.input.pipeline.concurrency ?? Number.POSITIVE_INFINITY;
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const id of findReadyStages(this.stages, this.tracker.isStarted, this.tracker.isSatisfied)) {
+        if (this.failure) break;
+        const stage = this.stages.find((s) => s.id === id)!;
+        const holds = stage.when === undefined || this.conditionHolds(stage, stage.when);
+        if (holds === 'invalid') break;
+        if (!holds) {
+          // Dependents still run: a stage skipped by its condition is a decision, not a failure.
+          this.tracker.markSkipped(id, `condition \`${stage.when}\` is false`, true);
+          changed = true;
+        } else if (this.inFlight.size < limit) {
+          this.launch(stage);
+        }
+      }
+    }
+    this.publish();
+  }
+
+  /** `when:` was checked when the file was loaded; a run started around that check fails the stage, not the worker. */
+  private conditionHolds(stage: ResolvedStage, when: string): boolean | 'invalid' {
+    try {
+      return evaluateCondition(parseCondition(when), this.tracker.conditionContext());
+    } catch (err) {
+      if (!(err instanceof ConditionSyntaxError)) throw err;
+      const message = `[CONDITION_INVALID] stage ${stage.id}: invalid \`when\`: ${err.message}`;
+      this.tracker.markFailed(stage.id, { type: 'CONDITION_INVALID', message });
+      this.fail({ type: 'CONDITION_INVALID', message });
+      return 'invalid';
+    }
+  }
+
+  private launch(stage: ResolvedStage): void {
+    const round = this.rounds.get(stage.id) ?? 1;
+    const done = this.stageScope
+      .run(() => this.runner.runRound(stage, round))
+      .then((outcome) => this.settle(stage, outcome))
+      .finally(() => {
+        this.inFlight.delete(stage.id);
+        this.publish();
+      });
+    this.inFlight.set(stage.id, done);
+  }
+
+  private settle(stage: ResolvedStage, outcome: StageOutcome): void {
+    switch (outcome.kind) {
+      case 'rework':
+        for (const id of outcome.stages) {
+          this.rounds.set(id, (this.rounds.get(id) ?? 1) + 1);
+          this.tracker.markPendingAgain(id);
+        }
+        return;
+      case 'failed':
+        if (!stage.continueOnFailure) return this.fail(outcome);
+        for (const id of findDependents(this.stages, stage.id)) {
+          if (this.tracker.stage(id).status === 'pending') this.tracker.markSkipped(id, `it needs ${stage.id}, which failed`, false);
+        }
+        this.tracker.warn(`stage ${stage.id} failed and the run went on (continueOnFailure): ${outcome.message}`);
+        return;
+      case 'stop':
+        return this.fail(outcome);
+      default:
+        return;
+    }
+  }
+
+  /** Fail fast: remember the first failure and stop every running or waiting stage. */
+  private fail(failure: { type: string; message: string }): void {
+    this.failure ??= { type: failure.type, message: failure.message };
+    this.stageScope.cancel();
+  }
+
+  private startTimeout(): CancellationScope | undefined {
+    const timeout = this.input.pipeline.timeout;
+    if (timeout === undefined) return undefined;
+    const scope = new CancellationScope();
+    const message = `[PIPELINE_TIMEOUT] the run did not finish within its timeout (${timeout}); raise the pipeline's \`timeout\` if it needs longer`;
+    void scope.run(() => sleep(toMilliseconds(timeout), { summary: `pipeline timeout ${timeout}` })).then(
+      () => this.fail({ type: 'PIPELINE_TIMEOUT', message }),
+      () => undefined, // cancelled: the run ended first
+    );
+    return scope;
+  }
+
+  private finish(): RunState {
+    const cancelled = CancellationScope.current().consideredCancelled;
+    this.tracker.skipPending(cancelled ? 'the run was cancelled' : 'the run failed before it could start');
+    if (cancelled) {
+      this.tracker.finish('cancelled', { type: 'CANCELLED', message: 'the run was cancelled; work done so far is kept in the workspace' });
+      this.publish();
+      // A CancelledFailure makes Temporal record the run as cancelled rather than failed. Temporal keeps no details
+      // for a cancelled run, so the report is the final state, which the status query and current details show.
+      throw new CancelledFailure('the run was cancelled');
+    }
+    if (this.failure) {
+      this.tracker.finish('failed', this.failure);
+      this.publish();
+      throw ApplicationFailure.create({ type: this.failure.type, message: this.failure.message, nonRetryable: true, details: [this.report()] });
+    }
+    const state = this.tracker.finish('completed');
+    this.publish();
+    return state;
+  }
+
+  /** A short account of how each stage ended, for the failure details. */
+  private report(): { stages: { id: string; status: string; costUsd: number }[]; costUsd: number; workspace?: string } {
+    const { stages, costUsd, workspace } = this.tracker.state;
+    return { stages: stages.map((s) => ({ id: s.id, status: s.status, costUsd: s.totals?.costUsd ?? 0 })), costUsd, workspace };
+  }
+}

@@ -1,0 +1,102 @@
+import type { RunState } from '../pipeline/run-state.js';
+import type { AnswerStageInput, ApproveStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from './messages.js';
+import type { PipelineRun } from './pipeline-run.js';
+import { rejectUpdate, type OpenWait } from './waits.js';
+
+function requireText(value: unknown, what: string, flag: string): void {
+  if (typeof value !== 'string' || value.trim() === '') throw rejectUpdate(`${what} is empty; give it as ${flag}`);
+}
+
+/**
+ * The update handlers: validators say precisely why a decision does not apply (unknown stage, stage not
+ * waiting, the wrong kind of decision); handlers record the decision and return the run's new state.
+ * Every failure thrown here is an ApplicationFailure, so a bad request never fails the workflow task.
+ */
+export class RunControls {
+  constructor(private readonly run: PipelineRun) {}
+
+  private get state(): RunState {
+    return this.run.tracker.state;
+  }
+
+  validateAnswer(input: AnswerStageInput): void {
+    requireText(input.text, 'the answer', 'answer RUN [--stage S] "TEXT"');
+    this.run.waits.resolve('answer', input.stage, ['answer']);
+  }
+
+  async answer(input: AnswerStageInput): Promise<RunState> {
+    await this.run.waits.decide(this.run.waits.resolve('answer', input.stage, ['answer']), { kind: 'answer', text: input.text });
+    return this.state;
+  }
+
+  validateApprove(input: ApproveStageInput): void {
+    this.approveTargets(input);
+  }
+
+  async approve(input: ApproveStageInput): Promise<RunState> {
+    const targets = this.approveTargets(input);
+    if (input.budgetUsd !== undefined) this.run.budget.raise(input.budgetUsd);
+    await this.run.waits.decide(targets, { kind: 'approve', input });
+    return this.state;
+  }
+
+  private approveTargets(input: ApproveStageInput): OpenWait[] {
+    const { waits } = this.run;
+    if (input.budgetUsd !== undefined) {
+      if (typeof input.budgetUsd !== 'number' || !(input.budgetUsd > this.state.costUsd)) {
+        throw rejectUpdate(`--budget-usd ${input.budgetUsd} must be more than what the run has spent ($${this.state.costUsd.toFixed(4)})`);
+      }
+      return waits.resolve('approve --budget-usd', input.stage, ['budget']);
+    }
+    const targets = waits.resolve('approve', input.stage, ['approval', 'permission', 'review_rounds', 'budget']);
+    const { kind, stage } = targets[0];
+    const suffix = stage ? ` --stage ${stage}` : '';
+    if (kind === 'budget') {
+      throw rejectUpdate(`the run is out of budget ($${this.state.costUsd.toFixed(4)} of $${(this.state.budgetUsd ?? 0).toFixed(2)}); raise it with approve ${this.state.runId} --budget-usd N`);
+    }
+    if (kind === 'permission' && !input.allowAll && !(input.allowTools && input.allowTools.length > 0)) {
+      const tools = [...new Set((this.run.tracker.stage(stage).waitingFor?.denials ?? []).map((d) => d.tool))];
+      throw rejectUpdate(`stage ${stage} had calls to ${tools.join(', ')} denied; say which tools to allow: approve ${this.state.runId}${suffix} --allow ${tools[0] ?? 'TOOL'} (or --allow-all)`);
+    }
+    if ((input.allowAll || input.allowTools?.length) && kind !== 'permission') {
+      throw rejectUpdate(`stage ${stage} waits for ${kind.replace('_', ' ')}, not for tool permissions; drop --allow/--allow-all`);
+    }
+    if (input.rounds !== undefined) {
+      if (kind !== 'review_rounds') throw rejectUpdate(`stage ${stage} is not at its review-round cap; --rounds applies only then`);
+      if (!Number.isInteger(input.rounds) || input.rounds < 1) throw rejectUpdate(`--rounds ${input.rounds} must be a whole number of at least 1`);
+    }
+    return targets;
+  }
+
+  validateReject(input: RejectStageInput): void {
+    requireText(input.reason, 'the reason', 'reject RUN [--stage S] --reason "TEXT"');
+    this.rejectTargets(input);
+  }
+
+  async reject(input: RejectStageInput): Promise<RunState> {
+    await this.run.waits.decide(this.rejectTargets(input), { kind: 'reject', reason: input.reason });
+    return this.state;
+  }
+
+  private rejectTargets(input: RejectStageInput): OpenWait[] {
+    return this.run.waits.resolve('reject', input.stage, ['approval', 'permission', 'review_rounds', 'budget', 'answer']);
+  }
+
+  validateRetry(input: RetryStageInput): void {
+    this.run.waits.resolve('retry', input.stage, ['failure']);
+  }
+
+  async retry(input: RetryStageInput): Promise<RunState> {
+    await this.run.waits.decide(this.run.waits.resolve('retry', input.stage, ['failure']), { kind: 'retry', feedback: input.feedback || undefined });
+    return this.state;
+  }
+
+  validateSkip(input: SkipStageInput): void {
+    this.run.waits.resolve('skip', input.stage, ['failure']);
+  }
+
+  async skip(input: SkipStageInput): Promise<RunState> {
+    await this.run.waits.decide(this.run.waits.resolve('skip', input.stage, ['failure']), { kind: 'skip' });
+    return this.state;
+  }
+}

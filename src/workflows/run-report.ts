@@ -1,0 +1,44 @@
+import { formatDuration } from '../pipeline/duration.js';
+import type { RunState, StageState } from '../pipeline/run-state.js';
+
+const usd = (value: number): string => `$${value.toFixed(4)}`;
+/** Table cells must not break the markdown row. */
+const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
+
+function describeState(stage: StageState): string {
+  if (stage.status === 'waiting' && stage.waitingFor) return `waiting (${stage.waitingFor.kind.replace('_', ' ')})`;
+  if (stage.status === 'skipped' && stage.skip) return `skipped: ${stage.skip.reason}`;
+  if ((stage.status === 'failed' || stage.status === 'cancelled') && stage.error) return `${stage.status}: ${stage.error.type}`;
+  return stage.status;
+}
+
+/**
+ * The run as a readable markdown report: what it waits for (with the commands that move it on), then one
+ * row per stage. The Web UI shows it as the workflow's current details.
+ */
+export function renderRunReport(state: RunState, now: number): string {
+  const budget = state.budgetUsd !== undefined ? ` of ${usd(state.budgetUsd)} budget` : '';
+  const lines = [`**${state.pipeline}** · ${state.status} · cost ${usd(state.costUsd)}${budget}`];
+  if (state.error) lines.push('', `**${state.error.type}**: ${cell(state.error.message)}`);
+  for (const stage of state.stages) {
+    const waiting = stage.waitingFor;
+    if (stage.status !== 'waiting' || !waiting) continue;
+    // Blank lines around quotes and lists: the Web UI's markdown renderer needs them.
+    lines.push('', `**Waiting** · stage \`${stage.id}\` · ${cell(waiting.message)}`);
+    if (waiting.question) lines.push('', `> ${cell(waiting.question)}`);
+    lines.push('');
+    for (const denial of waiting.denials ?? []) lines.push(`- denied: \`${denial.tool}\` ${cell(JSON.stringify(denial.input).slice(0, 200))}`);
+    for (const command of waiting.commands) lines.push(`- \`${command}\``);
+  }
+  // Narrow enough for the Web UI's details panel; backend and model are in each activity's summary.
+  lines.push('', '| stage | state | round | attempts | elapsed | cost |', '| --- | --- | --- | --- | --- | --- |');
+  for (const s of state.stages) {
+    const elapsed = s.startedAt ? formatDuration((s.finishedAt ?? now) - s.startedAt) : '';
+    const cost = s.totals ? usd(s.totals.costUsd) : '';
+    lines.push(`| ${s.id} | ${cell(describeState(s))} | ${s.round ?? ''} | ${s.totals?.attempts ?? ''} | ${elapsed} | ${cost} |`);
+  }
+  for (const warning of state.warnings ?? []) lines.push('', `⚠ ${cell(warning)}`);
+  // Last, as the Web UI (2.42) sizes its details frame a line short: losing this hint costs nothing.
+  lines.push('', `More: \`agent-pipeline status ${state.runId}\``);
+  return lines.join('\n');
+}

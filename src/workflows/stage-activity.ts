@@ -1,0 +1,88 @@
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  isCancellation,
+  proxyActivities,
+  TimeoutFailure,
+} from '@temporalio/workflow';
+import type { createActivities } from '../activities/index.js';
+import type { StageAttemptInput } from '../activities/run-stage.js';
+import type { ResolvedStage } from '../pipeline/stage-options.js';
+import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
+
+type Activities = ReturnType<typeof createActivities>;
+
+/** Runs one stage attempt (with Temporal's retries) as an activity with the stage's options. */
+export function runStageActivity(input: StageAttemptInput): Promise<StageResult> {
+  const { stage, round, continuation } = input;
+  const summary = [`stage ${stage.id}`, stage.backend, stage.model, round > 1 ? `round ${round}` : '', continuation?.kind ?? '']
+    .filter(Boolean)
+    .join(' · ');
+  return proxyActivities<Activities>({
+    summary,
+    startToCloseTimeout: stage.timeoutMs,
+    // Heartbeats are how a dead worker is noticed: without them a crashed stage would wait out the whole timeout.
+    heartbeatTimeout: stage.heartbeatTimeoutMs,
+    // Wait for the agent process to be really stopped before the run reports cancelled.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry: {
+      maximumAttempts: stage.retries + 1,
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumInterval: '1m',
+    },
+  }).runStage(input);
+}
+
+/** A stage's activity call that failed for good, as the workflow can see it. */
+export interface StageFailure {
+  type: string;
+  message: string;
+  cancelled: boolean;
+  /** From the failure details, or the last heartbeat of a timed-out attempt; cost of earlier, retried attempts is not visible here. @unit US dollars */
+  costUsd?: number;
+  usage?: TokenUsage;
+  sessionId?: string;
+  /** Attempts the activity made, as far as the workflow can tell. */
+  attempts: number;
+}
+
+/** Reads an activity failure: the innermost message a person should read, and any cost or session it reported. */
+export function readStageFailure(err: unknown, stage: ResolvedStage): StageFailure {
+  let current: unknown = err;
+  while (current instanceof Error && current.cause instanceof Error && !(current instanceof ApplicationFailure) && !(current instanceof TimeoutFailure)) {
+    current = current.cause;
+  }
+  const facts = readFacts(current);
+  const attempts =
+    typeof facts.attempt === 'number'
+      ? facts.attempt
+      : err instanceof ActivityFailure && err.retryState === 'MAXIMUM_ATTEMPTS_REACHED'
+        ? stage.retries + 1
+        : 1;
+  const base = {
+    cancelled: isCancellation(err),
+    costUsd: typeof facts.costUsd === 'number' ? facts.costUsd : undefined,
+    usage: readUsage(facts.usage),
+    sessionId: typeof facts.sessionId === 'string' ? facts.sessionId : undefined,
+    attempts,
+  };
+  if (current instanceof ApplicationFailure) return { ...base, type: current.type ?? 'ApplicationFailure', message: current.message };
+  if (current instanceof TimeoutFailure) {
+    return { ...base, type: `ACTIVITY_${current.timeoutType ?? 'TIMEOUT'}`, message: `stage ${stage.id} timed out (${current.timeoutType}): ${current.message}` };
+  }
+  if (current instanceof Error) return { ...base, type: current.name, message: current.message };
+  return { ...base, type: 'Error', message: String(current) };
+}
+
+function readFacts(failure: unknown): Record<string, unknown> {
+  const details = failure instanceof ApplicationFailure ? failure.details?.[0] : failure instanceof TimeoutFailure ? failure.lastHeartbeatDetails : undefined;
+  return details !== null && typeof details === 'object' ? (details as Record<string, unknown>) : {};
+}
+
+function readUsage(value: unknown): TokenUsage | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const { inputTokens, outputTokens } = value as Record<string, unknown>;
+  return typeof inputTokens === 'number' && typeof outputTokens === 'number' ? { inputTokens, outputTokens } : undefined;
+}

@@ -1,0 +1,208 @@
+import { isCancellation } from '@temporalio/workflow';
+import type { StageAttemptInput } from '../activities/run-stage.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import type { ResolvedStage } from '../pipeline/stage-options.js';
+import { mergeArtifacts } from '../pipeline/review-ledger.js';
+import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
+import type { BudgetGuard } from './budget.js';
+import type { PipelineRunInput } from './messages.js';
+import type { ReviewLoop } from './review-loop.js';
+import type { RunTracker } from './run-tracker.js';
+import { readStageFailure, runStageActivity } from './stage-activity.js';
+import { commandsFor, type HumanWaits } from './waits.js';
+
+type Continuation = StageAttemptInput['continuation'];
+
+/** How one round of a stage ended. */
+export type StageOutcome =
+  | { kind: 'completed' | 'skipped' | 'cancelled' }
+  | { kind: 'rework'; stages: string[] }
+  /** The stage failed for good; the run fails unless the stage has `continueOnFailure`. */
+  | { kind: 'failed'; type: string; message: string }
+  /** The run must end whatever the stage's settings (the budget is spent). */
+  | { kind: 'stop'; type: string; message: string };
+
+/** After an attempt: run the stage again (with a continuation), or the round is over. */
+type Done = { kind: 'done'; outcome: StageOutcome };
+
+/** What one round of a stage carries across its activity calls (an answer, granted tools or a retry is another call). */
+interface Round {
+  number: number;
+  /** Tools a person allowed after they were denied. */
+  granted: string[];
+  /** Every file the round's calls wrote; each call reports only its own. */
+  artifacts: ArtifactRef[];
+}
+type Step = { kind: 'again'; continuation: Continuation } | Done;
+
+/** What the stage runner works with; owned by the PipelineRun. */
+export interface StageRunnerContext {
+  input: PipelineRunInput;
+  tracker: RunTracker;
+  waits: HumanWaits;
+  budget: BudgetGuard;
+  reviews: ReviewLoop;
+  /** The last agent session of each stage, to continue it. */
+  sessions: Map<string, string>;
+  publish(): void;
+}
+
+/**
+ * Runs one round of one stage: attempts, and the waits for people between them (a question, denied tools, a
+ * failure with `onFailure: ask`, the review cap, an approval gate). Marks the stage's final state in the tracker.
+ */
+export class StageRunner {
+  constructor(private readonly ctx: StageRunnerContext) {}
+
+  async runRound(stage: ResolvedStage, round: number): Promise<StageOutcome> {
+    const { tracker } = this.ctx;
+    tracker.markRunning(stage.id, round);
+    this.ctx.publish();
+    let continuation = this.ctx.reviews.takeContinuation(stage, round);
+    const current: Round = { number: round, granted: [], artifacts: [] };
+    try {
+      // A gate-only stage runs no agent: it is only a person's approval.
+      if (stage.gateOnly) return (await this.complete(stage, undefined)).outcome;
+      for (;;) {
+        const stop = await this.ctx.budget.gate(stage.id);
+        if (stop) {
+          tracker.markFailed(stage.id, stop);
+          return { kind: 'stop', ...stop };
+        }
+        const step = await this.attempt(stage, current, continuation);
+        if (step.kind === 'done') return step.outcome;
+        continuation = step.continuation;
+      }
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+      tracker.markCancelled(stage.id, { type: 'CANCELLED', message: `stage ${stage.id} was stopped because the run is ending` });
+      return { kind: 'cancelled' };
+    }
+  }
+
+  private async attempt(stage: ResolvedStage, round: Round, continuation: Continuation): Promise<Step> {
+    const { tracker, input } = this.ctx;
+    const startedAt = Date.now();
+    let result: StageResult;
+    try {
+      result = await runStageActivity({
+        runId: tracker.state.runId,
+        pipelineName: input.pipeline.name,
+        baseDir: input.baseDir,
+        stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
+        inputs: input.inputs,
+        priorStages: tracker.templateStages(),
+        pipeline: {
+          context: input.pipeline.context,
+          systemPrompt: input.pipeline.systemPrompt,
+          mcpServers: input.pipeline.mcpServers,
+          workspace: input.pipeline.workspace,
+        },
+        round: round.number,
+        continuation,
+        reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
+        budgetRemainingUsd: this.ctx.budget.remainingUsd(),
+      });
+    } catch (err) {
+      const failure = readStageFailure(err, stage);
+      tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
+      if (failure.sessionId) this.ctx.sessions.set(stage.id, failure.sessionId);
+      if (failure.cancelled) throw err;
+      return this.onFailure(stage, failure);
+    }
+    tracker.recordCost(stage.id, { usage: result.usage, costUsd: result.costUsd, attempts: result.attempt, durationMs: Date.now() - startedAt });
+    round.artifacts = mergeArtifacts(round.artifacts, result.artifacts);
+    result = { ...result, artifacts: round.artifacts };
+    tracker.recordResult(stage.id, result);
+    if (result.sessionId) this.ctx.sessions.set(stage.id, result.sessionId);
+    return this.onResult(stage, round, result);
+  }
+
+  private async onResult(stage: ResolvedStage, round: Round, result: StageResult): Promise<Step> {
+    const { tracker, waits } = this.ctx;
+    const runId = tracker.state.runId;
+    const sessionId = result.sessionId;
+    const denials = result.permissionDenials ?? [];
+    if (denials.length > 0 && stage.onPermissionDenied === 'ask' && result.status !== 'needs_input') {
+      const tools = [...new Set(denials.map((d) => d.tool))];
+      const decision = await waits.waitFor(stage.id, {
+        kind: 'permission',
+        message: `the agent's calls to ${tools.join(', ')} were denied; allow them to resume the session, or reject`,
+        denials,
+        commands: commandsFor('permission', runId, stage.id, { tools }),
+      });
+      if (decision.kind !== 'approve') return this.rejected(stage, decision);
+      const allowed = decision.input.allowAll ? tools : (decision.input.allowTools ?? []);
+      round.granted.push(...allowed);
+      const message = `A person allowed ${allowed.join(', ')}. Make the calls that were denied again and finish the task.`;
+      return { kind: 'again', continuation: { kind: 'permission', sessionId, message } };
+    }
+    if (result.status === 'needs_input') {
+      const decision = await waits.waitFor(stage.id, {
+        kind: 'answer',
+        message: `stage ${stage.id} asks a question`,
+        question: result.question ?? result.summary,
+        commands: commandsFor('answer', runId, stage.id),
+      });
+      if (decision.kind !== 'answer') return this.rejected(stage, decision);
+      return { kind: 'again', continuation: { kind: 'answer', sessionId, message: decision.text } };
+    }
+    if (result.status === 'failed') {
+      const message = `[AGENT_REPORTED_FAILURE] stage ${stage.id}: ${result.error ?? result.summary}`;
+      return this.onFailure(stage, { type: 'AGENT_REPORTED_FAILURE', message, sessionId });
+    }
+    if (stage.review) {
+      const review = await this.ctx.reviews.judge(stage, result, round.number);
+      if (review.kind === 'rework') return { kind: 'done', outcome: review };
+      if (review.kind === 'failed') return this.failed(stage, review);
+    }
+    return this.complete(stage, result);
+  }
+
+  /** The approval gate, if the stage has one, then the stage is completed. */
+  private async complete(stage: ResolvedStage, result: StageResult | undefined): Promise<Done> {
+    const { tracker } = this.ctx;
+    if (stage.approval) {
+      const gate = stage.approval === true ? {} : stage.approval;
+      const message = gate.message ?? (result ? `stage ${stage.id} completed: ${result.summary}` : `stage ${stage.id} needs a person's approval`);
+      const decision = await this.ctx.waits.waitFor(
+        stage.id,
+        { kind: 'approval', message, commands: commandsFor('approval', tracker.state.runId, stage.id) },
+        gate.timeout === undefined ? undefined : toMilliseconds(gate.timeout),
+      );
+      if (decision.kind === 'timeout' && gate.onTimeout === 'approve') tracker.warn(`stage ${stage.id} was approved when its approval timed out (${gate.timeout})`);
+      else if (decision.kind === 'timeout') {
+        return this.failed(stage, { type: 'APPROVAL_TIMED_OUT', message: `[APPROVAL_TIMED_OUT] nobody approved stage ${stage.id} within ${gate.timeout}` });
+      } else if (decision.kind !== 'approve') return this.rejected(stage, decision);
+    }
+    tracker.markCompleted(stage.id, result);
+    return { kind: 'done', outcome: { kind: 'completed' } };
+  }
+
+  /** A failure for good: the run fails, unless `onFailure: ask` lets a person retry or skip the stage. */
+  private async onFailure(stage: ResolvedStage, failure: { type: string; message: string; sessionId?: string }): Promise<Step> {
+    if (stage.onFailure !== 'ask') return this.failed(stage, failure);
+    const decision = await this.ctx.waits.waitFor(stage.id, {
+      kind: 'failure',
+      message: `stage ${stage.id} failed: ${failure.message}`,
+      commands: commandsFor('failure', this.ctx.tracker.state.runId, stage.id),
+    });
+    if (decision.kind === 'skip') {
+      this.ctx.tracker.markSkipped(stage.id, 'a person skipped it after it failed', true);
+      return { kind: 'done', outcome: { kind: 'skipped' } };
+    }
+    if (decision.kind !== 'retry') return this.rejected(stage, decision);
+    const sessionId = failure.sessionId ?? this.ctx.sessions.get(stage.id);
+    return { kind: 'again', continuation: decision.feedback ? { kind: 'retry', sessionId, message: decision.feedback } : undefined };
+  }
+
+  private rejected(stage: ResolvedStage, decision: { kind: string; reason?: string }): Done {
+    const reason = decision.reason ?? decision.kind;
+    return this.failed(stage, { type: 'REJECTED', message: `[REJECTED] a person rejected stage ${stage.id}: ${reason}` });
+  }
+
+  private failed(stage: ResolvedStage, error: { type: string; message: string }): Done {
+    this.ctx.tracker.markFailed(stage.id, { type: error.type, message: error.message });
+    return { kind: 'done', outcome: { kind: 'failed', type: error.type, message: error.message } };
+  }
+}

@@ -1,0 +1,127 @@
+import { ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow';
+import type { WaitingFor } from '../pipeline/run-state.js';
+import { UPDATE_REJECTED, type ApproveStageInput } from './messages.js';
+import type { RunTracker } from './run-tracker.js';
+
+/** What a person decided about a wait. */
+export type Decision =
+  | { kind: 'answer'; text: string }
+  | { kind: 'approve'; input: ApproveStageInput }
+  | { kind: 'reject'; reason: string }
+  | { kind: 'retry'; feedback?: string }
+  | { kind: 'skip' }
+  | { kind: 'timeout' };
+
+export type WaitKind = WaitingFor['kind'];
+
+/** One open wait: a stage parked on a `condition()` until an update decides. */
+export interface OpenWait {
+  stage: string;
+  kind: WaitKind;
+  decision?: Decision;
+}
+
+/** The failure an update handler or validator throws for a decision that does not apply. */
+export const rejectUpdate = (message: string): ApplicationFailure => ApplicationFailure.create({ type: UPDATE_REJECTED, message, nonRetryable: true });
+
+/** The exact commands that move a wait on, as `status` and the Web UI show them. */
+export function commandsFor(kind: WaitKind, runId: string, stage: string, extra: { tools?: string[]; budgetUsd?: number } = {}): string[] {
+  const cli = 'agent-pipeline';
+  const target = `${runId} --stage ${stage}`;
+  const rejectCommand = `${cli} reject ${target} --reason "..."`;
+  switch (kind) {
+    case 'answer':
+      return [`${cli} answer ${target} "..."`, rejectCommand];
+    case 'approval':
+      return [`${cli} approve ${target}`, rejectCommand];
+    case 'permission':
+      return [...(extra.tools ?? []).map((tool) => `${cli} approve ${target} --allow ${tool}`), `${cli} approve ${target} --allow-all`, rejectCommand];
+    case 'review_rounds':
+      return [`${cli} approve ${target} --rounds 1`, `${cli} approve ${target}`, rejectCommand];
+    case 'budget':
+      return [`${cli} approve ${runId} --budget-usd ${extra.budgetUsd ?? 'N'}`, `${cli} reject ${runId} --reason "..."`];
+    case 'failure':
+      return [`${cli} retry ${target}`, `${cli} retry ${target} --feedback "..."`, `${cli} skip ${target}`, `${cli} cancel ${runId}`];
+  }
+}
+
+const DESCRIBE: Record<WaitKind, string> = {
+  answer: 'an answer to its question',
+  approval: 'an approval',
+  permission: 'permission for denied tool calls',
+  review_rounds: 'a decision on more review rounds',
+  budget: 'more budget',
+  failure: 'a decision on its failure (retry or skip)',
+};
+
+/**
+ * The run's open waits. A stage parks on {@link waitFor}; an update handler finds the wait it targets with
+ * {@link resolve} (which also validates), records a {@link Decision}, and the stage moves on. Waiting is a
+ * `condition()`: no timer, no activity, nothing to pay for, and it survives worker and server restarts.
+ */
+export class HumanWaits {
+  private readonly open = new Map<string, OpenWait>();
+
+  constructor(
+    private readonly tracker: RunTracker,
+    private readonly onChange: () => void,
+  ) {}
+
+  /** Parks `stage` until a person decides, or until `timeoutMs` passes (then `{kind: 'timeout'}`). */
+  async waitFor(stage: string, waiting: Omit<WaitingFor, 'since' | 'timeoutAt'>, timeoutMs?: number): Promise<Decision> {
+    const wait: OpenWait = { stage, kind: waiting.kind };
+    this.open.set(stage, wait);
+    const since = Date.now();
+    this.tracker.markWaiting(stage, { ...waiting, since, timeoutAt: timeoutMs === undefined ? undefined : since + timeoutMs });
+    this.onChange();
+    try {
+      if (timeoutMs === undefined) await condition(() => wait.decision !== undefined);
+      else await condition(() => wait.decision !== undefined, timeoutMs, { summary: `stage ${stage} waits for ${DESCRIBE[waiting.kind]}` });
+      return wait.decision ?? { kind: 'timeout' };
+    } finally {
+      this.open.delete(stage);
+      this.tracker.markResumed(stage);
+      this.onChange();
+    }
+  }
+
+  /**
+   * The waits an update acts on: the named stage's, or the only one that accepts it. Budget waits are one
+   * decision for the whole run, so every stage held by the budget is returned together.
+   * @throws ApplicationFailure (type UPDATE_REJECTED) saying what is wrong and what would work.
+   */
+  resolve(command: string, stage: string | undefined, accepts: readonly WaitKind[]): OpenWait[] {
+    const open = [...this.open.values()];
+    let chosen: OpenWait;
+    if (stage !== undefined) {
+      if (!this.tracker.hasStage(stage)) {
+        throw rejectUpdate(`unknown stage "${stage}"; stages of this run: ${this.tracker.state.stages.map((s) => s.id).join(', ')}`);
+      }
+      const wait = this.open.get(stage);
+      if (!wait) throw rejectUpdate(`stage "${stage}" is not waiting (it is ${this.tracker.stage(stage).status}), so there is nothing to ${command}`);
+      chosen = wait;
+    } else {
+      const candidates = open.filter((w) => accepts.includes(w.kind));
+      if (candidates.length === 0) {
+        const waiting = open.map((w) => `${w.stage} waits for ${DESCRIBE[w.kind]}`).join('; ');
+        throw rejectUpdate(`no stage waits for \`${command}\`${waiting ? ` (${waiting})` : '; no stage is waiting'}`);
+      }
+      if (candidates.some((w) => w.kind !== 'budget') && candidates.length > 1) {
+        throw rejectUpdate(`several stages wait (${candidates.map((w) => `${w.stage}: ${w.kind}`).join(', ')}); name one with --stage`);
+      }
+      chosen = candidates[0];
+    }
+    if (!accepts.includes(chosen.kind)) {
+      const commands = this.tracker.stage(chosen.stage).waitingFor?.commands ?? [];
+      throw rejectUpdate(`stage "${chosen.stage}" waits for ${DESCRIBE[chosen.kind]}, which \`${command}\` does not give; use ${commands.join(' or ')}`);
+    }
+    return chosen.kind === 'budget' ? open.filter((w) => w.kind === 'budget') : [chosen];
+  }
+
+  /** Records a decision, then waits until every decided stage has moved on, so the caller sees the new state. */
+  async decide(waits: readonly OpenWait[], decision: Decision): Promise<void> {
+    for (const wait of waits) wait.decision = decision;
+    // Not cancellable: a handler must not throw CancelledFailure when the run is cancelled meanwhile.
+    await CancellationScope.nonCancellable(() => condition(() => waits.every((w) => this.open.get(w.stage) !== w)));
+  }
+}

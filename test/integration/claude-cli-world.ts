@@ -1,0 +1,151 @@
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AttemptProgress, BackendRequest } from '../../src/activities/backends/backend.js';
+import { runClaudeCli, type ClaudeCliOptions } from '../../src/activities/backends/claude-cli.js';
+import { STAGE_MARKER } from '../../src/activities/backends/process-sweep.js';
+import { openRunWorkspace } from '../../src/activities/workspace.js';
+import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import type { StageDefinition } from '../../src/pipeline/schema.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+
+/*
+ * A world for calling the Claude Code CLI backend directly: the real `claude` binary against the
+ * scripted model server, in a fresh workspaces folder. Each attempt gets its own run folder.
+ */
+
+/** The API key the tests give the agent; it must never show up in anything the backend reports. */
+export const TEST_API_KEY = 'sk-ant-test-4f9d2c71b3e8a6';
+
+/** The final answer every successful scripted agent gives. */
+export const REPORT = '```json\n{"success": true, "summary": "done", "outputs": {}}\n```';
+
+export interface AttemptSetup {
+  /** The first user message; scenario rules match on it. */
+  task: string;
+  stage?: Partial<StageDefinition>;
+  request?: Partial<Omit<BackendRequest, 'stage' | 'workspace'>>;
+  /** Reuse the run folder of an earlier attempt. */
+  runId?: string;
+  env?: NodeJS.ProcessEnv;
+  options?: Partial<ClaudeCliOptions>;
+}
+
+export interface Attempt {
+  request: BackendRequest;
+  heartbeats: AttemptProgress[];
+  controller: AbortController;
+  /** The run folder (the agent's working directory). */
+  dir: string;
+  /** The stage's bookkeeping folder (lock, MCP config); the agent's processes are marked `<stageDir>#<attempt token>`. */
+  stageDir: string;
+  outcome: ReturnType<typeof runClaudeCli>;
+}
+
+export interface CliWorld {
+  server: ModelServer;
+  root: string;
+  env: NodeJS.ProcessEnv;
+  start(setup: AttemptSetup): Promise<Attempt>;
+  close(): Promise<void>;
+}
+
+export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld> {
+  const server = await startModelServer({ scenario, log: () => {} });
+  const root = await mkdtemp(path.join(tmpdir(), 'claude-cli-test-'));
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: await emptyHome(root), ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: TEST_API_KEY };
+  let runs = 0;
+  return {
+    server,
+    root,
+    env,
+    async start(setup) {
+      const runId = setup.runId ?? `run-${++runs}`;
+      const definition: StageDefinition = { id: 'work', prompt: 'unused', allowedTools: ['Bash', 'Edit', 'Write', 'Read'], ...setup.stage };
+      const stage = resolveStage({ name: 'test', stages: [definition] }, definition);
+      const workspace = await openRunWorkspace(root, runId);
+      const heartbeats: AttemptProgress[] = [];
+      const controller = new AbortController();
+      const attempt = setup.request?.attempt ?? 1;
+      const request: BackendRequest = {
+        stage,
+        workspace,
+        attempt,
+        prompt: { system: 'You are a test agent.', user: setup.task },
+        transcriptPath: path.join(workspace.stageDir(stage.id), `attempt-${attempt}.jsonl`),
+        signal: controller.signal,
+        heartbeat: (progress) => heartbeats.push(progress),
+        ...setup.request,
+      };
+      const outcome = runClaudeCli(request, { env: { ...env, ...setup.env }, killGraceMs: 2_000, ...setup.options });
+      // Callers assert on the outcome later; keep an early rejection from counting as unhandled.
+      outcome.catch(() => undefined);
+      return { request, heartbeats, controller, dir: workspace.dir, stageDir: workspace.stageDir(stage.id), outcome };
+    },
+    async close() {
+      await server.close();
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A HOME without dotfiles for the agents: the CLI's Bash tool sources `~/.bashrc` into a shell
+ * snapshot, and this box's runs pyenv, which is slow and leaves a stale lock when a test kills it.
+ */
+export async function emptyHome(parent: string): Promise<string> {
+  const home = path.join(parent, 'home');
+  await mkdir(home, { recursive: true });
+  return home;
+}
+
+/** The failure a promise rejected with. */
+export async function failureOf(promise: Promise<unknown>): Promise<Error & { type?: string; nonRetryable?: boolean; nextRetryDelay?: unknown; details?: unknown[] }> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected the attempt to fail, but it succeeded');
+}
+
+/** Pids of live (non-zombie) processes whose environment holds `NAME=value` (or, as a prefix, `NAME=value…`). */
+export async function processesWith(name: string, value: string, match: 'exact' | 'prefix' = 'exact'): Promise<number[]> {
+  const wanted = `\0${name}=${value}${match === 'exact' ? '\0' : ''}`;
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const environ = `\0${await readFile(`/proc/${pid}/environ`, 'latin1')}`;
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      if (environ.includes(wanted) && stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z') pids.push(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+/** Pids of the live processes of a stage's attempts (the CLI and its tools). */
+export function stageProcesses(stageDir: string): Promise<number[]> {
+  return processesWith(STAGE_MARKER, `${stageDir}#`, 'prefix');
+}
+
+/** The command line of a process, or '' once it is gone. */
+export async function commandLine(pid: number): Promise<string> {
+  return (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0').join(' ').trim();
+}
+
+/** Polls `probe` until `accept` holds, failing with `what` after `timeoutMs`. */
+export async function waitFor<T>(probe: () => Promise<T> | T, accept: (value: T) => boolean, what: string, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (accept(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(value)}`);
+    await sleep(100);
+  }
+}

@@ -1,0 +1,122 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import type { RunJson } from '../../src/cli/json.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+
+const GATES = path.join(CLI_FIXTURES, 'gates.yaml');
+const SLOW = path.join(CLI_FIXTURES, 'slow.yaml');
+const RETRY = path.join(CLI_FIXTURES, 'retry.yaml');
+
+describe('answer, approve, reject and cancel as a user runs them', () => {
+  let harness: Harness;
+  let env: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    harness = await createHarness('cli-decisions', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
+    env = harness.env;
+  });
+  afterAll(async () => harness?.close());
+
+  const status = async (runId: string): Promise<RunJson> => parseJson<RunJson>(await runCli(['status', runId, '--json'], env));
+  const waitsFor = (runId: string, stage: string, kind: string): Promise<RunJson> =>
+    eventually(() => status(runId), (run) => run.waiting.some((w) => w.stage === stage && w.kind === kind), 60_000, `${stage} waiting for ${kind}`);
+
+  /** Starts the gates pipeline and answers its question, leaving it at the approval gate. */
+  async function startAndAnswer(): Promise<string> {
+    const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
+    await waitsFor(runId, 'ask', 'answer');
+    const answered = await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env);
+    expect(answered.exitCode, answered.stderr).toBe(0);
+    expect(answered.stdout.split('\n')[0]).toBe('✔ answered stage ask');
+    await waitsFor(runId, 'ship', 'approval');
+    return runId;
+  }
+
+  test('status shows the question with the exact command; answer and approve move the run to completion', async () => {
+    const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
+    const asking = await waitsFor(runId, 'ask', 'answer');
+    expect(asking.status).toBe('waiting');
+    expect(asking.waiting[0]).toMatchObject({ stage: 'ask', kind: 'answer', question: expect.stringContaining('blue or green') });
+    const human = await runCli(['status', runId], env);
+    expect(human.stdout).toContain('⏸ ask waits for answer: Should the button be blue or green?');
+    expect(human.stdout).toMatch(new RegExp(`^ {4}→ agent-pipeline answer ${runId} --stage ask `, 'm'));
+
+    // A decision the run does not wait for is refused, and nothing changes.
+    const wrong = await runCli(['approve', runId, '--stage', 'ask'], env);
+    expect(wrong.exitCode, wrong.stderr).toBe(2);
+    expect(wrong.stderr).toMatch(/^agent-pipeline: \[REQUEST_REJECTED\] .*ask/);
+    expect((await status(runId)).waiting.map((w) => w.kind)).toEqual(['answer']);
+
+    expect((await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env)).exitCode).toBe(0);
+    const gated = await waitsFor(runId, 'ship', 'approval');
+    expect(gated.stages.find((s) => s.id === 'ask')?.result?.outputs).toEqual({ colour: 'green' });
+
+    const approved = await runCli(['approve', runId, '--json'], env);
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    expect(parseJson<RunJson>(approved)).toMatchObject({ runId, source: 'update', waiting: [] });
+    const watched = await runCli(['watch', runId], env);
+    expect(watched.exitCode, watched.stderr).toBe(0);
+    expect(watched.stdout).toMatch(/^✔ ship completed/m);
+    expect((await status(runId)).status).toBe('completed');
+  });
+
+  test('reject fails the stage with the reason, and watch exits 1', async () => {
+    const runId = await startAndAnswer();
+    const rejected = await runCli(['reject', runId, '--stage', 'ship', '--reason', 'not this week'], env);
+    expect(rejected.exitCode, rejected.stderr).toBe(0);
+    const watched = await runCli(['watch', runId, '--json'], env);
+    expect(watched.exitCode, watched.stderr).toBe(1);
+    const run = parseJson<RunJson>(watched);
+    expect(run.status).toBe('failed');
+    expect(JSON.stringify(run.stages.find((s) => s.id === 'ship'))).toContain('not this week');
+
+    const again = await runCli(['approve', runId], env);
+    expect(again.exitCode, again.stderr).toBe(2);
+    expect(again.stderr).toBe(`agent-pipeline: [RUN_CLOSED] run ${runId} has ended (failed); nothing waits for a decision`);
+  });
+
+  test('a failed stage waiting for a person is retried with feedback, or skipped so its dependents still run', async () => {
+    const { runId: retried } = parseJson<{ runId: string }>(await runCli(['start', RETRY, '--json'], env));
+    const { runId: skipped } = parseJson<{ runId: string }>(await runCli(['start', RETRY, '--json'], env));
+    const failing = await waitsFor(retried, 'flaky', 'failure');
+    expect(failing.waiting[0].message).toContain('the flaky thing broke');
+    expect(failing.waiting[0].commands).toContain(`agent-pipeline skip ${retried} --stage flaky`);
+
+    const retry = await runCli(['retry', retried, '--stage', 'flaky', '--feedback', 'Use the other approach.'], env);
+    expect(retry.exitCode, retry.stderr).toBe(0);
+    expect(retry.stdout.split('\n')[0]).toBe('✔ retrying stage flaky');
+    const afterRetry = await runCli(['watch', retried, '--json'], env);
+    expect(afterRetry.exitCode, afterRetry.stderr).toBe(0);
+    expect(parseJson<RunJson>(afterRetry).stages.map((s) => [s.id, s.status, s.result?.summary])).toEqual([
+      ['flaky', 'completed', 'Worked with the hint.'],
+      ['after', 'completed', 'Wrapped up.'],
+    ]);
+
+    await waitsFor(skipped, 'flaky', 'failure');
+    expect((await runCli(['skip', skipped, '--stage', 'flaky'], env)).exitCode).toBe(0);
+    const afterSkip = await runCli(['watch', skipped, '--json'], env);
+    expect(afterSkip.exitCode, afterSkip.stderr).toBe(0);
+    expect(parseJson<RunJson>(afterSkip).stages.map((s) => [s.id, s.status])).toEqual([['flaky', 'skipped'], ['after', 'completed']]);
+  });
+
+  test('cancel stops a running stage; a second start with the same id reports the run instead of starting another', async () => {
+    const runId = `cli-slow-${Math.random().toString(36).slice(2, 8)}`;
+    const first = parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env));
+    expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId) });
+    expect(parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
+    await eventually(() => status(runId), (run) => run.stages[0].status === 'running', 30_000, 'crawl running');
+
+    const cancelled = await runCli(['cancel', runId], env);
+    expect(cancelled.exitCode, cancelled.stderr).toBe(0);
+    expect(cancelled.stdout).toContain(`Cancellation requested for ${runId}`);
+    const watched = await runCli(['watch', runId], env);
+    expect(watched.exitCode, watched.stderr).toBe(1);
+    const run = await status(runId);
+    expect(run).toMatchObject({ status: 'cancelled', executionStatus: 'CANCELLED' });
+    expect(run.stages[0].status).toBe('cancelled');
+    const twice = await runCli(['cancel', runId], env);
+    expect(twice.exitCode, twice.stderr).toBe(2);
+    expect(twice.stderr).toContain('has already ended (cancelled)');
+  });
+});

@@ -1,0 +1,110 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
+
+/** No server at all: what a user sees when Temporal is not there, or a command or file is wrong. */
+const OFFLINE = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1' };
+const NO_STACK = /^\s+at /m;
+
+describe('errors a user can act on', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'cli-errors-'));
+    await mkdir(path.join(dir, 'steps'));
+    await writeFile(path.join(dir, 'steps', 'spec.md'), 'Spec for {{inputs.feature}}.\nIn run {{run.id}} use {{inputs.colour}}.\n');
+    await writeFile(
+      path.join(dir, 'pipeline.yaml'),
+      [
+        'name: broken',
+        'inputs:',
+        '  feature: { required: true }',
+        'stages:',
+        '  - id: spec',
+        '    agent: agents/missing.md',
+        '    prompt: steps/spec.md',
+        '  - id: build',
+        '    prompt: |',
+        '      Build {{inputs.feature}}',
+        '      from {{stages.review.summary}}',
+        '  - id: review',
+        '    needs: [build]',
+        '    prompt: steps/none.md',
+        '',
+      ].join('\n'),
+    );
+    await writeFile(path.join(dir, 'schema.yaml'), 'name: bad\nstages:\n  - id: a\n    prompt: hi\n    retries: many\n');
+  });
+  afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+  test('an unreachable server exits 3 naming the address tried and how to configure it', async () => {
+    for (const args of [['status', 'some-run'], ['list'], ['schedule', 'list'], ['answer', 'some-run', 'yes']]) {
+      const result = await runCli(args, OFFLINE);
+      expect(result.exitCode, args.join(' ')).toBe(3);
+      expect(result.stderr).toMatch(/^agent-pipeline: \[TEMPORAL_UNREACHABLE\] cannot reach Temporal at 127\.0\.0\.1:1 \(connection refused\)\. /);
+      expect(result.stderr).toContain('TEMPORAL_ADDRESS');
+      expect(result.stderr).toContain('TEMPORAL_API_KEY');
+      expect(result.stderr).not.toMatch(NO_STACK);
+    }
+  });
+
+  test('validate names the file, line and field of every problem and exits 2', async () => {
+    const result = await runCli(['validate', path.join(dir, 'pipeline.yaml')], OFFLINE);
+    expect(result.exitCode, result.stderr).toBe(2);
+    const file = path.join(dir, 'pipeline.yaml');
+    expect(result.stdout.split('\n')).toEqual([
+      `✘ ${file}: 4 problems`,
+      expect.stringMatching(new RegExp(`^  ${file}:6 stages\\[0\\]\\.agent: .*cannot read agent file ${dir}/agents/missing\\.md`)),
+      `  ${path.join(dir, 'steps', 'spec.md')}:2 stages[0].prompt {{inputs.colour}}: unknown template variable: the pipeline declares no such input (add it under inputs:)`,
+      expect.stringMatching(new RegExp(`^  ${file}:11 stages\\[1\\]\\.prompt \\{\\{stages\\.review\\.summary\\}\\}: unknown template variable: the stage does not run after "review"`)),
+      `  ${file}:14 stages[2].prompt: prompt file ${dir}/steps/none.md does not exist`,
+    ]);
+  });
+
+  test('validate --json reports schema problems with their line, and a valid file passes with exit 0', async () => {
+    const bad = await runCli(['validate', path.join(dir, 'schema.yaml'), '--json'], OFFLINE);
+    expect(bad.exitCode, bad.stderr).toBe(2);
+    expect(parseJson(bad)).toEqual({
+      file: path.join(dir, 'schema.yaml'),
+      valid: false,
+      pipeline: null,
+      stages: [],
+      problems: [{ file: path.join(dir, 'schema.yaml'), line: 5, field: 'stages[0].retries', message: expect.stringContaining('number') }],
+    });
+    const good = await runCli(['validate', path.join(PROJECT_ROOT, 'examples', 'demo', 'pipeline.yaml'), '--json'], OFFLINE);
+    expect(good.exitCode, good.stderr).toBe(0);
+    expect(parseJson(good)).toMatchObject({ valid: true, pipeline: 'demo', stages: ['spec', 'implement', 'review', 'release-notes'], problems: [] });
+  });
+
+  test('bad usage exits 2 with the reason and the command help, never a stack trace', async () => {
+    const cases: [string[], RegExp][] = [
+      [['launch'], /unknown command 'launch'/],
+      [['reject', 'some-run'], /required option '--reason <text>' not specified/],
+      [['list', '--since', 'yesterday'], /expected a duration such as 30s, 15m, 2h or 1d, got "yesterday"/],
+      [['approve', 'r', '--allow', 'Bash', '--allow-all'], /option '--allow <tool>' cannot be used with option '--allow-all'/],
+      [['start', path.join(dir, 'missing.yaml')], /cannot read pipeline file .*missing\.yaml: ENOENT/],
+      [['start', path.join(dir, 'schema.yaml')], /\[PIPELINE_INVALID\]/],
+      [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--cron', '* * * * *'], /give exactly one of --cron EXPR or --every DURATION/],
+      [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--overlap', 'sometimes'], /expected one of skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all/],
+    ];
+    for (const [args, message] of cases) {
+      const result = await runCli(args, OFFLINE);
+      expect(result.exitCode, args.join(' ')).toBe(2);
+      expect(result.stderr, args.join(' ')).toMatch(message);
+      expect(result.stderr).not.toMatch(NO_STACK);
+    }
+  });
+
+  test('every command has --help', async () => {
+    const commands = ['start', 'watch', 'status', 'list', 'logs', 'answer', 'approve', 'reject', 'retry', 'skip', 'cancel', 'validate', 'worker', 'dev', 'demo'];
+    const schedule = ['create', 'list', 'describe', 'pause', 'unpause', 'trigger', 'delete'].map((c) => `schedule ${c}`);
+    const all = [...commands, 'schedule', ...schedule];
+    const results = await Promise.all(all.map((command) => runCli([...command.split(' '), '--help'], OFFLINE)));
+    results.forEach((result, i) => {
+      expect(result.exitCode, all[i]).toBe(0);
+      expect(result.stdout, all[i]).toMatch(new RegExp(`^Usage: agent-pipeline ${all[i]} `));
+    });
+  });
+});

@@ -1,0 +1,44 @@
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { execa } from 'execa';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+
+/** The command as a user runs it: the built entry point (`npm test` builds first). */
+export const CLI = path.join(PROJECT_ROOT, 'bin', 'agent-pipeline.js');
+export const CLI_FIXTURES = path.join(PROJECT_ROOT, 'test', 'fixtures', 'cli');
+
+/** Runs `agent-pipeline ARGS` with `env` (no terminal: output is piped) and never throws on a non-zero exit. */
+export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 90_000): Promise<CliResult> {
+  const result = await execa('node', [CLI, ...args], { env, extendEnv: false, reject: false, timeout: timeoutMs, stdin: 'ignore', all: true });
+  return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr), all: String(result.all) };
+}
+
+/** What a command printed and how it exited. */
+export interface CliResult {
+  exitCode: number | undefined;
+  stdout: string;
+  stderr: string;
+  /** stdout and stderr interleaved as printed. */
+  all: string;
+}
+
+/** Parses a `--json` command's stdout, failing with the whole output when it is not JSON. */
+export function parseJson<T = Record<string, unknown>>(result: CliResult): T {
+  try {
+    return JSON.parse(result.stdout) as T;
+  } catch {
+    throw new Error(`expected JSON, got exit ${result.exitCode}:\nstdout: ${result.stdout}\nstderr: ${result.stderr}`);
+  }
+}
+
+/** Calls `probe` until `accept` holds for its value, failing with the last value after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 60_000, what = 'the condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (accept(last)) return last;
+    await sleep(500);
+  }
+  throw new Error(`${what} did not hold within ${timeoutMs} ms; last value: ${JSON.stringify(last, null, 2)?.slice(0, 3000)}`);
+}

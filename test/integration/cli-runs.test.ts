@@ -1,0 +1,136 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import type { RunJson } from '../../src/cli/json.js';
+import type { RunListItem } from '../../src/cli/commands/list.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+
+const BASIC = path.join(CLI_FIXTURES, 'basic.yaml');
+const FAILING = path.join(CLI_FIXTURES, 'failing.yaml');
+
+describe('start, status, list and logs as a user runs them', () => {
+  let harness: Harness;
+  let env: NodeJS.ProcessEnv;
+  let basicRun: string;
+  let failedRun: string;
+
+  beforeAll(async () => {
+    harness = await createHarness('cli-runs', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
+    env = harness.env;
+  });
+  afterAll(async () => harness?.close());
+
+  test('start --wait prints each stage as it ends, then the artifacts and the Web UI link, and exits 0', async () => {
+    const result = await runCli(['start', BASIC, '--input', 'topic=tea', '--wait'], env);
+    expect(result.stderr).toBe('');
+    expect(result.exitCode, result.stderr).toBe(0);
+    basicRun = /^Started: (\S+)$/m.exec(result.stdout)![1];
+    expect(basicRun).toMatch(/^cli-basic-/);
+    const lines = result.stdout.split('\n');
+    const write = lines.findIndex((l) => /^✔ write completed · \S+ · \$\d+\.\d{4} · Wrote notes\.md\.$/.test(l));
+    expect(write, result.stdout).toBeGreaterThan(0);
+    expect(write).toBeLessThan(lines.findIndex((l) => /^✔ check completed · /.test(l)));
+    expect(result.stdout).toMatch(new RegExp(`^Run ${basicRun} completed · `, 'm'));
+    expect(result.stdout).toMatch(/^ {2}write +\/.+\/notes\.md +12 bytes$/m);
+    expect(result.stdout).toMatch(new RegExp(`^Web UI: http://localhost:\\d+/namespaces/default/workflows/${basicRun}$`, 'm'));
+  });
+
+  test('status --json of a finished run has the documented shape', async () => {
+    const run = parseJson<RunJson>(await runCli(['status', basicRun, '--json'], env));
+    expect(run).toMatchObject({
+      runId: basicRun,
+      pipeline: 'cli-basic',
+      status: 'completed',
+      inputs: { topic: 'tea' },
+      waiting: [],
+      executionStatus: 'COMPLETED',
+      workerPolling: true,
+      live: {},
+    });
+    // The worker answers the status query; on a very busy machine the final result stands in for it.
+    expect(['query', 'result']).toContain(run.source);
+    expect(run.stages.map((s) => [s.id, s.status, s.attempt])).toEqual([['write', 'completed', 1], ['check', 'completed', 1]]);
+    expect(run.stages[0].result?.artifacts.map((a) => a.path)).toEqual(['notes.md']);
+    expect(run.webUi).toContain(basicRun);
+    expect(path.dirname(run.workspace!)).toBe(harness.workspacesRoot);
+    expect((await stat(path.join(run.workspace!, 'notes.md'))).isFile()).toBe(true);
+
+    const human = await runCli(['status', basicRun], env);
+    expect(human.exitCode, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^ {2}✔ write +completed +attempt 1 +\S+ +\$\d+\.\d{4} +Wrote notes\.md\.$/m);
+    expect(human.stdout).toContain(`Workspace: ${run.workspace}`);
+  });
+
+  test('logs prints the agent transcript: text, tool calls with their input, shortened results, cost per turn', async () => {
+    const result = await runCli(['logs', basicRun, '--stage', 'write'], env);
+    expect(result.exitCode, result.stderr).toBe(0);
+    const out = result.stdout;
+    expect(out).toMatch(new RegExp(`^══ ${basicRun} · stage write · round 1 · attempt 1 · .+attempt-1\\.jsonl$`, 'm'));
+    expect(out).toMatch(/^\[turn 1 · 1200 input tokens · input \$0\.0036\]$/m);
+    expect(out).toContain('  Writing the note.\n  → Edit notes.md\n  ← ok: ');
+    expect(out).toMatch(/^── done · 2 turns · \$\d+\.\d{4} · \S+$/m);
+
+    const raw = await runCli(['logs', basicRun, '--stage', 'write', '--raw'], env);
+    expect(raw.stdout.split('\n').filter((l) => l.startsWith('{')).every((l) => JSON.parse(l))).toBe(true);
+
+    const unknown = await runCli(['logs', basicRun, '--stage', 'deploy'], env);
+    expect(unknown.exitCode, unknown.stderr).toBe(2);
+    expect(unknown.stderr).toBe(`agent-pipeline: run ${basicRun} has no stage "deploy"; its stages: write, check`);
+  });
+
+  test('logs --follow waits for the stage to start, prints its transcript as it grows, and stops when the stage ends', async () => {
+    const { runId } = parseJson<{ runId: string }>(await runCli(['start', BASIC, '--json'], env));
+    const followed = await runCli(['logs', runId, '--stage', 'check', '--follow'], env);
+    expect(followed.exitCode, followed.stderr).toBe(0);
+    expect(followed.stdout).toMatch(new RegExp(`^══ ${runId} · stage check · round 1 · attempt 1 · `, 'm'));
+    expect(followed.stdout).toMatch(/^── done · 1 turn · /m);
+  });
+
+  test('a run whose stage fails ends start --wait with exit 1 and says why', async () => {
+    const result = await runCli(['start', FAILING, '--wait', '--json'], env);
+    expect(result.exitCode, result.stderr).toBe(1);
+    const run = parseJson<RunJson>(result);
+    failedRun = run.runId;
+    expect(run).toMatchObject({ status: 'failed', executionStatus: 'FAILED' });
+    expect(run.stages[0]).toMatchObject({ id: 'broken', status: 'failed' });
+    expect(JSON.stringify(run.stages[0].error ?? run.error)).toContain('the task is impossible');
+  });
+
+  test('list filters runs by pipeline, status and start time', async () => {
+    const list = (args: string[]) => runCli(['list', ...args, '--json'], env).then((r) => parseJson<{ runs: RunListItem[] }>(r).runs);
+    // Visibility is eventually consistent: a closed run shows its final status a moment later.
+    const basic = await eventually(() => list(['--pipeline', 'cli-basic', '--status', 'completed']), (runs) => runs.some((r) => r.runId === basicRun), 30_000, 'the basic run listed');
+    expect(basic.every((r) => r.pipeline === 'cli-basic' && r.status === 'completed')).toBe(true);
+    expect(basic.find((r) => r.runId === basicRun)).toMatchObject({ costUsd: expect.any(Number), currentStages: [], closedAt: expect.any(Number) });
+
+    const failed = await eventually(() => list(['--status', 'failed', '--since', '1h']), (runs) => runs.some((r) => r.runId === failedRun), 30_000, 'the failed run listed');
+    expect(failed.map((r) => r.runId)).not.toContain(basicRun);
+    expect(await list(['--pipeline', 'cli-basic', '--status', 'running'])).toEqual([]);
+
+    const human = await runCli(['list', '--pipeline', 'cli-basic'], env);
+    expect(human.stdout.split('\n')[0]).toMatch(/^RUN +PIPELINE +STATUS +STARTED +DURATION +COST +RUNNING STAGES$/);
+    expect(human.stdout).toMatch(new RegExp(`^${basicRun} +cli-basic +completed `, 'm'));
+
+    const bad = await runCli(['list', '--status', 'sleeping'], env);
+    expect(bad.exitCode, bad.stderr).toBe(2);
+    expect(bad.stderr).toContain("option '--status <status>' argument 'sleeping' is invalid. expected one of running, completed, failed, cancelled, terminated, timed-out, waiting");
+  });
+
+  test('status works with no worker polling: the state comes from the history and says so', async () => {
+    const lonely = { ...env, AGENT_PIPELINE_TASK_QUEUE: `${harness.taskQueue}-nobody` };
+    const { runId } = parseJson<{ runId: string; alreadyRunning: boolean; webUi: string }>(await runCli(['start', BASIC, '--json'], lonely));
+    try {
+      const run = parseJson<RunJson>(await runCli(['status', runId, '--json'], lonely));
+      expect(run).toMatchObject({ status: 'running', source: 'history', workerPolling: false, executionStatus: 'RUNNING', inputs: { topic: 'greetings' } });
+      expect(run.stages.map((s) => s.status)).toEqual(['pending', 'pending']);
+      const human = await runCli(['status', runId], lonely);
+      expect(human.stdout).toContain(`! no worker is polling task queue "${lonely.AGENT_PIPELINE_TASK_QUEUE}"`);
+      const answer = await runCli(['answer', runId, 'hello'], lonely);
+      expect(answer.exitCode, answer.stderr).toBe(3);
+      expect(answer.stderr).toContain('[NO_WORKER] no worker polls task queue');
+    } finally {
+      await harness.client.workflow.getHandle(runId).terminate('test cleanup');
+    }
+  });
+});

@@ -1,0 +1,78 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import type { RunJson } from '../../src/cli/json.js';
+import type { ScheduleJson } from '../../src/cli/schedule-spec.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+
+const SCHEDULED = path.join(CLI_FIXTURES, 'scheduled.yaml');
+
+describe('schedules as a user runs them', () => {
+  let harness: Harness;
+  let env: NodeJS.ProcessEnv;
+  const scheduleId = `cli-every-${Math.random().toString(36).slice(2, 8)}`;
+
+  beforeAll(async () => {
+    harness = await createHarness('cli-schedule', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
+    env = harness.env;
+  });
+  afterAll(async () => {
+    await harness?.client.schedule.getHandle(scheduleId).delete().catch(() => {});
+    await harness?.close();
+  });
+
+  const describeSchedule = async (): Promise<ScheduleJson> => parseJson<ScheduleJson>(await runCli(['schedule', 'describe', scheduleId, '--json'], env));
+
+  test('a schedule fires on the dev server and its run completes; pause, unpause, trigger, list and delete work', async () => {
+    const created = await runCli(['schedule', 'create', SCHEDULED, '--every', '2s', '--id', scheduleId, '--input', 'topic=coffee', '--overlap', 'skip'], env);
+    expect(created.exitCode, created.stderr).toBe(0);
+    expect(created.stdout.split('\n')[0]).toBe(`Created schedule ${scheduleId}: every 2s, overlap skip`);
+
+    const fired = await eventually(describeSchedule, (s) => s.recentRuns.length > 0, 30_000, 'the schedule firing');
+    // Stop further runs while this one is checked; pausing leaves it running.
+    expect((await runCli(['schedule', 'pause', scheduleId, '--note', 'checking'], env)).exitCode).toBe(0);
+    const runId = fired.recentRuns[0].runId;
+    expect(runId.startsWith(`${scheduleId}-`)).toBe(true);
+    const watched = await runCli(['watch', runId, '--json'], env);
+    expect(watched.exitCode, watched.stderr).toBe(0);
+    expect(parseJson<RunJson>(watched)).toMatchObject({ runId, pipeline: 'cli-scheduled', status: 'completed', inputs: { topic: 'coffee' } });
+
+    const paused = await describeSchedule();
+    expect(paused).toMatchObject({
+      scheduleId,
+      pipeline: 'cli-scheduled',
+      pipelineFile: SCHEDULED,
+      spec: 'every 2s',
+      overlap: 'skip',
+      inputs: { topic: 'coffee' },
+      paused: true,
+      note: 'checking',
+    });
+    const human = await runCli(['schedule', 'describe', scheduleId], env);
+    expect(human.stdout).toContain(`Schedule ${scheduleId} (paused)`);
+    expect(human.stdout).toMatch(/^ {2}last run: +(completed|running) \(/m);
+
+    const listed = await eventually(
+      async () => parseJson<{ schedules: ScheduleJson[] }>(await runCli(['schedule', 'list', '--json'], env)).schedules,
+      (schedules) => schedules.some((s) => s.scheduleId === scheduleId && s.paused),
+      30_000,
+      'the schedule listed as paused',
+    );
+    expect(listed.find((s) => s.scheduleId === scheduleId)?.pipeline).toBe('cli-scheduled');
+
+    const runsBefore = (await describeSchedule()).recentRuns.length;
+    expect(parseJson(await runCli(['schedule', 'trigger', scheduleId, '--json'], env))).toEqual({ scheduleId, action: 'triggered' });
+    await eventually(describeSchedule, (s) => s.recentRuns.length > runsBefore, 30_000, 'the triggered run');
+    expect((await runCli(['schedule', 'unpause', scheduleId], env)).stdout).toBe(`Schedule ${scheduleId} unpaused.`);
+    expect((await describeSchedule()).paused).toBe(false);
+
+    const duplicate = await runCli(['schedule', 'create', SCHEDULED, '--every', '1h', '--id', scheduleId], env);
+    expect(duplicate.exitCode, duplicate.stderr).toBe(2);
+    expect(duplicate.stderr).toContain(`[SCHEDULE_EXISTS] a schedule "${scheduleId}" exists already`);
+
+    expect((await runCli(['schedule', 'delete', scheduleId], env)).exitCode).toBe(0);
+    const gone = await runCli(['schedule', 'describe', scheduleId], env);
+    expect(gone.exitCode, gone.stderr).toBe(2);
+    expect(gone.stderr).toContain(`[SCHEDULE_NOT_FOUND] no schedule "${scheduleId}"`);
+  });
+});

@@ -1,0 +1,77 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import type { RunJson } from '../../src/cli/json.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { CLI, CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+
+describe('agent-pipeline worker', () => {
+  let harness: Harness;
+  let scratch: string;
+  let spare: Worker | undefined;
+  let spareDone: Promise<void> | undefined;
+
+  beforeAll(async () => {
+    harness = await createHarness('cli-worker', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml'), worker: false });
+    scratch = await mkdtemp(path.join(tmpdir(), 'cli-worker-'));
+  });
+  afterAll(async () => {
+    spare?.shutdown();
+    await spareDone;
+    await harness?.close();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  test('SIGTERM drains: the running stage gets the grace time, is cancelled, and another worker finishes it; logs are JSON lines with run, stage and attempt', async () => {
+    const env = {
+      ...harness.env,
+      AGENT_PIPELINE_SHUTDOWN_GRACE: '1s',
+      AGENT_PIPELINE_LOG_LEVEL: 'DEBUG',
+      AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, 'worker.health'),
+    };
+    const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
+    await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, 'the worker polling');
+
+    const { runId } = parseJson<{ runId: string }>(await runCli(['start', path.join(CLI_FIXTURES, 'slow.yaml'), '--json'], env));
+    // The agent is mid-answer (the scripted reply streams for several seconds) when the worker is told to stop.
+    await eventually(async () => harness.modelServer.requests().filter((r) => r.rule === 'crawl').length, (n) => n > 0, 60_000, 'the agent calling the model');
+    spare = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, workerOptions: { maxCachedWorkflows: 0 } });
+    spareDone = spare.run();
+    worker.kill('SIGTERM');
+    const stopped = await worker;
+    expect(stopped.exitCode, stopped.stderr).toBe(0);
+
+    const logs = String(stopped.stderr).split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logs.every((l) => typeof l.time === 'string' && typeof l.level === 'string' && typeof l.message === 'string')).toBe(true);
+    expect(logs.find((l) => l.message === 'agent-pipeline worker polling')).toMatchObject({ taskQueue: harness.taskQueue, shutdownGraceMs: 1000 });
+    expect(logs.some((l) => String(l.message).startsWith('shutting down') && l.signal === 'SIGTERM')).toBe(true);
+    // Every line about the stage attempt names the run, the stage and the attempt (but the SDK's DEBUG "Activity
+    // started", written before any interceptor can add the stage).
+    const stageLines = logs.filter((l) => l.activityType === 'runStage' && l.message !== 'Activity started');
+    expect(stageLines.map((l) => [l.level, l.message, l.outcome])).toEqual([
+      ['INFO', 'stage attempt started', undefined],
+      ['INFO', 'stage attempt ended', 'cancelled'],
+      ['DEBUG', 'Activity completed as cancelled', undefined],
+    ]);
+    expect(stageLines.filter((l) => !(l.runId === runId && l.workflowId === runId && l.stage === 'crawl' && l.attempt === 1))).toEqual([]);
+    expect(logs.at(-1)?.message).toBe('agent-pipeline worker stopped');
+    expect((await runCli(['worker', '--health-check'], env)).exitCode).toBe(1);
+
+    // The retry waits for the spare worker, which also takes over the run's workflow tasks: allow it time on a busy machine.
+    const finished = await runCli(['watch', runId, '--json'], env, 180_000);
+    expect(finished.exitCode, finished.stderr).toBe(0);
+    const run = parseJson<RunJson>(finished);
+    expect(run.status).toBe('completed');
+    expect(run.stages[0].attempt).toBeGreaterThanOrEqual(2);
+  }, 240_000);
+
+  test('a bad setting stops the worker at once with the variable, the value and the fix', async () => {
+    const result = await runCli(['worker'], { ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: 'lots' });
+    expect(result.exitCode, result.stderr).toBe(2);
+    expect(result.stderr).toBe('agent-pipeline: [CONFIG_INVALID] AGENT_PIPELINE_MAX_CONCURRENT_STAGES=lots is not a whole number of 1 or more; unset it for the default 8');
+  });
+});

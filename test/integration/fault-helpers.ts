@@ -1,0 +1,75 @@
+import { execa, type ResultPromise } from 'execa';
+import { readdir, readlink } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ModelServer } from '../../src/dev/model-server.js';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+
+/** A real worker process (`node dist/worker.js`), in its own process group so a "host crash" kills its agents too. */
+export interface WorkerProcess {
+  readonly pid: number;
+  /** SIGKILL the worker and every process it started, like a machine that dies. */
+  crash(): Promise<void>;
+  /** SIGTERM and wait: a graceful stop. */
+  stop(): Promise<void>;
+  output(): string;
+}
+
+export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
+  let output = '';
+  const child: ResultPromise = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], {
+    env: { ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
+    extendEnv: false,
+    detached: true,
+    reject: false,
+    stdin: 'ignore',
+    all: true,
+    cleanup: true,
+  });
+  child.all?.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const pid = child.pid!;
+  return {
+    pid,
+    async crash() {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      await child;
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await child;
+    },
+    output: () => output,
+  };
+}
+
+/** Waits until the model server has received a request matching `accept` (e.g. a given rule and turn). */
+export async function waitForRequest(
+  server: ModelServer,
+  accept: (r: ReturnType<ModelServer['requests']>[number]) => boolean,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (server.requests().some(accept)) return;
+    await sleep(100);
+  }
+  const seen = server.requests().map((r) => `${r.rule ?? '-'}#${r.turn ?? '-'} ${r.status}`);
+  throw new Error(`no matching model request within ${timeoutMs} ms; seen: ${seen.join(', ') || 'none'}`);
+}
+
+/** Processes whose working directory is inside `dir` (the agents of a run), from /proc. */
+export async function processesWorkingIn(dir: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cwd = await readlink(`/proc/${entry}/cwd`).catch(() => undefined);
+    if (cwd && (cwd === dir || cwd.startsWith(`${dir}/`))) found.push(entry);
+  }
+  return found;
+}

@@ -1,0 +1,98 @@
+import { readFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { runCli } from './cli-helpers.js';
+import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
+
+/*
+ * A worker host dies (SIGKILL to the worker and its agents) and another one takes over: during a stage, and
+ * while the run waits for an approval. Real worker processes, the real claude CLI, the scripted model.
+ */
+
+type Rule = NonNullable<ScenarioInput['rules']>[number];
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+const RULES: Rule[] = [
+  {
+    name: 'crash',
+    match: 'Pipeline: crash · Stage: build ·',
+    turns: [
+      { text: 'Step one.', tool: { name: 'Bash', input: { command: 'echo one >> log.txt', description: 'Log step one' } } },
+      // Streams for about five seconds: the worker is killed in the middle of it.
+      { text: 'Step two, slowly. '.repeat(20), chunks: 20, chunkDelayMs: 250, tool: { name: 'Bash', input: { command: 'echo two >> log.txt', description: 'Log step two' } } },
+      // After the crash the CLI resumes the session with a note that the attempt was interrupted (and an
+      // "interrupted" assistant message, so the script continues here): finish what is missing, once.
+      { text: 'Checking what is done.', tool: { name: 'Bash', input: { command: 'grep -qx two log.txt || echo two >> log.txt', description: 'Log step two if missing' } } },
+      { text: report('Logged both steps.') },
+    ],
+  },
+  { name: 'gate', match: 'Pipeline: gate · Stage: draft ·', turns: [{ text: report('Drafted.') }] },
+  { name: 'gate-after', match: 'Pipeline: gate · Stage: publish ·', turns: [{ text: report('Published.') }] },
+];
+
+const PIPELINE = (name: string, stages: string): string =>
+  `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, retries: 3, heartbeatTimeout: 5s, permissionMode: dontAsk, allowedTools: [Bash, Read] }\nstages:\n${stages}`;
+
+describe('a worker that dies', () => {
+  let harness: Harness;
+  let dir: string;
+  const workers: WorkerProcess[] = [];
+  beforeAll(async () => {
+    harness = await createHarness('fault-worker', { scenario: { rules: RULES }, worker: false });
+    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fault-worker-'));
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.crash()));
+  });
+  afterAll(async () => {
+    await harness?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+  const worker = (): WorkerProcess => {
+    const started = startWorkerProcess(harness.env);
+    workers.push(started);
+    return started;
+  };
+
+  test('during a stage: another worker resumes the stage, and its files are neither lost nor duplicated', async () => {
+    const file = path.join(dir, 'crash.yaml');
+    await writeFile(file, PIPELINE('crash', '  - id: build\n    prompt: Log two steps.\n'));
+    const first = worker();
+    const handle = await harness.start(file);
+    await waitForRequest(harness.modelServer, (r) => r.rule === 'crash' && r.turn === 1, 90_000);
+    await first.crash();
+    worker();
+
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('completed');
+    const build = stageOf(state, 'build');
+    expect(build.result?.attempt).toBeGreaterThanOrEqual(2);
+    expect(await readFile(path.join(state.workspace!, 'log.txt'), 'utf8')).toBe('one\ntwo\n');
+    const paths = build.result!.artifacts.map((a) => a.path);
+    expect(paths).toContain('log.txt');
+    expect(new Set(paths).size).toBe(paths.length);
+    // The second attempt resumed the session: the model saw step one's tool result, and step one never ran again.
+    const turns = harness.modelServer.requests().filter((r) => r.rule === 'crash').map((r) => r.turn);
+    expect(turns.filter((t) => t === 0)).toHaveLength(1);
+  });
+
+  test('during a wait for approval: the wait survives, and a new worker takes the decision', async () => {
+    const file = path.join(dir, 'gate.yaml');
+    await writeFile(file, PIPELINE('gate', '  - id: draft\n    prompt: Draft.\n    approval: true\n  - id: publish\n    needs: [draft]\n    prompt: Publish.\n'));
+    const first = worker();
+    const handle = await harness.start(file);
+    await waitForWaiting(handle, 'draft', 'approval');
+    await first.crash();
+    worker();
+    const approved = await runCli(['approve', handle.workflowId, '--stage', 'draft'], harness.env);
+    expect(approved.exitCode, String(approved.all ?? approved.stderr)).toBe(0);
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.stages.map((s) => s.status)).toEqual(['completed', 'completed']);
+  });
+});

@@ -1,0 +1,52 @@
+import type { WorkflowHandle } from '@temporalio/client';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'vitest';
+import type { RunState, StageState } from '../../src/pipeline/run-state.js';
+import { getStatusQuery } from '../../src/workflows/messages.js';
+
+/** Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. */
+export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000): Promise<RunState> {
+  const deadline = Date.now() + timeoutMs;
+  let state: RunState | undefined;
+  while (Date.now() < deadline) {
+    try {
+      state = await handle.query(getStatusQuery);
+      if (predicate(state)) return state;
+    } catch (err) {
+      // The first workflow task may not have run yet; anything else is a real problem.
+      if (!String(err).includes('no poller') && !String(err).includes('not found')) throw err;
+    }
+    await sleep(250);
+  }
+  throw new Error(`the run did not reach the expected state within ${timeoutMs} ms; last state:\n${JSON.stringify(summarize(state), null, 2)}`);
+}
+
+/** Waits until `stage` waits for a person (of the given kind). */
+export function waitForWaiting(handle: WorkflowHandle, stage: string, kind?: string, timeoutMs?: number): Promise<RunState> {
+  return waitForState(handle, (s) => {
+    const waiting = s.stages.find((x) => x.id === stage)?.waitingFor;
+    return waiting !== undefined && (kind === undefined || waiting.kind === kind);
+  }, timeoutMs);
+}
+
+export function stageOf(state: RunState, id: string): StageState {
+  const stage = state.stages.find((s) => s.id === id);
+  if (!stage) throw new Error(`no stage ${id} in ${state.stages.map((s) => s.id).join(', ')}`);
+  return stage;
+}
+
+/** The promise of the product: a finished run never leaves a stage running or waiting. */
+export function expectNoStageLeftRunning(state: RunState): void {
+  expect(['completed', 'failed', 'cancelled']).toContain(state.status);
+  expect(state.stages.filter((s) => s.status === 'running' || s.status === 'waiting' || s.status === 'pending').map((s) => `${s.id}: ${s.status}`)).toEqual([]);
+}
+
+/** A compact view of a state for failure messages. */
+export function summarize(state: RunState | undefined): unknown {
+  if (!state) return undefined;
+  return {
+    status: state.status,
+    error: state.error,
+    stages: state.stages.map((s) => ({ id: s.id, status: s.status, round: s.round, attempt: s.attempt, error: s.error, waiting: s.waitingFor?.kind, skip: s.skip?.reason })),
+  };
+}

@@ -1,0 +1,56 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { approveStageUpdate } from '../../src/workflows/messages.js';
+import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
+
+const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'work-and-review');
+
+describe('the work-and-review example', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('work-review', { scenario: path.join(EXAMPLE, 'scenario.yaml') });
+  });
+  afterAll(async () => harness?.close());
+
+  test('goes through one rework round, converges on the ledger, and waits for approval', async () => {
+    const handle = await harness.start(path.join(EXAMPLE, 'pipeline.yaml'));
+    const waiting = await waitForWaiting(handle, 'ready', 'approval', 90_000);
+    expect(summarize(waiting)).toMatchObject({
+      status: 'waiting',
+      stages: [
+        { id: 'work', status: 'completed', round: 2 },
+        { id: 'review', status: 'completed', round: 2 },
+        { id: 'ready', status: 'waiting', waiting: 'approval' },
+      ],
+    });
+    expect(stageOf(waiting, 'ready').waitingFor?.commands).toContain(`agent-pipeline approve ${handle.workflowId} --stage ready`);
+
+    // The ledger: both round-1 findings were fixed in round 2.
+    expect(waiting.reviews?.review.findings.map((f) => [f.id, f.state, f.fixedInRound])).toEqual([
+      ['F1', 'fixed', 2],
+      ['F2', 'fixed', 2],
+    ]);
+    // The work agent resumed its session with the findings; the reviewer resumed its own with the ledger and the changes.
+    const conversation = (body: unknown): string => JSON.stringify((body as { messages: unknown[] }).messages);
+    const requests = harness.modelServer.requests().filter((r) => r.path === '/v1/messages');
+    const reworkRequest = requests.find((r) => r.rule === 'work' && r.turn === 3);
+    expect(conversation(reworkRequest?.body)).toContain('F1: Leading and trailing dashes');
+    const reReview = requests.find((r) => r.rule === 'review' && r.turn === 2);
+    const brief = conversation(reReview?.body);
+    expect(brief).toContain('Review round 2');
+    expect(brief).toContain('F2 (open, raised in round 1): No test for an empty title');
+    expect(brief).toMatch(/src\/slugify\.js \(modified by work\)/);
+
+    const afterApproval = await handle.executeUpdate(approveStageUpdate, { args: [{ comment: 'ship it' }] });
+    expect(stageOf(afterApproval, 'ready').status).toBe('completed');
+    const final = await harness.finish(handle);
+    expectNoStageLeftRunning(final);
+    expect(final.status).toBe('completed');
+    expect(stageOf(final, 'work').totals).toMatchObject({ attempts: 2, inputTokens: 2400 + 2800 + 3000 + 3600 + 3900 + 4100 });
+    expect(final.costUsd).toBeGreaterThan(0);
+    const code = await readFile(path.join(final.workspace!, 'src', 'slugify.js'), 'utf8');
+    expect(code).toContain(".replace(/^-+|-+$/g, '')");
+  });
+});

@@ -1,0 +1,131 @@
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type Frame, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import { loadPipelineFile, resolveInputs } from '../../src/cli/load-pipeline.js';
+import { startRun } from '../../src/cli/runs.js';
+import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
+import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { approveStageUpdate, getStatusQuery } from '../../src/workflows/messages.js';
+import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { expectNoStageLeftRunning, waitForWaiting } from './workflow-helpers.js';
+
+/*
+ * What a person sees in the Temporal Web UI, checked in a real browser: the run's summary (set by the client),
+ * its current details (the stage table and what it waits for) and the activity summaries.
+ * Needs Debian's Chromium at /usr/bin/chromium (`apt-get install -y chromium`); CI installs it.
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = path.join(tmpdir(), 'agent-pipeline-webui.png');
+const TASK_QUEUE = 'webui';
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+
+describe('the Temporal Web UI', () => {
+  let dir: string;
+  let server: DevServer;
+  let model: ModelServer;
+  let worker: Worker;
+  let running: Promise<void>;
+  let connection: Connection;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(`this test drives Debian's Chromium, and ${CHROMIUM} is missing: install it with \`apt-get update && apt-get install -y chromium\``);
+    }
+    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-webui-'));
+    server = await startDevServer({ port: 'auto', dbFile: null, logFile: path.join(dir, 'server.log') });
+    model = await startModelServer({
+      log: () => {},
+      scenario: { rules: [{ match: 'Stage: draft ·', turns: [{ text: report('Drafted the release notes.') }] }] },
+    });
+    const env = {
+      ...process.env,
+      TEMPORAL_ADDRESS: server.address,
+      AGENT_PIPELINE_TASK_QUEUE: TASK_QUEUE,
+      AGENT_PIPELINE_WORKSPACES: path.join(dir, 'workspaces'),
+      ANTHROPIC_BASE_URL: model.url,
+      ANTHROPIC_API_KEY: 'sk-test-webui',
+    };
+    worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE, workflowBundlePath: WORKFLOW_BUNDLE });
+    running = worker.run();
+    connection = await Connection.connect({ address: server.address });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await connection?.close();
+    worker?.shutdown();
+    await running;
+    await model?.close();
+    await server?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  async function startWaitingRun(): Promise<WorkflowHandle> {
+    const file = path.join(dir, 'notes.yaml');
+    await writeFile(
+      file,
+      [
+        'name: release-notes',
+        'description: Draft release notes and have a person approve them',
+        'inputs: { version: { default: "2.1.0" } }',
+        'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }',
+        'stages:',
+        '  - id: draft',
+        '    prompt: Draft the notes for {{inputs.version}}.',
+        '    approval: { message: Publish these release notes? }',
+      ].join('\n'),
+    );
+    const { pipeline, baseDir } = await loadPipelineFile(file);
+    const { handle } = await startRun(
+      new Client({ connection }),
+      { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, {}) },
+      { taskQueue: TASK_QUEUE, id: `webui-${Date.now()}` },
+    );
+    await waitForWaiting(handle, 'draft', 'approval');
+    return handle;
+  }
+
+  test("a run's page shows its summary, its current details with what it waits for, and the activity summaries", async () => {
+    const handle = await startWaitingRun();
+    const page = await browser!.newPage({ viewport: { width: 1400, height: 1200 } });
+    await page.goto(`${server.uiUrl}/namespaces/default/workflows/${handle.workflowId}`);
+    // Summary and details live on the "User Metadata" tab; the UI renders each markdown text in its own frame.
+    await page.getByText('User Metadata', { exact: true }).first().click();
+    await frameShowing(page, 'release-notes (version=2.1.0)');
+    await frameShowing(page, 'Draft release notes and have a person approve them');
+    const details = await frameShowing(page, 'Publish these release notes?');
+    await details.getByText(`agent-pipeline approve ${handle.workflowId} --stage draft`).waitFor({ timeout: 10_000 });
+    await details.getByText('waiting (approval)').waitFor({ timeout: 10_000 });
+    await page.getByText('stage draft · anthropic-api · haiku').first().waitFor({ timeout: 10_000 });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+    await handle.executeUpdate(approveStageUpdate, { args: [{ stage: 'draft' }] });
+    await handle.result();
+    expectNoStageLeftRunning(await handle.query(getStatusQuery));
+    await page.close();
+  });
+});
+
+/** The frame (the UI renders summary and details markdown in frames) that shows `text`. */
+async function frameShowing(page: Page, text: string, timeoutMs = 30_000): Promise<Frame> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    for (const frame of page.frames()) {
+      if ((await frame.getByText(text).count().catch(() => 0)) > 0) return frame;
+    }
+    await page.waitForTimeout(250);
+  }
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  throw new Error(`no frame of ${page.url()} shows "${text}" within ${timeoutMs} ms; the page is in ${SCREENSHOT}`);
+}

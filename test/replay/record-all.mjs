@@ -1,0 +1,88 @@
+#!/usr/bin/env node
+// Re-records every history the replay tests keep, after a deliberate change to the workflow's commands:
+//   npm run build && node test/replay/record-all.mjs
+// Starts its own in-memory dev server, the scripted model server (fixtures/scenario.yaml) and a worker on the
+// built code (dist/), runs each fixture pipeline (answering, approving or cancelling where it needs a person),
+// and writes histories/<name>.json.
+import { Client, Connection } from '@temporalio/client';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { loadPipelineFile, resolveInputs } from '../../dist/cli/load-pipeline.js';
+import { startRun } from '../../dist/cli/runs.js';
+import { startDevServer } from '../../dist/dev/dev-server.js';
+import { startModelServer } from '../../dist/dev/model-server.js';
+import { createPipelineWorker } from '../../dist/run-worker.js';
+import { answerStageUpdate, approveStageUpdate, getStatusQuery } from '../../dist/workflows/messages.js';
+import { recordHistory } from './record-history.mjs';
+
+const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
+const TASK_QUEUE = 'replay-record';
+
+/** Polls until `stage` waits for a person. */
+async function waitForWaiting(handle, stage) {
+  for (let i = 0; i < 240; i++) {
+    const state = await handle.query(getStatusQuery);
+    if (state.stages.find((s) => s.id === stage)?.waitingFor) return;
+    await sleep(250);
+  }
+  throw new Error(`stage ${stage} of ${handle.workflowId} never waited`);
+}
+
+/** Each recorded run: its fixture, and what a person does while it runs. */
+const CASES = {
+  linear: async () => {},
+  parallel: async () => {},
+  rework: async () => {},
+  question: async (handle) => {
+    await waitForWaiting(handle, 'ask');
+    await handle.executeUpdate(answerStageUpdate, { args: [{ stage: 'ask', text: 'Casual.' }] });
+    await waitForWaiting(handle, 'first');
+    await handle.executeUpdate(approveStageUpdate, { args: [{ stage: 'first' }] });
+  },
+  cancelled: async (handle) => {
+    for (let i = 0; i < 240; i++) {
+      const state = await handle.query(getStatusQuery);
+      if (state.stages.find((s) => s.id === 'slow')?.status === 'running') break;
+      await sleep(250);
+    }
+    await sleep(1_500);
+    await handle.cancel();
+  },
+};
+
+const scratch = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-record-'));
+const server = await startDevServer({ port: 'auto', headless: true, dbFile: null, logFile: path.join(scratch, 'server.log') });
+const model = await startModelServer({ scenario: path.join(FIXTURES, 'scenario.yaml'), log: () => {} });
+const env = {
+  ...process.env,
+  TEMPORAL_ADDRESS: server.address,
+  AGENT_PIPELINE_TASK_QUEUE: TASK_QUEUE,
+  AGENT_PIPELINE_WORKSPACES: path.join(scratch, 'workspaces'),
+  ANTHROPIC_BASE_URL: model.url,
+  ANTHROPIC_API_KEY: 'sk-replay-record',
+};
+const worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE });
+const running = worker.run();
+const connection = await Connection.connect({ address: server.address });
+try {
+  const client = new Client({ connection });
+  for (const [name, act] of Object.entries(CASES)) {
+    const file = path.join(FIXTURES, `${name}.yaml`);
+    const { pipeline, baseDir } = await loadPipelineFile(file);
+    const input = { pipeline, baseDir, pipelineFile: `test/replay/fixtures/${name}.yaml`, inputs: resolveInputs(pipeline, file, {}) };
+    const { handle } = await startRun(client, input, { taskQueue: TASK_QUEUE, id: `replay-${name}` });
+    await act(handle);
+    await handle.result().catch(() => undefined);
+    console.log(`${name}: ${(await handle.query(getStatusQuery)).status}; wrote ${await recordHistory(server, handle.workflowId, name)}`);
+  }
+} finally {
+  await connection.close();
+  worker.shutdown();
+  await running;
+  await model.close();
+  await server.stop();
+  await rm(scratch, { recursive: true, force: true });
+}

@@ -1,0 +1,34 @@
+import { Worker } from '@temporalio/worker';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { parseHistory, readHistory } from './load-history.js';
+
+/*
+ * Recorded runs replayed against the current workflow code (the bundle `npm run build` writes): a change that
+ * would break runs already in flight fails here. After a deliberate change, re-record the histories
+ * (`npm run build && node test/replay/record-all.mjs`, see the README).
+ */
+
+const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled'];
+const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
+const options = { workflowBundle: { codePath: WORKFLOW_BUNDLE } };
+
+describe('replaying recorded runs', () => {
+  test('every recorded history replays on the current workflow code', async () => {
+    const histories = await Promise.all(HISTORIES.map(async (name) => ({ workflowId: `replay-${name}`, history: await readHistory(file(name)) })));
+    const results: { workflowId: string; error?: unknown }[] = [];
+    for await (const result of Worker.runReplayHistories(options, histories)) results.push(result);
+    expect(results.map((r) => [r.workflowId, r.error === undefined ? 'ok' : String(r.error)])).toEqual(HISTORIES.map((name) => [`replay-${name}`, 'ok']));
+  });
+
+  test('a history whose commands differ from the code fails with a determinism violation', async () => {
+    const json = JSON.parse(await readFile(file('linear'), 'utf8')) as { events: { eventType: string; activityTaskScheduledEventAttributes?: { activityType: { name: string } } }[] };
+    const scheduled = json.events.find((e) => e.eventType === 'EVENT_TYPE_ACTIVITY_TASK_SCHEDULED');
+    scheduled!.activityTaskScheduledEventAttributes!.activityType.name = 'runStageRenamed';
+    const error = await Worker.runReplayHistory(options, parseHistory(json)).then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.name).toBe('DeterminismViolationError');
+    expect(error?.message).toContain('runStageRenamed');
+  });
+});

@@ -1,0 +1,70 @@
+import { describe, expect, test } from 'vitest';
+import type { BackendRequest } from '../../src/activities/backends/backend.js';
+import { agentEnvironment, buildCliArgs } from '../../src/activities/backends/cli-args.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+import type { StageDefinition } from '../../src/pipeline/schema.js';
+
+function requestFor(stage: Partial<StageDefinition>, extra: Partial<BackendRequest> = {}): BackendRequest {
+  const definition: StageDefinition = { id: 'work', prompt: 'x', ...stage };
+  return {
+    stage: resolveStage({ name: 'p', stages: [definition] }, definition),
+    prompt: { system: 'persona', user: 'task' },
+    workspace: { dir: '/w', claudeConfigDir: '/w/.agent-pipeline/claude', stageDir: (id) => `/w/.agent-pipeline/stages/${id}` },
+    attempt: 1,
+    transcriptPath: '/w/t.jsonl',
+    signal: new AbortController().signal,
+    heartbeat: () => undefined,
+    ...extra,
+  } as BackendRequest;
+}
+
+const FRESH = { sessionId: 'sess-1', resume: false, stdin: 'task', warnings: [] };
+
+describe('buildCliArgs', () => {
+  test('passes every stage option as its flag, and never the prompt', () => {
+    const request = requestFor(
+      { model: 'opus', fallbackModel: 'sonnet', permissionMode: 'acceptEdits', allowedTools: ['Bash', 'Edit'], disallowedTools: ['WebFetch'], maxBudgetUsd: 5 },
+      { maxBudgetUsd: 1.5, addDirs: ['/data', '/docs'] },
+    );
+    expect(buildCliArgs(request, FRESH, { mcpConfig: '/s/mcp-config.json', systemPrompt: '/s/system-prompt.md' })).toEqual([
+      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'opus',
+      '--session-id', 'sess-1',
+      '--permission-mode', 'acceptEdits',
+      '--allowedTools', 'Bash', 'Edit',
+      '--disallowedTools', 'WebFetch',
+      '--fallback-model', 'sonnet',
+      '--max-budget-usd', '1.5',
+      '--mcp-config', '/s/mcp-config.json',
+      '--add-dir', '/data', '/docs',
+      '--append-system-prompt-file', '/s/system-prompt.md',
+    ]);
+  });
+
+  test('resumes a session and falls back to the stage budget and unattended permissions', () => {
+    const args = buildCliArgs(requestFor({ maxBudgetUsd: 2 }), { ...FRESH, resume: true }, {});
+    expect(args).toEqual([
+      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'sonnet',
+      '--resume', 'sess-1', '--permission-mode', 'dontAsk', '--max-budget-usd', '2',
+    ]);
+  });
+});
+
+describe('agentEnvironment', () => {
+  test('passes an allow-list plus the key, the run\'s config dir, short CLI retries and the markers', () => {
+    const env = agentEnvironment(
+      { PATH: '/bin', HOME: '/root', ANTHROPIC_API_KEY: 'sk-1', TEMPORAL_API_KEY: 'temporal-secret', AWS_SECRET_ACCESS_KEY: 'x' },
+      '/w/.claude',
+      { stage: '/w/.agent-pipeline/stages/work', worker: 'tok' },
+    );
+    expect(env).toEqual({
+      PATH: '/bin',
+      HOME: '/root',
+      ANTHROPIC_API_KEY: 'sk-1',
+      CLAUDE_CONFIG_DIR: '/w/.claude',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      CLAUDE_CODE_MAX_RETRIES: '0',
+      AGENT_PIPELINE_STAGE: '/w/.agent-pipeline/stages/work',
+      AGENT_PIPELINE_WORKER: 'tok',
+    });
+  });
+});

@@ -1,0 +1,141 @@
+import { InvalidArgumentError } from 'commander';
+import { ScheduleNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
+import { describe, expect, test } from 'vitest';
+import { buildListQuery } from '../../src/cli/commands/list.js';
+import { EXIT, exitCodeFor, TemporalUnreachableError, toUserError, UsageError } from '../../src/cli/errors.js';
+import { parseDurationMs } from '../../src/cli/options.js';
+import { buildSchedule, parseOverlap } from '../../src/cli/schedule-spec.js';
+import { ConfigError } from '../../src/config.js';
+import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
+import { PipelineValidationError } from '../../src/pipeline/errors.js';
+import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import { workerOptionsFromEnv } from '../../src/worker-env.js';
+
+describe('worker settings from the environment', () => {
+  test('have defaults for a worker on a laptop', () => {
+    expect(workerOptionsFromEnv({})).toEqual({
+      maxConcurrentStages: 8,
+      maxConcurrentWorkflowTasks: 40,
+      shutdownGraceMs: 30_000,
+      shutdownForceAfterGraceMs: 60_000,
+      healthFile: undefined,
+    });
+  });
+
+  test('are read from AGENT_PIPELINE_* variables', () => {
+    expect(
+      workerOptionsFromEnv({
+        AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '3',
+        AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS: '10',
+        AGENT_PIPELINE_SHUTDOWN_GRACE: '2m',
+        AGENT_PIPELINE_SHUTDOWN_FORCE: '15s',
+        AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
+      }),
+    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health' });
+  });
+
+  test('refuse values that are not numbers or durations, naming the variable and the fix', () => {
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '0' })).toThrow(
+      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_MAX_CONCURRENT_STAGES=0 is not a whole number of 1 or more; unset it for the default 8'),
+    );
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SHUTDOWN_GRACE: 'soon' })).toThrow('AGENT_PIPELINE_SHUTDOWN_GRACE=soon is not a duration; write it like 30s, 2m or 1h');
+  });
+});
+
+describe('structured logs', () => {
+  const entry = {
+    level: 'INFO' as const,
+    message: 'stage attempt ended',
+    timestampNanos: 1_700_000_000_123_000_000n,
+    meta: { workflowId: 'run-1', runId: 'run-1', stage: 'spec', attempt: 2, error: ApplicationFailure.create({ type: 'CLI_CRASHED', message: 'boom' }) },
+  };
+
+  test('are one JSON object per line with time, level, message and every field at the top level', () => {
+    const line = formatLogEntry(entry, 'json');
+    expect(line).not.toContain('\n');
+    expect(JSON.parse(line)).toMatchObject({
+      time: '2023-11-14T22:13:20.123Z',
+      level: 'INFO',
+      message: 'stage attempt ended',
+      workflowId: 'run-1',
+      runId: 'run-1',
+      stage: 'spec',
+      attempt: 2,
+      error: { name: 'ApplicationFailure', message: 'boom', type: 'CLI_CRASHED' },
+    });
+  });
+
+  test('read as text on a terminal', () => {
+    expect(formatLogEntry({ ...entry, meta: { stage: 'spec', attempt: 2 } }, 'text')).toBe('2023-11-14T22:13:20.123Z INFO  stage attempt ended stage=spec attempt=2');
+  });
+
+  test('default to JSON when stderr is not a terminal, and refuse unknown levels', () => {
+    expect(loggingOptionsFromEnv({}, false)).toEqual({ level: 'INFO', format: 'json' });
+    expect(loggingOptionsFromEnv({ AGENT_PIPELINE_LOG_LEVEL: 'debug' }, true)).toEqual({ level: 'DEBUG', format: 'text' });
+    expect(() => loggingOptionsFromEnv({ AGENT_PIPELINE_LOG_LEVEL: 'loud' }, true)).toThrow('AGENT_PIPELINE_LOG_LEVEL=loud is not a log level');
+  });
+});
+
+describe('list filters', () => {
+  test('become a visibility query on the workflow type, our search attributes and the start time', () => {
+    expect(buildListQuery({})).toBe("WorkflowType = 'pipelineWorkflow'");
+    expect(buildListQuery({ pipeline: "it's", status: "ExecutionStatus = 'Failed'", since: 3_600_000 }, Date.UTC(2024, 0, 1, 12))).toBe(
+      "WorkflowType = 'pipelineWorkflow' AND AgentPipeline = 'it\\'s' AND ExecutionStatus = 'Failed' AND StartTime > '2024-01-01T11:00:00.000Z'",
+    );
+  });
+
+  test('durations are checked', () => {
+    expect(parseDurationMs('90s')).toBe(90_000);
+    expect(() => parseDurationMs('1 week')).toThrow(InvalidArgumentError);
+  });
+});
+
+describe('schedules', () => {
+  const input: PipelineRunInput = {
+    pipeline: { name: 'nightly', stages: [{ id: 'a', prompt: 'x' }] },
+    baseDir: '/p',
+    pipelineFile: 'nightly.yaml',
+    inputs: { branch: 'main' },
+  };
+
+  test('start pipelineWorkflow with the run input, tagged with the pipeline name, with the overlap policy asked for', () => {
+    const options = buildSchedule({ scheduleId: 'nightly', input, taskQueue: 'q', cron: '0 2 * * *', overlap: 'buffer-one', note: 'n' });
+    expect(options).toMatchObject({
+      scheduleId: 'nightly',
+      spec: { cronExpressions: ['0 2 * * *'] },
+      action: { type: 'startWorkflow', workflowType: 'pipelineWorkflow', taskQueue: 'q', args: [input], workflowId: 'nightly' },
+      policies: { overlap: 'BUFFER_ONE' },
+      state: { note: 'n' },
+      memo: { agentPipeline: { pipeline: 'nightly', pipelineFile: 'nightly.yaml', spec: 'cron 0 2 * * *', overlap: 'buffer-one', inputs: { branch: 'main' } } },
+    });
+    expect(options.action.typedSearchAttributes).toEqual([{ key: expect.objectContaining({ name: 'AgentPipeline' }), value: 'nightly' }]);
+    expect(buildSchedule({ scheduleId: 's', input, taskQueue: 'q', every: { text: '2h', ms: 7_200_000 }, overlap: 'skip' }).spec).toEqual({ intervals: [{ every: 7_200_000 }] });
+  });
+
+  test('refuse an unknown overlap policy, listing the known ones', () => {
+    expect(parseOverlap('allow-all')).toBe('allow-all');
+    expect(() => parseOverlap('never')).toThrow('expected one of skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all, got "never"');
+  });
+});
+
+describe('errors', () => {
+  test('from Temporal become messages a user can act on, with the exit code that fits', () => {
+    const missingRun = toUserError(new WorkflowNotFoundError('not found', 'r1', undefined));
+    expect(missingRun).toBeInstanceOf(UsageError);
+    expect((missingRun as Error).message).toBe('[RUN_NOT_FOUND] no run "r1"; `agent-pipeline list` shows the runs');
+    expect((toUserError(new ScheduleNotFoundError('nf', 's1')) as Error).message).toContain('no schedule "s1"');
+    const rejected = toUserError(new WorkflowUpdateFailedError('Workflow Update failed', ApplicationFailure.create({ message: 'stage ship is not waiting' })));
+    expect((rejected as Error).message).toBe('[REQUEST_REJECTED] stage ship is not waiting');
+    const plain = new Error('something else');
+    expect(toUserError(plain)).toBe(plain);
+  });
+
+  test('map to exit codes: 2 bad usage or file, 3 no Temporal, 1 anything else', () => {
+    expect(exitCodeFor(new UsageError('x'))).toBe(EXIT.USAGE);
+    expect(exitCodeFor(new PipelineValidationError('f.yaml', []))).toBe(EXIT.USAGE);
+    expect(exitCodeFor(new ConfigError('x'))).toBe(EXIT.USAGE);
+    expect(exitCodeFor(new TemporalUnreachableError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
+    expect(exitCodeFor(new Error('x'))).toBe(EXIT.PIPELINE_FAILED);
+  });
+});

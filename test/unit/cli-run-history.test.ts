@@ -1,0 +1,57 @@
+import type { WorkflowExecutionDescription } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { describe, expect, test } from 'vitest';
+import { mapActivitiesToStages, rebuildRunState } from '../../src/cli/run-history.js';
+import type { StageResult } from '../../src/pipeline/stage-result.js';
+import type { PipelineRunInput } from '../../src/workflows/messages.js';
+
+const T0 = 1_700_000_000;
+const payloads = (value: unknown) => ({ payloads: [defaultPayloadConverter.toPayload(value)] });
+const at = (seconds: number) => ({ seconds: T0 + seconds, nanos: 0 });
+
+const input: PipelineRunInput = {
+  pipeline: { name: 'demo', budgetUsd: 5, defaults: { model: 'opus' }, stages: [{ id: 'spec', prompt: 'a' }, { id: 'build', needs: ['spec'], prompt: 'b' }, { id: 'ship', needs: ['build'], prompt: 'c' }] },
+  baseDir: '/p',
+  pipelineFile: 'p.yaml',
+  inputs: { feature: 'x' },
+};
+const specResult = { status: 'completed', summary: 'ok', outputs: {}, artifacts: [], usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0.25, numTurns: 1, durationMs: 5, warnings: [], workspace: '/w/run-1', attempt: 2 } satisfies StageResult;
+
+type History = Parameters<typeof rebuildRunState>[0];
+
+const history: History = {
+  events: [
+    { eventId: 1, eventTime: at(0), workflowExecutionStartedEventAttributes: { input: payloads(input) } },
+    { eventId: 5, eventTime: at(1), activityTaskScheduledEventAttributes: { activityId: '1', input: payloads({ stage: { id: 'spec' }, round: 1 }) } },
+    { eventId: 6, eventTime: at(2), activityTaskStartedEventAttributes: { scheduledEventId: 5, attempt: 2 } },
+    { eventId: 7, eventTime: at(9), activityTaskCompletedEventAttributes: { scheduledEventId: 5, result: payloads(specResult) } },
+    { eventId: 11, eventTime: at(10), activityTaskScheduledEventAttributes: { activityId: '2', input: payloads({ stage: { id: 'build' }, round: 1 }) } },
+    { eventId: 12, eventTime: at(11), activityTaskStartedEventAttributes: { scheduledEventId: 11, attempt: 1 } },
+    {
+      eventId: 13,
+      eventTime: at(20),
+      activityTaskFailedEventAttributes: { scheduledEventId: 11, failure: { message: 'activity failed', cause: { message: 'the CLI crashed', applicationFailureInfo: { type: 'CLI_CRASHED' } } } },
+    },
+  ] as unknown as History['events'],
+};
+const description = (status: string) =>
+  ({ workflowId: 'run-1', type: 'pipelineWorkflow', status: { name: status }, startTime: new Date(T0 * 1000), closeTime: status === 'RUNNING' ? undefined : new Date((T0 + 21) * 1000) }) as unknown as WorkflowExecutionDescription;
+
+describe('rebuilding a run from its history', () => {
+  test('gives each stage its state, attempt, times, result and failure, as the status query would', () => {
+    const state = rebuildRunState(history, description('FAILED'));
+    expect(state).toMatchObject({ runId: 'run-1', pipeline: 'demo', status: 'failed', inputs: { feature: 'x' }, costUsd: 0.25, budgetUsd: 5, workspace: '/w/run-1', finishedAt: (T0 + 21) * 1000 });
+    expect(state.stages).toEqual([
+      { id: 'spec', status: 'completed', backend: 'claude-cli', model: 'opus', round: 1, attempt: 2, startedAt: (T0 + 1) * 1000, finishedAt: (T0 + 9) * 1000, result: specResult },
+      { id: 'build', status: 'failed', backend: 'claude-cli', model: 'opus', round: 1, attempt: 1, startedAt: (T0 + 10) * 1000, finishedAt: (T0 + 20) * 1000, error: { type: 'CLI_CRASHED', message: 'the CLI crashed' } },
+      { id: 'ship', status: 'skipped', backend: 'claude-cli', model: 'opus' },
+    ]);
+  });
+
+  test('leaves stages of an open run pending, and maps activities to their stage', () => {
+    const state = rebuildRunState({ events: history.events!.slice(0, 6) }, description('RUNNING'));
+    expect(state.status).toBe('running');
+    expect(state.stages.map((s) => s.status)).toEqual(['completed', 'running', 'pending']);
+    expect([...mapActivitiesToStages(history.events!)]).toEqual([['1', { stageId: 'spec', round: 1 }], ['2', { stageId: 'build', round: 1 }]]);
+  });
+});

@@ -1,0 +1,64 @@
+import { describe, expect, test } from 'vitest';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import type { StageResult } from '../../src/pipeline/stage-result.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+import { renderRunReport } from '../../src/workflows/run-report.js';
+import { RunTracker } from '../../src/workflows/run-tracker.js';
+
+const pipeline = parsePipeline(
+  ['name: p', 'stages:', '  - { id: a, prompt: x }', '  - { id: b, prompt: x, needs: [a] }', '  - { id: c, prompt: x, needs: [a] }', '  - { id: d, prompt: x }'].join('\n'),
+  'p.yaml',
+);
+const stages = pipeline.stages.map((s) => resolveStage(pipeline, s));
+const result = (summary: string, outputs: Record<string, unknown> = {}): StageResult => ({
+  status: 'completed', summary, outputs, artifacts: [{ path: 'out.md', bytes: 3, sha256: 'abc' }], usage: { inputTokens: 10, outputTokens: 5 },
+  costUsd: 0.25, numTurns: 1, durationMs: 1000, warnings: [], workspace: '/ws/run-1', attempt: 1,
+});
+
+describe('RunTracker', () => {
+  test('tracks stage states, what satisfies dependents, costs and the run status', () => {
+    const tracker = new RunTracker('run-1', 'p', { topic: 'x' }, stages, 1);
+    tracker.markRunning('a', 1);
+    tracker.recordCost('a', { usage: { inputTokens: 10, outputTokens: 5 }, costUsd: 0.25, attempts: 2, durationMs: 1500 });
+    tracker.markCompleted('a', result('did a', { passed: false }));
+    tracker.markRunning('b', 1);
+    tracker.markWaiting('b', { kind: 'answer', message: 'b asks', question: 'Which one?', commands: ['agent-pipeline answer run-1 --stage b "..."'], since: 0 });
+    tracker.markSkipped('c', 'condition is false', true);
+    tracker.markSkipped('d', 'it needs x, which failed', false);
+
+    expect(tracker.state.status).toBe('waiting');
+    expect(tracker.currentStageIds()).toEqual(['b']);
+    expect([tracker.isSatisfied('a'), tracker.isSatisfied('b'), tracker.isSatisfied('c'), tracker.isSatisfied('d')]).toEqual([true, false, true, false]);
+    expect(tracker.stage('a').totals).toEqual({ inputTokens: 10, outputTokens: 5, costUsd: 0.25, attempts: 2, durationMs: 1500 });
+    expect(tracker.state).toMatchObject({ costUsd: 0.25, budgetUsd: 1, workspace: '/ws/run-1' });
+    expect(tracker.templateStages()).toEqual({ a: { summary: 'did a', outputs: { passed: false }, artifacts: ['out.md'] } });
+    expect(tracker.conditionContext().stages).toEqual({
+      a: { status: 'completed', summary: 'did a', outputs: { passed: false } },
+      c: { status: 'skipped' },
+      d: { status: 'skipped' },
+    });
+
+    tracker.markResumed('b');
+    expect(tracker.state.status).toBe('running');
+    tracker.markPendingAgain('a');
+    expect(tracker.isStarted('a')).toBe(false);
+    expect(tracker.stage('a').result?.summary).toBe('did a');
+    expect(tracker.finish('failed', { type: 'X', message: 'boom' })).toMatchObject({ status: 'failed', error: { type: 'X' } });
+  });
+
+  test('renders a readable report with what the run waits for and the commands that move it on', () => {
+    const tracker = new RunTracker('run-1', 'p', {}, stages, 1);
+    tracker.markRunning('a', 2);
+    tracker.recordCost('a', { costUsd: 0.5, attempts: 1, durationMs: 10 });
+    tracker.markCompleted('a', result('did a'));
+    tracker.markRunning('b', 1);
+    tracker.markWaiting('b', { kind: 'permission', message: 'calls to Bash were denied', denials: [{ tool: 'Bash', input: { command: 'rm -rf /' } }], commands: ['agent-pipeline approve run-1 --stage b --allow Bash'], since: 0 });
+    const report = renderRunReport(tracker.state, Date.now());
+    expect(report).toContain('**p** · waiting · cost $0.5000 of $1.0000 budget');
+    expect(report).toContain('**Waiting** · stage `b` · calls to Bash were denied');
+    expect(report).toContain('- denied: `Bash` {"command":"rm -rf /"}');
+    expect(report).toContain('- `agent-pipeline approve run-1 --stage b --allow Bash`');
+    expect(report).toMatch(/\| a \| completed \| 2 \| 1 \| [^|]+ \| \$0\.5000 \|/);
+    expect(report).toContain('| b | waiting (permission) | 1 |');
+  });
+});
