@@ -4,6 +4,12 @@ import { Command, CommanderError } from 'commander';
 import { addCommands } from './cli/commands/index.js';
 import { exitCodeFor } from './cli/errors.js';
 
+// A reader that stops early (`agent-pipeline list | head`) closes the pipe: that is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw err;
+});
+
 const program = new Command('agent-pipeline')
   .description('Run multi-stage AI agent pipelines durably on Temporal')
   .showHelpAfterError()
