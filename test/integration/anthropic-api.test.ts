@@ -62,7 +62,7 @@ describe('the Anthropic API backend', () => {
     const result = await attempt.result;
 
     expect(result).toMatchObject({ status: 'completed', summary: 'Wrote notes.', outputs: { lines: 3 }, usage: { inputTokens: 1000, outputTokens: 200 }, numTurns: 1, warnings: [] });
-    expect(result.costUsd).toBeCloseTo((1000 * 1 + 200 * 5) / 1_000_000);
+    expect(result.costUsd).toBeCloseTo((1000 * 0.5 + 200 * 2.5) / 1_000_000);
     expect(result.sessionId).toMatch(/^api-/);
     expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe(REPORT('Wrote notes.'));
     expect(result.artifacts).toEqual([expect.objectContaining({ path: 'outputs/notes.md', bytes: Buffer.byteLength(REPORT('Wrote notes.')) })]);
@@ -121,7 +121,7 @@ describe('the Anthropic API backend', () => {
 
   it('caps the stage at what is left of the pipeline budget, and warns when the call cost more', async () => {
     const yaml = PIPELINE.replace('maxTokens: 500', 'maxTokens: 500\n    maxBudgetUsd: 2');
-    const { activities, input } = setUp(rule([{ text: REPORT('Pricey.'), usage: { input_tokens: 1_000_000, output_tokens: 10 } }]), { yaml });
+    const { activities, input } = setUp(rule([{ text: REPORT('Pricey.'), usage: { input_tokens: 2_000_000, output_tokens: 40 } }]), { yaml });
     const result = await startAttempt(activities, { ...input, budgetRemainingUsd: 0.5 }).result;
     expect(JSON.stringify(server.requests()[0].body)).toContain('Spend at most $0.50 on this stage.');
     expect(result.warnings).toEqual([expect.stringMatching(/^BUDGET_EXCEEDED: the call cost \$1\.0001, more than the stage's cap of \$0\.5000/)]);

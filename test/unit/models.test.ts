@@ -12,7 +12,7 @@ describe('the model catalogue', () => {
   });
 
   it('prices usage per million tokens, and gives null for a model with no price', () => {
-    expect(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1_000_000, outputTokens: 100_000 }, DEFAULT_MODELS)).toBeCloseTo(4.5);
+    expect(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1_000_000, outputTokens: 100_000 }, DEFAULT_MODELS)).toBeCloseTo(3);
     expect(computeCostUsd('claude-unknown', { inputTokens: 10, outputTokens: 10 }, DEFAULT_MODELS)).toBeNull();
   });
 

