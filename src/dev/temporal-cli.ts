@@ -1,10 +1,10 @@
-import { constants as fsConstants } from 'node:fs';
-import { access, chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import { findExecutable, isExecutableFile } from '../activities/backends/find-executable.js';
 
 /**
  * The Temporal CLI tag built from source when no binary is found. Later tags carry a `replace`
@@ -76,7 +76,7 @@ export async function findTemporalCli(options: FindTemporalCliOptions = {}): Pro
   }
   tried.push('TEMPORAL_CLI: not set');
 
-  const onPath = await findOnPath('temporal', env.PATH);
+  const onPath = await findExecutable('temporal', { PATH: env.PATH });
   if (onPath) {
     const problem = await checkTemporalCli(onPath);
     if (!problem) return onPath;
@@ -103,7 +103,7 @@ async function provisionTemporalCli(cached: string, env: NodeJS.ProcessEnv, opti
     // Another process may have provisioned it while we waited for the lock.
     if (!(await checkTemporalCli(cached))) return cached;
 
-    const go = await findOnPath('go', env.PATH);
+    const go = await findExecutable('go', { PATH: env.PATH });
     const goCommand = `go install ${TEMPORAL_CLI_GO_PACKAGE}@${TEMPORAL_CLI_GO_VERSION}`;
     if (go) {
       try {
@@ -201,24 +201,6 @@ async function checkTemporalCli(file: string): Promise<string | undefined> {
   if (result.failed) return `failed to run \`--version\`: ${result.shortMessage}`;
   if (!/^temporal version /m.test(result.stdout)) return `answered \`--version\` with ${JSON.stringify(result.stdout.slice(0, 80))}, not "temporal version ..."`;
   return undefined;
-}
-
-async function findOnPath(name: string, searchPath: string | undefined): Promise<string | undefined> {
-  for (const dir of (searchPath ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const candidate = path.resolve(dir, name);
-    if (await isExecutableFile(candidate)) return candidate;
-  }
-  return undefined;
-}
-
-async function isExecutableFile(file: string): Promise<boolean> {
-  try {
-    await access(file, fsConstants.X_OK);
-    return (await stat(file)).isFile();
-  } catch {
-    return false;
-  }
 }
 
 /** Takes an exclusive lock file holding our pid; waits while a live process holds it and clears one left by a dead process. */

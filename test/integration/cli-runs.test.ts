@@ -67,7 +67,7 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(result.exitCode, result.stderr).toBe(0);
     const out = result.stdout;
     expect(out).toMatch(new RegExp(`^══ ${basicRun} · stage write · round 1 · attempt 1 · .+attempt-1\\.jsonl$`, 'm'));
-    expect(out).toMatch(/^\[turn 1 · 1200 input tokens · input \$0\.0036\]$/m);
+    expect(out).toMatch(/^\[turn 1 · 1200 input tokens · input \$0\.0024\]$/m);
     expect(out).toContain('  Writing the note.\n  → Edit notes.md\n  ← ok: ');
     expect(out).toMatch(/^── done · 2 turns · \$\d+\.\d{4} · \S+$/m);
 

@@ -165,14 +165,14 @@ describe('people in the loop', () => {
   });
 
   test('a spent budget stops new stages; `approve --budget-usd` raises it, `reject` ends the run with the spend per stage', async () => {
-    const yaml = HEADER('pricey', 'budgetUsd: 0.4\n') + STAGE('first') + STAGE('second', '    needs: [first]\n');
+    const yaml = HEADER('pricey', 'budgetUsd: 0.2\n') + STAGE('first') + STAGE('second', '    needs: [first]\n');
     const raised = await start('pricey', yaml);
     const waiting = await waitForWaiting(raised, 'second', 'budget');
-    expect(stageOf(waiting, 'first').totals?.costUsd).toBeGreaterThan(0.4);
+    expect(stageOf(waiting, 'first').totals?.costUsd).toBeGreaterThan(0.2);
     // Search attributes follow the run, so `list` and the Web UI can filter on them.
     const attributes = (await raised.describe()).typedSearchAttributes;
     expect([attributes.get(RUN_STATUS_ATTRIBUTE), attributes.get(CURRENT_STAGES_ATTRIBUTE), attributes.get(PIPELINE_NAME_ATTRIBUTE)]).toEqual(['waiting', ['second'], 'pricey']);
-    expect(attributes.get(COST_USD_ATTRIBUTE)).toBeGreaterThan(0.4);
+    expect(attributes.get(COST_USD_ATTRIBUTE)).toBeGreaterThan(0.2);
     expect(stageOf(waiting, 'second').waitingFor?.commands[0]).toMatch(new RegExp(`^agent-pipeline approve ${raised.workflowId} --budget-usd \\d+$`));
     expect(await rejection(raised.executeUpdate(approveStageUpdate, { args: [{}] }))).toContain('the run is out of budget');
     expect(await rejection(raised.executeUpdate(approveStageUpdate, { args: [{ budgetUsd: 0.1 }] }))).toContain('must be more than what the run has spent');
@@ -188,9 +188,9 @@ describe('people in the loop', () => {
     await refused.executeUpdate(rejectStageUpdate, { args: [{ reason: 'too expensive' }] });
     const { state, error } = await end(refused);
     expect(failureType(error)).toBe('BUDGET_EXCEEDED');
-    expect(state.error?.message).toMatch(/^\[BUDGET_EXCEEDED\] the pipeline budget of \$0\.40 is spent \(\$0\.50\d+: first \$0\.50\d+\); rejected: too expensive/);
+    expect(state.error?.message).toMatch(/^\[BUDGET_EXCEEDED\] the pipeline budget of \$0\.20 is spent \(\$0\.25\d*: first \$0\.25\d*\); rejected: too expensive/);
 
-    const strict = await start('pricey', HEADER('pricey', 'budgetUsd: 0.4\nonBudgetExceeded: fail\n') + STAGE('first') + STAGE('second', '    needs: [first]\n'));
+    const strict = await start('pricey', HEADER('pricey', 'budgetUsd: 0.2\nonBudgetExceeded: fail\n') + STAGE('first') + STAGE('second', '    needs: [first]\n'));
     const failed = await end(strict);
     expect(failureType(failed.error)).toBe('BUDGET_EXCEEDED');
     expect(stageOf(failed.state, 'first').status).toBe('completed');

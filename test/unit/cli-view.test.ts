@@ -107,14 +107,14 @@ describe('the transcript formatter', () => {
     const out = [...lines, 'not json at all', ''].flatMap((line) => formatter.format(line));
     expect(out).toEqual([
       '── session s-1 · claude-cli · model claude-sonnet-5-5 · cwd /w/run-1',
-      '[turn 1 · 1000 input tokens · input $0.0030]',
+      '[turn 1 · 1000 input tokens · input $0.0020]',
       '  Writing it.',
       '  Now.',
       '  → Bash mkdir -p out && echo hi > out/a.txt',
       `  ← ok: ${'long output '.repeat(40).trim().slice(0, 159)}…`,
       '  ← error: permission denied',
       '! API error 529 overloaded; the CLI retries (1/2)',
-      '[turn 2 · 2000 in / 100 out tokens · $0.0025]',
+      '[turn 2 · 2000 in / 100 out tokens · $0.0013]',
       '  Done.',
       '── done · 2 turns · $0.0123 · 4.2s',
       'not json at all',

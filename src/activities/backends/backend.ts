@@ -1,5 +1,5 @@
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
-import type { TokenUsage } from '../../pipeline/stage-result.js';
+import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
 import type { StagePrompt } from '../prompt.js';
 import type { RunWorkspace } from '../workspace.js';
 
@@ -40,16 +40,12 @@ export interface BackendRequest {
   heartbeat(progress: AttemptProgress): void;
 }
 
-/** What a backend returns when the agent finished its turn; failures are thrown from the catalogue. */
-export interface BackendOutcome {
+/**
+ * What a backend returns when the agent finished its turn (the stage result's accounting fields);
+ * failures are thrown from the catalogue.
+ */
+export interface BackendOutcome
+  extends Pick<StageResult, 'sessionId' | 'usage' | 'costUsd' | 'numTurns' | 'durationMs' | 'warnings' | 'permissionDenials'> {
   /** The agent's final answer, where the output contract is read from. */
   text: string;
-  sessionId?: string;
-  usage: TokenUsage;
-  costUsd: number | null;
-  numTurns: number;
-  durationMs: number;
-  warnings: string[];
-  /** Tool calls the CLI denied (from the result's `permission_denials`). */
-  permissionDenials?: { tool: string; input: unknown }[];
 }

@@ -15,7 +15,8 @@ export async function findExecutable(command: string, env: NodeJS.ProcessEnv, cw
   return undefined;
 }
 
-async function isExecutableFile(file: string): Promise<boolean> {
+/** True for an existing regular file this process may execute. */
+export async function isExecutableFile(file: string): Promise<boolean> {
   try {
     await access(file, constants.X_OK);
     return (await stat(file)).isFile();

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
+import type { StageStatus } from '../../pipeline/run-state.js';
 import { loadModelCatalog } from '../../activities/backends/models.js';
 import { toFolderName } from '../../activities/workspace.js';
 import { loadConfig } from '../../config.js';
@@ -23,6 +24,7 @@ interface LogsOptions {
 
 /** How often `--follow` re-reads the run to learn whether the stage still runs. @unit milliseconds */
 const RUN_POLL_MS = 2_000;
+const FINISHED: ReadonlySet<StageStatus> = new Set(['completed', 'failed', 'skipped', 'cancelled']);
 
 async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOptions, signal: AbortSignal): Promise<number> {
   const { state } = await readRun(connected.client, runId);
@@ -32,21 +34,23 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
   const workspace = state.workspace ?? stage.result?.workspace ?? path.join(loadConfig().workspacesRoot, toFolderName(runId));
   const folder = stageFolder(workspace, opts.stage);
   let lastPoll = 0;
-  let running = stage.status === 'running';
-  const stageRunning = async (): Promise<boolean> => {
+  let status = stage.status;
+  const stageStatus = async (): Promise<StageStatus> => {
     if (Date.now() - lastPoll >= RUN_POLL_MS) {
       lastPoll = Date.now();
-      running = (await readRun(connected.client, runId)).state.stages.find((s) => s.id === opts.stage)?.status === 'running';
+      status = (await readRun(connected.client, runId)).state.stages.find((s) => s.id === opts.stage)?.status ?? status;
     }
-    return running;
+    return status;
   };
+  // A pending stage has yet to start and a waiting one may resume (an answer, a retry): only these are over.
+  const stageOver = async (): Promise<boolean> => FINISHED.has(await stageStatus());
   const wanted = async (): Promise<TranscriptFile[]> => (await listTranscripts(folder)).filter((t) => opts.attempt === undefined || t.attempt === opts.attempt);
 
   const printed = new Set<string>();
   while (!signal.aborted) {
     const pending = (await wanted()).filter((t) => !printed.has(t.file));
     if (pending.length === 0) {
-      if (!opts.follow || !(await stageRunning())) break;
+      if (!opts.follow || (await stageOver())) break;
       await sleep(RUN_POLL_MS / 4, undefined, { signal }).catch(() => {});
       continue;
     }
@@ -54,7 +58,7 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
       printed.add(transcript.file);
       // Only the newest transcript can still grow; it is over when a newer one appears or the stage stops running.
       const follow = Boolean(opts.follow) && i === pending.length - 1;
-      const isDone = async (): Promise<boolean> => (await wanted()).some((t) => !printed.has(t.file)) || !(await stageRunning());
+      const isDone = async (): Promise<boolean> => (await wanted()).some((t) => !printed.has(t.file)) || (await stageStatus()) !== 'running';
       printLine(`══ ${runId} · stage ${opts.stage} · round ${transcript.round} · attempt ${transcript.attempt} · ${transcript.file}`);
       const formatter = new TranscriptFormatter(loadModelCatalog(process.env));
       for await (const line of readLines(transcript.file, { follow, isDone, signal })) {
