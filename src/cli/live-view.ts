@@ -39,7 +39,8 @@ export class LiveView {
     for (const stage of state.stages) {
       const live = snapshot.live.get(stage.id);
       const attempt = live?.attempt ?? stage.attempt;
-      const key = `${stage.status}|${attempt ?? ''}|${stage.round ?? ''}`;
+      // Attempt 1 is not shown, so learning it (undefined -> 1) must not print the same line again.
+      const key = `${stage.status}|${attempt && attempt > 1 ? attempt : ''}|${stage.round ?? ''}`;
       if (this.seen.get(stage.id) === key || stage.status === 'pending') continue;
       this.seen.set(stage.id, key);
       const details = [
