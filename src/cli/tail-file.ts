@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -19,24 +20,33 @@ export async function* readLines(file: string, options: ReadLinesOptions): Async
   const handle = await open(file, 'r');
   try {
     const buffer = Buffer.alloc(64 * 1024);
+    // A character split across two reads must not turn into two replacement characters.
+    const decoder = new StringDecoder('utf8');
     let position = 0;
     let pending = '';
+    let finalPass = false;
     for (;;) {
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
       if (bytesRead > 0) {
         position += bytesRead;
-        const lines = (pending + buffer.toString('utf8', 0, bytesRead)).split('\n');
+        const lines = (pending + decoder.write(buffer.subarray(0, bytesRead))).split('\n');
         pending = lines.pop() ?? '';
         yield* lines;
         continue;
       }
-      if (!options.follow || options.signal?.aborted || (await options.isDone?.())) break;
+      if (!options.follow || options.signal?.aborted || finalPass) break;
+      if (await options.isDone?.()) {
+        // The writer finished while we were at the end: read once more for what it wrote meanwhile.
+        finalPass = true;
+        continue;
+      }
       try {
         await sleep(options.pollMs ?? 500, undefined, { signal: options.signal });
       } catch {
         break;
       }
     }
+    pending += decoder.end();
     if (pending) yield pending;
   } finally {
     await handle.close();

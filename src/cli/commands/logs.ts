@@ -58,7 +58,9 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
       printed.add(transcript.file);
       // Only the newest transcript can still grow; it is over when a newer one appears or the stage stops running.
       const follow = Boolean(opts.follow) && i === pending.length - 1;
-      const isDone = async (): Promise<boolean> => (await wanted()).some((t) => !printed.has(t.file)) || (await stageStatus()) !== 'running';
+      // The status may lag the file by a poll: a transcript that exists belongs to a stage that has started.
+      const isDone = async (): Promise<boolean> =>
+        (await wanted()).some((t) => !printed.has(t.file)) || !['pending', 'running'].includes(await stageStatus());
       printLine(`══ ${runId} · stage ${opts.stage} · round ${transcript.round} · attempt ${transcript.attempt} · ${transcript.file}`);
       const formatter = new TranscriptFormatter(loadModelCatalog(process.env));
       for await (const line of readLines(transcript.file, { follow, isDone, signal })) {
