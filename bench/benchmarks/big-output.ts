@@ -21,7 +21,7 @@ export async function benchBigOutput(stack: BenchStack, megabytes: number): Prom
   const streamedMb = round((repeat * UNIT.length) / 2 ** 20);
 
   stack.useScenario(INSTANT_REPORT_SCENARIO);
-  await stack.finish(await stack.startPipeline(await stack.writePipeline(linearPipeline({ name: 'bench-warm-up', stages: 1 })), queue));
+  await stack.expectCompleted(await stack.startPipeline(await stack.writePipeline(linearPipeline({ name: 'bench-warm-up', stages: 1 })), queue));
   stack.useScenario({ rules: [{ name: 'big', match: MARKER, turns: [{ text: UNIT, repeat }] }] });
   const file = await stack.writePipeline(linearPipeline({ name: 'bench-big-output', stages: 1, prompt: () => `${MARKER}: write a very long answer.`, defaults: { timeout: '15m' } }));
 

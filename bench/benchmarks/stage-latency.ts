@@ -110,7 +110,8 @@ export async function benchStageLatency(stack: BenchStack, runs: number): Promis
       },
       notes: [
         `Where the time goes (p50): scheduled → a worker starts the task ${round(median(pick('queueMs')))} ms; task start → agent spawned ${round(median(pick('beforeSpawnMs')))} ms ` +
-          `(workspace, baseline snapshot, prompt); agent exit → completed ${round(median(pick('afterExitMs')))} ms (artifacts, contract, completion RPC).`,
+          `(all the activity does before the agent runs: workspace, prompt, bookkeeping, the spawn); agent exit → completed ${round(median(pick('afterExitMs')))} ms ` +
+          '(clean-up, artifacts, the output contract, the completion RPC).',
         `Between stages (completed → next scheduled, one workflow task): p50 ${round(median(gapsMs))} ms; not part of a stage's latency, but part of the overhead ratio.`,
         'The wrapper\'s own bash start (a millisecond or two) counts as overhead here, so the figure errs high.',
       ],

@@ -82,7 +82,7 @@ export async function benchThroughput(stack: BenchStack, runs: number, bursts: n
     figures: {
       stagesPerS,
       peakRssMb,
-      idleRssMb: median(samples.map((s) => s.idleRssMb)),
+      idleRssMb: round(median(samples.map((s) => s.idleRssMb))),
       burstWallMs: samples.map((s) => round(s.wallMs)),
       runsPerBurst: runs,
       failedRuns: failed,

@@ -95,7 +95,7 @@ export async function benchWorkerStart(stack: BenchStack, reps: number, noBundle
     method:
       `\`node dist/worker.js\` with the prebuilt dist/workflow-bundle.js, ${reps} starts after a warm-up, each on a fresh task queue: ` +
       'spawn → the first workflow-task poll the server records (DescribeTaskQueue, the earliest poller lastAccessTime, sampled every 10 ms); also spawn → ' +
-      `the worker's "polling" log line, and spawn → the first task of a run already waiting. For comparison, ${noBundleReps} start(s) of a worker that bundles the workflows with webpack as it starts.`,
+      `the worker's "polling" log line, and spawn → the first task of a run already waiting. For comparison, ${noBundleReps === 1 ? 'one start' : `${noBundleReps} starts`} of a worker that bundles the workflows with webpack as it starts.`,
     repetitions: reps,
     headline: `${toPoll} ms to the first poll${noBundle === null ? '' : `; ${noBundle} ms when bundling at start`}`,
     goal: { text: '≤ 2 s', met: toPoll <= GOAL_MS },

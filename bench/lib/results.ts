@@ -1,5 +1,6 @@
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { writeFileAtomic } from '../../src/activities/workspace.js';
 
 /** A value in a benchmark's figures: numbers are in the unit their key names (`Ms`, `Mb`, `PerS`). */
 export type Figure = number | string | boolean | null | Figure[] | { [key: string]: Figure };
@@ -38,10 +39,12 @@ export interface BenchEnvironment {
   temporalSdkVersion: string;
   platform: string;
   gitCommit: string;
-  /** Nice value the benchmark and everything it started ran at (see BENCH_NICE in bench/README.md). */
+  /** Nice value the benchmark and everything it started ran at (see BENCH_NICE in the README's Performance section). */
   niceness: number;
   /** 1-minute load average when the run started and ended: other work on the machine skews figures. */
   loadAverage: { start: number; end: number };
+  /** Per cent of the last minute some task waited for a CPU (PSI), at start and end; null without /proc/pressure. */
+  cpuPressure: { start: number | null; end: number | null };
 }
 
 export interface BenchReport {
@@ -51,18 +54,6 @@ export interface BenchReport {
   command: string;
   environment: BenchEnvironment;
   benchmarks: BenchmarkResult[];
-}
-
-/** Writes `data` so that readers see the old file or the new one, never half of it. */
-async function writeAtomic(file: string, data: string): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  try {
-    await writeFile(temp, data);
-    await rename(temp, file);
-  } catch (err) {
-    await rm(temp, { force: true });
-    throw err;
-  }
 }
 
 function verdict(goal: BenchmarkResult['goal'], error?: string): string {
@@ -77,7 +68,8 @@ function renderSummary(report: BenchReport): string[] {
   return [
     `Measured ${report.generatedAt.slice(0, 16).replace('T', ' ')} UTC in ${Math.round(report.durationS)} s with \`${report.command}\`: ${env.cores} cores (${env.cpuModel}), ` +
       `${Math.round(env.memoryMb / 1024)} GiB, Node ${env.nodeVersion}, Claude Code ${env.claudeCliVersion}, Temporal CLI ${env.temporalCliVersion}, ` +
-      `SDK ${env.temporalSdkVersion}, commit ${env.gitCommit}. Load average ${env.loadAverage.start} at start, ${env.loadAverage.end} at end; nice ${env.niceness}.`,
+      `SDK ${env.temporalSdkVersion}, commit ${env.gitCommit}. Load average ${env.loadAverage.start} at start, ${env.loadAverage.end} at end; ` +
+      `CPU pressure ${env.cpuPressure.start ?? 'n/a'} % at start, ${env.cpuPressure.end ?? 'n/a'} % at end; nice ${env.niceness}.`,
     '',
     '| benchmark | result | goal | verdict | reps |',
     '| --- | --- | --- | --- | --- |',
@@ -107,8 +99,8 @@ export async function writeReport(report: BenchReport, dir: string, base: string
   await mkdir(dir, { recursive: true });
   const json = path.join(dir, `${base}.json`);
   const markdown = path.join(dir, `${base}.md`);
-  await writeAtomic(json, `${JSON.stringify(report, null, 2)}\n`);
-  await writeAtomic(markdown, renderMarkdown(report));
+  await writeFileAtomic(json, `${JSON.stringify(report, null, 2)}\n`);
+  await writeFileAtomic(markdown, renderMarkdown(report));
   return [json, markdown];
 }
 
@@ -121,7 +113,7 @@ export async function updateReadmeSummary(readme: string, report: BenchReport): 
   const start = text?.indexOf(TABLE_START) ?? -1;
   const end = text?.indexOf(TABLE_END) ?? -1;
   if (text === undefined || start < 0 || end < start) return false;
-  const summary = ['', ...renderSummary(report), ''].join('\n');
-  await writeAtomic(readme, `${text.slice(0, start + TABLE_START.length)}${summary}${text.slice(end)}`);
+  const summary = ['', ...renderSummary(report), '', ''].join('\n');
+  await writeFileAtomic(readme, `${text.slice(0, start + TABLE_START.length)}${summary}${text.slice(end)}`);
   return true;
 }

@@ -20,6 +20,14 @@ export const CLAUDE_BINARY = path.join(PROJECT_ROOT, 'node_modules', '.bin', 'cl
 /** The key agents send to the scripted model server, which checks none. */
 const API_KEY = 'sk-bench-scripted';
 
+/**
+ * This process's environment, with the project's state folder (where the Temporal CLI is cached) made explicit:
+ * the sources' default would point next to this compiled copy of them, under dist/bench.
+ */
+export function projectEnv(): NodeJS.ProcessEnv {
+  return { ...process.env, AGENT_PIPELINE_HOME: process.env.AGENT_PIPELINE_HOME ?? path.join(PROJECT_ROOT, '.agent-pipeline') };
+}
+
 /** A pipeline file as an object; written as YAML. */
 export type PipelineSpec = Record<string, unknown>;
 
@@ -42,9 +50,7 @@ export class BenchStack {
 
   static async start(log: (line: string) => void): Promise<BenchStack> {
     const scratch = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-bench-'));
-    // The CLI cache and state folder live in the project, not next to this compiled copy of the sources.
-    const env = { ...process.env, AGENT_PIPELINE_HOME: process.env.AGENT_PIPELINE_HOME ?? path.join(PROJECT_ROOT, '.agent-pipeline') };
-    const devServer = await startDevServer({ port: 'auto', headless: true, dbFile: null, logFile: path.join(scratch, 'temporal.log'), env, log });
+    const devServer = await startDevServer({ port: 'auto', headless: true, dbFile: null, logFile: path.join(scratch, 'temporal.log'), env: projectEnv(), log });
     const modelServer = await startModelServer({
       scenario: { rules: [] },
       log: () => {},
