@@ -1,6 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import type { RunState } from '../pipeline/run-state.js';
-import { getStatusQuery, PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
+import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
 
 export interface StartRunOptions {
@@ -43,9 +42,4 @@ export async function startRun(
     }
     throw err;
   }
-}
-
-/** Asks the workflow for the run's state (needs a worker; `readRun` in run-reader.ts falls back when none answers). */
-export async function queryRun(handle: WorkflowHandle): Promise<RunState> {
-  return handle.query(getStatusQuery);
 }

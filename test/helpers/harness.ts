@@ -1,7 +1,7 @@
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +29,10 @@ export interface Harness {
   worker?: Worker;
   /** Starts a run of a pipeline file and returns its handle. */
   start(file: string, inputs?: Record<string, string>, id?: string): Promise<WorkflowHandle>;
+  /** Writes `yaml` as `<name>.yaml` in a folder the harness owns (and removes on close); returns its path. */
+  writePipeline(name: string, yaml: string): Promise<string>;
+  /** Writes a pipeline file (see `writePipeline`) and starts a run of it. */
+  startYaml(name: string, yaml: string, id?: string): Promise<WorkflowHandle>;
   /** Waits for a run to end (completed or failed) and returns its final state. */
   finish(handle: WorkflowHandle): Promise<RunState>;
   close(): Promise<void>;
@@ -56,6 +60,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
   const address = inject('temporalAddress');
   const taskQueue = `test-${name}-${Math.random().toString(36).slice(2, 8)}`;
   const workspacesRoot = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-`));
+  const pipelinesDir = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-pipelines-`));
   const modelServer = await startModelServer({ scenario: options.scenario, log: () => {} });
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -79,7 +84,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
   }
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
-  return {
+  const harness: Harness = {
     client,
     taskQueue,
     workspacesRoot,
@@ -95,6 +100,14 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       );
       return handle;
     },
+    async writePipeline(pipelineName, yaml) {
+      const file = path.join(pipelinesDir, `${pipelineName}.yaml`);
+      await writeFile(file, yaml);
+      return file;
+    },
+    async startYaml(pipelineName, yaml, id) {
+      return harness.start(await harness.writePipeline(pipelineName, yaml), {}, id);
+    },
     async finish(handle) {
       try {
         await handle.result();
@@ -109,6 +122,8 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       await connection.close();
       await modelServer.close();
       await rm(workspacesRoot, { recursive: true, force: true });
+      await rm(pipelinesDir, { recursive: true, force: true });
     },
   };
+  return harness;
 }

@@ -1,6 +1,5 @@
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -45,19 +44,15 @@ const PIPELINE = (name: string, stage: string, extra = ''): string =>
 
 describe('cancellation and API errors', () => {
   let harness: Harness;
-  let dir: string;
   beforeAll(async () => {
     harness = await createHarness('fault-cancel', { scenario: { rules: RULES } });
-    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fault-cancel-'));
   });
   afterAll(async () => {
     await harness?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   test('cancelling mid-stage stops the agent, keeps its partial work and ends the run cancelled with a report', async () => {
-    const file = path.join(dir, 'cancelled.yaml');
-    await writeFile(file, PIPELINE('cancelled', 'write', '    retries: 0\n  - id: after\n    needs: [write]\n    prompt: Never runs.\n'));
+    const file = await harness.writePipeline('cancelled', PIPELINE('cancelled', 'write', '    retries: 0\n  - id: after\n    needs: [write]\n    prompt: Never runs.\n'));
     const handle = await harness.start(file);
     await waitForRequest(harness.modelServer, (r) => r.rule === 'cancel' && r.turn === 1, 90_000);
     const cancelled = await runCli(['cancel', handle.workflowId], harness.env);
@@ -82,8 +77,7 @@ describe('cancellation and API errors', () => {
   });
 
   test('a storm of 429s (with retry-after), 529s and 500s still ends in a completed run', async () => {
-    const file = path.join(dir, 'storm.yaml');
-    await writeFile(file, PIPELINE('storm', 'call', '    retries: 6\n'));
+    const file = await harness.writePipeline('storm', PIPELINE('storm', 'call', '    retries: 6\n'));
     const handle = await harness.start(file);
     const state = await harness.finish(handle);
     expectNoStageLeftRunning(state);

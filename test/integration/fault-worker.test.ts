@@ -1,6 +1,4 @@
 import { readFile } from 'node:fs/promises';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -39,18 +37,15 @@ const PIPELINE = (name: string, stages: string): string =>
 
 describe('a worker that dies', () => {
   let harness: Harness;
-  let dir: string;
   const workers: WorkerProcess[] = [];
   beforeAll(async () => {
     harness = await createHarness('fault-worker', { scenario: { rules: RULES }, worker: false });
-    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fault-worker-'));
   });
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.crash()));
   });
   afterAll(async () => {
     await harness?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
   const worker = (): WorkerProcess => {
     const started = startWorkerProcess(harness.env);
@@ -59,8 +54,7 @@ describe('a worker that dies', () => {
   };
 
   test('during a stage: another worker resumes the stage, and its files are neither lost nor duplicated', async () => {
-    const file = path.join(dir, 'crash.yaml');
-    await writeFile(file, PIPELINE('crash', '  - id: build\n    prompt: Log two steps.\n'));
+    const file = await harness.writePipeline('crash', PIPELINE('crash', '  - id: build\n    prompt: Log two steps.\n'));
     const first = worker();
     const handle = await harness.start(file);
     await waitForRequest(harness.modelServer, (r) => r.rule === 'crash' && r.turn === 1, 90_000);
@@ -82,8 +76,7 @@ describe('a worker that dies', () => {
   });
 
   test('during a wait for approval: the wait survives, and a new worker takes the decision', async () => {
-    const file = path.join(dir, 'gate.yaml');
-    await writeFile(file, PIPELINE('gate', '  - id: draft\n    prompt: Draft.\n    approval: true\n  - id: publish\n    needs: [draft]\n    prompt: Publish.\n'));
+    const file = await harness.writePipeline('gate', PIPELINE('gate', '  - id: draft\n    prompt: Draft.\n    approval: true\n  - id: publish\n    needs: [draft]\n    prompt: Publish.\n'));
     const first = worker();
     const handle = await harness.start(file);
     await waitForWaiting(handle, 'draft', 'approval');

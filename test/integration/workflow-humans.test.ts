@@ -1,8 +1,5 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
@@ -64,21 +61,13 @@ async function rejection(promise: Promise<unknown>): Promise<string> {
 
 describe('people in the loop', () => {
   let harness: Harness;
-  let dir: string;
   beforeAll(async () => {
     harness = await createHarness('humans', { scenario: { rules: RULES } });
-    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-humans-'));
   });
   afterAll(async () => {
     await harness?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  async function start(name: string, yaml: string, id?: string): Promise<WorkflowHandle> {
-    const file = path.join(dir, `${name}.yaml`);
-    await writeFile(file, yaml);
-    return harness.start(file, {}, id);
-  }
   async function end(handle: WorkflowHandle): Promise<{ state: RunState; error?: unknown }> {
     const error = await handle.result().then(() => undefined, (err: unknown) => err);
     const state = await harness.finish(handle);
@@ -88,7 +77,7 @@ describe('people in the loop', () => {
   const failureType = (error: unknown): string | undefined => ((error as WorkflowFailedError).cause as ApplicationFailure).type ?? undefined;
 
   test('a question makes the stage wait; a validated answer continues the same conversation', async () => {
-    const handle = await start('asks', HEADER('asks') + STAGE('plan') + STAGE('other', '    needs: [plan]\n'));
+    const handle = await harness.startYaml('asks', HEADER('asks') + STAGE('plan') + STAGE('other', '    needs: [plan]\n'));
     const waiting = await waitForWaiting(handle, 'plan', 'answer');
     expect(waiting.status).toBe('waiting');
     expect(stageOf(waiting, 'plan').waitingFor).toMatchObject({
@@ -118,7 +107,7 @@ describe('people in the loop', () => {
   });
 
   test('with onFailure: ask, a failed stage waits and `retry --feedback` continues its conversation', async () => {
-    const handle = await start('flaky', HEADER('flaky') + STAGE('build', '    onFailure: ask\n'));
+    const handle = await harness.startYaml('flaky', HEADER('flaky') + STAGE('build', '    onFailure: ask\n'));
     const waiting = await waitForWaiting(handle, 'build', 'failure');
     expect(stageOf(waiting, 'build').waitingFor?.message).toContain('compiler crashed');
     expect(await rejection(handle.executeUpdate(skipStageUpdate, { args: [{ stage: 'elsewhere' }] }))).toContain('unknown stage "elsewhere"');
@@ -130,7 +119,7 @@ describe('people in the loop', () => {
   });
 
   test('`skip` moves past a failed stage and its dependents run as if it had completed', async () => {
-    const handle = await start('skippable', HEADER('skippable') + STAGE('build', '    onFailure: ask\n') + STAGE('deploy', '    needs: [build]\n'));
+    const handle = await harness.startYaml('skippable', HEADER('skippable') + STAGE('build', '    onFailure: ask\n') + STAGE('deploy', '    needs: [build]\n'));
     await waitForWaiting(handle, 'build', 'failure');
     await handle.executeUpdate(skipStageUpdate, { args: [{ stage: 'build' }] });
     const { state } = await end(handle);
@@ -142,12 +131,12 @@ describe('people in the loop', () => {
 
   test('approval gates wait for approve or reject, and a timeout follows its policy', async () => {
     const yaml = HEADER('gated') + STAGE('draft', '    approval: true\n') + STAGE('publish', '    needs: [draft]\n');
-    const approved = await start('gated', yaml);
+    const approved = await harness.startYaml('gated', yaml);
     await waitForWaiting(approved, 'draft', 'approval');
     await approved.executeUpdate(approveStageUpdate, { args: [{ stage: 'draft' }] });
     expect((await end(approved)).state.status).toBe('completed');
 
-    const rejected = await start('gated', yaml);
+    const rejected = await harness.startYaml('gated', yaml);
     await waitForWaiting(rejected, 'draft', 'approval');
     expect(await rejection(rejected.executeUpdate(rejectStageUpdate, { args: [{ stage: 'draft', reason: '' }] }))).toContain('the reason is empty');
     await rejected.executeUpdate(rejectStageUpdate, { args: [{ reason: 'wrong tone' }] });
@@ -158,7 +147,7 @@ describe('people in the loop', () => {
       stages: [{ id: 'draft', status: 'failed', error: { message: '[REJECTED] a person rejected stage draft: wrong tone' } }, { id: 'publish', status: 'skipped' }],
     });
 
-    const timed = await start('gated', HEADER('gated') + STAGE('draft', '    approval: { timeout: 2s, onTimeout: approve }\n') + STAGE('publish', '    needs: [draft]\n'));
+    const timed = await harness.startYaml('gated', HEADER('gated') + STAGE('draft', '    approval: { timeout: 2s, onTimeout: approve }\n') + STAGE('publish', '    needs: [draft]\n'));
     const outcome = await end(timed);
     expect(outcome.state.status).toBe('completed');
     expect(outcome.state.warnings).toEqual(['stage draft was approved when its approval timed out (2s)']);
@@ -166,7 +155,7 @@ describe('people in the loop', () => {
 
   test('a spent budget stops new stages; `approve --budget-usd` raises it, `reject` ends the run with the spend per stage', async () => {
     const yaml = HEADER('pricey', 'budgetUsd: 0.2\n') + STAGE('first') + STAGE('second', '    needs: [first]\n');
-    const raised = await start('pricey', yaml);
+    const raised = await harness.startYaml('pricey', yaml);
     const waiting = await waitForWaiting(raised, 'second', 'budget');
     expect(stageOf(waiting, 'first').totals?.costUsd).toBeGreaterThan(0.2);
     // Search attributes follow the run, so `list` and the Web UI can filter on them.
@@ -183,14 +172,14 @@ describe('people in the loop', () => {
     // An empty keyword list is stored as no value.
     expect([after.get(RUN_STATUS_ATTRIBUTE), after.get(CURRENT_STAGES_ATTRIBUTE)]).toEqual(['completed', undefined]);
 
-    const refused = await start('pricey', yaml);
+    const refused = await harness.startYaml('pricey', yaml);
     await waitForWaiting(refused, 'second', 'budget');
     await refused.executeUpdate(rejectStageUpdate, { args: [{ reason: 'too expensive' }] });
     const { state, error } = await end(refused);
     expect(failureType(error)).toBe('BUDGET_EXCEEDED');
     expect(state.error?.message).toMatch(/^\[BUDGET_EXCEEDED\] the pipeline budget of \$0\.20 is spent \(\$0\.25\d*: first \$0\.25\d*\); rejected: too expensive/);
 
-    const strict = await start('pricey', HEADER('pricey', 'budgetUsd: 0.2\nonBudgetExceeded: fail\n') + STAGE('first') + STAGE('second', '    needs: [first]\n'));
+    const strict = await harness.startYaml('pricey', HEADER('pricey', 'budgetUsd: 0.2\nonBudgetExceeded: fail\n') + STAGE('first') + STAGE('second', '    needs: [first]\n'));
     const failed = await end(strict);
     expect(failureType(failed.error)).toBe('BUDGET_EXCEEDED');
     expect(stageOf(failed.state, 'first').status).toBe('completed');
@@ -198,7 +187,7 @@ describe('people in the loop', () => {
 
   test('at the review-round cap the run asks; more rounds run another review, `reject` fails the run', async () => {
     const yaml = HEADER('picky') + STAGE('write') + STAGE('review', '    needs: [write]\n    review: { of: write, maxRounds: 1 }\n');
-    const handle = await start('picky', yaml);
+    const handle = await harness.startYaml('picky', yaml);
     const capped = await waitForWaiting(handle, 'review', 'review_rounds');
     expect(stageOf(capped, 'review').waitingFor?.message).toContain('asked for rework after 1 of 1 review rounds (1 open findings)');
     await handle.executeUpdate(approveStageUpdate, { args: [{ rounds: 1 }] });
@@ -209,15 +198,15 @@ describe('people in the loop', () => {
     const { error } = await end(handle);
     expect(failureType(error)).toBe('REVIEW_REJECTED');
 
-    const lenient = await start('picky', HEADER('picky') + STAGE('write') + STAGE('review', '    needs: [write]\n    review: { of: write, maxRounds: 1, onMaxRounds: continue }\n'));
+    const lenient = await harness.startYaml('picky', HEADER('picky') + STAGE('write') + STAGE('review', '    needs: [write]\n    review: { of: write, maxRounds: 1, onMaxRounds: continue }\n'));
     const { state } = await end(lenient);
     expect(state.status).toBe('completed');
     expect(state.warnings?.[0]).toContain('continuing as configured (onMaxRounds: continue)');
   });
 
   test('a second start with the same id reports the running run instead of starting another', async () => {
-    const first = await start('gated-again', HEADER('gated') + STAGE('draft', '    approval: true\n'), `same-id-${Date.now()}`);
-    const file = path.join(dir, 'gated-again.yaml');
+    const file = await harness.writePipeline('gated-again', HEADER('gated') + STAGE('draft', '    approval: true\n'));
+    const first = await harness.start(file, {}, `same-id-${Date.now()}`);
     const { pipeline, baseDir } = await loadPipelineFile(file);
     const second = await startRun(harness.client, { pipeline, baseDir, pipelineFile: file, inputs: {} }, { taskQueue: harness.taskQueue, id: first.workflowId });
     expect(second.alreadyRunning).toBe(true);

@@ -1,8 +1,5 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
@@ -31,7 +28,6 @@ const STAGE = (id: string, extra = ''): string => `  - id: ${id}\n    prompt: Do
 
 describe('scheduling stages', () => {
   let harness: Harness;
-  let dir: string;
   const rules: NonNullable<ScenarioInput['rules']> = [
     rule('parallel', 'a', report('a'), 1_500),
     rule('parallel', 'b', report('b'), 1_500),
@@ -52,16 +48,13 @@ describe('scheduling stages', () => {
 
   beforeAll(async () => {
     harness = await createHarness('sched', { scenario: { rules } });
-    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-sched-'));
   });
   afterAll(async () => {
     await harness?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   async function run(name: string, yaml: string): Promise<{ handle: WorkflowHandle; state: Awaited<ReturnType<Harness['finish']>>; error?: unknown }> {
-    const file = path.join(dir, `${name}.yaml`);
-    await writeFile(file, yaml);
+    const file = await harness.writePipeline(name, yaml);
     const handle = await harness.start(file);
     const error = await handle.result().then(() => undefined, (err: unknown) => err);
     const state = await harness.finish(handle);

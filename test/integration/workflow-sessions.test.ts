@@ -1,7 +1,6 @@
-import type { WorkflowFailedError, WorkflowHandle } from '@temporalio/client';
+import type { WorkflowFailedError } from '@temporalio/client';
 import type { ApplicationFailure } from '@temporalio/common';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -42,24 +41,15 @@ const PIPELINE = (name: string, stage: string, extra = ''): string =>
 
 describe('continuing a claude-cli session', () => {
   let harness: Harness;
-  let dir: string;
   beforeAll(async () => {
     harness = await createHarness('sessions', { scenario: { rules: RULES } });
-    dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-sessions-'));
   });
   afterAll(async () => {
     await harness?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  async function start(name: string, yaml: string): Promise<WorkflowHandle> {
-    const file = path.join(dir, `${name}.yaml`);
-    await writeFile(file, yaml);
-    return harness.start(file);
-  }
-
   test('an answer resumes the same Claude session', async () => {
-    const handle = await start('question', PIPELINE('question', 'ask'));
+    const handle = await harness.startYaml('question', PIPELINE('question', 'ask'));
     const waiting = await waitForWaiting(handle, 'ask', 'answer');
     const sessionId = stageOf(waiting, 'ask').result?.sessionId;
     expect(sessionId).toBeTruthy();
@@ -73,7 +63,7 @@ describe('continuing a claude-cli session', () => {
   });
 
   test('denied tool calls wait for a person; `approve --allow` resumes the session with the tool allowed', async () => {
-    const handle = await start('denied', PIPELINE('denied', 'write', '    onPermissionDenied: ask'));
+    const handle = await harness.startYaml('denied', PIPELINE('denied', 'write', '    onPermissionDenied: ask'));
     const waiting = await waitForWaiting(handle, 'write', 'permission');
     const wait = stageOf(waiting, 'write').waitingFor!;
     expect(wait.denials).toEqual([{ tool: 'Bash', input: expect.objectContaining({ command: 'echo granted > note.txt' }) }]);
@@ -89,7 +79,7 @@ describe('continuing a claude-cli session', () => {
   });
 
   test('rejecting denied tool calls fails the stage', async () => {
-    const handle = await start('denied', PIPELINE('denied', 'write', '    onPermissionDenied: ask'));
+    const handle = await harness.startYaml('denied', PIPELINE('denied', 'write', '    onPermissionDenied: ask'));
     await waitForWaiting(handle, 'write', 'permission');
     await handle.executeUpdate(rejectStageUpdate, { args: [{ stage: 'write', reason: 'no shell for you' }] });
     const error = await handle.result().then(() => undefined, (e: unknown) => e as WorkflowFailedError);
