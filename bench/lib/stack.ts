@@ -94,6 +94,8 @@ export class BenchStack {
       workerScript: script,
       env: this.workerEnv(taskQueue, workspacesRoot, extra),
       logFile: path.join(this.scratch, `worker-${taskQueue}.log`),
+      // e.g. BENCH_WORKER_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/profiles' to see where a worker's CPU goes.
+      nodeArgs: process.env.BENCH_WORKER_NODE_ARGS?.split(/\s+/).filter(Boolean),
     });
     this.workers.add(worker);
     void worker.exited.then(() => this.workers.delete(worker));

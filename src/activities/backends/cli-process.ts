@@ -10,6 +10,8 @@ const SETPRIV = '/usr/bin/setpriv';
 const NEWLINE = Buffer.from('\n');
 /** Kept of the CLI's stderr, for failure details. @unit characters */
 const STDERR_TAIL = 4_000;
+/** Least time between two heartbeats prompted by partial-message deltas. @unit milliseconds */
+const DELTA_HEARTBEAT_GAP_MS = 1_000;
 
 /** One run of the `claude` process. */
 export interface CliProcessOptions {
@@ -95,7 +97,12 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
     stallTimer = setTimeout(() => stop('stalled'), o.reader.sawOutput ? o.stallTimeoutMs : o.firstOutputTimeoutMs);
   };
   armStallTimer();
-  const beat = setInterval(() => o.heartbeat(o.reader.progress()), o.heartbeatIntervalMs);
+  let lastBeatAt = 0;
+  const beat = (): void => {
+    lastBeatAt = Date.now();
+    o.heartbeat(o.reader.progress());
+  };
+  const beatTimer = setInterval(beat, o.heartbeatIntervalMs);
 
   const stderr = collectTail(child.stderr);
   const handle = async (piece: StdoutPiece): Promise<void> => {
@@ -117,7 +124,9 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
       result.truncatedAnswerBytes = Math.max(result.truncatedAnswerBytes, piece.bytes);
     }
     if (o.reader.read(event)) armStallTimer();
-    o.heartbeat(o.reader.progress());
+    // Deltas come by the hundred per answer and add nothing the next whole event does not carry; each heartbeat
+    // call converts its details to a payload, so they only prompt one now and then.
+    if (type !== 'stream_event' || Date.now() - lastBeatAt >= DELTA_HEARTBEAT_GAP_MS) beat();
   };
 
   let failure: unknown;
@@ -134,7 +143,7 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
     killGroup('SIGKILL');
   } finally {
     clearTimeout(stallTimer);
-    clearInterval(beat);
+    clearInterval(beatTimer);
     o.signal.removeEventListener('abort', onAbort);
   }
   const done = await child;

@@ -46,16 +46,25 @@ export async function findMarkedProcesses(name: string, value: string, match: Ma
 /** How long {@link killMarkedProcesses} keeps at it. @unit milliseconds */
 const KILL_TIMEOUT_MS = 5_000;
 
+/** What {@link killMarkedProcesses} did. */
+export interface KillReport {
+  /** Pids it sent SIGKILL. */
+  stopped: number[];
+  /** Marked processes still alive when it gave up (after {@link KILL_TIMEOUT_MS}); normally none. */
+  survivors: number[];
+}
+
 /**
  * Sends SIGKILL to every process marked `name=value` until none is left (a dying shell may still have
- * started a child), and waits for them to be gone. Returns the pids it stopped.
+ * started a child), and waits for them to be gone.
  */
-export async function killMarkedProcesses(name: string, value: string, match: MarkerMatch = 'exact'): Promise<number[]> {
+export async function killMarkedProcesses(name: string, value: string, match: MarkerMatch = 'exact'): Promise<KillReport> {
   const stopped = new Set<number>();
   const deadline = Date.now() + KILL_TIMEOUT_MS;
   for (;;) {
     const pids = (await findMarkedProcesses(name, value, match)).filter((pid) => !isZombie(pid));
-    if (pids.length === 0 || Date.now() > deadline) break;
+    if (pids.length === 0) return { stopped: [...stopped], survivors: [] };
+    if (Date.now() > deadline) return { stopped: [...stopped], survivors: pids };
     for (const pid of pids) {
       try {
         process.kill(pid, 'SIGKILL');
@@ -66,7 +75,6 @@ export async function killMarkedProcesses(name: string, value: string, match: Ma
     }
     await sleep(50);
   }
-  return [...stopped];
 }
 
 /** A killed process whose parent has not reaped it yet still shows in /proc, but does nothing; gone counts too. */
