@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { TokenUsage } from '../pipeline/stage-result.js';
 import { snapshotFiles, writeFileAtomic, type FileSnapshot } from './workspace.js';
 
 /** How an earlier attempt of the same stage execution failed. */
@@ -10,6 +11,9 @@ export interface AttemptFailure {
   message: string;
   /** The agent session the attempt used, so the next one can continue it. */
   sessionId?: string;
+  /** What the execution spent up to and including this attempt, from the failure's details. @unit US dollars */
+  costUsd?: number;
+  usage?: TokenUsage;
   /** @unit milliseconds since the epoch */
   at: number;
 }

@@ -5,9 +5,10 @@ import path from 'node:path';
 import { readAgentOutput } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import type { StageResult } from '../pipeline/stage-result.js';
+import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
-import { AttemptLog } from './attempt-log.js';
+import { AttemptLog, type AttemptFailure } from './attempt-log.js';
+import { addSpending, spentBefore, spentNothing, type Spending } from './attempt-spending.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
@@ -59,6 +60,7 @@ export function createRunStage(deps: RunStageDependencies) {
     const info = activityInfo();
     const stageId = input.stage.id;
     let log: AttemptLog | undefined;
+    let earlier = spentBefore();
     try {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
@@ -72,13 +74,15 @@ export function createRunStage(deps: RunStageDependencies) {
       const workspace = await openWorkspace(deps.workspacesRoot, input, context);
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
-      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log));
+      earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
+      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier));
     } catch (err) {
-      const failure = toFailure(err, stageId);
+      let failure = toFailure(err, stageId);
+      if (failure instanceof ApplicationFailure) failure = withEarlierSpending(failure, earlier);
       if (log && failure instanceof ApplicationFailure) {
         // The session lets the next attempt continue the conversation instead of starting over.
-        const sessionId = (failure.details?.[0] as { sessionId?: string } | undefined)?.sessionId;
-        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, at: Date.now() }).catch(() => undefined);
+        const { sessionId, costUsd, usage } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;
+        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, costUsd, usage, at: Date.now() }).catch(() => undefined);
       }
       throw failure;
     }
@@ -91,13 +95,18 @@ async function runAttempt(
   context: TemplateContext,
   workspace: RunWorkspace,
   log: AttemptLog,
+  earlier: Spending,
 ): Promise<StageResult> {
   const { attempt, heartbeatDetails } = activityInfo();
   const stageId = input.stage.id;
   if (input.budgetRemainingUsd !== undefined && input.budgetRemainingUsd <= 0) {
     throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the pipeline's budget is spent ($${input.budgetRemainingUsd.toFixed(2)} left) before the stage could start` });
   }
-  const maxBudgetUsd = minDefined(input.stage.maxBudgetUsd, input.budgetRemainingUsd);
+  const executionCap = minDefined(input.stage.maxBudgetUsd, input.budgetRemainingUsd);
+  const maxBudgetUsd = executionCap === undefined ? undefined : executionCap - earlier.costUsd;
+  if (executionCap !== undefined && maxBudgetUsd !== undefined && maxBudgetUsd <= 0) {
+    throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
+  }
   const baseline = await log.baseline(workspace.dir);
   const assembled = await assemblePrompt({
     stage: input.stage,
@@ -124,14 +133,13 @@ async function runAttempt(
     addDirs: resolveAddDirs(input.baseDir, stage),
     transcriptPath,
     signal: cancellationSignal(),
-    heartbeat: (progress) => heartbeat(progress),
+    heartbeat: (progress) => heartbeat(addSpending(progress, earlier)),
   });
   const collected = await collectArtifacts(workspace.dir, baseline);
   const common = {
     artifacts: collected.artifacts,
     sessionId: outcome.sessionId,
-    usage: outcome.usage,
-    costUsd: outcome.costUsd,
+    ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
     numTurns: outcome.numTurns,
     durationMs: outcome.durationMs,
     warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
@@ -217,6 +225,24 @@ function resolveAddDirs(baseDir: string, stage: ResolvedStage): string[] | undef
     }
     return full;
   });
+}
+
+/** `failure` with the earlier attempts' spending added to its details, where the workflow reads a failed stage's cost. */
+function withEarlierSpending(failure: ApplicationFailure, earlier: Spending): ApplicationFailure {
+  if (spentNothing(earlier)) return failure;
+  const [first, ...rest] = failure.details ?? [];
+  const own = first !== null && typeof first === 'object' ? (first as { costUsd?: number; usage?: TokenUsage }) : {};
+  const carried = ApplicationFailure.create({
+    type: failure.type ?? undefined,
+    message: failure.message,
+    nonRetryable: failure.nonRetryable ?? undefined,
+    nextRetryDelay: failure.nextRetryDelay,
+    category: failure.category ?? undefined,
+    cause: failure.cause,
+    details: [addSpending(own, earlier), ...rest],
+  });
+  carried.stack = failure.stack;
+  return carried;
 }
 
 function minDefined(...values: (number | undefined)[]): number | undefined {

@@ -10,7 +10,7 @@ export type RunStateSource = 'query' | 'result' | 'history';
 /** What a running stage attempt reported in its last heartbeat (the activity's `AttemptProgress`). */
 export interface LiveAttempt {
   attempt: number;
-  /** Cost of the attempt so far, from its last heartbeat. @unit US dollars */
+  /** Cost of the stage so far, earlier attempts included, from the last heartbeat. @unit US dollars */
   costUsd?: number;
   turns?: number;
   /** @unit milliseconds since the epoch */

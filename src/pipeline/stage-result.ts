@@ -8,8 +8,9 @@ export interface StageResult {
   outputs: Record<string, unknown>;
   artifacts: ArtifactRef[];
   sessionId?: string;
+  /** Of every attempt of this execution of the stage, not only the last (a retry carries the earlier ones on). */
   usage: TokenUsage;
-  /** `null` when the model's price is unknown. */
+  /** Like `usage`, all attempts; `null` when the model's price is unknown. */
   costUsd: number | null;
   numTurns: number;
   durationMs: number;

@@ -40,7 +40,7 @@ export interface StageFailure {
   type: string;
   message: string;
   cancelled: boolean;
-  /** From the failure details, or the last heartbeat of a timed-out attempt; cost of earlier, retried attempts is not visible here. @unit US dollars */
+  /** From the failure details, or the last heartbeat of a timed-out attempt; either counts every attempt of the execution. @unit US dollars */
   costUsd?: number;
   usage?: TokenUsage;
   sessionId?: string;

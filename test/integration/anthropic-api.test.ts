@@ -184,6 +184,47 @@ describe('the Anthropic API backend', () => {
     expect(retried).toContain('## Previous attempt\\nThe previous attempt did not succeed: [OVERLOADED]');
   });
 
+  describe('counts every attempt of the stage in its cost, as Temporal retries are invisible to the workflow', () => {
+    // What a killed attempt had spent by its last heartbeat, which Temporal hands to the retry.
+    const killed = { sessionId: 'msg_killed', turns: 3, costUsd: 0.25, usage: { inputTokens: 400_000, outputTokens: 20_000 }, lastEventAt: 1 };
+
+    it('a retry after a killed attempt adds its last heartbeat to the result and to its own heartbeats', async () => {
+      const { activities, input } = setUp(rule([{ text: REPORT('After the crash.'), usage: { input_tokens: 1000, output_tokens: 200 } }]));
+      const attempt = startAttempt(activities, input, { attempt: 2, heartbeatDetails: killed });
+      const result = await attempt.result;
+      expect(result.costUsd).toBeCloseTo(0.25 + 0.001, 6);
+      expect(result.usage).toEqual({ inputTokens: 401_000, outputTokens: 20_200 });
+      // Should this attempt die too, the next one starts from the running total.
+      expect(attempt.heartbeats.at(-1)?.costUsd).toBeCloseTo(0.251, 6);
+      expect(attempt.heartbeats.every((beat) => (beat.costUsd ?? 0) >= 0.25)).toBe(true);
+    });
+
+    it('an attempt that failed with a cost passes it on through the stage folder', async () => {
+      const { activities, input } = setUp(
+        rule([
+          { text: 'Done, but no report block.', usage: { input_tokens: 1000, output_tokens: 200 } },
+          { text: REPORT('Reported.'), usage: { input_tokens: 2000, output_tokens: 200 } },
+        ]),
+      );
+      const violation = await failureOf(startAttempt(activities, input).result);
+      expect(violation).toMatchObject({ type: 'OUTPUT_CONTRACT_VIOLATION', nonRetryable: false });
+      const result = await startAttempt(activities, input, { attempt: 2 }).result;
+      expect(result.status).toBe('completed');
+      expect(result.costUsd).toBeCloseTo(0.001 + 0.0015, 6);
+      expect(result.usage).toEqual({ inputTokens: 3000, outputTokens: 400 });
+    });
+
+    it('a failure reports the running total, and a retry whose earlier attempts spent the cap does not start', async () => {
+      const yaml = PIPELINE.replace('maxTokens: 500', 'maxTokens: 500\n    maxBudgetUsd: 0.2');
+      const { activities, input } = setUp(rule([{ text: REPORT('never') }]), { yaml });
+      const failure = await failureOf(startAttempt(activities, input, { attempt: 2, heartbeatDetails: killed }).result);
+      expect(failure).toMatchObject({ type: 'BUDGET_EXCEEDED', nonRetryable: true });
+      expect(failure.message).toContain("the stage's earlier attempts spent $0.25 of its $0.20 cap before attempt 2 could start");
+      expect(failure.details?.[0]).toMatchObject({ costUsd: 0.25, usage: killed.usage });
+      expect(server.requests()).toHaveLength(0);
+    });
+  });
+
   it('stops streaming when the activity is cancelled, keeping the partial answer in the transcript', async () => {
     const { activities, input, workspace } = setUp(rule([{ text: 'chunk '.repeat(40), chunks: 40, chunkDelayMs: 50 }]));
     const attempt = startAttempt(activities, input);

@@ -3,6 +3,8 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { readRun } from '../../src/cli/run-reader.js';
+import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
@@ -20,8 +22,9 @@ const RULES: Rule[] = [
     match: 'Pipeline: crash · Stage: build ·',
     turns: [
       { text: 'Step one.', tool: { name: 'Bash', input: { command: 'echo one >> log.txt', description: 'Log step one' } } },
-      // Streams for about five seconds: the worker is killed in the middle of it.
-      { text: 'Step two, slowly. '.repeat(20), chunks: 20, chunkDelayMs: 250, tool: { name: 'Bash', input: { command: 'echo two >> log.txt', description: 'Log step two' } } },
+      // Streams for about ten seconds: the worker is killed in the middle of it, once the server holds a heartbeat with
+      // the cost of step one (the SDK sends heartbeats at most every 0.8 × heartbeatTimeout, here 4 s).
+      { text: 'Step two, slowly. '.repeat(40), chunks: 40, chunkDelayMs: 250, tool: { name: 'Bash', input: { command: 'echo two >> log.txt', description: 'Log step two' } } },
       // After the crash the CLI resumes the session with a note that the attempt was interrupted (and an
       // "interrupted" assistant message, so the script continues here): finish what is missing, once.
       { text: 'Checking what is done.', tool: { name: 'Bash', input: { command: 'grep -qx two log.txt || echo two >> log.txt', description: 'Log step two if missing' } } },
@@ -58,6 +61,12 @@ describe('a worker that dies', () => {
     const first = worker();
     const handle = await harness.start(file);
     await waitForRequest(harness.modelServer, (r) => r.rule === 'crash' && r.turn === 1, 90_000);
+    const live = await waitFor(
+      async () => (await readRun(harness.client, handle.workflowId)).live.get('build'),
+      (attempt) => (attempt?.costUsd ?? 0) > 0,
+      'a heartbeat with the cost of step one',
+      30_000,
+    );
     await first.crash();
     worker();
 
@@ -73,6 +82,10 @@ describe('a worker that dies', () => {
     // The second attempt resumed the session: the model saw step one's tool result, and step one never ran again.
     const turns = harness.modelServer.requests().filter((r) => r.rule === 'crash').map((r) => r.turn);
     expect(turns.filter((t) => t === 0)).toHaveLength(1);
+    // The stage's cost counts the killed attempt too: what it had spent by its last heartbeat, plus the retry's own.
+    const transcript = await readFile(path.join(state.workspace!, build.result!.transcript!), 'utf8');
+    const retryCost = (JSON.parse(transcript.trim().split('\n').at(-1)!) as { type: string; total_cost_usd: number }).total_cost_usd;
+    expect(build.result!.costUsd).toBeCloseTo(live!.costUsd! + retryCost, 6);
   });
 
   test('during a wait for approval: the wait survives, and a new worker takes the decision', async () => {

@@ -1,0 +1,51 @@
+import type { TokenUsage } from '../pipeline/stage-result.js';
+
+/*
+ * Temporal retries an activity without the workflow seeing the attempts, so the workflow only learns the cost of
+ * the attempt that ended the execution. Each attempt therefore carries on what the earlier ones spent: its
+ * heartbeats, its result and its failure details all count every attempt of the execution so far.
+ */
+
+/** Cost and tokens of a stage execution's attempts. */
+export interface Spending {
+  /** @unit US dollars */
+  costUsd: number;
+  usage: TokenUsage;
+}
+
+/**
+ * What the earlier attempts spent, from any of their records (the previous attempt's last heartbeat, its recorded
+ * failure). Each is a lower bound of the same running total, and a killed attempt may have beaten after its last
+ * record or the other way round, so the larger figure wins.
+ */
+export function spentBefore(...records: unknown[]): Spending {
+  let costUsd = 0;
+  let inputTokens = 0;
+  let outputTokens = 0;
+  for (const record of records) {
+    if (record === null || typeof record !== 'object') continue;
+    const { costUsd: cost, usage } = record as { costUsd?: unknown; usage?: { inputTokens?: unknown; outputTokens?: unknown } };
+    if (typeof cost === 'number' && Number.isFinite(cost)) costUsd = Math.max(costUsd, cost);
+    if (typeof usage?.inputTokens === 'number') inputTokens = Math.max(inputTokens, usage.inputTokens);
+    if (typeof usage?.outputTokens === 'number') outputTokens = Math.max(outputTokens, usage.outputTokens);
+  }
+  return { costUsd, usage: { inputTokens, outputTokens } };
+}
+
+export function spentNothing(spending: Spending): boolean {
+  return spending.costUsd === 0 && spending.usage.inputTokens === 0 && spending.usage.outputTokens === 0;
+}
+
+/**
+ * `value` with the earlier attempts' spending added to its own. A cost of `null` (the model's price is unknown)
+ * stays unknown; a missing cost or usage becomes the earlier attempts' alone.
+ */
+export function addSpending<T extends { costUsd?: number | null; usage?: TokenUsage }>(value: T, earlier: Spending): T {
+  if (spentNothing(earlier)) return value;
+  const costUsd = value.costUsd === null ? null : (value.costUsd ?? 0) + earlier.costUsd;
+  const usage = {
+    inputTokens: (value.usage?.inputTokens ?? 0) + earlier.usage.inputTokens,
+    outputTokens: (value.usage?.outputTokens ?? 0) + earlier.usage.outputTokens,
+  };
+  return { ...value, costUsd, usage };
+}

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { addSpending, spentBefore } from '../../src/activities/attempt-spending.js';
+
+describe('spentBefore', () => {
+  it('is nothing without records, and ignores records that carry no figures', () => {
+    expect(spentBefore()).toEqual({ costUsd: 0, usage: { inputTokens: 0, outputTokens: 0 } });
+    expect(spentBefore(undefined, null, 'text', { costUsd: 'a lot' }, { costUsd: Number.NaN })).toEqual({ costUsd: 0, usage: { inputTokens: 0, outputTokens: 0 } });
+  });
+
+  it('takes the larger figure of records of the same running total', () => {
+    const heartbeat = { costUsd: 0.4, usage: { inputTokens: 900, outputTokens: 50 } };
+    const failure = { costUsd: 0.5, usage: { inputTokens: 800, outputTokens: 70 } };
+    expect(spentBefore(heartbeat, failure)).toEqual({ costUsd: 0.5, usage: { inputTokens: 900, outputTokens: 70 } });
+  });
+});
+
+describe('addSpending', () => {
+  const earlier = { costUsd: 0.25, usage: { inputTokens: 100, outputTokens: 10 } };
+
+  it('adds the earlier attempts to a value of its own', () => {
+    expect(addSpending({ costUsd: 0.5, usage: { inputTokens: 1, outputTokens: 2 }, turns: 3 }, earlier)).toEqual({
+      costUsd: 0.75,
+      usage: { inputTokens: 101, outputTokens: 12 },
+      turns: 3,
+    });
+  });
+
+  it('keeps an unknown cost unknown, and gives missing figures the earlier ones', () => {
+    expect(addSpending({ costUsd: null, usage: { inputTokens: 1, outputTokens: 2 } }, earlier).costUsd).toBeNull();
+    expect(addSpending({}, earlier)).toEqual(earlier);
+  });
+
+  it('returns the value itself when nothing was spent before', () => {
+    const value = { costUsd: 1 };
+    expect(addSpending(value, spentBefore())).toBe(value);
+  });
+});
