@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { TokenUsage } from '../pipeline/stage-result.js';
 import { snapshotFiles, writeFileAtomic, type FileSnapshot } from './workspace.js';
@@ -69,16 +69,17 @@ export class AttemptLog {
   }
 
   /**
-   * The files that existed before the execution's first attempt. Kept on disk so that a retried
-   * attempt still reports what an earlier, killed attempt wrote.
+   * The files that existed before the execution's first attempt, and when they were recorded. Kept on
+   * disk so that a retried attempt still reports what an earlier, killed attempt wrote.
    */
-  async baseline(workspaceDir: string): Promise<FileSnapshot> {
+  async baseline(workspaceDir: string): Promise<{ files: FileSnapshot; takenAtMs: number }> {
     const file = path.join(this.dir, 'baseline.json');
     const saved = await readJson<[string, { bytes: number; mtimeMs: number; link?: string }][]>(file);
-    if (Array.isArray(saved)) return new Map(saved);
-    const snapshot = await snapshotFiles(workspaceDir);
-    await writeFileAtomic(file, JSON.stringify([...snapshot]));
-    return snapshot;
+    if (Array.isArray(saved)) return { files: new Map(saved), takenAtMs: (await stat(file)).mtimeMs };
+    const takenAtMs = Date.now();
+    const files = await snapshotFiles(workspaceDir);
+    await writeFileAtomic(file, JSON.stringify([...files]));
+    return { files, takenAtMs };
   }
 }
 

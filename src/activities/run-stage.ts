@@ -5,12 +5,13 @@ import path from 'node:path';
 import { readAgentOutput } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
+import type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, spentNothing, type Spending } from './attempt-spending.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
+import { FileClaims } from './file-claims.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
@@ -108,6 +109,7 @@ async function runAttempt(
     throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
   }
   const baseline = await log.baseline(workspace.dir);
+  const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
     stage: input.stage,
     baseDir: input.baseDir,
@@ -132,12 +134,13 @@ async function runAttempt(
     mcpServers: input.pipeline.mcpServers,
     addDirs: resolveAddDirs(input.baseDir, stage),
     transcriptPath,
+    claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(progress, earlier)),
   });
-  const collected = await collectArtifacts(workspace.dir, baseline);
+  const collected = await collectArtifacts(workspace.dir, baseline.files);
   const common = {
-    artifacts: collected.artifacts,
+    artifacts: await withoutOtherStagesFiles(collected.artifacts, workspace, stageId, claims, baseline.takenAtMs),
     sessionId: outcome.sessionId,
     ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
     numTurns: outcome.numTurns,
@@ -225,6 +228,13 @@ function resolveAddDirs(baseDir: string, stage: ResolvedStage): string[] | undef
     }
     return full;
   });
+}
+
+/** `artifacts` less the files that only stages running alongside this one claimed (see file-claims.ts). */
+async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunWorkspace, stageId: string, claims: FileClaims, sinceMs: number): Promise<ArtifactRef[]> {
+  if (artifacts.length === 0) return artifacts;
+  const elsewhere = await FileClaims.ofOtherStages(path.dirname(workspace.stageDir(stageId)), stageId, sinceMs);
+  return artifacts.filter((artifact) => claims.has(artifact.path) || !elsewhere.has(artifact.path));
 }
 
 /** `failure` with the earlier attempts' spending added to its details, where the workflow reads a failed stage's cost. */

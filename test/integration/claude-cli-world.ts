@@ -77,6 +77,7 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
         transcriptPath: path.join(workspace.stageDir(stage.id), `attempt-${attempt}.jsonl`),
         signal: controller.signal,
         heartbeat: (progress) => heartbeats.push(progress),
+        claimFile: () => undefined,
         ...setup.request,
       };
       const outcome = runClaudeCli(request, { env: { ...env, ...setup.env }, killGraceMs: 2_000, ...setup.options });

@@ -14,6 +14,7 @@ function requestFor(stage: Partial<StageDefinition>, extra: Partial<BackendReque
     transcriptPath: '/w/t.jsonl',
     signal: new AbortController().signal,
     heartbeat: () => undefined,
+    claimFile: () => undefined,
     ...extra,
   } as BackendRequest;
 }

@@ -28,6 +28,19 @@ describe('CliEventReader', () => {
     expect(reader.progress()).toMatchObject({ costUsd: 0.5, turns: 3 });
   });
 
+  test('tells which files the agent\'s writing tool calls name, as the calls arrive', () => {
+    const written: string[] = [];
+    const reader = new CliEventReader('s', MODELS, (file) => written.push(file));
+    const call = (name: string, input: unknown) => ({ type: 'assistant', message: { id: 'm', model: 'claude-sonnet-x', content: [{ type: 'tool_use', name, input }] } });
+    reader.read(call('Write', { file_path: '/w/a.txt', content: 'x' }));
+    reader.read(call('Edit', { file_path: 'docs/b.md', old_string: '', new_string: 'y' }));
+    reader.read(call('NotebookEdit', { notebook_path: 'n.ipynb', new_source: '' }));
+    reader.read(call('Bash', { command: 'echo > c.txt' }));
+    reader.read(call('Read', { file_path: '/w/a.txt' }));
+    reader.read(call('Write', { content: 'no path' }));
+    expect(written).toEqual(['/w/a.txt', 'docs/b.md', 'n.ipynb']);
+  });
+
   test('counts text, tool calls and tool results as output, but not the CLI\'s own bookkeeping', () => {
     const reader = new CliEventReader('s', MODELS);
     expect(reader.read({ type: 'system', subtype: 'init', mcp_servers: [{ name: 'ok', status: 'connected' }, { name: 'bad', status: 'failed' }] })).toBe(false);

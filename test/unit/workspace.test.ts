@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AttemptLog } from '../../src/activities/attempt-log.js';
+import { FileClaims } from '../../src/activities/file-claims.js';
 import { readFileExcerpt } from '../../src/activities/file-excerpt.js';
 import { checkReportedPaths, isPathOutput } from '../../src/activities/reported-paths.js';
 import { stageCommitMessage } from '../../src/activities/stage-commit.js';
@@ -117,11 +118,14 @@ describe('the attempt log', () => {
   it('keeps the baseline of the first attempt, so a retry still reports what a killed attempt wrote', async () => {
     const ws = await openRunWorkspace(root, 'r');
     const log = await AttemptLog.open(path.join(ws.stageDir('s'), 'exec'));
-    await log.baseline(ws.dir);
+    const first = await log.baseline(ws.dir);
     await writeFile(path.join(ws.dir, 'killed-attempt.md'), 'partial');
     const retried = await AttemptLog.open(path.join(ws.stageDir('s'), 'exec'));
-    const { artifacts } = await collectArtifacts(ws.dir, await retried.baseline(ws.dir));
+    const again = await retried.baseline(ws.dir);
+    const { artifacts } = await collectArtifacts(ws.dir, again.files);
     expect(artifacts.map((a) => a.path)).toEqual(['killed-attempt.md']);
+    // The retry's window for other stages' claims still starts at the first attempt (file times may round).
+    expect(Math.abs(again.takenAtMs - first.takenAtMs)).toBeLessThan(1_000);
   });
 });
 
@@ -131,5 +135,38 @@ describe('stage commit messages', () => {
       'build: Added the greeter.\n\nAdded the greeter.\nWith tests.\n\nAgent-Pipeline-Run: run-1\nAgent-Pipeline-Stage: build (attempt 2)\n',
     );
     expect(stageCommitMessage('s', 'x'.repeat(100), 'r', 1).split('\n')[0]).toHaveLength(72);
+  });
+});
+
+describe('file claims of stages that share the run folder', () => {
+  it('records each file once, workspace-relative, and keeps them for the execution\'s next attempt', async () => {
+    const ws = await openRunWorkspace(root, 'claims');
+    const execution = path.join(ws.stageDir('a'), 'exec');
+    await mkdir(execution, { recursive: true });
+    const claims = new FileClaims(ws.dir, execution);
+    claims.add(path.join(ws.dir, 'src', 'a.ts'));
+    claims.add('src/a.ts');
+    claims.add('docs/../notes.md');
+    claims.add('/etc/passwd');
+    claims.add('../outside.txt');
+    const reopened = new FileClaims(ws.dir, execution);
+    expect(['src/a.ts', 'notes.md', 'etc/passwd', 'outside.txt'].map((p) => reopened.has(p))).toEqual([true, true, false, false]);
+    expect((await readFile(path.join(execution, 'claims.jsonl'), 'utf8')).trim().split('\n')).toHaveLength(2);
+  });
+
+  it('gives the files other stages claimed while this one ran, not its own nor older claims', async () => {
+    const ws = await openRunWorkspace(root, 'claims-others');
+    const claim = async (stage: string, execution: string, file: string): Promise<void> => {
+      const dir = path.join(ws.stageDir(stage), execution);
+      await mkdir(dir, { recursive: true });
+      new FileClaims(ws.dir, dir).add(file);
+    };
+    await claim('old', 'exec', 'old.txt');
+    await utimes(path.join(ws.stageDir('old'), 'exec', 'claims.jsonl'), new Date(1_000), new Date(1_000));
+    await claim('self', 'exec', 'mine.txt');
+    await claim('b', 'round-1', 'b1.txt');
+    await claim('b', 'round-2', 'b2.txt');
+    const stagesDir = path.dirname(ws.stageDir('self'));
+    expect([...(await FileClaims.ofOtherStages(stagesDir, 'self', 10_000))].sort()).toEqual(['b1.txt', 'b2.txt']);
   });
 });

@@ -136,6 +136,7 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   } else if (request.maxBudgetUsd !== undefined && costUsd > request.maxBudgetUsd) {
     warnings.push(`BUDGET_EXCEEDED: the call cost $${costUsd.toFixed(4)}, more than the stage's cap of $${request.maxBudgetUsd.toFixed(4)}`);
   }
+  request.claimFile(apiOutputPath(stage.id));
   // A model that echoes a key (it saw one in a file) must not write it into the workspace.
   await writeFileAtomic(path.join(request.workspace.dir, apiOutputPath(stage.id)), redactSecrets(text));
   await saveConversation(sessionsDir, {

@@ -35,6 +35,8 @@ export interface BackendRequest {
   addDirs?: string[];
   /** Where to keep the raw transcript of this attempt. */
   transcriptPath: string;
+  /** Call before the agent writes a file (absolute or workspace-relative), so that a stage running alongside does not report it. */
+  claimFile(file: string): void;
   /** Aborted when Temporal cancels the activity (run cancelled, heartbeat timeout, worker shutdown). */
   signal: AbortSignal;
   heartbeat(progress: AttemptProgress): void;

@@ -58,7 +58,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
   const session = await planSession(request);
-  const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env));
+  const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
   const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
   const started = Date.now();
   let run: CliProcessResult;

@@ -1,4 +1,5 @@
 import type { TokenUsage } from '../../pipeline/stage-result.js';
+import { fileWrittenBy } from '../file-claims.js';
 import type { AttemptProgress } from './backend.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from './models.js';
 
@@ -34,7 +35,7 @@ interface CliEvent {
   subtype?: string;
   session_id?: string;
   /** `assistant`: a finished content block of a model message (one event per block). */
-  message?: { id?: string; model?: string; usage?: ApiUsage; content?: { type: string; text?: string }[] };
+  message?: { id?: string; model?: string; usage?: ApiUsage; content?: { type: string; text?: string; name?: string; input?: unknown }[] };
   /** `stream_event` (with `--include-partial-messages`): the raw API stream event. */
   event?: { type?: string; message?: { id?: string; model?: string; usage?: ApiUsage }; usage?: ApiUsage };
   api_message_id?: string;
@@ -87,6 +88,8 @@ export class CliEventReader {
   constructor(
     sessionId: string,
     private readonly models: ModelCatalog,
+    /** Told the file of each writing tool call (Write, Edit...) as the call arrives, before the tool runs. */
+    private readonly onFileWrite: (file: string) => void = () => undefined,
   ) {
     this.sessionId = sessionId;
     this.lastOutputAt = Date.now();
@@ -176,6 +179,10 @@ export class CliEventReader {
     // API errors come as synthetic assistant messages: not the agent's output, and free.
     if (!message || message.model === '<synthetic>') return false;
     if (message.id) this.recordUsage(message.id, message.model, message.usage);
+    for (const block of message.content ?? []) {
+      const file = block.type === 'tool_use' ? fileWrittenBy(block.name, block.input) : undefined;
+      if (file) this.onFileWrite(file);
+    }
     const text = (message.content ?? []).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('');
     if (text) this.lastAssistantText = text;
     return true;
