@@ -58,6 +58,10 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     ...workflowSource,
     activities,
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentStages,
+    // Each waiting poll holds a stage slot. The SDK's default (as many polls as slots, up to 10) left no slot free, so
+    // the server could never hand the next stage back eagerly with the workflow task that schedules it; stages are
+    // minutes long, so two polls keep up with any arrival rate.
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: Math.min(2, settings.maxConcurrentStages) },
     maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
     // On SIGTERM running stages get this long to finish; then they are cancelled (the agent is stopped, partial work
     // stays in the shared workspace) and Temporal retries them on another worker, which resumes the agent's session.

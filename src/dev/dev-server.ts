@@ -135,6 +135,8 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   args.push('--log-level', 'warn', '--log-format', 'json');
   // Offline machines would otherwise log failed calls to Temporal's version-check service.
   args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
+  // The workflow task that schedules a stage brings its activity task back to the same worker: no poll round trip.
+  args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
   for (const key of attributes) args.push('--search-attribute', `${key.name}=${ATTRIBUTE_TYPES[key.type].flag}`);
 
   const logStart = (await stat(logFile).catch(() => undefined))?.size ?? 0;
