@@ -1,3 +1,4 @@
+import { ApplicationFailure } from '@temporalio/common';
 import type { TokenUsage } from '../pipeline/stage-result.js';
 
 /*
@@ -32,7 +33,7 @@ export function spentBefore(...records: unknown[]): Spending {
   return { costUsd, usage: { inputTokens, outputTokens } };
 }
 
-export function spentNothing(spending: Spending): boolean {
+function spentNothing(spending: Spending): boolean {
   return spending.costUsd === 0 && spending.usage.inputTokens === 0 && spending.usage.outputTokens === 0;
 }
 
@@ -48,4 +49,22 @@ export function addSpending<T extends { costUsd?: number | null; usage?: TokenUs
     outputTokens: (value.usage?.outputTokens ?? 0) + earlier.usage.outputTokens,
   };
   return { ...value, costUsd, usage };
+}
+
+/** `failure` with the earlier attempts' spending added to its details, where the workflow reads a failed stage's cost. */
+export function withEarlierSpending(failure: ApplicationFailure, earlier: Spending): ApplicationFailure {
+  if (spentNothing(earlier)) return failure;
+  const [first, ...rest] = failure.details ?? [];
+  const own = first !== null && typeof first === 'object' ? (first as { costUsd?: number; usage?: TokenUsage }) : {};
+  const carried = ApplicationFailure.create({
+    type: failure.type ?? undefined,
+    message: failure.message,
+    nonRetryable: failure.nonRetryable ?? undefined,
+    nextRetryDelay: failure.nextRetryDelay,
+    category: failure.category ?? undefined,
+    cause: failure.cause,
+    details: [addSpending(own, earlier), ...rest],
+  });
+  carried.stack = failure.stack;
+  return carried;
 }

@@ -5,10 +5,10 @@ import path from 'node:path';
 import { readAgentOutput } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
+import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
-import { addSpending, spentBefore, spentNothing, type Spending } from './attempt-spending.js';
+import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
@@ -235,24 +235,6 @@ async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunW
   if (artifacts.length === 0) return artifacts;
   const elsewhere = await FileClaims.ofOtherStages(path.dirname(workspace.stageDir(stageId)), stageId, sinceMs);
   return artifacts.filter((artifact) => claims.has(artifact.path) || !elsewhere.has(artifact.path));
-}
-
-/** `failure` with the earlier attempts' spending added to its details, where the workflow reads a failed stage's cost. */
-function withEarlierSpending(failure: ApplicationFailure, earlier: Spending): ApplicationFailure {
-  if (spentNothing(earlier)) return failure;
-  const [first, ...rest] = failure.details ?? [];
-  const own = first !== null && typeof first === 'object' ? (first as { costUsd?: number; usage?: TokenUsage }) : {};
-  const carried = ApplicationFailure.create({
-    type: failure.type ?? undefined,
-    message: failure.message,
-    nonRetryable: failure.nonRetryable ?? undefined,
-    nextRetryDelay: failure.nextRetryDelay,
-    category: failure.category ?? undefined,
-    cause: failure.cause,
-    details: [addSpending(own, earlier), ...rest],
-  });
-  carried.stack = failure.stack;
-  return carried;
 }
 
 function minDefined(...values: (number | undefined)[]): number | undefined {

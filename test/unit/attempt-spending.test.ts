@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { addSpending, spentBefore } from '../../src/activities/attempt-spending.js';
+import { ApplicationFailure } from '@temporalio/common';
+import { addSpending, spentBefore, withEarlierSpending } from '../../src/activities/attempt-spending.js';
 
 describe('spentBefore', () => {
   it('is nothing without records, and ignores records that carry no figures', () => {
@@ -33,5 +34,22 @@ describe('addSpending', () => {
   it('returns the value itself when nothing was spent before', () => {
     const value = { costUsd: 1 };
     expect(addSpending(value, spentBefore())).toBe(value);
+  });
+});
+
+describe('withEarlierSpending', () => {
+  const earlier = { costUsd: 0.25, usage: { inputTokens: 100, outputTokens: 10 } };
+
+  it('adds the earlier attempts to the details the workflow reads, keeping everything else of the failure', () => {
+    const failure = ApplicationFailure.create({ type: 'RATE_LIMITED', message: 'slow down', nextRetryDelay: 7_000, details: [{ costUsd: 0.5, sessionId: 's' }, 'more'] });
+    const carried = withEarlierSpending(failure, earlier);
+    expect(carried).toMatchObject({ type: 'RATE_LIMITED', message: 'slow down', nonRetryable: false, nextRetryDelay: 7_000 });
+    expect(carried.details).toEqual([{ costUsd: 0.75, sessionId: 's', usage: { inputTokens: 100, outputTokens: 10 } }, 'more']);
+  });
+
+  it('gives a failure without details the earlier spending, and leaves one alone when nothing was spent', () => {
+    const bare = ApplicationFailure.create({ type: 'CLI_CRASHED', message: 'gone', nonRetryable: true });
+    expect(withEarlierSpending(bare, earlier).details).toEqual([earlier]);
+    expect(withEarlierSpending(bare, spentBefore())).toBe(bare);
   });
 });
