@@ -104,9 +104,7 @@ describe('the Temporal Web UI', () => {
     await page.getByText('User Metadata', { exact: true }).first().click();
     await frameShowing(page, 'release-notes (version=2.1.0)');
     await frameShowing(page, 'Draft release notes and have a person approve them');
-    const details = await frameShowing(page, 'Publish these release notes?');
-    await details.getByText(`agent-pipeline approve ${handle.workflowId} --stage draft`).waitFor({ timeout: 10_000 });
-    await details.getByText('waiting (approval)').waitFor({ timeout: 10_000 });
+    await frameShowing(page, ['Publish these release notes?', `agent-pipeline approve ${handle.workflowId} --stage draft`, 'waiting (approval)']);
     await page.getByText('stage draft · anthropic-api · haiku').first().waitFor({ timeout: 10_000 });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
@@ -117,15 +115,21 @@ describe('the Temporal Web UI', () => {
   });
 });
 
-/** The frame (the UI renders summary and details markdown in frames) that shows `text`. */
-async function frameShowing(page: Page, text: string, timeoutMs = 30_000): Promise<Frame> {
+/**
+ * The frame (the UI renders summary and details markdown in frames) that shows every one of `texts`. Frames are
+ * looked up afresh on each try: the UI re-creates them as it refreshes the page, which a loaded machine makes
+ * likely between finding a frame and reading it.
+ */
+async function frameShowing(page: Page, texts: string | string[], timeoutMs = 30_000): Promise<Frame> {
+  const wanted = typeof texts === 'string' ? [texts] : texts;
+  const shows = async (frame: Frame, text: string): Promise<boolean> => (await frame.getByText(text).count().catch(() => 0)) > 0;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     for (const frame of page.frames()) {
-      if ((await frame.getByText(text).count().catch(() => 0)) > 0) return frame;
+      if ((await Promise.all(wanted.map((text) => shows(frame, text)))).every(Boolean)) return frame;
     }
     await page.waitForTimeout(250);
   }
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
-  throw new Error(`no frame of ${page.url()} shows "${text}" within ${timeoutMs} ms; the page is in ${SCREENSHOT}`);
+  throw new Error(`no frame of ${page.url()} shows all of ${JSON.stringify(wanted)} within ${timeoutMs} ms; the page is in ${SCREENSHOT}`);
 }
