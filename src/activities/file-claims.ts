@@ -1,7 +1,7 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { resolveInside } from './workspace.js';
+import { resolveInside, workspacePath } from './workspace.js';
 
 /*
  * Stages that run at the same time share the run folder, so a file one of them writes is new to the other's
@@ -41,7 +41,7 @@ export class FileClaims {
   add(file: string): void {
     const full = resolveInside(this.workspaceDir, file);
     if (!full) return;
-    const relative = path.relative(this.workspaceDir, full).split(path.sep).join('/');
+    const relative = workspacePath(this.workspaceDir, full);
     if (this.claimed.has(relative)) return;
     this.claimed.add(relative);
     // Synchronous, so the claim is on disk before the tool that writes the file runs; one small line per write call.

@@ -104,9 +104,12 @@ async function runAttempt(
     throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the pipeline's budget is spent ($${input.budgetRemainingUsd.toFixed(2)} left) before the stage could start` });
   }
   const executionCap = minDefined(input.stage.maxBudgetUsd, input.budgetRemainingUsd);
-  const maxBudgetUsd = executionCap === undefined ? undefined : executionCap - earlier.costUsd;
-  if (executionCap !== undefined && maxBudgetUsd !== undefined && maxBudgetUsd <= 0) {
-    throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
+  let maxBudgetUsd: number | undefined;
+  if (executionCap !== undefined) {
+    maxBudgetUsd = executionCap - earlier.costUsd;
+    if (maxBudgetUsd <= 0) {
+      throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
+    }
   }
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);

@@ -1,9 +1,8 @@
 import { stat } from 'node:fs/promises';
-import path from 'node:path';
 import type { StageInput } from '../pipeline/schema.js';
 import type { TemplateStage } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
-import { resolveExistingInside, resolveInside } from './workspace.js';
+import { resolveExistingInside, resolveInside, workspacePath } from './workspace.js';
 
 /** A file (or folder) a stage declared under `inputs:`, found in the workspace. */
 export interface StageInputFile {
@@ -30,7 +29,7 @@ export async function resolveStageInputs(
     const { path: declared, from } = typeof input === 'string' ? { path: input, from: undefined } : input;
     const file = resolveInside(workspaceDir, declared);
     if (!file) throw outsideWorkspace(stageId, declared, workspaceDir);
-    const relative = path.relative(workspaceDir, file).split(path.sep).join('/');
+    const relative = workspacePath(workspaceDir, file);
     const reporter = Object.entries(priorStages).find(([, s]) => s.artifacts.some((a) => a === relative || a.startsWith(`${relative}/`)))?.[0];
     const info = await stat(file).catch(() => undefined);
     if (!info) {

@@ -53,6 +53,11 @@ export function toFolderName(runId: string): string {
   return runId.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
+/** `full` as artifacts and claims name it: relative to the workspace `dir`, with `/` separators. */
+export function workspacePath(dir: string, full: string): string {
+  return path.relative(dir, full).split(path.sep).join('/');
+}
+
 /** Size and modification time of every file (or a symlink's target), keyed by workspace-relative path. */
 export type FileSnapshot = Map<string, { bytes: number; mtimeMs: number; link?: string }>;
 
@@ -68,7 +73,7 @@ export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
     }
     for (const entry of entries) {
       const full = path.join(folder, entry.name);
-      const key = path.relative(dir, full).split(path.sep).join('/');
+      const key = workspacePath(dir, full);
       if (entry.isDirectory()) {
         if (!IGNORED_DIRS.has(entry.name)) await walk(full);
       } else if (entry.isSymbolicLink()) {
