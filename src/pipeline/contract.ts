@@ -72,7 +72,7 @@ export function readAgentOutput(text: string): ContractReading {
   };
 }
 
-function readReport(block: FencedBlock): ContractReading {
+function readReport(block: FencedBlock): Exclude<ContractReading, { kind: 'needs_input' }> {
   let json: unknown;
   try {
     json = JSON.parse(block.body);
