@@ -87,7 +87,7 @@ describe('agent files', () => {
     const { spec } = stagesOf('name: p\nstages:\n  - id: spec\n    agent: agents/bad.md\n    prompt: x\n');
     const failure = await failureOf(() => assemblePrompt(options(spec)));
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
-    expect(failure.message).toMatch(/bad\.md has invalid frontmatter: backend/);
+    expect(failure.message).toMatch(/bad\.md has invalid frontmatter: backend: "telepathy" is not a backend; use claude-cli or anthropic-api/);
   });
 
   it('fill model, tools and backend only where the stage did not set them (stage > agent > defaults)', () => {
