@@ -64,3 +64,23 @@ describe('YAML the parser cannot read', () => {
     expect(() => parsePipeline(bomb, 'bomb.yaml')).toThrow(/^\[PIPELINE_INVALID\] bomb\.yaml is not a valid pipeline:\n {2}bomb\.yaml \(document\): the YAML cannot be read: .*alias/i);
   });
 });
+
+describe('paths that leave their folder', () => {
+  it('stage inputs outside the workspace and context files outside the pipeline folder are reported with their field', () => {
+    const yaml = [
+      'name: p',
+      'context: [docs/brief.md, ../shared/brief.md, /etc/passwd]',
+      'stages:',
+      '  - id: a',
+      '    prompt: hi',
+      '    inputs: [docs/spec.md, ./out/../notes.md, ../other-run/secret.txt, { path: /tmp/x, from: a }, "~/notes"]',
+    ].join('\n');
+    expect(problemsOf(yaml)).toEqual([
+      `context[1]: "../shared/brief.md" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it`,
+      `context[2]: "/etc/passwd" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it`,
+      `stages[0].inputs[2]: "../other-run/secret.txt" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
+      `stages[0].inputs[3].path: "/tmp/x" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
+      `stages[0].inputs[4]: "~/notes" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
+    ]);
+  });
+});

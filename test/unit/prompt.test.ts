@@ -186,8 +186,10 @@ describe('assemblePrompt', () => {
       expect(nobody.message).toContain('no earlier stage reported it');
     });
 
-    it('outside the workspace are rejected', async () => {
-      const failure = await failureOf(() => assemblePrompt(options(stagesOf(yaml('["../../etc/passwd"]')).build)));
+    it('outside the workspace are rejected, even when the pipeline was not checked by parsePipeline (which rejects them too)', async () => {
+      // A run started by another client reaches the worker without our checks: the worker keeps its own.
+      const stage = { ...stagesOf(yaml('[docs/spec.md]')).build, inputs: ['../../etc/passwd'] };
+      const failure = await failureOf(() => assemblePrompt(options(stage)));
       expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
       expect(failure.message).toContain('input ../../etc/passwd is outside the run\'s workspace');
     });
