@@ -40,7 +40,7 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
   const apiKey = env.ANTHROPIC_API_KEY;
   const activities = createActivities({
     workspacesRoot: config.workspacesRoot,
-    cli: { env },
+    cli: { env, killGraceMs: settings.killGraceMs },
     api: {
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
       client: apiKey ? new Anthropic({ apiKey, baseURL: env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 }) : undefined,

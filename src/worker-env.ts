@@ -15,6 +15,12 @@ export interface WorkerEnvOptions {
   shutdownGraceMs: number;
   /** After the grace time, how long cancelled stages get to stop before the worker exits anyway. @unit milliseconds @default 60s */
   shutdownForceAfterGraceMs: number;
+  /**
+   * Whenever an agent or its tools are stopped (cancelled, stalled, timed out, left by a dead worker or an earlier
+   * attempt): the time between SIGTERM and SIGKILL, for tools to release their locks. @unit milliseconds
+   * @default 5s (`AGENT_PIPELINE_KILL_GRACE`)
+   */
+  killGraceMs: number;
   /** A file the worker touches every few seconds while it polls, for container health checks (`AGENT_PIPELINE_HEALTH_FILE`). */
   healthFile?: string;
 }
@@ -40,6 +46,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     maxConcurrentWorkflowTasks: positiveInt(env, 'AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS', 40),
     shutdownGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_GRACE', '30s'),
     shutdownForceAfterGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_FORCE', '60s'),
+    killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
   };
 }

@@ -13,6 +13,7 @@ import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt-wa
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
+import { removeStaleIndexLock } from './git-index-lock.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
@@ -115,6 +116,8 @@ async function runAttempt(
       throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
     }
   }
+  // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
+  const staleLock = input.pipeline.workspace ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
@@ -153,7 +156,7 @@ async function runAttempt(
     numTurns: outcome.numTurns,
     durationMs: outcome.durationMs,
     // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
-    warnings: mergeWarnings(earlierWarnings, assembled.warnings, outcome.warnings, collected.warnings),
+    warnings: mergeWarnings(earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     transcript: path.relative(workspace.dir, transcriptPath),
     workspace: workspace.dir,

@@ -70,11 +70,18 @@ export function runHeader(state: RunState, now: number): string {
   return `Run ${state.runId} · ${state.pipeline} · ${state.status} · ${elapsed} · ${formatUsd(state.costUsd)}${budget}`;
 }
 
+/** A deadline as `2026-11-26 09:44:00 UTC`. */
+export function formatDeadline(at: number): string {
+  return `${new Date(at).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
 /** What the run waits for and how to move it on, ready to print. */
 export function waitLines(state: RunState): string[] {
   return listWaits(state).flatMap((wait) => [
     `⏸ ${wait.stage} waits for ${wait.kind.replace('_', ' ')}: ${wait.question ?? wait.message}`,
     ...(wait.denials ?? []).map((d) => `    denied: ${d.tool} ${summariseInput(d.input)}`),
+    // An absolute time: the live view prints these lines again only when they change.
+    ...(wait.timeoutAt === undefined ? [] : [`    deadline ${formatDeadline(wait.timeoutAt)}${wait.onTimeout ? `; then ${wait.onTimeout}` : ''}`]),
     ...wait.commands.map((command) => `    → ${command}`),
   ]);
 }

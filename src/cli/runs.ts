@@ -1,4 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
 
@@ -30,7 +31,7 @@ export async function startRun(
     const handle = await client.workflow.start(PIPELINE_WORKFLOW_TYPE, {
       workflowId,
       taskQueue: options.taskQueue,
-      args: [input],
+      args: [{ version: RUN_INPUT_VERSION, ...input }],
       staticSummary: runSummary(input),
       staticDetails: input.pipeline.description,
       typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary } from '@temporalio/client';
+import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
 import { runSummary } from './runs.js';
@@ -59,7 +60,7 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
       type: 'startWorkflow',
       workflowType: PIPELINE_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
-      args: [input],
+      args: [{ version: RUN_INPUT_VERSION, ...input }],
       // Temporal appends the scheduled time, so every run gets its own id: `<schedule id>-<time>`.
       workflowId: options.scheduleId,
       staticSummary: `${runSummary(input)} · schedule ${options.scheduleId}`,

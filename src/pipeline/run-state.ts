@@ -17,8 +17,10 @@ export interface WaitingFor {
   commands: string[];
   /** @unit milliseconds since the epoch */
   since: number;
-  /** When an unanswered wait times out (approval gates with `timeout`). @unit milliseconds since the epoch */
+  /** When an unanswered wait times out (approval gates and questions with `timeout`). @unit milliseconds since the epoch */
   timeoutAt?: number;
+  /** What happens at `timeoutAt`, in a few words (`the stage fails`). */
+  onTimeout?: string;
 }
 
 /** One stage as the status query reports it. */

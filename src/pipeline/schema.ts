@@ -35,6 +35,16 @@ export const mcpServerSchema = z.union([
   }),
 ]);
 
+/** How long a stage's question (`BLOCKED: ...` or a closing question) waits for an answer, and what then. */
+export const answerWaitSchema = z.strictObject({
+  /** How long to wait for a person's answer. */
+  timeout: durationSchema,
+  /** `fail` the stage (default), `skip` it (its dependents still run), or `continue` the agent's session with `note`. */
+  onTimeout: z.enum(['fail', 'skip', 'continue']).optional(),
+  /** What the agent is told when it must go on without an answer (`continue`). */
+  note: z.string().min(1).optional(),
+});
+
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
   backend: z.enum(BACKENDS).optional(),
@@ -63,6 +73,8 @@ const stageOptionsShape = {
   onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
   /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */
   onFailure: z.enum(['fail', 'ask']).optional(),
+  /** Bound the wait for an answer to the agent's question; without it the run waits indefinitely. */
+  answer: answerWaitSchema.optional(),
 };
 
 export const stageDefaultsSchema = z.strictObject(stageOptionsShape);

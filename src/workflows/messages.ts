@@ -10,12 +10,16 @@ export const PIPELINE_WORKFLOW_TYPE = 'pipelineWorkflow';
 
 /** What the client sends to start a run. Agent and prompt files are read by the worker from `baseDir`. */
 export interface PipelineRunInput {
+  /** The input's shape (`RUN_INPUT_VERSION` in src/pipeline/run-input.ts, which checks it); absent means 1. */
+  version?: number;
   pipeline: PipelineDefinition;
   /** Absolute folder of the pipeline file; agent, prompt and context paths resolve against it. */
   baseDir: string;
   /** The pipeline file as the user named it, for messages. */
   pipelineFile: string;
   inputs: Record<string, string>;
+  /** Backends besides the built-in ones the run may name (see `runInputSchema`). */
+  backends?: string[];
 }
 
 /** The run's full state: stages, attempts, costs, artifacts, what it waits for. */

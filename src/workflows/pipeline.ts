@@ -1,4 +1,5 @@
-import { allHandlersFinished, CancellationScope, condition, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, CancellationScope, condition, setHandler, workflowInfo } from '@temporalio/workflow';
+import { findRunInputProblems, formatRunInputProblems } from '../pipeline/run-input.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
   answerStageUpdate,
@@ -17,6 +18,12 @@ import { RunControls } from './run-controls.js';
  * move waiting stages on with updates (answer, approve, reject, retry, skip); `getStatus` reads the run.
  */
 export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunState> {
+  // Any client can start this workflow: a bad input fails the run at once, naming every problem. Thrown from the
+  // workflow function (not the task), an ApplicationFailure fails the run instead of retrying its task forever.
+  const problems = findRunInputProblems(input);
+  if (problems.length > 0) {
+    throw ApplicationFailure.create({ type: 'PIPELINE_INVALID', message: formatRunInputProblems(problems), nonRetryable: true, details: [{ problems }] });
+  }
   const run = new PipelineRun(input, workflowInfo().workflowId);
   const controls = new RunControls(run);
   // Every handler is registered before the first await: an update that arrives with the first task must find its handler.

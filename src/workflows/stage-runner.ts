@@ -12,6 +12,19 @@ import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
+type AnswerWait = NonNullable<ResolvedStage['answer']>;
+
+/** What the agent is told when its question timed out with `onTimeout: continue` and no `note`. */
+const DEFAULT_UNANSWERED_NOTE =
+  'Nobody answered your question in time. Go on without the answer: make the most reasonable assumption, say in your ' +
+  'summary which assumption you made, and finish the task.';
+
+/** How `status` says what a question's timeout will do. */
+const ANSWER_TIMEOUT_EFFECT: Record<NonNullable<AnswerWait['onTimeout']>, string> = {
+  fail: 'the stage fails',
+  skip: 'the stage is skipped',
+  continue: 'the agent goes on without an answer',
+};
 
 /** How one round of a stage ended. */
 export type StageOutcome =
@@ -138,12 +151,19 @@ export class StageRunner {
       return { kind: 'again', continuation: { kind: 'permission', sessionId, message } };
     }
     if (result.status === 'needs_input') {
-      const decision = await waits.waitFor(stage.id, {
-        kind: 'answer',
-        message: `stage ${stage.id} asks a question`,
-        question: result.question ?? result.summary,
-        commands: commandsFor('answer', runId, stage.id),
-      });
+      const bound = stage.answer;
+      const decision = await waits.waitFor(
+        stage.id,
+        {
+          kind: 'answer',
+          message: `stage ${stage.id} asks a question`,
+          question: result.question ?? result.summary,
+          commands: commandsFor('answer', runId, stage.id),
+          onTimeout: bound ? ANSWER_TIMEOUT_EFFECT[bound.onTimeout ?? 'fail'] : undefined,
+        },
+        bound ? toMilliseconds(bound.timeout) : undefined,
+      );
+      if (decision.kind === 'timeout' && bound) return this.unanswered(stage, bound, sessionId);
       if (decision.kind !== 'answer') return this.rejected(stage, decision);
       return { kind: 'again', continuation: { kind: 'answer', sessionId, message: decision.text } };
     }
@@ -167,7 +187,12 @@ export class StageRunner {
       const message = gate.message ?? (result ? `stage ${stage.id} completed: ${result.summary}` : `stage ${stage.id} needs a person's approval`);
       const decision = await this.ctx.waits.waitFor(
         stage.id,
-        { kind: 'approval', message, commands: commandsFor('approval', tracker.state.runId, stage.id) },
+        {
+          kind: 'approval',
+          message,
+          commands: commandsFor('approval', tracker.state.runId, stage.id),
+          onTimeout: gate.timeout === undefined ? undefined : gate.onTimeout === 'approve' ? 'the stage is approved' : 'the stage fails',
+        },
         gate.timeout === undefined ? undefined : toMilliseconds(gate.timeout),
       );
       if (decision.kind === 'timeout' && gate.onTimeout === 'approve') tracker.warn(`stage ${stage.id} was approved when its approval timed out (${gate.timeout})`);
@@ -177,6 +202,22 @@ export class StageRunner {
     }
     tracker.markCompleted(stage.id, result);
     return { kind: 'done', outcome: { kind: 'completed' } };
+  }
+
+  /** Nobody answered the agent's question in time: fail, skip, or let the agent go on with a note (`answer.onTimeout`). */
+  private unanswered(stage: ResolvedStage, bound: AnswerWait, sessionId: string | undefined): Step {
+    const { tracker } = this.ctx;
+    const onTimeout = bound.onTimeout ?? 'fail';
+    const what = `nobody answered the question of stage ${stage.id} within ${bound.timeout}`;
+    if (onTimeout === 'skip') {
+      tracker.markSkipped(stage.id, what, true);
+      return { kind: 'done', outcome: { kind: 'skipped' } };
+    }
+    if (onTimeout === 'continue') {
+      tracker.warn(`${what}; the agent went on without an answer`);
+      return { kind: 'again', continuation: { kind: 'answer', sessionId, message: bound.note ?? DEFAULT_UNANSWERED_NOTE } };
+    }
+    return this.failed(stage, { type: 'ANSWER_TIMED_OUT', message: `[ANSWER_TIMED_OUT] ${what}; answer sooner, or set the stage's \`answer.onTimeout\` to skip or continue` });
   }
 
   /** A failure for good: the run fails, unless `onFailure: ask` lets a person retry or skip the stage. */

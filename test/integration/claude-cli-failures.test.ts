@@ -112,4 +112,14 @@ describe('a failing CLI attempt', () => {
     process.kill(pid as number, 'SIGKILL');
     await expectFailure(attempt.outcome, 'CLI_CRASHED', false, /was killed by SIGKILL without a final result/);
   });
+
+  test('CLI_CRASHED details carry the tail of what the CLI wrote to stderr', async () => {
+    // The real CLI refuses a budget flag it cannot use (run-stage never sends one): it says why on stderr and exits
+    // without a result.
+    const attempt = await world.start({ task: 'Task: refused flags', request: { maxBudgetUsd: -1 } });
+    const failure = await expectFailure(attempt.outcome, 'CLI_CRASHED', false, /without a final result: .*--max-budget-usd must be a number greater than 0/);
+    const details = failure.details?.[0] as { stderrTail?: string; exitCode?: number };
+    expect(details.stderrTail).toMatch(/option '--max-budget-usd <amount>' argument '-1' is invalid/);
+    expect(details.exitCode).not.toBe(0);
+  });
 });

@@ -12,6 +12,8 @@ import { planSession } from './cli-session.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { loadModelCatalog, type ModelCatalog } from './models.js';
 import { workerMarkerValue } from './orphan-watchdog.js';
+import { STAGE_MARKER } from './process-sweep.js';
+import { DEFAULT_KILL_GRACE_MS } from './process-stop.js';
 import { StageGuard } from './stage-guard.js';
 import { TranscriptWriter } from './transcript-writer.js';
 
@@ -19,7 +21,10 @@ import { TranscriptWriter } from './transcript-writer.js';
 export interface ClaudeCliOptions {
   /** The environment the worker got; only an allow-list of it reaches the agent. */
   env: NodeJS.ProcessEnv;
-  /** Time between SIGTERM and SIGKILL when an attempt is cancelled or stalls. @unit milliseconds @default 10000 */
+  /**
+   * Time between SIGTERM and SIGKILL whenever the agent or its tools are stopped (cancelled, stalled, timed out, left
+   * over by an earlier attempt or a dead worker). @unit milliseconds @default 5000 (`AGENT_PIPELINE_KILL_GRACE`)
+   */
   killGraceMs?: number;
   /** Prices for the cost reported while the agent runs. @default `loadModelCatalog(env)` */
   models?: ModelCatalog;
@@ -45,8 +50,9 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   if (request.signal.aborted) throw request.signal.reason;
 
   const stageDir = workspace.stageDir(stage.id);
-  const guard = await StageGuard.claim(stageDir);
-  const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue() });
+  const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  const guard = await StageGuard.claim(stageDir, killGraceMs);
+  const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) });
   const mcpConfig = await writeMcpConfig({
     stageId: stage.id,
     pipelineServers: request.mcpServers,
@@ -73,7 +79,8 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       transcript,
       stallTimeoutMs: stage.stallTimeoutMs,
       firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
-      killGraceMs: options.killGraceMs ?? 10_000,
+      killGraceMs,
+      marker: { name: STAGE_MARKER, value: guard.marker },
       heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
       signal: request.signal,
       heartbeat: request.heartbeat,

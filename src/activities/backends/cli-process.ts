@@ -2,10 +2,14 @@ import { existsSync } from 'node:fs';
 import { execa } from 'execa';
 import type { AttemptProgress } from './backend.js';
 import type { CliEventReader } from './cli-events.js';
+import { stopMarkedProcesses, type StopReport } from './process-stop.js';
 import { StdoutLineSplitter, type StdoutPiece } from './stream-lines.js';
 import type { TranscriptWriter } from './transcript-writer.js';
 
-/** util-linux's setpriv lets the kernel kill the agent when the worker dies without cleaning up. */
+/**
+ * util-linux's setpriv lets the kernel stop the agent when the worker dies without cleaning up. TERM, not KILL, so
+ * that the CLI can end its tools; the worker's watchdog SIGKILLs whatever is left after the grace.
+ */
 const SETPRIV = '/usr/bin/setpriv';
 const NEWLINE = Buffer.from('\n');
 /** Kept of the CLI's stderr, for failure details. @unit characters */
@@ -29,6 +33,11 @@ export interface CliProcessOptions {
   firstOutputTimeoutMs: number;
   /** Between SIGTERM and SIGKILL when the agent is stopped. @unit milliseconds */
   killGraceMs: number;
+  /**
+   * The environment marker every process of this agent carries (`AGENT_PIPELINE_STAGE=<value>`): a stop reaches the
+   * Bash tools too, which run in sessions of their own, out of reach of the process group.
+   */
+  marker?: { name: string; value: string };
   /** Heartbeats also go out this often while the agent is quiet (a long tool run), so a live worker is never taken for dead. @unit milliseconds */
   heartbeatIntervalMs: number;
   signal: AbortSignal;
@@ -53,11 +62,11 @@ export interface CliProcessResult {
 
 /**
  * Runs `claude` in its own process group, streams stdout into the transcript and the event reader,
- * heartbeats, and stops the agent when it stalls or the attempt is cancelled: SIGTERM to the group,
- * SIGKILL after the grace period. Resolves when the process has exited.
+ * heartbeats, and stops the agent when it stalls or the attempt is cancelled: SIGTERM to the group and every
+ * marked process, SIGKILL after the grace period to what is left. Resolves when the process has exited.
  */
 export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
-  const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', '--', o.binary, ...o.args]] : [o.binary, o.args];
+  const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', o.binary, ...o.args]] : [o.binary, o.args];
   const child = execa(file, fileArgs, {
     cwd: o.cwd,
     input: o.stdin,
@@ -80,10 +89,13 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
       // Already gone.
     }
   };
+  let stopping: Promise<StopReport | undefined> | undefined;
   const stop = (why: 'cancelled' | 'stalled'): void => {
     if (result.stoppedFor) return;
     result.stoppedFor = why;
+    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace.
     killGroup('SIGTERM');
+    if (o.marker) stopping = stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs).catch(() => undefined);
     killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
   };
   const onAbort = (): void => stop('cancelled');
@@ -149,6 +161,8 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   const done = await child;
   exited = true;
   clearTimeout(killTimer);
+  // The tools get the rest of their grace, then SIGKILL, before the attempt reports how it ended.
+  await stopping;
   if (failure) throw failure;
   result.exitCode = done.exitCode;
   result.exitSignal = done.signal;

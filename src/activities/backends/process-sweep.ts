@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * Finds and stops processes by a marker variable in their environment. The CLI gets the markers and
  * every tool process it starts inherits them, even the Bash tools that run in their own session and
- * so escape a kill of the CLI's process group. Linux only (/proc); elsewhere nothing is found.
+ * so escape a kill of the CLI's process group. Linux only (/proc); elsewhere nothing is found. `process-stop.ts`
+ * stops what is found.
  */
 
 /** Set on each agent to `<stage bookkeeping folder>#<attempt token>`: which attempt of which stage of which run it works for. */
@@ -41,52 +41,4 @@ export async function findMarkedProcesses(name: string, value: string, match: Ma
     }
   }
   return found.sort((a, b) => a - b);
-}
-
-/** How long {@link killMarkedProcesses} keeps at it. @unit milliseconds */
-const KILL_TIMEOUT_MS = 5_000;
-
-/** What {@link killMarkedProcesses} did. */
-export interface KillReport {
-  /** Pids it sent SIGKILL. */
-  stopped: number[];
-  /** Marked processes still alive when it gave up (after {@link KILL_TIMEOUT_MS}); normally none. */
-  survivors: number[];
-}
-
-/**
- * Sends SIGKILL to every process marked `name=value` until none is left (a dying shell may still have
- * started a child), and waits for them to be gone.
- */
-export async function killMarkedProcesses(name: string, value: string, match: MarkerMatch = 'exact'): Promise<KillReport> {
-  const stopped = new Set<number>();
-  const deadline = Date.now() + KILL_TIMEOUT_MS;
-  for (;;) {
-    const pids = (await findMarkedProcesses(name, value, match)).filter((pid) => !isZombie(pid));
-    if (pids.length === 0) return { stopped: [...stopped], survivors: [] };
-    if (Date.now() > deadline) return { stopped: [...stopped], survivors: pids };
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGKILL');
-        stopped.add(pid);
-      } catch {
-        // Already gone.
-      }
-    }
-    await sleep(50);
-  }
-}
-
-/** A killed process whose parent has not reaped it yet still shows in /proc, but does nothing; gone counts too. */
-function isZombie(pid: number): boolean {
-  let stat: string;
-  try {
-    // Synchronous on purpose: called only for the few marked pids.
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return true;
-  }
-  // `pid (comm) S ...`: comm may hold spaces and parentheses; the state follows the last `)`.
-  const close = stat.lastIndexOf(')');
-  return stat.charAt(close + 2) === 'Z';
 }

@@ -4,7 +4,8 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { writeFileAtomic } from '../workspace.js';
-import { killMarkedProcesses, STAGE_MARKER } from './process-sweep.js';
+import { STAGE_MARKER } from './process-sweep.js';
+import { stopMarkedProcesses } from './process-stop.js';
 
 /*
  * One agent per stage at a time. Each attempt marks its agent `AGENT_PIPELINE_STAGE=<stage folder>#<attempt
@@ -35,12 +36,14 @@ export class StageGuard {
     readonly marker: string,
     /** What was found and stopped before the attempt, for the stage's warnings. */
     readonly warnings: string[],
+    /** Between SIGTERM and SIGKILL for what is stopped. @unit milliseconds */
+    private readonly graceMs: number,
   ) {}
 
   /** Stops earlier attempts' processes still working in the stage, so that the new attempt is the only one. */
-  static async claim(stageDir: string): Promise<StageGuard> {
+  static async claim(stageDir: string, graceMs: number): Promise<StageGuard> {
     await mkdir(stageDir, { recursive: true });
-    const guard = new StageGuard(stageDir, `${stageDir}#${randomUUID()}`, []);
+    const guard = new StageGuard(stageDir, `${stageDir}#${randomUUID()}`, [], graceMs);
     const lockFile = path.join(stageDir, LOCK_FILE);
     // Without a lock file no earlier attempt can have left anything here: an attempt writes it as soon as its agent
     // exists and removes it only once all its processes are gone. Skipping the /proc sweep then takes a few ms off
@@ -51,7 +54,8 @@ export class StageGuard {
       guard.warnings.push(`the lock of attempt ${lock.attempt} names pid ${lock.pid} on host ${lock.host}, which this worker cannot check; that worker stops it when its heartbeat fails`);
     }
     // The marker, not the lock's pid, decides what is killed: a pid alone may have been reused since.
-    const { stopped } = await killMarkedProcesses(STAGE_MARKER, `${stageDir}#`, 'prefix');
+    // SIGTERM first, so that a tool of the earlier attempt can release its locks before the new agent needs them.
+    const { stopped } = await stopMarkedProcesses(STAGE_MARKER, `${stageDir}#`, 'prefix', graceMs);
     if (stopped.length > 0) {
       const agent = lock && stopped.includes(lock.pid) ? `the agent of attempt ${lock.attempt} (pid ${lock.pid}) and ` : '';
       guard.warnings.push(`stopped ${agent}${stopped.length} process(es) an earlier attempt left running in this stage (pids ${stopped.join(', ')})`);
@@ -66,11 +70,12 @@ export class StageGuard {
   }
 
   /**
-   * Stops what this attempt left running and removes the lock if it is still this attempt's. A process that
-   * survived SIGKILL keeps the lock, so that the next attempt sweeps the stage again.
+   * Stops what this attempt left running (SIGTERM, grace, SIGKILL; nothing waits when nothing is left) and removes
+   * the lock if it is still this attempt's. A process that survived SIGKILL keeps the lock, so that the next attempt
+   * sweeps the stage again.
    */
   async release(): Promise<void> {
-    const { survivors } = await killMarkedProcesses(STAGE_MARKER, this.marker);
+    const { survivors } = await stopMarkedProcesses(STAGE_MARKER, this.marker, 'exact', this.graceMs);
     const file = path.join(this.stageDir, LOCK_FILE);
     if (survivors.length === 0 && (await readLock(file))?.marker === this.marker) await rm(file, { force: true });
   }

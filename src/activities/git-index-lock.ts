@@ -1,0 +1,84 @@
+import { readdirSync, readlinkSync, realpathSync } from 'node:fs';
+import { readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+
+/*
+ * git takes `.git/index.lock` (O_EXCL) for any command that writes the index, holds it open while it works, and
+ * removes it when done. A git killed outright (an agent's tool stopped with SIGKILL, a worker host that lost power)
+ * leaves the file behind, and every later git command in that worktree fails with "Unable to create
+ * '.../index.lock': File exists", including the stage commit. Before an attempt starts, a lock that no live
+ * process holds open is therefore removed, and the stage result says so.
+ */
+
+/** Where git keeps the index lock of the worktree at `dir`: `.git/index.lock`, or in the git dir a `.git` file names. */
+export async function indexLockPath(dir: string): Promise<string | undefined> {
+  const dotGit = path.join(dir, '.git');
+  let info;
+  try {
+    info = await stat(dotGit);
+  } catch {
+    return undefined;
+  }
+  if (info.isDirectory()) return path.join(dotGit, 'index.lock');
+  // A linked worktree: `.git` is a file `gitdir: <path>` (relative paths are relative to the worktree).
+  const match = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8').catch(() => ''));
+  return match ? path.join(path.resolve(dir, match[1]), 'index.lock') : undefined;
+}
+
+/** Pids of the processes that have `file` open, read from /proc (none found elsewhere, or for other users' processes). */
+export function processesHolding(file: string): number[] {
+  const holders: number[] = [];
+  const names = new Set([file]);
+  try {
+    names.add(realpathSync(file));
+  } catch {
+    // gone: then nobody holds it
+  }
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return holders;
+  }
+  for (const entry of entries) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    for (const fd of fds) {
+      try {
+        if (names.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) {
+          holders.push(pid);
+          break;
+        }
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return holders;
+}
+
+/**
+ * Removes the worktree's `index.lock` when no live process holds it open.
+ * @returns the warning for the stage result, or undefined when there was no stale lock
+ */
+export async function removeStaleIndexLock(dir: string): Promise<string | undefined> {
+  const lock = await indexLockPath(dir);
+  if (!lock) return undefined;
+  try {
+    await stat(lock);
+  } catch {
+    return undefined;
+  }
+  // Without /proc nobody can tell a live git from a dead one: leave the lock alone.
+  if (process.platform !== 'linux') return undefined;
+  const holders = processesHolding(lock);
+  if (holders.length > 0) return `git's ${lock} is held by pid ${holders.join(', ')}; it was left in place`;
+  await rm(lock, { force: true });
+  return `removed a stale ${lock} that no process held (left by a git command that was killed); git works again in the workspace`;
+}

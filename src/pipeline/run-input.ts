@@ -1,0 +1,106 @@
+import { z } from 'zod';
+import { formatPath } from './errors.js';
+import { findGraphProblems } from './graph.js';
+import { BACKENDS, pipelineSchema, type PipelineDefinition } from './schema.js';
+import { findSemanticProblems } from './semantic-checks.js';
+
+/*
+ * What starts a run, checked by the workflow itself at its first task. Our client validated the file, but Temporal's
+ * own CLI, another language's SDK or a library can start `pipelineWorkflow` with anything; a bad input must fail the
+ * run at once, naming the problems, not throw in the workflow task (retried forever: a run "running" for ever) nor
+ * fail a stage late in an activity. Pure and deterministic: the same input gives the same problems on every replay.
+ */
+
+/** The shape of the run input this code reads. A run input without `version` is read as this one. */
+export const RUN_INPUT_VERSION = 1;
+
+/**
+ * The run input, as the workflow receives it. Strict: a field this code does not know is a problem (a typo, or a
+ * client newer than the worker). A change that adds a field adds it here.
+ */
+export const runInputSchema = z.strictObject({
+  /** The shape of this input; absent in runs started before it existed, read as {@link RUN_INPUT_VERSION}. */
+  version: z.number().optional(),
+  pipeline: pipelineSchema,
+  /** Absolute folder of the pipeline file; agent, prompt and context paths resolve against it. */
+  baseDir: z.string().min(1),
+  /** The pipeline file as the user named it, for messages. */
+  pipelineFile: z.string().min(1),
+  inputs: z.record(z.string(), z.string()),
+  /**
+   * Backend names besides the built-in ones that the run may use (backends a worker registers). A client that knows
+   * the workers' backends lists them here; the workflow then accepts stages that name them.
+   */
+  backends: z.array(z.string().min(1)).optional(),
+});
+
+/** One thing wrong with a run input: where (`pipeline.stages[0].needs[0]`) and what. */
+export interface RunInputProblem {
+  path: string;
+  message: string;
+}
+
+/** Options of {@link findRunInputProblems}. */
+export interface RunInputCheckOptions {
+  /** Backend names accepted besides {@link BACKENDS} and the input's own `backends`. */
+  backends?: readonly string[];
+}
+
+/**
+ * Every problem of a run input: its version, the schema, the stage graph and the semantic checks `validate` runs
+ * (file checks aside: a workflow reads no files). An empty list means the workflow may run it.
+ */
+export function findRunInputProblems(input: unknown, options: RunInputCheckOptions = {}): RunInputProblem[] {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return [{ path: '', message: `the run input must be an object {version, pipeline, baseDir, pipelineFile, inputs}; got ${describe(input)}` }];
+  }
+  const version = (input as { version?: unknown }).version;
+  if (version !== undefined && version !== RUN_INPUT_VERSION) {
+    return [{ path: 'version', message: `unknown run input version ${JSON.stringify(version)}; this worker reads version ${RUN_INPUT_VERSION} (start the run with a client of the same release as the worker)` }];
+  }
+  const raw = input as { pipeline?: unknown; backends?: unknown };
+  const known = [...BACKENDS, ...(Array.isArray(raw.backends) ? raw.backends.filter((b) => typeof b === 'string') : []), ...(options.backends ?? [])];
+  const parsed = runInputSchema.safeParse(input, { reportInput: true });
+  if (!parsed.success) {
+    // The schema knows only the built-in backends; a name the input or the worker adds is accepted here instead.
+    const problems = parsed.error.issues.flatMap((issue) => {
+      if (!isBackendIssue(issue)) return [{ path: formatPath(issue.path), message: describeIssue(issue) }];
+      if (known.includes(issue.input as string)) return [];
+      return [{ path: formatPath(issue.path), message: `${describe(issue.input)} is not a backend; use ${known.join(' or ')}` }];
+    });
+    if (problems.length > 0) return problems;
+  }
+  const pipeline = (parsed.data?.pipeline ?? raw.pipeline) as PipelineDefinition;
+  const inPipeline = (problems: { path: PropertyKey[]; message: string }[]): RunInputProblem[] =>
+    problems.map((p) => ({ path: formatPath(['pipeline', ...p.path]), message: p.message }));
+  // Semantic checks walk the stage graph, so they run only once it is sound (as in `parsePipeline`).
+  const graph = inPipeline(findGraphProblems(pipeline.stages));
+  if (graph.length > 0) return graph;
+  return inPipeline(findSemanticProblems(pipeline));
+}
+
+/** A `backend` field (of a stage or the defaults) holding a name the schema does not list. */
+function isBackendIssue(issue: z.core.$ZodIssue): boolean {
+  return issue.code === 'invalid_value' && issue.path.at(-1) === 'backend' && typeof issue.input === 'string';
+}
+
+/** The message of a run that fails for its input: every problem, one a line. */
+export function formatRunInputProblems(problems: readonly RunInputProblem[]): string {
+  return (
+    `[PIPELINE_INVALID] the run input is not a valid pipeline run (was it started without \`agent-pipeline start\`? \`agent-pipeline validate FILE\` shows the same checks):\n` +
+    problems.map((p) => `  ${p.path || '(input)'}: ${p.message}`).join('\n')
+  );
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+  if (issue.code === 'invalid_value') return `${issue.message}; got ${describe(issue.input)}`;
+  if (issue.code === 'invalid_type') return issue.input === undefined ? `missing (expected ${issue.expected})` : `expected ${issue.expected}, got ${describe(issue.input)}`;
+  return issue.message;
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}

@@ -1,0 +1,146 @@
+import { execa, type ResultPromise } from 'execa';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { STAGE_MARKER } from '../../src/activities/backends/process-sweep.js';
+import { indexLockPath } from '../../src/activities/git-index-lock.js';
+import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+
+/*
+ * Issue 10 item 3: a worker killed with SIGKILL while its agent's Bash tool holds locks. The tool took a lock with an
+ * EXIT trap (as pyenv's shim lock is taken on every Bash call) and git's index.lock (as a git killed mid-write leaves
+ * it). The dead worker's watchdog sends SIGTERM first, so the trap runs and the first lock is gone; the stale
+ * index.lock, which no trap can release, is removed before the next attempt starts, with a warning. The next
+ * attempt's tool calls then find both locks free: no wait, and git works.
+ */
+
+const TASK = 'Task: hold locks and get killed';
+
+let harness: Harness;
+let scratch: string;
+let shimLock: string;
+let pipelineFile: string;
+const workers: ResultPromise[] = [];
+let workerOutput = '';
+
+const git = (cwd: string, ...args: string[]) => execa('git', ['-c', 'user.name=test', '-c', 'user.email=test@localhost', ...args], { cwd });
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-locks-'));
+  shimLock = path.join(scratch, 'shims.lock');
+  const repo = path.join(scratch, 'repo');
+  await mkdir(repo);
+  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
+  await writeFile(path.join(repo, 'README.md'), '# Project\n');
+  await git(repo, 'add', '.');
+  await git(repo, 'commit', '--quiet', '-m', 'initial');
+  // The check the next attempt runs: pyenv would wait 60 s on its lock; here a lock still there is named at once.
+  const check = `if [ -e "${shimLock}" ]; then echo SHIM-LOCK-STILL-THERE; else echo SHIM-LOCK-FREE; fi; git add -A && echo GIT-ADD-OK`;
+  harness = await createHarness('claude-cli-locks', {
+    worker: false,
+    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s' },
+    scenario: {
+      rules: [
+        {
+          name: 'locks',
+          match: TASK,
+          repeatLastTurn: true,
+          turns: [
+            { text: 'First step.', tool: { name: 'Bash', input: { command: 'echo one > first.txt' } } },
+            {
+              text: 'A long step holding locks.',
+              tool: {
+                name: 'Bash',
+                input: {
+                  command: `trap 'rm -f "${shimLock}"' EXIT; touch "${shimLock}"; touch "$(git rev-parse --git-path index.lock)"; echo holding; sleep 300`,
+                },
+              },
+            },
+            // Twice: the CLI's resumed conversation may count the interrupted turn as one or two assistant messages.
+            { text: 'Checking the locks.', tool: { name: 'Bash', input: { command: check } } },
+            { text: 'Checking the locks.', tool: { name: 'Bash', input: { command: check } } },
+            { text: `Resumed and finished.\n${REPORT}` },
+          ],
+        },
+      ],
+    },
+  });
+  pipelineFile = path.join(scratch, 'pipeline.yaml');
+  await writeFile(
+    pipelineFile,
+    [
+      'name: locks-test',
+      'workspace: { repo: repo }',
+      'defaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 5s, retries: 2, permissionMode: dontAsk }',
+      'stages:',
+      '  - id: build',
+      `    prompt: "${TASK}"`,
+      '    allowedTools: [Bash]',
+      '    commit: true',
+      '',
+    ].join('\n'),
+  );
+});
+
+afterAll(async () => {
+  for (const worker of workers) worker.kill('SIGKILL');
+  await Promise.all(workers.map((worker) => worker.catch(() => undefined)));
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+function startWorker(): ResultPromise {
+  const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: harness.env, extendEnv: false, reject: false, all: true });
+  worker.all?.on('data', (chunk: Buffer) => {
+    workerOutput = `${workerOutput}${chunk.toString()}`.slice(-4_000);
+  });
+  workers.push(worker);
+  return worker;
+}
+
+const agentProcesses = (): Promise<number[]> => processesWith(STAGE_MARKER, harness.workspacesRoot, 'prefix');
+
+describe('a worker killed while its agent holds locks', () => {
+  test('the tool releases its lock on SIGTERM, the stale index.lock is removed, and the retry finds both free', { timeout: 240_000 }, async () => {
+    const first = startWorker();
+    const handle = await harness.start(pipelineFile);
+    await waitFor(
+      async () => (await Promise.all((await agentProcesses()).map(commandLine))).some((c) => c.includes('sleep 300')),
+      Boolean,
+      'the agent to hold the locks in a Bash tool',
+      90_000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nworker output: ${workerOutput}`);
+    });
+    const worktree = path.join(harness.workspacesRoot, handle.workflowId);
+    const indexLock = (await indexLockPath(worktree)) as string;
+    await waitFor(() => existsSync(shimLock) && existsSync(indexLock), Boolean, 'both locks to be taken', 10_000);
+
+    first.kill('SIGKILL');
+    await first;
+    // The watchdog's SIGTERM lets the shell run its EXIT trap; SIGKILL would have left the lock behind.
+    await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 20_000);
+    expect(existsSync(shimLock)).toBe(false);
+    // Nothing can release git's lock but the next attempt.
+    expect(existsSync(indexLock)).toBe(true);
+
+    void startWorker();
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const stage = state.stages[0];
+    expect(stage).toMatchObject({ status: 'completed', attempt: 2 });
+    expect(stage.result?.warnings?.some((w) => w.includes('removed a stale') && w.includes('index.lock'))).toBe(true);
+    expect(stage.result?.commit).toMatch(/^[0-9a-f]{40}$/);
+    expect(existsSync(indexLock)).toBe(false);
+
+    // The tool output of the check, as the model got it in the next request.
+    const bodies = harness.modelServer.requests().filter((r) => r.rule === 'locks').map((r) => JSON.stringify(r.body));
+    // The tool's output (not the command, which names both words) as the model got it.
+    const seen = bodies.find((body) => /SHIM-LOCK-(FREE|STILL-THERE)\\n/.test(body));
+    expect(seen).toContain('SHIM-LOCK-FREE');
+    expect(seen).toContain('GIT-ADD-OK');
+  });
+});

@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { WORKER_MARKER } from '../../src/activities/backends/process-sweep.js';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+import { isGone, stopMarkedProcesses, stopProcessTree } from '../../src/activities/backends/process-stop.js';
+import { findMarkedProcesses } from '../../src/activities/backends/process-sweep.js';
+import { waitFor } from '../integration/claude-cli-world.js';
+
+/*
+ * Stopping real processes: SIGTERM first (a shell runs its EXIT trap and releases its lock), SIGKILL after the grace
+ * only for what ignores SIGTERM, and no wait at all when nothing is there to stop.
+ */
+
+const MARKER = 'AGENT_PIPELINE_TEST_STOP';
+let dir: string;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'process-stop-'));
+});
+afterAll(async () => {
+  for (const child of children) if (child.pid && !isGone(child.pid)) child.kill('SIGKILL');
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A shell in its own session (like a Bash tool of the CLI), marked `MARKER=value`. */
+function shell(script: string, value: string): ChildProcess {
+  const child = spawn('bash', ['-c', script], { detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, [MARKER]: value } });
+  children.push(child);
+  return child;
+}
+
+describe.runIf(process.platform === 'linux')('stopping processes gracefully', () => {
+  test('SIGTERM lets a tool run its EXIT trap and release its lock; nothing needs SIGKILL', async () => {
+    const lock = path.join(dir, 'shim.lock');
+    shell(`trap 'rm -f "${lock}"' EXIT; touch "${lock}"; sleep 300`, 'trap');
+    await waitFor(() => existsSync(lock), Boolean, 'the tool to take its lock', 10_000);
+    await waitFor(() => findMarkedProcesses(MARKER, 'trap'), (pids) => pids.length === 2, 'bash and its sleep', 10_000);
+    const report = await stopMarkedProcesses(MARKER, 'trap', 'exact', 10_000);
+    expect(existsSync(lock)).toBe(false);
+    expect(report.stopped.length).toBeGreaterThanOrEqual(2);
+    expect(report.killed).toEqual([]);
+    expect(report.survivors).toEqual([]);
+  });
+
+  test('what ignores SIGTERM gets SIGKILL once the grace is over', async () => {
+    // An ignored signal stays ignored across exec, so the sleeps ignore SIGTERM too.
+    const child = shell(`trap '' TERM; while :; do sleep 1; done`, 'stubborn');
+    await waitFor(() => findMarkedProcesses(MARKER, 'stubborn'), (pids) => pids.length >= 1, 'the stubborn shell', 10_000);
+    const report = await stopMarkedProcesses(MARKER, 'stubborn', 'exact', 300);
+    expect(report.killed).toContain(child.pid);
+    expect(report.survivors).toEqual([]);
+    expect(await findMarkedProcesses(MARKER, 'stubborn')).toEqual([]);
+  });
+
+  test('with nothing to stop, nothing is signalled', async () => {
+    const report = await stopMarkedProcesses(MARKER, 'nobody-has-this', 'exact', 60_000);
+    expect(report).toEqual({ stopped: [], killed: [], survivors: [] });
+  });
+
+  test('stopProcessTree stops a process and its descendants, even one in a session of its own', async () => {
+    const lock = path.join(dir, 'tree.lock');
+    const child = shell(`setsid bash -c 'trap "rm -f \\"${lock}\\"" EXIT; touch "${lock}"; sleep 300' & sleep 300`, 'tree');
+    await waitFor(() => existsSync(lock), Boolean, 'the grandchild to take its lock', 10_000);
+    const marked = await findMarkedProcesses(MARKER, 'tree');
+    expect(marked.length).toBeGreaterThanOrEqual(3);
+    const report = await stopProcessTree([child.pid as number], 10_000);
+    expect(existsSync(lock)).toBe(false);
+    expect(report.killed).toEqual([]);
+    expect(marked.filter((pid) => !isGone(pid))).toEqual([]);
+  });
+
+  test("a dead worker's watchdog sends SIGTERM first, so a tool out of the agent's reach still releases its lock", async () => {
+    // A stand-in worker: loads the watchdog (from dist/, as a worker does), starts a marked tool in a session of its
+    // own, prints the marker and waits. Killing it with SIGKILL leaves only the watchdog to stop the tool.
+    const lock = path.join(dir, 'watchdog.lock');
+    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'backends', 'orphan-watchdog.js');
+    const script = `
+      const { spawn } = require('node:child_process');
+      import(${JSON.stringify(watchdog)}).then((m) => {
+        const value = m.workerMarkerValue(10000);
+        spawn('bash', ['-c', 'trap "rm -f ${lock}" EXIT; touch "${lock}"; sleep 300'], {
+          detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, ${WORKER_MARKER}: value },
+        }).unref();
+        process.stdout.write(value + '\\n');
+        setInterval(() => {}, 1000);
+      });`;
+    const worker = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(worker);
+    let marker = '';
+    worker.stdout?.on('data', (chunk: Buffer) => (marker += chunk.toString()));
+    await waitFor(() => marker.includes('\n') && existsSync(lock), Boolean, 'the stand-in worker to start its tool', 20_000);
+    const value = marker.trim();
+    expect(await findMarkedProcesses(WORKER_MARKER, value)).not.toEqual([]);
+
+    worker.kill('SIGKILL');
+    await waitFor(() => findMarkedProcesses(WORKER_MARKER, value), (pids) => pids.length === 0, 'the watchdog to stop the tool', 20_000);
+    expect(existsSync(lock)).toBe(false);
+  });
+});
