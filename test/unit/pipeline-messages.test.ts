@@ -84,3 +84,11 @@ describe('paths that leave their folder', () => {
     ]);
   });
 });
+
+describe('a file that is not a pipeline at all', () => {
+  it('empty, or a list instead of a mapping, says so', () => {
+    expect(problemsOf('')).toEqual([': the file is empty; a pipeline needs at least `name` and `stages`']);
+    expect(problemsOf('# only a comment\n')).toEqual([': the file is empty; a pipeline needs at least `name` and `stages`']);
+    expect(problemsOf('- a\n- b\n')).toEqual([': a list is not an object']);
+  });
+});
