@@ -43,8 +43,8 @@ function isJsonBlock(block: FencedBlock): boolean {
 export function withoutReportBlock(text: string): string {
   const block = findReportBlock(text);
   if (!block) return text;
-  const rest = `${text.slice(0, block.start).trimEnd()}\n${text.slice(block.end).replace(/^\s*\n/, '')}`;
-  return rest.trim() === '' ? '' : `${rest.trimEnd()}\n`;
+  const parts = [text.slice(0, block.start).trimEnd(), text.slice(block.end).replace(/^\s*\n/, '').trimEnd()].filter((part) => part.trim() !== '');
+  return parts.length === 0 ? '' : `${parts.join('\n')}\n`;
 }
 
 /**

@@ -38,6 +38,14 @@ const ENUM_NOUNS: Record<string, string> = {
 
 const DURATION_HELP = 'use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0';
 
+/**
+ * The message for a value that is not one of `allowed`: `"gpt-cli" is not a backend; use claude-cli or
+ * anthropic-api`. Exported so a check with a list known only at run time (registered backends) says the same.
+ */
+export function describeUnknownChoice(field: string, value: unknown, allowed: readonly string[]): string {
+  return `${value === undefined ? 'the value' : show(value)} is not ${ENUM_NOUNS[field] ?? `a valid ${field || 'value'}`}; use ${orList(allowed)}`;
+}
+
 /** The issues of a failed `schema.safeParse(value, { reportInput: true })`, each with a message naming the bad value. */
 export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]): { path: PropertyKey[]; message: string }[] {
   return flattenUnions(schema, issues).map((issue) => ({ path: [...issue.path], message: describeIssue(schema, issue) }));
@@ -66,7 +74,7 @@ function describeIssue(schema: z.ZodType, issue: IssueLike): string {
   switch (issue.code) {
     case 'invalid_value':
       if (!issue.values) break;
-      return `${got ?? 'the value'} is not ${ENUM_NOUNS[field] ?? `a valid ${field || 'value'}`}; use ${orList(issue.values.map((v) => String(v)))}`;
+      return describeUnknownChoice(field, issue.input, issue.values.map((v) => String(v)));
     case 'too_small':
     case 'too_big':
       if (issue.origin === 'number') return `${got} is too ${issue.code === 'too_small' ? 'small' : 'large'}; use ${describeRange(schema, issue)}`;

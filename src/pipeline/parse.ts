@@ -26,6 +26,9 @@ export function parsePipeline(text: string, file: string): PipelineDefinition {
     // The yaml library refuses to expand an alias bomb ("billion laughs") and says so by throwing.
     throw new PipelineValidationError(file, [{ path: '', message: `the YAML cannot be read: ${(err as Error).message}` }]);
   }
+  if (data === null || data === undefined) {
+    throw new PipelineValidationError(file, [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }]);
+  }
   const parsed = pipelineSchema.safeParse(data, { reportInput: true });
   if (!parsed.success) {
     throw new PipelineValidationError(

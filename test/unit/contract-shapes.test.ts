@@ -162,3 +162,9 @@ describe('withoutReportBlock', () => {
     expect(withoutReportBlock('Just prose.')).toBe('Just prose.');
   });
 });
+
+describe('withoutReportBlock with the report first', () => {
+  it('keeps what follows it, without a leading blank line', () => {
+    expect(withoutReportBlock(`\`\`\`json\n${REPORT}\n\`\`\`\n\nNotes follow.\n`)).toBe('Notes follow.\n');
+  });
+});

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
+import { describeUnknownChoice } from '../../src/pipeline/issue-messages.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 
 /** The problems `parsePipeline` finds in `yaml`, as `path: message`. */
@@ -82,5 +83,20 @@ describe('paths that leave their folder', () => {
       `stages[0].inputs[3].path: "/tmp/x" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
       `stages[0].inputs[4]: "~/notes" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
     ]);
+  });
+});
+
+describe('a file that is not a pipeline at all', () => {
+  it('empty, or a list instead of a mapping, says so', () => {
+    expect(problemsOf('')).toEqual([': the file is empty; a pipeline needs at least `name` and `stages`']);
+    expect(problemsOf('# only a comment\n')).toEqual([': the file is empty; a pipeline needs at least `name` and `stages`']);
+    expect(problemsOf('- a\n- b\n')).toEqual([': a list is not an object']);
+  });
+});
+
+describe('describeUnknownChoice', () => {
+  it('builds the message from the list it is given, so a longer list of backends reads the same', () => {
+    expect(describeUnknownChoice('backend', 'gpt-cli', ['claude-cli', 'anthropic-api', 'my-backend'])).toBe('"gpt-cli" is not a backend; use claude-cli, anthropic-api or my-backend');
+    expect(describeUnknownChoice('colour', 7, ['red'])).toBe('7 is not a valid colour; use red');
   });
 });
