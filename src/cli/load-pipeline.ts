@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
+import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { UsageError } from './errors.js';
 
 /** Reads and validates a pipeline file. @throws UsageError or PipelineValidationError */
@@ -49,8 +50,22 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   return inputs;
 }
 
-/** Everything the workflow needs to run a pipeline file with the given `--input` flags. */
-export async function prepareRun(file: string, inputFlags: readonly string[]): Promise<PipelineRunInput> {
+/** How `prepareRun` treats the pipeline's files. */
+export interface PrepareRunOptions {
+  /** Leave the files out of the run: workers read them from the pipeline file's folder on their own host. @default false */
+  filesFromWorker?: boolean;
+  /** Bundle size cap. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
+  maxBundleBytes?: number;
+}
+
+/**
+ * Everything the workflow needs to run a pipeline file with the given `--input` flags: by default with the pipeline
+ * file and every file it references bundled into the run (see `bundle/create-run-bundle.ts`).
+ */
+export async function prepareRun(file: string, inputFlags: readonly string[], options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
   const { pipeline, baseDir } = await loadPipelineFile(file);
-  return { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, parseInputFlags(inputFlags)) };
+  const inputs = resolveInputs(pipeline, file, parseInputFlags(inputFlags));
+  if (options.filesFromWorker) return { pipeline, baseDir, pipelineFile: file, inputs };
+  const bundle = await createRunBundle(file, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
+  return { pipeline, baseDir, pipelineFile: file, inputs, bundle };
 }
