@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from './config.js';
+import { WORKFLOW_CODE_VERSION } from './workflows/code-version.js';
 
 /**
  * Worker Deployment Versioning (docs/deployment.md, "Deploys that never break a waiting run"): a worker started with
@@ -45,18 +46,18 @@ export function pinnedDeploymentOptions(version: DeploymentVersion): WorkerDeplo
 }
 
 /**
- * The package version plus the git commit of the checkout (`0.1.0+3f9c2ab1d4e5`); without git (a container image)
- * the hash of the workflow bundle stands in for the commit (`0.1.0+wf.1a2b3c4d5e6f`), since that is the code a pinned
- * run depends on; failing both, the version alone.
+ * The package version, the workflow code version and the git commit of the checkout (`0.1.0+wf1.3f9c2ab1d4e5`);
+ * without git (a container image) the hash of the workflow bundle stands in for the commit (`0.1.0+wf1.b1a2b3c4d5e6`),
+ * since that is the code a pinned run depends on; failing both, no suffix. A bump of WORKFLOW_CODE_VERSION (a change
+ * that breaks runs in flight) always gives a new build id, even from the same commit of a dirty checkout.
  */
 export function defaultBuildId(workflowBundle?: string): string {
   const { version } = JSON.parse(readFileSync(`${PACKAGE_ROOT}package.json`, 'utf8')) as { version: string };
+  const prefix = `${version}+wf${WORKFLOW_CODE_VERSION}`;
   const commit = gitCommit();
-  if (commit) return `${version}+${commit}`;
-  if (workflowBundle && existsSync(workflowBundle)) {
-    return `${version}+wf.${createHash('sha256').update(readFileSync(workflowBundle)).digest('hex').slice(0, 12)}`;
-  }
-  return version;
+  if (commit) return `${prefix}.${commit}`;
+  if (workflowBundle && existsSync(workflowBundle)) return `${prefix}.b${createHash('sha256').update(readFileSync(workflowBundle)).digest('hex').slice(0, 12)}`;
+  return prefix;
 }
 
 function gitCommit(): string | undefined {
