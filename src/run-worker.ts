@@ -7,7 +7,9 @@ import { loadModelCatalog } from './activities/backends/models.js';
 import { createActivities } from './activities/index.js';
 import { loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
+import { adoptFirstBuildInBackground } from './deployment-control.js';
 import { workerOptionsFromEnv } from './worker-env.js';
+import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
 export interface StartWorkerOptions {
@@ -48,6 +50,8 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     },
   });
   const bundle = options.workflowBundlePath ?? (existsSync(PREBUILT_BUNDLE) ? PREBUILT_BUNDLE : undefined);
+  // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
+  const deployment = deploymentFromEnv(env, bundle);
   const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = bundle
     ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
@@ -72,6 +76,7 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     // heartbeat timeout (minutes for agents): a cap of a few seconds makes `cancel` stop an agent promptly.
     maxHeartbeatThrottleInterval: '5s',
     interceptors: { activity: [stageLogInterceptor] },
+    ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
   });
 }
@@ -94,7 +99,9 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
     workspacesRoot: loadConfig(env).workspacesRoot,
+    ...worker.options.workerDeploymentOptions?.version,
   });
+  const adopting = adoptFirstBuildInBackground(worker, logger);
   const onSignal = (signal: string): void =>
     logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });
   process.once('SIGTERM', onSignal).once('SIGINT', onSignal);
@@ -102,6 +109,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
   try {
     await worker.run();
   } finally {
+    adopting.abort();
     clearInterval(health);
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.

@@ -11,6 +11,8 @@ export const FAILURES = {
   CONFIG_INVALID: { nonRetryable: true, hint: 'fix the pipeline file and start a new run' },
   /** Thrown when a file or folder the pipeline names (agent definition, step template, context file, system prompt, `addDirs` entry) does not exist. */
   FILE_NOT_FOUND: { nonRetryable: true, hint: 'paths in a pipeline file are relative to its folder; fix the path or create the file' },
+  /** Thrown when a run's file bundle (the files `start` carried into the run) is missing from its history or does not match its hashes. */
+  BUNDLE_INVALID: { nonRetryable: true, hint: 'start the run again; `start --files-from-worker` reads the files on the worker instead' },
   /** Thrown when a stage's declared `inputs:` file is missing from the workspace: the earlier stage that should have written it did not. */
   INPUT_NOT_FOUND: { nonRetryable: true, hint: 'check the earlier stage\'s transcript, or fix the path in `inputs:`' },
   /** Thrown when a step template or system prompt uses a variable the run does not define. */

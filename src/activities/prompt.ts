@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isTemplatePath } from '../pipeline/referenced-files.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
@@ -136,10 +137,8 @@ function orderEarlierStages(stages: Record<string, TemplateStage>, needs: readon
   return [...entries.filter(([id]) => needs.includes(id)), ...entries.filter(([id]) => !needs.includes(id))];
 }
 
-/** A template given as a file path rather than inline text: one line, ending in a text extension. */
-export function isTemplatePath(prompt: string): boolean {
-  return !prompt.includes('\n') && /\.(md|txt|prompt)$/i.test(prompt.trim());
-}
+// One rule for "is this prompt a file?", shared with the run bundle's list of referenced files.
+export { isTemplatePath };
 
 /** Runs `render`, turning a template error into the catalogue's TEMPLATE_VARIABLE_UNKNOWN. */
 export function withTemplateErrors<T>(stageId: string, render: () => T): T {

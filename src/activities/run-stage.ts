@@ -17,6 +17,7 @@ import { removeStaleIndexLock } from './git-index-lock.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
+import { openRunBundle } from './run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
 import { commitStageWork, stageCommitMessage } from './stage-commit.js';
 import { collectArtifacts, openRunWorkspace, type RunWorkspace } from './workspace.js';
@@ -26,6 +27,8 @@ export interface StageAttemptInput {
   runId: string;
   pipelineName: string;
   baseDir: string;
+  /** Set when the run carries its files: they are read from that bundle instead of `baseDir` (see run-bundle-files.ts). */
+  bundleHash?: string;
   stage: ResolvedStage;
   inputs: Record<string, string>;
   /** Completed earlier stages, as step templates and the prompt refer to them. */
@@ -122,7 +125,8 @@ async function runAttempt(
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
     stage: input.stage,
-    baseDir: input.baseDir,
+    // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
+    baseDir: input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, activityInfo(), stageId) : input.baseDir,
     workspaceDir: workspace.dir,
     context,
     contextFiles: input.pipeline.context,

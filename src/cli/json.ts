@@ -1,3 +1,4 @@
+import type { RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { LiveAttempt, RunSnapshot, RunStateSource } from './run-reader.js';
 import { listWaits, type StageWait } from './run-view.js';
@@ -21,6 +22,8 @@ export interface RunJson extends RunState {
   workerPolling: boolean | null;
   /** Running stage attempts by stage id, from their last heartbeat. */
   live: Record<string, LiveAttempt>;
+  /** The files the run carries: `{hash, files, bytes}`; null when workers read them from disk (or unknown). */
+  bundle: RunBundleSummary | null;
 }
 
 export function runJson(snapshot: RunSnapshot, webUi: string | undefined): RunJson {
@@ -32,10 +35,11 @@ export function runJson(snapshot: RunSnapshot, webUi: string | undefined): RunJs
     executionStatus: snapshot.executionStatus,
     workerPolling: snapshot.workerPolling,
     live: Object.fromEntries(snapshot.live),
+    bundle: snapshot.bundle ?? null,
   };
 }
 
 /** The state an update handler returned, in the same shape. */
 export function updatedRunJson(state: RunState, webUi: string | undefined): RunJson {
-  return { ...state, waiting: listWaits(state), webUi: webUi ?? null, source: 'update', executionStatus: null, workerPolling: null, live: {} };
+  return { ...state, waiting: listWaits(state), webUi: webUi ?? null, source: 'update', executionStatus: null, workerPolling: null, live: {}, bundle: null };
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
+import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { UsageError } from './errors.js';
 import { checkRunInputSize } from './input-size.js';
 
@@ -50,13 +51,24 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   return inputs;
 }
 
+/** How `prepareRun` treats the pipeline's files. */
+export interface PrepareRunOptions {
+  /** Leave the files out of the run: workers read them from the pipeline file's folder on their own host. @default false */
+  filesFromWorker?: boolean;
+  /** Bundle size cap. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
+  maxBundleBytes?: number;
+}
+
 /**
- * Everything the workflow needs to run a pipeline file with the given `--input` flags.
+ * Everything the workflow needs to run a pipeline file with the given `--input` flags: by default with the pipeline
+ * file and every file it references bundled into the run (see `bundle/create-run-bundle.ts`).
  * @throws UsageError also when the whole input is over Temporal's payload limit
  */
-export async function prepareRun(file: string, inputFlags: readonly string[]): Promise<PipelineRunInput> {
+export async function prepareRun(file: string, inputFlags: readonly string[], options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
   const { pipeline, baseDir } = await loadPipelineFile(file);
-  const input = { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, parseInputFlags(inputFlags)) };
+  const inputs = resolveInputs(pipeline, file, parseInputFlags(inputFlags));
+  const bundle = options.filesFromWorker ? undefined : await createRunBundle(file, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
+  const input: PipelineRunInput = { pipeline, baseDir, pipelineFile: file, inputs, ...(bundle ? { bundle } : {}) };
   checkRunInputSize(input);
   return input;
 }

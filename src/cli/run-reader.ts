@@ -1,4 +1,5 @@
 import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
+import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { UsageError } from './errors.js';
@@ -30,6 +31,8 @@ export interface RunSnapshot {
   workerPolling: boolean;
   /** Running stage attempts by stage id, from the server's pending-activity records. */
   live: Map<string, LiveAttempt>;
+  /** The files the run carries (from its memo); undefined when its workers read them from disk. */
+  bundle?: RunBundleSummary;
 }
 
 /** How long the status query may take before the state is rebuilt from history instead. @unit milliseconds */
@@ -72,7 +75,8 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
     source = 'history';
   }
   const live = await readLiveAttempts(handle, description, cache);
-  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live };
+  const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
+  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle };
 }
 
 async function queryWithDeadline(client: Client, handle: WorkflowHandle): Promise<RunState | undefined> {

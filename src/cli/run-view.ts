@@ -120,7 +120,10 @@ export function closingLines(state: RunState, webUi: string | undefined): string
 
 /** Everything `status` prints: the stage table, waits, artifacts, warnings and the Web UI link. */
 export function statusLines(snapshot: RunSnapshot, webUi: string | undefined, now: number): string[] {
-  return [...progressLines(snapshot, now), ...closingLines(snapshot.state, webUi)];
+  const files = snapshot.bundle
+    ? `Files: ${snapshot.bundle.files} carried in the run, bundle ${snapshot.bundle.hash.slice(0, 12)}`
+    : 'Files: read by the worker from the pipeline folder';
+  return [...progressLines(snapshot, now), ...closingLines(snapshot.state, webUi), files];
 }
 
 /** A tool input in one short line: the command, path or pattern if there is one, else compact JSON. */

@@ -1,5 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
+import { summarizeBundle } from '../bundle/create-run-bundle.js';
+import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
 
@@ -20,6 +22,18 @@ export function runSummary(input: PipelineRunInput): string {
   return `${input.pipeline.name}${inputs ? ` (${inputs})` : ''}`;
 }
 
+/** The run's memo: what its file bundle is (hash, files, bytes), for `status` and the Web UI. */
+export function runMemo(input: PipelineRunInput): Record<string, unknown> | undefined {
+  return input.bundle ? { [BUNDLE_MEMO_KEY]: summarizeBundle(input.bundle) } : undefined;
+}
+
+/** One line on where the run's files come from, for `start` and `schedule create|update`. */
+export function describeFiles(input: PipelineRunInput): string {
+  if (!input.bundle) return `Files:      read by the worker from ${input.baseDir} (--files-from-worker)`;
+  const { hash, files, bytes } = summarizeBundle(input.bundle);
+  return `Files:      ${files} bundled into the run (${(bytes / 1024).toFixed(1)} KiB, bundle ${hash.slice(0, 12)})`;
+}
+
 /** Starts a run, or finds the running one with the same id. */
 export async function startRun(
   client: Client,
@@ -35,6 +49,7 @@ export async function startRun(
       staticSummary: runSummary(input),
       staticDetails: input.pipeline.description,
       typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
+      memo: runMemo(input),
     });
     return { handle, alreadyRunning: false };
   } catch (err) {

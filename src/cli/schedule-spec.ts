@@ -1,9 +1,10 @@
 import { InvalidArgumentError } from 'commander';
-import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary } from '@temporalio/client';
+import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary, type ScheduleUpdateOptions } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
-import { runSummary } from './runs.js';
+import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
+import { runMemo, runSummary } from './runs.js';
 
 /** `--overlap` values: what happens when a run is due while the previous one still runs. */
 export const OVERLAP_POLICIES = {
@@ -66,12 +67,33 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
       staticSummary: `${runSummary(input)} · schedule ${options.scheduleId}`,
       staticDetails: input.pipeline.description,
       typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
+      // Each run's memo names the bundle it carries; `schedule describe` reads it here too.
+      memo: runMemo(input),
     },
     policies: { overlap: OVERLAP_POLICIES[options.overlap] },
     state: { paused: options.paused, note: options.note },
     memo: { agentPipeline: memo },
     typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
   };
+}
+
+/**
+ * The schedule as it was, starting runs of `input` from now on: the re-bundled files (`schedule update FILE`),
+ * the same timing, policies and state.
+ */
+export function withRunInput(previous: ScheduleDescription, input: PipelineRunInput): ScheduleUpdateOptions {
+  if (previous.action.type !== 'startWorkflow') throw new Error(`schedule ${previous.scheduleId} does not start workflows`);
+  return {
+    ...previous,
+    action: { ...previous.action, args: [input], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
+    state: { paused: previous.state.paused, note: previous.state.note, remainingActions: previous.state.remainingActions },
+  };
+}
+
+/** The bundle the schedule's runs carry, from its action's memo; null when they read files on the worker. */
+export function scheduleBundle(description: ScheduleDescription): RunBundleSummary | null {
+  const memo = description.action.type === 'startWorkflow' ? (description.action.memo as Record<string, unknown> | undefined) : undefined;
+  return (memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined) ?? null;
 }
 
 /** One schedule as `schedule list --json` and `schedule describe --json` print it. */
@@ -84,6 +106,8 @@ export interface ScheduleJson {
   inputs: Record<string, string>;
   paused: boolean;
   note: string | null;
+  /** The files each run carries, bundled at create or last `schedule update`; null when workers read them (`describe` only). */
+  bundle?: RunBundleSummary | null;
   /** Next start times. @unit milliseconds since the epoch */
   nextRunAt: number[];
   /** Runs started so far, oldest first (Temporal keeps the most recent ten). */
@@ -106,6 +130,7 @@ export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): Sc
     inputs: memo?.inputs ?? {},
     paused: summary.state.paused,
     note: summary.state.note || null,
+    ...('raw' in summary ? { bundle: scheduleBundle(summary) } : {}),
     nextRunAt: summary.info.nextActionTimes.map((d) => d.getTime()),
     recentRuns: summary.info.recentActions.map((a) => ({
       runId: a.action.workflow.workflowId,

@@ -32,6 +32,15 @@ export const runInputSchema = z.strictObject({
    * the workers' backends lists them here; the workflow then accepts stages that name them.
    */
   backends: z.array(z.string().min(1)).optional(),
+  /** The files the run carries (see `run-bundle.ts`); their hashes are checked by the worker that unpacks them. */
+  bundle: z
+    .strictObject({
+      hash: z.string().min(1),
+      pipelineDir: z.string(),
+      files: z.record(z.string(), z.string()),
+      blobs: z.record(z.string(), z.strictObject({ encoding: z.enum(['utf8', 'base64']), data: z.string() })),
+    })
+    .optional(),
 });
 
 /** One thing wrong with a run input: where (`pipeline.stages[0].needs[0]`) and what. */

@@ -1,5 +1,6 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { PipelineDefinition } from '../pipeline/schema.js';
+import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 
 /** Task queue used when `AGENT_PIPELINE_TASK_QUEUE` is not set; client and worker must agree. */
@@ -8,7 +9,7 @@ export const DEFAULT_TASK_QUEUE = 'agent-pipeline';
 /** The workflow type name as it appears in the Web UI and in `list`. */
 export const PIPELINE_WORKFLOW_TYPE = 'pipelineWorkflow';
 
-/** What the client sends to start a run. Agent and prompt files are read by the worker from `baseDir`. */
+/** What the client sends to start a run. Agent and prompt files come from `bundle`, or without one from `baseDir` on the worker. */
 export interface PipelineRunInput {
   /** The input's shape (`RUN_INPUT_VERSION` in src/pipeline/run-input.ts, which checks it); absent means 1. */
   version?: number;
@@ -20,6 +21,11 @@ export interface PipelineRunInput {
   inputs: Record<string, string>;
   /** Backends besides the built-in ones the run may name (see `runInputSchema`). */
   backends?: string[];
+  /**
+   * The pipeline file and every file it references, carried in the run (see `pipeline/run-bundle.ts`). Absent with
+   * `start --files-from-worker` (and for runs started before bundles existed): workers then read `baseDir`.
+   */
+  bundle?: RunBundle;
 }
 
 /** The run's full state: stages, attempts, costs, artifacts, what it waits for. */

@@ -102,6 +102,8 @@ export class StageRunner {
         runId: tracker.state.runId,
         pipelineName: input.pipeline.name,
         baseDir: input.baseDir,
+        // Only the hash: the activity reads the files from the run's start event, so history holds them once.
+        bundleHash: input.bundle?.hash,
         stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
         inputs: input.inputs,
         priorStages: tracker.templateStages(),

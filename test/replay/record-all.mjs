@@ -16,7 +16,11 @@ import { startDevServer } from '../../dist/dev/dev-server.js';
 import { startModelServer } from '../../dist/dev/model-server.js';
 import { createPipelineWorker } from '../../dist/run-worker.js';
 import { answerStageUpdate, approveStageUpdate, getStatusQuery } from '../../dist/workflows/messages.js';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { WORKFLOW_CODE_VERSION } from '../../dist/workflows/code-version.js';
 import { recordHistory } from './record-history.mjs';
+import { MANIFEST, writeManifest } from './write-manifest.mjs';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
 const TASK_QUEUE = 'replay-record';
@@ -53,6 +57,21 @@ const CASES = {
   },
 };
 
+// Histories are re-recorded either for a new workflow code version, or because they still replay (new fixtures, say).
+// Recording over histories that no longer replay, under the same version, would hide a change that breaks runs in flight.
+const recorded = existsSync(MANIFEST) ? JSON.parse(readFileSync(MANIFEST, 'utf8')) : undefined;
+if (recorded?.workflowCodeVersion === WORKFLOW_CODE_VERSION && !process.argv.includes('--initial')) {
+  try {
+    execFileSync('npx', ['vitest', 'run', 'test/replay/replay.test.ts'], { stdio: 'inherit', cwd: fileURLToPath(new URL('../../', import.meta.url)) });
+  } catch {
+    console.error(
+      `The recorded histories no longer replay on this code, and WORKFLOW_CODE_VERSION is still ${WORKFLOW_CODE_VERSION}: this change would break runs in flight.\n` +
+        'Keep them replaying with patched() (see the README), or bump WORKFLOW_CODE_VERSION in src/workflows/code-version.ts (a new build id, so old runs stay pinned to old workers) and record again.',
+    );
+    process.exit(1);
+  }
+}
+
 const scratch = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-record-'));
 const server = await startDevServer({ port: 'auto', headless: true, dbFile: null, logFile: path.join(scratch, 'server.log') });
 const model = await startModelServer({ scenario: path.join(FIXTURES, 'scenario.yaml'), log: () => {} });
@@ -78,6 +97,7 @@ try {
     await handle.result().catch(() => undefined);
     console.log(`${name}: ${(await handle.query(getStatusQuery)).status}; wrote ${await recordHistory(server, handle.workflowId, name)}`);
   }
+  console.log(`wrote ${writeManifest()}`);
 } finally {
   await connection.close();
   worker.shutdown();

@@ -18,8 +18,9 @@ describe('the failure catalogue', () => {
   });
 
   it('lists the non-retryable types DESIGN.md names, and only those', () => {
+    // Plus BUNDLE_INVALID: a run whose carried files do not match their hashes cannot be mended by a retry.
     expect(new Set(NON_RETRYABLE_FAILURE_TYPES)).toEqual(
-      new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE']),
+      new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'BUNDLE_INVALID', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE']),
     );
   });
 

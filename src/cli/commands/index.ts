@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { addCancelCommand } from './cancel.js';
 import { addDecisionCommands } from './decide.js';
+import { addDeployCommands } from './deploy.js';
 import { addDemoCommand } from './demo.js';
 import { addDevCommand } from './dev.js';
 import { addListCommand } from './list.js';
@@ -24,6 +25,7 @@ export function addCommands(program: Command): void {
   addScheduleCommands(program);
   addValidateCommand(program);
   addWorkerCommand(program);
+  addDeployCommands(program);
   addDevCommand(program);
   addDemoCommand(program);
 }

@@ -3,10 +3,13 @@ import type { Client } from '@temporalio/client';
 import { loadConfig } from '../../config.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
-import { prepareRun } from '../load-pipeline.js';
+import { loadPipelineFile, prepareRun } from '../load-pipeline.js';
+import { describeFiles } from '../runs.js';
+import { summarizeBundle } from '../../bundle/create-run-bundle.js';
+import type { PipelineRunInput } from '../../workflows/messages.js';
 import { collect, parseDurationMs } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
-import { buildSchedule, isPipelineSchedule, parseOverlap, scheduleJson, type OverlapFlag, type ScheduleJson } from '../schedule-spec.js';
+import { buildSchedule, isPipelineSchedule, parseOverlap, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from '../schedule-spec.js';
 
 interface CreateOptions {
   cron?: string;
@@ -17,6 +20,7 @@ interface CreateOptions {
   note?: string;
   paused?: boolean;
   json?: boolean;
+  filesFromWorker?: boolean;
 }
 
 /** The status of each schedule's most recent run, for `schedule list` ("last result"). */
@@ -39,6 +43,7 @@ function describeLines(s: ScheduleJson, lastRun: string): string[] {
     `  inputs:    ${Object.entries(s.inputs).map(([k, v]) => `${k}=${v}`).join(', ') || '(none)'}`,
     `  next runs: ${s.paused ? '(paused)' : s.nextRunAt.slice(0, 3).map((t) => formatTime(t)).join(', ') || '(none)'}`,
     `  last run:  ${lastRun}`,
+    `  files:     ${s.bundle ? `bundled (${s.bundle.files} files, bundle ${s.bundle.hash.slice(0, 12)}); \`schedule update FILE\` re-bundles` : 'read by the worker at each run'}`,
     ...(s.note ? [`  note:      ${s.note}`] : []),
   ];
 }
@@ -51,7 +56,7 @@ export function addScheduleCommands(program: Command): void {
   schedule
     .command('create')
     .description('create a schedule that starts a run of a pipeline file on a cron expression or an interval')
-    .argument('<file>', 'pipeline YAML file, read now (create the schedule again after editing it); workers read its agent and step files at each run')
+    .argument('<file>', 'pipeline YAML file; it and every file it names are bundled now, and every run carries that bundle (`schedule update FILE` re-bundles)')
     .option('--cron <expr>', 'cron expression, e.g. "0 9 * * MON-FRI" (UTC)')
     .option('--every <duration>', 'interval, e.g. 30m, 1h, 1d', (text: string) => ({ text, ms: parseDurationMs(text) }))
     .option('--id <id>', 'schedule id (default: the pipeline name)')
@@ -59,20 +64,47 @@ export function addScheduleCommands(program: Command): void {
     .option('--overlap <policy>', 'when a run is due while the last still runs: skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all', parseOverlap, 'skip')
     .option('--note <text>', 'a note shown with the schedule')
     .option('--paused', 'create it paused')
-    .option('--json', 'print {"scheduleId"}')
+    .option('--json', 'print {"scheduleId", "bundle"}')
+    .option('--files-from-worker', 'do not bundle the files: workers read them at each run from the same path on their own host')
     .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
-      const input = await prepareRun(file, opts.input ?? []);
+      const input = await prepareRun(file, opts.input ?? [], { filesFromWorker: opts.filesFromWorker });
       const scheduleId = opts.id ?? input.pipeline.name;
       await withClient(async ({ client }) => {
         await client.schedule.create(
           buildSchedule({ scheduleId, input, taskQueue: loadConfig().taskQueue, cron: opts.cron, every: opts.every, overlap: opts.overlap, note: opts.note, paused: opts.paused }),
         );
-        if (opts.json) return printJson({ scheduleId });
+        if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
         printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
+        printLine(`${describeFiles(input)}${input.bundle ? '; edits to them reach the runs after `agent-pipeline schedule update FILE`' : ''}`);
         printLine(`See it:     agent-pipeline schedule describe ${scheduleId}`);
         printLine(`Run it now: agent-pipeline schedule trigger ${scheduleId}`);
+      });
+    });
+
+  schedule
+    .command('update')
+    .description("bundle a pipeline file's files again into an existing schedule, so its next runs carry the edited files")
+    .argument('<file>', 'pipeline YAML file, usually the one the schedule was created from, after editing it or its agent and step files')
+    .option('--id <id>', 'schedule id (default: the pipeline name)')
+    .option('-i, --input <key=value>', 'change a pipeline input for every run (repeatable); the others stay as they were', collect)
+    .option('--files-from-worker', 'stop bundling: workers read the files at each run from the same path on their own host')
+    .option('--json', 'print {"scheduleId", "bundle"}')
+    .addHelpText('after', '\nExample:\n  agent-pipeline schedule update nightly.yaml\n\nTiming, overlap policy, pause state and note stay as they are.')
+    .action(async (file: string, opts: { id?: string; input?: string[]; filesFromWorker?: boolean; json?: boolean }) => {
+      await withClient(async ({ client }) => {
+        const { pipeline } = await loadPipelineFile(file);
+        const handle = client.schedule.getHandle(opts.id ?? pipeline.name);
+        const previous = await handle.describe();
+        if (!isPipelineSchedule(previous)) throw new UsageError(`schedule ${handle.scheduleId} does not start pipeline runs`);
+        const before = (previous.action.type === 'startWorkflow' ? (previous.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined) ?? {};
+        const flags = [...Object.entries(before).filter(([k]) => k in (pipeline.inputs ?? {})).map(([k, v]) => `${k}=${v}`), ...(opts.input ?? [])];
+        const input = await prepareRun(file, flags, { filesFromWorker: opts.filesFromWorker });
+        await handle.update((current) => withRunInput(current, input));
+        if (opts.json) return printJson({ scheduleId: handle.scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
+        printLine(`Updated schedule ${handle.scheduleId}: its next runs use ${file}`);
+        printLine(describeFiles(input));
       });
     });
 

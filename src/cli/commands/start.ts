@@ -4,7 +4,8 @@ import { withClient } from '../connect.js';
 import { prepareRun } from '../load-pipeline.js';
 import { collect } from '../options.js';
 import { printJson, printLine } from '../output.js';
-import { startRun } from '../runs.js';
+import { describeFiles, startRun } from '../runs.js';
+import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { watchRun } from './watch.js';
 
 interface StartOptions {
@@ -12,17 +13,19 @@ interface StartOptions {
   id?: string;
   wait?: boolean;
   json?: boolean;
+  filesFromWorker?: boolean;
 }
 
 export function addStartCommand(program: Command): void {
   program
     .command('start')
     .description('start a run of a pipeline file')
-    .argument('<file>', 'pipeline YAML file; agent and step files are read relative to it by the worker')
+    .argument('<file>', 'pipeline YAML file; it and every file it names are carried in the run (docs/cli.md, "Runs carry their files")')
     .option('-i, --input <key=value>', 'a pipeline input (repeatable)', collect)
     .option('--id <id>', 'run (workflow) id; starting an id that is still running reports that run instead')
     .option('--wait', 'follow the run live until it ends; exit 1 if it fails')
-    .option('--json', 'print JSON: {runId, alreadyRunning, webUi}, or with --wait the final run state (docs/cli.md)')
+    .option('--json', 'print JSON: {runId, alreadyRunning, webUi, bundle}, or with --wait the final run state (docs/cli.md)')
+    .option('--files-from-worker', 'do not carry the files in the run: workers read them from the same path on their own host')
     .addHelpText(
       'after',
       '\nExamples:\n  agent-pipeline start examples/demo/pipeline.yaml --input feature="dark mode" --wait\n  agent-pipeline start pipeline.yaml --id nightly-2024-06-01 --json\n' +
@@ -30,17 +33,18 @@ export function addStartCommand(program: Command): void {
     )
     .action(async (file: string, opts: StartOptions) => {
       const config = loadConfig();
-      const input = await prepareRun(file, opts.input ?? []);
+      const input = await prepareRun(file, opts.input ?? [], { filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
         const { handle, alreadyRunning } = await startRun(connected.client, input, { taskQueue: config.taskQueue, id: opts.id });
         const runId = handle.workflowId;
         const webUi = runUrl(config, connected.namespace, runId);
         if (opts.json && !opts.wait) {
-          printJson({ runId, alreadyRunning, webUi: webUi ?? null });
+          printJson({ runId, alreadyRunning, webUi: webUi ?? null, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
           return 0;
         }
         if (!opts.json) {
           printLine(`${alreadyRunning ? 'Already running' : 'Started'}: ${runId}`);
+          if (!alreadyRunning) printLine(describeFiles(input));
           if (!opts.wait) {
             printLine(`Follow it:  agent-pipeline watch ${runId}`);
             if (webUi) printLine(`Web UI:     ${webUi}`);

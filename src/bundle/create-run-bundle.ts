@@ -1,0 +1,157 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { agentFrontmatterSchema, splitFrontmatter } from '../activities/agent-file.js';
+import { hashManifest } from '../activities/run-bundle-files.js';
+import { listAgentReferences, listReferencedFiles } from '../pipeline/referenced-files.js';
+import type { RunBundle, RunBundleSummary } from '../pipeline/run-bundle.js';
+import type { PipelineDefinition } from '../pipeline/schema.js';
+import { UsageError } from '../cli/errors.js';
+
+/**
+ * Client side of "runs that carry their own files": reads the pipeline file and every file it references into a
+ * {@link RunBundle} for the workflow's start input. Workers read the files from the bundle (see
+ * `activities/run-bundle-files.ts`), so the client's folder may change or vanish once the run has started.
+ */
+
+/** Bundles above this fail at `start`; Temporal refuses a start input above 2 MiB. @unit bytes @default 1 MiB */
+export const DEFAULT_BUNDLE_MAX_BYTES = 1024 * 1024;
+/** The variable that sets the cap. */
+export const BUNDLE_MAX_BYTES_VARIABLE = 'AGENT_PIPELINE_BUNDLE_MAX_BYTES';
+
+/** The bundle is larger than the cap: exit 2, naming the largest files. */
+export class BundleTooLargeError extends UsageError {}
+
+export interface CreateRunBundleOptions {
+  /** @unit bytes @default {@link DEFAULT_BUNDLE_MAX_BYTES} */
+  maxBytes?: number;
+}
+
+/** One file to bundle: its absolute path and the field that named it (for messages). */
+interface Wanted {
+  file: string;
+  field: string;
+  /** A missing optional file (an agent's reference) is left out; the worker warns as it always has. */
+  optional: boolean;
+}
+
+/**
+ * Reads the pipeline file and every file it names (agent files and their `references`, step files, `context`,
+ * `systemPrompt`) into a content-addressed bundle.
+ * @throws UsageError naming the field and the path when a file cannot be read or is given as an absolute path;
+ *   BundleTooLargeError above the cap
+ */
+export async function createRunBundle(pipelineFile: string, pipeline: PipelineDefinition, options: CreateRunBundleOptions = {}): Promise<RunBundle> {
+  const baseDir = path.dirname(path.resolve(pipelineFile));
+  const contents = new Map<string, Buffer>();
+  const read = async (wanted: Wanted): Promise<Buffer | undefined> => {
+    const known = contents.get(wanted.file);
+    if (known) return known;
+    try {
+      const data = await readFile(wanted.file);
+      contents.set(wanted.file, data);
+      return data;
+    } catch (err) {
+      if (wanted.optional) return undefined;
+      throw new UsageError(
+        `[FILE_NOT_FOUND] cannot bundle ${wanted.file} (\`${wanted.field}\` in ${pipelineFile}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
+          'fix the path, or start with --files-from-worker if the workers have the file',
+      );
+    }
+  };
+
+  await read({ file: path.resolve(pipelineFile), field: '(the pipeline file)', optional: false });
+  for (const reference of listReferencedFiles(pipeline)) {
+    const file = resolveRelative(baseDir, reference.path, reference.field, pipelineFile);
+    const data = await read({ file, field: reference.field, optional: false });
+    if (reference.kind === 'agent file' && data) {
+      for (const ref of listAgentReferences(reference.field, readAgentReferences(data))) {
+        await read({ file: resolveRelative(path.dirname(file), ref.path, ref.field, pipelineFile), field: ref.field, optional: true });
+      }
+    }
+  }
+  return assembleBundle(baseDir, contents, options.maxBytes ?? DEFAULT_BUNDLE_MAX_BYTES, pipeline.name);
+}
+
+/** The small record of a bundle for the run's memo and `status`. */
+export function summarizeBundle(bundle: RunBundle): RunBundleSummary {
+  const bytes = Object.values(bundle.blobs).reduce((sum, blob) => sum + Buffer.byteLength(blob.data, blob.encoding === 'base64' ? 'base64' : 'utf8'), 0);
+  return { hash: bundle.hash, files: Object.keys(bundle.files).length, bytes };
+}
+
+/** The cap from `AGENT_PIPELINE_BUNDLE_MAX_BYTES`. @throws UsageError for anything but a positive whole number */
+export function bundleMaxBytesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env[BUNDLE_MAX_BYTES_VARIABLE];
+  if (text === undefined || text === '') return DEFAULT_BUNDLE_MAX_BYTES;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new UsageError(`[CONFIG_INVALID] ${BUNDLE_MAX_BYTES_VARIABLE}=${text} is not a whole number of bytes above 0; unset it for the default ${DEFAULT_BUNDLE_MAX_BYTES}`);
+  }
+  return value;
+}
+
+/** A bundled run resolves every path under the bundle, so an absolute path (a place on the client) cannot be carried. */
+function resolveRelative(dir: string, relative: string, field: string, pipelineFile: string): string {
+  if (path.isAbsolute(relative)) {
+    throw new UsageError(
+      `[PATH_ABSOLUTE] \`${field}: ${relative}\` in ${pipelineFile} is an absolute path, which a run cannot carry to a worker on another host; ` +
+        'write it relative to the file that names it, or start with --files-from-worker if every worker has it',
+    );
+  }
+  return path.resolve(dir, relative);
+}
+
+/** An agent file's `references`; an unreadable frontmatter names none (the worker reports it when the stage runs). */
+function readAgentReferences(data: Buffer): string[] | undefined {
+  try {
+    const parsed = agentFrontmatterSchema.safeParse(splitFrontmatter(data.toString('utf8')).frontmatter);
+    return parsed.success ? parsed.data.references : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function assembleBundle(baseDir: string, contents: Map<string, Buffer>, maxBytes: number, pipelineName: string): RunBundle {
+  const root = commonFolder([baseDir, ...[...contents.keys()].map((file) => path.dirname(file))]);
+  const files: Record<string, string> = {};
+  const blobs: RunBundle['blobs'] = {};
+  const sizes = new Map<string, number>();
+  for (const [file, data] of contents) {
+    const sha = createHash('sha256').update(data).digest('hex');
+    files[toBundlePath(path.relative(root, file))] = sha;
+    if (blobs[sha]) continue;
+    const text = data.toString('utf8');
+    blobs[sha] = Buffer.from(text, 'utf8').equals(data) ? { encoding: 'utf8', data: text } : { encoding: 'base64', data: data.toString('base64') };
+    sizes.set(file, data.length);
+  }
+  const total = [...sizes.values()].reduce((a, b) => a + b, 0);
+  if (total > maxBytes) {
+    const largest = [...sizes].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([file, bytes]) => `${file} (${formatBytes(bytes)})`);
+    throw new BundleTooLargeError(
+      `[BUNDLE_TOO_LARGE] the files of pipeline ${pipelineName} come to ${formatBytes(total)}, above the cap of ${formatBytes(maxBytes)}; largest: ${largest.join(', ')}. ` +
+        `Make them smaller, raise ${BUNDLE_MAX_BYTES_VARIABLE} (Temporal refuses a start input above 2 MiB), or start with --files-from-worker and deploy the files with the workers`,
+    );
+  }
+  const pipelineDir = toBundlePath(path.relative(root, baseDir));
+  return { hash: hashManifest(pipelineDir, files), pipelineDir, files, blobs };
+}
+
+/** The deepest folder that holds all of `folders` (absolute). */
+function commonFolder(folders: string[]): string {
+  let common = folders[0].split(path.sep);
+  for (const folder of folders.slice(1)) {
+    const parts = folder.split(path.sep);
+    let i = 0;
+    while (i < common.length && i < parts.length && common[i] === parts[i]) i++;
+    common = common.slice(0, i);
+  }
+  return common.join(path.sep) || path.sep;
+}
+
+function toBundlePath(relative: string): string {
+  return relative.split(path.sep).join('/');
+}
+
+function formatBytes(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(2)} MiB` : `${(bytes / 1024).toFixed(1)} KiB`;
+}

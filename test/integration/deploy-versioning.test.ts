@@ -1,0 +1,133 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { WorkflowHandle } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
+import { execa, type ResultPromise } from 'execa';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { RunJson } from '../../src/cli/json.js';
+import type { DeploymentStatus } from '../../src/deployment-control.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
+
+const INCOMPATIBLE_WORKFLOWS = fileURLToPath(new URL('../fixtures/versioning/incompatible-workflows.ts', import.meta.url));
+
+const PIPELINE = `name: deploy-pinned
+defaults: { backend: anthropic-api, retries: 0, timeout: 2m }
+stages:
+  - id: draft
+    prompt: Draft the release note DEPLOY-PINNED.
+  - id: ship
+    needs: [draft]
+    approval: { message: Ship it? }
+`;
+
+const SCENARIO = {
+  rules: [{ name: 'draft', match: 'DEPLOY-PINNED', repeatLastTurn: true, turns: [{ text: '```json\n{"success": true, "summary": "Drafted.", "outputs": {}}\n```' }] }],
+};
+
+/** The build id each workflow task of the run was completed by, in order, and whether any workflow task failed. */
+async function workflowTaskBuilds(handle: WorkflowHandle): Promise<{ builds: string[]; failedTasks: string[] }> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  return {
+    builds: events.flatMap((e) => (e.workflowTaskCompletedEventAttributes ? [e.workflowTaskCompletedEventAttributes.deploymentVersion?.buildId ?? '(unversioned)'] : [])),
+    failedTasks: events.flatMap((e) => (e.workflowTaskFailedEventAttributes ? [e.workflowTaskFailedEventAttributes.failure?.message ?? '?'] : [])),
+  };
+}
+
+describe('deploys that never break a waiting run', () => {
+  let harness: Harness;
+  let scratch: string;
+  let workerA: ResultPromise | undefined;
+  let workerB: Worker | undefined;
+  let workerBDone: Promise<void> | undefined;
+
+  beforeAll(async () => {
+    harness = await createHarness('deploy', { scenario: SCENARIO, worker: false });
+    scratch = await mkdtemp(path.join(tmpdir(), 'deploy-versioning-'));
+  });
+  afterAll(async () => {
+    workerB?.shutdown();
+    await workerBDone;
+    workerA?.kill('SIGTERM');
+    await workerA?.catch(() => undefined);
+    await harness?.close();
+    await rm(scratch, { recursive: true, force: true });
+  });
+
+  test('a run waiting at an approval on build A finishes on A after build B, with an incompatible workflow change, is made current; new runs go to B', async () => {
+    const deployment = `deploy-test-${Math.random().toString(36).slice(2, 8)}`;
+    const env = { ...harness.env, AGENT_PIPELINE_DEPLOYMENT: deployment };
+    const file = await harness.writePipeline('deploy-pinned', PIPELINE);
+
+    // Build A: the worker as users run it. The deployment has no current build, so A makes itself current.
+    workerA = execa('node', [CLI, 'worker'], { env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-a' }, extendEnv: false, reject: false, stdin: 'ignore' });
+    // Until A's first poll registers the deployment, `deploy status` says it does not exist (exit 2).
+    await eventually(
+      async () => {
+        const result = await runCli(['deploy', 'status', '--json'], env);
+        return result.exitCode === 0 ? parseJson<DeploymentStatus>(result).currentBuildId : result.stderr;
+      },
+      (current) => current === 'build-a',
+      90_000,
+      'build A becoming current',
+    );
+
+    const first = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
+    await eventually(async () => parseJson<RunJson>(await runCli(['status', first, '--json'], env)).waiting.length, (n) => n === 1, 90_000, 'run 1 waiting for approval');
+
+    // Build B: the same workflow type, but it starts with a timer, so it cannot replay what A recorded.
+    const { code } = await bundleWorkflowCode({ workflowsPath: INCOMPATIBLE_WORKFLOWS, logger: new DefaultLogger('WARN') });
+    const replayOnB = await Worker.runReplayHistory({ workflowBundle: { code } }, await harness.client.workflow.getHandle(first).fetchHistory()).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    expect(replayOnB?.name).toBe('DeterminismViolationError');
+    const bundleB = path.join(scratch, 'workflow-bundle-b.js');
+    await writeFile(bundleB, code);
+    workerB = await createPipelineWorker({
+      env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-b' },
+      taskQueue: harness.taskQueue,
+      workflowBundlePath: bundleB,
+      workerOptions: { maxCachedWorkflows: 0 },
+    });
+    workerBDone = workerB.run();
+    const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B registered and made current');
+    expect(promoted.stdout).toContain(`New runs of ${deployment} now go to build build-b (was build-a, which keeps its pinned runs until they finish).`);
+
+    const approved = await runCli(['approve', first], env);
+    expect(approved.exitCode, approved.all).toBe(0);
+    const finished = await runCli(['watch', first, '--json'], env, 120_000);
+    expect(finished.exitCode, finished.all).toBe(0);
+    expect(parseJson<RunJson>(finished).status).toBe('completed');
+    const run1 = await workflowTaskBuilds(harness.client.workflow.getHandle(first));
+    expect(run1.failedTasks).toEqual([]);
+    expect(new Set(run1.builds)).toEqual(new Set(['build-a']));
+
+    const second = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
+    await eventually(async () => parseJson<RunJson>(await runCli(['status', second, '--json'], env)).waiting.length, (n) => n === 1, 90_000, 'run 2 waiting for approval');
+    expect((await runCli(['approve', second], env)).exitCode).toBe(0);
+    expect(parseJson<RunJson>(await runCli(['watch', second, '--json'], env, 120_000)).status).toBe('completed');
+    const run2 = await workflowTaskBuilds(harness.client.workflow.getHandle(second));
+    expect(run2.failedTasks).toEqual([]);
+    expect(new Set(run2.builds)).toEqual(new Set(['build-b']));
+    const pinned = (await harness.client.workflow.getHandle(second).describe()).raw.workflowExecutionInfo?.versioningInfo;
+    expect(pinned?.deploymentVersion?.buildId).toBe('build-b');
+
+    const status = parseJson<DeploymentStatus>(await runCli(['deploy', 'status', '--json'], env));
+    expect(status.currentBuildId).toBe('build-b');
+    expect(status.versions.find((v) => v.buildId === 'build-a')?.status).toMatch(/^(draining|drained)$/);
+  }, 400_000);
+
+  test('set-current of a build no worker has polled names the known builds and exits 2', async () => {
+    const env = { ...harness.env, AGENT_PIPELINE_DEPLOYMENT: `deploy-none-${Math.random().toString(36).slice(2, 8)}` };
+    const status = await runCli(['deploy', 'status'], env);
+    expect(status.exitCode).toBe(2);
+    expect(status.stderr).toContain(`[DEPLOYMENT_NOT_FOUND] no Worker Deployment "${env.AGENT_PIPELINE_DEPLOYMENT}"`);
+    const result = await runCli(['deploy', 'set-current', 'nope'], env);
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toContain('[BUILD_NOT_FOUND] no worker of build "nope" has polled deployment');
+  });
+});

@@ -1,0 +1,134 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { unpackRunBundle } from '../../src/activities/run-bundle-files.js';
+import { BundleTooLargeError, createRunBundle, summarizeBundle } from '../../src/bundle/create-run-bundle.js';
+import { UsageError } from '../../src/cli/errors.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import { listReferencedFiles } from '../../src/pipeline/referenced-files.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'run-bundle-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Writes files (path → text) under the test folder. */
+async function writeTree(files: Record<string, string>): Promise<void> {
+  for (const [relative, text] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(dir, relative)), { recursive: true });
+    await writeFile(path.join(dir, relative), text);
+  }
+}
+
+const PIPELINE = `name: carry
+context: [../shared/brief.md]
+systemPrompt: system.md
+stages:
+  - id: one
+    agent: agents/writer.md
+    prompt: steps/one.md
+  - id: two
+    agent: agents/writer.md
+    prompt: Inline {{inputs.x}} text, not a file.
+  - id: three
+    prompt: steps/copy.md
+`;
+
+async function bundleOf(file: string, maxBytes?: number) {
+  return createRunBundle(file, parsePipeline(await readFile(file, 'utf8'), file), { maxBytes });
+}
+
+describe('run bundles', () => {
+  test('list every file the pipeline names, once per field, and no inline prompt', () => {
+    const refs = listReferencedFiles(parsePipeline(PIPELINE, 'p.yaml'));
+    expect(refs.map((r) => [r.field, r.path])).toEqual([
+      ['systemPrompt', 'system.md'],
+      ['context[0]', '../shared/brief.md'],
+      ['stages[0].agent', 'agents/writer.md'],
+      ['stages[0].prompt', 'steps/one.md'],
+      ['stages[1].agent', 'agents/writer.md'],
+      ['stages[2].prompt', 'steps/copy.md'],
+    ]);
+  });
+
+  test('carry the pipeline file, agent files with their references, steps, context and system prompt, each content once', async () => {
+    await writeTree({
+      'p/pipeline.yaml': PIPELINE,
+      'p/system.md': 'Stage: {{stage.id}}\n{{stage_prompt}}',
+      'p/agents/writer.md': '---\nname: writer\nreferences: [../refs/style.md, missing.md]\n---\nYou write.',
+      'p/refs/style.md': 'Be brief.',
+      'p/steps/one.md': 'Same text',
+      'p/steps/copy.md': 'Same text',
+      'shared/brief.md': 'The brief.',
+    });
+    const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
+    // The root is the deepest folder holding every file, so `../shared` stays inside the bundle.
+    expect(bundle.pipelineDir).toBe('p');
+    expect(Object.keys(bundle.files).sort()).toEqual([
+      'p/agents/writer.md', 'p/pipeline.yaml', 'p/refs/style.md', 'p/steps/copy.md', 'p/steps/one.md', 'p/system.md', 'shared/brief.md',
+    ]);
+    expect(bundle.files['p/steps/one.md']).toBe(bundle.files['p/steps/copy.md']);
+    expect(Object.keys(bundle.blobs)).toHaveLength(6);
+    expect(summarizeBundle(bundle)).toMatchObject({ hash: bundle.hash, files: 7 });
+
+    // The same files give the same hash; one changed byte gives another.
+    expect((await bundleOf(path.join(dir, 'p/pipeline.yaml'))).hash).toBe(bundle.hash);
+    await writeFile(path.join(dir, 'p/refs/style.md'), 'Be brief!');
+    expect((await bundleOf(path.join(dir, 'p/pipeline.yaml'))).hash).not.toBe(bundle.hash);
+  });
+
+  test('a worker unpacks the bundle where the pipeline folder was, byte for byte, binary files included', async () => {
+    await writeTree({ 'p/pipeline.yaml': 'name: bin\ncontext: [data.bin]\nstages: [{ id: a, prompt: hi }]\n' });
+    const binary = Buffer.from([0xff, 0xfe, 0x00, 0x80, 0x41]);
+    await writeFile(path.join(dir, 'p/data.bin'), binary);
+    const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
+    const target = path.join(dir, 'cache', bundle.hash);
+    await unpackRunBundle(bundle, target, bundle.hash, 'a');
+    expect(await readFile(path.join(target, 'files', bundle.pipelineDir, 'data.bin'))).toEqual(binary);
+    expect(await readFile(path.join(target, 'files', bundle.pipelineDir, 'pipeline.yaml'), 'utf8')).toContain('name: bin');
+  });
+
+  test('a worker refuses a bundle whose content does not match its hash', async () => {
+    await writeTree({ 'p/pipeline.yaml': 'name: t\nstages: [{ id: a, prompt: steps/a.md }]\n', 'p/steps/a.md': 'original' });
+    const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
+    const sha = bundle.files['steps/a.md'];
+    const tampered = { ...bundle, blobs: { ...bundle.blobs, [sha]: { encoding: 'utf8' as const, data: 'tampered' } } };
+    await expect(unpackRunBundle(tampered, path.join(dir, 'cache', bundle.hash), bundle.hash, 'a')).rejects.toMatchObject({
+      type: 'BUNDLE_INVALID',
+      message: expect.stringContaining('steps/a.md that does not match its hash'),
+    });
+  });
+
+  test('a missing file fails at start naming the field and the path; a missing agent reference is left to the worker to warn about', async () => {
+    await writeTree({ 'p/pipeline.yaml': 'name: t\ncontext: [brief.md]\nstages: [{ id: a, prompt: hi }]\n' });
+    const error = await bundleOf(path.join(dir, 'p/pipeline.yaml')).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(UsageError);
+    expect((error as Error).message).toBe(
+      `[FILE_NOT_FOUND] cannot bundle ${path.join(dir, 'p/brief.md')} (\`context[0]\` in ${path.join(dir, 'p/pipeline.yaml')}): ENOENT; fix the path, or start with --files-from-worker if the workers have the file`,
+    );
+  });
+
+  test('an absolute path fails at start: a place on the client means nothing on another host', async () => {
+    await writeTree({ 'p/pipeline.yaml': `name: t\nsystemPrompt: ${path.join(dir, 'sys.md')}\nstages: [{ id: a, prompt: hi }]\n` });
+    await expect(bundleOf(path.join(dir, 'p/pipeline.yaml'))).rejects.toThrow(/^\[PATH_ABSOLUTE\] `systemPrompt: \/.*sys\.md` .* is an absolute path/);
+  });
+
+  test('a bundle above the cap fails at start naming the largest files first', async () => {
+    await writeTree({
+      'p/pipeline.yaml': 'name: big\ncontext: [small.md, large.md]\nstages: [{ id: a, prompt: hi }]\n',
+      'p/small.md': 'x'.repeat(3_000),
+      'p/large.md': 'y'.repeat(9_000),
+    });
+    const error = await bundleOf(path.join(dir, 'p/pipeline.yaml'), 10_000).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(BundleTooLargeError);
+    expect((error as Error).message).toMatch(
+      new RegExp(`^\\[BUNDLE_TOO_LARGE\\] the files of pipeline big come to 11\\.8 KiB, above the cap of 9\\.8 KiB; largest: ${path.join(dir, 'p/large.md')} \\(8\\.8 KiB\\), ${path.join(dir, 'p/small.md')} \\(2\\.9 KiB\\), `),
+    );
+    expect((error as Error).message).toContain('AGENT_PIPELINE_BUNDLE_MAX_BYTES');
+    expect((error as Error).message).toContain('--files-from-worker');
+  });
+});
