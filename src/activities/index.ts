@@ -1,6 +1,6 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
-import { createRunStage } from './run-stage.js';
+import { createRunStage, type Backend } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
 
 export interface ActivityDependencies {
@@ -8,6 +8,8 @@ export interface ActivityDependencies {
   workspacesRoot: string;
   cli: ClaudeCliOptions;
   api: AnthropicApiOptions;
+  /** Backends besides the built-in ones, by the name a stage's `backend:` selects. */
+  extraBackends?: Record<string, Backend>;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -18,6 +20,7 @@ export function createActivities(deps: ActivityDependencies) {
     runStage: createRunStage({
       workspacesRoot: deps.workspacesRoot,
       backends: {
+        ...deps.extraBackends,
         'claude-cli': (request) => runClaudeCli(request, deps.cli),
         'anthropic-api': (request) => runAnthropicApi(request, deps.api),
       },

@@ -1,19 +1,19 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parsePipeline } from '../pipeline/parse.js';
+import { parsePipeline, type ParseOptions } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { UsageError } from './errors.js';
 
 /** Reads and validates a pipeline file. @throws UsageError or PipelineValidationError */
-export async function loadPipelineFile(file: string): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
+export async function loadPipelineFile(file: string, options?: ParseOptions): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new UsageError(`cannot read pipeline file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new UsageError(`[FILE_UNREADABLE] cannot read pipeline file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  return { pipeline: parsePipeline(text, file), baseDir: path.dirname(path.resolve(file)) };
+  return { pipeline: parsePipeline(text, file, options), baseDir: path.dirname(path.resolve(file)) };
 }
 
 /** Parses `--input key=value` flags. */
@@ -33,7 +33,7 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   const unknown = Object.keys(given).filter((k) => !(k in declared));
   if (unknown.length > 0) {
     throw new UsageError(
-      `${file} declares no input ${unknown.map((k) => `"${k}"`).join(', ')}; declared inputs: ${Object.keys(declared).join(', ') || '(none)'}`,
+      `[INPUT_INVALID] ${file} declares no input ${unknown.map((k) => `"${k}"`).join(', ')}; declared inputs: ${Object.keys(declared).join(', ') || '(none)'}`,
     );
   }
   const inputs: Record<string, string> = {};
@@ -44,7 +44,7 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
     else if (spec.required) missing.push(name);
   }
   if (missing.length > 0) {
-    throw new UsageError(`${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
+    throw new UsageError(`[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
   }
   return inputs;
 }

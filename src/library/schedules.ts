@@ -1,0 +1,101 @@
+import type { Client } from '@temporalio/client';
+import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, type OverlapFlag, type ScheduleJson } from '../cli/schedule-spec.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { durationSchema } from '../pipeline/schema.js';
+import { InvalidRequestError, typedErrors } from './errors.js';
+import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+
+/** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
+export type ScheduleInfo = ScheduleJson;
+/** What happens when a run is due while the previous one still runs. */
+export type OverlapPolicy = OverlapFlag;
+
+/** Options of {@link PipelineSchedules.create}: exactly one of `cron` and `every`. */
+export interface CreateScheduleOptions extends PrepareRunOptions {
+  /** Schedule id. @default the pipeline's name */
+  id?: string;
+  /** A cron expression, e.g. `0 2 * * *`. */
+  cron?: string;
+  /** An interval, e.g. `1h` or `30m`. */
+  every?: string;
+  /** @default 'skip' */
+  overlap?: OverlapPolicy;
+  /** A note shown with the schedule. */
+  note?: string;
+  /** Create it paused. */
+  paused?: boolean;
+}
+
+/** Schedules that start pipeline runs on a cron expression or an interval (`client.schedules`). */
+export class PipelineSchedules {
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+    private readonly address?: string,
+  ) {}
+
+  /**
+   * Creates a schedule that starts the pipeline with the given inputs.
+   * @throws PipelineInvalidError, InvalidRequestError (`SCHEDULE_EXISTS`, `INVALID_REQUEST` for bad timing)
+   */
+  async create(source: PipelineSource, options: CreateScheduleOptions): Promise<ScheduleInfo> {
+    if (Boolean(options.cron) === Boolean(options.every)) throw new InvalidRequestError('INVALID_REQUEST', '[INVALID_REQUEST] give exactly one of cron or every');
+    if (options.every !== undefined && !durationSchema.safeParse(options.every).success) {
+      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] every: "${options.every}" is not a duration; write it like 30m, 2h or 1d`);
+    }
+    if (options.overlap !== undefined && !Object.hasOwn(OVERLAP_POLICIES, options.overlap)) {
+      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] overlap: expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${options.overlap}"`);
+    }
+    const input = await prepareRunInput(source, options);
+    const scheduleId = options.id ?? input.pipeline.name;
+    return typedErrors(async () => {
+      const handle = await this.client.schedule.create(
+        buildSchedule({
+          scheduleId,
+          input,
+          taskQueue: this.taskQueue,
+          cron: options.cron,
+          every: options.every === undefined ? undefined : { text: options.every, ms: toMilliseconds(options.every) },
+          overlap: options.overlap ?? 'skip',
+          note: options.note,
+          paused: options.paused,
+        }),
+      );
+      return scheduleJson(await handle.describe());
+    }, this.address);
+  }
+
+  /** Every schedule that starts pipeline runs (the namespace may hold others). */
+  list(): Promise<ScheduleInfo[]> {
+    return typedErrors(async () => {
+      const schedules: ScheduleInfo[] = [];
+      for await (const summary of this.client.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
+      return schedules;
+    }, this.address);
+  }
+
+  /** One schedule: pipeline, inputs, timing, next and recent runs. @throws InvalidRequestError `SCHEDULE_NOT_FOUND` */
+  describe(id: string): Promise<ScheduleInfo> {
+    return typedErrors(async () => scheduleJson(await this.client.schedule.getHandle(id).describe()), this.address);
+  }
+
+  /** Starts a run now, whatever the timing and overlap policy. */
+  trigger(id: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).trigger(), this.address);
+  }
+
+  /** Stops starting runs until unpaused; runs in progress go on. */
+  pause(id: string, note?: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).pause(note), this.address);
+  }
+
+  /** Starts runs again. */
+  unpause(id: string, note?: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).unpause(note), this.address);
+  }
+
+  /** Deletes the schedule; runs it started go on. */
+  delete(id: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).delete(), this.address);
+  }
+}
