@@ -1,4 +1,5 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
+import { agentSecretValues } from './backends/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
 import { createRunStage, type Backend } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
@@ -15,7 +16,8 @@ export interface ActivityDependencies {
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
 export function createActivities(deps: ActivityDependencies) {
   // The keys never appear in failures, results or the transcripts the activities write.
-  registerSecrets([deps.cli.env.ANTHROPIC_API_KEY, deps.cli.env.ANTHROPIC_AUTH_TOKEN, deps.api.client?.apiKey ?? undefined]);
+  // So are the credentials of every auth mode and whatever AGENT_PIPELINE_AGENT_ENV passes to agents.
+  registerSecrets([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   return {
     runStage: createRunStage({
       workspacesRoot: deps.workspacesRoot,
