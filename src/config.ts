@@ -57,3 +57,11 @@ export function loadTemporalConnection(env: NodeJS.ProcessEnv = process.env): Cl
     );
   }
 }
+
+/**
+ * Backend names the workers were given besides the built-in ones (`AGENT_PIPELINE_BACKENDS=echo,review-bot`), so
+ * `start` and `validate` accept pipelines that select them.
+ */
+export function extraBackendNames(env: NodeJS.ProcessEnv = process.env): string[] {
+  return (env.AGENT_PIPELINE_BACKENDS ?? '').split(',').map((name) => name.trim()).filter(Boolean);
+}

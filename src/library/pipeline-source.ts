@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { loadPipelineFile, resolveInputs } from '../cli/load-pipeline.js';
+import { extraBackendNames } from '../config.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
@@ -27,7 +28,7 @@ export interface PrepareRunOptions {
    * A file's own folder is used for a path. @default `process.cwd()`
    */
   baseDir?: string;
-  /** Backend names the workers were given besides the built-in ones, so `backend:` may name them. */
+  /** Backend names the workers were given besides the built-in ones, so `backend:` may name them (added to `AGENT_PIPELINE_BACKENDS`). */
   backends?: readonly string[];
 }
 
@@ -37,14 +38,15 @@ export interface PrepareRunOptions {
  */
 export async function prepareRunInput(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
   const given = options.inputs ?? {};
+  const backends = [...(options.backends ?? []), ...extraBackendNames()];
   try {
     if (typeof source === 'string') {
-      const { pipeline, baseDir } = await loadPipelineFile(source, { backends: options.backends });
+      const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
       return { pipeline, baseDir, pipelineFile: source, inputs: resolveInputs(pipeline, source, given) };
     }
     const name = `<definition ${typeof source?.name === 'string' ? source.name : '?'}>`;
     // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
-    const pipeline = parseDefinition(source, name, options.backends);
+    const pipeline = parseDefinition(source, name, backends);
     return { pipeline, baseDir: path.resolve(options.baseDir ?? process.cwd()), pipelineFile: name, inputs: resolveInputs(pipeline, name, given) };
   } catch (err) {
     if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');

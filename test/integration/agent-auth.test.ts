@@ -95,14 +95,14 @@ describe('a worker with only CLAUDE_CODE_OAUTH_TOKEN and AGENT_PIPELINE_AGENT_EN
       // The `env` tool result went back to the model: the agent's shell had GH_TOKEN.
       expect(JSON.stringify(requests[1].body)).toContain(`GH_TOKEN=${GH_TOKEN}`);
 
-      const history = JSON.stringify((await client.temporal.workflow.getHandle(runId).fetchHistory()).events);
+      const history = historyText(JSON.stringify((await client.temporal.workflow.getHandle(runId).fetchHistory()).events));
       expect(history).toContain('<redacted>');
       for (const secret of [OAUTH_TOKEN, GH_TOKEN]) expect(history).not.toContain(secret);
 
       const status = await runCli(['status', runId, '--json'], env);
       const logs = await runCli(['logs', runId, '--stage', 'env'], env);
       expect(logs.exitCode, logs.stderr).toBe(0);
-      expect(logs.stdout).toContain('GH_TOKEN=<redacted>');
+      expect(logs.stdout).toContain('"summary": "GH_TOKEN is <redacted>"');
       const transcripts = await readTranscripts(path.join(scratch, 'workspaces'));
       expect(transcripts).toContain('GH_TOKEN=<redacted>');
       for (const secret of [OAUTH_TOKEN, GH_TOKEN]) {
@@ -121,6 +121,12 @@ describe('a worker with only CLAUDE_CODE_OAUTH_TOKEN and AGENT_PIPELINE_AGENT_EN
     for (const secret of [OAUTH_TOKEN, GH_TOKEN]) expect(workerLog).not.toContain(secret);
   });
 });
+
+/** The history as JSON with every payload decoded (payload data is base64 on the wire, so a raw search would miss it). */
+function historyText(json: string): string {
+  const decoded = [...json.matchAll(/"data":"([A-Za-z0-9+/=]+)"/g)].map((m) => Buffer.from(m[1], 'base64').toString('utf8'));
+  return `${json}\n${decoded.join('\n')}`;
+}
 
 /** Our own per-attempt transcripts (attempt-N.jsonl) of every run under `root`. */
 async function readTranscripts(root: string): Promise<string> {
