@@ -5,6 +5,7 @@ import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { inject } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { createHarness } from '../helpers/harness.js';
 import { PipelineClient } from '../../src/library/index.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 
@@ -119,6 +120,97 @@ describe('a worker with only CLAUDE_CODE_OAUTH_TOKEN and AGENT_PIPELINE_AGENT_EN
     const workerLog = String(stopped.all);
     expect(workerLog).toContain('stage attempt ended');
     for (const secret of [OAUTH_TOKEN, GH_TOKEN]) expect(workerLog).not.toContain(secret);
+  });
+});
+
+/** One auth mode: the worker's environment, the key the model server then requires, the variables the agent must see. */
+interface AuthMode {
+  name: string;
+  env: (dir: string) => Promise<NodeJS.ProcessEnv>;
+  /** The key the model server requires (x-api-key or bearer). */
+  key: string;
+  /** Variables the agent's shell must have, with the values that must appear nowhere else. */
+  secrets: Record<string, string>;
+}
+
+const MODES: AuthMode[] = [
+  {
+    name: 'ANTHROPIC_AUTH_TOKEN (a gateway token, sent as a bearer token)',
+    key: 'gw-token-0b6d2f9e4c1a7358',
+    env: async () => ({ ANTHROPIC_API_KEY: undefined, ANTHROPIC_AUTH_TOKEN: 'gw-token-0b6d2f9e4c1a7358' }),
+    secrets: { ANTHROPIC_AUTH_TOKEN: 'gw-token-0b6d2f9e4c1a7358' },
+  },
+  {
+    name: 'an apiKeyHelper in AGENT_PIPELINE_CLAUDE_SETTINGS',
+    key: 'sk-ant-helper-51c9e7a3d2b8f640',
+    env: async (dir) => {
+      const helper = path.join(dir, 'get-key.sh');
+      await writeFile(helper, '#!/bin/sh\necho sk-ant-helper-51c9e7a3d2b8f640\n', { mode: 0o755 });
+      const settings = path.join(dir, 'settings.json');
+      await writeFile(settings, JSON.stringify({ apiKeyHelper: helper }));
+      return { ANTHROPIC_API_KEY: undefined, AGENT_PIPELINE_CLAUDE_SETTINGS: settings };
+    },
+    secrets: {},
+  },
+  {
+    // No Bedrock or Vertex endpoint here: the agent authenticates with a key, and the cloud credentials must still
+    // reach it (its tools may use them) and be kept secret like the key.
+    name: 'Bedrock and Vertex credentials alongside an API key',
+    key: 'sk-ant-api-key-3e8a1c6f9d2b4705',
+    env: async () => ({
+      ANTHROPIC_API_KEY: 'sk-ant-api-key-3e8a1c6f9d2b4705',
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE7Q2W9R4T',
+      AWS_SECRET_ACCESS_KEY: 'aws-secret-9f3c7a1e5b2d8046',
+      AWS_BEARER_TOKEN_BEDROCK: 'bedrock-bearer-4d7e2a9c1f6b3058',
+      AWS_REGION: 'us-west-2',
+      CLOUD_ML_REGION: 'us-east5',
+      ANTHROPIC_VERTEX_PROJECT_ID: 'my-vertex-project',
+    }),
+    secrets: {
+      ANTHROPIC_API_KEY: 'sk-ant-api-key-3e8a1c6f9d2b4705',
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE7Q2W9R4T',
+      AWS_SECRET_ACCESS_KEY: 'aws-secret-9f3c7a1e5b2d8046',
+      AWS_BEARER_TOKEN_BEDROCK: 'bedrock-bearer-4d7e2a9c1f6b3058',
+    },
+  },
+];
+
+describe.each(MODES)('a CLI stage authenticated with $name', (mode) => {
+  test('runs; the agent sees its variables; their values are nowhere in the result, history or transcripts', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'agent-auth-mode-'));
+    const values = Object.values(mode.secrets);
+    const harness = await createHarness('auth-mode', {
+      env: { ...(await mode.env(dir)), AGENT_PIPELINE_AGENT_ENV: 'GH_TOKEN', GH_TOKEN: GH_TOKEN },
+      scenario: {
+        requireApiKey: mode.key,
+        rules: [{
+          match: 'Pipeline: auth-check · Stage: env ·',
+          turns: [
+            { tool: { name: 'Bash', input: { command: 'env' } } },
+            { text: `\`\`\`json\n{"success": true, "summary": "saw ${[GH_TOKEN, ...values].join(' ')}", "outputs": {}}\n\`\`\`` },
+          ],
+        }],
+      },
+    });
+    try {
+      const handle = await harness.startYaml('auth', PIPELINE);
+      const state = await harness.finish(handle);
+      expect(state.stages[0], JSON.stringify(state.stages[0].error)).toMatchObject({ status: 'completed' });
+      expect(state.stages[0].result?.summary).toBe(`saw ${['<redacted>', ...values.map(() => '<redacted>')].join(' ')}`);
+      const requests = harness.modelServer.requests();
+      expect(requests.map((r) => r.status)).toEqual([200, 200]);
+      const toolResult = JSON.stringify(requests[1].body);
+      for (const [name, value] of Object.entries({ ...mode.secrets, GH_TOKEN })) expect(toolResult).toContain(`${name}=${value}`);
+      const history = historyText(JSON.stringify((await handle.fetchHistory()).events));
+      const transcripts = await readTranscripts(harness.workspacesRoot);
+      for (const value of [GH_TOKEN, mode.key, ...values]) {
+        expect(history).not.toContain(value);
+        expect(transcripts).not.toContain(value);
+      }
+    } finally {
+      await harness.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
