@@ -39,7 +39,7 @@ export class PipelineClient {
     /** The task queue new runs go to. */
     readonly taskQueue: string,
   ) {
-    this.schedules = new PipelineSchedules(connection.client, taskQueue, connection.address);
+    this.schedules = new PipelineSchedules(connection.client, taskQueue, connection.address, backends);
   }
 
   /**

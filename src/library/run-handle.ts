@@ -193,11 +193,17 @@ export class RunHandle {
     }, this.address);
   }
 
-  /** The one stage waiting after a failure; the workflow's validator explains when there is none or several. */
+  /** The one stage waiting after a failure. @throws InvalidRequestError `REQUEST_REJECTED` when none or several wait. */
   private async failedStage(): Promise<string> {
     const { state } = await readRun(this.client, this.id);
-    const waiting = state.stages.filter((s) => s.waitingFor?.kind === 'failure');
-    return waiting.length === 1 ? waiting[0].id : '';
+    const waiting = state.stages.filter((s) => s.waitingFor?.kind === 'failure').map((s) => s.id);
+    if (waiting.length === 1) return waiting[0];
+    throw new InvalidRequestError(
+      'REQUEST_REJECTED',
+      waiting.length === 0
+        ? `[REQUEST_REJECTED] no stage of run ${this.id} waits after a failure`
+        : `[REQUEST_REJECTED] stages ${waiting.join(', ')} of run ${this.id} wait after a failure; name one with { stage }`,
+    );
   }
 }
 

@@ -3,6 +3,7 @@ import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, type
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
 import { InvalidRequestError, typedErrors } from './errors.js';
+import type { PipelineRunInput } from '../workflows/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 
 /** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
@@ -26,12 +27,25 @@ export interface CreateScheduleOptions extends PrepareRunOptions {
   paused?: boolean;
 }
 
+/** Exactly one of cron and every, a valid interval and overlap policy. @throws InvalidRequestError */
+function checkTiming(options: Pick<CreateScheduleOptions, 'cron' | 'every' | 'overlap'>): void {
+  if (Boolean(options.cron) === Boolean(options.every)) throw new InvalidRequestError('INVALID_REQUEST', '[INVALID_REQUEST] give exactly one of cron or every');
+  if (options.every !== undefined && !durationSchema.safeParse(options.every).success) {
+    throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] every: "${options.every}" is not a duration; write it like 30m, 2h or 1d`);
+  }
+  if (options.overlap !== undefined && !Object.hasOwn(OVERLAP_POLICIES, options.overlap)) {
+    throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] overlap: expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${options.overlap}"`);
+  }
+}
+
 /** Schedules that start pipeline runs on a cron expression or an interval (`client.schedules`). */
 export class PipelineSchedules {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
     private readonly address?: string,
+    /** Backend names the client was told about (`PipelineClient.connect({ backends })`). */
+    private readonly backends: readonly string[] = [],
   ) {}
 
   /**
@@ -39,14 +53,13 @@ export class PipelineSchedules {
    * @throws PipelineInvalidError, InvalidRequestError (`SCHEDULE_EXISTS`, `INVALID_REQUEST` for bad timing)
    */
   async create(source: PipelineSource, options: CreateScheduleOptions): Promise<ScheduleInfo> {
-    if (Boolean(options.cron) === Boolean(options.every)) throw new InvalidRequestError('INVALID_REQUEST', '[INVALID_REQUEST] give exactly one of cron or every');
-    if (options.every !== undefined && !durationSchema.safeParse(options.every).success) {
-      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] every: "${options.every}" is not a duration; write it like 30m, 2h or 1d`);
-    }
-    if (options.overlap !== undefined && !Object.hasOwn(OVERLAP_POLICIES, options.overlap)) {
-      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] overlap: expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${options.overlap}"`);
-    }
-    const input = await prepareRunInput(source, options);
+    checkTiming(options);
+    return this.createPrepared(await prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }), options);
+  }
+
+  /** Creates a schedule from an already prepared run input (`client.prepare()`). */
+  createPrepared(input: PipelineRunInput, options: Omit<CreateScheduleOptions, keyof PrepareRunOptions>): Promise<ScheduleInfo> {
+    checkTiming(options);
     const scheduleId = options.id ?? input.pipeline.name;
     return typedErrors(async () => {
       const handle = await this.client.schedule.create(

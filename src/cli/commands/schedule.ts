@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { Client } from '@temporalio/client';
+import { prepareRunInput } from '../../library/pipeline-source.js';
 import type { PipelineSchedules } from '../../library/schedules.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
@@ -63,10 +64,11 @@ export function addScheduleCommands(program: Command): void {
     .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
-      const inputs = parseInputFlags(opts.input ?? []);
+      // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
+      const input = await prepareRunInput(file, { inputs: parseInputFlags(opts.input ?? []) });
       await withClient(async ({ pipeline }) => {
-        const { scheduleId } = await pipeline.schedules.create(file, {
-          id: opts.id, inputs, cron: opts.cron, every: opts.every?.text, overlap: opts.overlap, note: opts.note, paused: opts.paused,
+        const { scheduleId } = await pipeline.schedules.createPrepared(input, {
+          id: opts.id, cron: opts.cron, every: opts.every?.text, overlap: opts.overlap, note: opts.note, paused: opts.paused,
         });
         if (opts.json) return printJson({ scheduleId });
         printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
