@@ -1,10 +1,14 @@
 import path from 'node:path';
 import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
+import { AgentPipelineError } from './library/errors.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/messages.js';
 
-/** A setting in the environment has a value we cannot use: exit 2, with the variable, its value and the fix. */
-export class ConfigError extends Error {
+/** A setting in the environment has a value we cannot use: exit 2, with the variable, its value and the fix. Code `CONFIG_INVALID`. */
+export class ConfigError extends AgentPipelineError {
   override readonly name = 'ConfigError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
+  }
 }
 
 /** Settings shared by the client and the worker, from the environment (documented in the README). */
@@ -52,4 +56,12 @@ export function loadTemporalConnection(env: NodeJS.ProcessEnv = process.env): Cl
       { cause: err },
     );
   }
+}
+
+/**
+ * Backend names the workers were given besides the built-in ones (`AGENT_PIPELINE_BACKENDS=echo,review-bot`), so
+ * `start` and `validate` accept pipelines that select them.
+ */
+export function extraBackendNames(env: NodeJS.ProcessEnv = process.env): string[] {
+  return (env.AGENT_PIPELINE_BACKENDS ?? '').split(',').map((name) => name.trim()).filter(Boolean);
 }

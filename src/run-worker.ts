@@ -1,11 +1,14 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
 import { createActivities } from './activities/index.js';
-import { loadConfig, loadTemporalConnection } from './config.js';
+import type { Backend } from './activities/run-stage.js';
+import { BACKENDS } from './pipeline/schema.js';
+import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';
 import { workerOptionsFromEnv } from './worker-env.js';
@@ -22,6 +25,14 @@ export interface StartWorkerOptions {
   workflowBundlePath?: string;
   /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
   workerOptions?: Partial<WorkerOptions>;
+  /** Overrides `TEMPORAL_NAMESPACE`. */
+  namespace?: string;
+  /** Overrides `AGENT_PIPELINE_WORKSPACES`. */
+  workspacesRoot?: string;
+  /** Overrides `AGENT_PIPELINE_MAX_CONCURRENT_STAGES`. */
+  maxConcurrentStages?: number;
+  /** Backends besides `claude-cli` and `anthropic-api`, by the name a stage's `backend:` selects. */
+  backends?: Record<string, Backend>;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -36,12 +47,16 @@ const WORKFLOWS_PATH = [
 export async function createPipelineWorker(options: StartWorkerOptions = {}): Promise<Worker> {
   const env = options.env ?? process.env;
   const config = loadConfig(env);
-  const settings = workerOptionsFromEnv(env);
+  const fromEnv = workerOptionsFromEnv(env);
+  const settings = { ...fromEnv, maxConcurrentStages: options.maxConcurrentStages ?? fromEnv.maxConcurrentStages };
   const { connectionOptions, namespace } = loadTemporalConnection(env);
+  const taken = Object.keys(options.backends ?? {}).filter((name) => (BACKENDS as readonly string[]).includes(name));
+  if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const activities = createActivities({
-    workspacesRoot: config.workspacesRoot,
+    workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
+    extraBackends: options.backends,
     cli: { env, killGraceMs: settings.killGraceMs },
     api: {
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
@@ -57,7 +72,7 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     : { workflowsPath: WORKFLOWS_PATH };
   return Worker.create({
     connection,
-    namespace: namespace ?? 'default',
+    namespace: options.namespace ?? namespace ?? 'default',
     taskQueue: options.taskQueue ?? config.taskQueue,
     ...workflowSource,
     activities,

@@ -20,7 +20,7 @@ export const FAILURES = {
   /** Thrown when the `claude` binary cannot be found or started. */
   CLI_NOT_INSTALLED: { nonRetryable: true, hint: 'run `npm ci` in the agent-pipeline folder, or set CLAUDE_BIN to the claude binary' },
   /** Thrown when no API key is configured for the backend. */
-  API_KEY_MISSING: { nonRetryable: true, hint: 'set ANTHROPIC_API_KEY in the environment of the worker and restart it' },
+  API_KEY_MISSING: { nonRetryable: true, hint: 'set ANTHROPIC_API_KEY (or, for CLI stages, another way Claude Code authenticates) in the environment of the worker and restart it' },
   /** Thrown when the API rejects the key (401) or the account lacks permission (403). */
   API_KEY_REJECTED: { nonRetryable: true, hint: 'check ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL) where the worker runs, then restart the worker' },
   /** Thrown when the API refuses the request as malformed (400, 413), or the model does not exist (404). */

@@ -1,6 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
+import { agentSecretValues } from './backends/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
-import { createRunStage } from './run-stage.js';
+import { createRunStage, type Backend } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
 
 export interface ActivityDependencies {
@@ -8,16 +9,20 @@ export interface ActivityDependencies {
   workspacesRoot: string;
   cli: ClaudeCliOptions;
   api: AnthropicApiOptions;
+  /** Backends besides the built-in ones, by the name a stage's `backend:` selects. */
+  extraBackends?: Record<string, Backend>;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
 export function createActivities(deps: ActivityDependencies) {
   // The keys never appear in failures, results or the transcripts the activities write.
-  registerSecrets([deps.cli.env.ANTHROPIC_API_KEY, deps.cli.env.ANTHROPIC_AUTH_TOKEN, deps.api.client?.apiKey ?? undefined]);
+  // So are the credentials of every auth mode and whatever AGENT_PIPELINE_AGENT_ENV passes to agents.
+  registerSecrets([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   return {
     runStage: createRunStage({
       workspacesRoot: deps.workspacesRoot,
       backends: {
+        ...deps.extraBackends,
         'claude-cli': (request) => runClaudeCli(request, deps.cli),
         'anthropic-api': (request) => runAnthropicApi(request, deps.api),
       },

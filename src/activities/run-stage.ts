@@ -50,7 +50,8 @@ export type Backend = (request: BackendRequest) => Promise<BackendOutcome>;
 export interface RunStageDependencies {
   /** Folder under which each run gets its workspace. */
   workspacesRoot: string;
-  backends: Record<ResolvedStage['backend'], Backend>;
+  /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
+  backends: Record<string, Backend>;
 }
 
 /** The run's branch when `workspace.branch` is not set. */
@@ -137,7 +138,16 @@ async function runAttempt(
   const { stage } = assembled;
   const transcriptPath = log.transcriptPath(attempt);
   const previous = heartbeatDetails as AttemptProgress | undefined;
-  const outcome = await deps.backends[stage.backend]({
+  const backend = Object.hasOwn(deps.backends, stage.backend) ? deps.backends[stage.backend] : undefined;
+  if (!backend) {
+    throw stageFailure({
+      type: 'CONFIG_INVALID',
+      stageId: stage.id,
+      message: `this worker has no backend "${stage.backend}" (it has ${Object.keys(deps.backends).join(', ')})`,
+      hint: 'register it with createPipelineWorker({ backends }) on every worker of the task queue, or pick another backend',
+    });
+  }
+  const outcome = await backend({
     stage,
     prompt: assembled.prompt,
     workspace,

@@ -18,7 +18,8 @@ const MAX_FAILED_POLLS = 30;
 /** gRPC UNAVAILABLE and DEADLINE_EXCEEDED: the server restarts, the network blips. */
 const TRANSIENT_CODES = new Set([14, 4]);
 
-function isTransient(err: unknown): boolean {
+/** True for errors a lost connection or a restarting server causes; the request may be tried again. */
+export function isTransient(err: unknown): boolean {
   for (let current = err; current instanceof Error; current = current.cause) {
     if (isGrpcServiceError(current) && TRANSIENT_CODES.has(current.code)) return true;
   }

@@ -24,9 +24,9 @@ export function formatBytes(bytes: number): string {
  * Checks, before anything is started, that a run's input fits in one Temporal payload.
  * @throws UsageError (exit 2) with the size, the limit, what is largest and how to fix it
  */
-export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES): void {
+export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES): PipelineRunInput {
   const size = encodedSize(input);
-  if (size <= limitBytes) return;
+  if (size <= limitBytes) return input;
   const parts = [
     ...Object.entries(input.inputs).map(([name, value]) => ({ what: `--input ${name}`, bytes: Buffer.byteLength(value) })),
     ...input.pipeline.stages.map((stage, i) => ({ what: `stages[${i}] (${stage.id}) of ${input.pipelineFile}`, bytes: encodedSize(stage) })),

@@ -1,21 +1,18 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parsePipeline } from '../pipeline/parse.js';
+import { parsePipeline, type ParseOptions } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
-import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { UsageError } from './errors.js';
-import { checkRunInputSize } from './input-size.js';
 
 /** Reads and validates a pipeline file. @throws UsageError or PipelineValidationError */
-export async function loadPipelineFile(file: string): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
+export async function loadPipelineFile(file: string, options?: ParseOptions): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new UsageError(`cannot read pipeline file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new UsageError(`[FILE_UNREADABLE] cannot read pipeline file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  return { pipeline: parsePipeline(text, file), baseDir: path.dirname(path.resolve(file)) };
+  return { pipeline: parsePipeline(text, file, options), baseDir: path.dirname(path.resolve(file)) };
 }
 
 /** Parses `--input key=value` flags. */
@@ -35,7 +32,7 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   const unknown = Object.keys(given).filter((k) => !(k in declared));
   if (unknown.length > 0) {
     throw new UsageError(
-      `${file} declares no input ${unknown.map((k) => `"${k}"`).join(', ')}; declared inputs: ${Object.keys(declared).join(', ') || '(none)'}`,
+      `[INPUT_INVALID] ${file} declares no input ${unknown.map((k) => `"${k}"`).join(', ')}; declared inputs: ${Object.keys(declared).join(', ') || '(none)'}`,
     );
   }
   const inputs: Record<string, string> = {};
@@ -46,29 +43,7 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
     else if (spec.required) missing.push(name);
   }
   if (missing.length > 0) {
-    throw new UsageError(`${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
+    throw new UsageError(`[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
   }
   return inputs;
-}
-
-/** How `prepareRun` treats the pipeline's files. */
-export interface PrepareRunOptions {
-  /** Leave the files out of the run: workers read them from the pipeline file's folder on their own host. @default false */
-  filesFromWorker?: boolean;
-  /** Bundle size cap. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
-  maxBundleBytes?: number;
-}
-
-/**
- * Everything the workflow needs to run a pipeline file with the given `--input` flags: by default with the pipeline
- * file and every file it references bundled into the run (see `bundle/create-run-bundle.ts`).
- * @throws UsageError also when the whole input is over Temporal's payload limit
- */
-export async function prepareRun(file: string, inputFlags: readonly string[], options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
-  const { pipeline, baseDir } = await loadPipelineFile(file);
-  const inputs = resolveInputs(pipeline, file, parseInputFlags(inputFlags));
-  const bundle = options.filesFromWorker ? undefined : await createRunBundle(file, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
-  const input: PipelineRunInput = { pipeline, baseDir, pipelineFile: file, inputs, ...(bundle ? { bundle } : {}) };
-  checkRunInputSize(input);
-  return input;
 }

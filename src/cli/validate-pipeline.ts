@@ -5,6 +5,7 @@ import { loadAgentFile } from '../activities/agent-file.js';
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/system-prompt.js';
 import { PipelineValidationError, formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
+import { extraBackendNames } from '../config.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { listTemplateVariables } from '../pipeline/template.js';
@@ -43,7 +44,7 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
   }
   let pipeline: PipelineDefinition;
   try {
-    pipeline = parsePipeline(text, file);
+    pipeline = parsePipeline(text, file, { backends: extraBackendNames() });
   } catch (err) {
     if (!(err instanceof PipelineValidationError)) throw err;
     return { file, problems: err.problems.map((p) => ({ file, line: p.line, field: p.path, message: p.message })) };

@@ -2,15 +2,22 @@ import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { findGraphProblems } from './graph.js';
 import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
 import { describeIssues } from './issue-messages.js';
+import { findUnknownBackends } from './backend-names.js';
 import { pipelineSchema, type PipelineDefinition } from './schema.js';
 import { findSemanticProblems } from './semantic-checks.js';
+
+/** Options of {@link parsePipeline}. */
+export interface ParseOptions {
+  /** Backend names registered with the worker, allowed besides the built-in `claude-cli` and `anthropic-api`. */
+  backends?: readonly string[];
+}
 
 /**
  * Parses and validates a pipeline file's text. Pure (no file access) so the client, the worker and
  * tests share it; `file` is only used in messages.
  * @throws PipelineValidationError naming every problem with its line and YAML path.
  */
-export function parsePipeline(text: string, file: string): PipelineDefinition {
+export function parsePipeline(text: string, file: string, options: ParseOptions = {}): PipelineDefinition {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
@@ -38,7 +45,7 @@ export function parsePipeline(text: string, file: string): PipelineDefinition {
   }
   // Semantic checks walk the stage graph, so they run only once it is sound.
   const graphProblems = findGraphProblems(parsed.data.stages);
-  const problems = graphProblems.length > 0 ? graphProblems : findSemanticProblems(parsed.data);
+  const problems = graphProblems.length > 0 ? graphProblems : [...findUnknownBackends(parsed.data, options.backends), ...findSemanticProblems(parsed.data)];
   if (problems.length > 0) {
     throw new PipelineValidationError(
       file,

@@ -11,8 +11,12 @@ export const durationSchema = z.union([
   z.string().regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'expected a duration such as "90s", "30m" or "2h"'),
 ]);
 
+/** The backends every worker has. A worker may register more (`createPipelineWorker({ backends })`). */
 export const BACKENDS = ['claude-cli', 'anthropic-api'] as const;
-export type Backend = (typeof BACKENDS)[number];
+export type BuiltinBackend = (typeof BACKENDS)[number];
+/** A backend name: a built-in one, or one registered with the worker (validation checks which are allowed). */
+// `string & {}` keeps editors suggesting the built-in names while allowing registered ones.
+export type Backend = BuiltinBackend | (string & {});
 
 export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
 
@@ -47,7 +51,8 @@ export const answerWaitSchema = z.strictObject({
 
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
-  backend: z.enum(BACKENDS).optional(),
+  /** `claude-cli`, `anthropic-api`, or a backend registered with the worker (checked by `parsePipeline`). */
+  backend: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'expected a backend name such as claude-cli or anthropic-api').optional(),
   model: z.string().min(1).optional(),
   fallbackModel: z.string().min(1).optional(),
   /** Start-to-close timeout of one attempt. */

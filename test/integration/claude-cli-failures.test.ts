@@ -90,9 +90,14 @@ describe('a failing CLI attempt', () => {
     await expectFailure(attempt.outcome, 'CLI_NOT_INSTALLED', true, /not found \(looked for CLAUDE_BIN=\/nonexistent\/claude\).*run `npm ci` in the agent-pipeline folder, or set CLAUDE_BIN/);
   });
 
-  test('a missing API key fails as API_KEY_MISSING and says where to set it', async () => {
+  test('a worker with no credentials at all fails as API_KEY_MISSING, naming every way Claude Code authenticates', async () => {
     const attempt = await world.start({ task: 'Task: 401', env: { ANTHROPIC_API_KEY: undefined } });
-    await expectFailure(attempt.outcome, 'API_KEY_MISSING', true, /no ANTHROPIC_API_KEY.*set ANTHROPIC_API_KEY in the environment of the worker/);
+    await expectFailure(
+      attempt.outcome,
+      'API_KEY_MISSING',
+      true,
+      /no credentials.*set one of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN .*CLAUDE_CODE_USE_BEDROCK=1 .*AWS_BEARER_TOKEN_BEDROCK.*CLAUDE_CODE_USE_VERTEX=1 .*ANTHROPIC_VERTEX_PROJECT_ID.*AGENT_PIPELINE_CLAUDE_SETTINGS .*apiKeyHelper in the environment of the worker/,
+    );
   });
 
   test('a stage over its budget fails as BUDGET_EXCEEDED, not retried', async () => {

@@ -53,7 +53,7 @@ describe('buildCliArgs', () => {
 describe('agentEnvironment', () => {
   test('passes an allow-list plus the key, the run\'s config dir, short CLI retries and the markers', () => {
     const env = agentEnvironment(
-      { PATH: '/bin', HOME: '/root', ANTHROPIC_API_KEY: 'sk-1', TEMPORAL_API_KEY: 'temporal-secret', AWS_SECRET_ACCESS_KEY: 'x' },
+      { PATH: '/bin', HOME: '/root', ANTHROPIC_API_KEY: 'sk-1', TEMPORAL_API_KEY: 'temporal-secret', DATABASE_PASSWORD: 'x' },
       '/w/.claude',
       { stage: '/w/.agent-pipeline/stages/work', worker: 'tok' },
     );

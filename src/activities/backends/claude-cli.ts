@@ -4,7 +4,8 @@ import { redactSecrets, registerSecrets } from '../secrets.js';
 import { writeFileAtomic } from '../workspace.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
-import { agentEnvironment, buildCliArgs } from './cli-args.js';
+import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
+import { agentEnvironment, agentSettings, buildCliArgs } from './cli-args.js';
 import { CliEventReader } from './cli-events.js';
 import { classifyCliRun } from './cli-failure.js';
 import { runCliProcess, type CliProcessResult } from './cli-process.js';
@@ -38,10 +39,15 @@ export interface ClaudeCliOptions {
  */
 export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOptions): Promise<BackendOutcome> {
   const { stage, workspace } = request;
-  const secrets = [options.env.ANTHROPIC_API_KEY, options.env.ANTHROPIC_AUTH_TOKEN];
+  const secrets = agentSecretValues(options.env);
   registerSecrets(secrets);
-  if (!options.env.ANTHROPIC_API_KEY && !options.env.ANTHROPIC_AUTH_TOKEN) {
-    throw stageFailure({ type: 'API_KEY_MISSING', stageId: stage.id, message: 'the worker has no ANTHROPIC_API_KEY (nor ANTHROPIC_AUTH_TOKEN) to give the Claude Code CLI' });
+  if (!detectAgentAuth(options.env)) {
+    throw stageFailure({
+      type: 'API_KEY_MISSING',
+      stageId: stage.id,
+      message: `the worker has no credentials to give the Claude Code CLI`,
+      hint: `set one of ${AUTH_MODES_HELP} in the environment of the worker and restart it`,
+    });
   }
   const binary = await findClaudeBinary(options.env);
   if (!binary) {
@@ -71,7 +77,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   try {
     run = await runCliProcess({
       binary,
-      args: buildCliArgs(request, session, { mcpConfig, systemPrompt }),
+      args: buildCliArgs(request, session, { mcpConfig, systemPrompt, settings: agentSettings(options.env) }),
       stdin: session.stdin,
       cwd: workspace.dir,
       env,

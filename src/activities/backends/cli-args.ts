@@ -1,3 +1,4 @@
+import { AUTH_VARIABLES, extraAgentVariables, SETTINGS_VARIABLE } from './agent-auth.js';
 import type { BackendRequest } from './backend.js';
 import type { SessionPlan } from './cli-session.js';
 import { STAGE_MARKER, WORKER_MARKER } from './process-sweep.js';
@@ -5,10 +6,17 @@ import { STAGE_MARKER, WORKER_MARKER } from './process-sweep.js';
 /** Variables passed through to the agent; everything else in the worker's environment stays out. */
 const PASSED_ENV = [
   'PATH', 'HOME', 'USER', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'TERM', 'SHELL',
-  'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'ANTHROPIC_BASE_URL', 'API_TIMEOUT_MS',
+  'ANTHROPIC_BASE_URL', 'API_TIMEOUT_MS',
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'NODE_EXTRA_CA_CERTS',
-  'CLAUDE_CODE_USE_BEDROCK', 'CLAUDE_CODE_USE_VERTEX', 'IS_SANDBOX',
+  'IS_SANDBOX',
+  // Every way Claude Code authenticates (agent-auth.ts).
+  ...AUTH_VARIABLES,
 ];
+
+/** The settings to pass with `--settings`, from the worker's environment. */
+export function agentSettings(env: NodeJS.ProcessEnv): string | undefined {
+  return env[SETTINGS_VARIABLE] || undefined;
+}
 
 /** Files written for the command line. */
 export interface CliFiles {
@@ -16,6 +24,8 @@ export interface CliFiles {
   mcpConfig?: string;
   /** `--append-system-prompt-file`: a file, because one argument is limited to 128 KiB on Linux. */
   systemPrompt?: string;
+  /** `--settings`: the worker's `AGENT_PIPELINE_CLAUDE_SETTINGS` (a file or JSON), e.g. with an `apiKeyHelper`. */
+  settings?: string;
 }
 
 /**
@@ -35,6 +45,7 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   if (files.mcpConfig) args.push('--mcp-config', files.mcpConfig);
   if (request.addDirs?.length) args.push('--add-dir', ...request.addDirs);
   if (files.systemPrompt) args.push('--append-system-prompt-file', files.systemPrompt);
+  if (files.settings) args.push('--settings', files.settings);
   return args;
 }
 
@@ -46,7 +57,9 @@ export interface AgentMarkers {
 
 /** The agent's environment: the allow-list, the run's Claude config dir, and the process markers. */
 export function agentEnvironment(env: NodeJS.ProcessEnv, claudeConfigDir: string, markers: AgentMarkers): Record<string, string> {
-  const passed = Object.fromEntries(PASSED_ENV.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string]));
+  // AGENT_PIPELINE_AGENT_ENV adds variables a stage's tools need (GH_TOKEN for `gh`, SSH_AUTH_SOCK for git pushes).
+  const names = [...PASSED_ENV, ...extraAgentVariables(env)];
+  const passed = Object.fromEntries(names.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string]));
   return {
     ...passed,
     CLAUDE_CONFIG_DIR: claudeConfigDir,

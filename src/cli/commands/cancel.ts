@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { withClient } from '../connect.js';
-import { UsageError } from '../errors.js';
 import { printJson, printLine } from '../output.js';
 
 export function addCancelCommand(program: Command): void {
@@ -11,11 +10,8 @@ export function addCancelCommand(program: Command): void {
     .option('--json', 'print {"runId", "cancelRequested": true}')
     .addHelpText('after', '\nExit code: 0 cancellation requested, 2 unknown or already finished run, 3 Temporal unreachable.')
     .action(async (id: string, opts: { json?: boolean }) => {
-      await withClient(async ({ client }) => {
-        const handle = client.workflow.getHandle(id);
-        const { status } = await handle.describe();
-        if (status.name !== 'RUNNING') throw new UsageError(`[RUN_CLOSED] run ${id} has already ended (${status.name.toLowerCase()})`);
-        await handle.cancel();
+      await withClient(async ({ pipeline }) => {
+        await pipeline.getRun(id).cancel();
         if (opts.json) return printJson({ runId: id, cancelRequested: true });
         printLine(`Cancellation requested for ${id}; running stages are being stopped.`);
         printLine(`Follow it: agent-pipeline watch ${id}`);

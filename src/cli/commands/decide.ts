@@ -1,50 +1,25 @@
 import { Option, type Command } from 'commander';
-import type { Client, WorkflowHandle } from '@temporalio/client';
-import { loadConfig, runUrl } from '../../config.js';
+import type { RunHandle } from '../../library/run-handle.js';
 import type { RunState } from '../../pipeline/run-state.js';
-import {
-  answerStageUpdate,
-  approveStageUpdate,
-  rejectStageUpdate,
-  retryStageUpdate,
-  skipStageUpdate,
-} from '../../workflows/messages.js';
 import { withClient } from '../connect.js';
-import { TemporalUnreachableError, UsageError } from '../errors.js';
 import { updatedRunJson } from '../json.js';
 import { collect, parsePositiveInt, parsePositiveNumber } from '../options.js';
 import { printJson, printLine } from '../output.js';
-import { hasWorkflowPollers } from '../run-reader.js';
 import { runHeader, waitLines } from '../run-view.js';
 
-/** How long to wait for a worker to take a decision before saying none did. @unit milliseconds */
-const UPDATE_TIMEOUT_MS = 60_000;
-
 /**
- * Sends a person's decision to a run as a workflow update and prints what the run does next. Checks first that the
- * run is open and a worker polls its task queue: an update nobody accepts is not kept.
+ * Sends a person's decision to a run through the library (which checks that the run is open and a worker polls its
+ * task queue) and prints what the run does next.
  */
-async function decide(id: string, json: boolean | undefined, done: string, send: (handle: WorkflowHandle) => Promise<RunState>): Promise<void> {
-  await withClient(async ({ client, namespace }) => {
-    const handle = client.workflow.getHandle(id);
-    const description = await handle.describe();
-    if (description.status.name !== 'RUNNING') {
-      throw new UsageError(`[RUN_CLOSED] run ${id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
-    }
-    await requireWorker(client, description.taskQueue);
-    const state = await client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
-    const webUi = runUrl(loadConfig(), namespace, id);
+async function decide(id: string, json: boolean | undefined, done: string, send: (run: RunHandle) => Promise<RunState>): Promise<void> {
+  await withClient(async ({ pipeline }) => {
+    const state = await send(pipeline.getRun(id));
+    const webUi = pipeline.webUiUrl(id);
     if (json) return printJson(updatedRunJson(state, webUi));
     printLine(`✔ ${done}`);
     printLine(runHeader(state, Date.now()));
     waitLines(state).forEach((line) => printLine(line));
   });
-}
-
-async function requireWorker(client: Client, taskQueue: string): Promise<void> {
-  if (!(await hasWorkflowPollers(client, taskQueue))) {
-    throw new TemporalUnreachableError(`[NO_WORKER] no worker polls task queue "${taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`);
-  }
 }
 
 const stageHelp = 'the waiting stage; optional when only one stage waits';
@@ -61,7 +36,7 @@ export function addDecisionCommands(program: Command): void {
     .option('--json', jsonHelp)
     .addHelpText('after', exitHelp)
     .action((id: string, text: string, opts: { stage?: string; json?: boolean }) =>
-      decide(id, opts.json, `answered${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) => h.executeUpdate(answerStageUpdate, { args: [{ stage: opts.stage, text }] })),
+      decide(id, opts.json, `answered${opts.stage ? ` stage ${opts.stage}` : ''}`, (run) => run.answer(text, { stage: opts.stage })),
     );
 
   program
@@ -77,17 +52,8 @@ export function addDecisionCommands(program: Command): void {
     .option('--json', jsonHelp)
     .addHelpText('after', exitHelp)
     .action((id: string, opts: { stage?: string; budgetUsd?: number; allow?: string[]; allowAll?: boolean; rounds?: number; comment?: string; json?: boolean }) =>
-      decide(id, opts.json, `approved${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) =>
-        h.executeUpdate(approveStageUpdate, {
-          args: [{
-            stage: opts.stage,
-            budgetUsd: opts.budgetUsd,
-            allowTools: opts.allow,
-            allowAll: opts.allowAll,
-            rounds: opts.rounds,
-            comment: opts.comment,
-          }],
-        }),
+      decide(id, opts.json, `approved${opts.stage ? ` stage ${opts.stage}` : ''}`, (run) =>
+        run.approve({ stage: opts.stage, budgetUsd: opts.budgetUsd, allow: opts.allowAll ? 'all' : opts.allow, rounds: opts.rounds, comment: opts.comment }),
       ),
     );
 
@@ -100,7 +66,7 @@ export function addDecisionCommands(program: Command): void {
     .option('--json', jsonHelp)
     .addHelpText('after', exitHelp)
     .action((id: string, opts: { stage?: string; reason: string; json?: boolean }) =>
-      decide(id, opts.json, `rejected${opts.stage ? ` stage ${opts.stage}` : ''}`, (h) => h.executeUpdate(rejectStageUpdate, { args: [{ stage: opts.stage, reason: opts.reason }] })),
+      decide(id, opts.json, `rejected${opts.stage ? ` stage ${opts.stage}` : ''}`, (run) => run.reject(opts.reason, { stage: opts.stage })),
     );
 
   program
@@ -112,7 +78,7 @@ export function addDecisionCommands(program: Command): void {
     .option('--json', jsonHelp)
     .addHelpText('after', exitHelp)
     .action((id: string, opts: { stage: string; feedback?: string; json?: boolean }) =>
-      decide(id, opts.json, `retrying stage ${opts.stage}`, (h) => h.executeUpdate(retryStageUpdate, { args: [{ stage: opts.stage, feedback: opts.feedback }] })),
+      decide(id, opts.json, `retrying stage ${opts.stage}`, (run) => run.retry({ stage: opts.stage, feedback: opts.feedback })),
     );
 
   program
@@ -123,6 +89,6 @@ export function addDecisionCommands(program: Command): void {
     .option('--json', jsonHelp)
     .addHelpText('after', exitHelp)
     .action((id: string, opts: { stage: string; json?: boolean }) =>
-      decide(id, opts.json, `skipped stage ${opts.stage}`, (h) => h.executeUpdate(skipStageUpdate, { args: [{ stage: opts.stage }] })),
+      decide(id, opts.json, `skipped stage ${opts.stage}`, (run) => run.skip({ stage: opts.stage })),
     );
 }

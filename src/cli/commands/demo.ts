@@ -1,11 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { withClient } from '../connect.js';
-import { loadConfig } from '../../config.js';
-import { prepareRun } from '../load-pipeline.js';
 import { parsePort } from '../options.js';
 import { printLine, printNote } from '../output.js';
-import { startRun } from '../runs.js';
 import { watchRun } from './watch.js';
 
 const DEMO_DIR = fileURLToPath(new URL('../../../examples/demo/', import.meta.url));
@@ -22,11 +19,10 @@ export function addDemoCommand(program: Command): void {
       // Everything after this talks to the embedded server, Web UI links included.
       process.env.TEMPORAL_ADDRESS = stack.server.address;
       try {
-        const input = await prepareRun(`${DEMO_DIR}pipeline.yaml`, []);
         process.exitCode = await withClient(async (connected) => {
-          const { handle } = await startRun(connected.client, input, { taskQueue: loadConfig().taskQueue });
-          printLine(`Started demo run ${handle.workflowId}`);
-          return watchRun(connected, handle.workflowId, {});
+          const run = await connected.pipeline.start(`${DEMO_DIR}pipeline.yaml`);
+          printLine(`Started demo run ${run.id}`);
+          return watchRun(connected, run.id, {});
         }, stack.server.address);
         if (!opts.exit && process.stdin.isTTY) {
           printLine(`The Web UI stays up at ${stack.server.uiUrl}. Press Ctrl-C to stop.`);

@@ -1,75 +1,28 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import type { WorkflowExecutionInfo } from '@temporalio/client';
+import { RUN_LIST_STATUSES, type RunListStatus } from '../../library/list-runs.js';
 import { formatDuration } from '../../pipeline/duration.js';
-import { PIPELINE_WORKFLOW_TYPE } from '../../workflows/messages.js';
-import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../../workflows/search-attributes.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs, parsePositiveInt } from '../options.js';
 import { formatColumns, formatTime, formatUsd, printJson, printLine } from '../output.js';
 
-/** `--status` values and the visibility clause each stands for. */
-const STATUS_FILTER: Record<string, string> = {
-  running: "ExecutionStatus = 'Running'",
-  completed: "ExecutionStatus = 'Completed'",
-  failed: "ExecutionStatus = 'Failed'",
-  cancelled: "ExecutionStatus = 'Canceled'",
-  canceled: "ExecutionStatus = 'Canceled'",
-  terminated: "ExecutionStatus = 'Terminated'",
-  'timed-out': "ExecutionStatus = 'TimedOut'",
-  // Waiting for a person is our own state; the workflow keeps it in a search attribute.
-  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'waiting'`,
-};
-
-/** One row of `list --json`. */
-export interface RunListItem {
-  runId: string;
-  pipeline: string | null;
-  /** running, waiting (for a person), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
-  status: string;
-  startedAt: number;
-  closedAt: number | null;
-  /** @unit US dollars */
-  costUsd: number | null;
-  /** Stages running at the last update. */
-  currentStages: string[];
-}
+/** One row of `list --json` (the library's list item). */
+export type { RunListItem } from '../../library/list-runs.js';
+export { buildListQuery } from '../../library/list-runs.js';
 
 interface ListOptions {
   pipeline?: string;
-  status?: string;
+  status?: RunListStatus;
   since?: number;
   limit: number;
   json?: boolean;
 }
 
-function parseStatus(value: string): string {
-  const status = STATUS_FILTER[value.toLowerCase()];
-  if (!status) throw new InvalidArgumentError(`expected one of ${Object.keys(STATUS_FILTER).filter((s) => s !== 'canceled').join(', ')}, got "${value}"`);
-  return status;
-}
-
-/** The visibility query for the filters, on our search attributes and Temporal's built-in ones. */
-export function buildListQuery(options: Pick<ListOptions, 'pipeline' | 'status' | 'since'>, now = Date.now()): string {
-  const quote = (value: string): string => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  const clauses = [`WorkflowType = ${quote(PIPELINE_WORKFLOW_TYPE)}`];
-  if (options.pipeline) clauses.push(`${PIPELINE_NAME_ATTRIBUTE.name} = ${quote(options.pipeline)}`);
-  if (options.status) clauses.push(options.status);
-  if (options.since) clauses.push(`StartTime > ${quote(new Date(now - options.since).toISOString())}`);
-  return clauses.join(' AND ');
-}
-
-function toItem(info: WorkflowExecutionInfo): RunListItem {
-  const execution = info.status.name.toLowerCase();
-  const waiting = execution === 'running' && info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE) === 'waiting';
-  return {
-    runId: info.workflowId,
-    pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
-    status: waiting ? 'waiting' : execution,
-    startedAt: info.startTime.getTime(),
-    closedAt: info.closeTime?.getTime() ?? null,
-    costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
-    currentStages: info.typedSearchAttributes.get(CURRENT_STAGES_ATTRIBUTE) ?? [],
-  };
+function parseStatus(value: string): RunListStatus {
+  const status = value.toLowerCase();
+  if (!Object.hasOwn(RUN_LIST_STATUSES, status)) {
+    throw new InvalidArgumentError(`expected one of ${Object.keys(RUN_LIST_STATUSES).filter((s) => s !== 'canceled').join(', ')}, got "${value}"`);
+  }
+  return status as RunListStatus;
 }
 
 export function addListCommand(program: Command): void {
@@ -83,12 +36,8 @@ export function addListCommand(program: Command): void {
     .option('--json', 'print {"runs": [...]} (docs/cli.md)')
     .addHelpText('after', '\nUses the visibility store (search attributes AgentPipeline, ExecutionStatus, StartTime); a run shows up a moment after it starts.')
     .action(async (opts: ListOptions) => {
-      await withClient(async ({ client }) => {
-        const runs: RunListItem[] = [];
-        for await (const info of client.workflow.list({ query: buildListQuery(opts), pageSize: Math.min(opts.limit, 100) })) {
-          runs.push(toItem(info));
-          if (runs.length >= opts.limit) break;
-        }
+      await withClient(async ({ pipeline }) => {
+        const runs = await pipeline.list({ pipeline: opts.pipeline, status: opts.status, sinceMs: opts.since, limit: opts.limit });
         if (opts.json) return printJson({ runs });
         if (runs.length === 0) return printLine('No runs match.');
         const now = Date.now();

@@ -1,15 +1,15 @@
 import type { Command } from 'commander';
 import type { Client } from '@temporalio/client';
-import { loadConfig } from '../../config.js';
+import { prepareRunInput } from '../../library/pipeline-source.js';
+import type { PipelineSchedules } from '../../library/schedules.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
-import { loadPipelineFile, prepareRun } from '../load-pipeline.js';
+import { parseInputFlags } from '../load-pipeline.js';
 import { describeFiles } from '../runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
-import type { PipelineRunInput } from '../../workflows/messages.js';
 import { collect, parseDurationMs } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
-import { buildSchedule, isPipelineSchedule, parseOverlap, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from '../schedule-spec.js';
+import { parseOverlap, type OverlapFlag, type ScheduleJson } from '../schedule-spec.js';
 
 interface CreateOptions {
   cron?: string;
@@ -69,12 +69,12 @@ export function addScheduleCommands(program: Command): void {
     .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
-      const input = await prepareRun(file, opts.input ?? [], { filesFromWorker: opts.filesFromWorker });
-      const scheduleId = opts.id ?? input.pipeline.name;
-      await withClient(async ({ client }) => {
-        await client.schedule.create(
-          buildSchedule({ scheduleId, input, taskQueue: loadConfig().taskQueue, cron: opts.cron, every: opts.every, overlap: opts.overlap, note: opts.note, paused: opts.paused }),
-        );
+      // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
+      const input = await prepareRunInput(file, { inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
+      await withClient(async ({ pipeline }) => {
+        const { scheduleId } = await pipeline.schedules.createPrepared(input, {
+          id: opts.id, cron: opts.cron, every: opts.every?.text, overlap: opts.overlap, note: opts.note, paused: opts.paused,
+        });
         if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
         printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
         printLine(`${describeFiles(input)}${input.bundle ? '; edits to them reach the runs after `agent-pipeline schedule update FILE`' : ''}`);
@@ -93,17 +93,12 @@ export function addScheduleCommands(program: Command): void {
     .option('--json', 'print {"scheduleId", "bundle"}')
     .addHelpText('after', '\nExample:\n  agent-pipeline schedule update nightly.yaml\n\nTiming, overlap policy, pause state and note stay as they are.')
     .action(async (file: string, opts: { id?: string; input?: string[]; filesFromWorker?: boolean; json?: boolean }) => {
-      await withClient(async ({ client }) => {
-        const { pipeline } = await loadPipelineFile(file);
-        const handle = client.schedule.getHandle(opts.id ?? pipeline.name);
-        const previous = await handle.describe();
-        if (!isPipelineSchedule(previous)) throw new UsageError(`schedule ${handle.scheduleId} does not start pipeline runs`);
-        const before = (previous.action.type === 'startWorkflow' ? (previous.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined) ?? {};
-        const flags = [...Object.entries(before).filter(([k]) => k in (pipeline.inputs ?? {})).map(([k, v]) => `${k}=${v}`), ...(opts.input ?? [])];
-        const input = await prepareRun(file, flags, { filesFromWorker: opts.filesFromWorker });
-        await handle.update((current) => withRunInput(current, input));
-        if (opts.json) return printJson({ scheduleId: handle.scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
-        printLine(`Updated schedule ${handle.scheduleId}: its next runs use ${file}`);
+      await withClient(async ({ pipeline }) => {
+        const { scheduleId, input } = await pipeline.schedules.update(file, {
+          id: opts.id, inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker,
+        });
+        if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
+        printLine(`Updated schedule ${scheduleId}: its next runs use ${file}`);
         printLine(describeFiles(input));
       });
     });
@@ -113,9 +108,8 @@ export function addScheduleCommands(program: Command): void {
     .description('list pipeline schedules with their next run times and last result')
     .option('--json', 'print {"schedules": [...]} (docs/cli.md)')
     .action(async (opts: { json?: boolean }) => {
-      await withClient(async ({ client }) => {
-        const schedules: ScheduleJson[] = [];
-        for await (const summary of client.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
+      await withClient(async ({ client, pipeline }) => {
+        const schedules = await pipeline.schedules.list();
         if (opts.json) return printJson({ schedules });
         if (schedules.length === 0) return printLine('No schedules. Create one with `agent-pipeline schedule create FILE --every 1h`.');
         const rows = await Promise.all(
@@ -131,26 +125,26 @@ export function addScheduleCommands(program: Command): void {
     .argument('<id>', 'schedule id')
     .option('--json', 'print the schedule as JSON (docs/cli.md)')
     .action(async (id: string, opts: { json?: boolean }) => {
-      await withClient(async ({ client }) => {
-        const s = scheduleJson(await client.schedule.getHandle(id).describe());
+      await withClient(async ({ client, pipeline }) => {
+        const s = await pipeline.schedules.describe(id);
         if (opts.json) return printJson(s);
         describeLines(s, await lastRunStatus(client, s)).forEach((l) => printLine(l));
         for (const run of s.recentRuns) printLine(`  started ${formatTime(run.startedAt)}: ${run.runId}`);
       });
     });
 
-  const simple: [string, string, (client: Client, id: string, note?: string) => Promise<void>, string][] = [
-    ['pause', 'stop starting runs until unpaused (runs in progress go on)', (c, id, note) => c.schedule.getHandle(id).pause(note), 'paused'],
-    ['unpause', 'start runs again', (c, id, note) => c.schedule.getHandle(id).unpause(note), 'unpaused'],
-    ['trigger', 'start a run now, whatever the timing and overlap policy', (c, id) => c.schedule.getHandle(id).trigger(), 'triggered'],
-    ['delete', 'delete the schedule (runs it started go on)', (c, id) => c.schedule.getHandle(id).delete(), 'deleted'],
+  const simple: [string, string, (schedules: PipelineSchedules, id: string, note?: string) => Promise<void>, string][] = [
+    ['pause', 'stop starting runs until unpaused (runs in progress go on)', (s, id, note) => s.pause(id, note), 'paused'],
+    ['unpause', 'start runs again', (s, id, note) => s.unpause(id, note), 'unpaused'],
+    ['trigger', 'start a run now, whatever the timing and overlap policy', (s, id) => s.trigger(id), 'triggered'],
+    ['delete', 'delete the schedule (runs it started go on)', (s, id) => s.delete(id), 'deleted'],
   ];
   for (const [name, description, act, done] of simple) {
     const command = schedule.command(name).description(description).argument('<id>', 'schedule id').option('--json', `print {"scheduleId", "action": "${done}"}`);
     if (name === 'pause' || name === 'unpause') command.option('--note <text>', 'why; shown with the schedule');
     command.action(async (id: string, opts: { json?: boolean; note?: string }) => {
-      await withClient(async ({ client }) => {
-        await act(client, id, opts.note);
+      await withClient(async ({ pipeline }) => {
+        await act(pipeline.schedules, id, opts.note);
         if (opts.json) return printJson({ scheduleId: id, action: done });
         printLine(`Schedule ${id} ${done}.`);
         if (name === 'trigger') printLine(`See its runs: agent-pipeline schedule describe ${id}`);

@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
-import { loadConfig, runUrl } from '../../config.js';
+import { prepareRunInput } from '../../library/pipeline-source.js';
 import { withClient } from '../connect.js';
-import { prepareRun } from '../load-pipeline.js';
+import { parseInputFlags } from '../load-pipeline.js';
 import { collect } from '../options.js';
 import { printJson, printLine } from '../output.js';
-import { describeFiles, startRun } from '../runs.js';
+import { describeFiles } from '../runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { watchRun } from './watch.js';
 
@@ -32,12 +32,12 @@ export function addStartCommand(program: Command): void {
         '\nExit code: 0 started (or completed with --wait), 1 the run failed, 2 invalid file or inputs, 3 Temporal unreachable.',
     )
     .action(async (file: string, opts: StartOptions) => {
-      const config = loadConfig();
-      const input = await prepareRun(file, opts.input ?? [], { filesFromWorker: opts.filesFromWorker });
+      // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
+      const input = await prepareRunInput(file, { inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
-        const { handle, alreadyRunning } = await startRun(connected.client, input, { taskQueue: config.taskQueue, id: opts.id });
-        const runId = handle.workflowId;
-        const webUi = runUrl(config, connected.namespace, runId);
+        const run = await connected.pipeline.startPrepared(input, { id: opts.id });
+        const { id: runId, alreadyRunning } = run;
+        const webUi = connected.pipeline.webUiUrl(runId);
         if (opts.json && !opts.wait) {
           printJson({ runId, alreadyRunning, webUi: webUi ?? null, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
           return 0;

@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
-import { loadConfig, runUrl } from '../../config.js';
 import { withClient } from '../connect.js';
 import { runJson } from '../json.js';
 import { printJson, printLine } from '../output.js';
-import { readRun } from '../run-reader.js';
 import { statusLines } from '../run-view.js';
 
 export function addStatusCommand(program: Command): void {
@@ -18,9 +16,9 @@ export function addStatusCommand(program: Command): void {
         'Exit code: 0 shown (whatever the run\'s state), 2 no such run, 3 Temporal unreachable.',
     )
     .action(async (id: string, opts: { json?: boolean }) => {
-      await withClient(async ({ client, namespace }) => {
-        const snapshot = await readRun(client, id);
-        const webUi = runUrl(loadConfig(), namespace, id);
+      await withClient(async ({ pipeline }) => {
+        const snapshot = await pipeline.getRun(id).status();
+        const webUi = pipeline.webUiUrl(id);
         if (opts.json) printJson(runJson(snapshot, webUi));
         else statusLines(snapshot, webUi, Date.now()).forEach((line) => printLine(line));
       });

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
-import { loadConfig, runUrl } from '../../config.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT } from '../errors.js';
-import { followRun, interruptSignal } from '../follow-run.js';
+import { interruptSignal } from '../follow-run.js';
 import { runJson } from '../json.js';
 import { LiveView } from '../live-view.js';
 import { printJson, printLine, printNote } from '../output.js';
@@ -17,12 +16,12 @@ export interface WatchOptions {
  * prints the outcome. Returns the exit code: 0 completed, 1 failed or cancelled, 130 interrupted.
  */
 export async function watchRun(connected: ConnectedClient, runId: string, options: WatchOptions): Promise<number> {
-  const webUi = runUrl(loadConfig(), connected.namespace, runId);
+  const webUi = connected.pipeline.webUiUrl(runId);
   // With --json, stdout carries only the final document; progress goes to stderr when a person is looking.
   const view = options.json ? (process.stderr.isTTY ? new LiveView(process.stderr) : undefined) : new LiveView(process.stdout);
   const interrupt = interruptSignal();
   try {
-    const { snapshot, interrupted } = await followRun(connected.client, runId, {
+    const { snapshot, interrupted } = await connected.pipeline.getRun(runId).follow({
       signal: interrupt.signal,
       onSnapshot: (s) => view?.render(s),
       onRetry: (reason) => printNote(`! no answer from Temporal (${reason}); still watching`),

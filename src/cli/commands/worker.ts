@@ -14,7 +14,9 @@ export function addWorkerCommand(program: Command): void {
         '  AGENT_PIPELINE_MAX_CONCURRENT_STAGES (8), AGENT_PIPELINE_MAX_CONCURRENT_WORKFLOW_TASKS (40),\n' +
         '  AGENT_PIPELINE_SHUTDOWN_GRACE (30s), AGENT_PIPELINE_SHUTDOWN_FORCE (60s), AGENT_PIPELINE_HEALTH_FILE,\n' +
         '  AGENT_PIPELINE_LOG_LEVEL (INFO), AGENT_PIPELINE_LOG_FORMAT (json when stderr is not a terminal, else text).\n' +
-        'Agents: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_BIN.\n' +
+        'Agents: ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, Bedrock or Vertex variables,\n' +
+        '  AGENT_PIPELINE_CLAUDE_SETTINGS with an apiKeyHelper), ANTHROPIC_BASE_URL, CLAUDE_BIN,\n' +
+        '  AGENT_PIPELINE_AGENT_ENV (more variables for agents, e.g. GH_TOKEN,SSH_AUTH_SOCK; kept secret).\n' +
         'On SIGTERM or Ctrl-C running stages get the grace time to finish; then they are cancelled and another worker resumes them.',
     )
     .action(async (opts: { healthCheck?: boolean }) => {

@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+
+/**
+ * How Claude Code may authenticate, and what of the worker's environment reaches the agent for it. Every value here
+ * that is a credential is registered as a secret, so it is redacted from results, failures and transcripts.
+ */
+
+/** Variables Claude Code reads for each way it authenticates (https://docs.claude.com/en/docs/claude-code/settings). */
+export const AUTH_VARIABLES = [
+  'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN',
+  // Amazon Bedrock
+  'CLAUDE_CODE_USE_BEDROCK', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_REGION',
+  'AWS_DEFAULT_REGION', 'AWS_BEARER_TOKEN_BEDROCK', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE', 'ANTHROPIC_BEDROCK_BASE_URL',
+  'CLAUDE_CODE_SKIP_BEDROCK_AUTH',
+  // Google Vertex AI
+  'CLAUDE_CODE_USE_VERTEX', 'CLOUD_ML_REGION', 'ANTHROPIC_VERTEX_PROJECT_ID', 'GOOGLE_APPLICATION_CREDENTIALS', 'ANTHROPIC_VERTEX_BASE_URL',
+  'CLAUDE_CODE_SKIP_VERTEX_AUTH',
+  // Models a provider needs named explicitly.
+  'ANTHROPIC_MODEL', 'ANTHROPIC_SMALL_FAST_MODEL',
+] as const;
+
+/** Of those, the ones whose values are credentials. */
+const CREDENTIAL_VARIABLES = [
+  'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN',
+  'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_BEARER_TOKEN_BEDROCK',
+] as const;
+
+/** Settings file (or JSON) handed to every agent with `--settings`, e.g. one that sets `apiKeyHelper`. */
+export const SETTINGS_VARIABLE = 'AGENT_PIPELINE_CLAUDE_SETTINGS';
+/** Comma-separated names of more variables to pass to agents (`GH_TOKEN,SSH_AUTH_SOCK`); their values are secrets. */
+export const AGENT_ENV_VARIABLE = 'AGENT_PIPELINE_AGENT_ENV';
+
+/** The ways to authenticate, as the API_KEY_MISSING message lists them. */
+export const AUTH_MODES_HELP =
+  'ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN (a subscription: `claude setup-token`), ' +
+  'CLAUDE_CODE_USE_BEDROCK=1 with AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or AWS_BEARER_TOKEN_BEDROCK), ' +
+  'CLAUDE_CODE_USE_VERTEX=1 with CLOUD_ML_REGION, ANTHROPIC_VERTEX_PROJECT_ID and Google credentials, ' +
+  `or ${SETTINGS_VARIABLE} naming a settings file with an apiKeyHelper`;
+
+/** The extra variable names of `AGENT_PIPELINE_AGENT_ENV`. */
+export function extraAgentVariables(env: NodeJS.ProcessEnv): string[] {
+  return (env[AGENT_ENV_VARIABLE] ?? '').split(',').map((name) => name.trim()).filter((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name));
+}
+
+/** Values to keep out of everything reported: the credentials, and every variable passed with AGENT_PIPELINE_AGENT_ENV. */
+export function agentSecretValues(env: NodeJS.ProcessEnv): string[] {
+  return [...CREDENTIAL_VARIABLES, ...extraAgentVariables(env)].map((name) => env[name]).filter((v): v is string => !!v);
+}
+
+/** True when the settings Claude Code will load (`AGENT_PIPELINE_CLAUDE_SETTINGS`, a file or inline JSON) name an apiKeyHelper. */
+function settingsHaveKeyHelper(settings: string | undefined): boolean {
+  if (!settings) return false;
+  try {
+    const text = settings.trim().startsWith('{') ? settings : readFileSync(settings, 'utf8');
+    const parsed = JSON.parse(text) as { apiKeyHelper?: unknown };
+    return typeof parsed.apiKeyHelper === 'string' && parsed.apiKeyHelper !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** How the agent will authenticate, or undefined when the worker has none of the ways Claude Code supports. */
+export function detectAgentAuth(env: NodeJS.ProcessEnv): string | undefined {
+  const set = (name: string): boolean => !!env[name];
+  if (set('CLAUDE_CODE_USE_BEDROCK')) return 'bedrock';
+  if (set('CLAUDE_CODE_USE_VERTEX')) return 'vertex';
+  if (set('ANTHROPIC_API_KEY')) return 'api-key';
+  if (set('ANTHROPIC_AUTH_TOKEN')) return 'auth-token';
+  if (set('CLAUDE_CODE_OAUTH_TOKEN')) return 'oauth-token';
+  if (settingsHaveKeyHelper(env[SETTINGS_VARIABLE])) return 'api-key-helper';
+  return undefined;
+}

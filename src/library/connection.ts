@@ -1,0 +1,91 @@
+import net from 'node:net';
+import { Client, Connection } from '@temporalio/client';
+import { loadConfig, loadTemporalConnection } from '../config.js';
+import { TemporalUnavailableError } from './errors.js';
+
+/** How to reach Temporal. Anything left out comes from the environment, exactly as the CLI reads it. */
+export interface ConnectionOptions {
+  /**
+   * `host:port` of the Temporal frontend.
+   * @default `TEMPORAL_ADDRESS`, else the profile of temporal.toml, else `localhost:7233`
+   */
+  address?: string;
+  /** @default `TEMPORAL_NAMESPACE`, else the profile's, else `default` */
+  namespace?: string;
+  /** Where to read `TEMPORAL_*` and `AGENT_PIPELINE_*` settings from. @default `process.env` */
+  env?: NodeJS.ProcessEnv;
+  /** How long to wait for the server before giving up. @unit milliseconds @default 10000 */
+  connectTimeoutMs?: number;
+}
+
+/** An open connection to Temporal, with the settings it was made from. */
+export interface TemporalConnection {
+  client: Client;
+  namespace: string;
+  /** The address connected to, as `host:port`. */
+  address: string;
+  /** The task queue runs start on (`AGENT_PIPELINE_TASK_QUEUE`, default `agent-pipeline`). */
+  taskQueue: string;
+  /** Base URL of the Temporal Web UI; empty when unknown. */
+  webUiUrl: string;
+  close(): Promise<void>;
+}
+
+const HOW_TO_CONFIGURE =
+  'Start a local server with `agent-pipeline dev`, or point TEMPORAL_ADDRESS at your cluster ' +
+  '(plus TEMPORAL_NAMESPACE, and TEMPORAL_API_KEY for Temporal Cloud or TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH for mTLS), ' +
+  'or choose a profile of your temporal.toml with TEMPORAL_PROFILE.';
+
+/**
+ * Connects with the same settings as the `temporal` CLI: environment variables, the profile file, API key, mTLS.
+ * @throws TemporalUnavailableError naming the address tried and how to configure another.
+ * @throws ConfigError when the settings cannot be read.
+ */
+export async function connectTemporal(options: ConnectionOptions = {}): Promise<TemporalConnection> {
+  const env = options.env ?? process.env;
+  const { connectionOptions, namespace: configured } = loadTemporalConnection(env);
+  const namespace = options.namespace ?? configured ?? 'default';
+  const target = options.address ?? connectionOptions.address ?? 'localhost:7233';
+  const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError =>
+    new TemporalUnavailableError(
+      `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}). ${HOW_TO_CONFIGURE}`,
+      { cause },
+    );
+  // A plain TCP connect first: a refused port fails in milliseconds instead of after gRPC's full deadline.
+  const refusal = await probeTcp(target, timeoutMs);
+  if (refusal) throw unreachable(refusal);
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ ...connectionOptions, address: target, connectTimeout: timeoutMs });
+  } catch (err) {
+    throw unreachable((err as Error).message, err);
+  }
+  // The Web UI link follows the address actually used (the embedded dev server serves it on port + 1000).
+  const config = loadConfig({ ...env, TEMPORAL_ADDRESS: target });
+  return {
+    client: new Client({ connection, namespace }),
+    namespace,
+    address: target,
+    taskQueue: config.taskQueue,
+    webUiUrl: config.webUiUrl,
+    close: () => connection.close(),
+  };
+}
+
+/** Resolves to why nothing answers at `address` (`host:port`, `[v6]:port`), or undefined when a TCP connection opens. */
+async function probeTcp(address: string, timeoutMs: number): Promise<string | undefined> {
+  const match = /^\[?([^\]]+?)\]?:(\d+)$/.exec(address);
+  if (!match) return `"${address}" is not host:port`;
+  const [, host, port] = match;
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port: Number(port) });
+    const done = (reason: string | undefined): void => {
+      socket.destroy();
+      resolve(reason);
+    };
+    socket.setTimeout(timeoutMs, () => done(`no answer within ${timeoutMs / 1000}s`));
+    socket.once('connect', () => done(undefined));
+    socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED' ? 'connection refused' : (err.code ?? err.message)));
+  });
+}

@@ -1,0 +1,167 @@
+import {
+  isGrpcServiceError,
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
+import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
+import type { RunState } from '../pipeline/run-state.js';
+import { PipelineValidationError } from '../pipeline/errors.js';
+
+/**
+ * The errors the library throws. Each has a stable `code` (also the `[CODE]` that starts its message), so a
+ * script can branch on `err.code` without parsing text; compare codes rather than `instanceof` when errors may
+ * cross package copies.
+ */
+export class AgentPipelineError extends Error {
+  override readonly name: string = 'AgentPipelineError';
+  constructor(
+    /** Stable identifier of what went wrong, e.g. `RUN_NOT_FOUND`. */
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** One problem in a pipeline definition, as `agent-pipeline validate` lists it. */
+export interface PipelineProblemReport {
+  /** The pipeline file, or `<definition NAME>` for an in-memory definition. */
+  file: string;
+  /** Line in the file, when known (never for an in-memory definition). */
+  line?: number;
+  /** YAML path such as `stages[2].needs[0]`; empty for the whole document. */
+  field: string;
+  message: string;
+}
+
+/** Thrown when a pipeline file or definition is invalid; `problems` lists every problem found. Code `PIPELINE_INVALID`. */
+export class PipelineInvalidError extends AgentPipelineError {
+  override readonly name = 'PipelineInvalidError';
+  constructor(
+    readonly file: string,
+    readonly problems: PipelineProblemReport[],
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('PIPELINE_INVALID', message, options);
+  }
+
+  /** The same problems as the parser's error, with its message. */
+  static from(err: PipelineValidationError, withLines = true): PipelineInvalidError {
+    const problems = err.problems.map((p) => ({ file: err.file, ...(withLines && p.line ? { line: p.line } : {}), field: p.path, message: p.message }));
+    const message = withLines
+      ? err.message
+      : `[PIPELINE_INVALID] ${err.file} is not a valid pipeline:\n${problems.map((p) => `  ${p.field || '(document)'}: ${p.message}`).join('\n')}`;
+    return new PipelineInvalidError(err.file, problems, message, { cause: err });
+  }
+}
+
+/** Thrown when Temporal cannot be reached (refused, timed out, connection lost). Code `TEMPORAL_UNREACHABLE`. */
+export class TemporalUnavailableError extends AgentPipelineError {
+  override readonly name: string = 'TemporalUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }, code = 'TEMPORAL_UNREACHABLE') {
+    super(code, message, options);
+  }
+}
+
+/** Thrown when no worker polls the run's task queue, so a decision cannot be taken. Code `NO_WORKER`. */
+export class NoWorkerError extends TemporalUnavailableError {
+  override readonly name = 'NoWorkerError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options, 'NO_WORKER');
+  }
+}
+
+/** How a run that did not complete ended. */
+export type RunFailureKind = 'failed' | 'cancelled' | 'terminated' | 'timed_out';
+
+/** Thrown by `run.result()` when the run ended other than completed; `state` is its final state. Code `RUN_FAILED`. */
+export class RunFailedError extends AgentPipelineError {
+  override readonly name = 'RunFailedError';
+  constructor(
+    /** How the run ended. */
+    readonly type: RunFailureKind,
+    /** The run's final state: stages, their errors, cost. */
+    readonly state: RunState,
+    options?: { cause?: unknown },
+  ) {
+    super('RUN_FAILED', `[RUN_FAILED] run ${state.runId} ${type.replace('_', ' ')}${state.error ? `: ${state.error.message}` : ''}`, options);
+  }
+}
+
+/** Thrown when no run has the given id. Code `RUN_NOT_FOUND`. */
+export class RunNotFoundError extends AgentPipelineError {
+  override readonly name = 'RunNotFoundError';
+  constructor(
+    readonly runId: string,
+    options?: { cause?: unknown },
+  ) {
+    super('RUN_NOT_FOUND', `[RUN_NOT_FOUND] no run "${runId}"; \`agent-pipeline list\` shows the runs`, options);
+  }
+}
+
+/**
+ * Thrown when a request cannot be done as asked. Codes: `REQUEST_REJECTED` (the run does not wait for this),
+ * `RUN_CLOSED` (the run has ended), `INPUT_INVALID` (missing or unknown pipeline inputs), `FILE_UNREADABLE`,
+ * `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
+ * `INVALID_REQUEST` (anything else).
+ */
+export class InvalidRequestError extends AgentPipelineError {
+  override readonly name: string = 'InvalidRequestError';
+}
+
+/** gRPC status codes we tell apart (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
+const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9, UNAVAILABLE: 14 } as const;
+
+/**
+ * Turns what the Temporal client (or the parser) throws into the library's typed errors, keeping the original as
+ * `cause`. Errors already typed, and errors not recognised, pass through unchanged.
+ */
+export function toLibraryError(err: unknown, address?: string): unknown {
+  if (err instanceof AgentPipelineError) return err;
+  if (err instanceof PipelineValidationError) return PipelineInvalidError.from(err);
+  if (err instanceof WorkflowNotFoundError) return new RunNotFoundError(err.workflowId, { cause: err });
+  if (err instanceof ScheduleNotFoundError) {
+    return new InvalidRequestError('SCHEDULE_NOT_FOUND', `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`agent-pipeline schedule list\` shows the schedules`, { cause: err });
+  }
+  if (err instanceof ScheduleAlreadyRunning) {
+    return new InvalidRequestError('SCHEDULE_EXISTS', `[SCHEDULE_EXISTS] a schedule "${err.scheduleId}" exists already; pick another --id or delete it first`, { cause: err });
+  }
+  if (err instanceof NamespaceNotFoundError) {
+    return new InvalidRequestError('NAMESPACE_NOT_FOUND', `[NAMESPACE_NOT_FOUND] ${err.message}; set TEMPORAL_NAMESPACE to an existing namespace`, { cause: err });
+  }
+  if (err instanceof WorkflowUpdateFailedError) {
+    // The workflow's validator said no ("stage review is not waiting for an answer"): the caller asked for the wrong thing.
+    return new InvalidRequestError('REQUEST_REJECTED', `[REQUEST_REJECTED] ${err.cause?.message ?? err.message}`, { cause: err });
+  }
+  if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
+    return new NoWorkerError('[NO_WORKER] the run did not take the request in time: is a worker running on its task queue? (`agent-pipeline worker`)', { cause: err });
+  }
+  const grpc = findGrpcError(err);
+  if (grpc?.code === GRPC.UNAVAILABLE) {
+    return new TemporalUnavailableError(`[TEMPORAL_UNREACHABLE] lost the connection to Temporal${address ? ` at ${address}` : ''}: ${grpc.details}`, { cause: err });
+  }
+  if (grpc && [GRPC.INVALID_ARGUMENT, GRPC.NOT_FOUND, GRPC.ALREADY_EXISTS, GRPC.FAILED_PRECONDITION].includes(grpc.code as 3)) {
+    return new InvalidRequestError('TEMPORAL_REFUSED', `Temporal refused the request: ${grpc.details}`, { cause: err });
+  }
+  return err;
+}
+
+function findGrpcError(err: unknown): { code: number; details: string } | undefined {
+  for (let current = err; current instanceof Error; current = current.cause) {
+    if (isGrpcServiceError(current)) return { code: current.code, details: current.details };
+  }
+  return undefined;
+}
+
+/** Runs `fn`, rethrowing what it throws as a library error. */
+export async function typedErrors<T>(fn: () => Promise<T>, address?: string): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toLibraryError(err, address);
+  }
+}

@@ -1,0 +1,26 @@
+// `agent-pipeline`: the client library. Start, follow, answer, list and schedule pipeline runs from TypeScript.
+// docs/library.md describes every export.
+export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
+export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
+export type { RunEvent } from './run-events.js';
+export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
+export { definePipeline, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListStatus } from './list-runs.js';
+export type { ConnectionOptions } from './connection.js';
+export {
+  AgentPipelineError,
+  InvalidRequestError,
+  NoWorkerError,
+  PipelineInvalidError,
+  RunFailedError,
+  RunNotFoundError,
+  TemporalUnavailableError,
+  type PipelineProblemReport,
+  type RunFailureKind,
+} from './errors.js';
+export { ConfigError } from '../config.js';
+export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
+export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, Backend as BackendName } from '../pipeline/schema.js';
+export type { PipelineRunInput } from '../workflows/messages.js';
+export type { LiveAttempt } from '../cli/run-reader.js';

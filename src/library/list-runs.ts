@@ -1,0 +1,86 @@
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
+import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { InvalidRequestError } from './errors.js';
+
+/** Run statuses `list` filters on, and the visibility clause each stands for. */
+export const RUN_LIST_STATUSES = {
+  running: "ExecutionStatus = 'Running'",
+  completed: "ExecutionStatus = 'Completed'",
+  failed: "ExecutionStatus = 'Failed'",
+  cancelled: "ExecutionStatus = 'Canceled'",
+  canceled: "ExecutionStatus = 'Canceled'",
+  terminated: "ExecutionStatus = 'Terminated'",
+  'timed-out': "ExecutionStatus = 'TimedOut'",
+  // Waiting for a person is our own state; the workflow keeps it in a search attribute.
+  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'waiting'`,
+} as const;
+export type RunListStatus = keyof typeof RUN_LIST_STATUSES;
+
+/** Which runs `client.list()` returns. */
+export interface RunListFilter {
+  /** Only runs of this pipeline (the `name` in its file). */
+  pipeline?: string;
+  /** Only runs in this state. */
+  status?: RunListStatus;
+  /** Only runs started within this long. @unit milliseconds */
+  sinceMs?: number;
+  /** At most this many runs, newest first. @default 20 */
+  limit?: number;
+}
+
+/** One run as `client.list()` and `list --json` report it. */
+export interface RunListItem {
+  runId: string;
+  pipeline: string | null;
+  /** running, waiting (for a person), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
+  status: string;
+  /** @unit milliseconds since the epoch */
+  startedAt: number;
+  /** @unit milliseconds since the epoch */
+  closedAt: number | null;
+  /** @unit US dollars */
+  costUsd: number | null;
+  /** Stages running at the last update. */
+  currentStages: string[];
+}
+
+/** The visibility query for the filter, on our search attributes and Temporal's built-in ones. */
+export function buildListQuery(filter: Omit<RunListFilter, 'limit'>, now = Date.now()): string {
+  const quote = (value: string): string => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  const clauses = [`WorkflowType = ${quote(PIPELINE_WORKFLOW_TYPE)}`];
+  if (filter.pipeline) clauses.push(`${PIPELINE_NAME_ATTRIBUTE.name} = ${quote(filter.pipeline)}`);
+  if (filter.status) {
+    if (!Object.hasOwn(RUN_LIST_STATUSES, filter.status)) {
+      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] unknown run status "${filter.status}"; expected one of ${Object.keys(RUN_LIST_STATUSES).join(', ')}`);
+    }
+    clauses.push(RUN_LIST_STATUSES[filter.status]);
+  }
+  if (filter.sinceMs) clauses.push(`StartTime > ${quote(new Date(now - filter.sinceMs).toISOString())}`);
+  return clauses.join(' AND ');
+}
+
+function toItem(info: WorkflowExecutionInfo): RunListItem {
+  const execution = info.status.name.toLowerCase();
+  const waiting = execution === 'running' && info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE) === 'waiting';
+  return {
+    runId: info.workflowId,
+    pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
+    status: waiting ? 'waiting' : execution,
+    startedAt: info.startTime.getTime(),
+    closedAt: info.closeTime?.getTime() ?? null,
+    costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
+    currentStages: info.typedSearchAttributes.get(CURRENT_STAGES_ATTRIBUTE) ?? [],
+  };
+}
+
+/** Lists runs from the visibility store, newest first; a run shows up a moment after it starts. */
+export async function listRuns(client: Client, filter: RunListFilter = {}): Promise<RunListItem[]> {
+  const limit = filter.limit ?? 20;
+  const runs: RunListItem[] = [];
+  for await (const info of client.workflow.list({ query: buildListQuery(filter), pageSize: Math.min(limit, 100) })) {
+    runs.push(toItem(info));
+    if (runs.length >= limit) break;
+  }
+  return runs;
+}

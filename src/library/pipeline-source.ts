@@ -1,0 +1,77 @@
+import path from 'node:path';
+import { stringify } from 'yaml';
+import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
+import { checkRunInputSize } from '../cli/input-size.js';
+import { loadPipelineFile, resolveInputs } from '../cli/load-pipeline.js';
+import { extraBackendNames } from '../config.js';
+import { PipelineValidationError } from '../pipeline/errors.js';
+import { parsePipeline } from '../pipeline/parse.js';
+import type { PipelineDefinition } from '../pipeline/schema.js';
+import type { PipelineRunInput } from '../workflows/messages.js';
+import { PipelineInvalidError } from './errors.js';
+
+/**
+ * Types an in-memory pipeline definition with the schema the YAML files use, so an editor checks field names and
+ * values as you write. Returns the definition unchanged; `client.start` validates it as `validate` would a file.
+ */
+export function definePipeline<const T extends PipelineDefinition>(definition: T): T {
+  return definition;
+}
+
+/** What to run: the path of a pipeline YAML file, or a definition (see {@link definePipeline}). */
+export type PipelineSource = string | PipelineDefinition;
+
+/** How to turn a pipeline source into a run's input. */
+export interface PrepareRunOptions {
+  /** Values for the pipeline's declared `inputs`; defaults fill the rest. */
+  inputs?: Record<string, string>;
+  /**
+   * Folder that agent, prompt and context paths of an in-memory definition resolve against, on the worker.
+   * A file's own folder is used for a path. @default `process.cwd()`
+   */
+  baseDir?: string;
+  /** Backend names the workers were given besides the built-in ones, so `backend:` may name them (added to `AGENT_PIPELINE_BACKENDS`). */
+  backends?: readonly string[];
+  /**
+   * Leave the files out of the run: workers read the agent, prompt and context files from `baseDir` on their own
+   * host. Without it a pipeline file and every file it references travel in the run (see `bundle/create-run-bundle.ts`);
+   * an in-memory definition always reads its files on the worker. @default false
+   */
+  filesFromWorker?: boolean;
+  /** Cap on the bundled files. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
+  maxBundleBytes?: number;
+}
+
+/**
+ * Loads and validates a pipeline (file or definition) and checks the inputs against its declared ones.
+ * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`).
+ */
+export async function prepareRunInput(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
+  const given = options.inputs ?? {};
+  const backends = [...(options.backends ?? []), ...extraBackendNames()];
+  try {
+    if (typeof source === 'string') {
+      const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
+      const inputs = resolveInputs(pipeline, source, given);
+      const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
+      return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...(bundle ? { bundle } : {}) });
+    }
+    const name = `<definition ${typeof source?.name === 'string' ? source.name : '?'}>`;
+    // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
+    const pipeline = parseDefinition(source, name, backends);
+    return checkRunInputSize({ pipeline, baseDir: path.resolve(options.baseDir ?? process.cwd()), pipelineFile: name, inputs: resolveInputs(pipeline, name, given) });
+  } catch (err) {
+    if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');
+    throw err;
+  }
+}
+
+function parseDefinition(definition: PipelineDefinition, name: string, backends?: readonly string[]): PipelineDefinition {
+  let text: string;
+  try {
+    text = stringify(definition);
+  } catch (err) {
+    throw new PipelineValidationError(name, [{ path: '', message: `cannot be written as YAML: ${(err as Error).message}` }]);
+  }
+  return parsePipeline(text, name, { backends });
+}

@@ -1,0 +1,62 @@
+import type { RunState, RunStatus, StageState, WaitingFor } from '../pipeline/run-state.js';
+import type { StageResult } from '../pipeline/stage-result.js';
+
+/** Fields every event carries. */
+interface EventBase {
+  runId: string;
+  /** The run's state when the event was seen. */
+  state: RunState;
+}
+
+/** What happened in a run, as `run.events()` yields it. */
+export type RunEvent =
+  | (EventBase & { type: 'stage_started'; stage: string; attempt: number; round: number })
+  | (EventBase & { type: 'stage_completed'; stage: string; result?: StageResult })
+  | (EventBase & { type: 'stage_failed'; stage: string; error?: { type: string; message: string } })
+  | (EventBase & { type: 'stage_waiting'; stage: string; waitingFor: WaitingFor })
+  | (EventBase & { type: 'stage_skipped'; stage: string; reason?: string })
+  | (EventBase & { type: 'stage_cancelled'; stage: string })
+  | (EventBase & { type: 'run_ended'; status: RunStatus });
+
+/** What was last reported for each stage, so each change is told once. */
+export class StageEventTracker {
+  private readonly seen = new Map<string, string>();
+
+  /** The events that turn the last state seen into `state`, in stage order. */
+  next(state: RunState): RunEvent[] {
+    const events: RunEvent[] = [];
+    for (const stage of state.stages) {
+      const key = stageKey(stage);
+      if (this.seen.get(stage.id) === key) continue;
+      this.seen.set(stage.id, key);
+      const event = stageEvent(state, stage);
+      if (event) events.push(event);
+    }
+    return events;
+  }
+}
+
+/** Changes when the stage does something worth an event: a new status, attempt, round or wait. */
+function stageKey(stage: StageState): string {
+  return [stage.status, stage.round ?? 1, stage.status === 'running' ? (stage.attempt ?? 1) : '', stage.waitingFor?.since ?? ''].join(':');
+}
+
+function stageEvent(state: RunState, stage: StageState): RunEvent | undefined {
+  const base = { runId: state.runId, state, stage: stage.id };
+  switch (stage.status) {
+    case 'running':
+      return { ...base, type: 'stage_started', attempt: stage.attempt ?? 1, round: stage.round ?? 1 };
+    case 'completed':
+      return { ...base, type: 'stage_completed', result: stage.result };
+    case 'failed':
+      return { ...base, type: 'stage_failed', error: stage.error };
+    case 'waiting':
+      return stage.waitingFor ? { ...base, type: 'stage_waiting', waitingFor: stage.waitingFor } : undefined;
+    case 'skipped':
+      return { ...base, type: 'stage_skipped', reason: stage.skip?.reason };
+    case 'cancelled':
+      return { ...base, type: 'stage_cancelled' };
+    default:
+      return undefined;
+  }
+}

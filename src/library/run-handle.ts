@@ -1,0 +1,215 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { followRun, isTransient, type FollowOptions, type FollowOutcome } from '../cli/follow-run.js';
+import { ActivityStageCache, hasWorkflowPollers, readRun, type RunSnapshot } from '../cli/run-reader.js';
+import type { RunState } from '../pipeline/run-state.js';
+import {
+  answerStageUpdate,
+  approveStageUpdate,
+  rejectStageUpdate,
+  retryStageUpdate,
+  skipStageUpdate,
+} from '../workflows/messages.js';
+import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
+import { StageEventTracker, type RunEvent } from './run-events.js';
+
+/** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
+export type RunStatusReport = RunSnapshot;
+
+/** Options of {@link RunHandle.approve}. */
+export interface ApproveOptions {
+  /** The waiting stage; optional when only one stage waits. */
+  stage?: string;
+  /** Allow these tools (permission waits), or `'all'` for every tool the stage was denied. */
+  allow?: string[] | 'all';
+  /** Raise the pipeline budget to this amount (budget waits). @unit US dollars */
+  budgetUsd?: number;
+  /** Grant this many more review rounds (review-round waits). */
+  rounds?: number;
+  /** A note kept with the decision. */
+  comment?: string;
+}
+
+/** Options of {@link RunHandle.events}. */
+export interface EventsOptions {
+  /** Stops the iteration (the run goes on). */
+  signal?: AbortSignal;
+  /** Time between polls of the run's state. @unit milliseconds @default 1000 */
+  intervalMs?: number;
+}
+
+/** How long a decision may wait for a worker to take it. @unit milliseconds */
+const UPDATE_TIMEOUT_MS = 60_000;
+/** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
+const MAX_FAILED_POLLS = 30;
+
+/** Temporal's closed statuses and how the library names them. */
+const FAILURE_KIND: Record<string, RunFailureKind> = { FAILED: 'failed', CANCELLED: 'cancelled', TERMINATED: 'terminated', TIMED_OUT: 'timed_out' };
+
+/** One pipeline run: read it, follow it, answer it. Get one from `client.start()` or `client.getRun(id)`. */
+export class RunHandle {
+  constructor(
+    private readonly client: Client,
+    /** The run (workflow) id. */
+    readonly id: string,
+    /** True when `start` found a run with this id still running and returned it instead of starting another. */
+    readonly alreadyRunning = false,
+    private readonly address?: string,
+  ) {}
+
+  private get workflow(): WorkflowHandle {
+    return this.client.workflow.getHandle(this.id);
+  }
+
+  /**
+   * The run's state now: from the workflow when a worker answers, else from its result or event history, so it works
+   * for finished runs and with no worker running. @throws RunNotFoundError
+   */
+  status(): Promise<RunStatusReport> {
+    return typedErrors(() => readRun(this.client, this.id), this.address);
+  }
+
+  /**
+   * Follows the run, calling `onSnapshot` with every fresh state until it ends (or `signal` aborts); rides out a
+   * server restart. What `agent-pipeline watch` draws.
+   */
+  follow(options: FollowOptions): Promise<FollowOutcome> {
+    return typedErrors(() => followRun(this.client, this.id, options), this.address);
+  }
+
+  /**
+   * What happens in the run, as it happens: stage started, completed, failed, waiting for a person, skipped, then
+   * `run_ended`, after which the iteration ends. For a run that already ended it yields its stages' final events
+   * and `run_ended`. A lost connection is retried for about a minute; calling `events()` again resumes from the
+   * run's current state.
+   */
+  async *events(options: EventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
+    const tracker = new StageEventTracker();
+    const cache = new ActivityStageCache();
+    let failedPolls = 0;
+    for (;;) {
+      let snapshot: RunSnapshot | undefined;
+      try {
+        snapshot = await readRun(this.client, this.id, cache);
+        failedPolls = 0;
+      } catch (err) {
+        // A follow can last days: ride out a server restart or a network blip instead of giving up at once.
+        if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, this.address);
+      }
+      if (snapshot) {
+        yield* tracker.next(snapshot.state);
+        if (snapshot.executionStatus !== 'RUNNING') {
+          const state = snapshot.state;
+          yield { type: 'run_ended', runId: state.runId, state, status: endStatus(snapshot) };
+          return;
+        }
+      }
+      try {
+        await sleep(options.intervalMs ?? 1_000, undefined, { signal: options.signal });
+      } catch {
+        return;
+      }
+    }
+  }
+
+  /**
+   * Waits for the run to end. Resolves with the final state when it completed.
+   * @throws RunFailedError (with `type` and the final `state`) when it failed, was cancelled, terminated or timed out.
+   */
+  async result(): Promise<RunState> {
+    for (let failedPolls = 0; ; ) {
+      try {
+        const state = (await this.workflow.result()) as RunState;
+        if (state.status !== 'completed') throw new RunFailedError(state.status === 'cancelled' ? 'cancelled' : 'failed', state);
+        return state;
+      } catch (err) {
+        if (err instanceof WorkflowFailedError) {
+          const { state, executionStatus } = await this.status();
+          throw new RunFailedError(FAILURE_KIND[executionStatus] ?? 'failed', state, { cause: err });
+        }
+        // The result is a long poll that may last days: a server restart must not end it.
+        if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, this.address);
+        await sleep(2_000);
+      }
+    }
+  }
+
+  /** Answers a stage's question; the agent continues with the answer. Resolves with the run's state after it. */
+  answer(text: string, options: { stage?: string } = {}): Promise<RunState> {
+    return this.decide((h) => h.executeUpdate(answerStageUpdate, { args: [{ stage: options.stage, text }] }));
+  }
+
+  /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds. */
+  approve(options: ApproveOptions = {}): Promise<RunState> {
+    const { stage, allow, budgetUsd, rounds, comment } = options;
+    return this.decide((h) =>
+      h.executeUpdate(approveStageUpdate, {
+        args: [{ stage, budgetUsd, rounds, comment, allowTools: Array.isArray(allow) ? allow : undefined, allowAll: allow === 'all' ? true : undefined }],
+      }),
+    );
+  }
+
+  /** Rejects what a stage waits for; the stage fails with `reason`. */
+  reject(reason: string, options: { stage?: string } = {}): Promise<RunState> {
+    return this.decide((h) => h.executeUpdate(rejectStageUpdate, { args: [{ stage: options.stage, reason }] }));
+  }
+
+  /** Runs a failed stage again (`onFailure: ask`); `stage` may be left out when one stage waits after a failure. */
+  retry(options: { stage?: string; feedback?: string } = {}): Promise<RunState> {
+    return this.decide(async (h) => h.executeUpdate(retryStageUpdate, { args: [{ stage: options.stage ?? (await this.failedStage()), feedback: options.feedback }] }));
+  }
+
+  /** Skips a failed stage (`onFailure: ask`); its dependents still run. */
+  skip(options: { stage?: string } = {}): Promise<RunState> {
+    return this.decide(async (h) => h.executeUpdate(skipStageUpdate, { args: [{ stage: options.stage ?? (await this.failedStage()) }] }));
+  }
+
+  /** Cancels the run: running agents are stopped, their work stays in the workspace. @throws InvalidRequestError `RUN_CLOSED` */
+  cancel(): Promise<void> {
+    return typedErrors(async () => {
+      const { status } = await this.workflow.describe();
+      if (status.name !== 'RUNNING') throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has already ended (${status.name.toLowerCase()})`);
+      await this.workflow.cancel();
+    }, this.address);
+  }
+
+  /**
+   * Sends a decision as a workflow update. Checks first that the run is open and a worker polls its task queue: an
+   * update nobody accepts is not kept.
+   */
+  private decide(send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
+    return typedErrors(async () => {
+      const handle = this.workflow;
+      const description = await handle.describe();
+      if (description.status.name !== 'RUNNING') {
+        throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
+      }
+      if (!(await hasWorkflowPollers(this.client, description.taskQueue))) {
+        throw new NoWorkerError(
+          `[NO_WORKER] no worker polls task queue "${description.taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`,
+        );
+      }
+      return this.client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
+    }, this.address);
+  }
+
+  /** The one stage waiting after a failure. @throws InvalidRequestError `REQUEST_REJECTED` when none or several wait. */
+  private async failedStage(): Promise<string> {
+    const { state } = await readRun(this.client, this.id);
+    const waiting = state.stages.filter((s) => s.waitingFor?.kind === 'failure').map((s) => s.id);
+    if (waiting.length === 1) return waiting[0];
+    throw new InvalidRequestError(
+      'REQUEST_REJECTED',
+      waiting.length === 0
+        ? `[REQUEST_REJECTED] no stage of run ${this.id} waits after a failure`
+        : `[REQUEST_REJECTED] stages ${waiting.join(', ')} of run ${this.id} wait after a failure; name one with { stage }`,
+    );
+  }
+}
+
+/** How a closed run ended, in the run's own terms. */
+function endStatus(snapshot: RunSnapshot): RunState['status'] {
+  if (snapshot.executionStatus === 'COMPLETED') return snapshot.state.status;
+  if (snapshot.executionStatus === 'CANCELLED') return 'cancelled';
+  return snapshot.state.status === 'completed' || snapshot.state.status === 'running' || snapshot.state.status === 'waiting' ? 'failed' : snapshot.state.status;
+}

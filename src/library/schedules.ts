@@ -1,0 +1,143 @@
+import type { Client } from '@temporalio/client';
+import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from '../cli/schedule-spec.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { durationSchema } from '../pipeline/schema.js';
+import { InvalidRequestError, typedErrors } from './errors.js';
+import type { PipelineRunInput } from '../workflows/messages.js';
+import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+
+/** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
+export type ScheduleInfo = ScheduleJson;
+/** What happens when a run is due while the previous one still runs. */
+export type OverlapPolicy = OverlapFlag;
+
+/** Options of {@link PipelineSchedules.create}: exactly one of `cron` and `every`. */
+export interface CreateScheduleOptions extends PrepareRunOptions {
+  /** Schedule id. @default the pipeline's name */
+  id?: string;
+  /** A cron expression, e.g. `0 2 * * *`. */
+  cron?: string;
+  /** An interval, e.g. `1h` or `30m`. */
+  every?: string;
+  /** @default 'skip' */
+  overlap?: OverlapPolicy;
+  /** A note shown with the schedule. */
+  note?: string;
+  /** Create it paused. */
+  paused?: boolean;
+}
+
+/** Options of {@link PipelineSchedules.update}. */
+export interface UpdateScheduleOptions extends PrepareRunOptions {
+  /** Schedule id. @default the pipeline's name */
+  id?: string;
+}
+
+/** Exactly one of cron and every, a valid interval and overlap policy. @throws InvalidRequestError */
+function checkTiming(options: Pick<CreateScheduleOptions, 'cron' | 'every' | 'overlap'>): void {
+  if (Boolean(options.cron) === Boolean(options.every)) throw new InvalidRequestError('INVALID_REQUEST', '[INVALID_REQUEST] give exactly one of cron or every');
+  if (options.every !== undefined && !durationSchema.safeParse(options.every).success) {
+    throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] every: "${options.every}" is not a duration; write it like 30m, 2h or 1d`);
+  }
+  if (options.overlap !== undefined && !Object.hasOwn(OVERLAP_POLICIES, options.overlap)) {
+    throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] overlap: expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${options.overlap}"`);
+  }
+}
+
+/** Schedules that start pipeline runs on a cron expression or an interval (`client.schedules`). */
+export class PipelineSchedules {
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+    private readonly address?: string,
+    /** Backend names the client was told about (`PipelineClient.connect({ backends })`). */
+    private readonly backends: readonly string[] = [],
+  ) {}
+
+  /**
+   * Creates a schedule that starts the pipeline with the given inputs.
+   * @throws PipelineInvalidError, InvalidRequestError (`SCHEDULE_EXISTS`, `INVALID_REQUEST` for bad timing)
+   */
+  async create(source: PipelineSource, options: CreateScheduleOptions): Promise<ScheduleInfo> {
+    checkTiming(options);
+    return this.createPrepared(await prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }), options);
+  }
+
+  /** Creates a schedule from an already prepared run input (`client.prepare()`). */
+  createPrepared(input: PipelineRunInput, options: Omit<CreateScheduleOptions, keyof PrepareRunOptions>): Promise<ScheduleInfo> {
+    checkTiming(options);
+    const scheduleId = options.id ?? input.pipeline.name;
+    return typedErrors(async () => {
+      const handle = await this.client.schedule.create(
+        buildSchedule({
+          scheduleId,
+          input,
+          taskQueue: this.taskQueue,
+          cron: options.cron,
+          every: options.every === undefined ? undefined : { text: options.every, ms: toMilliseconds(options.every) },
+          overlap: options.overlap ?? 'skip',
+          note: options.note,
+          paused: options.paused,
+        }),
+      );
+      return scheduleJson(await handle.describe());
+    }, this.address);
+  }
+
+  /**
+   * Prepares the pipeline again (re-bundling its files) and makes it what the schedule's next runs start; timing,
+   * policies, pause state and note stay. Inputs not given keep the values the schedule had.
+   * @throws PipelineInvalidError, InvalidRequestError (`SCHEDULE_NOT_FOUND`, or a schedule that starts no pipeline runs)
+   */
+  async update(source: PipelineSource, options: UpdateScheduleOptions = {}): Promise<{ scheduleId: string; input: PipelineRunInput }> {
+    const prepare = (inputs: Record<string, string>): Promise<PipelineRunInput> =>
+      prepareRunInput(source, { ...options, inputs, backends: [...this.backends, ...(options.backends ?? [])] });
+    // Prepared once to learn the pipeline's name and declared inputs, then again with the schedule's own inputs kept.
+    const fresh = await prepare(options.inputs ?? {});
+    return typedErrors(async () => {
+      const handle = this.client.schedule.getHandle(options.id ?? fresh.pipeline.name);
+      const previous = await handle.describe();
+      if (!isPipelineSchedule(previous)) throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] schedule ${handle.scheduleId} does not start pipeline runs`);
+      const before = (previous.action.type === 'startWorkflow' ? (previous.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined) ?? {};
+      const declared = fresh.pipeline.inputs ?? {};
+      const kept = Object.fromEntries(Object.entries(before).filter(([k]) => k in declared));
+      const input = await prepare({ ...kept, ...(options.inputs ?? {}) });
+      await handle.update((current) => withRunInput(current, input));
+      return { scheduleId: handle.scheduleId, input };
+    }, this.address);
+  }
+
+  /** Every schedule that starts pipeline runs (the namespace may hold others). */
+  list(): Promise<ScheduleInfo[]> {
+    return typedErrors(async () => {
+      const schedules: ScheduleInfo[] = [];
+      for await (const summary of this.client.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
+      return schedules;
+    }, this.address);
+  }
+
+  /** One schedule: pipeline, inputs, timing, next and recent runs. @throws InvalidRequestError `SCHEDULE_NOT_FOUND` */
+  describe(id: string): Promise<ScheduleInfo> {
+    return typedErrors(async () => scheduleJson(await this.client.schedule.getHandle(id).describe()), this.address);
+  }
+
+  /** Starts a run now, whatever the timing and overlap policy. */
+  trigger(id: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).trigger(), this.address);
+  }
+
+  /** Stops starting runs until unpaused; runs in progress go on. */
+  pause(id: string, note?: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).pause(note), this.address);
+  }
+
+  /** Starts runs again. */
+  unpause(id: string, note?: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).unpause(note), this.address);
+  }
+
+  /** Deletes the schedule; runs it started go on. */
+  delete(id: string): Promise<void> {
+    return typedErrors(() => this.client.schedule.getHandle(id).delete(), this.address);
+  }
+}

@@ -1,0 +1,94 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { inject } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import {
+  InvalidRequestError,
+  PipelineClient,
+  PipelineInvalidError,
+  RunFailedError,
+  RunNotFoundError,
+  TemporalUnavailableError,
+  type RunEvent,
+} from '../../src/library/index.js';
+import { CLI_FIXTURES, eventually } from './cli-helpers.js';
+
+/* The client library against the dev server, a worker, the real claude binary and the scripted model server. */
+
+describe('PipelineClient', () => {
+  let harness: Harness;
+  let client: PipelineClient;
+
+  beforeAll(async () => {
+    harness = await createHarness('library', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
+    client = await PipelineClient.connect({ env: harness.env });
+  });
+  afterAll(async () => {
+    await client?.close();
+    await harness?.close();
+  });
+
+  test('answers and approves a run through its events, and result() resolves with the completed state', async () => {
+    const run = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'));
+    const seen: string[] = [];
+    for await (const event of run.events({ intervalMs: 300 })) {
+      seen.push(`${event.type}${'stage' in event ? ` ${event.stage}` : ''}`);
+      if (event.type === 'stage_waiting' && event.waitingFor.kind === 'answer') await run.answer('blue', { stage: event.stage });
+      if (event.type === 'stage_waiting' && event.waitingFor.kind === 'approval') await run.approve({ stage: event.stage, comment: 'ok' });
+    }
+    expect(seen).toContain('stage_waiting ask');
+    expect(seen).toContain('stage_waiting ship');
+    expect(seen.at(-1)).toBe('run_ended');
+    const state = await run.result();
+    expect(state.stages.map((s) => [s.id, s.status])).toEqual([['ask', 'completed'], ['ship', 'completed']]);
+  });
+
+  test('events() of a run that already ended tells its stages and the end; result() rejects with RunFailedError', async () => {
+    const started = await client.start(path.join(CLI_FIXTURES, 'failing.yaml'));
+    const err = await started.result().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RunFailedError);
+    expect(err).toMatchObject({ code: 'RUN_FAILED', type: 'failed', state: { status: 'failed', stages: [{ id: 'broken', status: 'failed' }] } });
+
+    const events: RunEvent[] = [];
+    for await (const event of client.getRun(started.id).events()) events.push(event);
+    expect(events.map((e) => e.type)).toEqual(['stage_failed', 'run_ended']);
+    expect(events[1]).toMatchObject({ type: 'run_ended', status: 'failed' });
+    await expect(client.getRun(started.id).cancel()).rejects.toMatchObject({ code: 'RUN_CLOSED' });
+    await expect(client.getRun(started.id).answer('late')).rejects.toBeInstanceOf(InvalidRequestError);
+  });
+
+  test('start with the same id returns the running run; list finds runs by pipeline and status', async () => {
+    const id = `library-${Math.random().toString(36).slice(2, 8)}`;
+    const first = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id });
+    const again = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id });
+    expect([first.alreadyRunning, again.alreadyRunning, again.id]).toEqual([false, true, id]);
+    const waiting = await eventually(() => client.list({ pipeline: 'cli-gates', status: 'waiting' }), (runs) => runs.some((r) => r.runId === id), 60_000, 'the run listed as waiting');
+    expect(waiting.find((r) => r.runId === id)).toMatchObject({ pipeline: 'cli-gates', status: 'waiting' });
+    await first.cancel();
+    await expect(first.result()).rejects.toMatchObject({ code: 'RUN_FAILED', type: 'cancelled' });
+  });
+
+  test('typed errors: invalid file, unknown run, unreachable server', async () => {
+    const invalid = await client.start(path.join(CLI_FIXTURES, '..', 'pipelines', 'does-not-exist.yaml')).catch((e: unknown) => e);
+    expect(invalid).toMatchObject({ code: 'FILE_UNREADABLE' });
+    const bad = await client.start(await harness.writePipeline('bad', 'name: bad\nstages:\n  - id: a\n    prompt: x\n    retries: -1\n')).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(PipelineInvalidError);
+    expect((bad as PipelineInvalidError).problems).toEqual([expect.objectContaining({ field: 'stages[0].retries', line: 5 })]);
+    await expect(client.getRun('no-such-run').status()).rejects.toBeInstanceOf(RunNotFoundError);
+    await expect(PipelineClient.connect({ address: '127.0.0.1:1', env: {} })).rejects.toBeInstanceOf(TemporalUnavailableError);
+    expect(inject('temporalAddress')).toBe(client.address);
+  });
+
+  test('schedules: create, list, trigger a run, delete', async () => {
+    const id = `library-schedule-${Math.random().toString(36).slice(2, 8)}`;
+    const created = await client.schedules.create(path.join(CLI_FIXTURES, 'scheduled.yaml'), { id, every: '1h', inputs: { topic: 'tea' }, paused: true });
+    expect(created).toMatchObject({ scheduleId: id, pipeline: 'cli-scheduled', spec: 'every 1h', inputs: { topic: 'tea' }, paused: true });
+    expect((await client.schedules.list()).map((s) => s.scheduleId)).toContain(id);
+    await expect(client.schedules.create(path.join(CLI_FIXTURES, 'scheduled.yaml'), { id, every: '1h' })).rejects.toMatchObject({ code: 'SCHEDULE_EXISTS' });
+    await client.schedules.trigger(id);
+    const described = await eventually(() => client.schedules.describe(id), (s) => s.recentRuns.length > 0, 60_000, 'the triggered run');
+    await expect(client.getRun(described.recentRuns[0].runId).result()).resolves.toMatchObject({ status: 'completed', inputs: { topic: 'tea' } });
+    await client.schedules.delete(id);
+    await expect(client.schedules.describe(id)).rejects.toMatchObject({ code: 'SCHEDULE_NOT_FOUND' });
+  });
+});

@@ -1,0 +1,56 @@
+import { describe, expect, test } from 'vitest';
+import { definePipeline, PipelineInvalidError, type RunState } from '../../src/library/index.js';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { StageEventTracker } from '../../src/library/run-events.js';
+
+describe('in-memory pipeline definitions', () => {
+  test('are validated like files and become the run input, with paths relative to baseDir', async () => {
+    const pipeline = definePipeline({ name: 'hello', inputs: { who: { default: 'world' } }, stages: [{ id: 'greet', prompt: 'Greet {{inputs.who}}.' }] });
+    const input = await prepareRunInput(pipeline, { baseDir: '/srv/pipelines', inputs: { who: 'you' } });
+    expect(input).toMatchObject({ pipeline: { name: 'hello' }, baseDir: '/srv/pipelines', pipelineFile: '<definition hello>', inputs: { who: 'you' } });
+  });
+
+  test('that are invalid throw PipelineInvalidError listing every problem by field', async () => {
+    const bad = { name: 'bad', stages: [{ id: 'a', prompt: 'x', timeout: 'soon' }, { id: 'b', prompt: 'x', retries: -1 }] };
+    const err = await prepareRunInput(bad as never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PipelineInvalidError);
+    expect(err).toMatchObject({ code: 'PIPELINE_INVALID', file: '<definition bad>' });
+    expect((err as PipelineInvalidError).problems.map((p) => p.field)).toEqual(['stages[0].timeout', 'stages[1].retries']);
+    expect((err as PipelineInvalidError).problems.every((p) => p.line === undefined)).toBe(true);
+  });
+
+  test('may name a backend registered with the worker only when the client is told its name', async () => {
+    const pipeline = definePipeline({ name: 'custom', stages: [{ id: 'a', prompt: 'x', backend: 'echo' }] });
+    const err = (await prepareRunInput(pipeline).catch((e: unknown) => e)) as PipelineInvalidError;
+    expect(err.problems).toEqual([
+      expect.objectContaining({ field: 'stages[0].backend', message: expect.stringContaining('unknown backend "echo"; expected claude-cli, anthropic-api, or a backend registered') }),
+    ]);
+    await expect(prepareRunInput(pipeline, { backends: ['echo'] })).resolves.toMatchObject({ pipeline: { stages: [{ backend: 'echo' }] } });
+  });
+
+  test('missing inputs are an INPUT_INVALID request error', async () => {
+    const pipeline = definePipeline({ name: 'needs-input', inputs: { feature: { required: true } }, stages: [{ id: 'a', prompt: 'x' }] });
+    await expect(prepareRunInput(pipeline)).rejects.toMatchObject({ code: 'INPUT_INVALID' });
+  });
+});
+
+describe('run events', () => {
+  const state = (stages: RunState['stages']): RunState => ({ runId: 'r', pipeline: 'p', status: 'running', inputs: {}, stages, costUsd: 0, startedAt: 0 });
+  const stage = (id: string, status: RunState['stages'][number]['status'], extra: Partial<RunState['stages'][number]> = {}) => ({ id, status, backend: 'claude-cli', model: 'sonnet', ...extra });
+
+  test('tell each change of a stage once, in stage order', () => {
+    const tracker = new StageEventTracker();
+    expect(tracker.next(state([stage('a', 'running', { attempt: 1 }), stage('b', 'pending')])).map((e) => [e.type, 'stage' in e ? e.stage : ''])).toEqual([['stage_started', 'a']]);
+    expect(tracker.next(state([stage('a', 'running', { attempt: 1 }), stage('b', 'pending')]))).toEqual([]);
+    expect(tracker.next(state([stage('a', 'running', { attempt: 2 }), stage('b', 'pending')])).map((e) => e.type)).toEqual(['stage_started']);
+    const waiting = { kind: 'approval' as const, message: 'approve?', commands: [], since: 5 };
+    const events = tracker.next(state([stage('a', 'completed'), stage('b', 'waiting', { waitingFor: waiting })]));
+    expect(events.map((e) => e.type)).toEqual(['stage_completed', 'stage_waiting']);
+    expect(events[1]).toMatchObject({ stage: 'b', waitingFor: waiting });
+  });
+
+  test('for a run that already ended, tell every stage’s final state', () => {
+    const events = new StageEventTracker().next(state([stage('a', 'completed'), stage('b', 'failed', { error: { type: 'X', message: 'boom' } }), stage('c', 'skipped', { skip: { reason: 'r', dependentsRun: false } })]));
+    expect(events.map((e) => e.type)).toEqual(['stage_completed', 'stage_failed', 'stage_skipped']);
+  });
+});
