@@ -54,16 +54,27 @@ export async function prepareRunInput(source: PipelineSource, options: PrepareRu
       const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
       const inputs = resolveInputs(pipeline, source, given);
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
-      return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...(bundle ? { bundle } : {}) });
+      return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) });
     }
     const name = `<definition ${typeof source?.name === 'string' ? source.name : '?'}>`;
     // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
     const pipeline = parseDefinition(source, name, backends);
-    return checkRunInputSize({ pipeline, baseDir: path.resolve(options.baseDir ?? process.cwd()), pipelineFile: name, inputs: resolveInputs(pipeline, name, given) });
+    return checkRunInputSize({
+      pipeline,
+      baseDir: path.resolve(options.baseDir ?? process.cwd()),
+      pipelineFile: name,
+      inputs: resolveInputs(pipeline, name, given),
+      ...withBackends(backends),
+    });
   } catch (err) {
     if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');
     throw err;
   }
+}
+
+/** The custom backend names the run may use, for the workflow's own check of its input (absent when there are none). */
+function withBackends(backends: readonly string[]): { backends?: string[] } {
+  return backends.length > 0 ? { backends: [...new Set(backends)] } : {};
 }
 
 function parseDefinition(definition: PipelineDefinition, name: string, backends?: readonly string[]): PipelineDefinition {

@@ -40,7 +40,8 @@ export function parsePipeline(text: string, file: string, options: ParseOptions 
   if (!parsed.success) {
     throw new PipelineValidationError(
       file,
-      describeIssues(pipelineSchema, parsed.error.issues).map((issue) => locate(doc, lineCounter, issue.path, issue.message)),
+      [...describeIssues(pipelineSchema, parsed.error.issues), ...findUnknownBackends(data as PipelineDefinition, options.backends)]
+        .map((issue) => locate(doc, lineCounter, issue.path, issue.message)),
     );
   }
   // Semantic checks walk the stage graph, so they run only once it is sound.

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { formatPath } from './errors.js';
 import { findGraphProblems } from './graph.js';
-import { BACKENDS, pipelineSchema, type PipelineDefinition } from './schema.js';
+import { findUnknownBackends } from './backend-names.js';
+import { BACKENDS, pipelineSchema } from './schema.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
 /*
@@ -67,30 +68,19 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   if (version !== undefined && version !== RUN_INPUT_VERSION) {
     return [{ path: 'version', message: `unknown run input version ${JSON.stringify(version)}; this worker reads version ${RUN_INPUT_VERSION} (start the run with a client of the same release as the worker)` }];
   }
-  const raw = input as { pipeline?: unknown; backends?: unknown };
-  const known = [...BACKENDS, ...(Array.isArray(raw.backends) ? raw.backends.filter((b) => typeof b === 'string') : []), ...(options.backends ?? [])];
   const parsed = runInputSchema.safeParse(input, { reportInput: true });
-  if (!parsed.success) {
-    // The schema knows only the built-in backends; a name the input or the worker adds is accepted here instead.
-    const problems = parsed.error.issues.flatMap((issue) => {
-      if (!isBackendIssue(issue)) return [{ path: formatPath(issue.path), message: describeIssue(issue) }];
-      if (known.includes(issue.input as string)) return [];
-      return [{ path: formatPath(issue.path), message: `${describe(issue.input)} is not a backend; use ${known.join(' or ')}` }];
-    });
-    if (problems.length > 0) return problems;
-  }
-  const pipeline = (parsed.data?.pipeline ?? raw.pipeline) as PipelineDefinition;
+  if (!parsed.success) return parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: describeIssue(issue) }));
+  const pipeline = parsed.data.pipeline;
   const inPipeline = (problems: { path: PropertyKey[]; message: string }[]): RunInputProblem[] =>
     problems.map((p) => ({ path: formatPath(['pipeline', ...p.path]), message: p.message }));
+  // The schema takes any backend name; which ones exist is known only here: the built-in ones, the input's and the worker's.
+  const known = [...(parsed.data.backends ?? []), ...(options.backends ?? [])];
+  const backends = inPipeline(findUnknownBackends(pipeline, known, { clientHint: false }));
+  if (backends.length > 0) return backends;
   // Semantic checks walk the stage graph, so they run only once it is sound (as in `parsePipeline`).
   const graph = inPipeline(findGraphProblems(pipeline.stages));
   if (graph.length > 0) return graph;
   return inPipeline(findSemanticProblems(pipeline));
-}
-
-/** A `backend` field (of a stage or the defaults) holding a name the schema does not list. */
-function isBackendIssue(issue: z.core.$ZodIssue): boolean {
-  return issue.code === 'invalid_value' && issue.path.at(-1) === 'backend' && typeof issue.input === 'string';
 }
 
 /** The message of a run that fails for its input: every problem, one a line. */

@@ -67,7 +67,13 @@ describe('bad input', () => {
   });
 
   test('a run input over the payload limit fails at start with exit 2, its size, the limit and the fix', async () => {
-    const start = await runCli(['start', file('huge.yaml')], OFFLINE);
+    // Bundled (the default), the file is over the bundle cap before the input is measured.
+    const bundled = await runCli(['start', file('huge.yaml')], OFFLINE);
+    expect(bundled.exitCode, bundled.stderr).toBe(2);
+    expect(bundled.stderr).toContain('[BUNDLE_TOO_LARGE]');
+    expect(bundled.stderr).not.toMatch(NO_STACK);
+
+    const start = await runCli(['start', file('huge.yaml'), '--files-from-worker'], OFFLINE);
     expect(start.exitCode, start.stderr).toBe(2);
     expect(start.stderr).toMatch(/\[INPUT_TOO_LARGE\] the run's input is 2\.9 MB \(\d+ bytes\), over Temporal's payload limit of 2\.0 MB; the largest part is stages\[0\] \(a\) of .*huge\.yaml \(2\.9 MB\)\. Move large text into files/);
     expect(start.stderr).not.toContain('Blob data size');

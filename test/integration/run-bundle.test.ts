@@ -20,8 +20,8 @@ const MARKERS = {
 
 const PIPELINE = `name: carried
 inputs: { audience: { default: users } }
-context: [../shared/brief.md]
-systemPrompt: system.md
+context: [brief.md]
+systemPrompt: ../shared/system.md
 defaults: { backend: anthropic-api, retries: 0, timeout: 2m }
 stages:
   - id: notes
@@ -44,11 +44,11 @@ const SCENARIO = {
 async function writePipelineFolder(root: string, step = MARKERS.step): Promise<string> {
   const files: Record<string, string> = {
     'pipeline/pipeline.yaml': PIPELINE,
-    'pipeline/system.md': `Pipeline: {{run.pipeline}} · Stage: {{stage.id}} · ${MARKERS.system}\n\n{{stage_prompt}}\n\n{{output_contract}}`,
+    'shared/system.md': `Pipeline: {{run.pipeline}} · Stage: {{stage.id}} · ${MARKERS.system}\n\n{{stage_prompt}}\n\n{{output_contract}}`,
     'pipeline/agents/writer.md': `---\nname: writer\nreferences: [../refs/style.md]\n---\n${MARKERS.persona}`,
     'pipeline/refs/style.md': MARKERS.reference,
     'pipeline/steps/notes.md': step,
-    'shared/brief.md': MARKERS.context,
+    'pipeline/brief.md': MARKERS.context,
   };
   for (const [relative, text] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(root, relative)), { recursive: true });

@@ -21,6 +21,7 @@ describe('worker settings from the environment', () => {
       shutdownGraceMs: 30_000,
       shutdownForceAfterGraceMs: 60_000,
       healthFile: undefined,
+      killGraceMs: 5_000,
     });
   });
 
@@ -33,7 +34,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_SHUTDOWN_FORCE: '15s',
         AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
       }),
-    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health' });
+    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health', killGraceMs: 5_000 });
   });
 
   test('refuse values that are not numbers or durations, naming the variable and the fix', () => {

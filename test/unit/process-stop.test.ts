@@ -49,7 +49,10 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
 
   test('what ignores SIGTERM gets SIGKILL once the grace is over', async () => {
     // An ignored signal stays ignored across exec, so the sleeps ignore SIGTERM too.
-    const child = shell(`trap '' TERM; while :; do sleep 1; done`, 'stubborn');
+    // The ready file is written after the trap is set: a SIGTERM before it would end the shell on a loaded machine.
+    const ready = path.join(dir, 'stubborn-ready');
+    const child = shell(`trap '' TERM; touch "${ready}"; while :; do sleep 1; done`, 'stubborn');
+    await waitFor(() => existsSync(ready), Boolean, 'the stubborn shell to ignore SIGTERM', 10_000);
     await waitFor(() => findMarkedProcesses(MARKER, 'stubborn'), (pids) => pids.length >= 1, 'the stubborn shell', 10_000);
     const report = await stopMarkedProcesses(MARKER, 'stubborn', 'exact', 300);
     expect(report.killed).toContain(child.pid);

@@ -25,8 +25,8 @@ async function writeTree(files: Record<string, string>): Promise<void> {
 }
 
 const PIPELINE = `name: carry
-context: [../shared/brief.md]
-systemPrompt: system.md
+context: [brief.md]
+systemPrompt: ../shared/system.md
 stages:
   - id: one
     agent: agents/writer.md
@@ -46,8 +46,8 @@ describe('run bundles', () => {
   test('list every file the pipeline names, once per field, and no inline prompt', () => {
     const refs = listReferencedFiles(parsePipeline(PIPELINE, 'p.yaml'));
     expect(refs.map((r) => [r.field, r.path])).toEqual([
-      ['systemPrompt', 'system.md'],
-      ['context[0]', '../shared/brief.md'],
+      ['systemPrompt', '../shared/system.md'],
+      ['context[0]', 'brief.md'],
       ['stages[0].agent', 'agents/writer.md'],
       ['stages[0].prompt', 'steps/one.md'],
       ['stages[1].agent', 'agents/writer.md'],
@@ -58,18 +58,18 @@ describe('run bundles', () => {
   test('carry the pipeline file, agent files with their references, steps, context and system prompt, each content once', async () => {
     await writeTree({
       'p/pipeline.yaml': PIPELINE,
-      'p/system.md': 'Stage: {{stage.id}}\n{{stage_prompt}}',
+      'shared/system.md': 'Stage: {{stage.id}}\n{{stage_prompt}}',
       'p/agents/writer.md': '---\nname: writer\nreferences: [../refs/style.md, missing.md]\n---\nYou write.',
       'p/refs/style.md': 'Be brief.',
       'p/steps/one.md': 'Same text',
       'p/steps/copy.md': 'Same text',
-      'shared/brief.md': 'The brief.',
+      'p/brief.md': 'The brief.',
     });
     const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
     // The root is the deepest folder holding every file, so `../shared` stays inside the bundle.
     expect(bundle.pipelineDir).toBe('p');
     expect(Object.keys(bundle.files).sort()).toEqual([
-      'p/agents/writer.md', 'p/pipeline.yaml', 'p/refs/style.md', 'p/steps/copy.md', 'p/steps/one.md', 'p/system.md', 'shared/brief.md',
+      'p/agents/writer.md', 'p/brief.md', 'p/pipeline.yaml', 'p/refs/style.md', 'p/steps/copy.md', 'p/steps/one.md', 'shared/system.md',
     ]);
     expect(bundle.files['p/steps/one.md']).toBe(bundle.files['p/steps/copy.md']);
     expect(Object.keys(bundle.blobs)).toHaveLength(6);
