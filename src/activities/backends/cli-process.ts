@@ -90,13 +90,17 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
     }
   };
   let stopping: Promise<StopReport | undefined> | undefined;
+  const terminate = (): void => {
+    if (stopping || killTimer) return;
+    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace.
+    killGroup('SIGTERM');
+    stopping = o.marker ? stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs).catch(() => undefined) : Promise.resolve(undefined);
+    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
+  };
   const stop = (why: 'cancelled' | 'stalled'): void => {
     if (result.stoppedFor) return;
     result.stoppedFor = why;
-    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace.
-    killGroup('SIGTERM');
-    if (o.marker) stopping = stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs).catch(() => undefined);
-    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
+    terminate();
   };
   const onAbort = (): void => stop('cancelled');
   o.signal.addEventListener('abort', onAbort, { once: true });
@@ -152,7 +156,7 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   } catch (err) {
     // The transcript could not be written (disk full): the attempt cannot go on without its record.
     failure = err;
-    killGroup('SIGKILL');
+    terminate();
   } finally {
     clearTimeout(stallTimer);
     clearInterval(beatTimer);
