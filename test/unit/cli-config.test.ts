@@ -19,6 +19,7 @@ describe('worker settings from the environment', () => {
       maxConcurrentWorkflowTasks: 40,
       shutdownGraceMs: 30_000,
       shutdownForceAfterGraceMs: 60_000,
+      killGraceMs: 5_000,
       healthFile: undefined,
     });
   });
@@ -31,8 +32,9 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_SHUTDOWN_GRACE: '2m',
         AGENT_PIPELINE_SHUTDOWN_FORCE: '15s',
         AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
+        AGENT_PIPELINE_KILL_GRACE: '2s',
       }),
-    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health' });
+    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, killGraceMs: 2_000, healthFile: '/tmp/health' });
   });
 
   test('refuse values that are not numbers or durations, naming the variable and the fix', () => {
@@ -40,6 +42,7 @@ describe('worker settings from the environment', () => {
       new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_MAX_CONCURRENT_STAGES=0 is not a whole number of 1 or more; unset it for the default 8'),
     );
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SHUTDOWN_GRACE: 'soon' })).toThrow('AGENT_PIPELINE_SHUTDOWN_GRACE=soon is not a duration; write it like 30s, 2m or 1h');
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_KILL_GRACE: 'a bit' })).toThrow('AGENT_PIPELINE_KILL_GRACE=a bit is not a duration; write it like 30s, 2m or 1h');
   });
 });
 
