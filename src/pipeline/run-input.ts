@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { formatPath } from './errors.js';
 import { findGraphProblems } from './graph.js';
 import { findUnknownBackends } from './backend-names.js';
-import { BACKENDS, pipelineSchema } from './schema.js';
+import { pipelineSchema } from './schema.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
 /*
@@ -52,7 +52,7 @@ export interface RunInputProblem {
 
 /** Options of {@link findRunInputProblems}. */
 export interface RunInputCheckOptions {
-  /** Backend names accepted besides {@link BACKENDS} and the input's own `backends`. */
+  /** Backend names accepted besides the built-in ones and the input's own `backends`. */
   backends?: readonly string[];
 }
 

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { execa } from 'execa';
 import type { AttemptProgress } from './backend.js';
 import type { CliEventReader } from './cli-events.js';
-import { stopMarkedProcesses, type StopReport } from './process-stop.js';
+import { listProcessGroup, stopMarkedProcesses, type StopReport } from './process-stop.js';
 import { StdoutLineSplitter, type StdoutPiece } from './stream-lines.js';
 import type { TranscriptWriter } from './transcript-writer.js';
 
@@ -90,13 +90,21 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
     }
   };
   let stopping: Promise<StopReport | undefined> | undefined;
+  const terminate = (): void => {
+    if (stopping || killTimer) return;
+    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace;
+    // the group's members, the agent among them, get no second SIGTERM from the marker sweep.
+    const group = !exited && child.pid ? listProcessGroup(child.pid) : [];
+    killGroup('SIGTERM');
+    stopping = o.marker
+      ? stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs, { alreadyTerminated: group }).catch(() => undefined)
+      : Promise.resolve(undefined);
+    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
+  };
   const stop = (why: 'cancelled' | 'stalled'): void => {
     if (result.stoppedFor) return;
     result.stoppedFor = why;
-    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace.
-    killGroup('SIGTERM');
-    if (o.marker) stopping = stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs).catch(() => undefined);
-    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
+    terminate();
   };
   const onAbort = (): void => stop('cancelled');
   o.signal.addEventListener('abort', onAbort, { once: true });
@@ -152,7 +160,7 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   } catch (err) {
     // The transcript could not be written (disk full): the attempt cannot go on without its record.
     failure = err;
-    killGroup('SIGKILL');
+    terminate();
   } finally {
     clearTimeout(stallTimer);
     clearInterval(beatTimer);

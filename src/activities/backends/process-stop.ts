@@ -28,12 +28,18 @@ export interface StopReport {
   survivors: number[];
 }
 
+/** Options of {@link stopGracefully}. */
+export interface StopOptions {
+  /** Pids the caller already sent SIGTERM (a process group): they get no second one, which could cut their clean-up short. */
+  alreadyTerminated?: readonly number[];
+}
+
 /**
  * Stops the processes `find` returns (looked up again and again, so children started meanwhile are caught):
  * SIGTERM to each, up to `graceMs` for them to exit, then SIGKILL to what is left until none is. Returns at once
  * when `find` finds nothing.
  */
-export async function stopGracefully(find: () => number[] | Promise<number[]>, graceMs: number): Promise<StopReport> {
+export async function stopGracefully(find: () => number[] | Promise<number[]>, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
   const alive = async (): Promise<number[]> => (await find()).filter((pid) => !isGone(pid));
   const stopped = new Set<number>();
   const killed = new Set<number>();
@@ -51,7 +57,8 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   const report = (survivors: number[]): StopReport => ({ stopped: [...stopped], killed: [...killed], survivors });
   let pids = await alive();
   if (pids.length === 0) return report([]);
-  const termed = new Set<number>();
+  const termed = new Set<number>(options.alreadyTerminated ?? []);
+  for (const pid of termed) stopped.add(pid);
   const graceEnd = Date.now() + graceMs;
   while (pids.length > 0 && Date.now() < graceEnd) {
     // Only newcomers get SIGTERM: a second one could cut short the clean-up the first one started.
@@ -70,8 +77,19 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
 }
 
 /** Stops every process whose environment holds the marker `name=value` (see process-sweep.ts), gracefully. */
-export function stopMarkedProcesses(name: string, value: string, match: MarkerMatch, graceMs: number): Promise<StopReport> {
-  return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs);
+export function stopMarkedProcesses(name: string, value: string, match: MarkerMatch, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
+  return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs, options);
+}
+
+/** Pids of the live members of process group `pgid`, read from /proc (none elsewhere). */
+export function listProcessGroup(pgid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  return entries.map(Number).filter((pid) => Number.isInteger(pid) && readStat(pid)?.[2] === String(pgid));
 }
 
 /**
@@ -115,7 +133,10 @@ export function listDescendants(roots: ReadonlySet<number>): number[] {
   return found;
 }
 
-/** `/proc/<pid>/stat` is `pid (comm) S ppid ...`; comm may hold spaces and parentheses, so read after the last `)`. */
+/**
+ * The fields of `/proc/<pid>/stat` after `pid (comm)`: state, ppid, pgrp, ... (comm may hold spaces and parentheses,
+ * so read after the last `)`).
+ */
 function readStat(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
