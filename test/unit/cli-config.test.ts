@@ -3,6 +3,7 @@ import { ScheduleNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { describe, expect, test } from 'vitest';
 import { buildListQuery } from '../../src/cli/commands/list.js';
+import { NoWorkerError, PipelineInvalidError, RunNotFoundError } from '../../src/library/errors.js';
 import { EXIT, exitCodeFor, TemporalUnreachableError, toUserError, UsageError } from '../../src/cli/errors.js';
 import { parseDurationMs } from '../../src/cli/options.js';
 import { buildSchedule, parseOverlap } from '../../src/cli/schedule-spec.js';
@@ -19,8 +20,8 @@ describe('worker settings from the environment', () => {
       maxConcurrentWorkflowTasks: 40,
       shutdownGraceMs: 30_000,
       shutdownForceAfterGraceMs: 60_000,
-      killGraceMs: 5_000,
       healthFile: undefined,
+      killGraceMs: 5_000,
     });
   });
 
@@ -34,7 +35,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
         AGENT_PIPELINE_KILL_GRACE: '2s',
       }),
-    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, killGraceMs: 2_000, healthFile: '/tmp/health' });
+    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health', killGraceMs: 2_000 });
   });
 
   test('refuse values that are not numbers or durations, naming the variable and the fix', () => {
@@ -83,7 +84,7 @@ describe('structured logs', () => {
 describe('list filters', () => {
   test('become a visibility query on the workflow type, our search attributes and the start time', () => {
     expect(buildListQuery({})).toBe("WorkflowType = 'pipelineWorkflow'");
-    expect(buildListQuery({ pipeline: "it's", status: "ExecutionStatus = 'Failed'", since: 3_600_000 }, Date.UTC(2024, 0, 1, 12))).toBe(
+    expect(buildListQuery({ pipeline: "it's", status: 'failed', sinceMs: 3_600_000 }, Date.UTC(2024, 0, 1, 12))).toBe(
       "WorkflowType = 'pipelineWorkflow' AND AgentPipeline = 'it\\'s' AND ExecutionStatus = 'Failed' AND StartTime > '2024-01-01T11:00:00.000Z'",
     );
   });
@@ -125,7 +126,10 @@ describe('schedules', () => {
 describe('errors', () => {
   test('from Temporal become messages a user can act on, with the exit code that fits', () => {
     const missingRun = toUserError(new WorkflowNotFoundError('not found', 'r1', undefined));
-    expect(missingRun).toBeInstanceOf(UsageError);
+    // The library's typed error, with its stable code: the commands and the library share one mapping.
+    expect(missingRun).toBeInstanceOf(RunNotFoundError);
+    expect(missingRun).toMatchObject({ code: 'RUN_NOT_FOUND', runId: 'r1' });
+    expect(exitCodeFor(missingRun)).toBe(EXIT.USAGE);
     expect((missingRun as Error).message).toBe('[RUN_NOT_FOUND] no run "r1"; `agent-pipeline list` shows the runs');
     expect((toUserError(new ScheduleNotFoundError('nf', 's1')) as Error).message).toContain('no schedule "s1"');
     const rejected = toUserError(new WorkflowUpdateFailedError('Workflow Update failed', ApplicationFailure.create({ message: 'stage ship is not waiting' })));
@@ -139,6 +143,8 @@ describe('errors', () => {
     expect(exitCodeFor(new PipelineValidationError('f.yaml', []))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new ConfigError('x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new TemporalUnreachableError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
+    expect(exitCodeFor(new NoWorkerError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
+    expect(exitCodeFor(new PipelineInvalidError('f.yaml', [], 'x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new Error('x'))).toBe(EXIT.PIPELINE_FAILED);
   });
 });
