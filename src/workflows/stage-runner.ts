@@ -52,6 +52,9 @@ export interface StageRunnerContext {
  * failure with `onFailure: ask`, the review cap, an approval gate). Marks the stage's final state in the tracker.
  */
 export class StageRunner {
+  /** How the run ended, once it has: `finally` stages read it as `{{run.status}}` and `{{run.error}}`. */
+  runEnd?: { status: string; error: string };
+
   constructor(private readonly ctx: StageRunnerContext) {}
 
   async runRound(stage: ResolvedStage, round: number): Promise<StageOutcome> {
@@ -97,8 +100,10 @@ export class StageRunner {
           systemPrompt: input.pipeline.systemPrompt,
           mcpServers: input.pipeline.mcpServers,
           workspace: input.pipeline.workspace,
+          promptsDir: input.pipeline.promptsDir,
         },
         round: round.number,
+        ...(stage.isFinally && this.runEnd ? { runEnd: this.runEnd } : {}),
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: this.ctx.budget.remainingUsd(),
