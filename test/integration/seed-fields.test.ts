@@ -6,7 +6,7 @@ import { buildListQuery, parseStatus } from '../../src/cli/commands/list.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
+import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
  * Issue 12's pipeline fields in real runs: the real `claude` binary and the real SDK against the scripted model
@@ -47,6 +47,8 @@ const rules: Rule[] = [
   // timed_out and blocked.
   rule('slow', 'crawl', { text: report('too late'), chunks: 40, chunkDelayMs: 500 }),
   rule('slow', 'record', { text: report('Recorded timeout.') }),
+  rule('halt', 'crawl', { text: report('too late'), chunks: 40, chunkDelayMs: 500 }),
+  rule('halt', 'record', { text: report('Recorded the cancel.') }),
   rule('asks', 'decide', { text: 'BLOCKED: Should the button be blue or green?' }, { text: report('Green it is.') }),
 ];
 
@@ -204,6 +206,27 @@ describe('failure flows and the end of a run', () => {
     const state = await harness.finish(await harness.startYaml('broken', yaml));
     expect(summarize(state)).toMatchObject({ status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE' }, stages: [{ id: 'work', status: 'failed' }, { id: 'record', status: 'completed' }] });
     expect(userTexts(harness.modelServer.requests(), 'broken', 'record')[0]).toContain('Record failed: [AGENT_REPORTED_FAILURE] stage work: cannot build');
+  });
+
+  test('a cancelled run runs its finally stage with run.status cancelled, then ends cancelled', async () => {
+    const handle = await harness.startYaml(
+      'halt',
+      [
+        'name: halt',
+        'defaults: { backend: anthropic-api, model: haiku, retries: 0, heartbeatTimeout: 10s }',
+        'stages:',
+        '  - id: crawl',
+        '    prompt: Crawl.',
+        'finally:',
+        '  - id: record',
+        '    prompt: "Record {{run.status}}: {{run.error}}"',
+      ].join('\n'),
+    );
+    await waitForState(handle, (s) => stageOf(s, 'crawl').status === 'running');
+    await handle.cancel();
+    const state = await harness.finish(handle);
+    expect(summarize(state)).toMatchObject({ status: 'cancelled', stages: [{ id: 'crawl', status: 'cancelled' }, { id: 'record', status: 'completed' }] });
+    expect(userTexts(harness.modelServer.requests(), 'halt', 'record')[0]).toContain('Record cancelled: the run was cancelled');
   });
 
   test('the pipeline timeout ends a run as timed_out (finally stages see it); a question makes it blocked; list finds both', async () => {
