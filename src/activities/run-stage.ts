@@ -136,7 +136,7 @@ async function runAttempt(
     workspace,
     attempt,
     resumeSessionId: previous?.sessionId,
-    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation),
+    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation, stage.contract),
     outputPath: stage.backend === 'anthropic-api' ? resolveOutputPath(stage, context, workspace.dir) : undefined,
     maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
@@ -198,9 +198,13 @@ async function runAttempt(
  * After an answer that broke the output contract, the next attempt continues the same session and
  * only asks for the report, instead of doing the work again.
  */
-function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation']): BackendRequest['continuation'] {
+function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation'], contract: ResolvedStage['contract']): BackendRequest['continuation'] {
   const before = log.failureBefore(attempt);
   if (before?.type !== 'OUTPUT_CONTRACT_VIOLATION' || !before.sessionId) return given;
+  // Under `contract: none` the only violation is an empty answer: ask for the answer, not for a report block.
+  if (contract === 'none') {
+    return { kind: 'retry', sessionId: before.sessionId, message: 'Your previous answer was empty. Do not redo the work: reply now with your answer in full, ending with a short paragraph that sums up what you did.' };
+  }
   return {
     kind: 'retry',
     sessionId: before.sessionId,
