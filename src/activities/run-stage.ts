@@ -9,6 +9,7 @@ import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
+import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt-warnings.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
@@ -65,6 +66,7 @@ export function createRunStage(deps: RunStageDependencies) {
     const stageId = input.stage.id;
     let log: AttemptLog | undefined;
     let earlier = spentBefore();
+    let earlierWarnings: string[] = [];
     try {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
@@ -79,14 +81,15 @@ export function createRunStage(deps: RunStageDependencies) {
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
-      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier));
+      earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
+      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier, earlierWarnings));
     } catch (err) {
       let failure = toFailure(err, stageId);
-      if (failure instanceof ApplicationFailure) failure = withEarlierSpending(failure, earlier);
+      if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
       if (log && failure instanceof ApplicationFailure) {
         // The session lets the next attempt continue the conversation instead of starting over.
-        const { sessionId, costUsd, usage } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;
-        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, costUsd, usage, at: Date.now() }).catch(() => undefined);
+        const { sessionId, costUsd, usage, warnings } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;
+        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, costUsd, usage, warnings, at: Date.now() }).catch(() => undefined);
       }
       throw failure;
     }
@@ -100,6 +103,7 @@ async function runAttempt(
   workspace: RunWorkspace,
   log: AttemptLog,
   earlier: Spending,
+  earlierWarnings: string[],
 ): Promise<StageResult> {
   const { attempt, heartbeatDetails } = activityInfo();
   const stageId = input.stage.id;
@@ -144,7 +148,7 @@ async function runAttempt(
     transcriptPath,
     claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
-    heartbeat: (progress) => heartbeat(addSpending(progress, earlier)),
+    heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
   });
   const collected = await collectArtifacts(workspace.dir, baseline.files);
   const common = {
@@ -153,7 +157,8 @@ async function runAttempt(
     ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
     numTurns: outcome.numTurns,
     durationMs: outcome.durationMs,
-    warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
+    // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
+    warnings: mergeWarnings(earlierWarnings, assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     transcript: path.relative(workspace.dir, transcriptPath),
     workspace: workspace.dir,
@@ -170,7 +175,7 @@ async function runAttempt(
       stageId,
       message: `${reading.reason} (attempt ${attempt}; ${earlierViolations + 1} of ${stage.contractRetries + 1} answers allowed to break the contract)`,
       nonRetryable: earlierViolations >= stage.contractRetries,
-      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript },
+      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript, warnings: common.warnings },
     });
   }
   const { report } = reading;

@@ -24,6 +24,7 @@ const COPY = '# Landing page copy\n\nUmbrellas that fly to you.\n\nWrote the her
 const rules: Rule[] = [
   // contract: none and output: on the API backend, the SDK executor's deliverables.
   rule('free', 'copy', { text: COPY }),
+  rule('free', 'config', { text: 'The settings:\n\n```json\n{"retries": 2}\n```' }),
   // contract: none on the CLI backend.
   rule('free', 'notes', { text: 'Some notes.\n\nNoted the launch date.' }),
   // expects: the CLI agent forgets the file, is told so in the same session, then writes it.
@@ -82,6 +83,10 @@ describe('deliverables as the team wants them', () => {
       '    model: haiku',
       '    output: "outputs/{{inputs.squad}}/landing/{{stage.id}}.md"',
       '    prompt: Write the landing page copy.',
+      '  - id: config',
+      '    backend: anthropic-api',
+      '    model: haiku',
+      '    prompt: Write the settings as JSON.',
       '  - id: notes',
       '    needs: [copy]',
       '    prompt: Note the launch date.',
@@ -93,6 +98,8 @@ describe('deliverables as the team wants them', () => {
     expect(copy.artifacts.map((a) => a.path)).toEqual(['outputs/growth/landing/copy.md']);
     expect(await readFile(path.join(state.workspace!, 'outputs/growth/landing/copy.md'), 'utf8')).toBe(COPY);
     expect(stageOf(state, 'notes').result).toMatchObject({ summary: 'Noted the launch date.', outputs: {} });
+    // Without a report block to take out, a closing JSON block is part of the deliverable.
+    expect(await readFile(path.join(state.workspace!, 'outputs/config.md'), 'utf8')).toBe('The settings:\n\n```json\n{"retries": 2}\n```');
 
     const [copyPrompt] = userTexts(harness.modelServer.requests(), 'free', 'copy');
     expect(copyPrompt).toContain('The optional context file context/product-marketing-context.md does not exist');
