@@ -2,7 +2,7 @@ import { activityInfo, cancellationSignal, heartbeat, type Info } from '@tempora
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { readAgentOutput } from '../pipeline/contract.js';
+import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -20,6 +20,7 @@ import { checkReportedPaths } from './reported-paths.js';
 import { openRunBundle } from './run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
 import { commitStageWork, stageCommitMessage } from './stage-commit.js';
+import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './stage-deliverables.js';
 import { collectArtifacts, openRunWorkspace, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
@@ -34,7 +35,9 @@ export interface StageAttemptInput {
   /** Completed earlier stages, as step templates and the prompt refer to them. */
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
-  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace'>;
+  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir'>;
+  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
+  runEnd?: { status: string; error: string };
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
@@ -76,7 +79,7 @@ export function createRunStage(deps: RunStageDependencies) {
       const context: TemplateContext = {
         inputs: input.inputs,
         stages: input.priorStages,
-        run: { id: input.runId, pipeline: input.pipelineName },
+        run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
         attempt: info.attempt,
       };
       const workspace = await openWorkspace(deps.workspacesRoot, input, context);
@@ -131,6 +134,7 @@ async function runAttempt(
     workspaceDir: workspace.dir,
     context,
     contextFiles: input.pipeline.context,
+    promptsDir: input.pipeline.promptsDir,
     systemPromptFile: input.pipeline.systemPrompt,
     reworkHistory: input.reworkHistory,
     maxBudgetUsd,
@@ -153,7 +157,8 @@ async function runAttempt(
     workspace,
     attempt,
     resumeSessionId: previous?.sessionId,
-    continuation: continuationFor(log, attempt, input.continuation),
+    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation, stage.contract),
+    outputPath: stage.backend === 'anthropic-api' ? resolveOutputPath(stage, context, workspace.dir) : undefined,
     maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
     addDirs: resolveAddDirs(input.baseDir, stage),
@@ -176,7 +181,7 @@ async function runAttempt(
     workspace: workspace.dir,
     attempt,
   };
-  const reading = readAgentOutput(outcome.text);
+  const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
   if (reading.kind === 'needs_input') {
     return { ...common, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
   }
@@ -191,6 +196,7 @@ async function runAttempt(
     });
   }
   const { report } = reading;
+  if (report.success) await checkExpectedFiles(stage, workspace.dir, log, { attempt, sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript });
   const checked = checkReportedPaths(workspace.dir, report.outputs);
   const result: StageResult = {
     ...common,
@@ -214,9 +220,13 @@ async function runAttempt(
  * After an answer that broke the output contract, the next attempt continues the same session and
  * only asks for the report, instead of doing the work again.
  */
-function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation']): BackendRequest['continuation'] {
+function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation'], contract: ResolvedStage['contract']): BackendRequest['continuation'] {
   const before = log.failureBefore(attempt);
   if (before?.type !== 'OUTPUT_CONTRACT_VIOLATION' || !before.sessionId) return given;
+  // Under `contract: none` the only violation is an empty answer: ask for the answer, not for a report block.
+  if (contract === 'none') {
+    return { kind: 'retry', sessionId: before.sessionId, message: 'Your previous answer was empty. Do not redo the work: reply now with your answer in full, ending with a short paragraph that sums up what you did.' };
+  }
   return {
     kind: 'retry',
     sessionId: before.sessionId,

@@ -63,7 +63,7 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
   await read({ file: path.resolve(pipelineFile), field: '(the pipeline file)', optional: false });
   for (const reference of listReferencedFiles(pipeline)) {
     const file = resolveRelative(baseDir, reference.path, reference.field, pipelineFile);
-    const data = await read({ file, field: reference.field, optional: false });
+    const data = await read({ file, field: reference.field, optional: reference.optional ?? false });
     if (reference.kind === 'agent file' && data) {
       for (const ref of listAgentReferences(reference.field, readAgentReferences(data))) {
         await read({ file: resolveRelative(path.dirname(file), ref.path, ref.field, pipelineFile), field: ref.field, optional: true });

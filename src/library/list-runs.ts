@@ -3,6 +3,8 @@ import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
 import { InvalidRequestError } from './errors.js';
 
+const TIMED_OUT = `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`;
+
 /** Run statuses `list` filters on, and the visibility clause each stands for. */
 export const RUN_LIST_STATUSES = {
   running: "ExecutionStatus = 'Running'",
@@ -11,9 +13,13 @@ export const RUN_LIST_STATUSES = {
   cancelled: "ExecutionStatus = 'Canceled'",
   canceled: "ExecutionStatus = 'Canceled'",
   terminated: "ExecutionStatus = 'Terminated'",
-  'timed-out': "ExecutionStatus = 'TimedOut'",
-  // Waiting for a person is our own state; the workflow keeps it in a search attribute.
-  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'waiting'`,
+  // A run ended by the pipeline `timeout` or a stage's timeouts fails in Temporal's eyes; the workflow marks it timed_out.
+  timed_out: TIMED_OUT,
+  'timed-out': TIMED_OUT,
+  // Waiting for a person is our own state; the workflow keeps it in a search attribute. `blocked` (an agent's
+  // question waits for an answer) is one kind of waiting.
+  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} IN ('waiting', 'blocked')`,
+  blocked: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'blocked'`,
 } as const;
 export type RunListStatus = keyof typeof RUN_LIST_STATUSES;
 
@@ -33,7 +39,7 @@ export interface RunListFilter {
 export interface RunListItem {
   runId: string;
   pipeline: string | null;
-  /** running, waiting (for a person), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
+  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
   status: string;
   /** @unit milliseconds since the epoch */
   startedAt: number;
@@ -62,11 +68,12 @@ export function buildListQuery(filter: Omit<RunListFilter, 'limit'>, now = Date.
 
 function toItem(info: WorkflowExecutionInfo): RunListItem {
   const execution = info.status.name.toLowerCase();
-  const waiting = execution === 'running' && info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE) === 'waiting';
+  const own = info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE);
+  const refined = (execution === 'running' && (own === 'waiting' || own === 'blocked')) || (execution === 'failed' && own === 'timed_out');
   return {
     runId: info.workflowId,
     pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
-    status: waiting ? 'waiting' : execution,
+    status: refined ? own! : execution,
     startedAt: info.startTime.getTime(),
     closedAt: info.closeTime?.getTime() ?? null,
     costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,

@@ -1,4 +1,5 @@
-import type { PipelineDefinition } from './schema.js';
+import { promptCandidates } from './prompt-names.js';
+import type { PipelineDefinition, StageDefinition } from './schema.js';
 
 /**
  * The files a pipeline names, as one list, so that whatever carries a run's files (the run bundle the client
@@ -15,22 +16,31 @@ export interface FileReference {
   path: string;
   /** What the file is, for messages: `agent file`, `step file`, `context file`, `system prompt file`. */
   kind: 'agent file' | 'step file' | 'context file' | 'system prompt file';
-}
-
-/** A template given as a file path rather than inline text: one line, ending in a text extension. */
-export function isTemplatePath(prompt: string): boolean {
-  return !prompt.includes('\n') && /\.(md|txt|prompt)$/i.test(prompt.trim());
+  /**
+   * The run goes on without it: a context entry marked `optional`, or one of the several files a bare prompt
+   * name may stand for (the worker takes the first that exists).
+   */
+  optional?: boolean;
 }
 
 /** Every file the pipeline definition names directly, in file order. Workspace `inputs` are not files of the pipeline. */
 export function listReferencedFiles(pipeline: PipelineDefinition): FileReference[] {
   const files: FileReference[] = [];
   if (pipeline.systemPrompt) files.push({ field: 'systemPrompt', path: pipeline.systemPrompt, kind: 'system prompt file' });
-  (pipeline.context ?? []).forEach((file, i) => files.push({ field: `context[${i}]`, path: file, kind: 'context file' }));
-  pipeline.stages.forEach((stage, i) => {
-    if (stage.agent) files.push({ field: `stages[${i}].agent`, path: stage.agent, kind: 'agent file' });
-    if (stage.prompt && isTemplatePath(stage.prompt)) files.push({ field: `stages[${i}].prompt`, path: stage.prompt, kind: 'step file' });
+  (pipeline.context ?? []).forEach((entry, i) => {
+    const { path, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
+    files.push({ field: `context[${i}]`, path, kind: 'context file', ...(optional ? { optional } : {}) });
   });
+  const listStage = (stage: StageDefinition, field: string): void => {
+    if (stage.agent) files.push({ field: `${field}.agent`, path: stage.agent, kind: 'agent file' });
+    if (!stage.prompt) return;
+    const candidates = promptCandidates(stage.prompt, pipeline.promptsDir);
+    for (const candidate of candidates) {
+      files.push({ field: `${field}.prompt`, path: candidate, kind: 'step file', ...(candidates.length > 1 ? { optional: true } : {}) });
+    }
+  };
+  pipeline.stages.forEach((stage, i) => listStage(stage, `stages[${i}]`));
+  (pipeline.finally ?? []).forEach((stage, i) => listStage(stage, `finally[${i}]`));
   return files;
 }
 

@@ -1,5 +1,5 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
-import { findAncestors } from './graph.js';
+import { allowedFailures, findAncestors } from './graph.js';
 import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
 
@@ -11,9 +11,10 @@ import type { PipelineDefinition } from './schema.js';
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
-  for (const [i, file] of (pipeline.context ?? []).entries()) {
+  for (const [i, entry] of (pipeline.context ?? []).entries()) {
+    const file = typeof entry === 'string' ? entry : entry.path;
     if (leavesFolder(file)) {
-      problems.push({ path: ['context', i], message: `"${file}" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it` });
+      problems.push({ path: typeof entry === 'string' ? ['context', i] : ['context', i, 'path'], message: `"${file}" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it` });
     }
   }
   pipeline.stages.forEach((stage, i) => {
@@ -44,8 +45,57 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
     if (typeof stage.approval === 'object' && stage.approval.onTimeout && stage.approval.timeout === undefined) {
       problems.push({ path: ['stages', i, 'approval', 'onTimeout'], message: 'onTimeout needs a timeout, e.g. `timeout: 24h`' });
     }
+    for (const id of allowedFailures(stage)) {
+      const needed = pipeline.stages.find((s) => s.id === id);
+      if (needed && !needed.continueOnFailure) {
+        const j = (stage.needs ?? []).findIndex((n) => typeof n === 'object' && n.stage === id);
+        problems.push({
+          path: ['stages', i, 'needs', j, 'allowFailure'],
+          message: `stage "${stage.id}" allows "${id}" to fail, but a failure of "${id}" would end the run first; add \`continueOnFailure: true\` to stage "${id}"`,
+        });
+      }
+    }
+    problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
+    problems.push(...checkOutput(stage.output, ['stages', i, 'output']));
+    if (stage.review && (stage.contract ?? pipeline.defaults?.contract) === 'none') {
+      problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
+    }
+  });
+  problems.push(...checkFinallyStages(pipeline));
+  return problems;
+}
+
+/** `finally` stages run one after another once the run has ended: ids of their own, no `needs` or `review`. */
+function checkFinallyStages(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const seen = new Set(pipeline.stages.map((s) => s.id));
+  (pipeline.finally ?? []).forEach((stage, i) => {
+    if (seen.has(stage.id)) problems.push({ path: ['finally', i, 'id'], message: `duplicate stage id "${stage.id}"; finally stages need ids of their own` });
+    seen.add(stage.id);
+    if (stage.needs?.length) problems.push({ path: ['finally', i, 'needs'], message: 'finally stages run one after another once the run has ended; remove `needs` (they may read any stage)' });
+    if (stage.review) problems.push({ path: ['finally', i, 'review'], message: 'a finally stage cannot review: the work it would send back has ended' });
+    if (stage.when !== undefined) {
+      problems.push({ path: ['finally', i, 'when'], message: '`when` is not supported on finally stages; read {{run.status}} in the prompt instead' });
+    }
+    problems.push(...checkExpects(stage.expects, ['finally', i, 'expects']));
+    problems.push(...checkOutput(stage.output, ['finally', i, 'output']));
   });
   return problems;
+}
+
+/** The API answer's `output:` path must stay inside the workspace (checked again once its template is filled). */
+function checkOutput(output: string | undefined, path: PropertyKey[]): { path: PropertyKey[]; message: string }[] {
+  if (output === undefined || !leavesFolder(output)) return [];
+  return [{ path, message: `"${output}" leaves the run's workspace; the answer is written relative to it, e.g. "outputs/{{stage.id}}.md"` }];
+}
+
+/** `expects` entries must stay inside the workspace. */
+function checkExpects(expects: readonly string[] | undefined, path: PropertyKey[]): { path: PropertyKey[]; message: string }[] {
+  return (expects ?? []).flatMap((pattern, j) =>
+    leavesFolder(pattern)
+      ? [{ path: [...path, j], message: `"${pattern}" is outside the run's workspace; use a workspace-relative path or glob such as docs/*.md` }]
+      : [],
+  );
 }
 
 function checkCondition(pipeline: PipelineDefinition, when: string, stageId: string, ancestors: Set<string>): string[] {

@@ -65,6 +65,9 @@ export interface StageRunnerContext {
  * failure with `onFailure: ask`, the review cap, an approval gate). Marks the stage's final state in the tracker.
  */
 export class StageRunner {
+  /** How the run ended, once it has: `finally` stages read it as `{{run.status}}` and `{{run.error}}`. */
+  runEnd?: { status: string; error: string };
+
   constructor(private readonly ctx: StageRunnerContext) {}
 
   async runRound(stage: ResolvedStage, round: number): Promise<StageOutcome> {
@@ -77,7 +80,9 @@ export class StageRunner {
       // A gate-only stage runs no agent: it is only a person's approval.
       if (stage.gateOnly) return (await this.complete(stage, undefined)).outcome;
       for (;;) {
-        const stop = await this.ctx.budget.gate(stage.id);
+        // A spent budget does not hold back `finally` stages (a tracker update, a notification): the run has
+        // ended and they are its bookkeeping; their own `maxBudgetUsd` still caps them.
+        const stop = stage.isFinally ? undefined : await this.ctx.budget.gate(stage.id);
         if (stop) {
           tracker.markFailed(stage.id, stop);
           return { kind: 'stop', ...stop };
@@ -112,11 +117,13 @@ export class StageRunner {
           systemPrompt: input.pipeline.systemPrompt,
           mcpServers: input.pipeline.mcpServers,
           workspace: input.pipeline.workspace,
+          promptsDir: input.pipeline.promptsDir,
         },
         round: round.number,
+        ...(stage.isFinally && this.runEnd ? { runEnd: this.runEnd } : {}),
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
-        budgetRemainingUsd: this.ctx.budget.remainingUsd(),
+        budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

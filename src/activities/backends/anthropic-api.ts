@@ -130,7 +130,7 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   } else if (request.maxBudgetUsd !== undefined && costUsd > request.maxBudgetUsd) {
     warnings.push(`BUDGET_EXCEEDED: the call cost $${costUsd.toFixed(4)}, more than the stage's cap of $${request.maxBudgetUsd.toFixed(4)}`);
   }
-  await writeDeliverable({ request, relativePath: apiOutputPath(stage.id), answer: text });
+  await writeDeliverable({ request, relativePath: request.outputPath ?? apiOutputPath(stage.id), answer: text, contract: stage.contract });
   await saveConversation(sessionsDir, {
     id: sessionId,
     model,

@@ -16,6 +16,8 @@ export interface DeliverableWrite {
   relativePath: string;
   /** The model's whole answer, report block included. */
   answer: string;
+  /** `none`: the answer has no report block, so all of it is the deliverable (a closing JSON block included). */
+  contract?: 'json' | 'none';
 }
 
 /**
@@ -23,9 +25,9 @@ export interface DeliverableWrite {
  * leaves the file as it is and returns false when the reply only reports: a contract retry, or an
  * answer with nothing besides the report.
  */
-export async function writeDeliverable({ request, relativePath, answer }: DeliverableWrite): Promise<boolean> {
-  const body = withoutReportBlock(answer);
-  if (request.continuation?.kind === 'retry' || body.trim() === '') return false;
+export async function writeDeliverable({ request, relativePath, answer, contract = 'json' }: DeliverableWrite): Promise<boolean> {
+  const body = contract === 'none' ? answer : withoutReportBlock(answer);
+  if ((contract !== 'none' && request.continuation?.kind === 'retry') || body.trim() === '') return false;
   request.claimFile(relativePath);
   // A model that echoes a key (it saw one in a file) must not write it into the workspace.
   await writeFileAtomic(path.join(request.workspace.dir, relativePath), redactSecrets(body));

@@ -17,10 +17,11 @@ interface ListOptions {
   json?: boolean;
 }
 
-function parseStatus(value: string): RunListStatus {
+/** A `--status` value, checked. @throws InvalidArgumentError naming the values allowed */
+export function parseStatus(value: string): RunListStatus {
   const status = value.toLowerCase();
   if (!Object.hasOwn(RUN_LIST_STATUSES, status)) {
-    throw new InvalidArgumentError(`expected one of ${Object.keys(RUN_LIST_STATUSES).filter((s) => s !== 'canceled').join(', ')}, got "${value}"`);
+    throw new InvalidArgumentError(`expected one of ${Object.keys(RUN_LIST_STATUSES).filter((s) => s !== 'canceled' && s !== 'timed-out').join(', ')}, got "${value}"`);
   }
   return status as RunListStatus;
 }
@@ -30,7 +31,7 @@ export function addListCommand(program: Command): void {
     .command('list')
     .description('list runs, newest first; filter by pipeline, status, start time')
     .option('--pipeline <name>', 'only runs of this pipeline (the `name` in its file)')
-    .option('--status <status>', 'running, waiting (for a person), completed, failed, cancelled, terminated or timed-out', parseStatus)
+    .option('--status <status>', 'running, waiting (for a person), blocked (a question to answer), completed, failed, cancelled, terminated or timed_out', parseStatus)
     .option('--since <duration>', 'only runs started within this long, e.g. 2h or 7d', parseDurationMs)
     .option('--limit <n>', 'show at most this many runs', parsePositiveInt, 20)
     .option('--json', 'print {"runs": [...]} (docs/cli.md)')
