@@ -1,5 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
+import { createCloseWorkspace } from './close-workspace.js';
+import { createDeliverRun } from './deliver-run.js';
 import { createRunStage } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
 
@@ -22,5 +24,7 @@ export function createActivities(deps: ActivityDependencies) {
         'anthropic-api': (request) => runAnthropicApi(request, deps.api),
       },
     }),
+    deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: process.env }),
+    closeWorkspace: createCloseWorkspace({ workspacesRoot: deps.workspacesRoot }),
   };
 }

@@ -7,6 +7,8 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { mentionsWorkspaceVariables } from './workspace-variables.js';
+import { openPipelineWorkspace, workspaceVariables } from './open-workspace.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
@@ -16,8 +18,8 @@ import { assemblePrompt, withTemplateErrors } from './prompt.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { redactSecrets } from './secrets.js';
-import { commitStageWork, stageCommitMessage } from './stage-commit.js';
-import { collectArtifacts, openRunWorkspace, type RunWorkspace } from './workspace.js';
+import { commitStageWork, customCommitMessage, stageCommitMessage } from './stage-commit.js';
+import { collectArtifacts, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -48,8 +50,7 @@ export interface RunStageDependencies {
   backends: Record<ResolvedStage['backend'], Backend>;
 }
 
-/** The run's branch when `workspace.branch` is not set. */
-export const DEFAULT_BRANCH_TEMPLATE = 'agent/{{run.id}}';
+export { DEFAULT_BRANCH_TEMPLATE } from './open-workspace.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
@@ -72,7 +73,18 @@ export function createRunStage(deps: RunStageDependencies) {
         run: { id: input.runId, pipeline: input.pipelineName },
         attempt: info.attempt,
       };
-      const workspace = await openWorkspace(deps.workspacesRoot, input, context);
+      const workspace = await openPipelineWorkspace({
+        root: deps.workspacesRoot,
+        runId: input.runId,
+        baseDir: input.baseDir,
+        settings: input.pipeline.workspace,
+        context,
+        stageId,
+      });
+      // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
+      if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt)) {
+        context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
+      }
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
@@ -181,7 +193,10 @@ async function runAttempt(
     warnings: [...common.warnings, ...checked.warnings],
   };
   if (stage.commit && report.success) {
-    const committed = await commitStageWork(workspace, stageCommitMessage(stageId, report.summary, input.runId, attempt));
+    const message = stage.commitMessage
+      ? withTemplateErrors(stageId, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stageId} commitMessage`, { 'stage.id': stageId }), input.runId, stageId, attempt))
+      : stageCommitMessage(stageId, report.summary, input.runId, attempt);
+    const committed = await commitStageWork(workspace, message);
     result.commit = committed.commit;
     result.warnings.push(...committed.warnings);
   }
@@ -202,17 +217,6 @@ function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptIn
       'Your previous answer did not end with the report block the output contract requires. Do not redo the work: ' +
       'reply now with only the fenced JSON block {"success", "summary", "outputs"} that reports what you did.',
   };
-}
-
-async function openWorkspace(root: string, input: StageAttemptInput, context: TemplateContext): Promise<RunWorkspace> {
-  const settings = input.pipeline.workspace;
-  if (!settings) return openRunWorkspace(root, input.runId);
-  const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
-  const branch = withTemplateErrors(input.stage.id, () => renderTemplate(template, context, 'workspace.branch'));
-  return openRunWorkspace(root, input.runId, {
-    stageId: input.stage.id,
-    git: { repo: path.resolve(input.baseDir, settings.repo), branch, base: settings.base },
-  });
 }
 
 /** One folder per execution of a stage (a review round, a retry a person asked for); Temporal's attempts share it. */

@@ -22,6 +22,8 @@ export interface TemplateContext {
    * first attempt. Absent where no attempt is being rendered (then `{{previous.failed}}` is unknown).
    */
   previous?: { failed: string };
+  /** The run's git worktree: `diff` is its branch's committed changes against the base it started from. */
+  workspace?: { diff: string; branch: string; base: string };
 }
 
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
@@ -102,6 +104,7 @@ function describeContext(context: TemplateContext): string[] {
     'run.pipeline',
     'attempt',
     ...(context.previous ? ['previous.failed'] : []),
+    ...(context.workspace ? ['workspace.diff', 'workspace.branch', 'workspace.base'] : []),
   ];
 }
 

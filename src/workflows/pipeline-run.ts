@@ -1,10 +1,11 @@
-import { ApplicationFailure, CancellationScope, CancelledFailure, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { findDependents, findReadyStages } from '../pipeline/graph.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import { BudgetGuard } from './budget.js';
+import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
@@ -25,6 +26,7 @@ export class PipelineRun {
   private readonly stages: ResolvedStage[];
   private readonly visibility: RunVisibility;
   private readonly runner: StageRunner;
+  private readonly delivery: RunDelivery;
   private readonly rounds = new Map<string, number>();
   private readonly inFlight = new Map<string, Promise<void>>();
   private failure?: { type: string; message: string };
@@ -43,6 +45,7 @@ export class PipelineRun {
     const sessions = new Map<string, string>();
     const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
     this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, publish: this.publish });
+    this.delivery = new RunDelivery(input, this.tracker, this.waits);
   }
 
   readonly publish = (): void => this.visibility.publish();
@@ -59,7 +62,19 @@ export class PipelineRun {
       await Promise.race(this.inFlight.values());
     }
     timer?.cancel();
+    await this.deliver();
     return this.finish();
+  }
+
+  /** Pushes the run's branch when the stages completed (`workspace.push`); a cancel while the push waits ends the run as cancelled. */
+  private async deliver(): Promise<void> {
+    try {
+      const failure = await this.delivery.push(this.failure !== undefined || this.stageScope.consideredCancelled || CancellationScope.current().consideredCancelled);
+      if (failure) this.failure ??= failure;
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+    }
+    this.publish();
   }
 
   private startReadyStages(): void {
@@ -148,8 +163,9 @@ export class PipelineRun {
     return scope;
   }
 
-  private finish(): RunState {
+  private async finish(): Promise<RunState> {
     const cancelled = CancellationScope.current().consideredCancelled;
+    await this.delivery.close(cancelled ? 'cancelled' : this.failure ? 'failed' : 'completed');
     this.tracker.skipPending(cancelled ? 'the run was cancelled' : 'the run failed before it could start');
     if (cancelled) {
       this.tracker.finish('cancelled', { type: 'CANCELLED', message: 'the run was cancelled; work done so far is kept in the workspace' });
