@@ -7,7 +7,7 @@ import { listTemplateVariables, renderTemplate, type TemplateContext } from './t
  */
 
 /** Characters git refuses in a ref name, plus space and `/` (a value must not add path levels). */
-const UNSAFE_IN_VALUE = /[\s/\\~^:?*[\]\x00-\x1f\x7f]+|\.{2,}|@\{/g;
+const UNSAFE_IN_VALUE = /[\s/\\~^:?*[\]{}\x00-\x1f\x7f]+|\.{2,}|@\{/g;
 
 /** One substituted value as a single safe path component: runs of unsafe characters become `-`. */
 export function sanitizeBranchValue(value: string): string {
@@ -21,10 +21,17 @@ export function sanitizeBranchValue(value: string): string {
 export function sanitizeBranchName(name: string): string {
   const components = name
     .split('/')
-    .map((part) => sanitizeBranchValue(part).replace(/(\.lock)+$/i, ''))
+    .map(sanitizeComponent)
     .filter((part) => part !== '');
   const joined = components.join('/');
   return joined === '' || joined === '@' ? 'agent-pipeline-run' : joined;
+}
+
+/** A path component git accepts: sanitised, and not ending in `.lock` (even after trimming). */
+function sanitizeComponent(part: string): string {
+  let component = sanitizeBranchValue(part);
+  while (/\.lock$/i.test(component)) component = sanitizeBranchValue(component.slice(0, -'.lock'.length));
+  return component;
 }
 
 /**

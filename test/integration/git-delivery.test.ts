@@ -49,7 +49,12 @@ const pipeline = (name: string, workspace: string, extra = ''): string =>
 
 beforeAll(async () => {
   harness = await createHarness('git-delivery', {
-    scenario: { rules: [{ match: 'Stage: notes ·', turns: [{ text: report('Wrote the notes.') }], repeatLastTurn: true }] },
+    scenario: {
+      rules: [
+        { match: 'Stage: notes ·', turns: [{ text: report('Wrote the notes.') }], repeatLastTurn: true },
+        { match: 'Stage: review ·', turns: [{ text: report('Reviewed.') }], repeatLastTurn: true },
+      ],
+    },
   });
   base = await mkdtemp(path.join(tmpdir(), 'git-delivery-'));
   repo = path.join(base, 'repo');
@@ -129,6 +134,22 @@ describe('workspace.push to a bare remote', () => {
     expect(existsSync(worktree)).toBe(false);
     expect(await git(repo, 'branch', '--list', 'agent/push-ask-1')).toContain('agent/push-ask-1');
     expect(await git(repo, 'worktree', 'list')).not.toContain('push-ask-1');
+  });
+
+  it('gives a reviewer the branch\'s diff against its base as {{workspace.diff}}', async () => {
+    const yaml = [
+      pipeline('diff', `{ repo: ${repo} }`),
+      '  - { id: review, needs: [notes], prompt: "Review this change:\\n{{workspace.diff}}\\nEnd of diff on {{workspace.branch}}." }',
+    ].join('\n');
+    harness.modelServer.reset();
+    const state = await harness.finish(await harness.start(await harness.writePipeline('diff', yaml), {}, 'diff-1'));
+    expect(state.status).toBe('completed');
+    const prompt = JSON.stringify(harness.modelServer.requests().find((r) => JSON.stringify(r.body).includes('Stage: review ·'))?.body);
+    expect(prompt).toContain('diff --git a/outputs/notes.md b/outputs/notes.md');
+    expect(prompt).toContain('+Notes for the change.');
+    expect(prompt).toContain('End of diff on agent/diff-1.');
+    // Only the run's own change: nothing of the base's history.
+    expect(prompt).not.toContain('README.md');
   });
 
   it('keeps the workspace of a failed run with keep: onFailure', async () => {
