@@ -1,7 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
 import { createCloseWorkspace } from './close-workspace.js';
-import { createDeliverRun } from './deliver-run.js';
+import { createDeliverRun, createMergeStage } from './deliver-run.js';
 import { createRunStage } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
 
@@ -26,5 +26,6 @@ export function createActivities(deps: ActivityDependencies) {
     }),
     deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: process.env }),
     closeWorkspace: createCloseWorkspace({ workspacesRoot: deps.workspacesRoot }),
+    mergeStage: createMergeStage({ workspacesRoot: deps.workspacesRoot }),
   };
 }

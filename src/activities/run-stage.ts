@@ -8,7 +8,9 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { mentionsWorkspaceVariables } from './workspace-variables.js';
-import { openPipelineWorkspace, workspaceVariables } from './open-workspace.js';
+import { openPipelineWorkspace, repoOf, workspaceVariables } from './open-workspace.js';
+import { deliverStageWork } from './stage-delivery.js';
+import { openStageWorktree } from './stage-isolation.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
@@ -18,7 +20,7 @@ import { assemblePrompt, withTemplateErrors } from './prompt.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { redactSecrets } from './secrets.js';
-import { commitStageWork, customCommitMessage, stageCommitMessage } from './stage-commit.js';
+import { customCommitMessage, stageCommitMessage } from './stage-commit.js';
 import { collectArtifacts, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
@@ -31,7 +33,7 @@ export interface StageAttemptInput {
   /** Completed earlier stages, as step templates and the prompt refer to them. */
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
-  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace'>;
+  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'isolation'>;
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
@@ -73,7 +75,7 @@ export function createRunStage(deps: RunStageDependencies) {
         run: { id: input.runId, pipeline: input.pipelineName },
         attempt: info.attempt,
       };
-      const workspace = await openPipelineWorkspace({
+      let workspace = await openPipelineWorkspace({
         root: deps.workspacesRoot,
         runId: input.runId,
         baseDir: input.baseDir,
@@ -81,6 +83,9 @@ export function createRunStage(deps: RunStageDependencies) {
         context,
         stageId,
       });
+      if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
+        workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
+      }
       // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
       if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt)) {
         context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
@@ -162,8 +167,9 @@ async function runAttempt(
     durationMs: outcome.durationMs,
     warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
     permissionDenials: outcome.permissionDenials,
-    transcript: path.relative(workspace.dir, transcriptPath),
-    workspace: workspace.dir,
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
+    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    workspace: workspace.parent?.dir ?? workspace.dir,
     attempt,
   };
   const reading = readAgentOutput(outcome.text);
@@ -192,13 +198,11 @@ async function runAttempt(
     feedback: report.feedback,
     warnings: [...common.warnings, ...checked.warnings],
   };
-  if (stage.commit && report.success) {
+  if ((stage.commit || workspace.parent) && report.success) {
     const message = stage.commitMessage
       ? withTemplateErrors(stageId, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stageId} commitMessage`, { 'stage.id': stageId }), input.runId, stageId, attempt))
       : stageCommitMessage(stageId, report.summary, input.runId, attempt);
-    const committed = await commitStageWork(workspace, message);
-    result.commit = committed.commit;
-    result.warnings.push(...committed.warnings);
+    Object.assign(result, await deliverStageWork(workspace, stageId, message, result.warnings));
   }
   return result;
 }
