@@ -27,6 +27,8 @@ export const FAILURES = {
   BUDGET_EXCEEDED: { nonRetryable: true, hint: 'raise `maxBudgetUsd` or `budgetUsd` in the pipeline file, or approve more budget for the run' },
   /** Thrown when the agent's answer lacks a valid report block; retryable `contractRetries` times, then not. */
   OUTPUT_CONTRACT_VIOLATION: { nonRetryable: false, hint: 'the agent must end with a fenced JSON block {"success", "summary", "outputs"}; make the step template or agent file ask for it' },
+  /** Thrown when the stage left out files its `expects:` names; retried once in the same session, then not. */
+  OUTPUT_MISSING: { nonRetryable: false, hint: 'the step template must ask for the files `expects:` names, at those paths' },
   /**
    * Used for a stage whose agent reported `success: false`. The attempt itself returns
    * `status: 'failed'` with the agent's `error` (so cost and artifacts still reach the workflow),

@@ -1,7 +1,7 @@
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { listTemplateVariables, renderTemplate, type TemplateContext } from '../pipeline/template.js';
 import type { FileExcerpt } from './file-excerpt.js';
-import { OUTPUT_CONTRACT, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE, type SystemPromptTemplate } from './system-prompt.js';
+import { FREE_ANSWER_CONTRACT, OUTPUT_CONTRACT, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE, type SystemPromptTemplate } from './system-prompt.js';
 
 /*
  * Composes a stage's prompt from parts already read from disk. Pure: no file access, so every
@@ -55,6 +55,8 @@ export interface PromptParts {
   inline: boolean;
   /** The stage's spend cap for this attempt. @unit US dollars */
   maxBudgetUsd?: number;
+  /** Things the agent should know about its inputs, e.g. an optional file that does not exist. */
+  notes?: string[];
 }
 
 /** Builds the system and user prompt. @throws TemplateError when the system prompt uses an unknown variable */
@@ -63,6 +65,7 @@ export function composePrompt(parts: PromptParts): StagePrompt {
   const stagePrompt = [
     section('Your task', parts.task.trim() || `Do the work your instructions describe${parts.agentDescription ? ` (${parts.agentDescription.trim()})` : ''}.`),
     section('Stage requirements', requirementLines(parts).join('\n')),
+    section('Notes', (parts.notes ?? []).map((note) => `- ${note}`).join('\n')),
     section('Run inputs', Object.entries(context.inputs).map(([k, v]) => `- ${k}: ${v}`).join('\n')),
     section('Project context', parts.projectContext.map((f) => formatFile(f, '###')).join('\n\n')),
     section('Input files', parts.inline ? parts.inputs.map((f) => formatFile(f, '###')).join('\n\n') : ''),
@@ -74,14 +77,17 @@ export function composePrompt(parts: PromptParts): StagePrompt {
     .join('\n\n');
 
   const wrapper = parts.systemPrompt;
-  const user = renderTemplate(wrapper.text, context, wrapper.name, {
-    [STAGE_PROMPT_VARIABLE]: stagePrompt,
-    [OUTPUT_CONTRACT_VARIABLE]: OUTPUT_CONTRACT,
-    'stage.id': stage.id,
-  });
+  const contract = stage.contract === 'none' ? FREE_ANSWER_CONTRACT : OUTPUT_CONTRACT;
+  const user = renderTemplate(
+    wrapper.text,
+    context,
+    wrapper.name,
+    { [STAGE_PROMPT_VARIABLE]: stagePrompt, [OUTPUT_CONTRACT_VARIABLE]: contract, 'stage.id': stage.id },
+    stage.templateSyntax,
+  );
   // The contract is how the answer is read: when a custom system prompt leaves it out, it still reaches the agent.
   const contractPlaced = listTemplateVariables(wrapper.text).includes(OUTPUT_CONTRACT_VARIABLE);
-  const system = [parts.persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : OUTPUT_CONTRACT]
+  const system = [parts.persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : contract]
     .filter(Boolean)
     .join('\n\n');
   return { system, user };

@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { needIds } from '../pipeline/graph.js';
+import type { ContextFile } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
@@ -6,6 +8,7 @@ import { stageFailure } from './failures.js';
 import { readFileExcerpt } from './file-excerpt.js';
 import { readPipelineFile } from './pipeline-file.js';
 import { composePrompt, type PromptFile, type ReworkRound, type StagePrompt } from './prompt-compose.js';
+import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs } from './stage-inputs.js';
 import { loadSystemPrompt } from './system-prompt.js';
 import { resolveInside } from './workspace.js';
@@ -27,7 +30,9 @@ export interface AssemblePromptOptions {
   /** Variables for templates; `context.stages` are the completed earlier stages. */
   context: TemplateContext;
   /** Pipeline `context:` files. */
-  contextFiles?: string[];
+  contextFiles?: ContextFile[];
+  /** Pipeline `promptsDir:`, where a bare `prompt: name` is looked up. */
+  promptsDir?: string;
   /** Pipeline `systemPrompt:` file. */
   systemPromptFile?: string;
   reworkHistory?: ReworkRound[];
@@ -56,18 +61,24 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
   const warnings = [...(agent?.warnings ?? [])];
   const inline = stage.backend === 'anthropic-api';
 
-  const fromFile = isTemplatePath(stage.prompt);
-  const templateName = fromFile ? path.resolve(baseDir, stage.prompt) : `stage ${stageId} prompt (inline)`;
-  const template = fromFile ? (await readPipelineFile(baseDir, stage.prompt, stageId, 'prompt')).text : stage.prompt;
-  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }));
+  const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, options.promptsDir) : ({ kind: 'inline' } as const);
+  if (source.kind === 'missing') {
+    throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: missingPromptMessage(stage.prompt, source.tried), details: { field: 'prompt', tried: source.tried } });
+  }
+  const templateName = source.kind === 'file' ? path.resolve(baseDir, source.relative) : `stage ${stageId} prompt (inline)`;
+  const template = source.kind === 'file' ? (await readPipelineFile(baseDir, source.relative, stageId, 'prompt')).text : stage.prompt;
+  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }, stage.templateSyntax));
   const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stageId);
-  const inputs = await resolveStageInputs(options.workspaceDir, stageId, stage.inputs ?? [], context.stages);
+  const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stageId, stage.inputs ?? [], context.stages);
+  const notes = missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`);
 
   const budget = { remaining: MAX_INLINE_TOTAL_BYTES, omitted: 0 };
   const projectContext: PromptFile[] = [];
-  for (const relative of options.contextFiles ?? []) {
+  for (const entry of options.contextFiles ?? []) {
+    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
     const file = path.resolve(baseDir, relative);
     const excerpt = await readFileExcerpt(file, Math.min(MAX_INLINE_FILE_BYTES, budget.remaining)).catch((err: NodeJS.ErrnoException) => {
+      if (optional && err.code === 'ENOENT') return undefined;
       throw stageFailure({
         type: 'FILE_NOT_FOUND',
         stageId,
@@ -75,6 +86,10 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
         details: { field: 'context', path: file },
       });
     });
+    if (!excerpt) {
+      notes.push(`The optional context file ${relative} does not exist; no such context is available, so work without it.`);
+      continue;
+    }
     budget.remaining -= Buffer.byteLength(excerpt.text);
     projectContext.push({ path: relative, excerpt });
   }
@@ -99,7 +114,7 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
     inputFiles.push(input.isDirectory ? { path: `${input.path}/`, description } : await show(input.path, description));
   }
   const earlier: { stageId: string; summary: string; files: PromptFile[] }[] = [];
-  for (const [stageIdOfWriter, prior] of orderEarlierStages(context.stages, stage.needs)) {
+  for (const [stageIdOfWriter, prior] of orderEarlierStages(context.stages, needIds(stage))) {
     const files: PromptFile[] = [];
     for (const artifact of prior.artifacts) {
       const shownAbove = inputs.some((i) => i.path === artifact);
@@ -125,6 +140,7 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
       reworkHistory: options.reworkHistory,
       inline,
       maxBudgetUsd: options.maxBudgetUsd,
+      notes,
     }),
   );
   return { prompt, stage, warnings };
@@ -134,11 +150,6 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
 function orderEarlierStages(stages: Record<string, TemplateStage>, needs: readonly string[]): [string, TemplateStage][] {
   const entries = Object.entries(stages);
   return [...entries.filter(([id]) => needs.includes(id)), ...entries.filter(([id]) => !needs.includes(id))];
-}
-
-/** A template given as a file path rather than inline text: one line, ending in a text extension. */
-export function isTemplatePath(prompt: string): boolean {
-  return !prompt.includes('\n') && /\.(md|txt|prompt)$/i.test(prompt.trim());
 }
 
 /** Runs `render`, turning a template error into the catalogue's TEMPLATE_VARIABLE_UNKNOWN. */

@@ -2,7 +2,7 @@ import { activityInfo, cancellationSignal, heartbeat, type Info } from '@tempora
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { readAgentOutput } from '../pipeline/contract.js';
+import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -21,6 +21,7 @@ import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { redactSecrets } from './secrets.js';
 import { customCommitMessage, stageCommitMessage } from './stage-commit.js';
+import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './stage-deliverables.js';
 import { collectArtifacts, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
@@ -33,7 +34,9 @@ export interface StageAttemptInput {
   /** Completed earlier stages, as step templates and the prompt refer to them. */
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
-  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'isolation'>;
+  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
+  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
+  runEnd?: { status: string; error: string };
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
@@ -72,7 +75,7 @@ export function createRunStage(deps: RunStageDependencies) {
       const context: TemplateContext = {
         inputs: input.inputs,
         stages: input.priorStages,
-        run: { id: input.runId, pipeline: input.pipelineName },
+        run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
         attempt: info.attempt,
       };
       let workspace = await openPipelineWorkspace({
@@ -87,7 +90,7 @@ export function createRunStage(deps: RunStageDependencies) {
         workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
       }
       // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
-      if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt)) {
+      if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir)) {
         context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
       }
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
@@ -136,6 +139,7 @@ async function runAttempt(
     workspaceDir: workspace.dir,
     context,
     contextFiles: input.pipeline.context,
+    promptsDir: input.pipeline.promptsDir,
     systemPromptFile: input.pipeline.systemPrompt,
     reworkHistory: input.reworkHistory,
     maxBudgetUsd,
@@ -149,7 +153,8 @@ async function runAttempt(
     workspace,
     attempt,
     resumeSessionId: previous?.sessionId,
-    continuation: continuationFor(log, attempt, input.continuation),
+    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation),
+    outputPath: stage.backend === 'anthropic-api' ? resolveOutputPath(stage, context, workspace.dir) : undefined,
     maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
     addDirs: resolveAddDirs(input.baseDir, stage),
@@ -172,7 +177,7 @@ async function runAttempt(
     workspace: workspace.parent?.dir ?? workspace.dir,
     attempt,
   };
-  const reading = readAgentOutput(outcome.text);
+  const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
   if (reading.kind === 'needs_input') {
     return { ...common, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
   }
@@ -187,6 +192,7 @@ async function runAttempt(
     });
   }
   const { report } = reading;
+  if (report.success) await checkExpectedFiles(stage, workspace.dir, log, { attempt, sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript });
   const checked = checkReportedPaths(workspace.dir, report.outputs);
   const result: StageResult = {
     ...common,

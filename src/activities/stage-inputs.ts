@@ -14,7 +14,8 @@ export interface StageInputFile {
 }
 
 /**
- * Checks a stage's declared inputs before its agent starts.
+ * Checks a stage's declared inputs before its agent starts. A missing `optional: true` input is listed in
+ * `missingOptional` (the prompt notes it) instead of failing.
  * @throws INPUT_NOT_FOUND naming the path and the stage that should have written it;
  *   CONFIG_INVALID for a path that leads outside the workspace
  */
@@ -23,15 +24,20 @@ export async function resolveStageInputs(
   stageId: string,
   inputs: readonly StageInput[],
   priorStages: Record<string, TemplateStage>,
-): Promise<StageInputFile[]> {
+): Promise<{ found: StageInputFile[]; missingOptional: string[] }> {
   const found: StageInputFile[] = [];
+  const missingOptional: string[] = [];
   for (const input of inputs) {
-    const { path: declared, from } = typeof input === 'string' ? { path: input, from: undefined } : input;
+    const { path: declared, from, optional } = typeof input === 'string' ? { path: input, from: undefined, optional: false } : input;
     const file = resolveInside(workspaceDir, declared);
     if (!file) throw outsideWorkspace(stageId, declared, workspaceDir);
     const relative = workspacePath(workspaceDir, file);
     const reporter = Object.entries(priorStages).find(([, s]) => s.artifacts.some((a) => a === relative || a.startsWith(`${relative}/`)))?.[0];
     const info = await stat(file).catch(() => undefined);
+    if (!info && optional) {
+      missingOptional.push(relative);
+      continue;
+    }
     if (!info) {
       let who: string;
       if (from) who = `stage "${from}" should have written it${Object.hasOwn(priorStages, from) ? '' : `, but "${from}" has not completed before this stage (list it under \`needs\`)`}`;
@@ -47,7 +53,7 @@ export async function resolveStageInputs(
     if (!(await resolveExistingInside(workspaceDir, declared))) throw outsideWorkspace(stageId, declared, workspaceDir, true);
     found.push({ path: relative, writer: from ?? reporter, isDirectory: info.isDirectory() });
   }
-  return found;
+  return { found, missingOptional };
 }
 
 function outsideWorkspace(stageId: string, declared: string, workspaceDir: string, viaLink = false) {

@@ -18,6 +18,12 @@ export const OUTPUT_CONTRACT = [
   'If you cannot continue without a decision from a person, answer with a line `BLOCKED: <your question>` instead.',
 ].join('\n');
 
+/** How a `contract: none` stage is told to finish: its answer is the deliverable, no report block. */
+export const FREE_ANSWER_CONTRACT = [
+  'Your answer is the deliverable: give it in full, with no report block. End with a short closing paragraph that sums up what you did.',
+  'If you cannot continue without a decision from a person, answer with a line `BLOCKED: <your question>` instead.',
+].join('\n');
+
 /**
  * The built-in system prompt that wraps every stage. The first line is also how the scripted model
  * server's scenarios recognise a stage (`Stage: spec ·`): keep its shape.

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { isTemplatePath } from './prompt.js';
+import { resolvePromptSource } from './prompt-source.js';
 
 const WORKSPACE_VARIABLE = /\{\{\s*workspace\./;
 
@@ -9,9 +9,10 @@ const WORKSPACE_VARIABLE = /\{\{\s*workspace\./;
  * Whether a stage's templates use `{{workspace.…}}`: its inline prompt, its prompt file, its agent file or the
  * pipeline's system prompt. Files that cannot be read count as not using it; assembling the prompt reports them.
  */
-export async function mentionsWorkspaceVariables(baseDir: string, stage: ResolvedStage, systemPromptFile?: string): Promise<boolean> {
-  if (stage.prompt && !isTemplatePath(stage.prompt) && WORKSPACE_VARIABLE.test(stage.prompt)) return true;
-  const files = [stage.prompt && isTemplatePath(stage.prompt) ? stage.prompt : undefined, stage.agent, systemPromptFile].filter((f): f is string => !!f);
+export async function mentionsWorkspaceVariables(baseDir: string, stage: ResolvedStage, systemPromptFile?: string, promptsDir?: string): Promise<boolean> {
+  const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, promptsDir) : undefined;
+  if (source?.kind === 'inline' && WORKSPACE_VARIABLE.test(stage.prompt)) return true;
+  const files = [source?.kind === 'file' ? source.relative : undefined, stage.agent, systemPromptFile].filter((f): f is string => !!f);
   for (const file of files) {
     const text = await readFile(path.resolve(baseDir, file), 'utf8').catch(() => '');
     if (WORKSPACE_VARIABLE.test(text)) return true;

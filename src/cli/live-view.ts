@@ -55,7 +55,7 @@ export class LiveView {
     }
     this.once('waits', waitLines(state));
     this.once('notices', noticeLines(snapshot));
-    const open = state.status === 'running' || state.status === 'waiting';
+    const open = state.status === 'running' || state.status === 'waiting' || state.status === 'blocked';
     this.once('run', open ? [] : [`Run ${state.runId} ${state.status} · ${formatDuration((state.finishedAt ?? now) - state.startedAt)} · $${state.costUsd.toFixed(4)}`]);
   }
 

@@ -59,10 +59,10 @@ const CLOSED_STATUS: Record<string, RunStatus> = {
 export function rebuildRunState(history: History, description: WorkflowExecutionDescription): RunState {
   const events = history.events ?? [];
   const input = decodeFirst<PipelineRunInput>(events[0]?.workflowExecutionStartedEventAttributes?.input);
-  const stages: StageState[] = (input?.pipeline.stages ?? []).map((s) => {
-    const resolved = resolveStage(input!.pipeline, s);
-    return { id: resolved.id, status: 'pending', backend: resolved.backend, model: resolved.model };
-  });
+  const stages: StageState[] = [
+    ...(input?.pipeline.stages ?? []).map((s) => resolveStage(input!.pipeline, s)),
+    ...(input?.pipeline.finally ?? []).map((s) => resolveStage(input!.pipeline, s, true)),
+  ].map((resolved) => ({ id: resolved.id, status: 'pending', backend: resolved.backend, model: resolved.model, ...(resolved.isFinally ? { finally: true } : {}) }));
   const stageById = (id: string): StageState | undefined => stages.find((s) => s.id === id);
   const scheduled = new Map<number, { stage: StageState; round?: number }>();
   let workspace: string | undefined;

@@ -2,12 +2,13 @@ import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isNode, isScalar, LineCounter, parseDocument, Scalar, type Document } from 'yaml';
 import { loadAgentFile } from '../activities/agent-file.js';
+import { missingPromptMessage, resolvePromptSource } from '../activities/prompt-source.js';
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/system-prompt.js';
 import { PipelineValidationError, formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
 import { parsePipeline } from '../pipeline/parse.js';
-import type { PipelineDefinition } from '../pipeline/schema.js';
-import { listTemplateVariables } from '../pipeline/template.js';
+import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
+import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 
 /** One problem `validate` reports: which file, where in it, and what is wrong. */
 export interface ValidationProblem {
@@ -22,11 +23,8 @@ export interface ValidationReport {
   file: string;
   pipeline?: PipelineDefinition;
   problems: ValidationProblem[];
-}
-
-/** A prompt given as a file path rather than inline text: one line ending in a text extension (as the worker decides). */
-function isTemplatePath(prompt: string): boolean {
-  return !prompt.includes('\n') && /\.(md|txt|prompt)$/i.test(prompt.trim());
+  /** Worth knowing, not wrong: `{{names}}` a passthrough template hands to the agent as written, optional files that are absent. */
+  notes: ValidationProblem[];
 }
 
 /**
@@ -39,24 +37,32 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    return { file, problems: [{ file, field: '', message: `cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` }] };
+    return { file, problems: [{ file, field: '', message: `cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` }], notes: [] };
   }
   let pipeline: PipelineDefinition;
   try {
     pipeline = parsePipeline(text, file);
   } catch (err) {
     if (!(err instanceof PipelineValidationError)) throw err;
-    return { file, problems: err.problems.map((p) => ({ file, line: p.line, field: p.path, message: p.message })) };
+    return { file, problems: err.problems.map((p) => ({ file, line: p.line, field: p.path, message: p.message })), notes: [] };
   }
   const baseDir = path.dirname(path.resolve(file));
   const locator = new FieldLocator(text);
   const problems: ValidationProblem[] = [];
+  const notes: ValidationProblem[] = [];
   const at = (fieldPath: PropertyKey[], message: string): void => {
     problems.push({ file, line: locator.line(fieldPath), field: formatPath(fieldPath), message });
   };
 
-  for (const [i, relative] of (pipeline.context ?? []).entries()) {
-    if (!(await isFile(path.resolve(baseDir, relative)))) at(['context', i], `context file ${path.resolve(baseDir, relative)} does not exist`);
+  for (const [i, entry] of (pipeline.context ?? []).entries()) {
+    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
+    if (await isFile(path.resolve(baseDir, relative))) continue;
+    const message = `context file ${path.resolve(baseDir, relative)} does not exist`;
+    if (optional) notes.push({ file, line: locator.line(['context', i]), field: formatPath(['context', i]), message: `${message} (optional: stages get a note instead)` });
+    else at(['context', i], message);
+  }
+  if (pipeline.promptsDir && !(await isDirectory(path.resolve(baseDir, pipeline.promptsDir)))) {
+    at(['promptsDir'], `folder ${path.resolve(baseDir, pipeline.promptsDir)} does not exist`);
   }
   if (pipeline.systemPrompt) {
     try {
@@ -82,42 +88,62 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
     if (typeof template !== 'string') continue;
     for (const p of unknownVariables(template, file, (v) => isStageVariable(v, pipeline, allStages))) at(['workspace', 'pullRequest', field], `${p.field}: ${p.message}`);
   }
-  for (const [i, stage] of pipeline.stages.entries()) {
-    const ancestors = findAncestors(pipeline.stages, stage.id);
-    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors);
+  const stageEntries: [string, number, StageDefinition][] = [
+    ...pipeline.stages.map((s, i): [string, number, StageDefinition] => ['stages', i, s]),
+    ...(pipeline.finally ?? []).map((s, i): [string, number, StageDefinition] => ['finally', i, s]),
+  ];
+  const mainIds = new Set(pipeline.stages.map((s) => s.id));
+  for (const [list, i, stage] of stageEntries) {
+    const isFinally = list === 'finally';
+    // A `finally` stage runs after every other stage has ended, and may read any of them and how the run ended.
+    const ancestors = isFinally ? mainIds : findAncestors(pipeline.stages, stage.id);
+    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && (v === 'run.status' || v === 'run.error'));
+    const passthrough = (stage.templateSyntax ?? pipeline.templateSyntax) === 'passthrough';
+    /** Unknown variables: problems, or notes for names a passthrough template hands on as written. */
+    const report = (found: ValidationProblem[]): void => {
+      for (const p of found) {
+        const name = p.field.slice(p.field.indexOf('{{') + 2, p.field.lastIndexOf('}}'));
+        if (passthrough && !isReservedVariable(name)) notes.push({ ...p, message: 'passed to the agent as written (templateSyntax: passthrough)' });
+        else problems.push(p);
+      }
+    };
     const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
     if (commitMessage) {
-      for (const p of unknownVariables(commitMessage, file, known)) at(['stages', i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
+      for (const p of unknownVariables(commitMessage, file, known)) at([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
     }
     if (stage.agent) {
       try {
         await loadAgentFile(baseDir, stage.agent, stage.id);
       } catch (err) {
-        at(['stages', i, 'agent'], (err as Error).message);
+        at([list, i, 'agent'], (err as Error).message);
       }
     }
-    if (stage.prompt && isTemplatePath(stage.prompt)) {
-      const promptFile = path.resolve(baseDir, stage.prompt);
+    const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, pipeline.promptsDir) : undefined;
+    if (stage.prompt && source?.kind === 'missing') at([list, i, 'prompt'], missingPromptMessage(stage.prompt, source.tried));
+    else if (stage.prompt && source?.kind === 'file') {
+      const promptFile = path.resolve(baseDir, source.relative);
       const template = await readFile(promptFile, 'utf8').catch(() => undefined);
-      if (template === undefined) at(['stages', i, 'prompt'], `prompt file ${promptFile} does not exist`);
-      else problems.push(...unknownVariables(template, promptFile, known).map((p) => ({ ...p, field: `stages[${i}].prompt ${p.field}` })));
+      if (template === undefined) at([list, i, 'prompt'], `prompt file ${promptFile} does not exist`);
+      else report(unknownVariables(template, promptFile, known).map((p) => ({ ...p, field: `${list}[${i}].prompt ${p.field}` })));
     } else if (stage.prompt) {
       // Inline template: its lines count from where the text starts in the pipeline file.
-      const first = locator.textLine(['stages', i, 'prompt']);
-      for (const p of unknownVariables(stage.prompt, file, known)) {
-        problems.push({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `stages[${i}].prompt ${p.field}` });
-      }
+      const first = locator.textLine([list, i, 'prompt']);
+      report(unknownVariables(stage.prompt, file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
+    }
+    if (stage.output) {
+      const outputKnown = (v: string): boolean => v === 'stage.id' || v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(pipeline.inputs ?? {}, v.slice(7)));
+      problems.push(...unknownVariables(stage.output, file, outputKnown).map((p) => ({ ...p, line: locator.line([list, i, 'output']), field: `${list}[${i}].output ${p.field}` })));
     }
     for (const [j, dir] of (stage.addDirs ?? []).entries()) {
-      if (!(await isDirectory(path.resolve(baseDir, dir)))) at(['stages', i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
+      if (!(await isDirectory(path.resolve(baseDir, dir)))) at([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
     }
     for (const [j, input] of (stage.inputs ?? []).entries()) {
       if (typeof input === 'object' && input.from && !ancestors.has(input.from)) {
-        at(['stages', i, 'inputs', j, 'from'], `stage "${stage.id}" does not run after "${input.from}"; add it to needs`);
+        at([list, i, 'inputs', j, 'from'], `stage "${stage.id}" does not run after "${input.from}"; add it to needs`);
       }
     }
   }
-  return { file, pipeline, problems };
+  return { file, pipeline, problems, notes };
 
   function isRunVariable(v: string): boolean {
     return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(pipeline.inputs ?? {}, v.slice(7)));
@@ -125,14 +151,14 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
 }
 
 /** True for a variable a stage's prompt may use: inputs, run fields, attempt, and results of stages it runs after. */
-function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: Set<string>): boolean {
+function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: ReadonlySet<string>): boolean {
   if (['run.id', 'run.pipeline', 'attempt', 'previous.failed', 'stage.id'].includes(v)) return true;
   if (pipeline.workspace && ['workspace.diff', 'workspace.branch', 'workspace.base'].includes(v)) return true;
   const [kind, name, field, ...rest] = v.split('.');
   if (kind === 'inputs') return field === undefined && Object.hasOwn(pipeline.inputs ?? {}, name);
   if (kind === 'stages') {
     if (!ancestors.has(name)) return false;
-    return (field === 'summary' || field === 'artifacts') ? rest.length === 0 : field === 'outputs' && rest.length > 0;
+    return ['summary', 'artifacts', 'status', 'error'].includes(field) ? rest.length === 0 : field === 'outputs' && rest.length > 0;
   }
   return false;
 }
@@ -148,7 +174,8 @@ function unknownVariables(template: string, file: string, known: (v: string) => 
       ? `the stage does not run after "${v.split('.')[1]}" (add it to needs), or the field is not summary, artifacts or outputs.KEY`
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
-        : 'known: inputs.NAME, stages.ID.summary|artifacts|outputs.KEY, run.id, run.pipeline, attempt, previous.failed';
+        : 'known: inputs.NAME, stages.ID.summary|artifacts|status|error|outputs.KEY, run.id, run.pipeline, attempt, previous.failed ' +
+          '(run.status and run.error in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
     problems.push({ file, line: line || undefined, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
   }
   return problems;

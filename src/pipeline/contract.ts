@@ -62,3 +62,21 @@ function findClosingQuestion(text: string): string | undefined {
   const last = paragraphs[paragraphs.length - 1]?.trim();
   return last && last.endsWith('?') ? last : undefined;
 }
+
+/** Longest summary a `contract: none` stage reports; the whole answer stays in the deliverable. @unit characters */
+export const FREE_SUMMARY_MAX_CHARS = 2_000;
+
+/**
+ * Reads an answer under `contract: none`: no report block is asked, so the answer's last paragraph (trimmed)
+ * is the summary and there are no outputs. Only a last paragraph `BLOCKED: <question>` asks a person; a
+ * deliverable that merely ends with a question is still a deliverable.
+ */
+export function readFreeAnswer(text: string): ContractReading {
+  const paragraphs = text.trim().split(/\n\s*\n/);
+  const last = paragraphs[paragraphs.length - 1]?.trim() ?? '';
+  if (last === '') return { kind: 'violation', reason: 'the agent gave no answer' };
+  const blocked = /^BLOCKED:\s*([\s\S]+)$/.exec(last);
+  if (blocked) return { kind: 'needs_input', question: blocked[1].trim() };
+  const summary = last.length > FREE_SUMMARY_MAX_CHARS ? `${last.slice(0, FREE_SUMMARY_MAX_CHARS - 1)}…` : last;
+  return { kind: 'report', report: { success: true, summary, outputs: {} } };
+}

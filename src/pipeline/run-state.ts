@@ -2,7 +2,19 @@ import type { ReviewLedger } from './review-ledger.js';
 import type { StageResult } from './stage-result.js';
 
 export type StageStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'skipped' | 'cancelled';
-export type RunStatus = 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled';
+/**
+ * `blocked`: a stage waits for an answer to its agent's question (other waits for a person are `waiting`).
+ * `timed_out`: the pipeline `timeout` or a stage's timeouts ended the run (Temporal records it as failed).
+ */
+export type RunStatus = 'running' | 'waiting' | 'blocked' | 'completed' | 'failed' | 'timed_out' | 'cancelled';
+
+/** Failure types that mean a timeout ended the run: the pipeline's, or a stage's (attempt, heartbeat, stall, approval). */
+const TIMEOUT_FAILURES = new Set(['PIPELINE_TIMEOUT', 'ACTIVITY_START_TO_CLOSE', 'ACTIVITY_SCHEDULE_TO_CLOSE', 'ACTIVITY_HEARTBEAT', 'AGENT_STALLED', 'APPROVAL_TIMED_OUT']);
+
+/** True when a run that failed with this failure type timed out. */
+export function isTimeoutFailure(type: string): boolean {
+  return TIMEOUT_FAILURES.has(type);
+}
 
 /** Why a run waits for a person, and what moves it on. */
 export interface WaitingFor {
@@ -24,6 +36,8 @@ export interface WaitingFor {
 /** One stage as the status query reports it. */
 export interface StageState {
   id: string;
+  /** A stage of the pipeline's `finally:` list, run once the run has ended. */
+  finally?: boolean;
   status: StageStatus;
   backend: string;
   model: string;

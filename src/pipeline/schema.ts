@@ -63,6 +63,11 @@ const stageOptionsShape = {
   onFailure: z.enum(['fail', 'ask']).optional(),
   /** Template of the message a `commit: true` stage commits with, e.g. `Bead {{inputs.bead_id}}: {{inputs.title}}`. */
   commitMessage: z.string().min(1).optional(),
+  /**
+   * `json` (default): the agent ends with the report block. `none`: no report is asked; the stage completes
+   * when the agent finishes without error, its summary is the answer's last paragraph and it has no outputs.
+   */
+  contract: z.enum(['json', 'none']).optional(),
 };
 
 export const stageDefaultsSchema = z.strictObject(stageOptionsShape);
@@ -70,8 +75,28 @@ export const stageDefaultsSchema = z.strictObject(stageOptionsShape);
 /** A file a stage expects an earlier stage to have written: a path, or `{path, from}`. */
 export const stageInputSchema = z.union([
   z.string().min(1),
-  z.strictObject({ path: z.string().min(1), from: identifier.optional() }),
+  z.strictObject({
+    path: z.string().min(1),
+    from: identifier.optional(),
+    /** A missing optional file becomes a note in the prompt instead of failing the stage. */
+    optional: z.boolean().optional(),
+  }),
 ]);
+
+/** A pipeline `context:` file: a path, or `{path, optional}`. */
+export const contextFileSchema = z.union([
+  z.string().min(1),
+  z.strictObject({ path: z.string().min(1), optional: z.boolean().optional() }),
+]);
+
+/** A stage this one runs after: an id, or `{stage, allowFailure}` to run also when that stage failed. */
+export const stageNeedSchema = z.union([
+  identifier,
+  z.strictObject({ stage: identifier, allowFailure: z.boolean().optional() }),
+]);
+
+/** `strict`: an unknown `{{variable}}` is an error. `passthrough`: it reaches the agent as written. */
+export const TEMPLATE_SYNTAXES = ['strict', 'passthrough'] as const;
 
 export const reviewSchema = z.strictObject({
   /** The stage (or stages) whose work this stage reviews; `rework` re-runs them and everything after. */
@@ -93,7 +118,7 @@ export const approvalSchema = z.strictObject({
 export const stageSchema = z.strictObject({
   id: identifier,
   description: z.string().optional(),
-  needs: z.array(identifier).optional(),
+  needs: z.array(stageNeedSchema).optional(),
   /** Agent definition file (markdown with frontmatter), relative to the pipeline file. */
   agent: z.string().min(1).optional(),
   /**
@@ -117,6 +142,12 @@ export const stageSchema = z.strictObject({
   approval: z.union([z.literal(true), approvalSchema]).optional(),
   /** Commit the stage's changes on the run's branch (needs `workspace.repo`). */
   commit: z.boolean().optional(),
+  /** API backend: where the answer is written, a workspace-relative template. @default outputs/<stage>.md */
+  output: z.string().min(1).optional(),
+  /** Files (paths or globs, workspace-relative) the stage must leave; a missing one fails OUTPUT_MISSING. */
+  expects: z.array(z.string().min(1)).min(1).optional(),
+  /** Overrides the pipeline's `templateSyntax` for this stage's prompt. */
+  templateSyntax: z.enum(TEMPLATE_SYNTAXES).optional(),
   ...stageOptionsShape,
 }).check((ctx) => {
   const stage = ctx.value;
@@ -179,7 +210,11 @@ export const pipelineSchema = z.strictObject({
   /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
   onBudgetExceeded: z.enum(['ask', 'fail']).optional(),
   /** Files included in every stage's prompt, e.g. a product brief (relative to the pipeline file). */
-  context: z.array(z.string().min(1)).optional(),
+  context: z.array(contextFileSchema).optional(),
+  /** Folder (relative to the pipeline file) where a bare `prompt: implement` is looked up as `implement.md`. */
+  promptsDir: z.string().min(1).optional(),
+  /** How unknown `{{…}}` in prompts are treated; a stage may override it. @default strict */
+  templateSyntax: z.enum(TEMPLATE_SYNTAXES).optional(),
   /** A file that replaces the built-in system prompt; it must contain `{{stage_prompt}}`. */
   systemPrompt: z.string().min(1).optional(),
   /** MCP servers every CLI stage gets. */
@@ -188,11 +223,19 @@ export const pipelineSchema = z.strictObject({
   /** `stage`: stages running at the same time each work in their own worktree and branch, merged into the run's branch when they complete (git workspaces only). @default run */
   isolation: z.enum(['run', 'stage']).optional(),
   stages: z.array(stageSchema).min(1, 'a pipeline needs at least one stage'),
+  /**
+   * Stages that run once the run has ended (completed, failed or cancelled; not terminated), one after the
+   * other, with `{{run.status}}` and `{{run.error}}`; their failure is a warning, not the run's outcome.
+   */
+  finally: z.array(stageSchema).min(1).optional(),
 });
 
 export type PipelineDefinition = z.infer<typeof pipelineSchema>;
 export type StageDefinition = z.infer<typeof stageSchema>;
 export type StageDefaults = z.infer<typeof stageDefaultsSchema>;
 export type StageInput = z.infer<typeof stageInputSchema>;
+export type StageNeed = z.infer<typeof stageNeedSchema>;
+export type ContextFile = z.infer<typeof contextFileSchema>;
+export type TemplateSyntax = (typeof TEMPLATE_SYNTAXES)[number];
 export type McpServer = z.infer<typeof mcpServerSchema>;
 export type Duration = z.infer<typeof durationSchema>;

@@ -1,5 +1,5 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
-import { findAncestors } from './graph.js';
+import { allowedFailures, findAncestors } from './graph.js';
 import type { PipelineDefinition } from './schema.js';
 
 /**
@@ -29,6 +29,35 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
     if (typeof stage.approval === 'object' && stage.approval.onTimeout && stage.approval.timeout === undefined) {
       problems.push({ path: ['stages', i, 'approval', 'onTimeout'], message: 'onTimeout needs a timeout, e.g. `timeout: 24h`' });
     }
+    for (const id of allowedFailures(stage)) {
+      const needed = pipeline.stages.find((s) => s.id === id);
+      if (needed && !needed.continueOnFailure) {
+        const j = (stage.needs ?? []).findIndex((n) => typeof n === 'object' && n.stage === id);
+        problems.push({
+          path: ['stages', i, 'needs', j, 'allowFailure'],
+          message: `stage "${stage.id}" allows "${id}" to fail, but a failure of "${id}" would end the run first; add \`continueOnFailure: true\` to stage "${id}"`,
+        });
+      }
+    }
+    problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
+  });
+  problems.push(...checkFinallyStages(pipeline));
+  return problems;
+}
+
+/** `finally` stages run one after another once the run has ended: ids of their own, no `needs` or `review`. */
+function checkFinallyStages(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const seen = new Set(pipeline.stages.map((s) => s.id));
+  (pipeline.finally ?? []).forEach((stage, i) => {
+    if (seen.has(stage.id)) problems.push({ path: ['finally', i, 'id'], message: `duplicate stage id "${stage.id}"; finally stages need ids of their own` });
+    seen.add(stage.id);
+    if (stage.needs?.length) problems.push({ path: ['finally', i, 'needs'], message: 'finally stages run one after another once the run has ended; remove `needs` (they may read any stage)' });
+    if (stage.review) problems.push({ path: ['finally', i, 'review'], message: 'a finally stage cannot review: the work it would send back has ended' });
+    if (stage.when !== undefined) {
+      problems.push({ path: ['finally', i, 'when'], message: '`when` is not supported on finally stages; read {{run.status}} in the prompt instead' });
+    }
+    problems.push(...checkExpects(stage.expects, ['finally', i, 'expects']));
   });
   problems.push(...checkDelivery(pipeline));
   return problems;
@@ -49,6 +78,15 @@ function checkDelivery(pipeline: PipelineDefinition): { path: PropertyKey[]; mes
     problems.push({ path: ['isolation'], message: '`isolation: stage` gives each stage its own git worktree, so it needs `workspace: { repo: ... }`' });
   }
   return problems;
+}
+
+/** `expects` entries must stay inside the workspace. */
+function checkExpects(expects: readonly string[] | undefined, path: PropertyKey[]): { path: PropertyKey[]; message: string }[] {
+  return (expects ?? []).flatMap((pattern, j) =>
+    pattern.startsWith('/') || /^[A-Za-z]:/.test(pattern) || pattern.split(/[\\/]/).includes('..')
+      ? [{ path: [...path, j], message: `"${pattern}" is outside the run's workspace; use a workspace-relative path or glob such as docs/*.md` }]
+      : [],
+  );
 }
 
 function checkCondition(pipeline: PipelineDefinition, when: string, stageId: string, ancestors: Set<string>): string[] {

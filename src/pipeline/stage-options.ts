@@ -1,5 +1,5 @@
 import { toMilliseconds } from './duration.js';
-import type { Backend, PipelineDefinition, StageDefinition } from './schema.js';
+import type { Backend, PipelineDefinition, StageDefinition, StageNeed, TemplateSyntax } from './schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
 export interface ResolvedStage
@@ -27,7 +27,14 @@ export interface ResolvedStage
   contractRetries: number;
   onPermissionDenied: 'fail' | 'ask' | 'ignore';
   onFailure: 'fail' | 'ask';
-  needs: string[];
+  /** As written (ids or `{stage, allowFailure}`); `needIds` in graph.ts gives the ids. */
+  needs: StageNeed[];
+  /** `none`: no report block; the answer's last paragraph is the summary. */
+  contract: 'json' | 'none';
+  /** The stage's, else the pipeline's, else `strict`. */
+  templateSyntax: TemplateSyntax;
+  /** A stage from the pipeline's `finally:` list: it runs after the run has ended. */
+  isFinally?: boolean;
 }
 
 /** Built-in defaults, chosen for unattended runs of real agents. */
@@ -42,9 +49,11 @@ export const STAGE_DEFAULTS = {
   contractRetries: 1,
   onPermissionDenied: 'ignore',
   onFailure: 'fail',
+  contract: 'json',
+  templateSyntax: 'strict',
 } as const;
 
-export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinition): ResolvedStage {
+export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinition, isFinally = false): ResolvedStage {
   const defaults = pipeline.defaults ?? {};
   const { timeout, heartbeatTimeout, stallTimeout, firstOutputTimeout, ...rest } = { ...defaults, ...stage };
   return {
@@ -63,5 +72,8 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
     onPermissionDenied: stage.onPermissionDenied ?? defaults.onPermissionDenied ?? STAGE_DEFAULTS.onPermissionDenied,
     onFailure: stage.onFailure ?? defaults.onFailure ?? STAGE_DEFAULTS.onFailure,
     needs: stage.needs ?? [],
+    contract: stage.contract ?? defaults.contract ?? STAGE_DEFAULTS.contract,
+    templateSyntax: stage.templateSyntax ?? pipeline.templateSyntax ?? STAGE_DEFAULTS.templateSyntax,
+    ...(isFinally ? { isFinally } : {}),
   };
 }

@@ -1,20 +1,25 @@
 /**
  * Step template rendering: `{{inputs.feature}}`, `{{stages.spec.outputs.title}}`, `{{run.id}}`,
  * `{{attempt}}`, `{{previous.failed}}`. One pass, so values that contain `{{…}}` are never
- * rendered again. Pure.
+ * rendered again. `{{raw}}…{{/raw}}` is copied as written. Pure.
  */
 
 export interface TemplateStage {
   summary: string;
   outputs: Record<string, unknown>;
   artifacts: string[];
+  /** `completed`, or `failed` for a stage a dependent reads through `allowFailure`. */
+  status?: string;
+  /** The failure message of a failed stage; empty for a completed one. */
+  error?: string;
 }
 
 export interface TemplateContext {
   inputs: Record<string, string>;
   /** Completed earlier stages by id. */
   stages: Record<string, TemplateStage>;
-  run: { id: string; pipeline: string };
+  /** `status` and `error` are set for `finally` stages only, once the run has ended. */
+  run: { id: string; pipeline: string; status?: string; error?: string };
   /** The attempt of the stage being rendered (1-based). */
   attempt: number;
   /**
@@ -44,15 +49,28 @@ export class TemplateError extends Error {
 }
 
 const VARIABLE = /\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g;
+/** A protected span: `{{raw}}` … `{{/raw}}`, copied as written without the markers. */
+const RAW = /\{\{\s*raw\s*\}\}([\s\S]*?)\{\{\s*\/raw\s*\}\}/g;
+/** Namespaces the pipeline fills; an unknown name in them is an error even with `passthrough`. */
+const RESERVED = new Set(['inputs', 'stages', 'run', 'previous', 'stage', 'attempt']);
 
-/** Lists the variables a template uses, in order of first use. */
+/** `strict`: every `{{name}}` must be known. `passthrough`: unknown names outside the reserved namespaces stay as written. */
+export type TemplateSyntaxMode = 'strict' | 'passthrough';
+
+/** True for a name in a namespace the pipeline fills (`inputs.`, `stages.`, `run.`, `previous.`, `stage.`, `attempt`). */
+export function isReservedVariable(name: string): boolean {
+  return RESERVED.has(name.split('.')[0]);
+}
+
+/** Lists the variables a template uses (outside `{{raw}}` spans), in order of first use. */
 export function listTemplateVariables(template: string): string[] {
-  return [...new Set([...template.matchAll(VARIABLE)].map((m) => m[1]))];
+  return [...new Set([...template.replace(RAW, '').matchAll(VARIABLE)].map((m) => m[1]))];
 }
 
 /**
  * Renders a template. `templateName` (a file path, or `stage spec prompt (inline)`) appears in
- * errors. `extra` adds plain variables by full name, e.g. `{ stage_prompt: '…' }`.
+ * errors. `extra` adds plain variables by full name, e.g. `{ stage_prompt: '…' }`. With `passthrough`,
+ * an unknown name outside the reserved namespaces reaches the agent as written (`{{project_name}}`).
  * @throws TemplateError listing every unknown variable.
  */
 export function renderTemplate(
@@ -60,16 +78,25 @@ export function renderTemplate(
   context: TemplateContext,
   templateName: string,
   extra: Record<string, string> = {},
+  syntax: TemplateSyntaxMode = 'strict',
 ): string {
   const unknown: string[] = [];
-  const rendered = template.replace(VARIABLE, (whole, name: string) => {
-    const value = Object.hasOwn(extra, name) ? extra[name] : lookup(context, name);
-    if (value === undefined) {
-      unknown.push(name);
-      return whole;
-    }
-    return formatValue(value);
-  });
+  const renderPart = (part: string): string =>
+    part.replace(VARIABLE, (whole, name: string) => {
+      const value = Object.hasOwn(extra, name) ? extra[name] : lookup(context, name);
+      if (value === undefined) {
+        if (syntax === 'strict' || isReservedVariable(name)) unknown.push(name);
+        return whole;
+      }
+      return formatValue(value);
+    });
+  let rendered = '';
+  let from = 0;
+  for (const match of template.matchAll(RAW)) {
+    rendered += renderPart(template.slice(from, match.index)) + match[1];
+    from = match.index + match[0].length;
+  }
+  rendered += renderPart(template.slice(from));
   if (unknown.length > 0) {
     const names = [...new Set(unknown)];
     throw new TemplateError(templateName, names, [...describeContext(context), ...Object.keys(extra)], explainUnknown(names, context));
@@ -99,9 +126,11 @@ function describeContext(context: TemplateContext): string[] {
       `stages.${id}.summary`,
       ...Object.keys(stage.outputs).map((key) => `stages.${id}.outputs.${key}`),
       `stages.${id}.artifacts`,
+      ...(stage.status === undefined ? [] : [`stages.${id}.status`, `stages.${id}.error`]),
     ]),
     'run.id',
     'run.pipeline',
+    ...(context.run.status === undefined ? [] : ['run.status', 'run.error']),
     'attempt',
     ...(context.previous ? ['previous.failed'] : []),
     ...(context.workspace ? ['workspace.diff', 'workspace.branch', 'workspace.base'] : []),

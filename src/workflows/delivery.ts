@@ -34,7 +34,16 @@ export class RunDelivery {
     private readonly tracker: RunTracker,
     private readonly waits: HumanWaits,
   ) {
-    if (input.pipeline.workspace?.push) tracker.state.stages.push({ id: PUSH_STAGE_ID, status: 'pending', backend: 'git', model: input.pipeline.workspace.push.remote ?? 'origin' });
+    // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
+    if (input.pipeline.workspace?.push) {
+      tracker.state.stages.push({ id: PUSH_STAGE_ID, status: 'pending', backend: 'git', model: input.pipeline.workspace.push.remote ?? 'origin', finally: true });
+    }
+  }
+
+  /** Whether the pipeline asks for anything at the end of the run (push, or removing the workspace). */
+  get active(): boolean {
+    const workspace = this.input.pipeline.workspace;
+    return workspace?.push !== undefined || (workspace?.keep !== undefined && workspace.keep !== 'always');
   }
 
   /**

@@ -1,11 +1,11 @@
 import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
 import { toMilliseconds } from '../pipeline/duration.js';
-import { findDependents, findReadyStages } from '../pipeline/graph.js';
-import type { RunState } from '../pipeline/run-state.js';
+import { findBlockedDependents, findReadyStages } from '../pipeline/graph.js';
+import { isTimeoutFailure, type RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import { BudgetGuard } from './budget.js';
-import { RunDelivery } from './delivery.js';
+import { PUSH_STAGE_ID, RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
@@ -24,6 +24,8 @@ export class PipelineRun {
   readonly waits: HumanWaits;
   readonly budget: BudgetGuard;
   private readonly stages: ResolvedStage[];
+  /** The pipeline's `finally:` stages, run one after another once the run has ended. */
+  private readonly finallyStages: ResolvedStage[];
   private readonly visibility: RunVisibility;
   private readonly runner: StageRunner;
   private readonly delivery: RunDelivery;
@@ -38,7 +40,8 @@ export class PipelineRun {
     runId: string,
   ) {
     this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
-    this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, this.stages, input.pipeline.budgetUsd);
+    this.finallyStages = (input.pipeline.finally ?? []).map((s) => resolveStage(input.pipeline, s, true));
+    this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd);
     this.visibility = new RunVisibility(this.tracker);
     this.waits = new HumanWaits(this.tracker, this.publish);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
@@ -62,17 +65,20 @@ export class PipelineRun {
       await Promise.race(this.inFlight.values());
     }
     timer?.cancel();
-    await this.deliver();
-    return this.finish();
+    return await this.finish();
   }
 
-  /** Pushes the run's branch when the stages completed (`workspace.push`); a cancel while the push waits ends the run as cancelled. */
-  private async deliver(): Promise<void> {
+  /**
+   * After the `finally` stages: pushes the run's branch when its stages completed (`workspace.push`). A cancel while
+   * the push waits for a person ends the run as cancelled.
+   */
+  private async deliver(cancelled: boolean): Promise<void> {
     try {
-      const failure = await this.delivery.push(this.failure !== undefined || this.stageScope.consideredCancelled || CancellationScope.current().consideredCancelled);
+      const failure = await this.delivery.push(cancelled || this.failure !== undefined);
       if (failure) this.failure ??= failure;
     } catch (err) {
       if (!isCancellation(err)) throw err;
+      this.tracker.markCancelled(PUSH_STAGE_ID, { type: 'CANCELLED', message: 'the run was cancelled before its branch was pushed' });
     }
     this.publish();
   }
@@ -133,7 +139,8 @@ export class PipelineRun {
         return;
       case 'failed':
         if (!stage.continueOnFailure) return this.fail(outcome);
-        for (const id of findDependents(this.stages, stage.id)) {
+        // Stages that allow this failure (`needs: [{stage, allowFailure: true}]`) still run.
+        for (const id of findBlockedDependents(this.stages, stage.id)) {
           if (this.tracker.stage(id).status === 'pending') this.tracker.markSkipped(id, `it needs ${stage.id}, which failed`, false);
         }
         this.tracker.warn(`stage ${stage.id} failed and the run went on (continueOnFailure): ${outcome.message}`);
@@ -164,9 +171,14 @@ export class PipelineRun {
   }
 
   private async finish(): Promise<RunState> {
-    const cancelled = CancellationScope.current().consideredCancelled;
-    await this.delivery.close(cancelled ? 'cancelled' : this.failure ? 'failed' : 'completed');
+    let cancelled = CancellationScope.current().consideredCancelled;
     this.tracker.skipPending(cancelled ? 'the run was cancelled' : 'the run failed before it could start');
+    if (this.finallyStages.length > 0) await this.runFinallyStages(cancelled);
+    if (this.delivery.active) {
+      await this.deliver(cancelled);
+      cancelled = CancellationScope.current().consideredCancelled;
+      await this.delivery.close(cancelled ? 'cancelled' : this.failure ? 'failed' : 'completed');
+    }
     if (cancelled) {
       this.tracker.finish('cancelled', { type: 'CANCELLED', message: 'the run was cancelled; work done so far is kept in the workspace' });
       this.publish();
@@ -175,13 +187,31 @@ export class PipelineRun {
       throw new CancelledFailure('the run was cancelled');
     }
     if (this.failure) {
-      this.tracker.finish('failed', this.failure);
+      this.tracker.finish(isTimeoutFailure(this.failure.type) ? 'timed_out' : 'failed', this.failure);
       this.publish();
       throw ApplicationFailure.create({ type: this.failure.type, message: this.failure.message, nonRetryable: true, details: [this.report()] });
     }
     const state = this.tracker.finish('completed');
     this.publish();
     return state;
+  }
+
+  /**
+   * Runs the `finally:` stages one after another with how the run ended (`{{run.status}}`, `{{run.error}}`). A
+   * cancelled run's scope is cancelled, so they run in a scope that ignores it; their failure is only a warning.
+   */
+  private async runFinallyStages(cancelled: boolean): Promise<void> {
+    const status = cancelled ? 'cancelled' : this.failure ? (isTimeoutFailure(this.failure.type) ? 'timed_out' : 'failed') : 'completed';
+    const error = cancelled ? 'the run was cancelled' : (this.failure?.message ?? '');
+    this.runner.runEnd = { status, error };
+    const scope = cancelled ? undefined : new CancellationScope();
+    for (const stage of this.finallyStages) {
+      const outcome = await (scope ? scope.run(() => this.runner.runRound(stage, 1)) : CancellationScope.nonCancellable(() => this.runner.runRound(stage, 1)));
+      if (outcome.kind === 'failed' || outcome.kind === 'stop') this.tracker.warn(`finally stage ${stage.id} failed (the run's outcome stands): ${outcome.message}`);
+      if (outcome.kind === 'cancelled') break;
+      this.publish();
+    }
+    this.tracker.skipPending('the run was cancelled while its finally stages ran', true);
   }
 
   /** A short account of how each stage ended, for the failure details. */

@@ -27,7 +27,7 @@ export class RunTracker {
       pipeline,
       status: 'running',
       inputs,
-      stages: stages.map((s) => ({ id: s.id, status: 'pending', backend: s.backend, model: s.model })),
+      stages: stages.map((s) => ({ id: s.id, status: 'pending', backend: s.backend, model: s.model, ...(s.isFinally ? { finally: true } : {}) })),
       costUsd: 0,
       budgetUsd,
       startedAt: Date.now(),
@@ -43,10 +43,10 @@ export class RunTracker {
 
   hasStage = (id: string): boolean => this.state.stages.some((s) => s.id === id);
   isStarted = (id: string): boolean => this.stage(id).status !== 'pending';
-  /** Whether dependents of `id` may run: it completed, or was skipped in a way that lets them run. */
-  isSatisfied = (id: string): boolean => {
+  /** Whether dependents of `id` may run: it completed, or was skipped in a way that lets them run, or failed and they allow it. */
+  isSatisfied = (id: string, allowFailure = false): boolean => {
     const stage = this.stage(id);
-    return stage.status === 'completed' || (stage.status === 'skipped' && stage.skip?.dependentsRun === true);
+    return stage.status === 'completed' || (stage.status === 'skipped' && stage.skip?.dependentsRun === true) || (allowFailure && stage.status === 'failed');
   };
 
   markRunning(id: string, round: number): void {
@@ -114,24 +114,30 @@ export class RunTracker {
     this.refreshStatus();
   }
 
-  /** Stages that never started because the run ended first. */
-  skipPending(reason: string): void {
-    for (const stage of this.state.stages) if (stage.status === 'pending') this.markSkipped(stage.id, reason, false);
+  /** Stages that never started because the run ended first; `finally` stages only when `includeFinally`. */
+  skipPending(reason: string, includeFinally = false): void {
+    for (const stage of this.state.stages) {
+      if (stage.status === 'pending' && (includeFinally || !stage.finally)) this.markSkipped(stage.id, reason, false);
+    }
   }
 
   warn(message: string): void {
     (this.state.warnings ??= []).push(message);
   }
 
-  finish(status: 'completed' | 'failed' | 'cancelled', error?: { type: string; message: string }): RunState {
+  finish(status: 'completed' | 'failed' | 'timed_out' | 'cancelled', error?: { type: string; message: string }): RunState {
     Object.assign(this.state, { status, finishedAt: Date.now(), error });
     return this.state;
   }
 
-  /** `waiting` while any stage waits for a person, so `list --status waiting` finds runs that need someone. */
+  /**
+   * `blocked` while a stage waits for the answer to its agent's question, else `waiting` while any stage waits for
+   * a person, so `list --status blocked|waiting` finds runs that need someone.
+   */
   private refreshStatus(): void {
     if (this.state.finishedAt !== undefined) return;
-    this.state.status = this.state.stages.some((s) => s.status === 'waiting') ? 'waiting' : 'running';
+    const waiting = this.state.stages.filter((s) => s.status === 'waiting');
+    this.state.status = waiting.some((s) => s.waitingFor?.kind === 'answer') ? 'blocked' : waiting.length > 0 ? 'waiting' : 'running';
   }
 
   /** Stages an activity runs for or that wait for a person. */
@@ -139,12 +145,18 @@ export class RunTracker {
     return this.state.stages.filter((s) => s.status === 'running' || s.status === 'waiting').map((s) => s.id);
   }
 
-  /** What earlier stages produced, as step templates see it. */
+  /**
+   * What earlier stages produced, as step templates see it: completed stages, and failed ones (read through
+   * `needs: [{stage, allowFailure}]` and by `finally` stages) with `status` and `error`.
+   */
   templateStages(): Record<string, TemplateStage> {
     const stages: Record<string, TemplateStage> = {};
     for (const s of this.state.stages) {
       if (s.status === 'completed' && s.result) {
-        stages[s.id] = { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path) };
+        stages[s.id] = { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '' };
+      } else if (s.status === 'failed') {
+        const error = s.error?.message ?? '';
+        stages[s.id] = { summary: s.result?.summary ?? error, outputs: s.result?.outputs ?? {}, artifacts: s.result?.artifacts.map((a) => a.path) ?? [], status: 'failed', error };
       }
     }
     return stages;

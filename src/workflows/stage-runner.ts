@@ -53,6 +53,9 @@ export interface StageRunnerContext {
  * failure with `onFailure: ask`, the review cap, an approval gate). Marks the stage's final state in the tracker.
  */
 export class StageRunner {
+  /** How the run ended, once it has: `finally` stages read it as `{{run.status}}` and `{{run.error}}`. */
+  runEnd?: { status: string; error: string };
+
   constructor(private readonly ctx: StageRunnerContext) {}
 
   async runRound(stage: ResolvedStage, round: number): Promise<StageOutcome> {
@@ -99,8 +102,10 @@ export class StageRunner {
           mcpServers: input.pipeline.mcpServers,
           workspace: input.pipeline.workspace,
           isolation: input.pipeline.isolation,
+          promptsDir: input.pipeline.promptsDir,
         },
         round: round.number,
+        ...(stage.isFinally && this.runEnd ? { runEnd: this.runEnd } : {}),
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: this.ctx.budget.remainingUsd(),

@@ -36,7 +36,7 @@ describe('answer, approve, reject and cancel as a user runs them', () => {
   test('status shows the question with the exact command; answer and approve move the run to completion', async () => {
     const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
     const asking = await waitsFor(runId, 'ask', 'answer');
-    expect(asking.status).toBe('waiting');
+    expect(asking.status).toBe('blocked');
     expect(asking.waiting[0]).toMatchObject({ stage: 'ask', kind: 'answer', question: expect.stringContaining('blue or green') });
     const human = await runCli(['status', runId], env);
     expect(human.stdout).toContain('⏸ ask waits for answer: Should the button be blue or green?');

@@ -114,7 +114,7 @@ describe('start, status, list and logs as a user runs them', () => {
 
     const bad = await runCli(['list', '--status', 'sleeping'], env);
     expect(bad.exitCode, bad.stderr).toBe(2);
-    expect(bad.stderr).toContain("option '--status <status>' argument 'sleeping' is invalid. expected one of running, completed, failed, cancelled, terminated, timed-out, waiting");
+    expect(bad.stderr).toContain("option '--status <status>' argument 'sleeping' is invalid. expected one of running, completed, failed, cancelled, terminated, timed_out, waiting, blocked");
   });
 
   test('status works with no worker polling: the state comes from the history and says so', async () => {

@@ -79,7 +79,7 @@ describe('people in the loop', () => {
   test('a question makes the stage wait; a validated answer continues the same conversation', async () => {
     const handle = await harness.startYaml('asks', HEADER('asks') + STAGE('plan') + STAGE('other', '    needs: [plan]\n'));
     const waiting = await waitForWaiting(handle, 'plan', 'answer');
-    expect(waiting.status).toBe('waiting');
+    expect(waiting.status).toBe('blocked');
     expect(stageOf(waiting, 'plan').waitingFor).toMatchObject({
       question: 'Which output format do you want, JSON or YAML?',
       commands: [`agent-pipeline answer ${handle.workflowId} --stage plan "..."`, `agent-pipeline reject ${handle.workflowId} --stage plan --reason "..."`],

@@ -169,7 +169,7 @@ describe('assemblePrompt', () => {
   });
 
   describe('declared inputs', () => {
-    const yaml = (inputs: string): string => `name: p\nstages:\n  - id: spec\n    prompt: x\n  - id: build\n    needs: [spec]\n    prompt: x\n    inputs: ${inputs}\n`;
+    const yaml = (inputs: string): string => `name: p\nstages:\n  - id: spec\n    prompt: Do it.\n  - id: build\n    needs: [spec]\n    prompt: Do it.\n    inputs: ${inputs}\n`;
 
     it('missing, name the path and the stage that should have written it', async () => {
       const failure = await failureOf(() => assemblePrompt(options(stagesOf(yaml('[{ path: docs/spec.md, from: spec }]')).build, { context: context({ stages: { spec: { summary: '', outputs: {}, artifacts: [] } } }) })));

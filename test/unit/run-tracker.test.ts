@@ -26,12 +26,12 @@ describe('RunTracker', () => {
     tracker.markSkipped('c', 'condition is false', true);
     tracker.markSkipped('d', 'it needs x, which failed', false);
 
-    expect(tracker.state.status).toBe('waiting');
+    expect(tracker.state.status).toBe('blocked');
     expect(tracker.currentStageIds()).toEqual(['b']);
     expect([tracker.isSatisfied('a'), tracker.isSatisfied('b'), tracker.isSatisfied('c'), tracker.isSatisfied('d')]).toEqual([true, false, true, false]);
     expect(tracker.stage('a').totals).toEqual({ inputTokens: 10, outputTokens: 5, costUsd: 0.25, attempts: 2, durationMs: 1500 });
     expect(tracker.state).toMatchObject({ costUsd: 0.25, budgetUsd: 1, workspace: '/ws/run-1' });
-    expect(tracker.templateStages()).toEqual({ a: { summary: 'did a', outputs: { passed: false }, artifacts: ['out.md'] } });
+    expect(tracker.templateStages()).toEqual({ a: { summary: 'did a', outputs: { passed: false }, artifacts: ['out.md'], status: 'completed', error: '' } });
     expect(tracker.conditionContext().stages).toEqual({
       a: { status: 'completed', summary: 'did a', outputs: { passed: false } },
       c: { status: 'skipped' },

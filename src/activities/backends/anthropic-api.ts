@@ -136,9 +136,10 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   } else if (request.maxBudgetUsd !== undefined && costUsd > request.maxBudgetUsd) {
     warnings.push(`BUDGET_EXCEEDED: the call cost $${costUsd.toFixed(4)}, more than the stage's cap of $${request.maxBudgetUsd.toFixed(4)}`);
   }
-  request.claimFile(apiOutputPath(stage.id));
+  const outputPath = request.outputPath ?? apiOutputPath(stage.id);
+  request.claimFile(outputPath);
   // A model that echoes a key (it saw one in a file) must not write it into the workspace.
-  await writeFileAtomic(path.join(request.workspace.dir, apiOutputPath(stage.id)), redactSecrets(text));
+  await writeFileAtomic(path.join(request.workspace.dir, outputPath), redactSecrets(text));
   await saveConversation(sessionsDir, {
     id: sessionId,
     model,

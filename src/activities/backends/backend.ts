@@ -33,6 +33,8 @@ export interface BackendRequest {
   mcpServers?: Record<string, import('../../pipeline/schema.js').McpServer>;
   /** Absolute extra directories the agent may use (`--add-dir`). */
   addDirs?: string[];
+  /** API backend: where the answer is written, workspace-relative (the stage's `output:`, rendered). */
+  outputPath?: string;
   /** Where to keep the raw transcript of this attempt. */
   transcriptPath: string;
   /** Call before the agent writes a file (absolute or workspace-relative), so that a stage running alongside does not report it. */

@@ -15,16 +15,20 @@ const STATUS_FILTER: Record<string, string> = {
   cancelled: "ExecutionStatus = 'Canceled'",
   canceled: "ExecutionStatus = 'Canceled'",
   terminated: "ExecutionStatus = 'Terminated'",
-  'timed-out': "ExecutionStatus = 'TimedOut'",
-  // Waiting for a person is our own state; the workflow keeps it in a search attribute.
-  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'waiting'`,
+  // A run ended by the pipeline `timeout` or a stage's timeouts fails in Temporal's eyes; the workflow marks it timed_out.
+  'timed-out': `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`,
+  timed_out: `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`,
+  // Waiting for a person is our own state; the workflow keeps it in a search attribute. `blocked` (an agent's
+  // question waits for an answer) is one kind of waiting.
+  waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} IN ('waiting', 'blocked')`,
+  blocked: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'blocked'`,
 };
 
 /** One row of `list --json`. */
 export interface RunListItem {
   runId: string;
   pipeline: string | null;
-  /** running, waiting (for a person), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
+  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
   status: string;
   startedAt: number;
   closedAt: number | null;
@@ -44,7 +48,7 @@ interface ListOptions {
 
 function parseStatus(value: string): string {
   const status = STATUS_FILTER[value.toLowerCase()];
-  if (!status) throw new InvalidArgumentError(`expected one of ${Object.keys(STATUS_FILTER).filter((s) => s !== 'canceled').join(', ')}, got "${value}"`);
+  if (!status) throw new InvalidArgumentError(`expected one of ${Object.keys(STATUS_FILTER).filter((s) => s !== 'canceled' && s !== 'timed-out').join(', ')}, got "${value}"`);
   return status;
 }
 
@@ -60,11 +64,12 @@ export function buildListQuery(options: Pick<ListOptions, 'pipeline' | 'status' 
 
 function toItem(info: WorkflowExecutionInfo): RunListItem {
   const execution = info.status.name.toLowerCase();
-  const waiting = execution === 'running' && info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE) === 'waiting';
+  const own = info.typedSearchAttributes.get(RUN_STATUS_ATTRIBUTE);
+  const refined = (execution === 'running' && (own === 'waiting' || own === 'blocked')) || (execution === 'failed' && own === 'timed_out');
   return {
     runId: info.workflowId,
     pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
-    status: waiting ? 'waiting' : execution,
+    status: refined ? own! : execution,
     startedAt: info.startTime.getTime(),
     closedAt: info.closeTime?.getTime() ?? null,
     costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
@@ -77,7 +82,7 @@ export function addListCommand(program: Command): void {
     .command('list')
     .description('list runs, newest first; filter by pipeline, status, start time')
     .option('--pipeline <name>', 'only runs of this pipeline (the `name` in its file)')
-    .option('--status <status>', 'running, waiting (for a person), completed, failed, cancelled, terminated or timed-out', parseStatus)
+    .option('--status <status>', 'running, waiting (for a person), blocked (a question to answer), completed, failed, cancelled, terminated or timed_out', parseStatus)
     .option('--since <duration>', 'only runs started within this long, e.g. 2h or 7d', parseDurationMs)
     .option('--limit <n>', 'show at most this many runs', parsePositiveInt, 20)
     .option('--json', 'print {"runs": [...]} (docs/cli.md)')

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { needIds } from '../../pipeline/graph.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
 import { validatePipelineFile } from '../validate-pipeline.js';
@@ -8,7 +9,7 @@ export function addValidateCommand(program: Command): void {
     .command('validate')
     .description('check a pipeline file, the files it names and its template variables')
     .argument('<file>', 'pipeline YAML file')
-    .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, field, message}]}')
+    .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, field, message}], "notes": [...]}')
     .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
     .action(async (file: string, opts: { json?: boolean }) => {
       const report = await validatePipelineFile(file);
@@ -21,17 +22,21 @@ export function addValidateCommand(program: Command): void {
           pipeline: report.pipeline?.name ?? null,
           stages: report.pipeline?.stages.map((s) => s.id) ?? [],
           problems: report.problems.map((p) => ({ file: p.file, line: p.line ?? null, field: p.field, message: p.message })),
+          notes: report.notes.map((p) => ({ file: p.file, line: p.line ?? null, field: p.field, message: p.message })),
         });
       }
       if (valid) {
         const { pipeline } = report;
         const inputs = Object.entries(pipeline!.inputs ?? {}).map(([k, v]) => (v.required ? `${k} (required)` : v.default !== undefined ? `${k}=${v.default}` : k));
         printLine(`✔ ${file}: pipeline "${pipeline!.name}" is valid`);
-        printLine(`  stages: ${pipeline!.stages.map((s) => (s.needs?.length ? `${s.id} (after ${s.needs.join(', ')})` : s.id)).join(', ')}`);
+        printLine(`  stages: ${pipeline!.stages.map((s) => (s.needs?.length ? `${s.id} (after ${needIds(s).join(', ')})` : s.id)).join(', ')}`);
+        if (pipeline!.finally) printLine(`  finally: ${pipeline!.finally.map((s) => s.id).join(', ')}`);
         if (inputs.length) printLine(`  inputs: ${inputs.join(', ')}`);
+        for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
         return;
       }
       printLine(`✘ ${file}: ${report.problems.length} problem${report.problems.length === 1 ? '' : 's'}`);
       for (const p of report.problems) printLine(`  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(file)'}: ${p.message}`);
+      for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
     });
 }

@@ -1,0 +1,183 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { findMissingExpected, missingFilesMessage } from '../../src/activities/expected-files.js';
+import { assemblePrompt } from '../../src/activities/prompt.js';
+import { looksLikePromptFile, resolvePromptSource } from '../../src/activities/prompt-source.js';
+import { resolveOutputPath } from '../../src/activities/stage-deliverables.js';
+import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
+import type { TemplateContext } from '../../src/pipeline/template.js';
+
+/*
+ * The file side of issue 12's fields: prompts looked up by name (`promptsDir`), optional context and inputs,
+ * the free-form contract's instructions, `expects`, the API answer's `output` path, and what `validate` says.
+ */
+
+let baseDir: string;
+let workspaceDir: string;
+beforeEach(async () => {
+  baseDir = await mkdtemp(path.join(tmpdir(), 'seed-base-'));
+  workspaceDir = await mkdtemp(path.join(tmpdir(), 'seed-ws-'));
+});
+afterEach(async () => {
+  await rm(baseDir, { recursive: true, force: true });
+  await rm(workspaceDir, { recursive: true, force: true });
+});
+
+const write = async (dir: string, file: string, text: string): Promise<void> => {
+  await mkdir(path.dirname(path.join(dir, file)), { recursive: true });
+  await writeFile(path.join(dir, file), text);
+};
+
+const context: TemplateContext = { inputs: { squad: 'growth', bead: 'B-7' }, stages: {}, run: { id: 'run-1', pipeline: 'p' }, attempt: 1, previous: { failed: '' } };
+
+function stageOf(yaml: string, id = 'a'): ResolvedStage {
+  const pipeline = parsePipeline(yaml, 'p.yaml');
+  return resolveStage(pipeline, pipeline.stages.find((s) => s.id === id)!);
+}
+
+async function failureOf(fn: () => Promise<unknown>): Promise<{ type?: string; message: string }> {
+  try {
+    await fn();
+  } catch (err) {
+    return err as { type?: string; message: string };
+  }
+  throw new Error('expected a failure');
+}
+
+describe('prompt sources', () => {
+  it('tell file names from text', () => {
+    expect(['implement', 'spells/fix', 'steps/spec.md'].map(looksLikePromptFile)).toEqual([true, true, true]);
+    expect(['Summarize.', 'Write the plan', 'line one\nline two'].map(looksLikePromptFile)).toEqual([false, false, false]);
+  });
+
+  it('look bare names up in promptsDir first, then beside the pipeline file, with .md added', async () => {
+    await write(baseDir, 'spells/implement.md', 'Implement {{inputs.bead}}.');
+    await write(baseDir, 'review.md', 'Review.');
+    expect(resolvePromptSource(baseDir, 'implement', 'spells')).toEqual({ kind: 'file', relative: 'spells/implement.md' });
+    expect(resolvePromptSource(baseDir, 'review', 'spells')).toEqual({ kind: 'file', relative: 'review.md' });
+    expect(resolvePromptSource(baseDir, 'spells/implement')).toEqual({ kind: 'file', relative: 'spells/implement.md' });
+    expect(resolvePromptSource(baseDir, 'Implement it now.')).toEqual({ kind: 'inline' });
+    const missing = resolvePromptSource(baseDir, 'spells/fix');
+    expect(missing.kind === 'missing' && missing.tried).toContain(path.join(baseDir, 'spells/fix.md'));
+  });
+
+  it('a name that matches no file fails the stage instead of being sent as the prompt', async () => {
+    const failure = await failureOf(() => assemblePrompt({ stage: stageOf('name: p\nstages:\n  - id: a\n    prompt: implement\n'), baseDir, workspaceDir, context }));
+    expect(failure.type).toBe('FILE_NOT_FOUND');
+    expect(failure.message).toContain('prompt "implement" looks like a file name but matches no file');
+  });
+
+  it('a promptsDir spell is rendered as the task', async () => {
+    await write(baseDir, 'spells/implement.md', 'Implement bead {{inputs.bead}} for {{project_name}}.');
+    const stage = stageOf('name: p\ntemplateSyntax: passthrough\npromptsDir: spells\nstages:\n  - id: a\n    prompt: implement\n');
+    const { prompt } = await assemblePrompt({ stage, baseDir, workspaceDir, context, promptsDir: 'spells' });
+    expect(prompt.user).toContain('## Your task\nImplement bead B-7 for {{project_name}}.');
+  });
+});
+
+describe('optional files and the free-form contract in the prompt', () => {
+  it('a missing optional context file or input is a note; a present one is shown', async () => {
+    await write(baseDir, 'brief.md', 'We sell umbrellas.\n');
+    const stage = stageOf('name: p\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Write it.\n    inputs: [{ path: docs/research.md, optional: true }]\n');
+    const { prompt } = await assemblePrompt({
+      stage,
+      baseDir,
+      workspaceDir,
+      context,
+      contextFiles: ['brief.md', { path: 'context/product-marketing-context.md', optional: true }],
+    });
+    expect(prompt.user).toContain(
+      '## Notes\n- The optional input file docs/research.md does not exist in the workspace; work without it.\n' +
+        '- The optional context file context/product-marketing-context.md does not exist; no such context is available, so work without it.',
+    );
+    expect(prompt.user).toContain('### brief.md\n```\nWe sell umbrellas.\n```');
+  });
+
+  it('a missing required context file still fails', async () => {
+    const failure = await failureOf(() => assemblePrompt({ stage: stageOf('name: p\nstages:\n  - id: a\n    prompt: Write it.\n'), baseDir, workspaceDir, context, contextFiles: ['nope.md'] }));
+    expect(failure.type).toBe('FILE_NOT_FOUND');
+  });
+
+  it('contract: none asks for the deliverable, not for a report block', async () => {
+    const { prompt } = await assemblePrompt({ stage: stageOf('name: p\nstages:\n  - id: a\n    contract: none\n    prompt: Write it.\n'), baseDir, workspaceDir, context });
+    expect(prompt.user).toContain('Your answer is the deliverable: give it in full, with no report block.');
+    expect(prompt.user).not.toContain('"success": true');
+    const json = await assemblePrompt({ stage: stageOf('name: p\nstages:\n  - id: a\n    prompt: Write it.\n'), baseDir, workspaceDir, context });
+    expect(json.prompt.user).toContain('"success": true');
+  });
+});
+
+describe('expects and output', () => {
+  it('lists the expected paths and globs that match nothing', async () => {
+    await write(workspaceDir, 'docs/spec.md', '# Spec');
+    await write(workspaceDir, 'src/a.ts', '');
+    expect(await findMissingExpected(workspaceDir, ['docs/spec.md', 'src/*.ts', 'docs/plan.md', 'test/**/*.test.ts'])).toEqual(['docs/plan.md', 'test/**/*.test.ts']);
+    await expect(findMissingExpected(workspaceDir, ['../outside.md'])).rejects.toThrow(/outside the run's workspace/);
+    expect(missingFilesMessage(['docs/plan.md'])).toMatch(/^You did not write `docs\/plan\.md`/);
+  });
+
+  it('renders the output path, by default outputs/<stage>.md, and keeps it inside the workspace', () => {
+    const yaml = (output: string): string => `name: p\ninputs: { squad: {} }\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Write it.\n${output}`;
+    expect(resolveOutputPath(stageOf(yaml('')), context, workspaceDir)).toBe('outputs/a.md');
+    expect(resolveOutputPath(stageOf(yaml('    output: "outputs/{{inputs.squad}}/{{stage.id}}.md"\n')), context, workspaceDir)).toBe('outputs/growth/a.md');
+    expect(() => resolveOutputPath(stageOf(yaml('    output: ../escape.md\n')), context, workspaceDir)).toThrow(/not a file inside the run's workspace/);
+  });
+});
+
+describe('validate', () => {
+  it('reports a prompt name that matches no file, and notes passed-through names and absent optional files', async () => {
+    await write(baseDir, 'steps/create-story.md', 'Story for {{project_name}} by {{user_name}}, feature {{inputs.feature}}.\n');
+    const file = path.join(baseDir, 'p.yaml');
+    await write(
+      baseDir,
+      'p.yaml',
+      [
+        'name: p',
+        'inputs: { feature: {} }',
+        'templateSyntax: passthrough',
+        'context: [{ path: context/product.md, optional: true }]',
+        'stages:',
+        '  - id: story',
+        '    prompt: steps/create-story.md',
+        '  - id: fix',
+        '    prompt: spells/fix',
+      ].join('\n'),
+    );
+    const report = await validatePipelineFile(file);
+    expect(report.problems.map((p) => `${p.field}: ${p.message}`)).toEqual([expect.stringMatching(/^stages\[1\]\.prompt: prompt "spells\/fix" looks like a file name but matches no file/)]);
+    expect(report.notes.map((n) => `${n.field}: ${n.message}`)).toEqual([
+      `context[0]: context file ${path.join(baseDir, 'context/product.md')} does not exist (optional: stages get a note instead)`,
+      'stages[0].prompt {{project_name}}: passed to the agent as written (templateSyntax: passthrough)',
+      'stages[0].prompt {{user_name}}: passed to the agent as written (templateSyntax: passthrough)',
+    ]);
+  });
+
+  it('knows status, error, run.status and promptsDir', async () => {
+    await write(baseDir, 'spells/fix.md', 'Fix what {{stages.test.status}} said: {{stages.test.error}}.\n');
+    await write(
+      baseDir,
+      'p.yaml',
+      [
+        'name: p',
+        'promptsDir: spells',
+        'stages:',
+        '  - id: test',
+        '    continueOnFailure: true',
+        '    prompt: Run the tests.',
+        '  - id: fix',
+        '    needs: [{ stage: test, allowFailure: true }]',
+        '    prompt: fix',
+        'finally:',
+        '  - id: record',
+        '    prompt: "Record {{run.status}} ({{run.error}}) after {{stages.fix.summary}}."',
+      ].join('\n'),
+    );
+    const report = await validatePipelineFile(path.join(baseDir, 'p.yaml'));
+    expect(report.problems).toEqual([]);
+    expect(report.notes).toEqual([]);
+  });
+});
