@@ -34,9 +34,11 @@ export async function readEndedMarker(dir: string): Promise<EndedMarker | undefi
  * warn) while the branch holds commits merged nowhere else: committed work is never lost by a clean-up.
  * @returns warnings for what could not be removed
  */
-export async function removeRunWorkspace(dir: string, pushed: boolean): Promise<string[]> {
+export async function removeRunWorkspace(dir: string, pushed?: boolean): Promise<string[]> {
   const warnings: string[] = [];
   if (existsSync(path.join(dir, '.git'))) {
+    // Without a record of the push (a run from before `workspace.push`, or pushed by hand), an upstream means pushed.
+    pushed ??= !(await git(dir, ['rev-parse', '--abbrev-ref', '--symbolic-full-name', '@{upstream}'])).failed;
     const common = await git(dir, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
     const branch = await git(dir, ['symbolic-ref', '--quiet', '--short', 'HEAD']);
     if (!common.failed) {

@@ -4,8 +4,10 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeEndedMarker } from '../../src/activities/remove-workspace.js';
 import { retryStageUpdate } from '../../src/workflows/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -159,5 +161,30 @@ describe('workspace.push to a bare remote', () => {
     expect(state.error?.type).toBe('PUSH_FAILED');
     expect(state.error?.message).toContain('git push nowhere agent/keep-failed-1 failed');
     expect(existsSync(path.join(harness.workspacesRoot, 'keep-failed-1', 'outputs', 'notes.md'))).toBe(true);
+  });
+
+  it('prune removes the workspaces of runs that ended long enough ago, and keeps unpushed work', async () => {
+    const root = harness.workspacesRoot;
+    await mkdir(path.join(root, 'stray'));
+    // Every run above has just ended: nothing is old enough.
+    const none = await runCli(['prune', '--older-than', '1d', '--json'], harness.env);
+    expect(none.exitCode).toBe(0);
+    const listed = parseJson<{ runId: string; status: string; removed: boolean; warnings: string[] }[]>(none);
+    expect(listed.filter((e) => e.removed)).toEqual([]);
+    // Runs without a record of their end were looked up in Temporal.
+    expect(listed.find((e) => e.runId === 'push-plain-1')?.status).toBe('completed');
+    expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no run with this id is known to Temporal');
+
+    // The conflicted run ended ten days ago; its branch was never pushed and holds its commit.
+    await writeEndedMarker(path.join(root, 'push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
+    const pruned = await runCli(['prune'], harness.env);
+    expect(pruned.exitCode).toBe(0);
+    expect(pruned.stdout).toContain('removed  push-conflict-1 (failed, ended');
+    expect(pruned.stdout).toContain('kept  push-plain-1 (completed');
+    expect(pruned.stderr).toContain('branch agent/push-conflict-1 was kept: it has commits that are not merged or pushed anywhere');
+    expect(existsSync(path.join(root, 'push-conflict-1'))).toBe(false);
+    expect(existsSync(path.join(root, 'push-plain-1'))).toBe(true);
+    expect(await git(repo, 'worktree', 'list')).not.toContain('push-conflict-1');
+    expect(await git(repo, 'branch', '--list', 'agent/push-conflict-1')).toContain('agent/push-conflict-1');
   });
 });
