@@ -40,6 +40,9 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
       }
     }
     problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
+    if (stage.review && (stage.contract ?? pipeline.defaults?.contract) === 'none') {
+      problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
+    }
   });
   problems.push(...checkFinallyStages(pipeline));
   return problems;

@@ -72,6 +72,7 @@ describe('errors a user can act on', () => {
       pipeline: null,
       stages: [],
       problems: [{ file: path.join(dir, 'schema.yaml'), line: 5, field: 'stages[0].retries', message: expect.stringContaining('number') }],
+      notes: [],
     });
     const good = await runCli(['validate', path.join(PROJECT_ROOT, 'examples', 'demo', 'pipeline.yaml'), '--json'], OFFLINE);
     expect(good.exitCode, good.stderr).toBe(0);

@@ -37,7 +37,7 @@ export function stageOf(state: RunState, id: string): StageState {
 
 /** The promise of the product: a finished run never leaves a stage running or waiting. */
 export function expectNoStageLeftRunning(state: RunState): void {
-  expect(['completed', 'failed', 'cancelled']).toContain(state.status);
+  expect(['completed', 'failed', 'timed_out', 'cancelled']).toContain(state.status);
   expect(state.stages.filter((s) => s.status === 'running' || s.status === 'waiting' || s.status === 'pending').map((s) => `${s.id}: ${s.status}`)).toEqual([]);
 }
 

@@ -138,6 +138,6 @@ describe('scheduling stages', () => {
   test('the pipeline timeout bounds the whole run and stops the running stage', async () => {
     const { state, error } = await run('timeout', HEADER('timeout', 'timeout: 3s\n') + STAGE('slow'));
     expect(((error as WorkflowFailedError).cause as ApplicationFailure).type).toBe('PIPELINE_TIMEOUT');
-    expect(summarize(state)).toMatchObject({ status: 'failed', error: { type: 'PIPELINE_TIMEOUT' }, stages: [{ id: 'slow', status: 'cancelled' }] });
+    expect(summarize(state)).toMatchObject({ status: 'timed_out', error: { type: 'PIPELINE_TIMEOUT' }, stages: [{ id: 'slow', status: 'cancelled' }] });
   });
 });

@@ -49,6 +49,12 @@ describe('contract: none', () => {
     expect(reading.kind === 'report' && reading.report.summary.length).toBe(2_000);
   });
 
+  it('cannot be used by a reviewer, whose verdict is in the report block', () => {
+    expect(problemsOf('name: p\ndefaults: { contract: none }\nstages:\n  - id: a\n    prompt: Do a.\n  - id: r\n    needs: [a]\n    review: { of: a }\n    prompt: Review a.\n')).toEqual([
+      'stages[1].review: a reviewer gives its verdict in the report block; set `contract: json` on this stage',
+    ]);
+  });
+
   it('is resolved from the stage, else defaults, else json', () => {
     const pipeline = parsePipeline('name: p\ndefaults: { contract: none }\nstages:\n  - id: a\n    prompt: Do a.\n  - id: b\n    contract: json\n    prompt: Do b.\n', 'p.yaml');
     expect(pipeline.stages.map((s) => resolveStage(pipeline, s).contract)).toEqual(['none', 'json']);

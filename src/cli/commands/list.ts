@@ -46,7 +46,8 @@ interface ListOptions {
   json?: boolean;
 }
 
-function parseStatus(value: string): string {
+/** Turns a `--status` value into its visibility clause. @throws InvalidArgumentError naming the values allowed */
+export function parseStatus(value: string): string {
   const status = STATUS_FILTER[value.toLowerCase()];
   if (!status) throw new InvalidArgumentError(`expected one of ${Object.keys(STATUS_FILTER).filter((s) => s !== 'canceled' && s !== 'timed-out').join(', ')}, got "${value}"`);
   return status;
