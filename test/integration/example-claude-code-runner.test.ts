@@ -51,8 +51,9 @@ describe('the claude-code-runner example', () => {
   });
 
   test('stops a stage at its budget cap without retrying it', async () => {
+    // A text-only turn: a budget stop in the middle of a tool call would kill the tool's shell.
     const expensive = (scenario.rules ?? []).map((rule) =>
-      rule.name === 'implement' ? { ...rule, turns: [{ ...rule.turns[0], usage: { input_tokens: 1_000_000, output_tokens: 200 } }, ...rule.turns.slice(1)] } : rule,
+      rule.name === 'implement' ? { ...rule, turns: [{ text: 'A long and expensive answer.', usage: { input_tokens: 1_000_000, output_tokens: 200 } }] } : rule,
     );
     harness.modelServer.setScenario({ ...scenario, rules: expensive });
     const state = await harness.finish(await harness.start(PIPELINE));
