@@ -2,6 +2,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
+import { formatPath } from '../pipeline/errors.js';
+import { describeIssues } from '../pipeline/issue-messages.js';
 import { BACKENDS } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { stageFailure } from './failures.js';
@@ -60,9 +62,9 @@ export async function loadAgentFile(baseDir: string, relative: string, stageId: 
   } catch (err) {
     throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `agent file ${file}: ${(err as Error).message}`, details: { path: file } });
   }
-  const parsed = agentFrontmatterSchema.safeParse(raw.frontmatter);
+  const parsed = agentFrontmatterSchema.safeParse(raw.frontmatter, { reportInput: true });
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(frontmatter)'}: ${i.message}`).join('; ');
+    const problems = describeIssues(agentFrontmatterSchema, parsed.error.issues).map((i) => `${formatPath(i.path) || '(frontmatter)'}: ${i.message}`).join('; ');
     throw stageFailure({
       type: 'CONFIG_INVALID',
       stageId,

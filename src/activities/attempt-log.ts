@@ -14,6 +14,8 @@ export interface AttemptFailure {
   /** What the execution spent up to and including this attempt, from the failure's details. @unit US dollars */
   costUsd?: number;
   usage?: TokenUsage;
+  /** Warnings of this attempt and the ones before it, carried on to the execution's result. */
+  warnings?: string[];
   /** @unit milliseconds since the epoch */
   at: number;
 }
@@ -44,6 +46,11 @@ export class AttemptLog {
   /** The recorded failure of the attempt before `attempt`, if it recorded one. */
   failureBefore(attempt: number): AttemptFailure | undefined {
     return this.failures.find((f) => f.attempt === attempt - 1);
+  }
+
+  /** The recorded failures of the attempts before `attempt`, oldest first. */
+  failuresBefore(attempt: number): AttemptFailure[] {
+    return this.failures.filter((f) => f.attempt < attempt).sort((a, b) => a.attempt - b.attempt);
   }
 
   /**

@@ -1,5 +1,8 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import { hasPromptExtension, promptCandidates } from '../pipeline/prompt-names.js';
+
+export { looksLikePromptFile } from '../pipeline/prompt-names.js';
 
 /**
  * Where a stage's `prompt:` comes from. A multi-line prompt, or one with spaces, is inline text. A one-line
@@ -15,29 +18,15 @@ export type PromptSource =
   /** Looks like a file name but no candidate exists; `tried` are the absolute paths looked at. */
   | { kind: 'missing'; tried: string[] };
 
-/** Extensions tried after a bare name, in order. */
-const PROMPT_EXTENSIONS = ['.md', '.txt', '.prompt'];
-const FILE_LIKE = /^[A-Za-z0-9_][A-Za-z0-9_./-]*$/;
-
-/** One line, no spaces, only file-name characters, not ending in a full stop (`Summarize.` is a sentence). */
-export function looksLikePromptFile(prompt: string): boolean {
-  const trimmed = prompt.trim();
-  return !trimmed.includes('\n') && FILE_LIKE.test(trimmed) && !trimmed.endsWith('.');
-}
-
-/** Decides where `prompt` comes from, checking which candidate files exist. */
+/** Decides where `prompt` comes from, checking which of its candidate files exist (see prompt-names.ts). */
 export function resolvePromptSource(baseDir: string, prompt: string, promptsDir?: string): PromptSource {
-  if (!looksLikePromptFile(prompt)) return { kind: 'inline' };
-  const name = prompt.trim();
-  const hasExtension = path.extname(name) !== '';
-  const names = hasExtension ? [name] : [name, ...PROMPT_EXTENSIONS.map((ext) => name + ext)];
-  const folders = promptsDir ? [promptsDir, '.'] : ['.'];
-  const candidates = folders.flatMap((folder) => names.map((n) => path.join(folder, n)));
+  const candidates = promptCandidates(prompt, promptsDir);
+  if (candidates.length === 0) return { kind: 'inline' };
   for (const relative of candidates) {
     if (isFile(path.resolve(baseDir, relative))) return { kind: 'file', relative };
   }
   // A name with an extension keeps naming its file, so the read fails with the file's own error.
-  if (hasExtension) return { kind: 'file', relative: candidates[candidates.length - 1] };
+  if (hasPromptExtension(prompt.trim())) return { kind: 'file', relative: candidates[candidates.length - 1] };
   return { kind: 'missing', tried: candidates.map((relative) => path.resolve(baseDir, relative)) };
 }
 

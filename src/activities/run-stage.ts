@@ -13,6 +13,7 @@ import { deliverStageWork } from './stage-delivery.js';
 import { openStageWorktree } from './stage-isolation.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
+import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt-warnings.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
 import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
@@ -68,6 +69,7 @@ export function createRunStage(deps: RunStageDependencies) {
     const stageId = input.stage.id;
     let log: AttemptLog | undefined;
     let earlier = spentBefore();
+    let earlierWarnings: string[] = [];
     try {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
@@ -96,14 +98,15 @@ export function createRunStage(deps: RunStageDependencies) {
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
-      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier));
+      earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
+      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier, earlierWarnings));
     } catch (err) {
       let failure = toFailure(err, stageId);
-      if (failure instanceof ApplicationFailure) failure = withEarlierSpending(failure, earlier);
+      if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
       if (log && failure instanceof ApplicationFailure) {
         // The session lets the next attempt continue the conversation instead of starting over.
-        const { sessionId, costUsd, usage } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;
-        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, costUsd, usage, at: Date.now() }).catch(() => undefined);
+        const { sessionId, costUsd, usage, warnings } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;
+        await log.recordFailure({ attempt: info.attempt, type: failure.type ?? 'Error', message: failure.message, sessionId, costUsd, usage, warnings, at: Date.now() }).catch(() => undefined);
       }
       throw failure;
     }
@@ -117,6 +120,7 @@ async function runAttempt(
   workspace: RunWorkspace,
   log: AttemptLog,
   earlier: Spending,
+  earlierWarnings: string[],
 ): Promise<StageResult> {
   const { attempt, heartbeatDetails } = activityInfo();
   const stageId = input.stage.id;
@@ -153,7 +157,7 @@ async function runAttempt(
     workspace,
     attempt,
     resumeSessionId: previous?.sessionId,
-    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation),
+    continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation, stage.contract),
     outputPath: stage.backend === 'anthropic-api' ? resolveOutputPath(stage, context, workspace.dir) : undefined,
     maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
@@ -161,7 +165,7 @@ async function runAttempt(
     transcriptPath,
     claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
-    heartbeat: (progress) => heartbeat(addSpending(progress, earlier)),
+    heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
   });
   const collected = await collectArtifacts(workspace.dir, baseline.files);
   const common = {
@@ -170,7 +174,8 @@ async function runAttempt(
     ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
     numTurns: outcome.numTurns,
     durationMs: outcome.durationMs,
-    warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
+    // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
+    warnings: mergeWarnings(earlierWarnings, assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
     transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
@@ -188,7 +193,7 @@ async function runAttempt(
       stageId,
       message: `${reading.reason} (attempt ${attempt}; ${earlierViolations + 1} of ${stage.contractRetries + 1} answers allowed to break the contract)`,
       nonRetryable: earlierViolations >= stage.contractRetries,
-      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript },
+      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript, warnings: common.warnings },
     });
   }
   const { report } = reading;
@@ -217,9 +222,13 @@ async function runAttempt(
  * After an answer that broke the output contract, the next attempt continues the same session and
  * only asks for the report, instead of doing the work again.
  */
-function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation']): BackendRequest['continuation'] {
+function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptInput['continuation'], contract: ResolvedStage['contract']): BackendRequest['continuation'] {
   const before = log.failureBefore(attempt);
   if (before?.type !== 'OUTPUT_CONTRACT_VIOLATION' || !before.sessionId) return given;
+  // Under `contract: none` the only violation is an empty answer: ask for the answer, not for a report block.
+  if (contract === 'none') {
+    return { kind: 'retry', sessionId: before.sessionId, message: 'Your previous answer was empty. Do not redo the work: reply now with your answer in full, ending with a short paragraph that sums up what you did.' };
+  }
   return {
     kind: 'retry',
     sessionId: before.sessionId,

@@ -4,6 +4,7 @@ import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { UsageError } from './errors.js';
+import { checkRunInputSize } from './input-size.js';
 
 /** Reads and validates a pipeline file. @throws UsageError or PipelineValidationError */
 export async function loadPipelineFile(file: string): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
@@ -49,8 +50,13 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   return inputs;
 }
 
-/** Everything the workflow needs to run a pipeline file with the given `--input` flags. */
+/**
+ * Everything the workflow needs to run a pipeline file with the given `--input` flags.
+ * @throws UsageError also when the whole input is over Temporal's payload limit
+ */
 export async function prepareRun(file: string, inputFlags: readonly string[]): Promise<PipelineRunInput> {
   const { pipeline, baseDir } = await loadPipelineFile(file);
-  return { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, parseInputFlags(inputFlags)) };
+  const input = { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, parseInputFlags(inputFlags)) };
+  checkRunInputSize(input);
+  return input;
 }

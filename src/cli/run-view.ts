@@ -52,7 +52,8 @@ export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt
       stage.status === 'running' && live.get(stage.id)?.lastFailure ? `retrying after: ${live.get(stage.id)!.lastFailure}` :
       stage.status === 'completed' ? (stage.result?.summary ?? '') : '';
     return [
-      `${STAGE_ICON[stage.status]} ${stage.id}`,
+      // A `finally` stage runs after the run has ended; say so, since it sits after stages that were skipped.
+      `${STAGE_ICON[stage.status]} ${stage.id}${stage.finally ? ' (finally)' : ''}`,
       stage.status,
       attempt ? `attempt ${attempt}` : '',
       stage.round && stage.round > 1 ? `round ${stage.round}` : '',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { findFencedBlocks, type FencedBlock } from './fenced-blocks.js';
 
 /**
  * The agent output contract: an agent ends its answer with a fenced JSON block
@@ -20,39 +21,75 @@ export type ContractReading =
   | { kind: 'needs_input'; question: string }
   | { kind: 'violation'; reason: string };
 
-const FENCED_BLOCK = /```(?:json|JSON)?[ \t]*\r?\n([\s\S]*?)\r?\n?```/g;
 const BLOCKED = /^\s*BLOCKED:\s*(.+)$/m;
 
 /**
- * Reads an agent's final answer. The last fenced JSON block wins (agents often quote examples
- * earlier). Without a valid block, `BLOCKED: reason` or a closing question means the agent needs
- * a person; anything else violates the contract.
+ * The block that is the agent's report: the last fenced block tagged `json` (or `JSON`), or untagged with a body
+ * that starts like a JSON object. Blocks in other languages (```bash, ```ts) are the agent showing its work.
+ */
+export function findReportBlock(text: string): FencedBlock | undefined {
+  return findFencedBlocks(text).filter(isJsonBlock).at(-1);
+}
+
+function isJsonBlock(block: FencedBlock): boolean {
+  if (block.language === '') return block.body.trimStart().startsWith('{');
+  return block.language === 'json' || block.language === 'JSON';
+}
+
+/**
+ * The answer as a person wants to read it: `text` without its report block (the report stays in the transcript
+ * and the stage result), trailing blank lines trimmed. The whole text when there is no report block.
+ */
+export function withoutReportBlock(text: string): string {
+  const block = findReportBlock(text);
+  if (!block) return text;
+  const parts = [text.slice(0, block.start).trimEnd(), text.slice(block.end).replace(/^\s*\n/, '').trimEnd()].filter((part) => part.trim() !== '');
+  return parts.length === 0 ? '' : `${parts.join('\n')}\n`;
+}
+
+/**
+ * Reads an agent's final answer. The report is the last JSON block (agents often quote an example earlier, and
+ * show commands in other blocks); when that block is malformed or breaks the schema the answer violates the
+ * contract, without falling back to an earlier block. Without a report, `BLOCKED: reason` or a closing question
+ * means the agent needs a person; anything else violates the contract.
  */
 export function readAgentOutput(text: string): ContractReading {
-  const blocks = [...text.matchAll(FENCED_BLOCK)].map((m) => m[1]);
-  let lastProblem: string | undefined;
-  for (const block of blocks.reverse()) {
-    let json: unknown;
-    try {
-      json = JSON.parse(block);
-    } catch {
-      lastProblem ??= 'the last fenced block is not valid JSON';
-      continue;
-    }
-    const parsed = agentReportSchema.safeParse(json);
-    if (parsed.success) return { kind: 'report', report: parsed.data };
-    lastProblem ??= `the JSON block does not match the contract: ${parsed.error.issues
-      .map((i) => `${i.path.join('.') || '(root)'} ${i.message}`)
-      .join('; ')}`;
+  const block = findReportBlock(text);
+  let problem: string | undefined;
+  if (block) {
+    const reading = readReport(block);
+    if (reading.kind === 'report') return reading;
+    problem = reading.reason;
   }
   const blocked = BLOCKED.exec(text);
   if (blocked) return { kind: 'needs_input', question: blocked[1].trim() };
   const question = findClosingQuestion(text);
-  if (question && blocks.length === 0) return { kind: 'needs_input', question };
+  if (question && !block) return { kind: 'needs_input', question };
   if (text.trim() === '') return { kind: 'violation', reason: 'the agent gave no answer' };
   return {
     kind: 'violation',
-    reason: lastProblem ?? 'the answer has no fenced JSON block with "success" and "summary"',
+    reason: problem ?? 'the answer has no fenced JSON block with "success" and "summary"',
+  };
+}
+
+function readReport(block: FencedBlock): Exclude<ContractReading, { kind: 'needs_input' }> {
+  let json: unknown;
+  try {
+    json = JSON.parse(block.body);
+  } catch (err) {
+    const cut = block.closed ? '' : ' (the block is never closed: the answer was cut off)';
+    return { kind: 'violation', reason: `the last fenced JSON block is not valid JSON${cut}: ${(err as Error).message}` };
+  }
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    return { kind: 'violation', reason: 'the last fenced JSON block is not a JSON object with "success" and "summary"' };
+  }
+  const parsed = agentReportSchema.safeParse(json);
+  if (parsed.success) return { kind: 'report', report: parsed.data };
+  return {
+    kind: 'violation',
+    reason: `the last fenced JSON block does not match the contract: ${parsed.error.issues
+      .map((i) => `${i.path.join('.') || '(root)'} ${i.message}`)
+      .join('; ')}`,
   };
 }
 

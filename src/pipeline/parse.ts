@@ -1,6 +1,7 @@
 import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { findGraphProblems } from './graph.js';
 import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
+import { describeIssues } from './issue-messages.js';
 import { pipelineSchema, type PipelineDefinition } from './schema.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
@@ -18,11 +19,21 @@ export function parsePipeline(text: string, file: string): PipelineDefinition {
       doc.errors.map((e) => ({ path: '', line: lineCounter.linePos(e.pos[0]).line, message: e.message })),
     );
   }
-  const parsed = pipelineSchema.safeParse(doc.toJS());
+  let data: unknown;
+  try {
+    data = doc.toJS();
+  } catch (err) {
+    // The yaml library refuses to expand an alias bomb ("billion laughs") and says so by throwing.
+    throw new PipelineValidationError(file, [{ path: '', message: `the YAML cannot be read: ${(err as Error).message}` }]);
+  }
+  if (data === null || data === undefined) {
+    throw new PipelineValidationError(file, [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }]);
+  }
+  const parsed = pipelineSchema.safeParse(data, { reportInput: true });
   if (!parsed.success) {
     throw new PipelineValidationError(
       file,
-      parsed.error.issues.map((issue) => locate(doc, lineCounter, issue.path, describeIssue(issue))),
+      describeIssues(pipelineSchema, parsed.error.issues).map((issue) => locate(doc, lineCounter, issue.path, issue.message)),
     );
   }
   // Semantic checks walk the stage graph, so they run only once it is sound.
@@ -35,11 +46,6 @@ export function parsePipeline(text: string, file: string): PipelineDefinition {
     );
   }
   return parsed.data;
-}
-
-function describeIssue(issue: { code: string; message: string; keys?: string[] }): string {
-  if (issue.code === 'unrecognized_keys' && issue.keys) return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  return issue.message;
 }
 
 function locate(doc: Document, lineCounter: LineCounter, path: readonly PropertyKey[], message: string): PipelineProblem {

@@ -57,6 +57,8 @@ const stageOptionsShape = {
   addDirs: z.array(z.string().min(1)).optional(),
   maxBudgetUsd: z.number().positive().optional(),
   maxTokens: z.number().int().positive().optional(),
+  /** API backend: how many times an answer cut off at `maxTokens` is continued in the same conversation. */
+  maxContinuations: z.number().int().min(0).max(10).optional(),
   /** What to do when the CLI denied tool calls: `fail` the stage, `ask` a person, or `ignore`. */
   onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
   /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */

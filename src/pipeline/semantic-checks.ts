@@ -1,14 +1,22 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
 import { allowedFailures, findAncestors } from './graph.js';
+import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
 
 /**
  * Checks that need the whole pipeline, after the schema and the stage graph passed: reviews name stages the
- * reviewer comes after, `when:` conditions parse and refer to earlier stages and declared inputs. Pure.
+ * reviewer comes after, `when:` conditions parse and refer to earlier stages and declared inputs, `context` and
+ * stage `inputs` paths stay inside their folders. Pure.
  */
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
+  for (const [i, entry] of (pipeline.context ?? []).entries()) {
+    const file = typeof entry === 'string' ? entry : entry.path;
+    if (leavesFolder(file)) {
+      problems.push({ path: typeof entry === 'string' ? ['context', i] : ['context', i, 'path'], message: `"${file}" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it` });
+    }
+  }
   pipeline.stages.forEach((stage, i) => {
     const ancestors = findAncestors(pipeline.stages, stage.id);
     if (stage.review) {
@@ -26,6 +34,14 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
       }
     }
     if (stage.when !== undefined) problems.push(...checkCondition(pipeline, stage.when, stage.id, ancestors).map((message) => ({ path: ['stages', i, 'when'], message })));
+    for (const [j, input] of (stage.inputs ?? []).entries()) {
+      const file = typeof input === 'string' ? input : input.path;
+      if (!leavesFolder(file)) continue;
+      problems.push({
+        path: typeof input === 'string' ? ['stages', i, 'inputs', j] : ['stages', i, 'inputs', j, 'path'],
+        message: `"${file}" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
+      });
+    }
     if (typeof stage.approval === 'object' && stage.approval.onTimeout && stage.approval.timeout === undefined) {
       problems.push({ path: ['stages', i, 'approval', 'onTimeout'], message: 'onTimeout needs a timeout, e.g. `timeout: 24h`' });
     }
@@ -86,7 +102,7 @@ function checkDelivery(pipeline: PipelineDefinition): { path: PropertyKey[]; mes
 /** `expects` entries must stay inside the workspace. */
 function checkExpects(expects: readonly string[] | undefined, path: PropertyKey[]): { path: PropertyKey[]; message: string }[] {
   return (expects ?? []).flatMap((pattern, j) =>
-    pattern.startsWith('/') || /^[A-Za-z]:/.test(pattern) || pattern.split(/[\\/]/).includes('..')
+    leavesFolder(pattern)
       ? [{ path: [...path, j], message: `"${pattern}" is outside the run's workspace; use a workspace-relative path or glob such as docs/*.md` }]
       : [],
   );

@@ -25,6 +25,8 @@ export interface ResolvedStage
   firstOutputTimeoutMs: number;
   retries: number;
   contractRetries: number;
+  /** API backend: continuations of an answer cut off at `maxTokens`. */
+  maxContinuations: number;
   onPermissionDenied: 'fail' | 'ask' | 'ignore';
   onFailure: 'fail' | 'ask';
   /** As written (ids or `{stage, allowFailure}`); `needIds` in graph.ts gives the ids. */
@@ -47,6 +49,7 @@ export const STAGE_DEFAULTS = {
   firstOutputTimeout: '5m',
   retries: 3,
   contractRetries: 1,
+  maxContinuations: 2,
   onPermissionDenied: 'ignore',
   onFailure: 'fail',
   contract: 'json',
@@ -69,6 +72,7 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
     firstOutputTimeoutMs: toMilliseconds(firstOutputTimeout ?? STAGE_DEFAULTS.firstOutputTimeout),
     retries: stage.retries ?? defaults.retries ?? STAGE_DEFAULTS.retries,
     contractRetries: stage.contractRetries ?? defaults.contractRetries ?? STAGE_DEFAULTS.contractRetries,
+    maxContinuations: stage.maxContinuations ?? defaults.maxContinuations ?? STAGE_DEFAULTS.maxContinuations,
     onPermissionDenied: stage.onPermissionDenied ?? defaults.onPermissionDenied ?? STAGE_DEFAULTS.onPermissionDenied,
     onFailure: stage.onFailure ?? defaults.onFailure ?? STAGE_DEFAULTS.onFailure,
     needs: stage.needs ?? [],

@@ -68,7 +68,9 @@ export class StageRunner {
       // A gate-only stage runs no agent: it is only a person's approval.
       if (stage.gateOnly) return (await this.complete(stage, undefined)).outcome;
       for (;;) {
-        const stop = await this.ctx.budget.gate(stage.id);
+        // A spent budget does not hold back `finally` stages (a tracker update, a notification): the run has
+        // ended and they are its bookkeeping; their own `maxBudgetUsd` still caps them.
+        const stop = stage.isFinally ? undefined : await this.ctx.budget.gate(stage.id);
         if (stop) {
           tracker.markFailed(stage.id, stop);
           return { kind: 'stop', ...stop };
@@ -108,7 +110,7 @@ export class StageRunner {
         ...(stage.isFinally && this.runEnd ? { runEnd: this.runEnd } : {}),
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
-        budgetRemainingUsd: this.ctx.budget.remainingUsd(),
+        budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { CONTINUE_MESSAGE } from '../../src/activities/backends/api-answer.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 const KEY = 'sk-ant-api03-RECOGNISABLE-test-key-0123456789';
@@ -64,8 +65,9 @@ describe('the Anthropic API backend', () => {
     expect(result).toMatchObject({ status: 'completed', summary: 'Wrote notes.', outputs: { lines: 3 }, usage: { inputTokens: 1000, outputTokens: 200 }, numTurns: 1, warnings: [] });
     expect(result.costUsd).toBeCloseTo((1000 * 0.5 + 200 * 2.5) / 1_000_000);
     expect(result.sessionId).toMatch(/^api-/);
-    expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe(REPORT('Wrote notes.'));
-    expect(result.artifacts).toEqual([expect.objectContaining({ path: 'outputs/notes.md', bytes: Buffer.byteLength(REPORT('Wrote notes.')) })]);
+    // The deliverable is the answer; the report block stays in the transcript and the result.
+    expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe('Here it is.\n');
+    expect(result.artifacts).toEqual([expect.objectContaining({ path: 'outputs/notes.md', bytes: Buffer.byteLength('Here it is.\n') })]);
 
     const [request] = server.requests();
     expect(request.body).toMatchObject({ model: 'claude-haiku-5-5', max_tokens: 500, stream: true });
@@ -81,11 +83,70 @@ describe('the Anthropic API backend', () => {
     expect(events.at(-1)).toMatchObject({ type: 'result', subtype: 'success', result: REPORT('Wrote notes.'), total_cost_usd: result.costUsd });
   });
 
-  it('keeps a truncated answer and warns RESPONSE_TRUNCATED', async () => {
-    const { activities, input } = setUp(rule([{ text: REPORT('Cut short.'), stopReason: 'max_tokens' }]));
-    const result = await startAttempt(activities, input).result;
-    expect(result.status).toBe('completed');
-    expect(result.warnings).toEqual([expect.stringMatching(/^RESPONSE_TRUNCATED: the answer stopped at max_tokens \(500\).*raise maxTokens for stage notes/)]);
+  describe('an answer cut off at max_tokens', () => {
+    it('is continued in the same conversation and appended to the deliverable', async () => {
+      const { activities, input, workspace } = setUp(
+        rule([
+          { text: '# Notes\n\nPart one, ', stopReason: 'max_tokens', usage: { input_tokens: 1000, output_tokens: 500 } },
+          { text: `part two.\n${REPORT('Continued.')}`, usage: { input_tokens: 1600, output_tokens: 100 } },
+        ]),
+      );
+      const result = await startAttempt(activities, input).result;
+      expect(result).toMatchObject({ status: 'completed', summary: 'Continued.', numTurns: 2, usage: { inputTokens: 2600, outputTokens: 600 } });
+      expect(result.warnings).toEqual([expect.stringMatching(/^RESPONSE_CONTINUED: the answer reached max_tokens \(500\) and was completed after 1 continuation; raise maxTokens for stage notes/)]);
+      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe('# Notes\n\nPart one, part two.\nHere it is.\n');
+
+      const [, second] = server.requests();
+      const body = second.body as { messages: { role: string; content: string }[] };
+      expect(body.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
+      expect(body.messages[1].content).toBe('# Notes\n\nPart one, ');
+      expect(body.messages[2].content).toBe(CONTINUE_MESSAGE);
+    });
+
+    it('is continued at most maxContinuations times (2 by default), then kept as it is with RESPONSE_TRUNCATED', async () => {
+      const { activities, input, workspace } = setUp({ rules: [{ match: 'Stage: notes ·', turns: [{ text: 'more ', stopReason: 'max_tokens' }], repeatLastTurn: true }] });
+      const failure = await failureOf(startAttempt(activities, input).result);
+      expect(failure).toMatchObject({ type: 'OUTPUT_CONTRACT_VIOLATION', nonRetryable: false });
+      expect(server.requests()).toHaveLength(3);
+      expect(failure.details?.[0]).toMatchObject({ warnings: [expect.stringMatching(/^RESPONSE_TRUNCATED: the answer stopped at max_tokens \(500\) after 2 continuations and is kept as it is; raise maxTokens \(or maxContinuations\) for stage notes/)] });
+      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe('more more more ');
+    });
+
+    it('keeps its deliverable and its warning when the report retry completes the stage', async () => {
+      const yaml = PIPELINE.replace('maxTokens: 500', 'maxTokens: 500\n    maxContinuations: 1');
+      const { activities, input, workspace } = setUp(
+        rule([
+          { text: '# Notes\n\nPart one ', stopReason: 'max_tokens' },
+          { text: 'part two\n```json\n{"success": true, "summ', stopReason: 'max_tokens' },
+          { text: '```json\n{"success": true, "summary": "Reported after the cut.", "outputs": {}}\n```' },
+        ]),
+        { yaml },
+      );
+      const violation = await failureOf(startAttempt(activities, input).result);
+      expect(violation).toMatchObject({ type: 'OUTPUT_CONTRACT_VIOLATION', nonRetryable: false });
+      expect(violation.message).toContain('never closed: the answer was cut off');
+      const deliverable = '# Notes\n\nPart one part two\n';
+      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe(deliverable);
+
+      const result = await startAttempt(activities, input, { attempt: 2 }).result;
+      expect(result).toMatchObject({ status: 'completed', summary: 'Reported after the cut.', attempt: 2 });
+      // The reply that only reports leaves the answer alone, and attempt 1's truncation is still reported.
+      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe(deliverable);
+      expect(result.artifacts).toEqual([expect.objectContaining({ path: 'outputs/notes.md', bytes: Buffer.byteLength(deliverable) })]);
+      expect(result.warnings).toEqual([expect.stringMatching(/^RESPONSE_TRUNCATED: the answer stopped at max_tokens \(500\) after 1 continuation/)]);
+      const retried = server.requests()[2].body as { messages: { role: string; content: string }[] };
+      expect(retried.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
+      expect(retried.messages[4].content).toContain('reply now with only the fenced JSON block');
+    });
+
+    it('a retry after a killed attempt still reports the warnings its last heartbeat carried', async () => {
+      const { activities, input } = setUp(rule([{ text: REPORT('After the crash.') }]));
+      const earlier = { sessionId: 'msg_killed', turns: 0, costUsd: 0, lastEventAt: 1, warnings: ['RESPONSE_TRUNCATED: from attempt 1'] };
+      const attempt = startAttempt(activities, input, { attempt: 2, heartbeatDetails: earlier });
+      const result = await attempt.result;
+      expect(result.warnings).toEqual(['RESPONSE_TRUNCATED: from attempt 1']);
+      expect(attempt.heartbeats.at(-1)?.warnings).toEqual(['RESPONSE_TRUNCATED: from attempt 1']);
+    });
   });
 
   it('reports tokens but no cost for a model with no known price', async () => {
@@ -253,7 +314,7 @@ describe('the Anthropic API backend', () => {
       expect(body.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
       expect(body.messages[1].content).toContain('BLOCKED: which colour');
       expect(body.messages[2].content).toBe('Use blue.');
-      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe(REPORT('Used blue.'));
+      expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe('Here it is.\n');
     });
 
     it('start over with the full prompt, and a warning, when the conversation is gone', async () => {

@@ -24,6 +24,7 @@ const COPY = '# Landing page copy\n\nUmbrellas that fly to you.\n\nWrote the her
 const rules: Rule[] = [
   // contract: none and output: on the API backend, the SDK executor's deliverables.
   rule('free', 'copy', { text: COPY }),
+  rule('free', 'config', { text: 'The settings:\n\n```json\n{"retries": 2}\n```' }),
   // contract: none on the CLI backend.
   rule('free', 'notes', { text: 'Some notes.\n\nNoted the launch date.' }),
   // expects: the CLI agent forgets the file, is told so in the same session, then writes it.
@@ -44,6 +45,9 @@ const rules: Rule[] = [
   rule('flows', 'notify', { text: report('Could not reach the chat.', {}, false) }),
   rule('broken', 'work', { text: report('cannot build', {}, false) }),
   rule('broken', 'record', { text: report('Recorded failure.') }),
+  rule('spent', 'first', { text: report('Spent it all.'), usage: { input_tokens: 1_000_000, output_tokens: 10 } }),
+  rule('spent', 'second', { text: report('Never runs.') }),
+  rule('spent', 'record', { text: report('Recorded the spend.') }),
   // timed_out and blocked.
   rule('slow', 'crawl', { text: report('too late'), chunks: 40, chunkDelayMs: 500 }),
   rule('slow', 'record', { text: report('Recorded timeout.') }),
@@ -82,6 +86,10 @@ describe('deliverables as the team wants them', () => {
       '    model: haiku',
       '    output: "outputs/{{inputs.squad}}/landing/{{stage.id}}.md"',
       '    prompt: Write the landing page copy.',
+      '  - id: config',
+      '    backend: anthropic-api',
+      '    model: haiku',
+      '    prompt: Write the settings as JSON.',
       '  - id: notes',
       '    needs: [copy]',
       '    prompt: Note the launch date.',
@@ -93,6 +101,8 @@ describe('deliverables as the team wants them', () => {
     expect(copy.artifacts.map((a) => a.path)).toEqual(['outputs/growth/landing/copy.md']);
     expect(await readFile(path.join(state.workspace!, 'outputs/growth/landing/copy.md'), 'utf8')).toBe(COPY);
     expect(stageOf(state, 'notes').result).toMatchObject({ summary: 'Noted the launch date.', outputs: {} });
+    // Without a report block to take out, a closing JSON block is part of the deliverable.
+    expect(await readFile(path.join(state.workspace!, 'outputs/config.md'), 'utf8')).toBe('The settings:\n\n```json\n{"retries": 2}\n```');
 
     const [copyPrompt] = userTexts(harness.modelServer.requests(), 'free', 'copy');
     expect(copyPrompt).toContain('The optional context file context/product-marketing-context.md does not exist');
@@ -206,6 +216,27 @@ describe('failure flows and the end of a run', () => {
     const state = await harness.finish(await harness.startYaml('broken', yaml));
     expect(summarize(state)).toMatchObject({ status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE' }, stages: [{ id: 'work', status: 'failed' }, { id: 'record', status: 'completed' }] });
     expect(userTexts(harness.modelServer.requests(), 'broken', 'record')[0]).toContain('Record failed: [AGENT_REPORTED_FAILURE] stage work: cannot build');
+  });
+
+  test('a spent budget does not hold back a finally stage', async () => {
+    const yaml = [
+      'name: spent',
+      'budgetUsd: 0.5',
+      'onBudgetExceeded: fail',
+      'defaults: { backend: anthropic-api, model: haiku, retries: 0, heartbeatTimeout: 30s }',
+      'stages:',
+      '  - id: first',
+      '    prompt: Spend.',
+      '  - id: second',
+      '    needs: [first]',
+      '    prompt: Spend more.',
+      'finally:',
+      '  - id: record',
+      '    prompt: "Record {{run.status}}."',
+    ].join('\n');
+    const state = await harness.finish(await harness.startYaml('spent', yaml));
+    expect(summarize(state)).toMatchObject({ status: 'failed', error: { type: 'BUDGET_EXCEEDED' }, stages: [{ id: 'first', status: 'completed' }, { id: 'second', status: 'failed' }, { id: 'record', status: 'completed' }] });
+    expect(userTexts(harness.modelServer.requests(), 'spent', 'second')).toEqual([]);
   });
 
   test('a cancelled run runs its finally stage with run.status cancelled, then ends cancelled', async () => {

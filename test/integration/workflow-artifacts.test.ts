@@ -23,7 +23,7 @@ const RULES: Rule[] = [
     match: 'Pipeline: shared · Stage: b ·',
     turns: [{ text: 'Thinking first. '.repeat(10), chunks: 10, chunkDelayMs: 80, tool: edit('docs/b.md') }, { text: report('Wrote b.') }],
   },
-  { name: 'notes', match: 'Pipeline: shared · Stage: notes ·', turns: [{ text: report('Noted.'), chunks: 10, chunkDelayMs: 100 }] },
+  { name: 'notes', match: 'Pipeline: shared · Stage: notes ·', turns: [{ text: `Notes.\n${report('Noted.')}`, chunks: 10, chunkDelayMs: 100 }] },
 ];
 
 const PIPELINE = [

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Re-records every history the replay tests keep, after a deliberate change to the workflow's commands:
 //   npm run build && node test/replay/record-all.mjs
+// Names as arguments record only those (a new fixture, without touching the others): `… record-all.mjs flows`.
 // Starts its own in-memory dev server, the scripted model server (fixtures/scenario.yaml) and a worker on the
 // built code (dist/), runs each fixture pipeline (answering, approving or cancelling where it needs a person),
 // and writes histories/<name>.json.
@@ -42,6 +43,7 @@ const CASES = {
     await waitForWaiting(handle, 'first');
     await handle.executeUpdate(approveStageUpdate, { args: [{ stage: 'first' }] });
   },
+  flows: async () => {},
   cancelled: async (handle) => {
     for (let i = 0; i < 240; i++) {
       const state = await handle.query(getStatusQuery);
@@ -69,7 +71,8 @@ const running = worker.run();
 const connection = await Connection.connect({ address: server.address });
 try {
   const client = new Client({ connection });
-  for (const [name, act] of Object.entries(CASES)) {
+  const only = process.argv.slice(2);
+  for (const [name, act] of Object.entries(CASES).filter(([n]) => only.length === 0 || only.includes(n))) {
     const file = path.join(FIXTURES, `${name}.yaml`);
     const { pipeline, baseDir } = await loadPipelineFile(file);
     const input = { pipeline, baseDir, pipelineFile: `test/replay/fixtures/${name}.yaml`, inputs: resolveInputs(pipeline, file, {}) };

@@ -11,7 +11,7 @@ import { parseHistory, readHistory } from './load-history.js';
  * (`npm run build && node test/replay/record-all.mjs`, see the README).
  */
 
-const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled'];
+const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows'];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 const options = { workflowBundle: { codePath: WORKFLOW_BUNDLE } };
 

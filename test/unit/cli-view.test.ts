@@ -48,6 +48,20 @@ describe('the progress view', () => {
     expect(listWaits(waiting.state)).toEqual([expect.objectContaining({ stage: 'ship', kind: 'approval' })]);
   });
 
+  test('marks finally stages and shows a run blocked on a question or timed out', () => {
+    const ended = snapshot({
+      status: 'timed_out',
+      finishedAt: T0 + 5_000,
+      stages: [
+        { id: 'crawl', status: 'cancelled', backend: 'anthropic-api', model: 'haiku' },
+        { id: 'record', finally: true, status: 'completed', backend: 'anthropic-api', model: 'haiku', result: { summary: 'Recorded.' } as never },
+      ],
+    });
+    const lines = progressLines(ended, T0 + 9_000);
+    expect(lines[0]).toBe('Run run-1 · demo · timed_out · 5.0s · $0.0000');
+    expect(lines.find((l) => l.includes('record'))).toMatch(/record \(finally\)\s+completed.*Recorded\./);
+  });
+
   test('says when no worker polls and when the state was rebuilt from history', () => {
     const lines = progressLines(snapshot({}, { workerPolling: false, source: 'history', taskQueue: 'q1' }), T0);
     expect(lines).toContain('! no worker is polling task queue "q1": the run waits until one starts (agent-pipeline worker)');

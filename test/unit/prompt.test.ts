@@ -87,7 +87,7 @@ describe('agent files', () => {
     const { spec } = stagesOf('name: p\nstages:\n  - id: spec\n    agent: agents/bad.md\n    prompt: x\n');
     const failure = await failureOf(() => assemblePrompt(options(spec)));
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
-    expect(failure.message).toMatch(/bad\.md has invalid frontmatter: backend/);
+    expect(failure.message).toMatch(/bad\.md has invalid frontmatter: backend: "telepathy" is not a backend; use claude-cli or anthropic-api/);
   });
 
   it('fill model, tools and backend only where the stage did not set them (stage > agent > defaults)', () => {
@@ -186,8 +186,10 @@ describe('assemblePrompt', () => {
       expect(nobody.message).toContain('no earlier stage reported it');
     });
 
-    it('outside the workspace are rejected', async () => {
-      const failure = await failureOf(() => assemblePrompt(options(stagesOf(yaml('["../../etc/passwd"]')).build)));
+    it('outside the workspace are rejected, even when the pipeline was not checked by parsePipeline (which rejects them too)', async () => {
+      // A run started by another client reaches the worker without our checks: the worker keeps its own.
+      const stage = { ...stagesOf(yaml('[docs/spec.md]')).build, inputs: ['../../etc/passwd'] };
+      const failure = await failureOf(() => assemblePrompt(options(stage)));
       expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
       expect(failure.message).toContain('input ../../etc/passwd is outside the run\'s workspace');
     });

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findMissingExpected, missingFilesMessage } from '../../src/activities/expected-files.js';
 import { assemblePrompt } from '../../src/activities/prompt.js';
 import { looksLikePromptFile, resolvePromptSource } from '../../src/activities/prompt-source.js';
+import { promptCandidates } from '../../src/pipeline/prompt-names.js';
 import { resolveOutputPath } from '../../src/activities/stage-deliverables.js';
 import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
@@ -52,6 +53,15 @@ describe('prompt sources', () => {
   it('tell file names from text', () => {
     expect(['implement', 'spells/fix', 'steps/spec.md'].map(looksLikePromptFile)).toEqual([true, true, true]);
     expect(['Summarize.', 'Write the plan', 'line one\nline two'].map(looksLikePromptFile)).toEqual([false, false, false]);
+  });
+
+  it('list the files a name may stand for, in lookup order, without touching the disk', () => {
+    expect(promptCandidates('implement', 'spells/')).toEqual([
+      'spells/implement', 'spells/implement.md', 'spells/implement.txt', 'spells/implement.prompt',
+      'implement', 'implement.md', 'implement.txt', 'implement.prompt',
+    ]);
+    expect(promptCandidates('steps/spec.md')).toEqual(['steps/spec.md']);
+    expect(promptCandidates('Write the spec.')).toEqual([]);
   });
 
   it('look bare names up in promptsDir first, then beside the pipeline file, with .md added', async () => {

@@ -1,10 +1,10 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { CancelledFailure } from '@temporalio/common';
 import path from 'node:path';
-import type { TokenUsage } from '../../pipeline/stage-result.js';
 import { failureTypeForStatus, stageFailure } from '../failures.js';
 import { redactSecrets } from '../secrets.js';
-import { writeFileAtomic } from '../workspace.js';
+import { streamAnswer, type Answer } from './api-answer.js';
+import { writeDeliverable } from './api-deliverable.js';
 import { loadConversation, newConversationId, saveConversation } from './api-conversation.js';
 import { ApiTranscript } from './api-transcript.js';
 import type { BackendOutcome, BackendRequest } from './backend.js';
@@ -19,15 +19,19 @@ export interface AnthropicApiOptions {
 /** Answer length when the stage sets no `maxTokens`. @unit tokens */
 const DEFAULT_MAX_TOKENS = 16_000;
 
+/** Continuations of a cut-off answer when the stage was resolved without `maxContinuations`. */
+const DEFAULT_MAX_CONTINUATIONS = 2;
+
 /** Where an API stage's answer lands, relative to the workspace. */
 function apiOutputPath(stageId: string): string {
   return path.join('outputs', `${stageId}.md`);
 }
 
 /**
- * Runs one stage attempt as a single streamed Messages API call. The answer lands atomically in
- * `outputs/<stage>.md`; the conversation is kept in the stage's folder so a continuation (answer,
- * rework, report fix) re-sends it with the new message appended.
+ * Runs one stage attempt as a streamed Messages API call, continued while the answer is cut off at
+ * `maxTokens` (see api-answer.ts). The answer, without its report block, lands atomically in
+ * `outputs/<stage>.md` (see api-deliverable.ts); the conversation is kept in the stage's folder so a
+ * continuation (answer, rework, report fix) re-sends it with the new message appended.
  */
 export async function runAnthropicApi(request: BackendRequest, options: AnthropicApiOptions): Promise<BackendOutcome> {
   const { stage, prompt, continuation } = request;
@@ -64,27 +68,21 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   });
 
   const started = Date.now();
-  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
-  let streamedChars = 0;
-  let message: Anthropic.Message;
+  let answer: Answer;
   try {
-    const stream = options.client.messages.stream(
-      { model, max_tokens: maxTokens, system: prompt.system || undefined, messages },
-      { signal: request.signal },
-    );
-    stream.on('streamEvent', (event) => {
-      if (event.type === 'message_start') usage.inputTokens = event.message.usage.input_tokens;
-      else if (event.type === 'message_delta') usage.outputTokens = event.usage.output_tokens;
-      else if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') {
-        transcript.text(event.delta.text);
-        streamedChars += event.delta.text.length;
-      }
-      // Output tokens are only counted at the end of the stream; until then, estimate them from the text.
-      const soFar = { inputTokens: usage.inputTokens, outputTokens: Math.max(usage.outputTokens, Math.ceil(streamedChars / 4)) };
+    answer = await streamAnswer({
+      client: options.client,
+      model,
+      maxTokens,
+      system: prompt.system,
+      messages,
+      maxContinuations: stage.maxContinuations ?? DEFAULT_MAX_CONTINUATIONS,
+      signal: request.signal,
+      transcript,
+      sessionId,
       // The SDK throttles heartbeats, so one per event is cheap.
-      request.heartbeat({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, options.models) ?? 0, lastEventAt: Date.now(), usage: soFar });
+      onProgress: (soFar) => request.heartbeat({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, options.models) ?? 0, lastEventAt: Date.now(), usage: soFar }),
     });
-    message = await stream.finalMessage();
   } catch (err) {
     const cancelled = request.signal.aborted;
     const failure = cancelled ? undefined : classifyApiError(stage.id, model, err);
@@ -101,22 +99,20 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     throw failure;
   }
 
-  const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-  const finalUsage = { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens };
+  const { text, usage: finalUsage, stopReason, calls } = answer;
   const costUsd = computeCostUsd(model, finalUsage, options.models);
   const durationMs = Date.now() - started;
-  transcript.write({ type: 'assistant', session_id: sessionId, message: { model: message.model, role: 'assistant', content: message.content, stop_reason: message.stop_reason, usage: message.usage } });
   transcript.write({
     type: 'result',
     subtype: 'success',
     is_error: false,
     session_id: sessionId,
     result: text,
-    stop_reason: message.stop_reason,
-    num_turns: 1,
+    stop_reason: stopReason,
+    num_turns: calls,
     duration_ms: durationMs,
     total_cost_usd: costUsd,
-    usage: message.usage,
+    usage: { input_tokens: finalUsage.inputTokens, output_tokens: finalUsage.outputTokens },
   });
   await transcript.close();
 
@@ -124,30 +120,37 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     throw stageFailure({
       type: 'RESPONSE_EMPTY',
       stageId: stage.id,
-      message: `the model (${model}) answered with no text (stop reason ${message.stop_reason})`,
-      details: { stopReason: message.stop_reason, usage: finalUsage, costUsd },
+      message: `the model (${model}) answered with no text (stop reason ${stopReason})`,
+      details: { stopReason, usage: finalUsage, costUsd },
     });
   }
-  if (message.stop_reason === 'max_tokens') {
-    warnings.push(`RESPONSE_TRUNCATED: the answer stopped at max_tokens (${maxTokens}) and is kept as it is; raise maxTokens for stage ${stage.id}`);
-  }
+  warnings.push(...lengthWarnings(stage.id, maxTokens, stopReason, calls));
   if (costUsd === null) {
     warnings.push(`no price is known for model ${model}, so this stage's cost is not counted; add it to the prices in AGENT_PIPELINE_MODELS`);
   } else if (request.maxBudgetUsd !== undefined && costUsd > request.maxBudgetUsd) {
     warnings.push(`BUDGET_EXCEEDED: the call cost $${costUsd.toFixed(4)}, more than the stage's cap of $${request.maxBudgetUsd.toFixed(4)}`);
   }
-  const outputPath = request.outputPath ?? apiOutputPath(stage.id);
-  request.claimFile(outputPath);
-  // A model that echoes a key (it saw one in a file) must not write it into the workspace.
-  await writeFileAtomic(path.join(request.workspace.dir, outputPath), redactSecrets(text));
+  await writeDeliverable({ request, relativePath: request.outputPath ?? apiOutputPath(stage.id), answer: text, contract: stage.contract });
   await saveConversation(sessionsDir, {
     id: sessionId,
     model,
     system: prompt.system,
-    messages: redactSecrets([...messages, { role: 'assistant', content: text }]),
+    messages: redactSecrets(answer.messages),
     updatedAt: Date.now(),
   });
-  return { text, sessionId, usage: finalUsage, costUsd, numTurns: 1, durationMs, warnings };
+  return { text, sessionId, usage: finalUsage, costUsd, numTurns: calls, durationMs, warnings };
+}
+
+/** What a person should know about the answer's length: continued past `maxTokens`, or still cut off. */
+function lengthWarnings(stageId: string, maxTokens: number, stopReason: string | null, calls: number): string[] {
+  const continued = calls > 1 ? ` after ${calls - 1} continuation${calls > 2 ? 's' : ''}` : '';
+  if (stopReason === 'max_tokens') {
+    return [`RESPONSE_TRUNCATED: the answer stopped at max_tokens (${maxTokens})${continued} and is kept as it is; raise maxTokens (or maxContinuations) for stage ${stageId}`];
+  }
+  if (calls > 1) {
+    return [`RESPONSE_CONTINUED: the answer reached max_tokens (${maxTokens}) and was completed${continued}; raise maxTokens for stage ${stageId} to answer in one call`];
+  }
+  return [];
 }
 
 /** Maps the SDK's errors to the catalogue; `retry-after` becomes Temporal's next retry delay. */

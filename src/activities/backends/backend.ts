@@ -12,6 +12,8 @@ export interface AttemptProgress {
   lastEventAt: number;
   /** Tokens so far, where the backend knows them while streaming (the API backend). */
   usage?: TokenUsage;
+  /** Warnings of the execution's earlier attempts, added by the stage runner so a retry still reports them. */
+  warnings?: string[];
 }
 
 /** One stage attempt, as a backend sees it. */

@@ -1,0 +1,222 @@
+import type { z } from 'zod';
+import { durationSchema } from './schema.js';
+
+/*
+ * What a person is told about a value the pipeline schema rejects: the value, and what is allowed instead.
+ * Zod's own messages ("Invalid option", "Too big: expected number to be <=100") hide the value and half the
+ * rule, so every issue is described here, in one place, from the issue (parsed with `reportInput: true`) and
+ * from the schema at its path (for a number's whole range, or to know that a field is a duration).
+ */
+
+/** The parts of a zod issue the messages use; the input is there when parsed with `reportInput: true`. */
+interface IssueLike {
+  readonly code: string;
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly input?: unknown;
+  readonly values?: readonly unknown[];
+  readonly keys?: readonly string[];
+  readonly expected?: string;
+  readonly origin?: string;
+  readonly minimum?: number | bigint;
+  readonly maximum?: number | bigint;
+  readonly inclusive?: boolean;
+  readonly errors?: readonly (readonly IssueLike[])[];
+}
+
+/** What each enum field's values are called: `"gpt-cli" is not a backend`. Fields not listed are "a valid FIELD". */
+const ENUM_NOUNS: Record<string, string> = {
+  backend: 'a backend',
+  permissionMode: 'a permission mode',
+  onPermissionDenied: 'a choice for onPermissionDenied',
+  onFailure: 'a choice for onFailure',
+  onMaxRounds: 'a choice for onMaxRounds',
+  onTimeout: 'a choice for onTimeout',
+  onBudgetExceeded: 'a choice for onBudgetExceeded',
+  type: 'an MCP server type',
+};
+
+const DURATION_HELP = 'use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0';
+
+/**
+ * The message for a value that is not one of `allowed`: `"gpt-cli" is not a backend; use claude-cli or
+ * anthropic-api`. Exported so a check with a list known only at run time (registered backends) says the same.
+ */
+export function describeUnknownChoice(field: string, value: unknown, allowed: readonly string[]): string {
+  return `${value === undefined ? 'the value' : show(value)} is not ${ENUM_NOUNS[field] ?? `a valid ${field || 'value'}`}; use ${orList(allowed)}`;
+}
+
+/** The issues of a failed `schema.safeParse(value, { reportInput: true })`, each with a message naming the bad value. */
+export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]): { path: PropertyKey[]; message: string }[] {
+  return flattenUnions(schema, issues).map((issue) => ({ path: [...issue.path], message: describeIssue(schema, issue) }));
+}
+
+/**
+ * A union's issue stands for the branch the value was meant for, when one branch got past the value's type (an
+ * `approval:` object with a bad `timeout` reports the timeout, not "expected true"); else it stays as it is.
+ */
+function flattenUnions(schema: z.ZodType, issues: readonly IssueLike[]): IssueLike[] {
+  return issues.flatMap((issue) => {
+    if (issue.code !== 'invalid_union' || !issue.errors?.length || isDuration(schema, issue.path)) return [issue];
+    const meant = issue.errors
+      .filter((branch) => branch.some((i) => i.path.length > 0 || (i.code !== 'invalid_type' && i.code !== 'invalid_value')))
+      .sort((a, b) => a.length - b.length);
+    // Of several branches of the right type (two kinds of MCP server), the one with fewest problems was meant.
+    if (meant.length === 0 || (meant.length > 1 && meant[0].length === meant[1].length)) return [issue];
+    return flattenUnions(schema, meant[0].map((i) => ({ ...i, path: [...issue.path, ...i.path] })));
+  });
+}
+
+function describeIssue(schema: z.ZodType, issue: IssueLike): string {
+  const field = lastKey(issue.path);
+  const got = 'input' in issue ? show(issue.input) : undefined;
+  if (isDuration(schema, issue.path) && issue.input !== undefined) return `${got} is not a duration; ${DURATION_HELP}`;
+  switch (issue.code) {
+    case 'invalid_value':
+      if (!issue.values) break;
+      return describeUnknownChoice(field, issue.input, issue.values.map((v) => String(v)));
+    case 'too_small':
+    case 'too_big':
+      if (issue.origin === 'number') return `${got} is too ${issue.code === 'too_small' ? 'small' : 'large'}; use ${describeRange(schema, issue)}`;
+      if (issue.origin === 'string' && issue.code === 'too_small') return 'is empty; give a value';
+      if (issue.origin === 'array' && issue.code === 'too_small' && issue.message.startsWith('Too small')) return `the list is empty; give at least ${String(issue.minimum)}`;
+      break;
+    case 'invalid_type':
+      if (issue.input === undefined) return `is required (${withArticle(issue.expected)})`;
+      if (issue.expected === 'int') return `${got} is not a whole number; use ${describeRange(schema, issue)}`;
+      return `${got} is not ${withArticle(issue.expected)}`;
+    case 'invalid_format':
+      return `${got} is not valid: ${issue.message}`;
+    case 'invalid_union': {
+      const expected = unionExpectations(issue);
+      if (expected.length > 0) return `${got} is not valid here; expected ${orList(expected)}`;
+      break;
+    }
+    case 'unrecognized_keys':
+      if (issue.keys) return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+      break;
+  }
+  return issue.message;
+}
+
+/** What each branch of a union wanted at its root: `a string or an object`. */
+function unionExpectations(issue: IssueLike): string[] {
+  const wanted = (issue.errors ?? []).flatMap((branch) =>
+    branch.filter((i) => i.path.length === 0).map((i) => (i.code === 'invalid_value' && i.values ? i.values.map((v) => JSON.stringify(v)).join(' or ') : withArticle(i.expected))),
+  );
+  return [...new Set(wanted)];
+}
+
+/** `a whole number from 0 to 100`, from the number schema at the issue's path (or from the issue alone). */
+function describeRange(schema: z.ZodType, issue: IssueLike): string {
+  const bounds = numberBounds(schemaAt(schema, issue.path)) ?? {
+    int: false,
+    min: issue.code === 'too_small' ? { value: Number(issue.minimum), inclusive: issue.inclusive ?? true } : undefined,
+    max: issue.code === 'too_big' ? { value: Number(issue.maximum), inclusive: issue.inclusive ?? true } : undefined,
+  };
+  const kind = bounds.int ? 'a whole number' : 'a number';
+  const { min, max } = bounds;
+  if (min && max && min.inclusive && max.inclusive) return `${kind} from ${min.value} to ${max.value}`;
+  const parts = [
+    min ? (min.inclusive ? `of at least ${min.value}` : `above ${min.value}`) : undefined,
+    max ? (max.inclusive ? `at most ${max.value}` : `below ${max.value}`) : undefined,
+  ].filter(Boolean);
+  return parts.length ? `${kind} ${parts.join(' and ')}` : kind;
+}
+
+interface Bound {
+  value: number;
+  inclusive: boolean;
+}
+
+function numberBounds(node: z.ZodType | undefined): { int: boolean; min?: Bound; max?: Bound } | undefined {
+  const number = node && unionMember(node, 'number');
+  if (!number) return undefined;
+  const bounds: { int: boolean; min?: Bound; max?: Bound } = { int: false };
+  for (const check of (defOf(number).checks ?? []) as { _zod: { def: { check: string; value?: number; inclusive?: boolean; format?: string } } }[]) {
+    const def = check._zod.def;
+    if (def.check === 'number_format' && (def.format === 'safeint' || def.format === 'int32')) bounds.int = true;
+    else if (def.check === 'greater_than' && def.value !== undefined) bounds.min = { value: def.value, inclusive: def.inclusive ?? false };
+    else if (def.check === 'less_than' && def.value !== undefined) bounds.max = { value: def.value, inclusive: def.inclusive ?? false };
+  }
+  return bounds;
+}
+
+/** True when the field at `path` is a duration (`timeout: 30m`). */
+function isDuration(schema: z.ZodType, path: readonly PropertyKey[]): boolean {
+  return schemaAt(schema, path) === durationSchema;
+}
+
+interface DefLike {
+  type: string;
+  shape?: Record<string, z.ZodType>;
+  innerType?: z.ZodType;
+  element?: z.ZodType;
+  valueType?: z.ZodType;
+  options?: z.ZodType[];
+  in?: z.ZodType;
+  checks?: unknown[];
+}
+
+function defOf(node: z.ZodType): DefLike {
+  return (node as unknown as { _zod: { def: DefLike } })._zod.def;
+}
+
+/** Optional, default and the like wrap the schema that says what the value must be. */
+function unwrap(node: z.ZodType): z.ZodType {
+  let current = node;
+  for (let def = defOf(current); def.innerType || (def.type === 'pipe' && def.in); def = defOf(current)) current = def.innerType ?? def.in!;
+  return current;
+}
+
+/** The member of a union (or the schema itself) of the given zod type. */
+function unionMember(node: z.ZodType, type: string): z.ZodType | undefined {
+  const inner = unwrap(node);
+  const def = defOf(inner);
+  if (def.type === type) return inner;
+  return def.type === 'union' ? def.options?.map((o) => unionMember(o, type)).find(Boolean) : undefined;
+}
+
+/** The schema that checks the value at `path`, stopping at the first union that contains a duration. */
+function schemaAt(schema: z.ZodType, path: readonly PropertyKey[]): z.ZodType | undefined {
+  let node: z.ZodType | undefined = schema;
+  for (const key of path) {
+    if (!node) return undefined;
+    const inner = unwrap(node);
+    if (inner === durationSchema) return undefined;
+    const def = defOf(inner);
+    if (def.type === 'object') node = def.shape?.[String(key)];
+    else if (def.type === 'array') node = def.element;
+    else if (def.type === 'record') node = def.valueType;
+    else if (def.type === 'union') node = def.options?.map((o) => schemaAt(o, [key])).find(Boolean);
+    else return undefined;
+  }
+  return node && (unwrap(node) === durationSchema ? durationSchema : unwrap(node));
+}
+
+function lastKey(path: readonly PropertyKey[]): string {
+  const key = [...path].reverse().find((k) => typeof k === 'string');
+  return key === undefined ? '' : String(key);
+}
+
+/** A value as the person wrote it: strings quoted, lists and objects named. */
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+  if (Array.isArray(value)) return 'a list';
+  if (value === null) return 'null';
+  if (typeof value === 'object') return 'an object';
+  return String(value);
+}
+
+function withArticle(expected: string | undefined): string {
+  if (!expected) return 'a value';
+  if (expected === 'int') return 'a whole number';
+  if (expected === 'array') return 'a list';
+  if (expected === 'record') return 'an object';
+  return /^[aeiou]/.test(expected) ? `an ${expected}` : `a ${expected}`;
+}
+
+/** `a`, `a or b`, `a, b or c`. */
+function orList(items: readonly string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
+}
