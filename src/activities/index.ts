@@ -24,7 +24,8 @@ export function createActivities(deps: ActivityDependencies) {
         'anthropic-api': (request) => runAnthropicApi(request, deps.api),
       },
     }),
-    deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: process.env }),
+    // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
+    deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: deps.cli.env }),
     closeWorkspace: createCloseWorkspace({ workspacesRoot: deps.workspacesRoot }),
     mergeStage: createMergeStage({ workspacesRoot: deps.workspacesRoot }),
   };

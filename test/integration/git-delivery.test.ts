@@ -1,12 +1,12 @@
 import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/remove-workspace.js';
 import { retryStageUpdate } from '../../src/workflows/messages.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
@@ -186,5 +186,29 @@ describe('workspace.push to a bare remote', () => {
     expect(existsSync(path.join(root, 'push-plain-1'))).toBe(true);
     expect(await git(repo, 'worktree', 'list')).not.toContain('push-conflict-1');
     expect(await git(repo, 'branch', '--list', 'agent/push-conflict-1')).toContain('agent/push-conflict-1');
+  });
+});
+
+describe('workspace.pullRequest with gh installed and authenticated', () => {
+  let withGh: Harness;
+  let log: string;
+  beforeAll(async () => {
+    log = path.join(base, 'gh-args.txt');
+    withGh = await createHarness('git-delivery-gh', {
+      scenario: { rules: [{ match: 'Stage: notes ·', turns: [{ text: report('Wrote the notes.') }], repeatLastTurn: true }] },
+      env: { PATH: `${path.join(PROJECT_ROOT, 'test', 'fixtures', 'gh')}${path.delimiter}${process.env.PATH}`, GH_FAKE_LOG: log },
+    });
+  });
+  afterAll(async () => withGh?.close());
+
+  it('opens the pull request with gh pr create, and its URL is a run output', async () => {
+    const yaml = pipeline('pr', `{ repo: ${repo}, push: { remote: origin }, pullRequest: { title: "Bead {{inputs.bead_id}}: {{inputs.title}}", body: "{{stages.notes.summary}}", base: main, draft: true } }`);
+    const state = await withGh.finish(await withGh.start(await withGh.writePipeline('pr', yaml), {}, 'pr-1'));
+    expect(state.status).toBe('completed');
+    expect(state.outputs?.pullRequestUrl).toBe('https://github.com/acme/widgets/pull/7');
+    expect(state.warnings ?? []).toEqual([]);
+    expect((await readFile(log, 'utf8')).split('\n')).toEqual([
+      '--head', 'agent/pr-1', '--title', 'Bead 7: Fix login / logout', '--body', 'Wrote the notes.', '--base', 'main', '--draft', '',
+    ]);
   });
 });
