@@ -1,4 +1,8 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 
@@ -41,5 +45,32 @@ describe('git delivery fields in the pipeline file', () => {
     const problems = problemsOf(['name: p', 'workspace: { repo: ., push: { onConflict: merge }, keep: sometimes }', STAGES].join('\n')).join('\n');
     expect(problems).toMatch(/workspace\.push\.onConflict: .*merge.*rebase-once.*ask.*fail/);
     expect(problems).toMatch(/workspace\.keep: .*sometimes.*always.*onFailure.*never/);
+  });
+});
+
+describe('validate and the git delivery templates', () => {
+  it('knows {{workspace.diff}} in a git workspace, and checks commitMessage and pullRequest variables', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'delivery-validate-'));
+    try {
+      const file = path.join(dir, 'p.yaml');
+      await writeFile(
+        file,
+        [
+          'name: p',
+          'inputs: { id: { default: "1" } }',
+          'workspace: { repo: ., push: {}, pullRequest: { title: "Bead {{inputs.id}} {{inputs.nope}}", body: "{{stages.work.summary}}" } }',
+          'stages:',
+          '  - { id: work, prompt: "Do it.", commit: true, commitMessage: "Bead {{inputs.id}}: {{inputs.title}}" }',
+          '  - { id: review, needs: [work], prompt: "Review:\\n{{workspace.diff}}\\non {{workspace.branch}}" }',
+        ].join('\n'),
+      );
+      const { problems } = await validatePipelineFile(file);
+      expect(problems.map((p) => `${p.field}: ${p.message.split(':')[0]}`).sort()).toEqual([
+        'stages[0].commitMessage: commitMessage {{inputs.title}}',
+        'workspace.pullRequest.title: {{inputs.nope}}',
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
