@@ -130,6 +130,9 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
       const first = locator.textLine([list, i, 'prompt']);
       report(unknownVariables(stage.prompt, file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
     }
+    if (stage.output && !stage.agent && (stage.backend ?? pipeline.defaults?.backend ?? 'claude-cli') === 'claude-cli') {
+      notes.push({ file, line: locator.line([list, i, 'output']), field: formatPath([list, i, 'output']), message: 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)' });
+    }
     if (stage.output) {
       const outputKnown = (v: string): boolean => v === 'stage.id' || v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(pipeline.inputs ?? {}, v.slice(7)));
       problems.push(...unknownVariables(stage.output, file, outputKnown).map((p) => ({ ...p, line: locator.line([list, i, 'output']), field: `${list}[${i}].output ${p.field}` })));

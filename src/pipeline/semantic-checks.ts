@@ -56,6 +56,7 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
       }
     }
     problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
+    problems.push(...checkOutput(stage.output, ['stages', i, 'output']));
     if (stage.review && (stage.contract ?? pipeline.defaults?.contract) === 'none') {
       problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
     }
@@ -77,6 +78,7 @@ function checkFinallyStages(pipeline: PipelineDefinition): { path: PropertyKey[]
       problems.push({ path: ['finally', i, 'when'], message: '`when` is not supported on finally stages; read {{run.status}} in the prompt instead' });
     }
     problems.push(...checkExpects(stage.expects, ['finally', i, 'expects']));
+    problems.push(...checkOutput(stage.output, ['finally', i, 'output']));
   });
   problems.push(...checkDelivery(pipeline));
   return problems;
@@ -97,6 +99,12 @@ function checkDelivery(pipeline: PipelineDefinition): { path: PropertyKey[]; mes
     problems.push({ path: ['isolation'], message: '`isolation: stage` gives each stage its own git worktree, so it needs `workspace: { repo: ... }`' });
   }
   return problems;
+}
+
+/** The API answer's `output:` path must stay inside the workspace (checked again once its template is filled). */
+function checkOutput(output: string | undefined, path: PropertyKey[]): { path: PropertyKey[]; message: string }[] {
+  if (output === undefined || !leavesFolder(output)) return [];
+  return [{ path, message: `"${output}" leaves the run's workspace; the answer is written relative to it, e.g. "outputs/{{stage.id}}.md"` }];
 }
 
 /** `expects` entries must stay inside the workspace. */

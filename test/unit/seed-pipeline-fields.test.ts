@@ -196,6 +196,12 @@ describe('expects and output', () => {
     ]);
   });
 
+  it('rejects an output path that leaves the workspace', () => {
+    expect(problemsOf('name: p\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Do a.\n    output: ../{{stage.id}}.md\n')).toEqual([
+      'stages[0].output: "../{{stage.id}}.md" leaves the run\'s workspace; the answer is written relative to it, e.g. "outputs/{{stage.id}}.md"',
+    ]);
+  });
+
   it('accept optional context and inputs entries', () => {
     const pipeline = parsePipeline(
       'name: p\ncontext: [brief.md, { path: context/product.md, optional: true }]\nstages:\n  - id: a\n    prompt: Do a.\n    inputs: [{ path: docs/x.md, optional: true }]\n    output: "outputs/{{stage.id}}.md"\n',

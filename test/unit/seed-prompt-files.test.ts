@@ -134,7 +134,9 @@ describe('expects and output', () => {
     const yaml = (output: string): string => `name: p\ninputs: { squad: {} }\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Write it.\n${output}`;
     expect(resolveOutputPath(stageOf(yaml('')), context, workspaceDir)).toBe('outputs/a.md');
     expect(resolveOutputPath(stageOf(yaml('    output: "outputs/{{inputs.squad}}/{{stage.id}}.md"\n')), context, workspaceDir)).toBe('outputs/growth/a.md');
-    expect(() => resolveOutputPath(stageOf(yaml('    output: ../escape.md\n')), context, workspaceDir)).toThrow(/not a file inside the run's workspace/);
+    // The file's text stays inside (checked at load); what an input fills in is checked when the path is rendered.
+    const escaping = { ...context, inputs: { squad: '../..' } };
+    expect(() => resolveOutputPath(stageOf(yaml('    output: "{{inputs.squad}}/escape.md"\n')), escaping, workspaceDir)).toThrow(/not a file inside the run's workspace/);
   });
 });
 
@@ -155,6 +157,7 @@ describe('validate', () => {
         '    prompt: steps/create-story.md',
         '  - id: fix',
         '    prompt: spells/fix',
+        '    output: out/fix.md',
       ].join('\n'),
     );
     const report = await validatePipelineFile(file);
@@ -163,6 +166,7 @@ describe('validate', () => {
       `context[0]: context file ${path.join(baseDir, 'context/product.md')} does not exist (optional: stages get a note instead)`,
       'stages[0].prompt {{project_name}}: passed to the agent as written (templateSyntax: passthrough)',
       'stages[0].prompt {{user_name}}: passed to the agent as written (templateSyntax: passthrough)',
+      'stages[1].output: output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)',
     ]);
   });
 
