@@ -15,11 +15,11 @@ export interface WorktreeOptions {
 }
 
 /** The identity used for stage commits when the repository configures none. */
-const FALLBACK_IDENTITY = ['-c', 'user.name=agent-pipeline', '-c', 'user.email=agent-pipeline@localhost'];
+export const FALLBACK_IDENTITY = ['-c', 'user.name=agent-pipeline', '-c', 'user.email=agent-pipeline@localhost'];
 
 /** One git operation at a time per folder in this process: parallel first stages, concurrent commits. */
 const locks = new Map<string, Promise<unknown>>();
-function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
   const run = (locks.get(key) ?? Promise.resolve()).then(fn, fn);
   const settled = run.catch(() => undefined);
   locks.set(key, settled);
@@ -27,7 +27,8 @@ function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return run;
 }
 
-async function git(cwd: string, args: string[]) {
+/** Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). */
+export async function git(cwd: string, args: string[]) {
   return execa('git', args, { cwd, reject: false, stripFinalNewline: true, env: { GIT_TERMINAL_PROMPT: '0' } });
 }
 

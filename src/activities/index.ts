@@ -1,6 +1,8 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { agentSecretValues } from './backends/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
+import { createCloseWorkspace } from './close-workspace.js';
+import { createDeliverRun, createMergeStage } from './deliver-run.js';
 import { createRunStage, type Backend } from './run-stage.js';
 import { registerSecrets } from './secrets.js';
 
@@ -27,5 +29,9 @@ export function createActivities(deps: ActivityDependencies) {
         'anthropic-api': (request) => runAnthropicApi(request, deps.api),
       },
     }),
+    // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
+    deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: deps.cli.env }),
+    closeWorkspace: createCloseWorkspace({ workspacesRoot: deps.workspacesRoot }),
+    mergeStage: createMergeStage({ workspacesRoot: deps.workspacesRoot }),
   };
 }

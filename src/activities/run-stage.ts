@@ -7,6 +7,10 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { mentionsWorkspaceVariables } from './workspace-variables.js';
+import { openPipelineWorkspace, repoOf, workspaceVariables } from './open-workspace.js';
+import { deliverStageWork } from './stage-delivery.js';
+import { openStageWorktree } from './stage-isolation.js';
 import { AttemptLog, type AttemptFailure } from './attempt-log.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
 import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt-warnings.js';
@@ -19,9 +23,9 @@ import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { openRunBundle } from './run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
-import { commitStageWork, stageCommitMessage } from './stage-commit.js';
+import { customCommitMessage, stageCommitMessage } from './stage-commit.js';
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './stage-deliverables.js';
-import { collectArtifacts, openRunWorkspace, type RunWorkspace } from './workspace.js';
+import { collectArtifacts, type RunWorkspace } from './workspace.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -35,7 +39,7 @@ export interface StageAttemptInput {
   /** Completed earlier stages, as step templates and the prompt refer to them. */
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
-  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir'>;
+  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
   /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
   runEnd?: { status: string; error: string };
   /** Review round: 1 the first time, +1 for each rework. */
@@ -57,8 +61,7 @@ export interface RunStageDependencies {
   backends: Record<string, Backend>;
 }
 
-/** The run's branch when `workspace.branch` is not set. */
-export const DEFAULT_BRANCH_TEMPLATE = 'agent/{{run.id}}';
+export { DEFAULT_BRANCH_TEMPLATE } from './open-workspace.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
@@ -82,7 +85,21 @@ export function createRunStage(deps: RunStageDependencies) {
         run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
         attempt: info.attempt,
       };
-      const workspace = await openWorkspace(deps.workspacesRoot, input, context);
+      let workspace = await openPipelineWorkspace({
+        root: deps.workspacesRoot,
+        runId: input.runId,
+        baseDir: input.baseDir,
+        settings: input.pipeline.workspace,
+        context,
+        stageId,
+      });
+      if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
+        workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
+      }
+      // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
+      if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir)) {
+        context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
+      }
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
@@ -177,8 +194,9 @@ async function runAttempt(
     // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
     warnings: mergeWarnings(earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
-    transcript: path.relative(workspace.dir, transcriptPath),
-    workspace: workspace.dir,
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
+    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    workspace: workspace.parent?.dir ?? workspace.dir,
     attempt,
   };
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
@@ -208,10 +226,11 @@ async function runAttempt(
     feedback: report.feedback,
     warnings: [...common.warnings, ...checked.warnings],
   };
-  if (stage.commit && report.success) {
-    const committed = await commitStageWork(workspace, stageCommitMessage(stageId, report.summary, input.runId, attempt));
-    result.commit = committed.commit;
-    result.warnings.push(...committed.warnings);
+  if ((stage.commit || workspace.parent) && report.success) {
+    const message = stage.commitMessage
+      ? withTemplateErrors(stageId, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stageId} commitMessage`, { 'stage.id': stageId }), input.runId, stageId, attempt))
+      : stageCommitMessage(stageId, report.summary, input.runId, attempt);
+    Object.assign(result, await deliverStageWork(workspace, stageId, message, result.warnings));
   }
   return result;
 }
@@ -234,17 +253,6 @@ function continuationFor(log: AttemptLog, attempt: number, given: StageAttemptIn
       'Your previous answer did not end with the report block the output contract requires. Do not redo the work: ' +
       'reply now with only the fenced JSON block {"success", "summary", "outputs"} that reports what you did.',
   };
-}
-
-async function openWorkspace(root: string, input: StageAttemptInput, context: TemplateContext): Promise<RunWorkspace> {
-  const settings = input.pipeline.workspace;
-  if (!settings) return openRunWorkspace(root, input.runId);
-  const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
-  const branch = withTemplateErrors(input.stage.id, () => renderTemplate(template, context, 'workspace.branch'));
-  return openRunWorkspace(root, input.runId, {
-    stageId: input.stage.id,
-    git: { repo: path.resolve(input.baseDir, settings.repo), branch, base: settings.base },
-  });
 }
 
 /** One folder per execution of a stage (a review round, a retry a person asked for); Temporal's attempts share it. */

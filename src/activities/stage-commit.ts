@@ -31,3 +31,8 @@ export async function commitStageWork(
     return { warnings: [`committing the stage's changes on ${workspace.branch} failed, they stay uncommitted in ${workspace.dir}: ${(err as Error).message.slice(0, 500)}`] };
   }
 }
+
+/** A commit message from the stage's `commitMessage` template, with the same trailers as the default one. */
+export function customCommitMessage(rendered: string, runId: string, stageId: string, attempt: number): string {
+  return `${rendered.trim()}\n\nAgent-Pipeline-Run: ${runId}\nAgent-Pipeline-Stage: ${stageId} (attempt ${attempt})\n`;
+}

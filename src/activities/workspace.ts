@@ -20,6 +20,8 @@ export interface RunWorkspace {
   stageDir(stageId: string): string;
   /** The run's branch, when the folder is a git worktree of `pipeline.workspace.repo`. */
   branch?: string;
+  /** Under `isolation: stage`, this is a stage's own worktree and `parent` the run's. */
+  parent?: RunWorkspace;
 }
 
 /**

@@ -84,6 +84,11 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
     }
   }
 
+  const allStages = new Set(pipeline.stages.map((s) => s.id));
+  for (const [field, template] of Object.entries(pipeline.workspace?.pullRequest ?? {})) {
+    if (typeof template !== 'string') continue;
+    for (const p of unknownVariables(template, file, (v) => isStageVariable(v, pipeline, allStages))) at(['workspace', 'pullRequest', field], `${p.field}: ${p.message}`);
+  }
   const stageEntries: [string, number, StageDefinition][] = [
     ...pipeline.stages.map((s, i): [string, number, StageDefinition] => ['stages', i, s]),
     ...(pipeline.finally ?? []).map((s, i): [string, number, StageDefinition] => ['finally', i, s]),
@@ -103,6 +108,10 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
         else problems.push(p);
       }
     };
+    const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
+    if (commitMessage) {
+      for (const p of unknownVariables(commitMessage, file, known)) at([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
+    }
     if (stage.agent) {
       try {
         await loadAgentFile(baseDir, stage.agent, stage.id);
@@ -148,6 +157,7 @@ export async function validatePipelineFile(file: string): Promise<ValidationRepo
 /** True for a variable a stage's prompt may use: inputs, run fields, attempt, and results of stages it runs after. */
 function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: ReadonlySet<string>): boolean {
   if (['run.id', 'run.pipeline', 'attempt', 'previous.failed', 'stage.id'].includes(v)) return true;
+  if (pipeline.workspace && ['workspace.diff', 'workspace.branch', 'workspace.base'].includes(v)) return true;
   const [kind, name, field, ...rest] = v.split('.');
   if (kind === 'inputs') return field === undefined && Object.hasOwn(pipeline.inputs ?? {}, name);
   if (kind === 'stages') {

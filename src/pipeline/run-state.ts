@@ -74,6 +74,8 @@ export interface RunState {
   warnings?: string[];
   /** Why the run failed, cancelled or timed out. */
   error?: { type: string; message: string };
+  /** What the run delivered: the pushed `branch` and `commit`, the `pullRequestUrl` (or a `compareUrl` to open one). */
+  outputs?: Record<string, string>;
   /** Each reviewer's findings across rounds, by reviewer stage id. */
   reviews?: Record<string, ReviewLedger>;
   startedAt: number;

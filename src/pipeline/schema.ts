@@ -80,6 +80,8 @@ const stageOptionsShape = {
   onFailure: z.enum(['fail', 'ask']).optional(),
   /** Bound the wait for an answer to the agent's question; without it the run waits indefinitely. */
   answer: answerWaitSchema.optional(),
+  /** Template of the message a `commit: true` stage commits with, e.g. `Bead {{inputs.bead_id}}: {{inputs.title}}`. */
+  commitMessage: z.string().min(1).optional(),
   /**
    * `json` (default): the agent ends with the report block. `none`: no report is asked; the stage completes
    * when the agent finishes without error, its summary is the answer's last paragraph and it has no outputs.
@@ -191,6 +193,27 @@ export const workspaceSchema = z.strictObject({
   branch: z.string().min(1).optional(),
   /** The commit or branch the worktree starts from. @default HEAD */
   base: z.string().min(1).optional(),
+  /** Push the run's branch once the run has completed (after `finally`). */
+  push: z
+    .strictObject({
+      /** @default origin */
+      remote: z.string().min(1).optional(),
+      /** A rejected push: `rebase-once` (pull --rebase once, push again, a conflict fails), `ask` (same, a conflict waits for a person), `fail`. @default rebase-once */
+      onConflict: z.enum(['rebase-once', 'ask', 'fail']).optional(),
+    })
+    .optional(),
+  /** Open a pull request after the push (templates); needs `push`. */
+  pullRequest: z
+    .strictObject({
+      title: z.string().min(1),
+      body: z.string().optional(),
+      /** The branch to merge into. @default the repository's default branch */
+      base: z.string().min(1).optional(),
+      draft: z.boolean().optional(),
+    })
+    .optional(),
+  /** When the run's worktree is removed at the end of the run. @default always (kept) */
+  keep: z.enum(['always', 'onFailure', 'never']).optional(),
 });
 
 export const pipelineSchema = z.strictObject({
@@ -216,6 +239,8 @@ export const pipelineSchema = z.strictObject({
   /** MCP servers every CLI stage gets. */
   mcpServers: z.record(z.string().min(1), mcpServerSchema).optional(),
   workspace: workspaceSchema.optional(),
+  /** `stage`: stages running at the same time each work in their own worktree and branch, merged into the run's branch when they complete (git workspaces only). @default run */
+  isolation: z.enum(['run', 'stage']).optional(),
   stages: z.array(stageSchema).min(1, 'a pipeline needs at least one stage'),
   /**
    * Stages that run once the run has ended (completed, failed or cancelled; not terminated), one after the

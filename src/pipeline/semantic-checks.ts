@@ -80,6 +80,24 @@ function checkFinallyStages(pipeline: PipelineDefinition): { path: PropertyKey[]
     problems.push(...checkExpects(stage.expects, ['finally', i, 'expects']));
     problems.push(...checkOutput(stage.output, ['finally', i, 'output']));
   });
+  problems.push(...checkDelivery(pipeline));
+  return problems;
+}
+
+/** `workspace.push`, `pullRequest` and `isolation: stage` need what they build on. */
+function checkDelivery(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const workspace = pipeline.workspace;
+  if (workspace?.pullRequest && !workspace.push) {
+    problems.push({ path: ['workspace', 'pullRequest'], message: 'a pull request needs the branch pushed first; add `push: { remote: origin }` to workspace' });
+  }
+  if (workspace?.push) {
+    const clash = pipeline.stages.findIndex((s) => s.id === 'push');
+    if (clash >= 0) problems.push({ path: ['stages', clash, 'id'], message: 'the stage id "push" is taken by the push of the run\'s branch (workspace.push); rename the stage' });
+  }
+  if (pipeline.isolation === 'stage' && !workspace) {
+    problems.push({ path: ['isolation'], message: '`isolation: stage` gives each stage its own git worktree, so it needs `workspace: { repo: ... }`' });
+  }
   return problems;
 }
 

@@ -28,6 +28,8 @@ export interface StageResult {
   transcript?: string;
   /** The commit a `commit: true` stage made on the run's branch. */
   commit?: string;
+  /** Under `isolation: stage`: merging the stage's branch into the run's conflicted; a person resolves it. */
+  mergeConflict?: { branch: string; files: string[]; message: string };
   /** Absolute path of the run's workspace on the worker that ran the attempt. */
   workspace: string;
   /** Which attempt of the stage produced this result (1-based). */

@@ -27,6 +27,8 @@ export interface TemplateContext {
    * first attempt. Absent where no attempt is being rendered (then `{{previous.failed}}` is unknown).
    */
   previous?: { failed: string };
+  /** The run's git worktree: `diff` is its branch's committed changes against the base it started from. */
+  workspace?: { diff: string; branch: string; base: string };
 }
 
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
@@ -131,6 +133,7 @@ function describeContext(context: TemplateContext): string[] {
     ...(context.run.status === undefined ? [] : ['run.status', 'run.error']),
     'attempt',
     ...(context.previous ? ['previous.failed'] : []),
+    ...(context.workspace ? ['workspace.diff', 'workspace.branch', 'workspace.base'] : []),
   ];
 }
 

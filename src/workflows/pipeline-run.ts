@@ -1,10 +1,11 @@
-import { ApplicationFailure, CancellationScope, CancelledFailure, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { findBlockedDependents, findReadyStages } from '../pipeline/graph.js';
 import { isTimeoutFailure, type RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import { BudgetGuard } from './budget.js';
+import { PUSH_STAGE_ID, RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
@@ -27,6 +28,7 @@ export class PipelineRun {
   private readonly finallyStages: ResolvedStage[];
   private readonly visibility: RunVisibility;
   private readonly runner: StageRunner;
+  private readonly delivery: RunDelivery;
   private readonly rounds = new Map<string, number>();
   private readonly inFlight = new Map<string, Promise<void>>();
   private failure?: { type: string; message: string };
@@ -46,6 +48,7 @@ export class PipelineRun {
     const sessions = new Map<string, string>();
     const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
     this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, publish: this.publish });
+    this.delivery = new RunDelivery(input, this.tracker, this.waits);
   }
 
   readonly publish = (): void => this.visibility.publish();
@@ -63,6 +66,21 @@ export class PipelineRun {
     }
     timer?.cancel();
     return await this.finish();
+  }
+
+  /**
+   * After the `finally` stages: pushes the run's branch when its stages completed (`workspace.push`). A cancel while
+   * the push waits for a person ends the run as cancelled.
+   */
+  private async deliver(cancelled: boolean): Promise<void> {
+    try {
+      const failure = await this.delivery.push(cancelled || this.failure !== undefined);
+      if (failure) this.failure ??= failure;
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+      this.tracker.markCancelled(PUSH_STAGE_ID, { type: 'CANCELLED', message: 'the run was cancelled before its branch was pushed' });
+    }
+    this.publish();
   }
 
   private startReadyStages(): void {
@@ -153,9 +171,14 @@ export class PipelineRun {
   }
 
   private async finish(): Promise<RunState> {
-    const cancelled = CancellationScope.current().consideredCancelled;
+    let cancelled = CancellationScope.current().consideredCancelled;
     this.tracker.skipPending(cancelled ? 'the run was cancelled' : 'the run failed before it could start');
     if (this.finallyStages.length > 0) await this.runFinallyStages(cancelled);
+    if (this.delivery.active) {
+      await this.deliver(cancelled);
+      cancelled = CancellationScope.current().consideredCancelled;
+      await this.delivery.close(cancelled ? 'cancelled' : this.failure ? 'failed' : 'completed');
+    }
     if (cancelled) {
       this.tracker.finish('cancelled', { type: 'CANCELLED', message: 'the run was cancelled; work done so far is kept in the workspace' });
       this.publish();

@@ -9,6 +9,7 @@ import type { PipelineRunInput } from './messages.js';
 import type { ReviewLoop } from './review-loop.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
+import { resolveMergeConflict } from './stage-merge.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -117,6 +118,7 @@ export class StageRunner {
           systemPrompt: input.pipeline.systemPrompt,
           mcpServers: input.pipeline.mcpServers,
           workspace: input.pipeline.workspace,
+          isolation: input.pipeline.isolation,
           promptsDir: input.pipeline.promptsDir,
         },
         round: round.number,
@@ -179,6 +181,16 @@ export class StageRunner {
     if (result.status === 'failed') {
       const message = `[AGENT_REPORTED_FAILURE] stage ${stage.id}: ${result.error ?? result.summary}`;
       return this.onFailure(stage, { type: 'AGENT_REPORTED_FAILURE', message, sessionId });
+    }
+    if (result.mergeConflict) {
+      const merge = await resolveMergeConflict(this.ctx, stage, result);
+      if (merge.kind === 'skipped') {
+        tracker.markSkipped(stage.id, "a person left the stage's work out after its merge conflicted", true);
+        return { kind: 'done', outcome: { kind: 'skipped' } };
+      }
+      if (merge.kind === 'decided') return this.rejected(stage, merge.decision);
+      result = merge.result;
+      tracker.recordResult(stage.id, result);
     }
     if (stage.review) {
       const review = await this.ctx.reviews.judge(stage, result, round.number);

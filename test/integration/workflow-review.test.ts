@@ -1,4 +1,6 @@
-import { readFile } from 'node:fs/promises';
+import { execa } from 'execa';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
@@ -7,15 +9,34 @@ import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './
 
 const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'work-and-review');
 
+const git = async (cwd: string, ...args: string[]): Promise<string> =>
+  (await execa('git', ['-c', 'user.name=Dev', '-c', 'user.email=dev@localhost', ...args], { cwd })).stdout;
+
 describe('the work-and-review example', () => {
   let harness: Harness;
+  let base: string;
+  let project: string;
+  let remote: string;
   beforeAll(async () => {
     harness = await createHarness('work-review', { scenario: path.join(EXAMPLE, 'scenario.yaml') });
+    // The example lives at the root of a project's repository, which pushes to a (here: bare) remote.
+    base = await mkdtemp(path.join(tmpdir(), 'work-review-'));
+    project = path.join(base, 'project');
+    remote = path.join(base, 'remote.git');
+    await cp(EXAMPLE, project, { recursive: true });
+    await git(project, 'init', '--quiet', '--initial-branch', 'main');
+    await git(project, 'add', '.');
+    await git(project, 'commit', '--quiet', '-m', 'initial');
+    await git(base, 'clone', '--quiet', '--bare', project, remote);
+    await git(project, 'remote', 'add', 'origin', remote);
   });
-  afterAll(async () => harness?.close());
+  afterAll(async () => {
+    await harness?.close();
+    await rm(base, { recursive: true, force: true });
+  });
 
   test('goes through one rework round, converges on the ledger, and waits for approval', async () => {
-    const handle = await harness.start(path.join(EXAMPLE, 'pipeline.yaml'));
+    const handle = await harness.start(path.join(project, 'pipeline.yaml'));
     const waiting = await waitForWaiting(handle, 'ready', 'approval', 90_000);
     expect(summarize(waiting)).toMatchObject({
       status: 'waiting',
@@ -23,6 +44,8 @@ describe('the work-and-review example', () => {
         { id: 'work', status: 'completed', round: 2 },
         { id: 'review', status: 'completed', round: 2 },
         { id: 'ready', status: 'waiting', waiting: 'approval' },
+        { id: 'record', status: 'pending' },
+        { id: 'push', status: 'pending' },
       ],
     });
     expect(stageOf(waiting, 'ready').waitingFor?.commands).toContain(`agent-pipeline approve ${handle.workflowId} --stage ready`);
@@ -42,6 +65,11 @@ describe('the work-and-review example', () => {
     expect(brief).toContain('Review round 2');
     expect(brief).toContain('F2 (open, raised in round 1): No test for an empty title');
     expect(brief).toMatch(/src\/slugify\.js \(modified by work\)/);
+    // The reviewer was given the branch's diff against its base.
+    const firstReview = conversation(requests.find((r) => r.rule === 'review' && r.turn === 0)?.body);
+    expect(firstReview).toContain('The change on branch beads-7-Add-slugify');
+    expect(firstReview).toContain('+++ b/src/slugify.js');
+    expect(firstReview).toContain("+  return title.toLowerCase().replace(/[^a-z0-9]+/g, '-');");
 
     const afterApproval = await handle.executeUpdate(approveStageUpdate, { args: [{ comment: 'ship it' }] });
     expect(stageOf(afterApproval, 'ready').status).toBe('completed');
@@ -52,5 +80,11 @@ describe('the work-and-review example', () => {
     expect(final.costUsd).toBeGreaterThan(0);
     const code = await readFile(path.join(final.workspace!, 'src', 'slugify.js'), 'utf8');
     expect(code).toContain(".replace(/^-+|-+$/g, '')");
+    // Each round's work was committed as the bead, the finally stage recorded the outcome, and the branch was pushed.
+    const branch = 'beads-7-Add-slugify';
+    expect(final.outputs).toMatchObject({ branch, commit: await git(remote, 'rev-parse', branch) });
+    expect((await git(remote, 'log', '--format=%s', `main..${branch}`)).split('\n')).toEqual(['Bead 7: record completed', 'Bead 7: Add slugify', 'Bead 7: Add slugify']);
+    expect(await git(remote, 'show', `${branch}:.beads/issues.jsonl`)).toBe('{"id":"7","status":"completed"}');
+    expect(stageOf(final, 'record').status).toBe('completed');
   });
 });

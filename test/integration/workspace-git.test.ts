@@ -92,10 +92,9 @@ describe('a run workspace on a git repository', () => {
     expect(await git(repo, 'branch', '--list', 'pipelines/*')).toContain('pipelines/git-pipeline/run-c');
   });
 
-  it('fails for good with a bad branch name or a folder that is not a repository', async () => {
-    const badBranch = await failureOf(attemptOf(pipeline('workspace: { repo: repo, branch: "bad..name" }'), 'run-d'));
-    expect(badBranch).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
-    expect(badBranch.message).toContain('"bad..name" is not a valid git branch name');
+  it('sanitises a branch name git would refuse, and fails for good with a folder that is not a repository', async () => {
+    const sanitised = await attemptOf(pipeline('workspace: { repo: repo, branch: "bad..name/{{run.id}} x" }'), 'run-d');
+    expect(await git(sanitised.workspace, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('bad-name/run-d-x');
 
     await mkdir(path.join(base, 'plain'), { recursive: true });
     const notRepo = await failureOf(attemptOf(pipeline('workspace: { repo: plain }'), 'run-e'));

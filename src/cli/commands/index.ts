@@ -6,6 +6,7 @@ import { addDemoCommand } from './demo.js';
 import { addDevCommand } from './dev.js';
 import { addListCommand } from './list.js';
 import { addLogsCommand } from './logs.js';
+import { addPruneCommand } from './prune.js';
 import { addScheduleCommands } from './schedule.js';
 import { addStartCommand } from './start.js';
 import { addStatusCommand } from './status.js';
@@ -22,6 +23,7 @@ export function addCommands(program: Command): void {
   addLogsCommand(program);
   addDecisionCommands(program);
   addCancelCommand(program);
+  addPruneCommand(program);
   addScheduleCommands(program);
   addValidateCommand(program);
   addWorkerCommand(program);

@@ -1,0 +1,34 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { readEndedMarker, removeRunWorkspace, writeEndedMarker } from './remove-workspace.js';
+import { toFolderName } from './workspace.js';
+
+/** What the workflow sends when a run with `workspace.keep` has ended. */
+export interface CloseWorkspaceInput {
+  runId: string;
+  status: 'completed' | 'failed' | 'cancelled';
+  keep: 'always' | 'onFailure' | 'never';
+  /** The branch was pushed (`workspace.push`), so it stays when the worktree goes. */
+  pushed: boolean;
+}
+
+export interface CloseWorkspaceResult {
+  removed: boolean;
+  warnings: string[];
+}
+
+/**
+ * Creates the activity that ends a run's workspace: records that the run ended (for `agent-pipeline prune`), then
+ * removes the worktree or folder when `keep` says so: `never` always, `onFailure` unless the run failed.
+ */
+export function createCloseWorkspace(deps: { workspacesRoot: string }) {
+  return async function closeWorkspace(input: CloseWorkspaceInput): Promise<CloseWorkspaceResult> {
+    const dir = path.join(deps.workspacesRoot, toFolderName(input.runId));
+    if (!existsSync(dir)) return { removed: false, warnings: [] };
+    const pushed = input.pushed || ((await readEndedMarker(dir))?.pushed ?? false);
+    await writeEndedMarker(dir, { runId: input.runId, status: input.status, endedAt: Date.now(), pushed });
+    const remove = input.keep === 'never' || (input.keep === 'onFailure' && input.status === 'completed');
+    if (!remove) return { removed: false, warnings: [] };
+    return { removed: true, warnings: await removeRunWorkspace(dir, pushed) };
+  };
+}

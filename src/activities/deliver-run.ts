@@ -1,0 +1,123 @@
+import { heartbeat } from '@temporalio/activity';
+import type { PipelineDefinition } from '../pipeline/schema.js';
+import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { stageFailure } from './failures.js';
+import { pushBranch, PushError } from './git-push.js';
+import { openPipelineWorkspace, workspaceVariables } from './open-workspace.js';
+import { withTemplateErrors } from './prompt.js';
+import { openPullRequest } from './pull-request.js';
+import { mergeStageBranch, type MergeOutcome } from './stage-isolation.js';
+import { redactSecrets } from './secrets.js';
+
+/** The pseudo-stage id under which delivery appears in the run's state, failures and waits. */
+export const DELIVERY_STAGE_ID = 'push';
+
+/** What the workflow sends to deliver a run's branch. */
+export interface DeliverRunInput {
+  runId: string;
+  pipelineName: string;
+  baseDir: string;
+  inputs: Record<string, string>;
+  /** Completed stages, for the pull request's templates. */
+  priorStages: Record<string, TemplateStage>;
+  workspace: NonNullable<PipelineDefinition['workspace']>;
+  /** Try `git pull --rebase` once when the push is rejected. */
+  rebaseOnce: boolean;
+}
+
+/** How delivery ended. A rejection or conflict is an outcome the workflow decides about, not a failure. */
+export interface DeliverRunResult {
+  status: 'pushed' | 'rejected' | 'conflict';
+  branch: string;
+  remote: string;
+  /** The worktree a person resolves a conflict in. */
+  workspace: string;
+  /** The pushed commit. */
+  commit?: string;
+  /** The branch was rebased onto the remote's before it was pushed. */
+  rebased?: boolean;
+  /** Why the push was refused (`rejected`, `conflict`). */
+  message?: string;
+  /** Files in conflict. */
+  files?: string[];
+  pullRequestUrl?: string;
+  compareUrl?: string;
+  warnings: string[];
+}
+
+export interface DeliverRunDependencies {
+  workspacesRoot: string;
+  /** The worker's environment: its git credentials, `gh` and `GH_TOKEN`. */
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Creates the activity that pushes a run's branch (`workspace.push`) with the worker's git credentials and,
+ * with `workspace.pullRequest`, opens the pull request.
+ * @throws PUSH_FAILED (retried) when git cannot push for another reason than a rejection
+ */
+export function createDeliverRun(deps: DeliverRunDependencies) {
+  return async function deliverRun(input: DeliverRunInput): Promise<DeliverRunResult> {
+    const settings = input.workspace;
+    const remote = settings.push?.remote ?? 'origin';
+    const context: TemplateContext = {
+      inputs: input.inputs,
+      stages: input.priorStages,
+      run: { id: input.runId, pipeline: input.pipelineName },
+      attempt: 1,
+    };
+    const workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings, context, stageId: DELIVERY_STAGE_ID });
+    const branch = workspace.branch!;
+    heartbeat();
+    let pushed;
+    try {
+      pushed = await pushBranch({ dir: workspace.dir, remote, branch, rebaseOnce: input.rebaseOnce });
+    } catch (err) {
+      if (!(err instanceof PushError)) throw err;
+      throw stageFailure({ type: 'PUSH_FAILED', stageId: DELIVERY_STAGE_ID, message: err.message, details: { remote, branch, stderr: err.stderr.slice(-2_000) } });
+    }
+    const common = { branch, remote, workspace: workspace.dir, warnings: [] as string[] };
+    if (pushed.kind === 'rejected') return { ...common, status: 'rejected', message: pushed.message };
+    if (pushed.kind === 'conflict') return { ...common, status: 'conflict', message: pushed.message, files: pushed.files };
+    const result: DeliverRunResult = { ...common, status: 'pushed', commit: pushed.commit, rebased: pushed.rebased };
+    if (pushed.rebased) result.warnings.push(`the push of ${branch} was rejected; the branch was rebased onto ${remote}/${branch} once and pushed`);
+    const request = settings.pullRequest;
+    if (request) {
+      heartbeat();
+      const full = { ...context, workspace: await workspaceVariables(workspace, input.baseDir, settings) };
+      const render = (template: string, field: string) => withTemplateErrors(DELIVERY_STAGE_ID, () => renderTemplate(template, full, `workspace.pullRequest.${field}`));
+      const opened = await openPullRequest({
+        dir: workspace.dir,
+        remote,
+        branch,
+        title: render(request.title, 'title'),
+        body: render(request.body ?? '', 'body'),
+        base: request.base === undefined ? undefined : render(request.base, 'base'),
+        draft: request.draft ?? false,
+        env: deps.env,
+      });
+      Object.assign(result, { pullRequestUrl: opened.url, compareUrl: opened.compareUrl });
+      result.warnings.push(...opened.warnings);
+    }
+    return redactSecrets(result);
+  };
+}
+
+/** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
+export interface MergeStageInput {
+  runId: string;
+  pipelineName: string;
+  baseDir: string;
+  inputs: Record<string, string>;
+  workspace: NonNullable<PipelineDefinition['workspace']>;
+  stageId: string;
+}
+
+/** Creates the activity that merges a stage's branch into the run's (`isolation: stage`), as a person's `retry` asks. */
+export function createMergeStage(deps: { workspacesRoot: string }) {
+  return async function mergeStage(input: MergeStageInput): Promise<MergeOutcome> {
+    const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
+    const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
+    return mergeStageBranch(run, input.stageId);
+  };
+}

@@ -1,0 +1,66 @@
+import path from 'node:path';
+import { parse } from 'yaml';
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'claude-code-runner');
+const PIPELINE = path.join(EXAMPLE, 'pipeline.yaml');
+
+describe('the claude-code-runner example', () => {
+  let harness: Harness;
+  let scenario: ScenarioInput;
+  beforeAll(async () => {
+    harness = await createHarness('example-ccr', { scenario: path.join(EXAMPLE, 'scenario.yaml') });
+    scenario = parse(await readFile(path.join(EXAMPLE, 'scenario.yaml'), 'utf8')) as ScenarioInput;
+  });
+  afterAll(async () => harness?.close());
+
+  test('runs plan mode, an appended system prompt and a transient failure retried', async () => {
+    const state = await harness.finish(await harness.start(PIPELINE));
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('completed');
+    const requests = harness.modelServer.requests().filter((r) => r.path === '/v1/messages');
+    const body = (rule: string): string => JSON.stringify(requests.find((r) => r.rule === rule && r.status === 200)?.body);
+    // --permission-mode plan reached the CLI: its requests carry plan mode's instructions; the others do not.
+    expect(body('analyze')).toContain('Plan mode is active');
+    expect(body('implement')).not.toContain('Plan mode is active');
+    // --append-system-prompt reached the model's system prompt.
+    expect(body('implement')).toContain('You are working on an ATLAS task in a git worktree.');
+    // The 529 failed the first attempt; the retry (a new attempt, after backoff) succeeded.
+    expect(requests.filter((r) => r.rule === 'validate').map((r) => r.status)).toEqual([529, 200, 200]);
+    expect(stageOf(state, 'validate').totals?.attempts).toBe(2);
+    // What the story parsed from the CLI's JSON result is in every stage result.
+    const implement = stageOf(state, 'implement').result!;
+    expect(implement.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(implement.numTurns).toBeGreaterThanOrEqual(2);
+    expect(implement.durationMs).toBeGreaterThan(0);
+    expect(implement.costUsd).toBeGreaterThan(0);
+    expect(stageOf(state, 'validate').result?.outputs).toEqual({ works: true });
+  });
+
+  test('does not retry an authentication failure', async () => {
+    harness.modelServer.setScenario({ ...scenario, requireApiKey: 'sk-another-key' });
+    const state = await harness.finish(await harness.start(PIPELINE));
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('API_KEY_REJECTED');
+    expect(stageOf(state, 'analyze').totals?.attempts).toBe(1);
+    expect(state.error?.message).toContain('check ANTHROPIC_API_KEY');
+  });
+
+  test('stops a stage at its budget cap without retrying it', async () => {
+    // A text-only turn: a budget stop in the middle of a tool call would kill the tool's shell.
+    const expensive = (scenario.rules ?? []).map((rule) =>
+      rule.name === 'implement' ? { ...rule, turns: [{ text: 'A long and expensive answer.', usage: { input_tokens: 1_000_000, output_tokens: 200 } }] } : rule,
+    );
+    harness.modelServer.setScenario({ ...scenario, rules: expensive });
+    const state = await harness.finish(await harness.start(PIPELINE));
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('BUDGET_EXCEEDED');
+    expect(state.error?.message).toContain('Reached maximum budget ($2)');
+    expect(stageOf(state, 'implement').totals?.attempts).toBe(1);
+    expect(stageOf(state, 'validate').status).toBe('skipped');
+  });
+});

@@ -1,0 +1,113 @@
+import { execa } from 'execa';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-helpers.js';
+
+/*
+ * `isolation: stage`: stages that run at the same time each work in their own worktree on their own branch and are
+ * merged into the run's branch when they complete; a merge conflict waits for a person. Real claude, real git.
+ */
+
+type Rule = NonNullable<ScenarioInput['rules']>[number];
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+/** A stage that writes `file`, lists what it sees (to prove it does not see the other stage's file), and reports. */
+const writer = (pipeline: string, stage: string, file: string, content: string): Rule => ({
+  name: `${pipeline}-${stage}`,
+  match: `Pipeline: ${pipeline} · Stage: ${stage} ·`,
+  turns: [
+    { text: `Writing ${file}.`, tool: { name: 'Bash', input: { command: `sleep 1; ls > seen-by-${stage}.txt; printf '${content}\\n' > ${file}`, description: 'write' } } },
+    { text: report(`Wrote ${file}.`) },
+  ],
+});
+
+let harness: Harness;
+let base: string;
+let repo: string;
+
+const git = async (cwd: string, ...args: string[]): Promise<string> =>
+  (await execa('git', ['-c', 'user.name=A Person', '-c', 'user.email=person@localhost', ...args], { cwd })).stdout;
+
+const pipeline = (name: string, stages: string[]): string =>
+  [
+    `name: ${name}`,
+    `workspace: { repo: ${repo} }`,
+    'isolation: stage',
+    'defaults: { backend: claude-cli, model: sonnet, retries: 0, heartbeatTimeout: 30s, permissionMode: dontAsk, allowedTools: [Bash, Read] }',
+    'stages:',
+    ...stages,
+  ].join('\n');
+
+beforeAll(async () => {
+  harness = await createHarness('stage-isolation', {
+    scenario: {
+      rules: [
+        writer('parallel', 'left', 'left.txt', 'left'),
+        writer('parallel', 'right', 'right.txt', 'right'),
+        { name: 'parallel-after', match: 'Pipeline: parallel · Stage: after ·', turns: [{ text: 'Both are here.', tool: { name: 'Bash', input: { command: 'cat left.txt right.txt > both.txt', description: 'join' } } }, { text: report('Joined.') }] },
+        writer('clash', 'one', 'same.txt', 'from one'),
+        writer('clash', 'two', 'same.txt', 'from two'),
+      ],
+    },
+  });
+  base = await mkdtemp(path.join(tmpdir(), 'stage-isolation-'));
+  repo = path.join(base, 'repo');
+  await mkdir(repo);
+  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
+  await writeFile(path.join(repo, 'README.md'), '# Project\n');
+  await git(repo, 'add', '.');
+  await git(repo, 'commit', '--quiet', '-m', 'initial');
+}, 60_000);
+afterAll(async () => {
+  await harness?.close();
+  await rm(base, { recursive: true, force: true });
+});
+
+describe('isolation: stage', () => {
+  it('runs parallel stages in their own worktrees and merges both into the run\'s branch', async () => {
+    const yaml = pipeline('parallel', ['  - { id: left, prompt: Write left. }', '  - { id: right, prompt: Write right. }', '  - { id: after, needs: [left, right], prompt: Join them. }']);
+    const state = await harness.finish(await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1'));
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('completed');
+    const dir = path.join(harness.workspacesRoot, 'parallel-1');
+    expect(state.workspace).toBe(dir);
+    // Neither saw the other's file while it worked.
+    expect(await git(dir, 'show', 'HEAD:seen-by-left.txt')).not.toContain('right.txt');
+    expect(await git(dir, 'show', 'HEAD:seen-by-right.txt')).not.toContain('left.txt');
+    // Both are on the run's branch, and the stage after them saw both.
+    expect(await git(dir, 'show', 'HEAD:both.txt')).toBe('left\nright');
+    expect(await git(dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/parallel-1');
+    const subjects = (await git(dir, 'log', '--format=%s', 'main..HEAD')).split('\n');
+    // Whichever finished second was merged with a merge commit; the first was a fast-forward.
+    expect(subjects.filter((s) => /^Merge stage (left|right) into agent\/parallel-1$/.test(s))).toHaveLength(1);
+    expect(subjects.filter((s) => s.startsWith('left: ') || s.startsWith('right: ') || s.startsWith('after: '))).toHaveLength(3);
+    expect(stageOf(state, 'left').result?.artifacts.map((a) => a.path)).toEqual(['left.txt', 'seen-by-left.txt']);
+    expect(await git(dir, 'status', '--porcelain')).toBe('');
+  });
+
+  it('waits for a person when the second merge conflicts, and goes on after they merged it by hand', async () => {
+    const yaml = pipeline('clash', ['  - { id: one, prompt: Write one. }', '  - { id: two, prompt: Write two. }']);
+    const handle = await harness.start(await harness.writePipeline('clash', yaml), {}, 'clash-1');
+    const waiting = await waitForState(handle, (s) => s.stages.some((x) => x.waitingFor?.kind === 'failure'), 120_000);
+    const stuck = waiting.stages.find((x) => x.waitingFor)!;
+    const other = stuck.id === 'one' ? 'two' : 'one';
+    expect(stuck.waitingFor!.message).toContain(`merging stage ${stuck.id}'s branch agent/clash-1--${stuck.id} into agent/clash-1 conflicts in same.txt`);
+    expect(stuck.waitingFor!.commands).toEqual([`agent-pipeline retry clash-1 --stage ${stuck.id}`, `agent-pipeline skip clash-1 --stage ${stuck.id}`, 'agent-pipeline cancel clash-1']);
+    const dir = path.join(harness.workspacesRoot, 'clash-1');
+    // The run's branch holds the first stage's work only, and no half-done merge.
+    expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${other}`);
+    expect(existsSync(path.join(dir, '.git')) && (await git(dir, 'status', '--porcelain'))).toBe('');
+    // The person merges the stage's branch, keeping its version, and retries.
+    await git(dir, 'merge', '--quiet', '--no-edit', '-X', 'theirs', `agent/clash-1--${stuck.id}`);
+    await handle.executeUpdate(retryStageUpdate, { args: [{ stage: stuck.id }] });
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('completed');
+    expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${stuck.id}`);
+  });
+});
