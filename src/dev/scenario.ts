@@ -109,6 +109,12 @@ export const scenarioSchema = z.strictObject({
   fallback: z.union([z.literal('error'), turnSchema]).default('error'),
   /** When set, any other API key (or none) is rejected with 401 `authentication_error`. */
   requireApiKey: z.string().min(1).optional(),
+  /**
+   * Report cache tokens the way the API does for requests with `cache_control` breakpoints: the first request
+   * writes its prefix, later ones read it (see `prompt-cache.ts`). Off, a turn's usage is exactly what it scripts.
+   * @default false
+   */
+  promptCache: z.boolean().default(false),
 });
 
 export type ApiErrorSpec = z.output<typeof apiErrorSpecSchema>;

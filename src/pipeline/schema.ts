@@ -57,6 +57,10 @@ const stageOptionsShape = {
   addDirs: z.array(z.string().min(1)).optional(),
   maxBudgetUsd: z.number().positive().optional(),
   maxTokens: z.number().int().positive().optional(),
+  /** API backend: mark the system prompt, context blocks and conversation prefix for prompt caching. Default true. */
+  cache: z.boolean().optional(),
+  /** CLI backend: run `claude --bare` (no hooks, plugins, auto-memory or CLAUDE.md discovery); context goes in explicitly. */
+  bare: z.boolean().optional(),
   /** What to do when the CLI denied tool calls: `fail` the stage, `ask` a person, or `ignore`. */
   onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
   /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */

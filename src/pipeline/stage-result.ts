@@ -42,6 +42,11 @@ export interface ArtifactRef {
 }
 
 export interface TokenUsage {
+  /** Input tokens billed at the full input price (the API's `input_tokens`: neither read from nor written to the prompt cache). */
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens read from the prompt cache (`cache_read_input_tokens`), billed at the cache read price. */
+  cacheReadTokens?: number;
+  /** Input tokens written to the prompt cache (`cache_creation_input_tokens`), billed at the cache write price. */
+  cacheWriteTokens?: number;
 }

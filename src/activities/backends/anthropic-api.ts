@@ -9,6 +9,7 @@ import { loadConversation, newConversationId, saveConversation } from './api-con
 import { ApiTranscript } from './api-transcript.js';
 import type { BackendOutcome, BackendRequest } from './backend.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from './models.js';
+import { systemBlocksOf, withCacheBreakpoints } from './prompt-cache.js';
 
 export interface AnthropicApiOptions {
   /** Built by the worker with `maxRetries: 0`: Temporal owns retries. Absent when no API key is configured. */
@@ -46,6 +47,9 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   const messages: Anthropic.MessageParam[] = earlier
     ? [...earlier.messages, { role: 'user', content: continuation!.message }]
     : [{ role: 'user', content: continuation ? `${prompt.user}\n\n## Continue\n${continuation.message}` : prompt.user }];
+  // A continuation re-sends the system blocks its conversation started with, so the cached prefix still matches.
+  const systemBlocks = earlier?.systemBlocks ?? systemBlocksOf(prompt);
+  const cache = stage.cache !== false;
 
   const transcript = await ApiTranscript.open(request.transcriptPath);
   transcript.write({
@@ -56,7 +60,8 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     model,
     request: {
       max_tokens: maxTokens,
-      system_chars: prompt.system.length,
+      system_chars: systemBlocks.reduce((sum, block) => sum + block.length, 0),
+      cache,
       messages: messages.map((m) => ({ role: m.role, chars: typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content).length })),
       continuation: continuation?.kind,
       prompt_start: String(messages[messages.length - 1].content).slice(0, 2_000),
@@ -64,23 +69,23 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   });
 
   const started = Date.now();
-  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
+  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
   let streamedChars = 0;
   let message: Anthropic.Message;
   try {
     const stream = options.client.messages.stream(
-      { model, max_tokens: maxTokens, system: prompt.system || undefined, messages },
+      { model, max_tokens: maxTokens, ...withCacheBreakpoints(systemBlocks, messages, cache) },
       { signal: request.signal },
     );
     stream.on('streamEvent', (event) => {
-      if (event.type === 'message_start') usage.inputTokens = event.message.usage.input_tokens;
+      if (event.type === 'message_start') Object.assign(usage, usageOf(event.message.usage));
       else if (event.type === 'message_delta') usage.outputTokens = event.usage.output_tokens;
       else if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') {
         transcript.text(event.delta.text);
         streamedChars += event.delta.text.length;
       }
       // Output tokens are only counted at the end of the stream; until then, estimate them from the text.
-      const soFar = { inputTokens: usage.inputTokens, outputTokens: Math.max(usage.outputTokens, Math.ceil(streamedChars / 4)) };
+      const soFar = { ...usage, outputTokens: Math.max(usage.outputTokens, Math.ceil(streamedChars / 4)) };
       // The SDK throttles heartbeats, so one per event is cheap.
       request.heartbeat({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, options.models) ?? 0, lastEventAt: Date.now(), usage: soFar });
     });
@@ -102,7 +107,7 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   }
 
   const text = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-  const finalUsage = { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens };
+  const finalUsage = usageOf(message.usage);
   const costUsd = computeCostUsd(model, finalUsage, options.models);
   const durationMs = Date.now() - started;
   transcript.write({ type: 'assistant', session_id: sessionId, message: { model: message.model, role: 'assistant', content: message.content, stop_reason: message.stop_reason, usage: message.usage } });
@@ -143,10 +148,21 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     id: sessionId,
     model,
     system: prompt.system,
+    systemBlocks,
     messages: redactSecrets([...messages, { role: 'assistant', content: text }]),
     updatedAt: Date.now(),
   });
   return { text, sessionId, usage: finalUsage, costUsd, numTurns: 1, durationMs, warnings };
+}
+
+/** The API's usage in our terms: full-price input, output, and the prompt cache's reads and writes apart. */
+function usageOf(usage: Anthropic.Usage): Required<TokenUsage> {
+  return {
+    inputTokens: usage.input_tokens,
+    outputTokens: usage.output_tokens,
+    cacheReadTokens: usage.cache_read_input_tokens ?? 0,
+    cacheWriteTokens: usage.cache_creation_input_tokens ?? 0,
+  };
 }
 
 /** Maps the SDK's errors to the catalogue; `retry-after` becomes Temporal's next retry delay. */

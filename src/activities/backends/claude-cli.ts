@@ -117,8 +117,13 @@ function toOutcome(reader: CliEventReader, run: CliProcessResult, durationMs: nu
     text: final?.result ?? reader.lastAssistantText,
     sessionId: final?.session_id ?? reader.sessionId,
     usage: final?.usage
-      ? { inputTokens: final.usage.input_tokens ?? 0, outputTokens: final.usage.output_tokens ?? 0 }
-      : progress.usage ?? { inputTokens: 0, outputTokens: 0 },
+      ? {
+          inputTokens: final.usage.input_tokens ?? 0,
+          outputTokens: final.usage.output_tokens ?? 0,
+          cacheReadTokens: final.usage.cache_read_input_tokens ?? 0,
+          cacheWriteTokens: final.usage.cache_creation_input_tokens ?? 0,
+        }
+      : progress.usage ?? { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
     costUsd: final?.total_cost_usd ?? progress.costUsd,
     numTurns: final?.num_turns ?? progress.turns,
     durationMs: final?.duration_ms ?? durationMs,
