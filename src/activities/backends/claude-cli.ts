@@ -38,6 +38,14 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   if (!options.env.ANTHROPIC_API_KEY && !options.env.ANTHROPIC_AUTH_TOKEN) {
     throw stageFailure({ type: 'API_KEY_MISSING', stageId: stage.id, message: 'the worker has no ANTHROPIC_API_KEY (nor ANTHROPIC_AUTH_TOKEN) to give the Claude Code CLI' });
   }
+  if (stage.bare && !options.env.ANTHROPIC_API_KEY) {
+    throw stageFailure({
+      type: 'CONFIG_INVALID',
+      stageId: stage.id,
+      message: '`bare: true` makes the Claude Code CLI read only ANTHROPIC_API_KEY, and the worker has none (only ANTHROPIC_AUTH_TOKEN)',
+      hint: 'set ANTHROPIC_API_KEY for the worker, or drop `bare: true` from the stage or the defaults',
+    });
+  }
   const binary = await findClaudeBinary(options.env);
   if (!binary) {
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `the Claude Code CLI was not found (looked for ${describeClaudeLookup(options.env)})`, details: { claudeBin: options.env.CLAUDE_BIN } });

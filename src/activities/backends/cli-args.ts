@@ -25,6 +25,8 @@ export interface CliFiles {
 export function buildCliArgs(request: BackendRequest, session: SessionPlan, files: CliFiles): string[] {
   const { stage } = request;
   const args = ['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', stage.model];
+  // No hooks, plugins, auto-memory or CLAUDE.md discovery: the stage's context all comes in through the flags below and stdin.
+  if (stage.bare) args.push('--bare');
   args.push(...(session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]));
   args.push('--permission-mode', stage.permissionMode ?? 'dontAsk');
   if (stage.allowedTools?.length) args.push('--allowedTools', ...stage.allowedTools);
