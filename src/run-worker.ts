@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
+import { stopWarmProcesses } from './activities/backends/cli-warm-start.js';
 import { createActivities } from './activities/index.js';
 import { loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -93,6 +94,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentStages: settings.maxConcurrentStages,
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
+    prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
     workspacesRoot: loadConfig(env).workspacesRoot,
   });
   const onSignal = (signal: string): void =>
@@ -103,6 +105,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     await worker.run();
   } finally {
     clearInterval(health);
+    // Agents started ahead of time for stages this worker will not run now.
+    await stopWarmProcesses();
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();

@@ -91,13 +91,16 @@ export function composePrompt(parts: PromptParts): StagePrompt {
     [OUTPUT_CONTRACT_VARIABLE]: OUTPUT_CONTRACT,
     'stage.id': stage.id,
   });
-  // The contract is how the answer is read: when a custom system prompt leaves it out, it still reaches the agent.
-  const contractPlaced = listTemplateVariables(wrapper.text).includes(OUTPUT_CONTRACT_VARIABLE);
-  const system = [parts.persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : OUTPUT_CONTRACT]
-    .filter(Boolean)
-    .join('\n\n');
+  const system = composeSystem(stage, parts.persona, wrapper);
   if (!parts.inline) return { system, user };
   return { system, user, context: [projectContext, work].filter(Boolean) };
+}
+
+/** The system channel: persona, the stage's additions, and the contract when the system prompt does not place it. */
+export function composeSystem(stage: ResolvedStage, persona: string | undefined, wrapper: SystemPromptTemplate): string {
+  // The contract is how the answer is read: when a custom system prompt leaves it out, it still reaches the agent.
+  const contractPlaced = listTemplateVariables(wrapper.text).includes(OUTPUT_CONTRACT_VARIABLE);
+  return [persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : OUTPUT_CONTRACT].filter(Boolean).join('\n\n');
 }
 
 function section(title: string, body: string): string {

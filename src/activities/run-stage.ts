@@ -13,6 +13,7 @@ import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends
 import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
+import { prewarmTargets } from './prewarm-targets.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { redactSecrets } from './secrets.js';
@@ -38,6 +39,8 @@ export interface StageAttemptInput {
   reworkHistory?: ReworkRound[];
   /** What is left of the pipeline budget; the stage's own cap never exceeds it. @unit US dollars */
   budgetRemainingUsd?: number;
+  /** Stages that become ready when this one completes, whose agents the worker may start ahead of time (warm start). */
+  prewarm?: ResolvedStage[];
 }
 
 export type Backend = (request: BackendRequest) => Promise<BackendOutcome>;
@@ -140,6 +143,15 @@ async function runAttempt(
     claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(progress, earlier)),
+    prewarm: input.prewarm?.length
+      ? () =>
+          prewarmTargets(input.prewarm!, {
+            baseDir: input.baseDir,
+            systemPromptFile: input.pipeline.systemPrompt,
+            budgetRemainingUsd: input.budgetRemainingUsd,
+            resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next),
+          })
+      : undefined,
   });
   const collected = await collectArtifacts(workspace.dir, baseline.files);
   const common = {
@@ -150,6 +162,7 @@ async function runAttempt(
     durationMs: outcome.durationMs,
     warnings: [...assembled.warnings, ...outcome.warnings, ...collected.warnings],
     permissionDenials: outcome.permissionDenials,
+    ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
     transcript: path.relative(workspace.dir, transcriptPath),
     workspace: workspace.dir,
     attempt,

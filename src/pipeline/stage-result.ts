@@ -22,6 +22,8 @@ export interface StageResult {
   /** A reviewer's verdict and findings. */
   verdict?: 'approve' | 'rework';
   feedback?: unknown[];
+  /** The CLI backend adopted an agent process started ahead of time (warm start) instead of spawning one. */
+  warmStart?: boolean;
   /** Tool calls the CLI denied during the attempt. */
   permissionDenials?: { tool: string; input: unknown }[];
   /** Workspace-relative path of this attempt's raw transcript. */

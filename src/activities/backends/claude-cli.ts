@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 import { redactSecrets, registerSecrets } from '../secrets.js';
@@ -14,6 +15,7 @@ import { loadModelCatalog, type ModelCatalog } from './models.js';
 import { workerMarkerValue } from './orphan-watchdog.js';
 import { StageGuard } from './stage-guard.js';
 import { TranscriptWriter } from './transcript-writer.js';
+import { prewarmStages, warmKey, warmPool, warmStartSettings } from './cli-warm-start.js';
 
 /** Options of the Claude Code CLI backend, fixed per worker. */
 export interface ClaudeCliOptions {
@@ -53,7 +55,14 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   if (request.signal.aborted) throw request.signal.reason;
 
   const stageDir = workspace.stageDir(stage.id);
-  const guard = await StageGuard.claim(stageDir);
+  const killGraceMs = options.killGraceMs ?? 10_000;
+  const warmSettings = warmStartSettings(options.env);
+  const pool = warmSettings.enabled ? warmPool(warmSettings, killGraceMs) : undefined;
+  const key = warmKey(workspace, stage.id);
+  // A process started for this stage ahead of time carries its own stage marker and session id: the attempt takes
+  // them on, so that its command line and environment can match the waiting process's exactly.
+  const waiting = pool?.peek(key);
+  const guard = await StageGuard.claim(stageDir, waiting?.marker);
   const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue() });
   const mcpConfig = await writeMcpConfig({
     stageId: stage.id,
@@ -66,14 +75,29 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
   const session = await planSession(request);
+  if (waiting && !session.resume) session.sessionId = waiting.sessionId;
+  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt });
+  const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
+  const warmWarnings: string[] = [];
+  if (took?.kind === 'discarded') {
+    warmWarnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
+  }
+  if (waiting && took?.kind !== 'adopted' && !session.resume) {
+    // The stopped process may have registered the session id: the cold start takes a fresh one.
+    session.sessionId = randomUUID();
+    args = buildCliArgs(request, session, { mcpConfig, systemPrompt });
+  }
+  const warmStart = took?.kind === 'adopted';
   const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
   const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
   const started = Date.now();
+  const attemptDone = pool ? await pool.attemptStarted() : undefined;
   let run: CliProcessResult;
   try {
     run = await runCliProcess({
       binary,
-      args: buildCliArgs(request, session, { mcpConfig, systemPrompt }),
+      args,
+      spawned: took?.kind === 'adopted' ? took.child : undefined,
       stdin: session.stdin,
       cwd: workspace.dir,
       env,
@@ -81,11 +105,20 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       transcript,
       stallTimeoutMs: stage.stallTimeoutMs,
       firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
-      killGraceMs: options.killGraceMs ?? 10_000,
+      killGraceMs,
       heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
       signal: request.signal,
       heartbeat: request.heartbeat,
-      onSpawn: (pid) => guard.lock(pid, request.attempt),
+      onSpawn: async (pid) => {
+        await guard.lock(pid, request.attempt);
+        // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
+        if (pool && request.prewarm) {
+          void request
+            .prewarm()
+            .then((targets) => prewarmStages(pool, targets, { binary, workerEnv: options.env, workspace, mcpServers: request.mcpServers }))
+            .catch(() => undefined);
+        }
+      },
     });
   } catch (err) {
     // Only the attempt's own records can fail here: the transcript, or the lock file once the agent started.
@@ -94,6 +127,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
     await transcript.close().catch(() => undefined);
     // Whatever the agent left running (a background server a tool started) goes with the attempt.
     await guard.release();
+    attemptDone?.();
   }
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
@@ -104,7 +138,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   }
   const failure = classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
   if (failure) throw failure;
-  return toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings]);
+  return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
 }
 
 /** The outcome of a run whose result reported success. */
