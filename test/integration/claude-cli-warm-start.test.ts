@@ -49,6 +49,8 @@ describe('warm start', () => {
   test('the next stage adopts the agent started for it, and answers through it', async () => {
     const nextDir = await firstWithHint('run-adopt', { stage: nextStage(), system: 'You are a test agent.' });
     const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    // Longer than the 3 s the CLI waits for plain stdin: a waiting agent reads stream-json, which has no such limit.
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     const next = await world.start({ task: 'Task: next', runId: 'run-adopt', stage: { id: 'next' } });
     const outcome = await next.outcome;
     expect(outcome).toMatchObject({ warmStart: true, warnings: [] });

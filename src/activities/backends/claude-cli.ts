@@ -5,7 +5,7 @@ import { redactSecrets, registerSecrets } from '../secrets.js';
 import { writeFileAtomic } from '../workspace.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
-import { agentEnvironment, buildCliArgs } from './cli-args.js';
+import { agentEnvironment, buildCliArgs, streamJsonPrompt } from './cli-args.js';
 import { CliEventReader } from './cli-events.js';
 import { classifyCliRun } from './cli-failure.js';
 import { runCliProcess, type CliProcessResult } from './cli-process.js';
@@ -76,7 +76,8 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
   const session = await planSession(request);
   if (waiting && !session.resume) session.sessionId = waiting.sessionId;
-  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt });
+  // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
+  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt, streamInput: waiting !== undefined });
   const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
   const warmWarnings: string[] = [];
   if (took?.kind === 'discarded') {
@@ -92,13 +93,14 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
   const started = Date.now();
   const attemptDone = pool ? await pool.attemptStarted() : undefined;
+  let prewarming: Promise<string[]> | undefined;
   let run: CliProcessResult;
   try {
     run = await runCliProcess({
       binary,
       args,
       spawned: took?.kind === 'adopted' ? took.child : undefined,
-      stdin: session.stdin,
+      stdin: warmStart ? streamJsonPrompt(session.stdin) : session.stdin,
       cwd: workspace.dir,
       env,
       reader,
@@ -113,10 +115,10 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
         await guard.lock(pid, request.attempt);
         // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
         if (pool && request.prewarm) {
-          void request
+          prewarming = request
             .prewarm()
             .then((targets) => prewarmStages(pool, targets, { binary, workerEnv: options.env, workspace, mcpServers: request.mcpServers }))
-            .catch(() => undefined);
+            .catch(() => []);
         }
       },
     });
@@ -131,12 +133,16 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   }
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
+  const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
+  if (pool && prewarming && (run.stoppedFor || run.spawnError || failure)) {
+    // The stages after this one will not start now: their waiting agents go at once instead of at their TTL.
+    await pool.discardAll(await prewarming);
+  }
 
   if (run.stoppedFor === 'cancelled') throw request.signal.reason ?? new Error('cancelled');
   if (run.spawnError) {
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${binary} (${run.spawnError})`, details: { binary } });
   }
-  const failure = classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
   if (failure) throw failure;
   return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
 }

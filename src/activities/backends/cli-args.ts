@@ -16,6 +16,16 @@ export interface CliFiles {
   mcpConfig?: string;
   /** `--append-system-prompt-file`: a file, because one argument is limited to 128 KiB on Linux. */
   systemPrompt?: string;
+  /**
+   * `--input-format stream-json`: the prompt comes as a JSON user message. A warm process needs it: with plain
+   * stdin the CLI gives up after 3 s without data, while with stream-json it waits for its message as long as it takes.
+   */
+  streamInput?: boolean;
+}
+
+/** The prompt as the one user message `--input-format stream-json` reads, ending the line. */
+export function streamJsonPrompt(prompt: string): string {
+  return `${JSON.stringify({ type: 'user', message: { role: 'user', content: prompt } })}\n`;
 }
 
 /**
@@ -37,6 +47,7 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   if (files.mcpConfig) args.push('--mcp-config', files.mcpConfig);
   if (request.addDirs?.length) args.push('--add-dir', ...request.addDirs);
   if (files.systemPrompt) args.push('--append-system-prompt-file', files.systemPrompt);
+  if (files.streamInput) args.push('--input-format', 'stream-json');
   return args;
 }
 

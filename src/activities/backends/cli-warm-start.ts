@@ -86,7 +86,8 @@ export interface PrewarmContext {
  * attempt: a fresh session, its system prompt and MCP config files in its own stage folder. A stage whose folder
  * holds a lock (an earlier attempt's agent) is left alone: its attempt sweeps that folder first.
  */
-export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ctx: PrewarmContext): Promise<void> {
+export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ctx: PrewarmContext): Promise<string[]> {
+  const spawned: string[] = [];
   for (const target of targets) {
     const { stage } = target;
     const stageDir = ctx.workspace.stageDir(stage.id);
@@ -99,8 +100,9 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     if (systemPrompt) await writeFileAtomic(systemPrompt, target.system);
     const sessionId = randomUUID();
     const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
-    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt });
+    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, streamInput: true });
     const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt]);
-    await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched);
+    if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched)) spawned.push(key);
   }
+  return spawned;
 }

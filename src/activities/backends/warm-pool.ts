@@ -129,6 +129,11 @@ export class WarmPool {
     };
   }
 
+  /** Stops the processes waiting for these keys, if they still wait. */
+  async discardAll(keys: readonly string[]): Promise<void> {
+    await Promise.all(keys.map((key) => this.discard(key)));
+  }
+
   /** Stops every waiting process (worker shutdown). */
   async stopAll(): Promise<void> {
     await Promise.all([...this.entries.keys()].map((key) => this.discard(key)));
