@@ -43,11 +43,12 @@ export class ScriptedPromptCache {
     this.entries.clear();
   }
 
-  /** Reads and writes the cache for a `/v1/messages` body; `undefined` when the request marks no breakpoint. */
-  apply(body: Record<string, unknown>): CacheUsage | undefined {
+  /** Reads and writes the cache for a `/v1/messages` body (nothing for a request that marks no breakpoint). */
+  apply(body: Record<string, unknown>): CacheUsage {
     const blocks = blocksOf(body);
     const breakpoints = blocks.flatMap((b, i) => (b.breakpoint ? [i] : []));
-    if (breakpoints.length === 0) return undefined;
+    const total = blocks.length > 0 ? blocks[blocks.length - 1].prefixTokens : 0;
+    if (breakpoints.length === 0) return { read: 0, write: 0, total };
     const now = this.now();
     for (const [hash, expires] of this.entries) if (expires <= now) this.entries.delete(hash);
 
@@ -70,7 +71,7 @@ export class ScriptedPromptCache {
         if (blocks[bp].prefixTokens >= MIN_CACHEABLE_TOKENS) this.entries.set(blocks[bp].prefixHash, now + CACHE_TTL_MS);
       }
     }
-    return { read, write, total: blocks.length > 0 ? blocks[blocks.length - 1].prefixTokens : 0 };
+    return { read, write, total };
   }
 }
 
