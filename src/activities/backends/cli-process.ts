@@ -61,7 +61,11 @@ export interface CliProcessResult {
 export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
   const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', '--', o.binary, ...o.args]] : [o.binary, o.args];
   // An adopted warm process has started up already; writing its prompt and closing stdin is all that is left.
-  if (o.spawned) o.spawned.stdin?.end(o.stdin);
+  if (o.spawned) {
+    // A process that died while it waited makes the write fail with EPIPE; its exit is what the attempt reports.
+    o.spawned.stdin?.on('error', () => {});
+    o.spawned.stdin?.end(o.stdin);
+  }
   const child = o.spawned ?? execa(file, fileArgs, {
     cwd: o.cwd,
     input: o.stdin,
