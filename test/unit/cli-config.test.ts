@@ -20,6 +20,7 @@ describe('worker settings from the environment', () => {
       shutdownGraceMs: 30_000,
       shutdownForceAfterGraceMs: 60_000,
       healthFile: undefined,
+      prewarm: { enabled: true, ttlMs: 120_000, limit: 8 },
     });
   });
 
@@ -31,8 +32,24 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_SHUTDOWN_GRACE: '2m',
         AGENT_PIPELINE_SHUTDOWN_FORCE: '15s',
         AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
+        AGENT_PIPELINE_PREWARM: 'off',
+        AGENT_PIPELINE_PREWARM_TTL: '30s',
       }),
-    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health' });
+    ).toEqual({
+      maxConcurrentStages: 3,
+      maxConcurrentWorkflowTasks: 10,
+      shutdownGraceMs: 120_000,
+      shutdownForceAfterGraceMs: 15_000,
+      healthFile: '/tmp/health',
+      prewarm: { enabled: false, ttlMs: 30_000, limit: 3 },
+    });
+  });
+
+  test('refuse a warm start setting that is not on or off, or a TTL that is not a duration', () => {
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_PREWARM: 'maybe' })).toThrow(
+      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_PREWARM=maybe is not on or off; unset it for the default (on)'),
+    );
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_PREWARM_TTL: 'soon' })).toThrow(/AGENT_PIPELINE_PREWARM_TTL=soon is not a duration/);
   });
 
   test('refuse values that are not numbers or durations, naming the variable and the fix', () => {
