@@ -5,6 +5,7 @@ import path from 'node:path';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
+import { stopWarmProcesses } from './activities/backends/cli-warm-start.js';
 import { createActivities } from './activities/index.js';
 import type { Backend } from './activities/run-stage.js';
 import { BACKENDS } from './pipeline/schema.js';
@@ -113,6 +114,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentStages: settings.maxConcurrentStages,
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
+    prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });
@@ -126,6 +128,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
   } finally {
     adopting.abort();
     clearInterval(health);
+    // Agents started ahead of time for stages this worker will not run now.
+    await stopWarmProcesses();
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();

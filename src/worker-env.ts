@@ -1,5 +1,6 @@
 import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
+import { warmStartSettings, type WarmStartSettings } from './activities/backends/cli-warm-start.js';
 import { ConfigError } from './config.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
@@ -23,6 +24,8 @@ export interface WorkerEnvOptions {
   killGraceMs: number;
   /** A file the worker touches every few seconds while it polls, for container health checks (`AGENT_PIPELINE_HEALTH_FILE`). */
   healthFile?: string;
+  /** Warm start of CLI agents (`AGENT_PIPELINE_PREWARM=on|off`, `AGENT_PIPELINE_PREWARM_TTL`). */
+  prewarm: WarmStartSettings;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -48,5 +51,14 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     shutdownForceAfterGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_FORCE', '60s'),
     killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
+    prewarm: readWarmStart(env),
   };
+}
+
+function readWarmStart(env: NodeJS.ProcessEnv): WarmStartSettings {
+  try {
+    return warmStartSettings(env);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }

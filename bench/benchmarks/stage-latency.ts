@@ -34,7 +34,9 @@ export async function benchStageLatency(stack: BenchStack, runs: number): Promis
   const captureDir = await stack.folder('capture');
   const wrapper = await writeClaudeWrapper(captureDir, CLAUDE_BINARY);
   const queue = stack.uniqueName('latency');
-  const worker = await stack.startWorker(queue, await stack.folder('workspaces'), { CLAUDE_BIN: wrapper });
+  // Warm start off: each stage's claude is spawned when the stage starts, so start→spawn is measured as it was, and the
+  // recorded calls (replayed by the overhead baseline) are the pipeline's plain cold calls.
+  const worker = await stack.startWorker(queue, await stack.folder('workspaces'), { CLAUDE_BIN: wrapper, AGENT_PIPELINE_PREWARM: 'off' });
   stack.useScenario(INSTANT_REPORT_SCENARIO);
   const file = await stack.writePipeline(linearPipeline({ name: 'bench-latency', stages: LATENCY_STAGES }));
 

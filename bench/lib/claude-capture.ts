@@ -93,7 +93,13 @@ const LOOP_SCRIPT = [
  * (the CLI refuses a session id that exists), everything else byte for byte. Returns the loop's wall time.
  * @throws Error when a call fails, with the loop's stderr
  */
-export async function replayCalls(calls: readonly CapturedCall[], folder: string, realClaude: string): Promise<number> {
+export async function replayCalls(
+  calls: readonly CapturedCall[],
+  folder: string,
+  realClaude: string,
+  /** The arguments to run instead of the recorded ones (the hand-written baseline). */
+  argsFor?: (call: CapturedCall) => string[],
+): Promise<number> {
   const workDir = path.join(folder, 'work');
   const configDir = path.join(folder, 'claude-config');
   await mkdir(workDir, { recursive: true });
@@ -101,7 +107,7 @@ export async function replayCalls(calls: readonly CapturedCall[], folder: string
   for (const [index, call] of calls.entries()) {
     const callDir = path.join(folder, 'calls', String(index).padStart(3, '0'));
     await mkdir(callDir, { recursive: true });
-    const args = call.args.map((arg, i) => (call.args[i - 1] === '--session-id' ? randomUUID() : arg));
+    const args = argsFor?.(call) ?? call.args.map((arg, i) => (call.args[i - 1] === '--session-id' ? randomUUID() : arg));
     const env = call.env.map((entry) => (entry.startsWith('CLAUDE_CONFIG_DIR=') ? `CLAUDE_CONFIG_DIR=${configDir}` : entry));
     await writeFile(path.join(callDir, 'args'), args.map((a) => `${a}\0`).join(''));
     await writeFile(path.join(callDir, 'env'), env.map((e) => `${e}\0`).join(''));

@@ -21,20 +21,23 @@ export interface Spending {
  */
 export function spentBefore(...records: unknown[]): Spending {
   let costUsd = 0;
-  let inputTokens = 0;
-  let outputTokens = 0;
+  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
   for (const record of records) {
     if (record === null || typeof record !== 'object') continue;
-    const { costUsd: cost, usage } = record as { costUsd?: unknown; usage?: { inputTokens?: unknown; outputTokens?: unknown } };
+    const { costUsd: cost, usage: seen } = record as { costUsd?: unknown; usage?: Record<string, unknown> };
     if (typeof cost === 'number' && Number.isFinite(cost)) costUsd = Math.max(costUsd, cost);
-    if (typeof usage?.inputTokens === 'number') inputTokens = Math.max(inputTokens, usage.inputTokens);
-    if (typeof usage?.outputTokens === 'number') outputTokens = Math.max(outputTokens, usage.outputTokens);
+    for (const key of TOKEN_KEYS) {
+      const value = seen?.[key];
+      if (typeof value === 'number') usage[key] = Math.max(usage[key], value);
+    }
   }
-  return { costUsd, usage: { inputTokens, outputTokens } };
+  return { costUsd, usage };
 }
 
+const TOKEN_KEYS = ['inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens'] as const;
+
 function spentNothing(spending: Spending): boolean {
-  return spending.costUsd === 0 && spending.usage.inputTokens === 0 && spending.usage.outputTokens === 0;
+  return spending.costUsd === 0 && TOKEN_KEYS.every((key) => (spending.usage[key] ?? 0) === 0);
 }
 
 /**
@@ -47,6 +50,8 @@ export function addSpending<T extends { costUsd?: number | null; usage?: TokenUs
   const usage = {
     inputTokens: (value.usage?.inputTokens ?? 0) + earlier.usage.inputTokens,
     outputTokens: (value.usage?.outputTokens ?? 0) + earlier.usage.outputTokens,
+    cacheReadTokens: (value.usage?.cacheReadTokens ?? 0) + (earlier.usage.cacheReadTokens ?? 0),
+    cacheWriteTokens: (value.usage?.cacheWriteTokens ?? 0) + (earlier.usage.cacheWriteTokens ?? 0),
   };
   return { ...value, costUsd, usage };
 }

@@ -14,6 +14,12 @@ export interface StagePrompt {
   system: string;
   /** The task wrapped in the system prompt: sent on stdin to the CLI, as the user message to the API. */
   user: string;
+  /**
+   * API backend only: the large, stable parts, sent ahead of `system` as their own system blocks so that each can
+   * be a prompt-cache breakpoint: the pipeline's context files first (the same for every stage of a run, so
+   * stages share their cache), then the input files and earlier stages' work. The CLI gets these in `user`.
+   */
+  context?: string[];
 }
 
 /** A file shown to the agent: by path, and with its content when the backend cannot read files. */
@@ -62,14 +68,20 @@ export interface PromptParts {
 /** Builds the system and user prompt. @throws TemplateError when the system prompt uses an unknown variable */
 export function composePrompt(parts: PromptParts): StagePrompt {
   const { stage, context } = parts;
+  const projectContext = section('Project context', parts.projectContext.map((f) => formatFile(f, '###')).join('\n\n'));
+  const work = [
+    section('Input files', parts.inline ? parts.inputs.map((f) => formatFile(f, '###')).join('\n\n') : ''),
+    section('Work from earlier stages', parts.earlier.map((s) => formatEarlierStage(s, parts.inline)).join('\n\n')),
+  ]
+    .filter(Boolean)
+    .join('\n\n');
   const stagePrompt = [
     section('Your task', parts.task.trim() || `Do the work your instructions describe${parts.agentDescription ? ` (${parts.agentDescription.trim()})` : ''}.`),
     section('Stage requirements', requirementLines(parts).join('\n')),
     section('Notes', (parts.notes ?? []).map((note) => `- ${note}`).join('\n')),
     section('Run inputs', Object.entries(context.inputs).map(([k, v]) => `- ${k}: ${v}`).join('\n')),
-    section('Project context', parts.projectContext.map((f) => formatFile(f, '###')).join('\n\n')),
-    section('Input files', parts.inline ? parts.inputs.map((f) => formatFile(f, '###')).join('\n\n') : ''),
-    section('Work from earlier stages', parts.earlier.map((s) => formatEarlierStage(s, parts.inline)).join('\n\n')),
+    parts.inline ? '' : projectContext,
+    parts.inline ? '' : work,
     section('Reviewer feedback from earlier rounds', (parts.reworkHistory ?? []).map(formatRework).join('\n\n')),
     section('Previous attempt', context.previous?.failed ? `The previous attempt did not succeed: ${context.previous.failed}\nFiles it wrote are still in the workspace.` : ''),
   ]
@@ -77,20 +89,28 @@ export function composePrompt(parts: PromptParts): StagePrompt {
     .join('\n\n');
 
   const wrapper = parts.systemPrompt;
-  const contract = stage.contract === 'none' ? FREE_ANSWER_CONTRACT : OUTPUT_CONTRACT;
   const user = renderTemplate(
     wrapper.text,
     context,
     wrapper.name,
-    { [STAGE_PROMPT_VARIABLE]: stagePrompt, [OUTPUT_CONTRACT_VARIABLE]: contract, 'stage.id': stage.id },
+    { [STAGE_PROMPT_VARIABLE]: stagePrompt, [OUTPUT_CONTRACT_VARIABLE]: contractFor(stage), 'stage.id': stage.id },
     stage.templateSyntax,
   );
+  const system = composeSystem(stage, parts.persona, wrapper);
+  if (!parts.inline) return { system, user };
+  return { system, user, context: [projectContext, work].filter(Boolean) };
+}
+
+/** What the agent is told about how its answer ends: the report block, or (with `contract: none`) nothing to add. */
+function contractFor(stage: ResolvedStage): string {
+  return stage.contract === 'none' ? FREE_ANSWER_CONTRACT : OUTPUT_CONTRACT;
+}
+
+/** The system channel: persona, the stage's additions, and the contract when the system prompt does not place it. */
+export function composeSystem(stage: ResolvedStage, persona: string | undefined, wrapper: SystemPromptTemplate): string {
   // The contract is how the answer is read: when a custom system prompt leaves it out, it still reaches the agent.
   const contractPlaced = listTemplateVariables(wrapper.text).includes(OUTPUT_CONTRACT_VARIABLE);
-  const system = [parts.persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : contract]
-    .filter(Boolean)
-    .join('\n\n');
-  return { system, user };
+  return [persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : contractFor(stage)].filter(Boolean).join('\n\n');
 }
 
 function section(title: string, body: string): string {
@@ -102,7 +122,7 @@ function requirementLines(parts: PromptParts): string[] {
   const lines: string[] = [];
   if (stage.description) lines.push(`- ${stage.description.trim()}`);
   if (parts.inputs.length > 0) {
-    const where = parts.inline ? 'shown below' : 'in your working directory';
+    const where = parts.inline ? 'shown in your instructions' : 'in your working directory';
     lines.push(`- Read these input files first (${where}): ${parts.inputs.map((f) => f.path + (f.description ? ` (${f.description})` : '')).join(', ')}`);
   }
   if (!parts.inline && stage.allowedTools?.length) lines.push(`- Tools you may use: ${stage.allowedTools.join(', ')}`);

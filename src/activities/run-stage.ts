@@ -19,6 +19,7 @@ import { stageFailure } from './failures.js';
 import { FileClaims } from './file-claims.js';
 import { removeStaleIndexLock } from './git-index-lock.js';
 import { assemblePrompt, withTemplateErrors } from './prompt.js';
+import { prewarmTargets } from './prewarm-targets.js';
 import type { ReworkRound } from './prompt-compose.js';
 import { checkReportedPaths } from './reported-paths.js';
 import { openRunBundle } from './run-bundle-files.js';
@@ -50,6 +51,8 @@ export interface StageAttemptInput {
   reworkHistory?: ReworkRound[];
   /** What is left of the pipeline budget; the stage's own cap never exceeds it. @unit US dollars */
   budgetRemainingUsd?: number;
+  /** Stages that become ready when this one completes, whose agents the worker may start ahead of time (warm start). */
+  prewarm?: ResolvedStage[];
 }
 
 export type Backend = (request: BackendRequest) => Promise<BackendOutcome>;
@@ -96,15 +99,18 @@ export function createRunStage(deps: RunStageDependencies) {
       if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
         workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
       }
+      // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+      // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
+      const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
       // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
-      if (await mentionsWorkspaceVariables(input.baseDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir)) {
+      if (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir)) {
         context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
       }
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
-      return redactSecrets(await runAttempt(deps, input, { ...context, previous }, workspace, log, earlier, earlierWarnings));
+      return redactSecrets(await runAttempt(deps, input, filesDir, { ...context, previous }, workspace, log, earlier, earlierWarnings));
     } catch (err) {
       let failure = toFailure(err, stageId);
       if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
@@ -121,6 +127,7 @@ export function createRunStage(deps: RunStageDependencies) {
 async function runAttempt(
   deps: RunStageDependencies,
   input: StageAttemptInput,
+  filesDir: string,
   context: TemplateContext,
   workspace: RunWorkspace,
   log: AttemptLog,
@@ -146,8 +153,7 @@ async function runAttempt(
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
     stage: input.stage,
-    // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-    baseDir: input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, activityInfo(), stageId) : input.baseDir,
+    baseDir: filesDir,
     workspaceDir: workspace.dir,
     context,
     contextFiles: input.pipeline.context,
@@ -183,6 +189,15 @@ async function runAttempt(
     claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
+    prewarm: input.prewarm?.length
+      ? () =>
+          prewarmTargets(input.prewarm!, {
+            baseDir: filesDir,
+            systemPromptFile: input.pipeline.systemPrompt,
+            budgetRemainingUsd: input.budgetRemainingUsd,
+            resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next),
+          })
+      : undefined,
   });
   const collected = await collectArtifacts(workspace.dir, baseline.files);
   const common = {
@@ -194,6 +209,7 @@ async function runAttempt(
     // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
     warnings: mergeWarnings(earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
+    ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
     // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
     transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
     workspace: workspace.parent?.dir ?? workspace.dir,

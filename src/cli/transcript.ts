@@ -118,7 +118,13 @@ export class TranscriptFormatter {
     // yet (it says 1). The result line at the end has the true totals.
     const outputKnown = message.stop_reason != null || (usage.output_tokens ?? 0) > 1;
     const output = outputKnown ? (usage.output_tokens ?? 0) : 0;
-    const cost = model ? computeCostUsd(this.models.aliases[model] ?? model, { inputTokens: input, outputTokens: output }, this.models) : null;
+    const tokenUsage = {
+      inputTokens: usage.input_tokens ?? 0,
+      outputTokens: output,
+      cacheReadTokens: usage.cache_read_input_tokens ?? 0,
+      cacheWriteTokens: usage.cache_creation_input_tokens ?? 0,
+    };
+    const cost = model ? computeCostUsd(this.models.aliases[model] ?? model, tokenUsage, this.models) : null;
     const tokens = outputKnown ? `${input} in / ${output} out tokens` : `${input} input tokens`;
     const price = cost === null ? '' : outputKnown ? ` · ${formatUsd(cost)}` : ` · input ${formatUsd(cost)}`;
     return `[turn ${this.turn} · ${tokens}${price}]`;

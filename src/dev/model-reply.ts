@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import type { CacheUsage } from './prompt-cache.js';
 import type { Turn } from './scenario.js';
 import { pause, startEventStream, writeEvent, writeWithBackpressure } from './sse.js';
 
@@ -42,8 +43,12 @@ export function makeId(prefix: string): string {
   return `${prefix}_01${chars.join('')}`;
 }
 
-/** Decides the blocks, ids, stop reason and usage of the reply to `turn`. */
-export function planReply(turn: Turn, model: string): ReplyPlan {
+/**
+ * Decides the blocks, ids, stop reason and usage of the reply to `turn`. With `cache` (what the scripted prompt
+ * cache did for the request), uncached input is the request's estimate less what was read or written; a turn's
+ * scripted usage still wins field by field.
+ */
+export function planReply(turn: Turn, model: string, cache?: CacheUsage): ReplyPlan {
   const blocks: ReplyBlock[] = [];
   if (turn.text !== undefined) blocks.push({ type: 'text', text: turn.text, repeat: turn.repeat ?? 1 });
   for (const call of turn.tools ?? (turn.tool ? [turn.tool] : [])) {
@@ -54,16 +59,18 @@ export function planReply(turn: Turn, model: string): ReplyPlan {
     0,
   );
   const hasTool = blocks.some((b) => b.type === 'tool_use');
+  // With the scripted prompt cache on, input is estimated from the request, so cached and uncached runs compare.
+  const cached = cache !== undefined;
   return {
     id: makeId('msg'),
     model,
     blocks,
     stopReason: turn.stopReason ?? (hasTool ? 'tool_use' : 'end_turn'),
     usage: {
-      input_tokens: turn.usage?.input_tokens ?? DEFAULT_INPUT_TOKENS,
+      input_tokens: turn.usage?.input_tokens ?? (cached ? Math.max(1, cache!.total - cache!.read - cache!.write) : DEFAULT_INPUT_TOKENS),
       output_tokens: turn.usage?.output_tokens ?? Math.max(1, Math.ceil(outputChars / 4)),
-      cache_creation_input_tokens: turn.usage?.cache_creation_input_tokens ?? 0,
-      cache_read_input_tokens: turn.usage?.cache_read_input_tokens ?? 0,
+      cache_creation_input_tokens: turn.usage?.cache_creation_input_tokens ?? cache?.write ?? 0,
+      cache_read_input_tokens: turn.usage?.cache_read_input_tokens ?? cache?.read ?? 0,
     },
   };
 }

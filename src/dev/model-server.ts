@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { authError, readBody, redactHeaders, RequestRefusedError, sendApiError } from './model-http.js';
 import { makeId, planReply, sendReplyJson, streamReply } from './model-reply.js';
+import { ScriptedPromptCache } from './prompt-cache.js';
 import { loadScenario, parseScenario, validateScenario, type ApiErrorSpec, type ScenarioInput } from './scenario.js';
 import { selectTurn, type TurnSelection } from './scenario-match.js';
 import { ClientGoneError, pause } from './sse.js';
@@ -81,11 +82,13 @@ export async function startModelServer(options: ModelServerOptions): Promise<Mod
   let seq = 0;
   // How many requests each scripted turn has seen, for `failFirst`. Key: `<ruleIndex|fallback>:<turn>`.
   let turnHits = new Map<string, number>();
+  const promptCache = new ScriptedPromptCache();
 
   const reset = (): void => {
     records = [];
     seq = 0;
     turnHits = new Map();
+    promptCache.clear();
   };
 
   const record = (entry: Omit<RecordedRequest, 'seq' | 'time'>): void => {
@@ -131,7 +134,7 @@ export async function startModelServer(options: ModelServerOptions): Promise<Mod
     record({ ...base, ...where, status: 200, outcome: 'reply' });
     const { turn } = selection;
     await pause(turn.delayMs ?? 0, signal);
-    const plan = planReply(turn, body.model);
+    const plan = planReply(turn, body.model, scenario.promptCache ? promptCache.apply(body) : undefined);
     const timing = { chunks: turn.chunks, chunkDelayMs: turn.chunkDelayMs ?? 0, stallMs: turn.stallMs ?? 0 };
     if (body.stream === true) await streamReply(res, plan, timing, headers, signal);
     else await sendReplyJson(res, plan, timing, headers, signal);

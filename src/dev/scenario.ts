@@ -109,6 +109,13 @@ export const scenarioSchema = z.strictObject({
   fallback: z.union([z.literal('error'), turnSchema]).default('error'),
   /** When set, any other API key (or none) is rejected with 401 `authentication_error`. */
   requireApiKey: z.string().min(1).optional(),
+  /**
+   * Report input and cache tokens the way the API does: input estimated from the request (four characters a token),
+   * and for requests with `cache_control` breakpoints, the first request writes its prefix and later ones read it
+   * (see `prompt-cache.ts`). Off, a turn's usage is exactly what it scripts (input 100 unless scripted).
+   * @default false
+   */
+  promptCache: z.boolean().default(false),
 });
 
 export type ApiErrorSpec = z.output<typeof apiErrorSpecSchema>;

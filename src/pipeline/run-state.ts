@@ -57,7 +57,7 @@ export interface StageState {
   /** Why a skipped stage did not run, and whether its dependents still run (condition false, skipped by a person). */
   skip?: { reason: string; dependentsRun: boolean };
   /** Tokens and cost of every attempt of the stage, killed ones included. */
-  totals?: { inputTokens: number; outputTokens: number; costUsd: number; attempts: number; durationMs: number };
+  totals?: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number; costUsd: number; attempts: number; durationMs: number };
 }
 
 /** The whole run as the status query reports it, and as the workflow returns it. */

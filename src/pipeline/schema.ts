@@ -74,6 +74,10 @@ const stageOptionsShape = {
   maxTokens: z.number().int().positive().optional(),
   /** API backend: how many times an answer cut off at `maxTokens` is continued in the same conversation. */
   maxContinuations: z.number().int().min(0).max(10).optional(),
+  /** API backend: mark the system prompt, context blocks and conversation prefix for prompt caching. Default true. */
+  cache: z.boolean().optional(),
+  /** CLI backend: run `claude --bare` (no hooks, plugins, auto-memory or CLAUDE.md discovery); context goes in explicitly. */
+  bare: z.boolean().optional(),
   /** What to do when the CLI denied tool calls: `fail` the stage, `ask` a person, or `ignore`. */
   onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
   /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */

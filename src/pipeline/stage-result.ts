@@ -22,6 +22,8 @@ export interface StageResult {
   /** A reviewer's verdict and findings. */
   verdict?: 'approve' | 'rework';
   feedback?: unknown[];
+  /** The CLI backend adopted an agent process started ahead of time (warm start) instead of spawning one. */
+  warmStart?: boolean;
   /** Tool calls the CLI denied during the attempt. */
   permissionDenials?: { tool: string; input: unknown }[];
   /** Workspace-relative path of this attempt's raw transcript. */
@@ -44,6 +46,11 @@ export interface ArtifactRef {
 }
 
 export interface TokenUsage {
+  /** Input tokens billed at the full input price (the API's `input_tokens`: neither read from nor written to the prompt cache). */
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens read from the prompt cache (`cache_read_input_tokens`), billed at the cache read price. */
+  cacheReadTokens?: number;
+  /** Input tokens written to the prompt cache (`cache_creation_input_tokens`), billed at the cache write price. */
+  cacheWriteTokens?: number;
 }

@@ -47,7 +47,7 @@ export class PipelineRun {
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     const sessions = new Map<string, string>();
     const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, publish: this.publish });
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, stages: this.stages, publish: this.publish });
     this.delivery = new RunDelivery(input, this.tracker, this.waits);
   }
 

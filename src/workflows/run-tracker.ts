@@ -58,9 +58,12 @@ export class RunTracker {
   /** Adds an activity call's cost to the stage's totals and the run's cost. */
   recordCost(id: string, cost: AttemptCost): void {
     const stage = this.stage(id);
-    const totals = (stage.totals ??= { inputTokens: 0, outputTokens: 0, costUsd: 0, attempts: 0, durationMs: 0 });
+    const totals = (stage.totals ??= { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, attempts: 0, durationMs: 0 });
     totals.inputTokens += cost.usage?.inputTokens ?? 0;
     totals.outputTokens += cost.usage?.outputTokens ?? 0;
+    // Totals from before cache tokens were counted lack the fields: start them at 0.
+    totals.cacheReadTokens = (totals.cacheReadTokens ?? 0) + (cost.usage?.cacheReadTokens ?? 0);
+    totals.cacheWriteTokens = (totals.cacheWriteTokens ?? 0) + (cost.usage?.cacheWriteTokens ?? 0);
     totals.costUsd += cost.costUsd ?? 0;
     totals.attempts += cost.attempts;
     totals.durationMs += cost.durationMs;

@@ -83,6 +83,12 @@ function readFacts(failure: unknown): Record<string, unknown> {
 
 function readUsage(value: unknown): TokenUsage | undefined {
   if (value === null || typeof value !== 'object') return undefined;
-  const { inputTokens, outputTokens } = value as Record<string, unknown>;
-  return typeof inputTokens === 'number' && typeof outputTokens === 'number' ? { inputTokens, outputTokens } : undefined;
+  const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens } = value as Record<string, unknown>;
+  if (typeof inputTokens !== 'number' || typeof outputTokens !== 'number') return undefined;
+  return {
+    inputTokens,
+    outputTokens,
+    cacheReadTokens: typeof cacheReadTokens === 'number' ? cacheReadTokens : 0,
+    cacheWriteTokens: typeof cacheWriteTokens === 'number' ? cacheWriteTokens : 0,
+  };
 }

@@ -2,6 +2,7 @@ import { isCancellation } from '@temporalio/workflow';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
+import { stagesReadyAfter } from '../pipeline/next-stages.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import type { BudgetGuard } from './budget.js';
@@ -58,6 +59,8 @@ export interface StageRunnerContext {
   reviews: ReviewLoop;
   /** The last agent session of each stage, to continue it. */
   sessions: Map<string, string>;
+  /** Every stage of the pipeline, for the warm start hints. */
+  stages?: readonly ResolvedStage[];
   publish(): void;
 }
 
@@ -126,6 +129,7 @@ export class StageRunner {
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
+        prewarm: this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined,
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

@@ -254,7 +254,7 @@ describe('the Anthropic API backend', () => {
       const attempt = startAttempt(activities, input, { attempt: 2, heartbeatDetails: killed });
       const result = await attempt.result;
       expect(result.costUsd).toBeCloseTo(0.25 + 0.001, 6);
-      expect(result.usage).toEqual({ inputTokens: 401_000, outputTokens: 20_200 });
+      expect(result.usage).toEqual({ inputTokens: 401_000, outputTokens: 20_200, cacheReadTokens: 0, cacheWriteTokens: 0 });
       // Should this attempt die too, the next one starts from the running total.
       expect(attempt.heartbeats.at(-1)?.costUsd).toBeCloseTo(0.251, 6);
       expect(attempt.heartbeats.every((beat) => (beat.costUsd ?? 0) >= 0.25)).toBe(true);
@@ -272,7 +272,7 @@ describe('the Anthropic API backend', () => {
       const result = await startAttempt(activities, input, { attempt: 2 }).result;
       expect(result.status).toBe('completed');
       expect(result.costUsd).toBeCloseTo(0.001 + 0.0015, 6);
-      expect(result.usage).toEqual({ inputTokens: 3000, outputTokens: 400 });
+      expect(result.usage).toEqual({ inputTokens: 3000, outputTokens: 400, cacheReadTokens: 0, cacheWriteTokens: 0 });
     });
 
     it('a failure reports the running total, and a retry whose earlier attempts spent the cap does not start', async () => {
@@ -313,7 +313,8 @@ describe('the Anthropic API backend', () => {
       const body = server.requests()[1].body as { messages: { role: string; content: string }[] };
       expect(body.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
       expect(body.messages[1].content).toContain('BLOCKED: which colour');
-      expect(body.messages[2].content).toBe('Use blue.');
+      // The new message ends the conversation prefix the next continuation reads from the prompt cache.
+      expect(body.messages[2].content).toEqual([{ type: 'text', text: 'Use blue.', cache_control: { type: 'ephemeral' } }]);
       expect(await readFile(path.join(workspace, 'outputs/notes.md'), 'utf8')).toBe('Here it is.\n');
     });
 
@@ -336,7 +337,7 @@ describe('the Anthropic API backend', () => {
       expect(result).toMatchObject({ status: 'completed', summary: 'Reported.' });
       const body = server.requests()[1].body as { messages: { role: string; content: string }[] };
       expect(body.messages).toHaveLength(3);
-      expect(body.messages[2].content).toContain('Do not redo the work: reply now with only the fenced JSON block');
+      expect(JSON.stringify(body.messages[2].content)).toContain('Do not redo the work: reply now with only the fenced JSON block');
     });
 
     it('is violated for good once contractRetries are used up', async () => {

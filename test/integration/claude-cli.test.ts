@@ -42,6 +42,11 @@ beforeAll(async () => {
       },
       { name: 'big prompt', match: 'Task: big prompt', turns: [{ text: `Read it all.\n${REPORT}` }] },
       {
+        name: 'cache usage',
+        match: 'Task: cache usage',
+        turns: [{ text: `Cached.\n${REPORT}`, usage: { input_tokens: 1000, output_tokens: 200, cache_creation_input_tokens: 3000, cache_read_input_tokens: 50_000 } }],
+      },
+      {
         name: 'secret',
         match: 'Task: secret',
         turns: [
@@ -119,6 +124,14 @@ describe('the Claude Code CLI backend', () => {
     const transcript = (await readFile(attempt.request.transcriptPath, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { type: string });
     expect(transcript.map((e) => e.type)).toEqual(expect.arrayContaining(['system', 'assistant', 'user', 'result']));
     expect(transcript.some((e) => e.type === 'stream_event')).toBe(false);
+  });
+
+  test('reports cache reads and writes, and its own cost agrees with what the API backend computes for the same usage', async () => {
+    const outcome = await (await world.start({ task: 'Task: cache usage', stage: { model: 'sonnet' } })).outcome;
+    expect(outcome.usage).toEqual({ inputTokens: 1000, outputTokens: 200, cacheReadTokens: 50_000, cacheWriteTokens: 3000 });
+    // The CLI prices the tokens itself; the API backend prices them with the catalogue (cache read 0.1×, write 1.25× input).
+    expect(outcome.costUsd).toBeCloseTo(computeCostUsd('claude-sonnet-5-5', outcome.usage, DEFAULT_MODELS)!, 9);
+    expect(outcome.costUsd).toBeGreaterThan(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1000, outputTokens: 200 }, DEFAULT_MODELS)!);
   });
 
   test('reports tool calls the CLI denied as permission denials', async () => {

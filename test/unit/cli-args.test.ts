@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import type { BackendRequest } from '../../src/activities/backends/backend.js';
-import { agentEnvironment, buildCliArgs } from '../../src/activities/backends/cli-args.js';
+import { agentEnvironment, buildCliArgs, streamJsonPrompt } from '../../src/activities/backends/cli-args.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 
@@ -22,6 +22,14 @@ function requestFor(stage: Partial<StageDefinition>, extra: Partial<BackendReque
 const FRESH = { sessionId: 'sess-1', resume: false, stdin: 'task', warnings: [] };
 
 describe('buildCliArgs', () => {
+  test('adds --bare for `bare: true`, and stream-json input for a process started ahead of time', () => {
+    const args = buildCliArgs(requestFor({ bare: true }), FRESH, { streamInput: true });
+    expect(args.slice(0, 8)).toEqual(['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'sonnet', '--bare']);
+    expect(args.slice(-2)).toEqual(['--input-format', 'stream-json']);
+    expect(buildCliArgs(requestFor({}), FRESH, {})).not.toContain('--bare');
+    expect(JSON.parse(streamJsonPrompt('line one\nline "two"'))).toEqual({ type: 'user', message: { role: 'user', content: 'line one\nline "two"' } });
+  });
+
   test('passes every stage option as its flag, and never the prompt', () => {
     const request = requestFor(
       { model: 'opus', fallbackModel: 'sonnet', permissionMode: 'acceptEdits', allowedTools: ['Bash', 'Edit'], disallowedTools: ['WebFetch'], maxBudgetUsd: 5 },

@@ -22,6 +22,7 @@ describe('worker settings from the environment', () => {
       shutdownForceAfterGraceMs: 60_000,
       healthFile: undefined,
       killGraceMs: 5_000,
+      prewarm: { enabled: true, ttlMs: 120_000, limit: 8 },
     });
   });
 
@@ -34,8 +35,25 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_SHUTDOWN_FORCE: '15s',
         AGENT_PIPELINE_HEALTH_FILE: '/tmp/health',
         AGENT_PIPELINE_KILL_GRACE: '2s',
+        AGENT_PIPELINE_PREWARM: 'off',
+        AGENT_PIPELINE_PREWARM_TTL: '30s',
       }),
-    ).toEqual({ maxConcurrentStages: 3, maxConcurrentWorkflowTasks: 10, shutdownGraceMs: 120_000, shutdownForceAfterGraceMs: 15_000, healthFile: '/tmp/health', killGraceMs: 2_000 });
+    ).toEqual({
+      maxConcurrentStages: 3,
+      maxConcurrentWorkflowTasks: 10,
+      shutdownGraceMs: 120_000,
+      shutdownForceAfterGraceMs: 15_000,
+      healthFile: '/tmp/health',
+      killGraceMs: 2_000,
+      prewarm: { enabled: false, ttlMs: 30_000, limit: 3 },
+    });
+  });
+
+  test('refuse a warm start setting that is not on or off, or a TTL that is not a duration', () => {
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_PREWARM: 'maybe' })).toThrow(
+      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_PREWARM=maybe is not on or off; unset it for the default (on)'),
+    );
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_PREWARM_TTL: 'soon' })).toThrow(/AGENT_PIPELINE_PREWARM_TTL=soon is not a duration/);
   });
 
   test('refuse values that are not numbers or durations, naming the variable and the fix', () => {

@@ -20,7 +20,8 @@ describe('CliEventReader', () => {
     reader.read(start('m2', { input_tokens: 2_000 }));
     reader.read(delta('m2', 100));
     // (1000 + 1.25×1000 + 0.1×10000) × $3/M + 200 × $15/M, then 2000 × $3/M + 100 × $15/M.
-    expect(reader.progress()).toMatchObject({ sessionId: 's', turns: 2, usage: { inputTokens: 14_000, outputTokens: 300 } });
+    // Input at full price apart from the cache's reads and writes, as the API reports it.
+    expect(reader.progress()).toMatchObject({ sessionId: 's', turns: 2, usage: { inputTokens: 3_000, outputTokens: 300, cacheReadTokens: 10_000, cacheWriteTokens: 1_000 } });
     expect(reader.progress().costUsd).toBeCloseTo((3_250 * 3 + 200 * 15 + 2_000 * 3 + 100 * 15) / 1e6, 10);
     expect(reader.lastAssistantText).toBe('Looking.');
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { computeCostUsd, DEFAULT_MODELS, loadModelCatalog, resolveModelId } from '../../src/activities/backends/models.js';
+import { computeCostUsd, DEFAULT_MODELS, loadModelCatalog, priceOf, resolveModelId } from '../../src/activities/backends/models.js';
 
 describe('the model catalogue', () => {
   it('maps tiers to model ids and passes other names through', () => {
@@ -14,6 +14,19 @@ describe('the model catalogue', () => {
   it('prices usage per million tokens, and gives null for a model with no price', () => {
     expect(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1_000_000, outputTokens: 100_000 }, DEFAULT_MODELS)).toBeCloseTo(3);
     expect(computeCostUsd('claude-unknown', { inputTokens: 10, outputTokens: 10 }, DEFAULT_MODELS)).toBeNull();
+  });
+
+  it('prices cache reads at 0.1× and cache writes at 1.25× the input price unless the table says otherwise', () => {
+    const catalog0 = loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {"claude-x": {"input": 2, "output": 10}}}' });
+    expect(priceOf('claude-x', catalog0)).toEqual({ input: 2, output: 10, cacheRead: 0.2, cacheWrite: 2.5 });
+    const usage = { inputTokens: 1_000_000, outputTokens: 1_000_000, cacheReadTokens: 10_000_000, cacheWriteTokens: 2_000_000 };
+    // 2 + 10 + 10 × 0.2 + 2 × 2.5
+    expect(computeCostUsd('claude-x', usage, catalog0)).toBeCloseTo(19);
+    // The built-in models' cache reads cost what the pinned CLI charges for them.
+    expect(priceOf('claude-sonnet-5-5', DEFAULT_MODELS)).toEqual({ input: 2, output: 10, cacheRead: 0.1, cacheWrite: 2.5 });
+    const catalog = loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {"claude-sonnet-5-5": {"input": 2, "output": 10, "cacheRead": 0.5, "cacheWrite": 4}}}' });
+    expect(computeCostUsd('claude-sonnet-5-5', usage, catalog)).toBeCloseTo(2 + 10 + 5 + 8);
+    expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {"m": {"input": 1, "output": 1, "cacheRead": -1}}}' })).toThrow(/prices\.m\.cacheRead/);
   });
 
   it('takes overrides from AGENT_PIPELINE_MODELS as JSON, merged over the defaults', () => {

@@ -150,10 +150,14 @@ describe('assemblePrompt', () => {
     const { notes } = stagesOf('name: p\nstages:\n  - id: spec\n    prompt: x\n  - id: notes\n    needs: [spec]\n    backend: anthropic-api\n    prompt: Announce it.\n    inputs: [{ path: docs/spec.md, from: spec }]\n');
     const stages = { spec: { summary: 'Wrote the spec.', outputs: {}, artifacts: ['docs/spec.md', 'logs/big.txt'] } };
     const { prompt } = await assemblePrompt(options(notes, { context: context({ stages }) }));
-    expect(prompt.user).toContain('## Input files\n### docs/spec.md (written by stage spec)\n````\nThe spec has ``` fences.\n````');
-    expect(prompt.user).toContain('#### docs/spec.md (shown above)');
-    expect(prompt.user).toContain(`#### logs/big.txt\n\`\`\`\n${'x'.repeat(100)}`);
-    expect(prompt.user).toContain(`[cut: showing the first ${MAX_INLINE_FILE_BYTES} of ${MAX_INLINE_FILE_BYTES + 10} bytes]`);
+    // Inlined work goes in a block of its own ahead of the persona, where the API backend can cache it.
+    const [work] = prompt.context ?? [];
+    expect(work).toContain('## Input files\n### docs/spec.md (written by stage spec)\n````\nThe spec has ``` fences.\n````');
+    expect(work).toContain('#### docs/spec.md (shown above)');
+    expect(work).toContain(`#### logs/big.txt\n\`\`\`\n${'x'.repeat(100)}`);
+    expect(work).toContain(`[cut: showing the first ${MAX_INLINE_FILE_BYTES} of ${MAX_INLINE_FILE_BYTES + 10} bytes]`);
+    expect(prompt.user).not.toContain('## Input files');
+    expect(prompt.user).toContain('- Read these input files first (shown in your instructions): docs/spec.md');
   });
 
   it('carries reviewer feedback from earlier rounds and the previous attempt\'s failure', async () => {

@@ -19,7 +19,7 @@ describe('RunTracker', () => {
   test('tracks stage states, what satisfies dependents, costs and the run status', () => {
     const tracker = new RunTracker('run-1', 'p', { topic: 'x' }, stages, 1);
     tracker.markRunning('a', 1);
-    tracker.recordCost('a', { usage: { inputTokens: 10, outputTokens: 5 }, costUsd: 0.25, attempts: 2, durationMs: 1500 });
+    tracker.recordCost('a', { usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 7, cacheWriteTokens: 3 }, costUsd: 0.25, attempts: 2, durationMs: 1500 });
     tracker.markCompleted('a', result('did a', { passed: false }));
     tracker.markRunning('b', 1);
     tracker.markWaiting('b', { kind: 'answer', message: 'b asks', question: 'Which one?', commands: ['agent-pipeline answer run-1 --stage b "..."'], since: 0 });
@@ -29,7 +29,7 @@ describe('RunTracker', () => {
     expect(tracker.state.status).toBe('blocked');
     expect(tracker.currentStageIds()).toEqual(['b']);
     expect([tracker.isSatisfied('a'), tracker.isSatisfied('b'), tracker.isSatisfied('c'), tracker.isSatisfied('d')]).toEqual([true, false, true, false]);
-    expect(tracker.stage('a').totals).toEqual({ inputTokens: 10, outputTokens: 5, costUsd: 0.25, attempts: 2, durationMs: 1500 });
+    expect(tracker.stage('a').totals).toEqual({ inputTokens: 10, outputTokens: 5, cacheReadTokens: 7, cacheWriteTokens: 3, costUsd: 0.25, attempts: 2, durationMs: 1500 });
     expect(tracker.state).toMatchObject({ costUsd: 0.25, budgetUsd: 1, workspace: '/ws/run-1' });
     expect(tracker.templateStages()).toEqual({ a: { summary: 'did a', outputs: { passed: false }, artifacts: ['out.md'], status: 'completed', error: '' } });
     expect(tracker.conditionContext().stages).toEqual({

@@ -9,6 +9,7 @@ import { loadConversation, newConversationId, saveConversation } from './api-con
 import { ApiTranscript } from './api-transcript.js';
 import type { BackendOutcome, BackendRequest } from './backend.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from './models.js';
+import { systemBlocksOf } from './prompt-cache.js';
 
 export interface AnthropicApiOptions {
   /** Built by the worker with `maxRetries: 0`: Temporal owns retries. Absent when no API key is configured. */
@@ -50,6 +51,9 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   const messages: Anthropic.MessageParam[] = earlier
     ? [...earlier.messages, { role: 'user', content: continuation!.message }]
     : [{ role: 'user', content: continuation ? `${prompt.user}\n\n## Continue\n${continuation.message}` : prompt.user }];
+  // A continuation re-sends the system blocks its conversation started with, so the cached prefix still matches.
+  const systemBlocks = earlier?.systemBlocks ?? systemBlocksOf(prompt);
+  const cache = stage.cache !== false;
 
   const transcript = await ApiTranscript.open(request.transcriptPath);
   transcript.write({
@@ -60,7 +64,8 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     model,
     request: {
       max_tokens: maxTokens,
-      system_chars: prompt.system.length,
+      system_chars: systemBlocks.reduce((sum, block) => sum + block.length, 0),
+      cache,
       messages: messages.map((m) => ({ role: m.role, chars: typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content).length })),
       continuation: continuation?.kind,
       prompt_start: String(messages[messages.length - 1].content).slice(0, 2_000),
@@ -74,12 +79,14 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
       client: options.client,
       model,
       maxTokens,
-      system: prompt.system,
+      systemBlocks,
+      cache,
       messages,
       maxContinuations: stage.maxContinuations ?? DEFAULT_MAX_CONTINUATIONS,
       signal: request.signal,
       transcript,
       sessionId,
+      contract: stage.contract,
       // The SDK throttles heartbeats, so one per event is cheap.
       onProgress: (soFar) => request.heartbeat({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, options.models) ?? 0, lastEventAt: Date.now(), usage: soFar }),
     });
@@ -112,7 +119,12 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     num_turns: calls,
     duration_ms: durationMs,
     total_cost_usd: costUsd,
-    usage: { input_tokens: finalUsage.inputTokens, output_tokens: finalUsage.outputTokens },
+    usage: {
+      input_tokens: finalUsage.inputTokens,
+      output_tokens: finalUsage.outputTokens,
+      cache_read_input_tokens: finalUsage.cacheReadTokens ?? 0,
+      cache_creation_input_tokens: finalUsage.cacheWriteTokens ?? 0,
+    },
   });
   await transcript.close();
 
@@ -135,6 +147,7 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
     id: sessionId,
     model,
     system: prompt.system,
+    systemBlocks,
     messages: redactSecrets(answer.messages),
     updatedAt: Date.now(),
   });

@@ -1,6 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { TokenUsage } from '../../pipeline/stage-result.js';
 import type { ApiTranscript } from './api-transcript.js';
+import { withCacheBreakpoints } from './prompt-cache.js';
 
 /*
  * One answer of the Messages API backend, continued while it is cut off. An answer that stops at `max_tokens`
@@ -14,12 +15,22 @@ export const CONTINUE_MESSAGE =
   'Your answer was cut off at the length limit. Continue exactly where it stopped, without repeating anything ' +
   'and without any preamble; end with the report block as instructed.';
 
+/** The same, for a stage whose answer is the deliverable itself (`contract: none`): there is no report to end with. */
+export const CONTINUE_FREE_MESSAGE =
+  'Your answer was cut off at the length limit. Continue exactly where it stopped, without repeating anything ' +
+  'and without any preamble.';
+
 export interface AnswerRequest {
   client: Anthropic;
   model: string;
   /** Length limit of each call. @unit tokens */
   maxTokens: number;
-  system?: string;
+  /** The system prompt as blocks (see prompt-cache.ts); the same blocks on every call of a conversation. */
+  systemBlocks: string[];
+  /** Mark cache breakpoints (`cache_control`) on the system blocks and the conversation. */
+  cache: boolean;
+  /** The stage's output contract: with `none` a continuation is not reminded of a report block. */
+  contract?: 'json' | 'none';
   /** The conversation so far, ending with the user message to answer. */
   messages: Anthropic.MessageParam[];
   /** How many times an answer cut off at `maxTokens` is continued. */
@@ -53,13 +64,13 @@ export interface Answer {
  */
 export async function streamAnswer(request: AnswerRequest): Promise<Answer> {
   const messages = [...request.messages];
-  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0 };
+  const usage: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+  const continueMessage = request.contract === 'none' ? CONTINUE_FREE_MESSAGE : CONTINUE_MESSAGE;
   let text = '';
   for (let call = 1; ; call++) {
     const message = await streamOnce(request, messages, usage);
     const part = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-    usage.inputTokens += message.usage.input_tokens;
-    usage.outputTokens += message.usage.output_tokens;
+    addUsage(usage, usageOf(message.usage));
     text += part;
     request.transcript.write({
       type: 'assistant',
@@ -70,31 +81,47 @@ export async function streamAnswer(request: AnswerRequest): Promise<Answer> {
     if (part !== '') messages.push({ role: 'assistant', content: part });
     const continueIt = message.stop_reason === 'max_tokens' && part !== '' && call <= request.maxContinuations;
     if (!continueIt) return { text, messages, usage: { ...usage }, stopReason: message.stop_reason, calls: call };
-    messages.push({ role: 'user', content: CONTINUE_MESSAGE });
-    request.transcript.write({ type: 'user', session_id: request.sessionId, message: { role: 'user', content: CONTINUE_MESSAGE }, continuation: call });
+    messages.push({ role: 'user', content: continueMessage });
+    request.transcript.write({ type: 'user', session_id: request.sessionId, message: { role: 'user', content: continueMessage }, continuation: call });
   }
 }
 
 /** One streamed call; progress counts the tokens of the calls before it. */
-async function streamOnce(request: AnswerRequest, messages: Anthropic.MessageParam[], before: TokenUsage): Promise<Anthropic.Message> {
-  const current: TokenUsage = { inputTokens: 0, outputTokens: 0 };
+async function streamOnce(request: AnswerRequest, messages: Anthropic.MessageParam[], before: Required<TokenUsage>): Promise<Anthropic.Message> {
+  let current: Required<TokenUsage> = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
   let streamedChars = 0;
   const stream = request.client.messages.stream(
-    { model: request.model, max_tokens: request.maxTokens, system: request.system || undefined, messages: [...messages] },
+    { model: request.model, max_tokens: request.maxTokens, ...withCacheBreakpoints(request.systemBlocks, [...messages], request.cache) },
     { signal: request.signal },
   );
   stream.on('streamEvent', (event) => {
-    if (event.type === 'message_start') current.inputTokens = event.message.usage.input_tokens;
+    if (event.type === 'message_start') current = usageOf(event.message.usage);
     else if (event.type === 'message_delta') current.outputTokens = event.usage.output_tokens;
     else if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') {
       request.transcript.text(event.delta.text);
       streamedChars += event.delta.text.length;
     }
     // Output tokens are only counted at the end of the stream; until then, estimate them from the text.
-    request.onProgress({
-      inputTokens: before.inputTokens + current.inputTokens,
-      outputTokens: before.outputTokens + Math.max(current.outputTokens, Math.ceil(streamedChars / 4)),
-    });
+    const soFar = { ...before };
+    addUsage(soFar, { ...current, outputTokens: Math.max(current.outputTokens, Math.ceil(streamedChars / 4)) });
+    request.onProgress(soFar);
   });
   return stream.finalMessage();
+}
+
+/** The API's usage in our terms: full-price input, output, and the prompt cache's reads and writes apart. */
+function usageOf(usage: Anthropic.Usage): Required<TokenUsage> {
+  return {
+    inputTokens: usage.input_tokens,
+    outputTokens: usage.output_tokens,
+    cacheReadTokens: usage.cache_read_input_tokens ?? 0,
+    cacheWriteTokens: usage.cache_creation_input_tokens ?? 0,
+  };
+}
+
+function addUsage(total: Required<TokenUsage>, more: Required<TokenUsage>): void {
+  total.inputTokens += more.inputTokens;
+  total.outputTokens += more.outputTokens;
+  total.cacheReadTokens += more.cacheReadTokens;
+  total.cacheWriteTokens += more.cacheWriteTokens;
 }

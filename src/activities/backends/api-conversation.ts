@@ -13,6 +13,8 @@ export interface ApiConversation {
   id: string;
   model: string;
   system: string;
+  /** The system blocks the first request sent (context files, earlier work, persona); continuations re-send them for the cache. */
+  systemBlocks?: string[];
   /** Every message so far, the model's answers included. */
   messages: Anthropic.MessageParam[];
   /** @unit milliseconds since the epoch */

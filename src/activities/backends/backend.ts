@@ -16,6 +16,17 @@ export interface AttemptProgress {
   warnings?: string[];
 }
 
+/** A stage that becomes ready after this one, as the CLI backend pre-spawns its agent (warm start). */
+export interface PrewarmTarget {
+  /** The stage as its first attempt will see it (agent file defaults applied). */
+  stage: ResolvedStage;
+  /** Its system prompt (`--append-system-prompt-file`). */
+  system: string;
+  addDirs?: string[];
+  /** @unit US dollars */
+  maxBudgetUsd?: number;
+}
+
 /** One stage attempt, as a backend sees it. */
 export interface BackendRequest {
   stage: ResolvedStage;
@@ -44,6 +55,8 @@ export interface BackendRequest {
   /** Aborted when Temporal cancels the activity (run cancelled, heartbeat timeout, worker shutdown). */
   signal: AbortSignal;
   heartbeat(progress: AttemptProgress): void;
+  /** The stages that become ready after this one, for a backend that starts their agents ahead of time. */
+  prewarm?: () => Promise<PrewarmTarget[]>;
 }
 
 /**
@@ -51,7 +64,7 @@ export interface BackendRequest {
  * failures are thrown from the catalogue.
  */
 export interface BackendOutcome
-  extends Pick<StageResult, 'sessionId' | 'usage' | 'costUsd' | 'numTurns' | 'durationMs' | 'warnings' | 'permissionDenials'> {
+  extends Pick<StageResult, 'sessionId' | 'usage' | 'costUsd' | 'numTurns' | 'durationMs' | 'warnings' | 'permissionDenials' | 'warmStart'> {
   /** The agent's final answer, where the output contract is read from. */
   text: string;
 }

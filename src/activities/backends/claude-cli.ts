@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 import { redactSecrets, registerSecrets } from '../secrets.js';
@@ -5,7 +6,7 @@ import { writeFileAtomic } from '../workspace.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
-import { agentEnvironment, agentSettings, buildCliArgs } from './cli-args.js';
+import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt } from './cli-args.js';
 import { CliEventReader } from './cli-events.js';
 import { classifyCliRun } from './cli-failure.js';
 import { runCliProcess, type CliProcessResult } from './cli-process.js';
@@ -17,6 +18,7 @@ import { STAGE_MARKER } from './process-sweep.js';
 import { DEFAULT_KILL_GRACE_MS } from './process-stop.js';
 import { StageGuard } from './stage-guard.js';
 import { TranscriptWriter } from './transcript-writer.js';
+import { prewarmStages, warmKey, warmPool, warmStartSettings } from './cli-warm-start.js';
 
 /** Options of the Claude Code CLI backend, fixed per worker. */
 export interface ClaudeCliOptions {
@@ -49,6 +51,14 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       hint: `set one of ${AUTH_MODES_HELP} in the environment of the worker and restart it`,
     });
   }
+  if (stage.bare && !options.env.ANTHROPIC_API_KEY) {
+    throw stageFailure({
+      type: 'CONFIG_INVALID',
+      stageId: stage.id,
+      message: '`bare: true` makes the Claude Code CLI read only ANTHROPIC_API_KEY, and the worker has none (only ANTHROPIC_AUTH_TOKEN)',
+      hint: 'set ANTHROPIC_API_KEY for the worker, or drop `bare: true` from the stage or the defaults',
+    });
+  }
   const binary = await findClaudeBinary(options.env);
   if (!binary) {
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `the Claude Code CLI was not found (looked for ${describeClaudeLookup(options.env)})`, details: { claudeBin: options.env.CLAUDE_BIN } });
@@ -57,7 +67,13 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
 
   const stageDir = workspace.stageDir(stage.id);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
-  const guard = await StageGuard.claim(stageDir, killGraceMs);
+  const warmSettings = warmStartSettings(options.env);
+  const pool = warmSettings.enabled ? warmPool(warmSettings, killGraceMs) : undefined;
+  const key = warmKey(workspace, stage.id);
+  // A process started for this stage ahead of time carries its own stage marker and session id: the attempt takes
+  // them on, so that its command line and environment can match the waiting process's exactly.
+  const waiting = pool?.peek(key);
+  const guard = await StageGuard.claim(stageDir, killGraceMs, waiting?.marker);
   const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) });
   const mcpConfig = await writeMcpConfig({
     stageId: stage.id,
@@ -70,15 +86,33 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
   const session = await planSession(request);
+  if (waiting && !session.resume) session.sessionId = waiting.sessionId;
+  // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
+  const settings = agentSettings(options.env);
+  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings, streamInput: waiting !== undefined });
+  const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
+  const warmWarnings: string[] = [];
+  if (took?.kind === 'discarded') {
+    warmWarnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
+  }
+  if (waiting && took?.kind !== 'adopted' && !session.resume) {
+    // The stopped process may have registered the session id: the cold start takes a fresh one.
+    session.sessionId = randomUUID();
+    args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings });
+  }
+  const warmStart = took?.kind === 'adopted';
   const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
   const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
   const started = Date.now();
+  const attemptDone = pool ? await pool.attemptStarted() : undefined;
+  let prewarming: Promise<string[]> | undefined;
   let run: CliProcessResult;
   try {
     run = await runCliProcess({
       binary,
-      args: buildCliArgs(request, session, { mcpConfig, systemPrompt, settings: agentSettings(options.env) }),
-      stdin: session.stdin,
+      args,
+      spawned: took?.kind === 'adopted' ? took.child : undefined,
+      stdin: warmStart ? streamJsonPrompt(session.stdin) : session.stdin,
       cwd: workspace.dir,
       env,
       reader,
@@ -90,7 +124,16 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
       signal: request.signal,
       heartbeat: request.heartbeat,
-      onSpawn: (pid) => guard.lock(pid, request.attempt),
+      onSpawn: async (pid) => {
+        await guard.lock(pid, request.attempt);
+        // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
+        if (pool && request.prewarm) {
+          prewarming = request
+            .prewarm()
+            .then((targets) => prewarmStages(pool, targets, { binary, workerEnv: options.env, killGraceMs, workspace, mcpServers: request.mcpServers }))
+            .catch(() => []);
+        }
+      },
     });
   } catch (err) {
     // Only the attempt's own records can fail here: the transcript, or the lock file once the agent started.
@@ -99,17 +142,22 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
     await transcript.close().catch(() => undefined);
     // Whatever the agent left running (a background server a tool started) goes with the attempt.
     await guard.release();
+    attemptDone?.();
   }
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
+  const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
+  if (pool && prewarming && (run.stoppedFor || run.spawnError || failure)) {
+    // The stages after this one will not start now: their waiting agents go at once instead of at their TTL.
+    await pool.discardAll(await prewarming);
+  }
 
   if (run.stoppedFor === 'cancelled') throw request.signal.reason ?? new Error('cancelled');
   if (run.spawnError) {
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${binary} (${run.spawnError})`, details: { binary } });
   }
-  const failure = classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
   if (failure) throw failure;
-  return toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings]);
+  return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
 }
 
 /** The outcome of a run whose result reported success. */
@@ -130,8 +178,13 @@ function toOutcome(reader: CliEventReader, run: CliProcessResult, durationMs: nu
     text: final?.result ?? reader.lastAssistantText,
     sessionId: final?.session_id ?? reader.sessionId,
     usage: final?.usage
-      ? { inputTokens: final.usage.input_tokens ?? 0, outputTokens: final.usage.output_tokens ?? 0 }
-      : progress.usage ?? { inputTokens: 0, outputTokens: 0 },
+      ? {
+          inputTokens: final.usage.input_tokens ?? 0,
+          outputTokens: final.usage.output_tokens ?? 0,
+          cacheReadTokens: final.usage.cache_read_input_tokens ?? 0,
+          cacheWriteTokens: final.usage.cache_creation_input_tokens ?? 0,
+        }
+      : progress.usage ?? { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
     costUsd: final?.total_cost_usd ?? progress.costUsd,
     numTurns: final?.num_turns ?? progress.turns,
     durationMs: final?.duration_ms ?? durationMs,

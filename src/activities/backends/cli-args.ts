@@ -26,6 +26,16 @@ export interface CliFiles {
   systemPrompt?: string;
   /** `--settings`: the worker's `AGENT_PIPELINE_CLAUDE_SETTINGS` (a file or JSON), e.g. with an `apiKeyHelper`. */
   settings?: string;
+  /**
+   * `--input-format stream-json`: the prompt comes as a JSON user message. A warm process needs it: with plain
+   * stdin the CLI gives up after 3 s without data, while with stream-json it waits for its message as long as it takes.
+   */
+  streamInput?: boolean;
+}
+
+/** The prompt as the one user message `--input-format stream-json` reads, ending the line. */
+export function streamJsonPrompt(prompt: string): string {
+  return `${JSON.stringify({ type: 'user', message: { role: 'user', content: prompt } })}\n`;
 }
 
 /**
@@ -35,6 +45,8 @@ export interface CliFiles {
 export function buildCliArgs(request: BackendRequest, session: SessionPlan, files: CliFiles): string[] {
   const { stage } = request;
   const args = ['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', stage.model];
+  // No hooks, plugins, auto-memory or CLAUDE.md discovery: the stage's context all comes in through the flags below and stdin.
+  if (stage.bare) args.push('--bare');
   args.push(...(session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]));
   args.push('--permission-mode', stage.permissionMode ?? 'dontAsk');
   if (stage.allowedTools?.length) args.push('--allowedTools', ...stage.allowedTools);
@@ -46,6 +58,7 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   if (request.addDirs?.length) args.push('--add-dir', ...request.addDirs);
   if (files.systemPrompt) args.push('--append-system-prompt-file', files.systemPrompt);
   if (files.settings) args.push('--settings', files.settings);
+  if (files.streamInput) args.push('--input-format', 'stream-json');
   return args;
 }
 

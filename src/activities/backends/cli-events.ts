@@ -14,7 +14,7 @@ export interface CliResultEvent {
   num_turns?: number;
   duration_ms?: number;
   total_cost_usd?: number;
-  usage?: { input_tokens?: number; output_tokens?: number };
+  usage?: { input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number; cache_creation_input_tokens?: number };
   terminal_reason?: string;
   api_error_status?: number | null;
   api_error_type?: string | null;
@@ -58,10 +58,6 @@ interface MessageUsage {
 
 /** Stream events that are the agent's own output (text, tool calls), as opposed to the CLI's bookkeeping. */
 const OUTPUT_STREAM_EVENTS = new Set(['content_block_start', 'content_block_delta', 'content_block_stop']);
-
-/** Anthropic prices cache writes (5-minute) at 1.25× and cache reads at 0.1× the input price. */
-const CACHE_WRITE_FACTOR = 1.25;
-const CACHE_READ_FACTOR = 0.1;
 
 /**
  * Folds the CLI's stream-json events into what the activity needs: session id, turns, cost so far,
@@ -131,15 +127,16 @@ export class CliEventReader {
     return this.messages.size;
   }
 
-  /** Tokens so far, summed over the model messages. */
-  get usage(): TokenUsage {
-    let inputTokens = 0;
-    let outputTokens = 0;
+  /** Tokens so far, summed over the model messages; cache reads and writes apart from the full-price input, as the API reports them. */
+  get usage(): Required<TokenUsage> {
+    const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
     for (const m of this.messages.values()) {
-      inputTokens += m.input + m.cacheWrite + m.cacheRead;
-      outputTokens += m.output;
+      usage.inputTokens += m.input;
+      usage.outputTokens += m.output;
+      usage.cacheReadTokens += m.cacheRead;
+      usage.cacheWriteTokens += m.cacheWrite;
     }
-    return { inputTokens, outputTokens };
+    return usage;
   }
 
   /** Cost so far from per-message usage (models without a price count 0); the result's total wins once known. @unit US dollars */
@@ -147,8 +144,8 @@ export class CliEventReader {
     if (this.result?.total_cost_usd !== undefined) return this.result.total_cost_usd;
     let total = 0;
     for (const m of this.messages.values()) {
-      const input = m.input + CACHE_WRITE_FACTOR * m.cacheWrite + CACHE_READ_FACTOR * m.cacheRead;
-      total += computeCostUsd(m.modelId, { inputTokens: input, outputTokens: m.output }, this.models) ?? 0;
+      const usage = { inputTokens: m.input, outputTokens: m.output, cacheReadTokens: m.cacheRead, cacheWriteTokens: m.cacheWrite };
+      total += computeCostUsd(m.modelId, usage, this.models) ?? 0;
     }
     return total;
   }

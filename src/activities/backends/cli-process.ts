@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { execa } from 'execa';
+import { execa, type ResultPromise } from 'execa';
 import type { AttemptProgress } from './backend.js';
 import type { CliEventReader } from './cli-events.js';
 import { listProcessGroup, stopMarkedProcesses, type StopReport } from './process-stop.js';
@@ -44,6 +44,8 @@ export interface CliProcessOptions {
   heartbeat(progress: AttemptProgress): void;
   /** Called once the process exists, with its pid (also its process group id). */
   onSpawn(pid: number): Promise<void>;
+  /** A warm process spawned earlier with the same command line, waiting on stdin: it gets the prompt instead of a new spawn. */
+  spawned?: ResultPromise;
 }
 
 /** How the process ended. */
@@ -67,7 +69,13 @@ export interface CliProcessResult {
  */
 export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
   const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', o.binary, ...o.args]] : [o.binary, o.args];
-  const child = execa(file, fileArgs, {
+  // An adopted warm process has started up already; writing its prompt and closing stdin is all that is left.
+  if (o.spawned) {
+    // A process that died while it waited makes the write fail with EPIPE; its exit is what the attempt reports.
+    o.spawned.stdin?.on('error', () => {});
+    o.spawned.stdin?.end(o.stdin);
+  }
+  const child = o.spawned ?? execa(file, fileArgs, {
     cwd: o.cwd,
     input: o.stdin,
     env: o.env,

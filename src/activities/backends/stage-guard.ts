@@ -40,10 +40,13 @@ export class StageGuard {
     private readonly graceMs: number,
   ) {}
 
-  /** Stops earlier attempts' processes still working in the stage, so that the new attempt is the only one. */
-  static async claim(stageDir: string, graceMs: number): Promise<StageGuard> {
+  /**
+   * Stops earlier attempts' processes still working in the stage, so that the new attempt is the only one.
+   * `marker` is the one a warm process for this stage was started with, so that the attempt can adopt it.
+   */
+  static async claim(stageDir: string, graceMs: number, marker?: string): Promise<StageGuard> {
     await mkdir(stageDir, { recursive: true });
-    const guard = new StageGuard(stageDir, `${stageDir}#${randomUUID()}`, [], graceMs);
+    const guard = new StageGuard(stageDir, marker ?? `${stageDir}#${randomUUID()}`, [], graceMs);
     const lockFile = path.join(stageDir, LOCK_FILE);
     // Without a lock file no earlier attempt can have left anything here: an attempt writes it as soon as its agent
     // exists and removes it only once all its processes are gone. Skipping the /proc sweep then takes a few ms off

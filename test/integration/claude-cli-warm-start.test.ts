@@ -1,0 +1,122 @@
+import { execa } from 'execa';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { PrewarmTarget } from '../../src/activities/backends/backend.js';
+import { stopWarmProcesses } from '../../src/activities/backends/cli-warm-start.js';
+import { WORKER_MARKER } from '../../src/activities/backends/process-sweep.js';
+import type { StageDefinition } from '../../src/pipeline/schema.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+import { PROJECT_ROOT } from '../helpers/harness.js';
+import { createCliWorld, REPORT, stageProcesses, waitFor, type CliWorld } from './claude-cli-world.js';
+
+/*
+ * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
+ * adopts it when everything matches, and stops it when the command line or a start-up file changed meanwhile.
+ */
+
+let world: CliWorld;
+
+beforeAll(async () => {
+  world = await createCliWorld({
+    rules: [
+      { match: 'Task: first', turns: [{ text: `First done.\n${REPORT}` }], repeatLastTurn: true },
+      { match: 'Task: next', turns: [{ text: `Next done.\n${REPORT}` }], repeatLastTurn: true },
+    ],
+  });
+});
+afterAll(async () => {
+  await stopWarmProcesses();
+  await world?.close();
+});
+
+const TOOLS = ['Bash', 'Edit', 'Write', 'Read'];
+/** The `next` stage exactly as the harness will resolve it for its own attempt. */
+function nextStage(overrides: Partial<StageDefinition> = {}) {
+  const definition: StageDefinition = { id: 'next', prompt: 'unused', allowedTools: TOOLS, ...overrides };
+  return resolveStage({ name: 'test', stages: [definition] }, definition);
+}
+
+/** Runs `first` with a hint for `next`, and waits until next's agent waits in its stage folder. */
+async function firstWithHint(runId: string, target: PrewarmTarget, env: NodeJS.ProcessEnv = {}): Promise<string> {
+  const first = await world.start({ task: 'Task: first', runId, stage: { id: 'first' }, env, request: { prewarm: async () => [target] } });
+  expect((await first.outcome).warmStart).toBe(false);
+  const nextDir = path.join(path.dirname(first.stageDir), 'next');
+  return nextDir;
+}
+
+describe('warm start', () => {
+  test('the next stage adopts the agent started for it, and answers through it', async () => {
+    const nextDir = await firstWithHint('run-adopt', { stage: nextStage(), system: 'You are a test agent.' });
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    // Longer than the 3 s the CLI waits for plain stdin: a waiting agent reads stream-json, which has no such limit.
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    const next = await world.start({ task: 'Task: next', runId: 'run-adopt', stage: { id: 'next' } });
+    const outcome = await next.outcome;
+    expect(outcome).toMatchObject({ warmStart: true, warnings: [] });
+    expect(outcome.text).toContain('Next done.');
+    // The adopted process is the one that waited, and it is gone with the attempt.
+    expect(next.heartbeats.length).toBeGreaterThan(0);
+    expect(await stageProcesses(nextDir)).not.toContain(waiting);
+    expect(await stageProcesses(nextDir)).toEqual([]);
+  });
+
+  test('a waiting agent whose command line differs is stopped, and the stage starts cold', async () => {
+    const nextDir = await firstWithHint('run-args', { stage: nextStage({ allowedTools: ['Read'] }), system: 'You are a test agent.' });
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    const outcome = await (await world.start({ task: 'Task: next', runId: 'run-args', stage: { id: 'next' } })).outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but its command line differs .*--allowedTools Read.*started cold/)]);
+    expect(outcome.text).toContain('Next done.');
+    expect(await stageProcesses(nextDir)).not.toContain(waiting);
+  });
+
+  test('a waiting agent is stopped when CLAUDE.md changed after it started, since it read the old one', async () => {
+    const nextDir = await firstWithHint('run-memory', { stage: nextStage(), system: 'You are a test agent.' });
+    await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    await writeFile(path.join(world.root, 'run-memory', 'CLAUDE.md'), 'A rule a running stage just wrote.\n');
+    const outcome = await (await world.start({ task: 'Task: next', runId: 'run-memory', stage: { id: 'next' } })).outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.warnings).toEqual([expect.stringContaining(`${path.join(world.root, 'run-memory', 'CLAUDE.md')} changed after it started`)]);
+    // The cold agent read the new CLAUDE.md.
+    expect(JSON.stringify(world.server.requests().at(-1)?.body)).toContain('A rule a running stage just wrote.');
+  });
+
+  test('waiting agents count against the agent limit, go after their TTL, and none start with AGENT_PIPELINE_PREWARM=off', async () => {
+    const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
+    const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_PREWARM: 'off' });
+    const ttl = await firstWithHint('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_PREWARM_TTL: '15s' });
+    await waitFor(() => stageProcesses(ttl), (pids) => pids.length > 0, 'the warm agent of run-ttl');
+    await waitFor(() => stageProcesses(ttl), (pids) => pids.length === 0, 'the warm agent to go after its TTL', 30_000);
+    expect(await stageProcesses(atLimit)).toEqual([]);
+    expect(await stageProcesses(off)).toEqual([]);
+  });
+});
+
+describe('a worker killed while agents wait for their stages', () => {
+  test('leaves none of them behind: the watchdog stops them', async () => {
+    // A worker process of its own (the built backend), so that it can be killed outright.
+    const script = `
+      const { prewarmStages, warmPool, warmStartSettings } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/cli-warm-start.js'))});
+      const { openRunWorkspace } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/workspace.js'))});
+      const { workerMarkerValue } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/orphan-watchdog.js'))});
+      const { findClaudeBinary } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-binary.js'))});
+      const stage = (id) => ({ id, prompt: 'x', needs: [], backend: 'claude-cli', model: 'sonnet', allowedTools: ['Read'] });
+      const workspace = await openRunWorkspace(process.argv[1], 'run-killed');
+      const pool = warmPool(warmStartSettings(process.env), 2000);
+      await prewarmStages(pool, [{ stage: stage('a'), system: 's' }, { stage: stage('b'), system: 's' }], { binary: await findClaudeBinary(process.env), workerEnv: process.env, workspace });
+      console.log('marker ' + workerMarkerValue() + ' waiting ' + pool.size);
+      setInterval(() => {}, 1000);
+    `;
+    const worker = execa('node', ['--input-type=module', '-e', script, world.root], { env: { ...process.env, ...world.env }, reject: false });
+    let output = '';
+    worker.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const [, marker, waiting] = (await waitFor(() => /marker (\S+) waiting (\d+)/.exec(output), (m) => m !== null, 'the worker to start its waiting agents'))!;
+    expect(Number(waiting)).toBe(2);
+    const { processesWith } = await import('./claude-cli-world.js');
+    await waitFor(() => processesWith(WORKER_MARKER, marker), (pids) => pids.length >= 2, 'the waiting agents');
+    worker.kill('SIGKILL');
+    await worker;
+    await waitFor(() => processesWith(WORKER_MARKER, marker), (pids) => pids.length === 0, 'no waiting agent to be left', 30_000);
+  });
+});
