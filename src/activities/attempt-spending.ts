@@ -1,4 +1,5 @@
-import { ApplicationFailure } from '@temporalio/common';
+import type { ApplicationFailure } from '@temporalio/common';
+import { withFirstDetail } from './failures.js';
 import type { TokenUsage } from '../pipeline/stage-result.js';
 
 /*
@@ -59,17 +60,5 @@ export function addSpending<T extends { costUsd?: number | null; usage?: TokenUs
 /** `failure` with the earlier attempts' spending added to its details, where the workflow reads a failed stage's cost. */
 export function withEarlierSpending(failure: ApplicationFailure, earlier: Spending): ApplicationFailure {
   if (spentNothing(earlier)) return failure;
-  const [first, ...rest] = failure.details ?? [];
-  const own = first !== null && typeof first === 'object' ? (first as { costUsd?: number; usage?: TokenUsage }) : {};
-  const carried = ApplicationFailure.create({
-    type: failure.type ?? undefined,
-    message: failure.message,
-    nonRetryable: failure.nonRetryable ?? undefined,
-    nextRetryDelay: failure.nextRetryDelay,
-    category: failure.category ?? undefined,
-    cause: failure.cause,
-    details: [addSpending(own, earlier), ...rest],
-  });
-  carried.stack = failure.stack;
-  return carried;
+  return withFirstDetail(failure, (own) => addSpending(own as { costUsd?: number; usage?: TokenUsage }, earlier));
 }

@@ -1,4 +1,5 @@
-import { ApplicationFailure } from '@temporalio/common';
+import type { ApplicationFailure } from '@temporalio/common';
+import { withFirstDetail } from './failures.js';
 
 /*
  * Warnings of every attempt of a stage execution reach its final result. Temporal retries an activity without the
@@ -27,17 +28,5 @@ export function mergeWarnings(...lists: (readonly string[] | undefined)[]): stri
 /** `failure` with the earlier attempts' warnings added before its own in its details, for the next attempt to carry on. */
 export function withEarlierWarnings(failure: ApplicationFailure, earlier: readonly string[]): ApplicationFailure {
   if (earlier.length === 0) return failure;
-  const [first, ...rest] = failure.details ?? [];
-  const own = first !== null && typeof first === 'object' ? (first as { warnings?: string[] }) : {};
-  const carried = ApplicationFailure.create({
-    type: failure.type ?? undefined,
-    message: failure.message,
-    nonRetryable: failure.nonRetryable ?? undefined,
-    nextRetryDelay: failure.nextRetryDelay,
-    category: failure.category ?? undefined,
-    cause: failure.cause,
-    details: [{ ...own, warnings: mergeWarnings(earlier, own.warnings) }, ...rest],
-  });
-  carried.stack = failure.stack;
-  return carried;
+  return withFirstDetail(failure, (own) => ({ ...own, warnings: mergeWarnings(earlier, own.warnings as string[] | undefined) }));
 }

@@ -104,6 +104,27 @@ export function stageFailure(options: StageFailureOptions): ApplicationFailure {
  * Maps a Messages API error to the catalogue (the one place that decides): by HTTP status, or, for
  * an error event in the middle of a stream (no status), by the error body's `type`.
  */
+/**
+ * `failure` again, with its first detail replaced by what `update` makes of it (an object; `{}` when there is
+ * none): how an attempt carries its earlier attempts' spending and warnings on in its failure. Type, message,
+ * retry settings, cause and stack stay.
+ */
+export function withFirstDetail(failure: ApplicationFailure, update: (own: Record<string, unknown>) => object): ApplicationFailure {
+  const [first, ...rest] = failure.details ?? [];
+  const own = first !== null && typeof first === 'object' ? (first as Record<string, unknown>) : {};
+  const carried = ApplicationFailure.create({
+    type: failure.type ?? undefined,
+    message: failure.message,
+    nonRetryable: failure.nonRetryable ?? undefined,
+    nextRetryDelay: failure.nextRetryDelay,
+    category: failure.category ?? undefined,
+    cause: failure.cause,
+    details: [update(own), ...rest],
+  });
+  carried.stack = failure.stack;
+  return carried;
+}
+
 export function failureTypeForStatus(status: number | undefined, errorType?: string | null): FailureType {
   if (status === undefined) {
     if (errorType === 'overloaded_error') return 'OVERLOADED';
