@@ -100,7 +100,8 @@ describe('the Anthropic API backend', () => {
       const body = second.body as { messages: { role: string; content: string }[] };
       expect(body.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
       expect(body.messages[1].content).toBe('# Notes\n\nPart one, ');
-      expect(body.messages[2].content).toBe(CONTINUE_MESSAGE);
+      // The request to continue ends the conversation prefix, so it carries the cache breakpoint.
+      expect(body.messages[2].content).toEqual([{ type: 'text', text: CONTINUE_MESSAGE, cache_control: { type: 'ephemeral' } }]);
     });
 
     it('is continued at most maxContinuations times (2 by default), then kept as it is with RESPONSE_TRUNCATED', async () => {
@@ -136,7 +137,7 @@ describe('the Anthropic API backend', () => {
       expect(result.warnings).toEqual([expect.stringMatching(/^RESPONSE_TRUNCATED: the answer stopped at max_tokens \(500\) after 1 continuation/)]);
       const retried = server.requests()[2].body as { messages: { role: string; content: string }[] };
       expect(retried.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
-      expect(retried.messages[4].content).toContain('reply now with only the fenced JSON block');
+      expect(JSON.stringify(retried.messages[4].content)).toContain('reply now with only the fenced JSON block');
     });
 
     it('a retry after a killed attempt still reports the warnings its last heartbeat carried', async () => {
@@ -169,7 +170,7 @@ describe('the Anthropic API backend', () => {
     const { activities, input } = setUp(rule([{ text: REPORT('never') }]), { apiKey: null });
     const failure = await failureOf(startAttempt(activities, input).result);
     expect(failure).toMatchObject({ type: 'API_KEY_MISSING', nonRetryable: true });
-    expect(failure.message).toContain('set ANTHROPIC_API_KEY in the environment of the worker');
+    expect(failure.message).toMatch(/set ANTHROPIC_API_KEY .*in the environment of the worker/);
     expect(server.requests()).toHaveLength(0);
   });
 

@@ -103,7 +103,7 @@ describe('answer, approve, reject and cancel as a user runs them', () => {
   test('cancel stops a running stage; a second start with the same id reports the run instead of starting another', async () => {
     const runId = `cli-slow-${Math.random().toString(36).slice(2, 8)}`;
     const first = parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env));
-    expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId) });
+    expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId), bundle: expect.objectContaining({ files: 1 }) });
     expect(parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
     await eventually(() => status(runId), (run) => run.stages[0].status === 'running', 30_000, 'crawl running');
 

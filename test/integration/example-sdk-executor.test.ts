@@ -52,8 +52,9 @@ describe('the sdk-executor example', () => {
     const prompt = JSON.stringify(requestOf('copywriting').messages);
     expect(prompt).toContain('**Task ID:** task-042');
     expect(prompt).toContain('The optional context file context/product-marketing-context.md does not exist');
-    // The review read both deliverables; the two skills ran at the same time.
-    expect(JSON.stringify(requestOf('launch-review').messages)).toContain('Put \\"team plan\\" in the title');
+    // The review read both deliverables (earlier work goes in a system block of its own, for the prompt cache); the
+    // two skills ran at the same time.
+    expect(JSON.stringify(requestOf('launch-review'))).toContain('Put \\"team plan\\" in the title');
     const [a, b] = [stageOf(state, 'copywriting'), stageOf(state, 'seo-audit')];
     expect(a.startedAt!).toBeLessThan(b.finishedAt!);
     expect(b.startedAt!).toBeLessThan(a.finishedAt!);
@@ -66,7 +67,8 @@ describe('the sdk-executor example', () => {
     await writeFile(path.join(copy, 'context', 'product-marketing-context.md'), 'Product: Tandem, a shared task list for small teams.\n');
     const state = await harness.finish(await harness.start(path.join(copy, 'pipeline.yaml')));
     expect(state.status).toBe('completed');
-    const prompt = JSON.stringify(requestOf('seo-audit').messages);
+    // Context files go in a system block of their own (for the prompt cache), the rest of the prompt in the message.
+    const prompt = JSON.stringify(requestOf('seo-audit'));
     expect(prompt).toContain('Product: Tandem, a shared task list for small teams.');
     expect(prompt).not.toContain('does not exist');
   });

@@ -63,7 +63,8 @@ describe('PipelineClient', () => {
     const again = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id });
     expect([first.alreadyRunning, again.alreadyRunning, again.id]).toEqual([false, true, id]);
     const waiting = await eventually(() => client.list({ pipeline: 'cli-gates', status: 'waiting' }), (runs) => runs.some((r) => r.runId === id), 60_000, 'the run listed as waiting');
-    expect(waiting.find((r) => r.runId === id)).toMatchObject({ pipeline: 'cli-gates', status: 'waiting' });
+    // The run waits for an answer to its agent's question: `blocked`, one kind of waiting.
+    expect(waiting.find((r) => r.runId === id)).toMatchObject({ pipeline: 'cli-gates', status: 'blocked' });
     await first.cancel();
     await expect(first.result()).rejects.toMatchObject({ code: 'RUN_FAILED', type: 'cancelled' });
   });

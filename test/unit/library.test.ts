@@ -23,7 +23,7 @@ describe('in-memory pipeline definitions', () => {
     const pipeline = definePipeline({ name: 'custom', stages: [{ id: 'a', prompt: 'x', backend: 'echo' }] });
     const err = (await prepareRunInput(pipeline).catch((e: unknown) => e)) as PipelineInvalidError;
     expect(err.problems).toEqual([
-      expect.objectContaining({ field: 'stages[0].backend', message: expect.stringContaining('unknown backend "echo"; expected claude-cli, anthropic-api, or a backend registered') }),
+      expect.objectContaining({ field: 'stages[0].backend', message: expect.stringContaining('"echo" is not a backend; use claude-cli or anthropic-api (for a backend registered with the worker, tell the client its name') }),
     ]);
     await expect(prepareRunInput(pipeline, { backends: ['echo'] })).resolves.toMatchObject({ pipeline: { stages: [{ backend: 'echo' }] } });
   });

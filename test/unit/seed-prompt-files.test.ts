@@ -104,7 +104,8 @@ describe('optional files and the free-form contract in the prompt', () => {
       '## Notes\n- The optional input file docs/research.md does not exist in the workspace; work without it.\n' +
         '- The optional context file context/product-marketing-context.md does not exist; no such context is available, so work without it.',
     );
-    expect(prompt.user).toContain('### brief.md\n```\nWe sell umbrellas.\n```');
+    // An API stage sends context files as a system block of their own (for the prompt cache), not in the user message.
+    expect(prompt.context?.join('\n')).toContain('### brief.md\n```\nWe sell umbrellas.\n```');
   });
 
   it('a missing required context file still fails', async () => {
