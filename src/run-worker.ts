@@ -7,6 +7,7 @@ import { loadModelCatalog } from './activities/backends/models.js';
 import { createActivities } from './activities/index.js';
 import { loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
+import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv } from './worker-env.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
@@ -20,10 +21,14 @@ export interface StartWorkerOptions {
   workflowBundlePath?: string;
   /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
   workerOptions?: Partial<WorkerOptions>;
+  /** Traces and metrics (see src/telemetry/); none by default. */
+  telemetry?: WorkerTelemetry;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
 const PREBUILT_BUNDLE = fileURLToPath(new URL('./workflow-bundle.js', import.meta.url));
+/** The same with Temporal's OpenTelemetry workflow interceptors, loaded when tracing is on. */
+const PREBUILT_TRACED_BUNDLE = fileURLToPath(new URL('./workflow-bundle-traced.js', import.meta.url));
 // Running from source (tests), the workflows are TypeScript; Temporal's bundler compiles them.
 const WORKFLOWS_PATH = [
   fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
@@ -47,10 +52,15 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
       models: loadModelCatalog(env),
     },
   });
-  const bundle = options.workflowBundlePath ?? (existsSync(PREBUILT_BUNDLE) ? PREBUILT_BUNDLE : undefined);
+  const telemetry = options.telemetry ?? NO_TELEMETRY;
+  await telemetry.serve(connection, namespace ?? 'default');
+  const traced = Boolean(telemetry.tracing);
+  const prebuilt = traced ? PREBUILT_TRACED_BUNDLE : PREBUILT_BUNDLE;
+  const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = bundle
     ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
+  const { activityInterceptors, sinks } = telemetry.workerOptions();
   return Worker.create({
     connection,
     namespace: namespace ?? 'default',
@@ -71,7 +81,12 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     // Cancellation reaches an activity only in the answer to a heartbeat, and heartbeats are throttled to 80% of the
     // heartbeat timeout (minutes for agents): a cap of a few seconds makes `cancel` stop an agent promptly.
     maxHeartbeatThrottleInterval: '5s',
-    interceptors: { activity: [stageLogInterceptor] },
+    interceptors: {
+      activity: [...activityInterceptors, stageLogInterceptor],
+      // Only used when bundling at start; a prebuilt traced bundle already contains them.
+      workflowModules: traced && !bundle ? [OTEL_WORKFLOW_INTERCEPTORS] : undefined,
+    },
+    sinks,
     ...options.workerOptions,
   });
 }
@@ -85,8 +100,9 @@ const HEALTH_INTERVAL_MS = 5_000;
  */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const settings = workerOptionsFromEnv(env);
-  const logger = installRuntimeLogging(env);
-  const worker = await createPipelineWorker({ env });
+  const telemetry = await startWorkerTelemetry(env);
+  const logger = installRuntimeLogging(env, telemetry.runtimeMetrics);
+  const worker = await createPipelineWorker({ env, telemetry });
   logger.info('agent-pipeline worker polling', {
     taskQueue: worker.options.taskQueue,
     namespace: worker.options.namespace,
@@ -106,6 +122,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();
+    await telemetry.shutdown();
   }
   logger.info('agent-pipeline worker stopped');
 }

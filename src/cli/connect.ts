@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { loadTemporalConnection } from '../config.js';
+import { clientTelemetry } from '../telemetry/client-telemetry.js';
 import { TemporalUnreachableError, toUserError } from './errors.js';
 
 export interface ConnectedClient {
@@ -40,7 +41,13 @@ export async function connectClient(address?: string): Promise<ConnectedClient> 
   } catch (err) {
     throw unreachable((err as Error).message, err);
   }
-  return { client: new Client({ connection, namespace }), namespace, address: target, close: () => connection.close() };
+  const telemetry = clientTelemetry();
+  const client = new Client({ connection, namespace, interceptors: telemetry.interceptors });
+  const close = async (): Promise<void> => {
+    await connection.close();
+    await telemetry.shutdown();
+  };
+  return { client, namespace, address: target, close };
 }
 
 /**

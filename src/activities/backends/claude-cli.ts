@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { agentTelemetryEnv } from '../../telemetry/agent-env.js';
 import { stageFailure } from '../failures.js';
 import { redactSecrets, registerSecrets } from '../secrets.js';
 import { writeFileAtomic } from '../workspace.js';
@@ -46,7 +47,11 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
 
   const stageDir = workspace.stageDir(stage.id);
   const guard = await StageGuard.claim(stageDir);
-  const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue() });
+  const env = {
+    ...agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue() }),
+    // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
+    ...agentTelemetryEnv(options.env, { stage: stage.id, attempt: request.attempt }),
+  };
   const mcpConfig = await writeMcpConfig({
     stageId: stage.id,
     pipelineServers: request.mcpServers,
