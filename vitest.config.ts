@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The cluster test has its own run (`npm run test:cluster`, vitest.cluster.config.ts).
+    exclude: ['test/cluster/**', '**/node_modules/**'],
     // One Temporal dev server for the whole run; tests read its address with inject('temporalAddress').
     globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 120_000,
