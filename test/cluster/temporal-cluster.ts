@@ -64,6 +64,7 @@ export async function startTemporalCluster(binaries: ServerBinaries, pgPort: num
   const log = createWriteStream(logFile, { flags: 'a' });
   let child: ResultPromise | undefined;
   const start = async (): Promise<void> => {
+    // Exactly what the temporalio/server image's entrypoint runs, with the environment the compose file gives it.
     child = execa(binaries.server, ['start'], { env, extendEnv: false, reject: false, stdin: 'ignore', cleanup: true });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
