@@ -1,10 +1,11 @@
 import { createWriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { execa, type ResultPromise } from 'execa';
 import { SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes.js';
-import { freeLoopbackPort } from '../../src/telemetry/metrics-server.js';
 import type { ServerBinaries } from './server-binaries.js';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -42,7 +43,7 @@ export interface TemporalCluster {
 export async function startTemporalCluster(binaries: ServerBinaries, pgPort: number, logFile: string): Promise<TemporalCluster> {
   const ports: Record<string, number> = {};
   for (const name of ['FRONTEND_GRPC_PORT', 'FRONTEND_HTTP_PORT', 'FRONTEND_MEMBERSHIP_PORT', 'INTERNAL_FRONTEND_GRPC_PORT', 'INTERNAL_FRONTEND_MEMBERSHIP_PORT', 'INTERNAL_FRONTEND_HTTP_PORT', 'MATCHING_GRPC_PORT', 'MATCHING_MEMBERSHIP_PORT', 'HISTORY_GRPC_PORT', 'HISTORY_MEMBERSHIP_PORT', 'WORKER_GRPC_PORT', 'WORKER_MEMBERSHIP_PORT', 'PPROF_PORT']) {
-    ports[name] = await freeLoopbackPort();
+    ports[name] = await freeLowPort(new Set(Object.values(ports)));
   }
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -98,7 +99,7 @@ async function waitForFrontend(address: string, child: ResultPromise, logFile: s
   const deadline = Date.now() + 300_000;
   let last = '';
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`temporal-server exited with ${child.exitCode} while starting; see ${logFile}`);
+    if (child.exitCode !== null) throw new Error(`temporal-server exited with ${child.exitCode} while starting:\n${await logTail(logFile)}`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 5_000 });
       try {
@@ -112,7 +113,11 @@ async function waitForFrontend(address: string, child: ResultPromise, logFile: s
     }
     await sleep(1_000);
   }
-  throw new Error(`temporal-server did not answer at ${address} within 300 s (last error: ${last}); see ${logFile}`);
+  throw new Error(`temporal-server did not answer at ${address} within 300 s (last error: ${last}):\n${await logTail(logFile)}`);
+}
+
+async function logTail(file: string): Promise<string> {
+  return (await readFile(file, 'utf8').catch(() => '')).split('\n').slice(-40).join('\n');
 }
 
 /**
@@ -134,5 +139,22 @@ export async function setupNamespace(temporalCli: string, address: string): Prom
     if (new RegExp(`\\b${attribute.name}\\b`).test(String(listed.all))) continue;
     const created = await cli(['operator', 'search-attribute', 'create', '--namespace', 'default', '--name', attribute.name, '--type', type]);
     if (created.exitCode !== 0) throw new Error(`cannot create search attribute ${attribute.name}: ${String(created.all)}`);
+  }
+}
+
+/**
+ * A free loopback port below 32768: the server stores membership ports in a PostgreSQL `smallint`
+ * ("value 34857 is out of range for type smallint"), and Linux hands out ephemeral ports from 32768 up.
+ */
+async function freeLowPort(taken: Set<number>): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (taken.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
   }
 }
