@@ -194,6 +194,11 @@ describe('a real cluster: Temporal server on PostgreSQL, three workers, shared w
     }
     // No agent outlives the run: none of the killed workers' Claude processes is left.
     await waitFor(async () => (await agentsUnder(workspacesRoot)).length === 0, 120_000, 'every agent process gone');
+    if (ui) {
+      // The Web UI server reads the same cluster: it lists the runs (the API its pages call).
+      const listed = (await (await fetch(`${ui.url}/api/v1/namespaces/default/workflows?query=${encodeURIComponent(`WorkflowId = "${ids[0]}"`)}`)).json()) as { executions?: { execution?: { workflowId?: string } }[] };
+      expect(listed.executions?.map((e) => e.execution?.workflowId)).toEqual([ids[0]]);
+    }
     log(`chaos: ${ids.length} runs completed; ${(await readdir(workspacesRoot)).length} workspaces`);
   });
 });
