@@ -126,19 +126,30 @@ async function logTail(file: string): Promise<string> {
  */
 export async function setupNamespace(temporalCli: string, address: string): Promise<void> {
   const cli = (args: string[]) => execa(temporalCli, [...args, '--address', address], { reject: false, all: true, timeout: 60_000 });
-  const deadline = Date.now() + 180_000;
-  while ((await cli(['operator', 'namespace', 'describe', '--namespace', 'default'])).exitCode !== 0) {
+  // A new namespace is usable only once the frontend's namespace cache refreshed (compose retries the setup
+  // container with `restart: on-failure` for the same reason): retry each step until it holds.
+  const until = async (what: string, attempt: () => Promise<{ ok: boolean; output: string }>): Promise<void> => {
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      const { ok, output } = await attempt();
+      if (ok) return;
+      if (Date.now() > deadline) throw new Error(`${what}: ${output}`);
+      await sleep(2_000);
+    }
+  };
+  await until('cannot create the default namespace', async () => {
+    if ((await cli(['operator', 'namespace', 'describe', '--namespace', 'default'])).exitCode === 0) return { ok: true, output: '' };
     const created = await cli(['operator', 'namespace', 'create', '--namespace', 'default', '--retention', '30d']);
-    if (created.exitCode === 0) break;
-    if (Date.now() > deadline) throw new Error(`cannot create the default namespace: ${String(created.all)}`);
-    await sleep(2_000);
-  }
+    return { ok: false, output: String(created.all) };
+  });
   for (const attribute of SEARCH_ATTRIBUTES) {
     const type = attribute.type === 'KEYWORD_LIST' ? 'KeywordList' : attribute.type === 'DOUBLE' ? 'Double' : 'Keyword';
-    const listed = await cli(['operator', 'search-attribute', 'list', '--namespace', 'default']);
-    if (new RegExp(`\\b${attribute.name}\\b`).test(String(listed.all))) continue;
-    const created = await cli(['operator', 'search-attribute', 'create', '--namespace', 'default', '--name', attribute.name, '--type', type]);
-    if (created.exitCode !== 0) throw new Error(`cannot create search attribute ${attribute.name}: ${String(created.all)}`);
+    await until(`cannot create search attribute ${attribute.name}`, async () => {
+      const listed = await cli(['operator', 'search-attribute', 'list', '--namespace', 'default']);
+      if (listed.exitCode === 0 && new RegExp(`\\b${attribute.name}\\b`).test(String(listed.all))) return { ok: true, output: '' };
+      const created = await cli(['operator', 'search-attribute', 'create', '--namespace', 'default', '--name', attribute.name, '--type', type]);
+      return { ok: false, output: String(created.all) };
+    });
   }
 }
 
