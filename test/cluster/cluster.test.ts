@@ -56,6 +56,7 @@ describe('a real cluster: Temporal server on PostgreSQL, three workers, shared w
     scratch = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-cluster-'));
     workspacesRoot = path.join(scratch, 'workspaces');
     await mkdir(workspacesRoot);
+    await mkdir(path.join(scratch, 'home'));
     pg = await startPostgres(await freeLoopbackPort());
     await setupSchema(binaries.sqlTool, pg.port);
     cluster = await startTemporalCluster(binaries, pg.port, path.join(scratch, 'temporal-server.log'));
@@ -85,7 +86,10 @@ describe('a real cluster: Temporal server on PostgreSQL, three workers, shared w
 
   const workerEnv = (taskQueue: string, name: string): NodeJS.ProcessEnv => ({
     PATH: process.env.PATH,
-    HOME: process.env.HOME,
+    // A home of the workers' own, as the container's non-root user has: agents' Bash tool runs login shells, and
+    // this host's profile runs pyenv's rehash, whose lock a SIGKILLed shell leaves behind, stalling every later
+    // login shell for 60 s (seen here; the host's profile is not part of the deployment under test).
+    HOME: path.join(scratch, 'home'),
     TEMPORAL_ADDRESS: cluster!.address,
     TEMPORAL_NAMESPACE: 'default',
     AGENT_PIPELINE_TASK_QUEUE: taskQueue,
