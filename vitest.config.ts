@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The cluster test has its own run (`npm run test:cluster`, vitest.cluster.config.ts).
+    exclude: [...configDefaults.exclude, 'test/cluster/**'],
     // One Temporal dev server for the whole run; tests read its address with inject('temporalAddress').
     globalSetup: ['test/helpers/global-setup.ts'],
     testTimeout: 120_000,

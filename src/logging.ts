@@ -1,4 +1,4 @@
-import { DefaultLogger, Runtime, type ActivityInterceptorsFactory, type LogEntry, type Logger, type LogLevel } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type ActivityInterceptorsFactory, type LogEntry, type Logger, type LogLevel, type MetricsExporterConfig } from '@temporalio/worker';
 
 /** Log levels from least to most severe, as Temporal names them. */
 const LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
@@ -56,9 +56,10 @@ export function createLogger(options: LoggingOptions, write: (line: string) => v
  * Installs the Temporal runtime with our logger, so the SDK's own lines (worker state, activity failures), the
  * native core's warnings and our activities' `log` calls all come out in one format. Call once, before any Worker.
  */
-export function installRuntimeLogging(env: NodeJS.ProcessEnv = process.env): Logger {
+export function installRuntimeLogging(env: NodeJS.ProcessEnv = process.env, metrics?: MetricsExporterConfig): Logger {
   const logger = createLogger(loggingOptionsFromEnv(env, Boolean(process.stderr.isTTY)));
-  Runtime.install({ logger, telemetryOptions: { logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } } } });
+  // `metrics`: the SDK's Prometheus exporter when AGENT_PIPELINE_METRICS is set (src/telemetry/worker-telemetry.ts).
+  Runtime.install({ logger, telemetryOptions: { logging: { forward: {}, filter: { core: 'WARN', other: 'ERROR' } }, metrics } });
   return logger;
 }
 

@@ -12,6 +12,7 @@ import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';
+import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv } from './worker-env.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
@@ -34,10 +35,14 @@ export interface StartWorkerOptions {
   maxConcurrentStages?: number;
   /** Backends besides `claude-cli` and `anthropic-api`, by the name a stage's `backend:` selects. */
   backends?: Record<string, Backend>;
+  /** Traces and metrics (see src/telemetry/); none by default. */
+  telemetry?: WorkerTelemetry;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
 const PREBUILT_BUNDLE = fileURLToPath(new URL('./workflow-bundle.js', import.meta.url));
+/** The same with Temporal's OpenTelemetry workflow interceptors, loaded when tracing is on. */
+const PREBUILT_TRACED_BUNDLE = fileURLToPath(new URL('./workflow-bundle-traced.js', import.meta.url));
 // Running from source (tests), the workflows are TypeScript; Temporal's bundler compiles them.
 const WORKFLOWS_PATH = [
   fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
@@ -65,12 +70,17 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
       models: loadModelCatalog(env),
     },
   });
-  const bundle = options.workflowBundlePath ?? (existsSync(PREBUILT_BUNDLE) ? PREBUILT_BUNDLE : undefined);
+  const telemetry = options.telemetry ?? NO_TELEMETRY;
+  await telemetry.serve(connection, options.namespace ?? namespace ?? 'default');
+  const traced = Boolean(telemetry.tracing);
+  const prebuilt = traced ? PREBUILT_TRACED_BUNDLE : PREBUILT_BUNDLE;
+  const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
   const deployment = deploymentFromEnv(env, bundle);
   const workflowSource: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = bundle
     ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
+  const { activityInterceptors, sinks } = telemetry.workerOptions();
   return Worker.create({
     connection,
     namespace: options.namespace ?? namespace ?? 'default',
@@ -91,7 +101,12 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     // Cancellation reaches an activity only in the answer to a heartbeat, and heartbeats are throttled to 80% of the
     // heartbeat timeout (minutes for agents): a cap of a few seconds makes `cancel` stop an agent promptly.
     maxHeartbeatThrottleInterval: '5s',
-    interceptors: { activity: [stageLogInterceptor] },
+    interceptors: {
+      activity: [...activityInterceptors, stageLogInterceptor],
+      // Only used when bundling at start; a prebuilt traced bundle already contains them.
+      workflowModules: traced && !bundle ? [OTEL_WORKFLOW_INTERCEPTORS] : undefined,
+    },
+    sinks,
     ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
   });
@@ -106,8 +121,9 @@ const HEALTH_INTERVAL_MS = 5_000;
  */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const settings = workerOptionsFromEnv(env);
-  const logger = installRuntimeLogging(env);
-  const worker = await createPipelineWorker({ env });
+  const telemetry = await startWorkerTelemetry(env);
+  const logger = installRuntimeLogging(env, telemetry.runtimeMetrics);
+  const worker = await createPipelineWorker({ env, telemetry });
   logger.info('agent-pipeline worker polling', {
     taskQueue: worker.options.taskQueue,
     namespace: worker.options.namespace,
@@ -133,6 +149,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();
+    await telemetry.shutdown();
   }
   logger.info('agent-pipeline worker stopped');
 }

@@ -2,6 +2,7 @@ import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
 import { createPipelineWorker } from '../run-worker.js';
+import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
 export interface LocalStackOptions {
   /** Temporal gRPC port; the Web UI is on port + 1000. @default 7233 */
@@ -27,8 +28,10 @@ export interface LocalStack {
 const SCRIPTED_SERVER_KEY = 'scripted-model-server';
 
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  // Traces and metrics when their variables are set, as for `agent-pipeline worker` (docs/observability.md).
+  const telemetry = await startWorkerTelemetry(process.env);
   // Keep the worker's own chatter (state changes) out of the user's terminal.
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { metrics: telemetry.runtimeMetrics } });
   const server = await startDevServer({ port: options.port ?? 7233, log: options.log });
   options.log(`Temporal dev server on ${server.address}; Web UI ${server.uiUrl ?? '(headless)'}; state in ${server.dbFile ?? 'memory'}`);
 
@@ -46,7 +49,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let worker: Worker | undefined;
   let workerDone = Promise.resolve();
   if (options.worker ?? true) {
-    worker = await createPipelineWorker({ env, address: server.address });
+    worker = await createPipelineWorker({ env, address: server.address, telemetry });
     workerDone = worker.run();
     options.log(`Worker polling task queue "${worker.options.taskQueue}"`);
   }
@@ -60,6 +63,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       if (worker && worker.getState() === 'RUNNING') worker.shutdown();
       await workerDone.catch(() => {});
       await worker?.connection?.close();
+      await telemetry.shutdown();
       await modelServer?.close();
       await server.stop();
     },

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, loadTemporalConnection } from '../config.js';
+import { clientTelemetry } from '../telemetry/client-telemetry.js';
 import { TemporalUnavailableError } from './errors.js';
 
 /** How to reach Temporal. Anything left out comes from the environment, exactly as the CLI reads it. */
@@ -63,13 +64,18 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   }
   // The Web UI link follows the address actually used (the embedded dev server serves it on port + 1000).
   const config = loadConfig({ ...env, TEMPORAL_ADDRESS: target });
+  // `StartWorkflow:` and the other client spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing otherwise.
+  const telemetry = clientTelemetry(env);
   return {
-    client: new Client({ connection, namespace }),
+    client: new Client({ connection, namespace, interceptors: telemetry.interceptors }),
     namespace,
     address: target,
     taskQueue: config.taskQueue,
     webUiUrl: config.webUiUrl,
-    close: () => connection.close(),
+    close: async () => {
+      await connection.close();
+      await telemetry.shutdown();
+    },
   };
 }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { agentTelemetryEnv } from '../../telemetry/agent-env.js';
 import { stageFailure } from '../failures.js';
 import { redactSecrets, registerSecrets } from '../secrets.js';
 import { writeFileAtomic } from '../workspace.js';
@@ -74,7 +75,11 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   // them on, so that its command line and environment can match the waiting process's exactly.
   const waiting = pool?.peek(key);
   const guard = await StageGuard.claim(stageDir, killGraceMs, waiting?.marker);
-  const env = agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) });
+  const env = {
+    ...agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) }),
+    // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
+    ...agentTelemetryEnv(options.env, { stage: stage.id, attempt: request.attempt }),
+  };
   const mcpConfig = await writeMcpConfig({
     stageId: stage.id,
     pipelineServers: request.mcpServers,

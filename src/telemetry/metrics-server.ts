@@ -1,0 +1,72 @@
+import http from 'node:http';
+import net from 'node:net';
+import type { PipelineMetrics } from './metrics.js';
+
+/** `host:port` parsed from `AGENT_PIPELINE_METRICS`. */
+export interface MetricsAddress {
+  host: string;
+  port: number;
+}
+
+/**
+ * Parses `AGENT_PIPELINE_METRICS` (`host:port`, `[v6]:port` or `:port` for all interfaces).
+ * @throws naming the variable, the value and the form expected
+ */
+export function parseMetricsAddress(value: string): MetricsAddress {
+  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value.trim());
+  const port = match ? Number(match[3]) : NaN;
+  if (!match || port > 65_535) {
+    throw new Error(`AGENT_PIPELINE_METRICS=${value} is not host:port; use e.g. 0.0.0.0:9464 (all interfaces) or 127.0.0.1:9464`);
+  }
+  return { host: match[1] ?? (match[2] || '0.0.0.0'), port };
+}
+
+/** A free TCP port on the loopback interface, for the SDK's own exporter that only this process reads. */
+export async function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** How long a scrape waits for the SDK's exporter. @unit milliseconds */
+const CORE_SCRAPE_TIMEOUT_MS = 5_000;
+
+/**
+ * Serves `/metrics`: the project's metrics followed by the Temporal SDK's worker metrics, which the SDK's native
+ * runtime exports on a loopback port (`coreUrl`). One endpoint per worker, so a scrape config needs one target.
+ */
+export async function serveMetrics(address: MetricsAddress, metrics: PipelineMetrics, coreUrl: string): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET' || !req.url?.startsWith('/metrics')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('metrics are at /metrics\n');
+      return;
+    }
+    void Promise.all([metrics.text(), fetchCoreMetrics(coreUrl)]).then(
+      ([own, core]) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(`${own}\n${core}`),
+      (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${(err as Error).message}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new Error(`AGENT_PIPELINE_METRICS: cannot listen on ${address.host}:${address.port} (${err.code ?? err.message})`, { cause: err })),
+    );
+    server.listen(address.port, address.host, resolve);
+  });
+  server.unref();
+  return server;
+}
+
+/** The SDK's exposition; empty (with a comment saying why) when it cannot be read, so our metrics still go out. */
+async function fetchCoreMetrics(url: string): Promise<string> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(CORE_SCRAPE_TIMEOUT_MS) });
+    return await response.text();
+  } catch (err) {
+    return `# Temporal SDK metrics unavailable: ${(err as Error).message}\n`;
+  }
+}
