@@ -8,7 +8,7 @@ import type { PipelineMetrics, StageOutcome } from './metrics.js';
 /** What a stage attempt spent; results, failures and heartbeats carry it as running totals over attempts. */
 interface Spent {
   costUsd?: number | null;
-  usage?: Partial<TokenUsage> & { cacheReadTokens?: number; cacheCreationTokens?: number };
+  usage?: Partial<TokenUsage>;
 }
 
 /**
@@ -92,7 +92,7 @@ export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: P
 /** This attempt's own tokens and cost: its running totals less those of the attempts before it (never negative). */
 export function ownShare(total: Spent | undefined, before: Spent | undefined): { input: number; output: number; cache: number; costUsd: number } {
   const diff = (a: number | null | undefined, b: number | null | undefined): number => Math.max(0, (a ?? 0) - (b ?? 0));
-  const cache = (s: Spent | undefined): number => (s?.usage?.cacheReadTokens ?? 0) + (s?.usage?.cacheCreationTokens ?? 0);
+  const cache = (s: Spent | undefined): number => (s?.usage?.cacheReadTokens ?? 0) + (s?.usage?.cacheWriteTokens ?? 0);
   return {
     input: diff(total?.usage?.inputTokens, before?.usage?.inputTokens),
     output: diff(total?.usage?.outputTokens, before?.usage?.outputTokens),

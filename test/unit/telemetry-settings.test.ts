@@ -29,6 +29,9 @@ describe('telemetry settings', () => {
       costUsd: 0.3,
     });
     expect(ownShare(undefined, { costUsd: 1 })).toEqual({ input: 0, output: 0, cache: 0, costUsd: 0 });
+    // Cache reads and writes count as the `cache` direction.
+    const cached = { costUsd: 0.1, usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 900, cacheWriteTokens: 100 } };
+    expect(ownShare(cached, undefined)).toMatchObject({ input: 10, output: 5, cache: 1_000 });
   });
 
   test("without tracing or AGENT_PIPELINE_AGENT_TELEMETRY the agent gets no telemetry variables; with it, Claude Code's", () => {
