@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -95,10 +96,13 @@ export async function runKillTrials(stack: BenchStack, resumable: number, fresh:
     await waitFor(`the agent to ask for turn ${KILL_AT_TURN}`, 60_000, () => (ruleRequests(stack).some((r) => r.turn === KILL_AT_TURN) ? true : undefined));
     const victim = workers.find((w) => processTree(w.pid).some(isAgentProcess));
     if (!victim) throw new Error('no worker runs the agent process at the kill point');
+    const agents = processTree(victim.pid).filter(isAgentProcess);
     const killedAt = Date.now();
     process.kill(victim.pid, 'SIGKILL');
     const sessionId = ruleRequests(stack).at(-1)?.headers['x-claude-code-session-id'];
     if (!keepSession) {
+      // The orphaned agent gets SIGTERM and may still write its session as it stops: delete it once the agent is gone.
+      await waitFor('the killed worker\'s agent to exit', 30_000, () => (agents.every((pid) => !existsSync(`/proc/${pid}`)) ? true : undefined));
       if (!sessionId || (await deleteSession(workspaces, sessionId)) === 0) throw new Error(`could not find the transcript of session ${sessionId} to delete`);
     }
     const startedAt = await waitFor('the retry attempt to start', HEARTBEAT_TIMEOUT_MS + 60_000, () => retryStartedAt(handle));
