@@ -102,8 +102,10 @@ export function createRunStage(deps: RunStageDependencies) {
       // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
       // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
       const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
-      // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it.
-      if (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir)) {
+      // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
+      // git workspace there is nothing to compute, and the templates need not be read for it.
+      const gitWorkspace = input.pipeline.workspace !== undefined && workspace.branch !== undefined;
+      if (gitWorkspace && (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir))) {
         context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
       }
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
