@@ -5,6 +5,7 @@ import path from 'node:path';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
+import { allAgentsExited } from './activities/backends/agent-exits.js';
 import { stopWarmProcesses } from './activities/backends/cli-warm-start.js';
 import { createActivities } from './activities/index.js';
 import type { Backend } from './activities/run-stage.js';
@@ -146,6 +147,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     clearInterval(health);
     // Agents started ahead of time for stages this worker will not run now.
     await stopWarmProcesses();
+    // Agents whose stages completed on their result, still shutting down.
+    await allAgentsExited();
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();

@@ -191,6 +191,7 @@ async function runAttempt(
     claimFile: (file) => claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
+    stagesFollow: (input.prewarm?.length ?? 0) > 0,
     prewarm: input.prewarm?.length
       ? () =>
           prewarmTargets(input.prewarm!, {

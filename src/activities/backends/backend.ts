@@ -57,6 +57,8 @@ export interface BackendRequest {
   heartbeat(progress: AttemptProgress): void;
   /** The stages that become ready after this one, for a backend that starts their agents ahead of time. */
   prewarm?: () => Promise<PrewarmTarget[]>;
+  /** Other stages start as soon as this one completes: a backend may then leave its agent's shutdown to the background. */
+  stagesFollow?: boolean;
 }
 
 /**

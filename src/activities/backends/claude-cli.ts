@@ -1,3 +1,4 @@
+import { log } from '@temporalio/activity';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { agentTelemetryEnv } from '../../telemetry/agent-env.js';
@@ -7,6 +8,7 @@ import { writeFileAtomic } from '../workspace.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from './backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
+import { agentsExited, trackExitingAgent } from './agent-exits.js';
 import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt } from './cli-args.js';
 import { CliEventReader } from './cli-events.js';
 import { classifyCliRun } from './cli-failure.js';
@@ -66,6 +68,9 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   }
   if (request.signal.aborted) throw request.signal.reason;
 
+  // An agent of this run that completed its stage may still be shutting down: it may hold this stage's lock, or be
+  // writing the session this attempt resumes.
+  await agentsExited(workspace.claudeConfigDir);
   const stageDir = workspace.stageDir(stage.id);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const warmSettings = warmStartSettings(options.env);
@@ -111,7 +116,15 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const started = Date.now();
   const attemptDone = pool ? await pool.attemptStarted() : undefined;
   let prewarming: Promise<string[]> | undefined;
+  const finishAttempt = async (): Promise<void> => {
+    await transcript.close().catch(() => undefined);
+    // Whatever the agent left running (a background server a tool started) goes with the attempt.
+    await guard.release();
+    attemptDone?.();
+  };
   let run: CliProcessResult;
+  // Set when the attempt settled on the agent's result while the process still exits: the attempt ends in the background.
+  let exiting: Promise<CliProcessResult> | undefined;
   try {
     run = await runCliProcess({
       binary,
@@ -129,6 +142,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
       signal: request.signal,
       heartbeat: request.heartbeat,
+      settleOnResult: settlesOnResult(request) ? (events) => events.result?.is_error === false : undefined,
       onSpawn: async (pid) => {
         await guard.lock(pid, request.attempt);
         // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
@@ -140,15 +154,14 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
         }
       },
     });
+    exiting = run.exit;
   } catch (err) {
     // Only the attempt's own records can fail here: the transcript, or the lock file once the agent started.
     throw stageFailure({ type: 'WORKSPACE_ERROR', stageId: stage.id, message: `could not record the attempt in ${stageDir} (${(err as Error).message}); the agent was stopped`, cause: err as Error });
   } finally {
-    await transcript.close().catch(() => undefined);
-    // Whatever the agent left running (a background server a tool started) goes with the attempt.
-    await guard.release();
-    attemptDone?.();
+    if (!exiting) await finishAttempt();
   }
+  if (exiting) trackExitingAgent(workspace.claudeConfigDir, finishInBackground(stage.id, exiting).finally(finishAttempt));
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
   const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
@@ -163,6 +176,32 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   }
   if (failure) throw failure;
   return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
+}
+
+/** CLI permission modes whose exit code can still turn a successful result into a failure (auto mode's classifier). */
+const EXIT_CODE_DECIDES = new Set(['auto', 'plan']);
+
+/**
+ * Whether the attempt may complete on the agent's successful result instead of waiting for the process to exit. The
+ * CLI then spends about 20 ms on session bookkeeping in its config folder and on its teardown; with stages to follow,
+ * that overlaps their scheduling. Only under `bare`, where no SessionEnd hook can still act on the workspace, and not in
+ * the permission modes whose exit code decides. The next agent of the run on this worker waits for the exit.
+ */
+function settlesOnResult(request: BackendRequest): boolean {
+  return request.stagesFollow === true && request.stage.bare === true && !EXIT_CODE_DECIDES.has(request.stage.permissionMode ?? 'dontAsk');
+}
+
+/** Waits for an agent that settled on its result to exit; an exit that would have failed it is logged, since the stage completed. */
+async function finishInBackground(stageId: string, exit: Promise<CliProcessResult>): Promise<void> {
+  try {
+    const ended = await exit;
+    if (ended.exitCode !== 0 || ended.stoppedFor) {
+      const how = ended.stoppedFor ? `was stopped (${ended.stoppedFor})` : ended.exitSignal ? `was killed by ${ended.exitSignal}` : `exited with code ${ended.exitCode}`;
+      log.warn(`the agent of stage ${stageId} ${how} after its successful result, on which the stage had completed`, { stageId, stderrTail: ended.stderrTail.slice(-500) });
+    }
+  } catch (err) {
+    log.warn(`the agent of stage ${stageId} could not be followed to its exit after its result: ${(err as Error).message}`, { stageId });
+  }
 }
 
 /** The outcome of a run whose result reported success. */

@@ -46,7 +46,8 @@ export function classifyCliRun(facts: CliRunFacts): ApplicationFailure | undefin
     const said = lastLine(run.stderrTail);
     return stageFailure({ type: 'CLI_CRASHED', stageId, message: `the Claude Code CLI ${how} without a final result${said ? `: ${said}` : ''}`, details });
   }
-  if (!final.is_error && run.exitCode === 0) return undefined;
+  // A run that settled on its result (`settleOnResult`) has no exit code yet; its result alone decided.
+  if (!final.is_error && (run.exitCode === 0 || run.exit !== undefined)) return undefined;
   const said = typeof final.result === 'string' && final.result ? final.result.slice(0, 500) : (final.errors ?? []).join('; ');
   if (final.subtype === 'error_max_budget_usd' || final.terminal_reason === 'budget_exhausted') {
     return stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the agent spent $${(final.total_cost_usd ?? 0).toFixed(4)} and reached its cap (${said})`, details });

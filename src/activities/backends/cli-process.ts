@@ -46,6 +46,12 @@ export interface CliProcessOptions {
   onSpawn(pid: number): Promise<void>;
   /** A warm process spawned earlier with the same command line, waiting on stdin: it gets the prompt instead of a new spawn. */
   spawned?: ResultPromise;
+  /**
+   * Asked when the agent's `result` event arrives: whether the attempt may settle on it instead of waiting for the
+   * process to exit. The result then comes back at once with `exit` set, and the process finishes (or is stopped when
+   * it stalls) in the background.
+   */
+  settleOnResult?: (reader: CliEventReader) => boolean;
 }
 
 /** How the process ended. */
@@ -60,12 +66,15 @@ export interface CliProcessResult {
   stderrTail: string;
   /** Size of the largest assistant or result event whose text had to be cut to its tail. @unit bytes */
   truncatedAnswerBytes: number;
+  /** Set when the attempt settled on the result before the process exited: how it exited, once it has. */
+  exit?: Promise<CliProcessResult>;
 }
 
 /**
  * Runs `claude` in its own process group, streams stdout into the transcript and the event reader,
  * heartbeats, and stops the agent when it stalls or the attempt is cancelled: SIGTERM to the group and every
- * marked process, SIGKILL after the grace period to what is left. Resolves when the process has exited.
+ * marked process, SIGKILL after the grace period to what is left. Resolves when the process has exited, or at its
+ * result event when `settleOnResult` allows.
  */
 export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
   const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', o.binary, ...o.args]] : [o.binary, o.args];
@@ -126,11 +135,23 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   };
   armStallTimer();
   let lastBeatAt = 0;
+  // Set once the attempt settled on the agent's result (`settleOnResult`): the activity completes, and from then on
+  // nobody reads its heartbeats.
+  let settled = false;
   const beat = (): void => {
+    if (settled) return;
     lastBeatAt = Date.now();
     o.heartbeat(o.reader.progress());
   };
   const beatTimer = setInterval(beat, o.heartbeatIntervalMs);
+  let settleOnResult = (): void => {};
+  const resultSettled = new Promise<'result'>((resolve) => {
+    settleOnResult = () => {
+      settled = true;
+      clearInterval(beatTimer);
+      resolve('result');
+    };
+  });
 
   const stderr = collectTail(child.stderr);
   const handle = async (piece: StdoutPiece): Promise<void> => {
@@ -152,39 +173,45 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
       result.truncatedAnswerBytes = Math.max(result.truncatedAnswerBytes, piece.bytes);
     }
     if (o.reader.read(event)) armStallTimer();
+    if (type === 'result' && o.settleOnResult?.(o.reader)) settleOnResult();
     // Deltas come by the hundred per answer and add nothing the next whole event does not carry; each heartbeat
     // call converts its details to a payload, so they only prompt one now and then.
     if (type !== 'stream_event' || Date.now() - lastBeatAt >= DELTA_HEARTBEAT_GAP_MS) beat();
   };
 
-  let failure: unknown;
-  try {
-    if (child.pid) await o.onSpawn(child.pid);
-    const splitter = new StdoutLineSplitter();
-    for await (const chunk of (child.stdout ?? []) as AsyncIterable<Buffer>) {
-      for (const piece of splitter.push(chunk)) await handle(piece);
+  const finished = (async (): Promise<CliProcessResult> => {
+    let failure: unknown;
+    try {
+      if (child.pid) await o.onSpawn(child.pid);
+      const splitter = new StdoutLineSplitter();
+      for await (const chunk of (child.stdout ?? []) as AsyncIterable<Buffer>) {
+        for (const piece of splitter.push(chunk)) await handle(piece);
+      }
+      for (const piece of splitter.end()) await handle(piece);
+    } catch (err) {
+      // The transcript could not be written (disk full): the attempt cannot go on without its record.
+      failure = err;
+      terminate();
+    } finally {
+      clearTimeout(stallTimer);
+      clearInterval(beatTimer);
+      o.signal.removeEventListener('abort', onAbort);
     }
-    for (const piece of splitter.end()) await handle(piece);
-  } catch (err) {
-    // The transcript could not be written (disk full): the attempt cannot go on without its record.
-    failure = err;
-    terminate();
-  } finally {
-    clearTimeout(stallTimer);
-    clearInterval(beatTimer);
-    o.signal.removeEventListener('abort', onAbort);
-  }
-  const done = await child;
-  exited = true;
-  clearTimeout(killTimer);
-  // The tools get the rest of their grace, then SIGKILL, before the attempt reports how it ended.
-  await stopping;
-  if (failure) throw failure;
-  result.exitCode = done.exitCode;
-  result.exitSignal = done.signal;
-  result.spawnError = done.failed && !child.pid ? (done.code ?? 'spawn failed') : undefined;
-  result.stderrTail = await stderr;
-  return result;
+    const done = await child;
+    exited = true;
+    clearTimeout(killTimer);
+    // The tools get the rest of their grace, then SIGKILL, before the attempt reports how it ended.
+    await stopping;
+    if (failure) throw failure;
+    result.exitCode = done.exitCode;
+    result.exitSignal = done.signal;
+    result.spawnError = done.failed && !child.pid ? (done.code ?? 'spawn failed') : undefined;
+    result.stderrTail = await stderr;
+    return result;
+  })();
+  if (!o.settleOnResult) return finished;
+  const first = await Promise.race([finished.then(() => 'exited' as const, () => 'exited' as const), resultSettled]);
+  return first === 'exited' ? finished : { stderrTail: '', truncatedAnswerBytes: result.truncatedAnswerBytes, exit: finished };
 }
 
 async function collectTail(stream: AsyncIterable<Buffer> | null | undefined): Promise<string> {
