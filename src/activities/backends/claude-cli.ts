@@ -1,4 +1,4 @@
-import { log } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { agentTelemetryEnv } from '../../telemetry/agent-env.js';
@@ -161,7 +161,7 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   } finally {
     if (!exiting) await finishAttempt();
   }
-  if (exiting) trackExitingAgent(workspace.claudeConfigDir, finishInBackground(stage.id, exiting).finally(finishAttempt));
+  if (exiting) trackExitingAgent(workspace.claudeConfigDir, followToExit(stage.id, exiting, attemptWarn()).finally(finishAttempt));
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
   const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
@@ -192,15 +192,28 @@ function settlesOnResult(request: BackendRequest): boolean {
 }
 
 /** Waits for an agent that settled on its result to exit; an exit that would have failed it is logged, since the stage completed. */
-async function finishInBackground(stageId: string, exit: Promise<CliProcessResult>): Promise<void> {
+async function followToExit(stageId: string, exit: Promise<CliProcessResult>, warn: (message: string) => void): Promise<void> {
   try {
     const ended = await exit;
-    if (ended.exitCode !== 0 || ended.stoppedFor) {
-      const how = ended.stoppedFor ? `was stopped (${ended.stoppedFor})` : ended.exitSignal ? `was killed by ${ended.exitSignal}` : `exited with code ${ended.exitCode}`;
-      log.warn(`the agent of stage ${stageId} ${how} after its successful result, on which the stage had completed`, { stageId, stderrTail: ended.stderrTail.slice(-500) });
-    }
+    if (ended.exitCode === 0 && !ended.stoppedFor) return;
+    const how = ended.stoppedFor ? `was stopped (${ended.stoppedFor})` : ended.exitSignal ? `was killed by ${ended.exitSignal}` : `exited with code ${ended.exitCode}`;
+    const said = ended.stderrTail.trim().split('\n').at(-1);
+    warn(`the agent of stage ${stageId} ${how} after its successful result, on which the stage had already completed${said ? `: ${said}` : ''}`);
   } catch (err) {
-    log.warn(`the agent of stage ${stageId} could not be followed to its exit after its result: ${(err as Error).message}`, { stageId });
+    warn(`the agent of stage ${stageId} could not be followed to its exit after its result: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The attempt's logger, taken while the activity runs: its agent may be followed to its exit after the activity
+ * completed. Outside an activity (the backend called directly) warnings go to stderr.
+ */
+function attemptWarn(): (message: string) => void {
+  try {
+    const { log } = Context.current();
+    return (message) => log.warn(message);
+  } catch {
+    return (message) => process.stderr.write(`${message}\n`);
   }
 }
 
