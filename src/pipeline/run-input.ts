@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { formatPath } from './errors.js';
 import { findGraphProblems } from './graph.js';
 import { findUnknownBackends } from './backend-names.js';
+import { describeIssues } from './issue-messages.js';
 import { pipelineSchema } from './schema.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
@@ -69,7 +70,8 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
     return [{ path: 'version', message: `unknown run input version ${JSON.stringify(version)}; this worker reads version ${RUN_INPUT_VERSION} (start the run with a client of the same release as the worker)` }];
   }
   const parsed = runInputSchema.safeParse(input, { reportInput: true });
-  if (!parsed.success) return parsed.error.issues.map((issue) => ({ path: formatPath(issue.path), message: describeIssue(issue) }));
+  // Described as `validate` describes them: the value, and what is allowed instead.
+  if (!parsed.success) return describeIssues(runInputSchema, parsed.error.issues).map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
   const pipeline = parsed.data.pipeline;
   const inPipeline = (problems: { path: PropertyKey[]; message: string }[]): RunInputProblem[] =>
     problems.map((p) => ({ path: formatPath(['pipeline', ...p.path]), message: p.message }));
@@ -89,13 +91,6 @@ export function formatRunInputProblems(problems: readonly RunInputProblem[]): st
     `[PIPELINE_INVALID] the run input is not a valid pipeline run (was it started without \`agent-pipeline start\`? \`agent-pipeline validate FILE\` shows the same checks):\n` +
     problems.map((p) => `  ${p.path || '(input)'}: ${p.message}`).join('\n')
   );
-}
-
-function describeIssue(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-  if (issue.code === 'invalid_value') return `${issue.message}; got ${describe(issue.input)}`;
-  if (issue.code === 'invalid_type') return issue.input === undefined ? `missing (expected ${issue.expected})` : `expected ${issue.expected}, got ${describe(issue.input)}`;
-  return issue.message;
 }
 
 function describe(value: unknown): string {

@@ -37,13 +37,13 @@ const run = (pipeline: Record<string, unknown>, extra: Record<string, unknown> =
 });
 
 const CASES: [string, unknown, RegExp][] = [
-  ['nonsense', { nonsense: true }, /pipeline: missing \(expected object\)[\s\S]*unknown field "nonsense"/],
+  ['nonsense', { nonsense: true }, /pipeline: is required \(an object\)[\s\S]*unknown field "nonsense"/],
   ['a stage that needs itself', run({ stages: [stage('a', { needs: ['a'] })] }), /pipeline\.stages\[0\]\.needs\[0\]: stage "a" cannot need itself/],
   ['a cycle', run({ stages: [stage('a', { needs: ['b'] }), stage('b', { needs: ['a'] })] }), /dependency cycle: a -> b -> a/],
   ['an unknown backend', run({ stages: [stage('a', { backend: 'gpt-cli' })] }), /pipeline\.stages\[0\]\.backend: "gpt-cli" is not a backend; use claude-cli or anthropic-api/],
-  ['wrong types', run({ stages: 'all of them' }), /pipeline\.stages: expected array, got "all of them"/],
+  ['wrong types', run({ stages: 'all of them' }), /pipeline\.stages: "all of them" is not a list/],
   ['an unknown field', run({ stages: [stage('a', { colour: 'blue' })] }), /pipeline\.stages\[0\]: unknown field "colour"/],
-  ['a missing stage id', run({ stages: [{ prompt: 'x' }] }), /pipeline\.stages\[0\]\.id: missing \(expected string\)/],
+  ['a missing stage id', run({ stages: [{ prompt: 'x' }] }), /pipeline\.stages\[0\]\.id: is required \(a string\)/],
   ['an unknown version', run({ stages: [stage('a')] }, { version: 2 }), /version: unknown run input version 2/],
 ];
 

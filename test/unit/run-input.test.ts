@@ -26,14 +26,17 @@ describe('findRunInputProblems', () => {
 
   test.each([
     ['not an object', 'nonsense', [': the run input must be an object']],
-    ['nonsense', { nonsense: true }, ['(root|): unknown field "nonsense"', 'pipeline: missing \\(expected object\\)', 'baseDir: missing', 'pipelineFile: missing', 'inputs: missing']],
+    ['nonsense', { nonsense: true }, ['(root|): unknown field "nonsense"', 'pipeline: is required \\(an object\\)', 'baseDir: is required', 'pipelineFile: is required', 'inputs: is required']],
     ['an unknown version', input({ stages: [stage('a')] }, { version: 7 }), ['version: unknown run input version 7; this worker reads version 1']],
     ['a stage that needs itself', input({ stages: [stage('a', { needs: ['a'] })] }), ['pipeline.stages\\[0\\].needs\\[0\\]: stage "a" cannot need itself']],
     ['a cycle', input({ stages: [stage('a', { needs: ['b'] }), stage('b', { needs: ['a'] })] }), ['pipeline.stages\\[0\\].needs: dependency cycle: a -> b -> a']],
     ['an unknown backend', input({ stages: [stage('a', { backend: 'gpt-cli' })] }), ['pipeline.stages\\[0\\].backend: .*"gpt-cli"']],
-    ['wrong types', input({ stages: [stage('a', { retries: 'three' })] }), ['pipeline.stages\\[0\\].retries: expected number, got "three"']],
+    ['wrong types', input({ stages: [stage('a', { retries: 'three' })] }), ['pipeline.stages\\[0\\].retries: "three" is not a number']],
     ['an unknown field', input({ stages: [stage('a', { colour: 'blue' })] }), ['pipeline.stages\\[0\\]: unknown field "colour"']],
-    ['a missing stage id', input({ stages: [{ prompt: 'x' }] }), ['pipeline.stages\\[0\\].id: missing \\(expected string\\)']],
+    ['a missing stage id', input({ stages: [{ prompt: 'x' }] }), ['pipeline.stages\\[0\\].id: is required \\(a string\\)']],
+    // Described as `validate` describes them (issue-messages.ts): the value, and what is allowed.
+    ['a bad duration', input({ stages: [stage('a', { timeout: 'soon' })] }), ['pipeline.stages\\[0\\].timeout: "soon" is not a duration']],
+    ['an unknown choice', input({ stages: [stage('a', { permissionMode: 'yolo' })] }), ['pipeline.stages\\[0\\].permissionMode: "yolo" .*acceptEdits']],
     ['a review of a stage it does not come after', input({ stages: [stage('a'), stage('r', { review: { of: 'a' } })] }), ['pipeline.stages\\[1\\].review.of: stage "r" reviews "a" but does not run after it']],
   ])('%s', (_name, value, expected) => {
     const found = messages(value);
