@@ -19,8 +19,9 @@ interface Sample {
 /** The loop a person would write by hand: the same prompts through `claude -p --bare`, nothing else. */
 const HAND_ARGS = ['-p', '--bare', '--output-format', 'stream-json', '--verbose'];
 
-type Side = 'warm' | 'cold' | 'coldBare' | 'replay' | 'hand';
-const SIDES: Side[] = ['warm', 'cold', 'coldBare', 'replay', 'hand'];
+type Side = 'warm' | 'warmBare' | 'cold' | 'coldBare' | 'replay' | 'hand';
+const SIDES: Side[] = ['warm', 'warmBare', 'cold', 'coldBare', 'replay', 'hand'];
+type PipelineSide = Exclude<Side, 'replay' | 'hand'>;
 
 /**
  * The 5-stage linear CLI pipeline, start → result, with warm start on and off, against two shell loops of 5 calls:
@@ -60,14 +61,15 @@ export async function benchOverhead(stack: BenchStack, rounds: number, calls: re
     return { wallMs, cpu: Object.fromEntries(CPU_KEYS.map((k) => [k, after[k] - before[k]])) as Record<CpuKey, number> };
   };
   const stageRuns: Record<'warm' | 'cold', RunState[]> = { warm: [], cold: [] };
-  const runPipeline = (side: 'warm' | 'cold' | 'coldBare'): Promise<Sample> =>
+  const runPipeline = (side: PipelineSide): Promise<Sample> =>
     measure(async () => {
-      const handle = await stack.startPipeline(side === 'coldBare' ? bareFile : file, side === 'warm' ? warmQueue : coldQueue);
+      const bare = side === 'warmBare' || side === 'coldBare';
+      const handle = await stack.startPipeline(bare ? bareFile : file, side === 'warm' || side === 'warmBare' ? warmQueue : coldQueue);
       await stack.expectCompleted(handle);
-      if (side !== 'coldBare') stageRuns[side].push((await handle.result()) as RunState);
+      if (side === 'warm' || side === 'cold') stageRuns[side].push((await handle.result()) as RunState);
     });
   const run = (side: Side): Promise<Sample> => {
-    if (side === 'warm' || side === 'cold' || side === 'coldBare') return runPipeline(side);
+    if (side !== 'replay' && side !== 'hand') return runPipeline(side);
     return measure(async () => replayCalls(calls, await stack.folder(side), CLAUDE_BINARY, side === 'hand' ? () => HAND_ARGS : undefined));
   };
 
@@ -75,7 +77,7 @@ export async function benchOverhead(stack: BenchStack, rounds: number, calls: re
   for (const side of SIDES) await run(side);
   stageRuns.warm = [];
   stageRuns.cold = [];
-  const samples: Record<Side, Sample[]> = { warm: [], cold: [], coldBare: [], replay: [], hand: [] };
+  const samples: Record<Side, Sample[]> = { warm: [], warmBare: [], cold: [], coldBare: [], replay: [], hand: [] };
   for (let r = 0; r < rounds; r += 1) {
     // Rotate the order, so no side always runs right after the same other one.
     for (let i = 0; i < SIDES.length; i += 1) {
@@ -92,6 +94,7 @@ export async function benchOverhead(stack: BenchStack, rounds: number, calls: re
   const ratios = {
     warmVsReplay: ratio('warm', 'replay'),
     warmVsHand: ratio('warm', 'hand'),
+    warmBareVsHand: ratio('warmBare', 'hand'),
     coldVsReplay: ratio('cold', 'replay'),
     coldVsHand: ratio('cold', 'hand'),
     coldBareVsHand: ratio('coldBare', 'hand'),
@@ -100,27 +103,29 @@ export async function benchOverhead(stack: BenchStack, rounds: number, calls: re
   const cpu = (side: Side): Record<CpuKey, number> =>
     Object.fromEntries(CPU_KEYS.map((k) => [k, round(median(samples[side].map((s) => s.cpu[k])))])) as Record<CpuKey, number>;
   const perStage = stageSplit(stageRuns);
-  // Without warm start the goal compares like with like: the pipeline's agents with the hand loop's own `--bare`.
-  const met = ratios.warmVsHand <= 1.0 && ratios.coldBareVsHand <= 1.1;
+  // The goals compare like with like: the pipeline's agents with the hand loop's own `--bare` (`bare: true`), so that
+  // what is measured is what the pipeline adds or saves, not the CLI's heavier default start-up.
+  const met = ratios.warmBareVsHand <= 1.0 && ratios.coldBareVsHand <= 1.1;
   return {
     name: 'overhead',
     title: 'Overhead',
     method:
       `The 5-stage linear CLI pipeline (zero model latency, one turn per stage), workers already running and warmed up: client start → result, ` +
-      `with warm start on (AGENT_PIPELINE_PREWARM=on) and off (off: with the default flags, and with \`bare: true\`), against (a) a bash loop replaying the pipeline's own 5 \`claude -p\` calls (arguments, ` +
+      `with warm start on (AGENT_PIPELINE_PREWARM=on) and off, each with the default flags and with \`bare: true\`, against (a) a bash loop replaying the pipeline's own 5 \`claude -p\` calls (arguments, ` +
       `environment and stdin recorded from a pipeline run by a CLAUDE_BIN wrapper; fresh session ids and CLAUDE_CONFIG_DIR) and (b) a hand-written loop ` +
-      `\`claude -p --bare --output-format stream-json --verbose\` of the same 5 prompts. ${rounds} rounds of the five sides in rotating order; each ratio ` +
+      `\`claude -p --bare --output-format stream-json --verbose\` of the same 5 prompts. ${rounds} rounds of the six sides in rotating order; each ratio ` +
       'is the median of the per-round ratios.',
     repetitions: rounds,
     headline:
-      `vs hand loop ${ratios.warmVsHand} warm / ${ratios.coldBareVsHand} cold with bare: true / ${ratios.coldVsHand} cold with default flags; ` +
+      `vs hand loop with bare: true ${ratios.warmBareVsHand} warm / ${ratios.coldBareVsHand} cold; with default flags ${ratios.warmVsHand} warm / ${ratios.coldVsHand} cold; ` +
       `vs replay ${ratios.warmVsReplay} warm / ${ratios.coldVsReplay} cold ` +
-      `(warm ${p50('warm')} ms, cold bare ${p50('coldBare')} ms, cold ${p50('cold')} ms, replay ${p50('replay')} ms, hand ${p50('hand')} ms)`,
-    goal: { text: 'vs hand loop ≤ 1.00 with warm start; ≤ 1.10 without (bare: true, the hand loop\'s own --bare)', met },
+      `(warm bare ${p50('warmBare')} ms, cold bare ${p50('coldBare')} ms, warm ${p50('warm')} ms, cold ${p50('cold')} ms, replay ${p50('replay')} ms, hand ${p50('hand')} ms)`,
+    goal: { text: 'vs hand loop, both with --bare (bare: true): ≤ 1.00 with warm start, ≤ 1.10 without', met },
     figures: {
       ratio: ratios.coldVsReplay,
       ...ratios,
       pipelineWarmMsP50: p50('warm'),
+      pipelineWarmBareMsP50: p50('warmBare'),
       pipelineColdMsP50: p50('cold'),
       pipelineColdBareMsP50: p50('coldBare'),
       replayLoopMsP50: p50('replay'),
@@ -134,10 +139,13 @@ export async function benchOverhead(stack: BenchStack, rounds: number, calls: re
       rows: Object.entries(perStage).map(([id, s]) => [id, `${s.warmStarts}/${s.runs}`, s.warmOnMsP50, s.warmStartMsP50 ?? '—', s.warmOffMsP50]),
     },
     notes: [
-      `Wall time p50: pipeline warm ${p50('warm')} ms, pipeline cold ${p50('cold')} ms, pipeline cold with bare: true ${p50('coldBare')} ms, ` +
+      `Wall time p50: pipeline warm ${p50('warm')} ms, with bare: true ${p50('warmBare')} ms; pipeline cold ${p50('cold')} ms, with bare: true ${p50('coldBare')} ms; ` +
         `replay loop ${p50('replay')} ms, hand loop ${p50('hand')} ms.`,
-      'Without warm start the pipeline\'s default flags cost each agent its full start-up (hooks, plugins, CLAUDE.md discovery) that the hand ' +
-        'loop\'s `--bare` skips; `bare: true` gives the pipeline the same start-up, so that ratio measures what the pipeline itself adds.',
+      'The pipeline\'s default flags cost each agent its full start-up (hooks, plugins, CLAUDE.md discovery) that the hand ' +
+        'loop\'s `--bare` skips; `bare: true` gives the pipeline the same start-up, so those ratios measure what the pipeline itself adds or saves.',
+      'With default flags, two agents starting at once in a run\'s fresh CLAUDE_CONFIG_DIR (the first stage, and the second one started ahead of time) ' +
+        'sometimes hold each other up for 250–400 ms in the CLI\'s own start-up (measured outside the pipeline too: two `claude -p` started together ' +
+        'in an empty config folder), which makes the warm default-flag times bimodal.',
       'Agent ms is the stage\'s own `durationMs` (the CLI\'s duration for its turn). A warm start adopts a claude process that started up while the stage before ' +
         'it ran, so its start-up is off the critical path; the first stage always starts cold.',
       'The shared figure `ratio` (vs replay, warm start off) is the one earlier runs reported, for comparison.',
