@@ -1,6 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
 import { agentSecretValues } from './backends/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
+import { checkRunInput } from './check-run-input.js';
 import { createCloseWorkspace } from './close-workspace.js';
 import { createDeliverRun, createMergeStage } from './deliver-run.js';
 import { createRunStage, type Backend } from './run-stage.js';
@@ -21,6 +22,7 @@ export function createActivities(deps: ActivityDependencies) {
   // So are the credentials of every auth mode and whatever AGENT_PIPELINE_AGENT_ENV passes to agents.
   registerSecrets([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   return {
+    checkRunInput,
     runStage: createRunStage({
       workspacesRoot: deps.workspacesRoot,
       backends: {

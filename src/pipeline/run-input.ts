@@ -4,6 +4,7 @@ import { findGraphProblems } from './graph.js';
 import { findUnknownBackends } from './backend-names.js';
 import { describeIssues } from './issue-messages.js';
 import { pipelineSchema } from './schema.js';
+import type { RunInputProblem } from './run-input-problems.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
 /*
@@ -45,12 +46,6 @@ export const runInputSchema = z.strictObject({
     .optional(),
 });
 
-/** One thing wrong with a run input: where (`pipeline.stages[0].needs[0]`) and what. */
-export interface RunInputProblem {
-  path: string;
-  message: string;
-}
-
 /** Options of {@link findRunInputProblems}. */
 export interface RunInputCheckOptions {
   /** Backend names accepted besides the built-in ones and the input's own `backends`. */
@@ -85,13 +80,6 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   return inPipeline(findSemanticProblems(pipeline));
 }
 
-/** The message of a run that fails for its input: every problem, one a line. */
-export function formatRunInputProblems(problems: readonly RunInputProblem[]): string {
-  return (
-    `[PIPELINE_INVALID] the run input is not a valid pipeline run (was it started without \`agent-pipeline start\`? \`agent-pipeline validate FILE\` shows the same checks):\n` +
-    problems.map((p) => `  ${p.path || '(input)'}: ${p.message}`).join('\n')
-  );
-}
 
 function describe(value: unknown): string {
   if (value === undefined) return 'nothing';

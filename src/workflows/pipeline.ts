@@ -1,5 +1,15 @@
-import { allHandlersFinished, ApplicationFailure, CancellationScope, condition, setHandler, workflowInfo } from '@temporalio/workflow';
-import { findRunInputProblems, formatRunInputProblems } from '../pipeline/run-input.js';
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  patched,
+  proxyLocalActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { createActivities } from '../activities/index.js';
+import { formatRunInputProblems } from '../pipeline/run-input-problems.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
   answerStageUpdate,
@@ -14,29 +24,56 @@ import { PipelineRun } from './pipeline-run.js';
 import { RunControls } from './run-controls.js';
 
 /**
+ * Runs started before the input check became a local activity checked their input in the workflow, at their first
+ * task; replaying them needs no second check.
+ */
+const INPUT_CHECK_PATCH = 'input-check-local-activity';
+
+const { checkRunInput } = proxyLocalActivities<ReturnType<typeof createActivities>>({
+  // Pure and quick; the timeout only bounds a worker that is stuck.
+  startToCloseTimeout: '1m',
+  // A check that throws is a bug, not bad luck: the run fails with it instead of retrying for ever.
+  retry: { maximumAttempts: 3 },
+});
+
+/**
  * Runs a pipeline: each stage round is one activity, started as soon as what it needs is satisfied. People
  * move waiting stages on with updates (answer, approve, reject, retry, skip); `getStatus` reads the run.
  */
 export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunState> {
+  // Built before the input is checked, so that every handler is registered in the first activation (an update that
+  // arrives with the first task must find its handler). A bad input may make it throw; the check then names why.
+  let run: PipelineRun | undefined;
+  let buildError: unknown;
+  try {
+    run = new PipelineRun(input, workflowInfo().workflowId);
+  } catch (err) {
+    buildError = err;
+  }
+  if (run) registerHandlers(run);
   // Any client can start this workflow: a bad input fails the run at once, naming every problem. Thrown from the
   // workflow function (not the task), an ApplicationFailure fails the run instead of retrying its task forever.
-  const problems = findRunInputProblems(input);
-  if (problems.length > 0) {
-    throw ApplicationFailure.create({ type: 'PIPELINE_INVALID', message: formatRunInputProblems(problems), nonRetryable: true, details: [{ problems }] });
+  if (patched(INPUT_CHECK_PATCH)) {
+    const problems = await checkRunInput(input);
+    if (problems.length > 0) {
+      throw ApplicationFailure.create({ type: 'PIPELINE_INVALID', message: formatRunInputProblems(problems), nonRetryable: true, details: [{ problems }] });
+    }
   }
-  const run = new PipelineRun(input, workflowInfo().workflowId);
-  const controls = new RunControls(run);
-  // Every handler is registered before the first await: an update that arrives with the first task must find its handler.
-  setHandler(getStatusQuery, () => run.tracker.state);
-  setHandler(answerStageUpdate, (i) => controls.answer(i), { validator: (i) => controls.validateAnswer(i) });
-  setHandler(approveStageUpdate, (i) => controls.approve(i), { validator: (i) => controls.validateApprove(i) });
-  setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });
-  setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
-  setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
+  if (!run) throw buildError;
   try {
     return await run.run();
   } finally {
     // Let decisions in flight return their answer before the run closes; not cancellable, so a cancelled run waits too.
     await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   }
+}
+
+function registerHandlers(run: PipelineRun): void {
+  const controls = new RunControls(run);
+  setHandler(getStatusQuery, () => run.tracker.state);
+  setHandler(answerStageUpdate, (i) => controls.answer(i), { validator: (i) => controls.validateAnswer(i) });
+  setHandler(approveStageUpdate, (i) => controls.approve(i), { validator: (i) => controls.validateApprove(i) });
+  setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });
+  setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
+  setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
 }

@@ -11,7 +11,7 @@ import { parseHistory, readHistory } from './load-history.js';
  * (`npm run build && node test/replay/record-all.mjs`, see the README).
  */
 
-const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows'];
+const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows', 'linear-input-check'];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 const options = { workflowBundle: { codePath: WORKFLOW_BUNDLE } };
 
@@ -21,6 +21,14 @@ describe('replaying recorded runs', () => {
     const results: { workflowId: string; error?: unknown }[] = [];
     for await (const result of Worker.runReplayHistories(options, histories)) results.push(result);
     expect(results.map((r) => [r.workflowId, r.error === undefined ? 'ok' : String(r.error)])).toEqual(HISTORIES.map((name) => [`replay-${name}`, 'ok']));
+  });
+
+  test('both ways of checking the input are covered: in the workflow (before the patch) and as a local activity', async () => {
+    const markers = async (name: string): Promise<string[]> =>
+      (JSON.parse(await readFile(file(name), 'utf8')) as { events: { markerRecordedEventAttributes?: { markerName: string } }[] }).events
+        .flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
+    expect(await markers('linear')).toEqual([]);
+    expect(await markers('linear-input-check')).toEqual(['core_patch', 'core_local_activity']);
   });
 
   test('a history whose commands differ from the code fails with a determinism violation', async () => {

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { findRunInputProblems, formatRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
+import { formatRunInputProblems } from '../../src/pipeline/run-input-problems.js';
+import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
 
 /* The workflow's own check of its input (issue 10 item 6): pure, so every case is a plain call. */
 

@@ -1,0 +1,12 @@
+import { findRunInputProblems } from '../pipeline/run-input.js';
+import type { RunInputProblem } from '../pipeline/run-input-problems.js';
+
+/**
+ * The workflow's check of its own input (run-input.ts), run as a local activity by the worker that runs the
+ * workflow task. Zod and the pipeline schema then live once in the worker's main thread, built and compiled once,
+ * instead of being loaded again into every workflow the worker caches (a few MB each in the reusable V8 context).
+ * Pure: the same input gives the same problems.
+ */
+export async function checkRunInput(input: unknown): Promise<RunInputProblem[]> {
+  return findRunInputProblems(input);
+}
