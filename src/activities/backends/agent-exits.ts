@@ -11,7 +11,8 @@ const exiting = new Map<string, Set<Promise<void>>>();
 export function trackExitingAgent(runKey: string, done: Promise<void>): void {
   const pending = exiting.get(runKey) ?? new Set<Promise<void>>();
   exiting.set(runKey, pending);
-  const tracked = done.finally(() => {
+  // Settles, never rejects: whoever tracks an agent reports its own failures, and nobody awaits this one but a next agent.
+  const tracked = done.catch(() => undefined).finally(() => {
     pending.delete(tracked);
     if (pending.size === 0 && exiting.get(runKey) === pending) exiting.delete(runKey);
   });
@@ -21,10 +22,10 @@ export function trackExitingAgent(runKey: string, done: Promise<void>): void {
 /** Resolves once every agent of `runKey` that was still exiting is gone (at once when there is none). */
 export async function agentsExited(runKey: string): Promise<void> {
   const pending = exiting.get(runKey);
-  if (pending) await Promise.allSettled([...pending]);
+  if (pending) await Promise.all([...pending]);
 }
 
 /** Resolves once every exiting agent of this worker is gone (worker shutdown). */
 export async function allAgentsExited(): Promise<void> {
-  await Promise.allSettled([...exiting.values()].flatMap((pending) => [...pending]));
+  await Promise.all([...exiting.values()].flatMap((pending) => [...pending]));
 }

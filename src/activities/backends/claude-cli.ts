@@ -161,7 +161,13 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   } finally {
     if (!exiting) await finishAttempt();
   }
-  if (exiting) trackExitingAgent(workspace.claudeConfigDir, followToExit(stage.id, exiting, attemptWarn()).finally(finishAttempt));
+  if (exiting) {
+    const warn = attemptWarn();
+    const ended = followToExit(stage.id, exiting, warn)
+      .then(finishAttempt)
+      .catch((err: unknown) => warn(`could not finish the attempt of stage ${stage.id} after its agent exited: ${(err as Error).message}`));
+    trackExitingAgent(workspace.claudeConfigDir, ended);
+  }
   const durationMs = Date.now() - started;
   request.heartbeat(reader.progress());
   const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
