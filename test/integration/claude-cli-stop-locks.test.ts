@@ -1,4 +1,4 @@
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -6,8 +6,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/backends/process-sweep.js';
 import { indexLockPath } from '../../src/activities/git-index-lock.js';
-import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
 import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { WorkerProcesses } from './fault-helpers.js';
 
 /*
  * Issue 10 item 3: a worker killed with SIGKILL while its agent's Bash tool holds locks. The tool took a lock with an
@@ -23,8 +24,7 @@ let harness: Harness;
 let scratch: string;
 let shimLock: string;
 let pipelineFile: string;
-const workers: ResultPromise[] = [];
-let workerOutput = '';
+const workers = new WorkerProcesses();
 
 const git = (cwd: string, ...args: string[]) => execa('git', ['-c', 'user.name=test', '-c', 'user.email=test@localhost', ...args], { cwd });
 
@@ -86,26 +86,16 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const worker of workers) worker.kill('SIGKILL');
-  await Promise.all(workers.map((worker) => worker.catch(() => undefined)));
+  await workers.killAll();
   await harness?.close();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
-
-function startWorker(): ResultPromise {
-  const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: harness.env, extendEnv: false, reject: false, all: true });
-  worker.all?.on('data', (chunk: Buffer) => {
-    workerOutput = `${workerOutput}${chunk.toString()}`.slice(-4_000);
-  });
-  workers.push(worker);
-  return worker;
-}
 
 const agentProcesses = (): Promise<number[]> => processesWith(STAGE_MARKER, harness.workspacesRoot, 'prefix');
 
 describe('a worker killed while its agent holds locks', () => {
   test('the tool releases its lock on SIGTERM, the stale index.lock is removed, and the retry finds both free', { timeout: 240_000 }, async () => {
-    const first = startWorker();
+    const first = workers.start(harness.env);
     const handle = await harness.start(pipelineFile);
     await waitFor(
       async () => (await Promise.all((await agentProcesses()).map(commandLine))).some((c) => c.includes('sleep 300')),
@@ -113,7 +103,7 @@ describe('a worker killed while its agent holds locks', () => {
       'the agent to hold the locks in a Bash tool',
       90_000,
     ).catch((err: Error) => {
-      throw new Error(`${err.message}\nworker output: ${workerOutput}`);
+      throw new Error(`${err.message}\nworker output: ${workers.output()}`);
     });
     const worktree = path.join(harness.workspacesRoot, handle.workflowId);
     const indexLock = (await indexLockPath(worktree)) as string;
@@ -127,7 +117,7 @@ describe('a worker killed while its agent holds locks', () => {
     // Nothing can release git's lock but the next attempt.
     expect(existsSync(indexLock)).toBe(true);
 
-    void startWorker();
+    void workers.start(harness.env);
     const state = await harness.finish(handle);
     expect(state.status).toBe('completed');
     const stage = state.stages[0];

@@ -1,12 +1,12 @@
-import { execa, type ResultPromise } from 'execa';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/backends/process-sweep.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
-import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
 import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { WorkerProcesses } from './fault-helpers.js';
 
 /*
  * A worker killed with SIGKILL in the middle of a stage: its agent and the Bash tool the agent
@@ -20,9 +20,7 @@ const TASK = 'Task: crash and resume';
 let harness: Harness;
 let pipelineFile: string;
 let scratch: string;
-const workers: ResultPromise[] = [];
-/** What the workers printed, for the message of a failed wait. */
-let workerOutput = '';
+const workers = new WorkerProcesses();
 
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-crash-'));
@@ -60,20 +58,10 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const worker of workers) worker.kill('SIGKILL');
-  await Promise.all(workers.map((worker) => worker.catch(() => undefined)));
+  await workers.killAll();
   await harness?.close();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
-
-function startWorker(): ResultPromise {
-  const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: harness.env, extendEnv: false, reject: false, all: true });
-  worker.all?.on('data', (chunk: Buffer) => {
-    workerOutput = `${workerOutput}${chunk.toString()}`.slice(-4_000);
-  });
-  workers.push(worker);
-  return worker;
-}
 
 /** The agent processes of this test's runs: the CLI and its tools carry the stage marker. */
 function agentProcesses(): Promise<number[]> {
@@ -86,7 +74,7 @@ function messagesOf(request: RecordedRequest): { role: string; content: unknown 
 
 describe('a worker killed in the middle of a stage', () => {
   test('takes no agent or tool process with it undead, and the retry resumes the same session', { timeout: 180_000 }, async () => {
-    const first = startWorker();
+    const first = workers.start(harness.env);
     const handle = await harness.start(pipelineFile);
     const running = await waitFor(
       async () => {
@@ -99,7 +87,7 @@ describe('a worker killed in the middle of a stage', () => {
       90_000,
     ).catch((err: Error) => {
       const requests = harness.modelServer.requests().map((r) => `${r.rule}#${r.turn} ${r.status}`);
-      throw new Error(`${err.message}\nmodel requests: ${requests.join(', ')}\nworker output: ${workerOutput}`);
+      throw new Error(`${err.message}\nmodel requests: ${requests.join(', ')}\nworker output: ${workers.output()}`);
     });
     expect(running.length).toBeGreaterThanOrEqual(2);
 
@@ -109,7 +97,7 @@ describe('a worker killed in the middle of a stage', () => {
     await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 5_000);
 
     const before = harness.modelServer.requests().length;
-    void startWorker();
+    void workers.start(harness.env);
     const state = await harness.finish(handle);
     expect(state.status).toBe('completed');
     expect(state.stages[0]).toMatchObject({ status: 'completed', attempt: 2 });

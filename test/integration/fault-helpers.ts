@@ -48,6 +48,35 @@ export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   };
 }
 
+/**
+ * Plain worker processes (`node dist/worker.js`) in the test's own process group: a SIGKILL of one kills the worker
+ * alone and leaves its agents to the dead worker's watchdog. Keeps the tail of what they all printed, for the message
+ * of a failed wait.
+ */
+export class WorkerProcesses {
+  private readonly started: ResultPromise[] = [];
+  private tail = '';
+
+  start(env: NodeJS.ProcessEnv): ResultPromise {
+    const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env, extendEnv: false, reject: false, all: true });
+    worker.all?.on('data', (chunk: Buffer) => {
+      this.tail = `${this.tail}${chunk.toString()}`.slice(-4_000);
+    });
+    this.started.push(worker);
+    return worker;
+  }
+
+  output(): string {
+    return this.tail;
+  }
+
+  /** SIGKILLs every worker still running and waits for each. */
+  async killAll(): Promise<void> {
+    for (const worker of this.started) worker.kill('SIGKILL');
+    await Promise.all(this.started.map((worker) => worker.catch(() => undefined)));
+  }
+}
+
 /** Waits until the model server has received a request matching `accept` (e.g. a given rule and turn). */
 export async function waitForRequest(
   server: ModelServer,

@@ -3,18 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
-import { PipelineValidationError } from '../../src/pipeline/errors.js';
-import { parsePipeline } from '../../src/pipeline/parse.js';
+import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
-function problemsOf(text: string): string[] {
-  try {
-    parsePipeline(text, 'p.yaml');
-  } catch (err) {
-    if (err instanceof PipelineValidationError) return err.problems.map((p) => `${p.path}: ${p.message}`);
-    throw err;
-  }
-  return [];
-}
 
 const STAGES = 'stages:\n  - { id: work, prompt: Do the work., commit: true, commitMessage: "Bead {{inputs.id}}" }';
 
@@ -28,21 +18,21 @@ describe('git delivery fields in the pipeline file', () => {
       'defaults: { commitMessage: "Bead {{inputs.id}}" }',
       STAGES,
     ].join('\n');
-    expect(problemsOf(text)).toEqual([]);
+    expect(pipelineProblems(text)).toEqual([]);
   });
 
   it('says what a pull request, isolation and the push step need', () => {
-    const problems = problemsOf(['name: p', 'workspace: { repo: ., pullRequest: { title: T } }', 'isolation: stage', STAGES].join('\n'));
+    const problems = pipelineProblems(['name: p', 'workspace: { repo: ., pullRequest: { title: T } }', 'isolation: stage', STAGES].join('\n'));
     expect(problems).toContain('workspace.pullRequest: a pull request needs the branch pushed first; add `push: { remote: origin }` to workspace');
-    expect(problemsOf(['name: p', 'isolation: stage', STAGES].join('\n'))).toContain(
+    expect(pipelineProblems(['name: p', 'isolation: stage', STAGES].join('\n'))).toContain(
       'isolation: `isolation: stage` gives each stage its own git worktree, so it needs `workspace: { repo: ... }`',
     );
-    const clash = problemsOf(['name: p', 'workspace: { repo: ., push: {} }', 'stages:', '  - { id: push, prompt: Push it. }'].join('\n'));
+    const clash = pipelineProblems(['name: p', 'workspace: { repo: ., push: {} }', 'stages:', '  - { id: push, prompt: Push it. }'].join('\n'));
     expect(clash).toContain('stages[0].id: the stage id "push" is taken by the push of the run\'s branch (workspace.push); rename the stage');
   });
 
   it('rejects an unknown conflict policy or keep value with what is allowed', () => {
-    const problems = problemsOf(['name: p', 'workspace: { repo: ., push: { onConflict: merge }, keep: sometimes }', STAGES].join('\n')).join('\n');
+    const problems = pipelineProblems(['name: p', 'workspace: { repo: ., push: { onConflict: merge }, keep: sometimes }', STAGES].join('\n')).join('\n');
     expect(problems).toMatch(/workspace\.push\.onConflict: .*merge.*rebase-once.*ask.*fail/);
     expect(problems).toMatch(/workspace\.keep: .*sometimes.*always.*onFailure.*never/);
   });

@@ -2,16 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import { describeUnknownChoice } from '../../src/pipeline/issue-messages.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
+import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
-/** The problems `parsePipeline` finds in `yaml`, as `path: message`. */
+/** The problems `parsePipeline` finds in `yaml`, as `path: message`; every case here must have some. */
 function problemsOf(yaml: string): string[] {
-  try {
-    parsePipeline(yaml, 'p.yaml');
-  } catch (err) {
-    if (err instanceof PipelineValidationError) return err.problems.map((p) => `${p.path}: ${p.message}`);
-    throw err;
-  }
-  throw new Error('expected the pipeline to be rejected');
+  const problems = pipelineProblems(yaml);
+  if (problems.length === 0) throw new Error('expected the pipeline to be rejected');
+  return problems;
 }
 
 const stage = (fields: string): string => `name: p\nstages:\n  - id: a\n    prompt: hi\n${fields}\n`;

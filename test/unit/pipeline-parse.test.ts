@@ -1,17 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
+import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
-function problemsOf(text: string): string[] {
-  try {
-    parsePipeline(text, 'p.yaml');
-  } catch (err) {
-    if (err instanceof PipelineValidationError) return err.problems.map((p) => `${p.line ?? '?'} ${p.path}: ${p.message}`);
-    throw err;
-  }
-  return [];
-}
+const problemsOf = (text: string): string[] => pipelineProblems(text, { withLine: true });
 
 describe('parsePipeline', () => {
   it('accepts the documented pipeline shape and keeps what the author wrote', () => {

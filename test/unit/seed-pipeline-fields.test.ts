@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { readFreeAnswer } from '../../src/pipeline/contract.js';
-import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import { findBlockedDependents, findReadyStages, needIds } from '../../src/pipeline/graph.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { isTimeoutFailure } from '../../src/pipeline/run-state.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { listTemplateVariables, renderTemplate, TemplateError, type TemplateContext } from '../../src/pipeline/template.js';
 import { RunTracker } from '../../src/workflows/run-tracker.js';
+import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
 /*
  * The pure side of the fields that let the seed systems' pipelines run unchanged (issue 12): free-form answers,
@@ -20,15 +20,6 @@ const context: TemplateContext = {
   attempt: 1,
 };
 
-function problemsOf(text: string): string[] {
-  try {
-    parsePipeline(text, 'p.yaml');
-  } catch (err) {
-    if (err instanceof PipelineValidationError) return err.problems.map((p) => `${p.path}: ${p.message}`);
-    throw err;
-  }
-  return [];
-}
 
 describe('contract: none', () => {
   it('takes the last paragraph, trimmed, as the summary and reports no outputs', () => {
@@ -50,7 +41,7 @@ describe('contract: none', () => {
   });
 
   it('cannot be used by a reviewer, whose verdict is in the report block', () => {
-    expect(problemsOf('name: p\ndefaults: { contract: none }\nstages:\n  - id: a\n    prompt: Do a.\n  - id: r\n    needs: [a]\n    review: { of: a }\n    prompt: Review a.\n')).toEqual([
+    expect(pipelineProblems('name: p\ndefaults: { contract: none }\nstages:\n  - id: a\n    prompt: Do a.\n  - id: r\n    needs: [a]\n    review: { of: a }\n    prompt: Review a.\n')).toEqual([
       'stages[1].review: a reviewer gives its verdict in the report block; set `contract: json` on this stage',
     ]);
   });
@@ -131,10 +122,10 @@ describe('needs with allowFailure', () => {
   it('needs continueOnFailure on the stage allowed to fail, since its failure would end the run first', () => {
     const yaml = (extra: string): string =>
       `name: p\nstages:\n  - id: test\n    prompt: Run the tests.\n${extra}  - id: fix\n    needs: [{ stage: test, allowFailure: true }]\n    prompt: Fix {{stages.test.error}}.\n`;
-    expect(problemsOf(yaml(''))).toEqual([
+    expect(pipelineProblems(yaml(''))).toEqual([
       'stages[1].needs[0].allowFailure: stage "fix" allows "test" to fail, but a failure of "test" would end the run first; add `continueOnFailure: true` to stage "test"',
     ]);
-    expect(problemsOf(yaml('    continueOnFailure: true\n'))).toEqual([]);
+    expect(pipelineProblems(yaml('    continueOnFailure: true\n'))).toEqual([]);
   });
 
   it('a tracked failed stage satisfies only dependents that allow it, and templates read its status and error', () => {
@@ -160,7 +151,7 @@ describe('finally stages', () => {
   });
 
   it('need ids of their own, and take no needs, review or when', () => {
-    expect(problemsOf(`${base}finally:\n  - id: work\n    prompt: Again.\n  - id: tell\n    needs: [work]\n    when: "{{stages.work.outputs.x}}"\n    prompt: Tell.\n`)).toEqual([
+    expect(pipelineProblems(`${base}finally:\n  - id: work\n    prompt: Again.\n  - id: tell\n    needs: [work]\n    when: "{{stages.work.outputs.x}}"\n    prompt: Tell.\n`)).toEqual([
       'finally[0].id: duplicate stage id "work"; finally stages need ids of their own',
       'finally[1].needs: finally stages run one after another once the run has ended; remove `needs` (they may read any stage)',
       'finally[1].when: `when` is not supported on finally stages; read {{run.status}} in the prompt instead',
@@ -190,14 +181,14 @@ describe('run states a tracker can use', () => {
 
 describe('expects and output', () => {
   it('rejects expects entries outside the workspace', () => {
-    expect(problemsOf('name: p\nstages:\n  - id: a\n    prompt: Do a.\n    expects: [docs/*.md, ../x.md, /etc/passwd]\n')).toEqual([
+    expect(pipelineProblems('name: p\nstages:\n  - id: a\n    prompt: Do a.\n    expects: [docs/*.md, ../x.md, /etc/passwd]\n')).toEqual([
       'stages[0].expects[1]: "../x.md" is outside the run\'s workspace; use a workspace-relative path or glob such as docs/*.md',
       'stages[0].expects[2]: "/etc/passwd" is outside the run\'s workspace; use a workspace-relative path or glob such as docs/*.md',
     ]);
   });
 
   it('rejects an output path that leaves the workspace', () => {
-    expect(problemsOf('name: p\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Do a.\n    output: ../{{stage.id}}.md\n')).toEqual([
+    expect(pipelineProblems('name: p\nstages:\n  - id: a\n    backend: anthropic-api\n    prompt: Do a.\n    output: ../{{stage.id}}.md\n')).toEqual([
       'stages[0].output: "../{{stage.id}}.md" leaves the run\'s workspace; the answer is written relative to it, e.g. "outputs/{{stage.id}}.md"',
     ]);
   });
