@@ -1,6 +1,6 @@
 import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
-import { warmStartSettings, type WarmStartSettings } from './activities/backends/cli-warm-start.js';
+import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
 import { ConfigError } from './config.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */

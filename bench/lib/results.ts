@@ -1,6 +1,6 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFileAtomic } from '../../src/activities/workspace.js';
+import { writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 
 /** A value in a benchmark's figures: numbers are in the unit their key names (`Ms`, `Mb`, `PerS`). */
 export type Figure = number | string | boolean | null | Figure[] | { [key: string]: Figure };

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { readEndedMarker, removeRunWorkspace, writeEndedMarker } from './remove-workspace.js';
-import { toFolderName } from './workspace.js';
+import { readEndedMarker, removeRunWorkspace, writeEndedMarker } from './workspace/remove-workspace.js';
+import { toFolderName } from './workspace/run-workspace.js';
 
 /** What the workflow sends when a run with `workspace.keep` has ended. */
 export interface CloseWorkspaceInput {

@@ -2,11 +2,11 @@ import { heartbeat } from '@temporalio/activity';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
-import { pushBranch, PushError } from './git-push.js';
-import { openPipelineWorkspace, workspaceVariables } from './open-workspace.js';
-import { withTemplateErrors } from './prompt.js';
-import { openPullRequest } from './pull-request.js';
-import { mergeStageBranch, type MergeOutcome } from './stage-isolation.js';
+import { pushBranch, PushError } from './delivery/push.js';
+import { openPipelineWorkspace, workspaceVariables } from './workspace/open-workspace.js';
+import { withTemplateErrors } from './prompt/stage-prompt.js';
+import { openPullRequest } from './delivery/pull-request.js';
+import { mergeStageBranch, type MergeOutcome } from './workspace/stage-isolation.js';
 import { redactSecrets } from './secrets.js';
 
 /** The pseudo-stage id under which delivery appears in the run's state, failures and waits. */

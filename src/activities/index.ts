@@ -1,6 +1,6 @@
-import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api.js';
-import { agentSecretValues } from './backends/agent-auth.js';
-import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli.js';
+import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
+import { agentSecretValues } from './backends/claude-cli/agent-auth.js';
+import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { checkRunInput } from './check-run-input.js';
 import { createCloseWorkspace } from './close-workspace.js';
 import { createDeliverRun, createMergeStage } from './deliver-run.js';

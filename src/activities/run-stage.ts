@@ -7,26 +7,26 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
-import { mentionsWorkspaceVariables } from './workspace-variables.js';
-import { openPipelineWorkspace, repoOf, workspaceVariables } from './open-workspace.js';
-import { deliverStageWork } from './stage-delivery.js';
-import { openStageWorktree } from './stage-isolation.js';
-import { AttemptLog, type AttemptFailure } from './attempt-log.js';
-import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt-spending.js';
-import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt-warnings.js';
-import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/backend.js';
+import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
+import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
+import { deliverStageWork } from './delivery/commit-stage-work.js';
+import { openStageWorktree } from './workspace/stage-isolation.js';
+import { AttemptLog, type AttemptFailure } from './attempt/log.js';
+import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt/spending.js';
+import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt/warnings.js';
+import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/stage-backend.js';
 import { stageFailure } from './failures.js';
-import { FileClaims } from './file-claims.js';
-import { removeStaleIndexLock } from './git-index-lock.js';
-import { assemblePrompt, withTemplateErrors } from './prompt.js';
-import { prewarmTargets } from './prewarm-targets.js';
-import type { ReworkRound } from './prompt-compose.js';
-import { checkReportedPaths } from './reported-paths.js';
-import { openRunBundle } from './run-bundle-files.js';
+import { FileClaims } from './outputs/file-claims.js';
+import { removeStaleIndexLock } from './workspace/git-index-lock.js';
+import { assemblePrompt, withTemplateErrors } from './prompt/stage-prompt.js';
+import { prewarmTargets } from './prompt/prewarm-targets.js';
+import type { ReworkRound } from './prompt/compose.js';
+import { checkReportedPaths } from './outputs/reported-paths.js';
+import { openRunBundle } from './prompt/run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
-import { customCommitMessage, stageCommitMessage } from './stage-commit.js';
-import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './stage-deliverables.js';
-import { collectArtifacts, type RunWorkspace } from './workspace.js';
+import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit.js';
+import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
+import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -64,7 +64,7 @@ export interface RunStageDependencies {
   backends: Record<string, Backend>;
 }
 
-export { DEFAULT_BRANCH_TEMPLATE } from './open-workspace.js';
+export { DEFAULT_BRANCH_TEMPLATE } from './workspace/open-workspace.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { agentFrontmatterSchema, splitFrontmatter } from '../activities/agent-file.js';
-import { hashManifest } from '../activities/run-bundle-files.js';
+import { agentFrontmatterSchema, splitFrontmatter } from '../activities/prompt/agent-file.js';
+import { hashManifest } from '../activities/prompt/run-bundle-files.js';
 import { listAgentReferences, listReferencedFiles } from '../pipeline/referenced-files.js';
 import type { RunBundle, RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';

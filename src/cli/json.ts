@@ -1,6 +1,6 @@
 import type { RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
-import type { LiveAttempt, RunSnapshot, RunStateSource } from './run-reader.js';
+import type { LiveAttempt, RunSnapshot, RunStateSource } from '../library/run-reader.js';
 import { listWaits, type StageWait } from './run-view.js';
 
 /*

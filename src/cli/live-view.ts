@@ -1,5 +1,5 @@
 import { formatDuration } from '../pipeline/duration.js';
-import type { RunSnapshot } from './run-reader.js';
+import type { RunSnapshot } from '../library/run-reader.js';
 import { truncate } from './output.js';
 import { noticeLines, progressLines, STAGE_ICON, waitLines } from './run-view.js';
 

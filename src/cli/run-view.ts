@@ -2,7 +2,7 @@ import path from 'node:path';
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunState, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 import { formatColumns, formatUsd } from './output.js';
-import type { LiveAttempt, RunSnapshot } from './run-reader.js';
+import type { LiveAttempt, RunSnapshot } from '../library/run-reader.js';
 
 /** How each stage state is drawn, so a glance at the left column tells the story. */
 export const STAGE_ICON: Record<StageStatus, string> = {

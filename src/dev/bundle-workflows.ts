@@ -1,7 +1,7 @@
 // Build step: bundles the workflow code once, so workers start without running webpack.
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
-import { writeFileAtomic } from '../activities/workspace.js';
+import { writeFileAtomic } from '../activities/workspace/run-workspace.js';
 import { OTEL_WORKFLOW_INTERCEPTORS } from '../telemetry/worker-telemetry.js';
 
 const workflowsPath = fileURLToPath(new URL('../workflows/index.js', import.meta.url));

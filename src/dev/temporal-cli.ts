@@ -4,7 +4,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { findExecutable, isExecutableFile } from '../activities/backends/find-executable.js';
+import { findExecutable, isExecutableFile } from '../activities/process/find-executable.js';
 
 /**
  * The Temporal CLI tag built from source when no binary is found. Later tags carry a `replace`

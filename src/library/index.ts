@@ -23,4 +23,4 @@ export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '.
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, Backend as BackendName } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';
-export type { LiveAttempt } from '../cli/run-reader.js';
+export type { LiveAttempt } from './run-reader.js';

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { runUrl } from '../config.js';
-import { startRun } from '../cli/runs.js';
+import { startRun } from './runs.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
 import { typedErrors } from './errors.js';

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
-import { checkRunInputSize } from '../cli/input-size.js';
-import { loadPipelineFile, resolveInputs } from '../cli/load-pipeline.js';
+import { checkRunInputSize } from './input-size.js';
+import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { followRun, isTransient, type FollowOptions, type FollowOutcome } from '../cli/follow-run.js';
-import { ActivityStageCache, hasWorkflowPollers, readRun, type RunSnapshot } from '../cli/run-reader.js';
+import { followRun, isTransient, type FollowOptions, type FollowOutcome } from './follow-run.js';
+import { ActivityStageCache, hasWorkflowPollers, readRun, type RunSnapshot } from './run-reader.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
   answerStageUpdate,

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from '../cli/schedule-spec.js';
+import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
 import { InvalidRequestError, typedErrors } from './errors.js';

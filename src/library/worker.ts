@@ -37,9 +37,9 @@ export function createPipelineWorker(options: PipelineWorkerOptions = {}): Promi
 }
 
 export type { Backend } from '../activities/run-stage.js';
-export type { AttemptProgress, BackendOutcome, BackendRequest } from '../activities/backends/backend.js';
-export type { StagePrompt } from '../activities/prompt.js';
-export type { RunWorkspace } from '../activities/workspace.js';
+export type { AttemptProgress, BackendOutcome, BackendRequest } from '../activities/backends/stage-backend.js';
+export type { StagePrompt } from '../activities/prompt/stage-prompt.js';
+export type { RunWorkspace } from '../activities/workspace/run-workspace.js';
 export type { ResolvedStage } from '../pipeline/stage-options.js';
 export type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export { FAILURES, stageFailure, type FailureType, type StageFailureOptions } from '../activities/failures.js';

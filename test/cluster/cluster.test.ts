@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { writeFileAtomic } from '../../src/activities/workspace.js';
+import { writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer, type RecordedRequest } from '../../src/dev/model-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
 import type { RunState } from '../../src/pipeline/run-state.js';

@@ -2,7 +2,7 @@ import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { findExecutable } from '../../src/activities/backends/find-executable.js';
+import { findExecutable } from '../../src/activities/process/find-executable.js';
 
 /** Debian's PostgreSQL 15 (`apt-get install postgresql-15`; .ci/run installs it when missing). */
 export const POSTGRES_BIN = '/usr/lib/postgresql/15/bin';

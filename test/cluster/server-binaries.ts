@@ -1,7 +1,7 @@
 import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
-import { findExecutable } from '../../src/activities/backends/find-executable.js';
+import { findExecutable } from '../../src/activities/process/find-executable.js';
 import { resolveStateDir } from '../../src/dev/temporal-cli.js';
 
 /** The Temporal server release the cluster test runs; its go.mod needs this Go toolchain (fetched by `go` itself). */

@@ -8,7 +8,7 @@ import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { PipelineDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
-import type { AttemptProgress } from '../../src/activities/backends/backend.js';
+import type { AttemptProgress } from '../../src/activities/backends/stage-backend.js';
 
 /*
  * Runs the real `runStage` activity (real backends, real SDK or CLI) outside a worker, under

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { CONTINUE_MESSAGE } from '../../src/activities/backends/api-answer.js';
+import { CONTINUE_MESSAGE } from '../../src/activities/backends/anthropic-api/answer.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 const KEY = 'sk-ant-api03-RECOGNISABLE-test-key-0123456789';

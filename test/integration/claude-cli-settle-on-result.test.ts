@@ -3,7 +3,7 @@ import { chmod, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { agentsExited } from '../../src/activities/backends/agent-exits.js';
+import { agentsExited } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { createCliWorld, REPORT, type Attempt, type CliWorld } from './claude-cli-world.js';
 
 /*

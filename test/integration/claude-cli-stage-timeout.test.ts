@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { STAGE_MARKER } from '../../src/activities/backends/process-sweep.js';
+import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';

@@ -2,9 +2,9 @@ import { execa } from 'execa';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { PrewarmTarget } from '../../src/activities/backends/backend.js';
-import { stopWarmProcesses } from '../../src/activities/backends/cli-warm-start.js';
-import { WORKER_MARKER } from '../../src/activities/backends/process-sweep.js';
+import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
+import { stopWarmProcesses } from '../../src/activities/backends/claude-cli/warm-start.js';
+import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
@@ -97,10 +97,10 @@ describe('a worker killed while agents wait for their stages', () => {
   test('leaves none of them behind: the watchdog stops them', async () => {
     // A worker process of its own (the built backend), so that it can be killed outright.
     const script = `
-      const { prewarmStages, warmPool, warmStartSettings } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/cli-warm-start.js'))});
-      const { openRunWorkspace } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/workspace.js'))});
-      const { workerMarkerValue } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/orphan-watchdog.js'))});
-      const { findClaudeBinary } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-binary.js'))});
+      const { prewarmStages, warmPool, warmStartSettings } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/warm-start.js'))});
+      const { openRunWorkspace } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/workspace/run-workspace.js'))});
+      const { workerMarkerValue } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/process/orphan-watchdog.js'))});
+      const { findClaudeBinary } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/claude-binary.js'))});
       const stage = (id) => ({ id, prompt: 'x', needs: [], backend: 'claude-cli', model: 'sonnet', allowedTools: ['Read'] });
       const workspace = await openRunWorkspace(process.argv[1], 'run-killed');
       const pool = warmPool(warmStartSettings(process.env), 2000);

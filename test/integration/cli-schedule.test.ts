@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
-import type { ScheduleJson } from '../../src/cli/schedule-spec.js';
+import type { ScheduleJson } from '../../src/library/schedule-spec.js';
 import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 
 const SCHEDULED = path.join(CLI_FIXTURES, 'scheduled.yaml');

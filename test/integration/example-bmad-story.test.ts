@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
+import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
 import { answerStageUpdate } from '../../src/workflows/messages.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { readRun } from '../../src/cli/run-reader.js';
+import { readRun } from '../../src/library/run-reader.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeEndedMarker } from '../../src/activities/remove-workspace.js';
+import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { retryStageUpdate } from '../../src/workflows/messages.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
-import type { ScheduleJson } from '../../src/cli/schedule-spec.js';
+import type { ScheduleJson } from '../../src/library/schedule-spec.js';
 import type { RunBundleSummary } from '../../src/pipeline/run-bundle.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';

@@ -3,8 +3,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
-import { startRun } from '../../src/cli/runs.js';
-import { loadPipelineFile } from '../../src/cli/load-pipeline.js';
+import { startRun } from '../../src/library/runs.js';
+import { loadPipelineFile } from '../../src/library/load-pipeline.js';
 import {
   answerStageUpdate,
   approveStageUpdate,

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openRunWorkspace } from '../../src/activities/workspace.js';
+import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 

@@ -2,8 +2,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { agentSecretValues, detectAgentAuth, extraAgentVariables } from '../../src/activities/backends/agent-auth.js';
-import { agentEnvironment } from '../../src/activities/backends/cli-args.js';
+import { agentSecretValues, detectAgentAuth, extraAgentVariables } from '../../src/activities/backends/claude-cli/agent-auth.js';
+import { agentEnvironment } from '../../src/activities/backends/claude-cli/args.js';
 
 const markers = { stage: 's', worker: 'w' };
 

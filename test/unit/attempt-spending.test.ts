@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { addSpending, spentBefore, withEarlierSpending } from '../../src/activities/attempt-spending.js';
+import { addSpending, spentBefore, withEarlierSpending } from '../../src/activities/attempt/spending.js';
 
 describe('spentBefore', () => {
   it('is nothing without records, and ignores records that carry no figures', () => {

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { mergeWarnings, warningsBefore, withEarlierWarnings } from '../../src/activities/attempt-warnings.js';
+import { mergeWarnings, warningsBefore, withEarlierWarnings } from '../../src/activities/attempt/warnings.js';
 
 describe('warnings carried across the attempts of a stage execution', () => {
   it('are read from heartbeat details and recorded failures, first seen first, each once', () => {

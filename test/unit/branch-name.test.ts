@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compareUrlFor } from '../../src/activities/pull-request.js';
+import { compareUrlFor } from '../../src/activities/delivery/pull-request.js';
 import { renderBranchName, sanitizeBranchName } from '../../src/pipeline/branch-name.js';
 import { TemplateError, type TemplateContext } from '../../src/pipeline/template.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import type { BackendRequest } from '../../src/activities/backends/backend.js';
-import { agentEnvironment, buildCliArgs, streamJsonPrompt } from '../../src/activities/backends/cli-args.js';
+import type { BackendRequest } from '../../src/activities/backends/stage-backend.js';
+import { agentEnvironment, buildCliArgs, streamJsonPrompt } from '../../src/activities/backends/claude-cli/args.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 

@@ -6,7 +6,7 @@ import { buildListQuery } from '../../src/cli/commands/list.js';
 import { NoWorkerError, PipelineInvalidError, RunNotFoundError } from '../../src/library/errors.js';
 import { EXIT, exitCodeFor, TemporalUnreachableError, toUserError, UsageError } from '../../src/cli/errors.js';
 import { parseDurationMs } from '../../src/cli/options.js';
-import { buildSchedule, parseOverlap } from '../../src/cli/schedule-spec.js';
+import { buildSchedule, parseOverlap } from '../../src/library/schedule-spec.js';
 import { ConfigError } from '../../src/config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';

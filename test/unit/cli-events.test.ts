@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { CliEventReader } from '../../src/activities/backends/cli-events.js';
+import { CliEventReader } from '../../src/activities/backends/claude-cli/events.js';
 import type { ModelCatalog } from '../../src/activities/backends/models.js';
 
 const MODELS: ModelCatalog = { aliases: { sonnet: 'claude-sonnet-x' }, prices: { 'claude-sonnet-x': { input: 3, output: 15 } } };

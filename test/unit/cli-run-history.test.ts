@@ -1,7 +1,7 @@
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { describe, expect, test } from 'vitest';
-import { mapActivitiesToStages, rebuildRunState } from '../../src/cli/run-history.js';
+import { mapActivitiesToStages, rebuildRunState } from '../../src/library/run-history.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
 import type { PipelineRunInput } from '../../src/workflows/messages.js';
 

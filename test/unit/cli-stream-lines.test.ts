@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { JsonSkeleton } from '../../src/activities/backends/bounded-json.js';
-import { StdoutLineSplitter, type StdoutPiece } from '../../src/activities/backends/stream-lines.js';
+import { JsonSkeleton } from '../../src/activities/backends/claude-cli/bounded-json.js';
+import { StdoutLineSplitter, type StdoutPiece } from '../../src/activities/backends/claude-cli/stream-lines.js';
 
 /** Feeds `bytes` in pieces of the given sizes, cycling through them. */
 function feedInPieces(bytes: Buffer, sizes: number[], push: (chunk: Buffer) => void): void {

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { TranscriptWriter } from '../../src/activities/backends/transcript-writer.js';
+import { TranscriptWriter } from '../../src/activities/backends/claude-cli/transcript-writer.js';
 
 let dir: string;
 

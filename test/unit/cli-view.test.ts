@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
 import { LiveView } from '../../src/cli/live-view.js';
-import type { RunSnapshot } from '../../src/cli/run-reader.js';
+import type { RunSnapshot } from '../../src/library/run-reader.js';
 import { listWaits, progressLines, summariseInput } from '../../src/cli/run-view.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import type { RunState } from '../../src/pipeline/run-state.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { validatePipelineFile } from '../../src/cli/validate-pipeline.js';
+import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { indexLockPath, processesHolding, removeStaleIndexLock } from '../../src/activities/git-index-lock.js';
+import { indexLockPath, processesHolding, removeStaleIndexLock } from '../../src/activities/workspace/git-index-lock.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 
 /* A stale `index.lock` is removed before an attempt; one a live process holds open is left alone. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/cli/errors.js';
-import { checkRunInputSize, encodedSize, formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from '../../src/cli/input-size.js';
+import { checkRunInputSize, encodedSize, formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from '../../src/library/input-size.js';
 import type { PipelineRunInput } from '../../src/workflows/messages.js';
 
 const input = (feature: string): PipelineRunInput => ({

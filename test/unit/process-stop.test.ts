@@ -4,10 +4,10 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { WORKER_MARKER } from '../../src/activities/backends/process-sweep.js';
+import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
-import { isGone, listProcessGroup, stopMarkedProcesses, stopProcessTree } from '../../src/activities/backends/process-stop.js';
-import { findMarkedProcesses } from '../../src/activities/backends/process-sweep.js';
+import { isGone, listProcessGroup, stopMarkedProcesses, stopProcessTree } from '../../src/activities/process/stop.js';
+import { findMarkedProcesses } from '../../src/activities/process/sweep.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 
 /*
@@ -94,7 +94,7 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     // A stand-in worker: loads the watchdog (from dist/, as a worker does), starts a marked tool in a session of its
     // own, prints the marker and waits. Killing it with SIGKILL leaves only the watchdog to stop the tool.
     const lock = path.join(dir, 'watchdog.lock');
-    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'backends', 'orphan-watchdog.js');
+    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
     const script = `
       const { spawn } = require('node:child_process');
       import(${JSON.stringify(watchdog)}).then((m) => {

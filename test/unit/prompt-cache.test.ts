@@ -1,6 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { describe, expect, it } from 'vitest';
-import { MAX_CACHE_BREAKPOINTS, systemBlocksOf, withCacheBreakpoints } from '../../src/activities/backends/prompt-cache.js';
+import { MAX_CACHE_BREAKPOINTS, systemBlocksOf, withCacheBreakpoints } from '../../src/activities/backends/anthropic-api/prompt-cache.js';
 import { CACHE_TTL_MS, ScriptedPromptCache } from '../../src/dev/prompt-cache.js';
 
 const count = (value: unknown): number => (JSON.stringify(value).match(/cache_control/g) ?? []).length;

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { unpackRunBundle } from '../../src/activities/run-bundle-files.js';
+import { unpackRunBundle } from '../../src/activities/prompt/run-bundle-files.js';
 import { BundleTooLargeError, createRunBundle, summarizeBundle } from '../../src/bundle/create-run-bundle.js';
 import { UsageError } from '../../src/cli/errors.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';

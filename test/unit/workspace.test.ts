@@ -3,12 +3,12 @@ import { mkdir, mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AttemptLog } from '../../src/activities/attempt-log.js';
-import { FileClaims } from '../../src/activities/file-claims.js';
-import { readFileExcerpt } from '../../src/activities/file-excerpt.js';
-import { checkReportedPaths, isPathOutput } from '../../src/activities/reported-paths.js';
-import { stageCommitMessage } from '../../src/activities/stage-commit.js';
-import { collectArtifacts, INTERNAL_DIR, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace.js';
+import { AttemptLog } from '../../src/activities/attempt/log.js';
+import { FileClaims } from '../../src/activities/outputs/file-claims.js';
+import { readFileExcerpt } from '../../src/activities/prompt/file-excerpt.js';
+import { checkReportedPaths, isPathOutput } from '../../src/activities/outputs/reported-paths.js';
+import { stageCommitMessage } from '../../src/activities/delivery/stage-commit.js';
+import { collectArtifacts, INTERNAL_DIR, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 
 let root: string;
 beforeEach(async () => {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { readEndedMarker, removeRunWorkspace } from '../../activities/remove-workspace.js';
+import { readEndedMarker, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
 import { loadConfig } from '../../config.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs } from '../options.js';

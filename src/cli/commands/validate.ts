@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { needIds } from '../../pipeline/graph.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
-import { validatePipelineFile } from '../validate-pipeline.js';
+import { validatePipelineFile } from '../../library/validate-pipeline.js';
 
 export function addValidateCommand(program: Command): void {
   program

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT } from '../errors.js';
-import { interruptSignal } from '../follow-run.js';
+import { interruptSignal } from '../../library/follow-run.js';
 import { runJson } from '../json.js';
 import { LiveView } from '../live-view.js';
 import { printJson, printLine, printNote } from '../output.js';

@@ -1,0 +1,35 @@
+import path from 'node:path';
+import { withoutReportBlock } from '../../../pipeline/contract.js';
+import { redactSecrets } from '../../secrets.js';
+import { writeFileAtomic } from '../../workspace/run-workspace.js';
+import type { BackendRequest } from '../stage-backend.js';
+
+/*
+ * The deliverable of an API stage is the model's own answer: what the person asked the stage for. The report
+ * block is bookkeeping for the pipeline (it stays in the transcript and the stage result), and a reply that only
+ * reports (the contract retry asks for nothing else) must never replace the answer written before it.
+ */
+
+export interface DeliverableWrite {
+  request: Pick<BackendRequest, 'workspace' | 'claimFile' | 'continuation'>;
+  /** Where the answer lands. @format workspace-relative path */
+  relativePath: string;
+  /** The model's whole answer, report block included. */
+  answer: string;
+  /** `none`: the answer has no report block, so all of it is the deliverable (a closing JSON block included). */
+  contract?: 'json' | 'none';
+}
+
+/**
+ * Writes `answer` without its report block to `relativePath` (atomically, secrets redacted) and returns true; or
+ * leaves the file as it is and returns false when the reply only reports: a contract retry, or an
+ * answer with nothing besides the report.
+ */
+export async function writeDeliverable({ request, relativePath, answer, contract = 'json' }: DeliverableWrite): Promise<boolean> {
+  const body = contract === 'none' ? answer : withoutReportBlock(answer);
+  if ((contract !== 'none' && request.continuation?.kind === 'retry') || body.trim() === '') return false;
+  request.claimFile(relativePath);
+  // A model that echoes a key (it saw one in a file) must not write it into the workspace.
+  await writeFileAtomic(path.join(request.workspace.dir, relativePath), redactSecrets(body));
+  return true;
+}

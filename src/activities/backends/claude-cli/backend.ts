@@ -1,0 +1,257 @@
+import { Context } from '@temporalio/activity';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { agentTelemetryEnv } from '../../../telemetry/agent-env.js';
+import { stageFailure } from '../../failures.js';
+import { redactSecrets, registerSecrets } from '../../secrets.js';
+import { writeFileAtomic } from '../../workspace/run-workspace.js';
+import type { AttemptProgress, BackendOutcome, BackendRequest } from '../stage-backend.js';
+import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
+import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
+import { agentsExited, trackExitingAgent } from './agent-exits.js';
+import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt } from './args.js';
+import { CliEventReader } from './events.js';
+import { classifyCliRun } from './failure.js';
+import { runCliProcess, type CliProcessResult } from './agent-process.js';
+import { planSession } from './session.js';
+import { writeMcpConfig } from './mcp-config.js';
+import { loadModelCatalog, type ModelCatalog } from '../models.js';
+import { workerMarkerValue } from '../../process/orphan-watchdog.js';
+import { STAGE_MARKER } from '../../process/sweep.js';
+import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
+import { StageGuard } from '../../process/stage-guard.js';
+import { TranscriptWriter } from './transcript-writer.js';
+import { prewarmStages, warmKey, warmPool, warmStartSettings } from './warm-start.js';
+
+/** Options of the Claude Code CLI backend, fixed per worker. */
+export interface ClaudeCliOptions {
+  /** The environment the worker got; only an allow-list of it reaches the agent. */
+  env: NodeJS.ProcessEnv;
+  /**
+   * Time between SIGTERM and SIGKILL whenever the agent or its tools are stopped (cancelled, stalled, timed out, left
+   * over by an earlier attempt or a dead worker). @unit milliseconds @default 5000 (`AGENT_PIPELINE_KILL_GRACE`)
+   */
+  killGraceMs?: number;
+  /** Prices for the cost reported while the agent runs. @default `loadModelCatalog(env)` */
+  models?: ModelCatalog;
+}
+
+/**
+ * Runs one stage attempt through `claude -p`: stops whatever an earlier attempt left in the stage,
+ * resumes the earlier session when there is one, streams events into heartbeats and the transcript,
+ * stops a stalled or cancelled agent, and maps the result to the outcome or to a catalogue failure.
+ * On cancellation the abort reason is rethrown once the agent is gone; partial work stays.
+ */
+export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOptions): Promise<BackendOutcome> {
+  const { stage, workspace } = request;
+  const secrets = agentSecretValues(options.env);
+  registerSecrets(secrets);
+  if (!detectAgentAuth(options.env)) {
+    throw stageFailure({
+      type: 'API_KEY_MISSING',
+      stageId: stage.id,
+      message: `the worker has no credentials to give the Claude Code CLI`,
+      hint: `set one of ${AUTH_MODES_HELP} in the environment of the worker and restart it`,
+    });
+  }
+  if (stage.bare && !options.env.ANTHROPIC_API_KEY) {
+    throw stageFailure({
+      type: 'CONFIG_INVALID',
+      stageId: stage.id,
+      message: '`bare: true` makes the Claude Code CLI read only ANTHROPIC_API_KEY, and the worker has none (only ANTHROPIC_AUTH_TOKEN)',
+      hint: 'set ANTHROPIC_API_KEY for the worker, or drop `bare: true` from the stage or the defaults',
+    });
+  }
+  const binary = await findClaudeBinary(options.env);
+  if (!binary) {
+    throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `the Claude Code CLI was not found (looked for ${describeClaudeLookup(options.env)})`, details: { claudeBin: options.env.CLAUDE_BIN } });
+  }
+  if (request.signal.aborted) throw request.signal.reason;
+
+  // An agent of this run that completed its stage may still be shutting down: it may hold this stage's lock, or be
+  // writing the session this attempt resumes.
+  await agentsExited(workspace.claudeConfigDir);
+  const stageDir = workspace.stageDir(stage.id);
+  const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  const warmSettings = warmStartSettings(options.env);
+  const pool = warmSettings.enabled ? warmPool(warmSettings, killGraceMs) : undefined;
+  const key = warmKey(workspace, stage.id);
+  // A process started for this stage ahead of time carries its own stage marker and session id: the attempt takes
+  // them on, so that its command line and environment can match the waiting process's exactly.
+  const waiting = pool?.peek(key);
+  const guard = await StageGuard.claim(stageDir, killGraceMs, waiting?.marker);
+  const env = {
+    ...agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) }),
+    // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
+    ...agentTelemetryEnv(options.env, { stage: stage.id, attempt: request.attempt }),
+  };
+  const mcpConfig = await writeMcpConfig({
+    stageId: stage.id,
+    pipelineServers: request.mcpServers,
+    stageServers: stage.mcpServers,
+    dir: stageDir,
+    cwd: workspace.dir,
+    env,
+  });
+  const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
+  if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
+  const session = await planSession(request);
+  if (waiting && !session.resume) session.sessionId = waiting.sessionId;
+  // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
+  const settings = agentSettings(options.env);
+  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings, streamInput: waiting !== undefined });
+  const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
+  const warmWarnings: string[] = [];
+  if (took?.kind === 'discarded') {
+    warmWarnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
+  }
+  if (waiting && took?.kind !== 'adopted' && !session.resume) {
+    // The stopped process may have registered the session id: the cold start takes a fresh one.
+    session.sessionId = randomUUID();
+    args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings });
+  }
+  const warmStart = took?.kind === 'adopted';
+  const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
+  const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
+  const started = Date.now();
+  const attemptDone = pool ? await pool.attemptStarted() : undefined;
+  let prewarming: Promise<string[]> | undefined;
+  const finishAttempt = async (): Promise<void> => {
+    await transcript.close().catch(() => undefined);
+    // Whatever the agent left running (a background server a tool started) goes with the attempt.
+    await guard.release();
+    attemptDone?.();
+  };
+  let run: CliProcessResult;
+  // Set when the attempt settled on the agent's result while the process still exits: the attempt ends in the background.
+  let exiting: Promise<CliProcessResult> | undefined;
+  try {
+    run = await runCliProcess({
+      binary,
+      args,
+      spawned: took?.kind === 'adopted' ? took.child : undefined,
+      stdin: warmStart ? streamJsonPrompt(session.stdin) : session.stdin,
+      cwd: workspace.dir,
+      env,
+      reader,
+      transcript,
+      stallTimeoutMs: stage.stallTimeoutMs,
+      firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
+      killGraceMs,
+      marker: { name: STAGE_MARKER, value: guard.marker },
+      heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
+      signal: request.signal,
+      heartbeat: request.heartbeat,
+      settleOnResult: settlesOnResult(request) ? (events) => events.result?.is_error === false : undefined,
+      onSpawn: async (pid) => {
+        await guard.lock(pid, request.attempt);
+        // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
+        if (pool && request.prewarm) {
+          prewarming = request
+            .prewarm()
+            .then((targets) => prewarmStages(pool, targets, { binary, workerEnv: options.env, killGraceMs, workspace, mcpServers: request.mcpServers }))
+            .catch(() => []);
+        }
+      },
+    });
+    exiting = run.exit;
+  } catch (err) {
+    // Only the attempt's own records can fail here: the transcript, or the lock file once the agent started.
+    throw stageFailure({ type: 'WORKSPACE_ERROR', stageId: stage.id, message: `could not record the attempt in ${stageDir} (${(err as Error).message}); the agent was stopped`, cause: err as Error });
+  } finally {
+    if (!exiting) await finishAttempt();
+  }
+  if (exiting) {
+    const warn = attemptWarn();
+    const ended = followToExit(stage.id, exiting, warn)
+      .then(finishAttempt)
+      .catch((err: unknown) => warn(`could not finish the attempt of stage ${stage.id} after its agent exited: ${(err as Error).message}`));
+    trackExitingAgent(workspace.claudeConfigDir, ended);
+  }
+  const durationMs = Date.now() - started;
+  request.heartbeat(reader.progress());
+  const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
+  if (pool && prewarming && (run.stoppedFor || run.spawnError || failure)) {
+    // The stages after this one will not start now: their waiting agents go at once instead of at their TTL.
+    await pool.discardAll(await prewarming);
+  }
+
+  if (run.stoppedFor === 'cancelled') throw request.signal.reason ?? new Error('cancelled');
+  if (run.spawnError) {
+    throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${binary} (${run.spawnError})`, details: { binary } });
+  }
+  if (failure) throw failure;
+  return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
+}
+
+/** CLI permission modes whose exit code can still turn a successful result into a failure (auto mode's classifier). */
+const EXIT_CODE_DECIDES = new Set(['auto', 'plan']);
+
+/**
+ * Whether the attempt may complete on the agent's successful result instead of waiting for the process to exit. The
+ * CLI then spends about 20 ms on session bookkeeping in its config folder and on its teardown; with stages to follow,
+ * that overlaps their scheduling. Only under `bare`, where no SessionEnd hook can still act on the workspace, and not in
+ * the permission modes whose exit code decides. The next agent of the run on this worker waits for the exit.
+ */
+function settlesOnResult(request: BackendRequest): boolean {
+  return request.stagesFollow === true && request.stage.bare === true && !EXIT_CODE_DECIDES.has(request.stage.permissionMode ?? 'dontAsk');
+}
+
+/** Waits for an agent that settled on its result to exit; an exit that would have failed it is logged, since the stage completed. */
+async function followToExit(stageId: string, exit: Promise<CliProcessResult>, warn: (message: string) => void): Promise<void> {
+  try {
+    const ended = await exit;
+    if (ended.exitCode === 0 && !ended.stoppedFor) return;
+    const how = ended.stoppedFor ? `was stopped (${ended.stoppedFor})` : ended.exitSignal ? `was killed by ${ended.exitSignal}` : `exited with code ${ended.exitCode}`;
+    const said = ended.stderrTail.trim().split('\n').at(-1);
+    warn(`the agent of stage ${stageId} ${how} after its successful result, on which the stage had already completed${said ? `: ${said}` : ''}`);
+  } catch (err) {
+    warn(`the agent of stage ${stageId} could not be followed to its exit after its result: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The attempt's logger, taken while the activity runs: its agent may be followed to its exit after the activity
+ * completed. Outside an activity (the backend called directly) warnings go to stderr.
+ */
+function attemptWarn(): (message: string) => void {
+  try {
+    const { log } = Context.current();
+    return (message) => log.warn(message);
+  } catch {
+    return (message) => process.stderr.write(`${message}\n`);
+  }
+}
+
+/** The outcome of a run whose result reported success. */
+function toOutcome(reader: CliEventReader, run: CliProcessResult, durationMs: number, earlier: string[]): BackendOutcome {
+  const final = reader.result;
+  const progress: AttemptProgress = reader.progress();
+  const warnings = [...earlier];
+  if (reader.failedMcpServers.length > 0) {
+    warnings.push(`MCP server(s) ${reader.failedMcpServers.join(', ')} failed to start; the agent ran without them (check their command, args and env)`);
+  }
+  if (reader.fallback) {
+    warnings.push(`the CLI switched from model ${reader.fallback.from} to the fallback ${reader.fallback.to} (${reader.fallback.trigger})`);
+  }
+  if (run.truncatedAnswerBytes > 0) {
+    warnings.push(`the agent's answer came in a ${run.truncatedAnswerBytes}-byte event; only the end of its text was kept for the report (the transcript has all of it)`);
+  }
+  return redactSecrets({
+    text: final?.result ?? reader.lastAssistantText,
+    sessionId: final?.session_id ?? reader.sessionId,
+    usage: final?.usage
+      ? {
+          inputTokens: final.usage.input_tokens ?? 0,
+          outputTokens: final.usage.output_tokens ?? 0,
+          cacheReadTokens: final.usage.cache_read_input_tokens ?? 0,
+          cacheWriteTokens: final.usage.cache_creation_input_tokens ?? 0,
+        }
+      : progress.usage ?? { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    costUsd: final?.total_cost_usd ?? progress.costUsd,
+    numTurns: final?.num_turns ?? progress.turns,
+    durationMs: final?.duration_ms ?? durationMs,
+    warnings,
+    permissionDenials: (final?.permission_denials ?? []).map((d) => ({ tool: d.tool_name, input: d.tool_input })),
+  });
+}

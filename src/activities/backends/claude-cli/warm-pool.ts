@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { isDeepStrictEqual } from 'node:util';
+import { execa, type ResultPromise } from 'execa';
+import { stopMarkedProcesses } from '../../process/stop.js';
+import { STAGE_MARKER } from '../../process/sweep.js';
+
+/*
+ * Warm start: a `claude -p` process spawned before its stage starts, with the exact command line, environment and
+ * working folder the stage will use, and its prompt not yet written. It starts up (reads its settings, CLAUDE.md
+ * and MCP config, loads its tools) and then waits on stdin; the stage's attempt adopts it and writes the prompt,
+ * so the start-up is off the critical path. A waiting process that does not match exactly is stopped, never used.
+ *
+ * Stale start-up state: the process read some files at spawn. Their content hashes are taken at spawn and checked
+ * again at adoption; any change (a stage running meanwhile edited CLAUDE.md) discards the process.
+ */
+
+/** util-linux's setpriv lets the kernel kill the agent when the worker dies without cleaning up (as in cli-process.ts). */
+const SETPRIV = '/usr/bin/setpriv';
+
+/** How a waiting process is started; adoption compares all of it. */
+export interface WarmLaunch {
+  binary: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+}
+
+/** A waiting process's identity, which the adopting attempt takes on so that its command line can match. */
+export interface WarmIdentity {
+  sessionId: string;
+  /** The stage marker (`AGENT_PIPELINE_STAGE`) in its environment. */
+  marker: string;
+}
+
+interface WarmEntry extends WarmLaunch, WarmIdentity {
+  child: ResultPromise;
+  /** Content hash of each file the process read at start-up (`''` for a missing file). */
+  hashes: Map<string, string>;
+  ttlTimer: NodeJS.Timeout;
+  exited: boolean;
+}
+
+/** What {@link WarmPool.take} found. */
+export type WarmTake = { kind: 'adopted'; child: ResultPromise } | { kind: 'discarded'; reason: string } | { kind: 'none' };
+
+export interface WarmPoolOptions {
+  /** A waiting process is stopped after this long. @unit milliseconds */
+  ttlMs: number;
+  /** Between SIGTERM and SIGKILL when a waiting process is stopped. @unit milliseconds */
+  killGraceMs: number;
+  /** The worker's agent limit: running attempts plus waiting processes never exceed it. */
+  limit: number;
+}
+
+/** The waiting processes of one worker, keyed by run workspace and stage; see the module comment. */
+export class WarmPool {
+  private readonly entries = new Map<string, WarmEntry>();
+  private running = 0;
+
+  constructor(private options: WarmPoolOptions) {}
+
+  /** New settings for processes spawned from now on. */
+  configure(options: WarmPoolOptions): void {
+    this.options = options;
+  }
+
+  /** Waiting processes right now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The identity of the process waiting for `key`, if any. */
+  peek(key: string): WarmIdentity | undefined {
+    const entry = this.entries.get(key);
+    return entry && !entry.exited ? { sessionId: entry.sessionId, marker: entry.marker } : undefined;
+  }
+
+  /** Spawns a waiting process for `key` unless one is there or the agent limit leaves no room. */
+  async spawn(key: string, launch: WarmLaunch & WarmIdentity, watched: string[]): Promise<boolean> {
+    if (this.entries.has(key) || this.running + this.entries.size >= this.options.limit) return false;
+    const hashes = await hashFiles(watched);
+    // Checked again after the await: another prewarm for the same stage may have won the race.
+    if (this.entries.has(key) || this.running + this.entries.size >= this.options.limit) return false;
+    const [file, args] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', launch.binary, ...launch.args]] : [launch.binary, launch.args];
+    const child = execa(file, args, { cwd: launch.cwd, env: launch.env, extendEnv: false, detached: true, buffer: false, reject: false, stdin: 'pipe' });
+    child.catch(() => undefined);
+    const entry: WarmEntry = { ...launch, child, hashes, exited: false, ttlTimer: setTimeout(() => void this.discard(key), this.options.ttlMs) };
+    entry.ttlTimer.unref();
+    void child.finally(() => {
+      entry.exited = true;
+      if (this.entries.get(key) === entry) this.entries.delete(key);
+    });
+    this.entries.set(key, entry);
+    return true;
+  }
+
+  /**
+   * Hands over the process waiting for `key` when `launch` is exactly how it was started and the files it read are
+   * unchanged; otherwise stops it. Either way the key is free afterwards.
+   */
+  async take(key: string, launch: WarmLaunch): Promise<WarmTake> {
+    const entry = this.entries.get(key);
+    if (!entry) return { kind: 'none' };
+    this.entries.delete(key);
+    clearTimeout(entry.ttlTimer);
+    const reason = entry.exited
+      ? 'it had exited'
+      : mismatch(entry, launch) ?? (await changedFile(entry));
+    if (reason) {
+      await this.stop(entry);
+      return { kind: 'discarded', reason };
+    }
+    return { kind: 'adopted', child: entry.child };
+  }
+
+  /**
+   * Counts an attempt's agent against the limit until `done` is called; waiting processes beyond the limit are
+   * stopped, oldest first, so that the attempt's own agent always has room.
+   */
+  async attemptStarted(): Promise<() => void> {
+    this.running++;
+    const excess = this.running + this.entries.size - this.options.limit;
+    if (excess > 0) await Promise.all([...this.entries.keys()].slice(0, excess).map((key) => this.discard(key)));
+    let done = false;
+    return () => {
+      if (!done) this.running--;
+      done = true;
+    };
+  }
+
+  /** Stops the processes waiting for these keys, if they still wait. */
+  async discardAll(keys: readonly string[]): Promise<void> {
+    await Promise.all(keys.map((key) => this.discard(key)));
+  }
+
+  /** Stops every waiting process (worker shutdown). */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.entries.keys()].map((key) => this.discard(key)));
+  }
+
+  private async discard(key: string): Promise<void> {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.entries.delete(key);
+    clearTimeout(entry.ttlTimer);
+    await this.stop(entry);
+  }
+
+  private async stop(entry: WarmEntry): Promise<void> {
+    if (entry.exited || !entry.child.pid) return;
+    // Stopped like every agent (SIGTERM, grace, SIGKILL), found by its own stage marker, never by a pid alone.
+    await stopMarkedProcesses(STAGE_MARKER, entry.marker, 'exact', this.options.killGraceMs);
+    await Promise.resolve(entry.child).catch(() => undefined);
+  }
+}
+
+function mismatch(entry: WarmEntry, launch: WarmLaunch): string | undefined {
+  if (entry.binary !== launch.binary) return `the claude binary differs (${entry.binary} vs ${launch.binary})`;
+  if (!isDeepStrictEqual(entry.args, launch.args)) return `its command line differs (waiting: ${entry.args.join(' ')}; wanted: ${launch.args.join(' ')})`;
+  if (entry.cwd !== launch.cwd) return 'its working folder differs';
+  if (!isDeepStrictEqual(entry.env, launch.env)) {
+    const keys = [...new Set([...Object.keys(entry.env), ...Object.keys(launch.env)])].filter((k) => entry.env[k] !== launch.env[k]);
+    return `its environment differs (${keys.join(', ')})`;
+  }
+  return undefined;
+}
+
+async function changedFile(entry: WarmEntry): Promise<string | undefined> {
+  const now = await hashFiles([...entry.hashes.keys()]);
+  for (const [file, hash] of entry.hashes) if (now.get(file) !== hash) return `${file} changed after it started`;
+  return undefined;
+}
+
+async function hashFiles(files: string[]): Promise<Map<string, string>> {
+  const hashes = await Promise.all(
+    files.map(async (file) => {
+      const content = await readFile(file).catch(() => undefined);
+      return [file, content ? createHash('sha256').update(content).digest('hex') : ''] as const;
+    }),
+  );
+  return new Map(hashes);
+}

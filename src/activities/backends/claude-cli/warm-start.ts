@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { toMilliseconds } from '../../../pipeline/duration.js';
+import { durationSchema } from '../../../pipeline/schema.js';
+import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
+import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
+import { agentEnvironment, agentSettings, buildCliArgs } from './args.js';
+import { writeMcpConfig } from './mcp-config.js';
+import { workerMarkerValue } from '../../process/orphan-watchdog.js';
+import { WarmPool } from './warm-pool.js';
+
+/*
+ * How the CLI backend uses the warm pool: which stage a waiting process is for (`warmKey`), how it is launched
+ * (exactly as `runClaudeCli` launches that stage's first attempt), and which files it read at start-up.
+ */
+
+/** Warm start settings of a worker. */
+export interface WarmStartSettings {
+  /** `AGENT_PIPELINE_PREWARM=on|off`. @default on */
+  enabled: boolean;
+  /** `AGENT_PIPELINE_PREWARM_TTL`: how long a process may wait for its stage. @unit milliseconds @default 120s */
+  ttlMs: number;
+  /** The worker's agent limit (`AGENT_PIPELINE_MAX_CONCURRENT_STAGES`). @default 8 */
+  limit: number;
+}
+
+/**
+ * Reads the warm start settings.
+ * @throws Error naming the variable, its value and what is allowed (the worker checks this at start)
+ */
+export function warmStartSettings(env: NodeJS.ProcessEnv): WarmStartSettings {
+  const prewarm = (env.AGENT_PIPELINE_PREWARM ?? 'on').trim().toLowerCase();
+  if (prewarm !== 'on' && prewarm !== 'off') {
+    throw new Error(`[CONFIG_INVALID] AGENT_PIPELINE_PREWARM=${env.AGENT_PIPELINE_PREWARM} is not on or off; unset it for the default (on)`);
+  }
+  const ttl = (env.AGENT_PIPELINE_PREWARM_TTL || '120s').trim();
+  if (!durationSchema.safeParse(ttl).success) {
+    throw new Error(`[CONFIG_INVALID] AGENT_PIPELINE_PREWARM_TTL=${ttl} is not a duration; write it like 120s or 5m`);
+  }
+  const limit = Number(env.AGENT_PIPELINE_MAX_CONCURRENT_STAGES || 8);
+  return { enabled: prewarm === 'on', ttlMs: toMilliseconds(ttl), limit: Number.isInteger(limit) && limit > 0 ? limit : 8 };
+}
+
+// One pool per worker process, like the orphan watchdog: waiting processes belong to the process that spawned them.
+let pool: WarmPool | undefined;
+
+/** The worker's pool, made on first use. */
+export function warmPool(settings: WarmStartSettings, killGraceMs: number): WarmPool {
+  const options = { ttlMs: settings.ttlMs, killGraceMs, limit: settings.limit };
+  pool ??= new WarmPool(options);
+  pool.configure(options);
+  return pool;
+}
+
+/** Stops every waiting process of this worker (shutdown); the watchdog covers a worker that dies instead. */
+export async function stopWarmProcesses(): Promise<void> {
+  await pool?.stopAll();
+}
+
+/** A waiting process serves one stage of one run, never another. */
+export function warmKey(workspace: RunWorkspace, stageId: string): string {
+  return `${workspace.dir}\0${stageId}`;
+}
+
+/**
+ * Files `claude` reads once at start-up in `cwd` with `CLAUDE_CONFIG_DIR`: memory (CLAUDE.md), settings and MCP
+ * configuration, plus the files the command line names. Any change after a warm spawn discards the process.
+ */
+export function startupFiles(cwd: string, claudeConfigDir: string, named: (string | undefined)[]): string[] {
+  const inCwd = ['CLAUDE.md', 'CLAUDE.local.md', '.claude/CLAUDE.md', '.claude/settings.json', '.claude/settings.local.json', '.mcp.json'];
+  const inConfig = ['CLAUDE.md', 'settings.json', 'settings.local.json'];
+  return [...inCwd.map((f) => path.join(cwd, f)), ...inConfig.map((f) => path.join(claudeConfigDir, f)), ...named.filter((f): f is string => !!f)];
+}
+
+/** What the attempt that spawned the waiting processes shares with them. */
+export interface PrewarmContext {
+  binary: string;
+  workerEnv: NodeJS.ProcessEnv;
+  /** The worker's kill grace: part of the agent's environment (the watchdog marker), so it must match. @unit milliseconds */
+  killGraceMs: number;
+  workspace: RunWorkspace;
+  mcpServers?: BackendRequest['mcpServers'];
+}
+
+/**
+ * Spawns a waiting process for each target, launched exactly as `runClaudeCli` will launch the target's first
+ * attempt: a fresh session, its system prompt and MCP config files in its own stage folder. A stage whose folder
+ * holds a lock (an earlier attempt's agent) is left alone: its attempt sweeps that folder first.
+ */
+export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ctx: PrewarmContext): Promise<string[]> {
+  const spawned: string[] = [];
+  for (const target of targets) {
+    const { stage } = target;
+    const stageDir = ctx.workspace.stageDir(stage.id);
+    const key = warmKey(ctx.workspace, stage.id);
+    if (pool.peek(key) || existsSync(path.join(stageDir, 'agent.lock'))) continue;
+    const marker = `${stageDir}#${randomUUID()}`;
+    const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
+    const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
+    const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
+    if (systemPrompt) await writeFileAtomic(systemPrompt, target.system);
+    const sessionId = randomUUID();
+    const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
+    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: agentSettings(ctx.workerEnv), streamInput: true });
+    const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt]);
+    if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched)) spawned.push(key);
+  }
+  return spawned;
+}

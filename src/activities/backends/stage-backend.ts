@@ -1,0 +1,72 @@
+import type { ResolvedStage } from '../../pipeline/stage-options.js';
+import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
+import type { StagePrompt } from '../prompt/stage-prompt.js';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+
+/** Progress a stage attempt reports with each heartbeat; what a retried attempt needs to resume. */
+export interface AttemptProgress {
+  sessionId?: string;
+  turns: number;
+  costUsd: number;
+  /** Wall-clock time of the last agent event. @unit milliseconds since the epoch */
+  lastEventAt: number;
+  /** Tokens so far, where the backend knows them while streaming (the API backend). */
+  usage?: TokenUsage;
+  /** Warnings of the execution's earlier attempts, added by the stage runner so a retry still reports them. */
+  warnings?: string[];
+}
+
+/** A stage that becomes ready after this one, as the CLI backend pre-spawns its agent (warm start). */
+export interface PrewarmTarget {
+  /** The stage as its first attempt will see it (agent file defaults applied). */
+  stage: ResolvedStage;
+  /** Its system prompt (`--append-system-prompt-file`). */
+  system: string;
+  addDirs?: string[];
+  /** @unit US dollars */
+  maxBudgetUsd?: number;
+}
+
+/** One stage attempt, as a backend sees it. */
+export interface BackendRequest {
+  stage: ResolvedStage;
+  prompt: StagePrompt;
+  workspace: RunWorkspace;
+  attempt: number;
+  /** Session to continue, from the previous attempt's last heartbeat. */
+  resumeSessionId?: string;
+  /**
+   * Continue an earlier session with this message instead of the task prompt: a person's answer,
+   * granted tools, or reviewer feedback. The CLI resumes `sessionId`; the API backend replays the message.
+   */
+  continuation?: { kind: 'answer' | 'permission' | 'rework' | 'retry'; sessionId?: string; message: string };
+  /** Spend cap of this attempt: the stage's cap, never more than what is left of the pipeline budget. @unit US dollars */
+  maxBudgetUsd?: number;
+  /** Pipeline-level MCP servers (the stage's own are in `stage.mcpServers` and win). */
+  mcpServers?: Record<string, import('../../pipeline/schema.js').McpServer>;
+  /** Absolute extra directories the agent may use (`--add-dir`). */
+  addDirs?: string[];
+  /** API backend: where the answer is written, workspace-relative (the stage's `output:`, rendered). */
+  outputPath?: string;
+  /** Where to keep the raw transcript of this attempt. */
+  transcriptPath: string;
+  /** Call before the agent writes a file (absolute or workspace-relative), so that a stage running alongside does not report it. */
+  claimFile(file: string): void;
+  /** Aborted when Temporal cancels the activity (run cancelled, heartbeat timeout, worker shutdown). */
+  signal: AbortSignal;
+  heartbeat(progress: AttemptProgress): void;
+  /** The stages that become ready after this one, for a backend that starts their agents ahead of time. */
+  prewarm?: () => Promise<PrewarmTarget[]>;
+  /** Other stages start as soon as this one completes: a backend may then leave its agent's shutdown to the background. */
+  stagesFollow?: boolean;
+}
+
+/**
+ * What a backend returns when the agent finished its turn (the stage result's accounting fields);
+ * failures are thrown from the catalogue.
+ */
+export interface BackendOutcome
+  extends Pick<StageResult, 'sessionId' | 'usage' | 'costUsd' | 'numTurns' | 'durationMs' | 'warnings' | 'permissionDenials' | 'warmStart'> {
+  /** The agent's final answer, where the output contract is read from. */
+  text: string;
+}

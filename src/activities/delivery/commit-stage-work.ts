@@ -1,0 +1,26 @@
+import type { StageResult } from '../../pipeline/stage-result.js';
+import { commitStageWork } from './stage-commit.js';
+import { mergeStageBranch, stageBranchOf } from '../workspace/stage-isolation.js';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+
+/**
+ * A completed stage's work onto the run's branch: committed (`commit: true`, or always under `isolation: stage`),
+ * and under isolation merged from the stage's branch into the run's. Never throws: the work stays in the worktree.
+ * @param warnings the result's warnings, to which this adds
+ */
+export async function deliverStageWork(workspace: RunWorkspace, stageId: string, message: string, warnings: string[]): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
+  const committed = await commitStageWork(workspace, message);
+  const run = workspace.parent;
+  if (!run) {
+    warnings.push(...committed.warnings);
+    return { commit: committed.commit };
+  }
+  try {
+    const merged = await mergeStageBranch(run, stageId);
+    if (merged.kind === 'merged') return { commit: merged.commit };
+    return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: merged.files, message: merged.message } };
+  } catch (err) {
+    // Not a conflict (a lock, a hook): a person decides as for a conflict, with git's own words.
+    return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: [], message: (err as Error).message.slice(0, 500) } };
+  }
+}

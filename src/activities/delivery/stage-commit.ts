@@ -1,0 +1,38 @@
+import { commitAll } from '../workspace/git.js';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+
+/** Git's advice for a commit subject line. @unit characters */
+const SUBJECT_LENGTH = 72;
+
+/** The commit message of a stage: `<stage>: <first line of the summary>`, the whole summary, and where it came from. */
+export function stageCommitMessage(stageId: string, summary: string, runId: string, attempt: number): string {
+  const firstLine = summary.trim().split('\n')[0] || 'completed';
+  const subject = `${stageId}: ${firstLine}`;
+  const shortSubject = subject.length > SUBJECT_LENGTH ? `${subject.slice(0, SUBJECT_LENGTH - 1)}…` : subject;
+  return `${shortSubject}\n\n${summary.trim()}\n\nAgent-Pipeline-Run: ${runId}\nAgent-Pipeline-Stage: ${stageId} (attempt ${attempt})\n`;
+}
+
+/**
+ * Commits a completed stage's changes on the run's branch. Never throws: the stage's work is done
+ * and stays in the worktree, so a failed commit (a hook, a lock) is a warning, not a reason to run
+ * the agent again.
+ */
+export async function commitStageWork(
+  workspace: RunWorkspace,
+  message: string,
+): Promise<{ commit?: string; warnings: string[] }> {
+  if (!workspace.branch) {
+    return { warnings: ['`commit: true` needs `workspace.repo` in the pipeline file; nothing was committed'] };
+  }
+  try {
+    const commit = await commitAll(workspace.dir, message);
+    return commit ? { commit, warnings: [] } : { warnings: [`the stage changed no files, so nothing was committed on ${workspace.branch}`] };
+  } catch (err) {
+    return { warnings: [`committing the stage's changes on ${workspace.branch} failed, they stay uncommitted in ${workspace.dir}: ${(err as Error).message.slice(0, 500)}`] };
+  }
+}
+
+/** A commit message from the stage's `commitMessage` template, with the same trailers as the default one. */
+export function customCommitMessage(rendered: string, runId: string, stageId: string, attempt: number): string {
+  return `${rendered.trim()}\n\nAgent-Pipeline-Run: ${runId}\nAgent-Pipeline-Stage: ${stageId} (attempt ${attempt})\n`;
+}

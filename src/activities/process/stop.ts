@@ -1,0 +1,166 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { findMarkedProcesses, type MarkerMatch } from './sweep.js';
+
+/*
+ * Stopping is always SIGTERM, a grace period, then SIGKILL. A tool killed outright leaves its locks behind
+ * (git's index.lock, pyenv's shim lock that every Bash tool call of every agent on the host takes), and every later
+ * agent then waits on them. With SIGTERM first, a shell runs its EXIT trap and git rolls back its lock.
+ *
+ * The clean path costs nothing: when nothing is left to stop, nothing waits; when everything exits on SIGTERM, the
+ * wait ends as soon as it has (polled every {@link POLL_MS}), not when the grace runs out.
+ */
+
+/** Default time between SIGTERM and SIGKILL (`AGENT_PIPELINE_KILL_GRACE`). @unit milliseconds */
+export const DEFAULT_KILL_GRACE_MS = 5_000;
+/** How often the processes being stopped are looked for again. @unit milliseconds */
+const POLL_MS = 50;
+/** How long SIGKILL is kept at after the grace (a dying shell may still start a child). @unit milliseconds */
+const KILL_TIMEOUT_MS = 5_000;
+
+/** What a stop did. */
+export interface StopReport {
+  /** Pids that were sent SIGTERM or SIGKILL. */
+  stopped: number[];
+  /** Pids that were still alive after the grace and got SIGKILL. */
+  killed: number[];
+  /** Processes still alive when it gave up; normally none. */
+  survivors: number[];
+}
+
+/** Options of {@link stopGracefully}. */
+export interface StopOptions {
+  /** Pids the caller already sent SIGTERM (a process group): they get no second one, which could cut their clean-up short. */
+  alreadyTerminated?: readonly number[];
+}
+
+/**
+ * Stops the processes `find` returns (looked up again and again, so children started meanwhile are caught):
+ * SIGTERM to each, up to `graceMs` for them to exit, then SIGKILL to what is left until none is. Returns at once
+ * when `find` finds nothing.
+ */
+export async function stopGracefully(find: () => number[] | Promise<number[]>, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
+  const alive = async (): Promise<number[]> => (await find()).filter((pid) => !isGone(pid));
+  const stopped = new Set<number>();
+  const killed = new Set<number>();
+  const signal = (pids: number[], name: NodeJS.Signals, into: Set<number>): void => {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, name);
+        into.add(pid);
+        stopped.add(pid);
+      } catch {
+        // Already gone.
+      }
+    }
+  };
+  const report = (survivors: number[]): StopReport => ({ stopped: [...stopped], killed: [...killed], survivors });
+  let pids = await alive();
+  if (pids.length === 0) return report([]);
+  const termed = new Set<number>(options.alreadyTerminated ?? []);
+  for (const pid of termed) stopped.add(pid);
+  const graceEnd = Date.now() + graceMs;
+  while (pids.length > 0 && Date.now() < graceEnd) {
+    // Only newcomers get SIGTERM: a second one could cut short the clean-up the first one started.
+    signal(pids.filter((pid) => !termed.has(pid)), 'SIGTERM', termed);
+    await sleep(Math.min(POLL_MS, Math.max(1, graceEnd - Date.now())));
+    pids = await alive();
+  }
+  const killEnd = Date.now() + KILL_TIMEOUT_MS;
+  while (pids.length > 0) {
+    if (Date.now() > killEnd) return report(pids);
+    signal(pids, 'SIGKILL', killed);
+    await sleep(POLL_MS);
+    pids = await alive();
+  }
+  return report([]);
+}
+
+/** Stops every process whose environment holds the marker `name=value` (see process-sweep.ts), gracefully. */
+export function stopMarkedProcesses(name: string, value: string, match: MarkerMatch, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
+  return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs, options);
+}
+
+/** Pids of the live members of process group `pgid`, read from /proc (none elsewhere). */
+export function listProcessGroup(pgid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  return entries.map(Number).filter((pid) => Number.isInteger(pid) && readStat(pid)?.[2] === String(pgid));
+}
+
+/**
+ * Stops the given processes and every process descending from them, gracefully. Descendants are collected as
+ * they are seen, so one reparented to init when its parent exits during the grace is still stopped.
+ * For processes that carry no marker, e.g. pre-started agents.
+ */
+export function stopProcessTree(pids: readonly number[], graceMs: number): Promise<StopReport> {
+  const tree = new Set(pids);
+  return stopGracefully(() => {
+    for (const pid of listDescendants(tree)) tree.add(pid);
+    return [...tree];
+  }, graceMs);
+}
+
+/** Pids of the live descendants of `roots`, read from /proc (none elsewhere). */
+export function listDescendants(roots: ReadonlySet<number>): number[] {
+  const parents = new Map<number, number[]>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const entry of entries) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    const ppid = parentOf(pid);
+    if (ppid === undefined) continue;
+    parents.set(ppid, [...(parents.get(ppid) ?? []), pid]);
+  }
+  const found: number[] = [];
+  const queue = [...roots];
+  while (queue.length > 0) {
+    for (const child of parents.get(queue.pop() as number) ?? []) {
+      if (roots.has(child) || found.includes(child)) continue;
+      found.push(child);
+      queue.push(child);
+    }
+  }
+  return found;
+}
+
+/**
+ * The fields of `/proc/<pid>/stat` after `pid (comm)`: state, ppid, pgrp, ... (comm may hold spaces and parentheses,
+ * so read after the last `)`).
+ */
+function readStat(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+function parentOf(pid: number): number | undefined {
+  const fields = readStat(pid);
+  return fields ? Number(fields[1]) : undefined;
+}
+
+/** Gone, or a zombie: killed but not reaped yet, so it does nothing any more. */
+export function isGone(pid: number): boolean {
+  const fields = readStat(pid);
+  if (fields) return fields[0] === 'Z';
+  if (process.platform === 'linux') return true;
+  // Without /proc: signal 0 says whether the pid exists.
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch {
+    return true;
+  }
+}

@@ -1,0 +1,41 @@
+import type { ResolvedStage } from '../../pipeline/stage-options.js';
+import { applyAgentDefaults, loadAgentFile } from './agent-file.js';
+import type { PrewarmTarget } from '../backends/stage-backend.js';
+import { composeSystem } from './compose.js';
+import { loadSystemPrompt } from './system-prompt.js';
+
+/** What {@link prewarmTargets} needs of the current attempt's input. */
+export interface PrewarmSource {
+  baseDir: string;
+  systemPromptFile?: string;
+  /** @unit US dollars */
+  budgetRemainingUsd?: number;
+  resolveAddDirs(stage: ResolvedStage): string[] | undefined;
+}
+
+/**
+ * The stages the workflow named as ready after this one, as their first attempt will see them: agent file defaults
+ * applied and the system prompt composed, the same way `assemblePrompt` does. Only CLI stages have an agent process to
+ * start early; a stage whose files cannot be read is left out (its own attempt reports that).
+ */
+export async function prewarmTargets(hints: readonly ResolvedStage[], source: PrewarmSource): Promise<PrewarmTarget[]> {
+  const targets: PrewarmTarget[] = [];
+  for (const hint of hints) {
+    try {
+      const agent = hint.agent ? await loadAgentFile(source.baseDir, hint.agent, hint.id) : undefined;
+      const stage = agent ? applyAgentDefaults(hint, agent.frontmatter) : hint;
+      if (stage.backend !== 'claude-cli') continue;
+      const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
+      const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
+      targets.push({
+        stage,
+        system: composeSystem(stage, agent?.persona, wrapper),
+        addDirs: source.resolveAddDirs(stage),
+        maxBudgetUsd: caps.length > 0 ? Math.min(...caps) : undefined,
+      });
+    } catch {
+      // Not started early, then; the stage's own attempt meets the same problem and reports it.
+    }
+  }
+  return targets;
+}

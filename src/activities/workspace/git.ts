@@ -1,0 +1,103 @@
+import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { execa } from 'execa';
+import { stageFailure } from '../failures.js';
+
+/** A run workspace that is a git worktree of a repository, on the run's own branch. */
+export interface WorktreeOptions {
+  /** Absolute path of the repository (`pipeline.workspace.repo`, resolved). */
+  repo: string;
+  /** The run's branch, already rendered (`agent/<run id>`). */
+  branch: string;
+  /** The commit or branch the worktree starts from. @default HEAD */
+  base?: string;
+}
+
+/** The identity used for stage commits when the repository configures none. */
+export const FALLBACK_IDENTITY = ['-c', 'user.name=agent-pipeline', '-c', 'user.email=agent-pipeline@localhost'];
+
+/** One git operation at a time per folder in this process: parallel first stages, concurrent commits. */
+const locks = new Map<string, Promise<unknown>>();
+export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const run = (locks.get(key) ?? Promise.resolve()).then(fn, fn);
+  const settled = run.catch(() => undefined);
+  locks.set(key, settled);
+  void settled.then(() => locks.get(key) === settled && locks.delete(key));
+  return run;
+}
+
+/** Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). */
+export async function git(cwd: string, args: string[]) {
+  return execa('git', args, { cwd, reject: false, stripFinalNewline: true, env: { GIT_TERMINAL_PROMPT: '0' } });
+}
+
+/**
+ * Makes `dir` a worktree of `options.repo` on `options.branch`, creating the branch from `base` if
+ * needed. Idempotent: an existing worktree is reused, so every stage and retry of a run shares it.
+ * @throws CONFIG_INVALID when the repository, branch name or base is unusable
+ */
+export async function ensureWorktree(dir: string, options: WorktreeOptions, stageId: string): Promise<void> {
+  await withLock(dir, async () => {
+    if (existsSync(path.join(dir, '.git'))) return;
+    const fail = (message: string, stderr?: string) =>
+      stageFailure({ type: 'CONFIG_INVALID', stageId, message, details: { repo: options.repo, branch: options.branch, stderr: stderr?.slice(-2_000) } });
+
+    // With `reject: false`, execa returns its error object as the result; a spawn failure has `code` ENOENT.
+    const probe = await git(options.repo, ['rev-parse', '--git-dir']);
+    if (probe.failed) {
+      const missing = (probe as { code?: string }).code === 'ENOENT' && existsSync(options.repo);
+      throw fail(
+        missing
+          ? 'git is not installed on the worker, and `workspace.repo` needs it'
+          : `workspace.repo ${options.repo} is not a git repository${existsSync(options.repo) ? '' : ' (the folder does not exist)'}`,
+        probe.stderr,
+      );
+    }
+    if ((await git(options.repo, ['check-ref-format', '--branch', options.branch])).failed) {
+      throw fail(`"${options.branch}" is not a valid git branch name; fix workspace.branch`);
+    }
+    if (existsSync(dir) && (await readdir(dir)).length > 0) {
+      throw fail(`the run folder ${dir} already exists and is not a git worktree; remove it or start the run with another id`);
+    }
+    await git(options.repo, ['worktree', 'prune']);
+    const branchExists = !(await git(options.repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${options.branch}`])).failed;
+    const base = options.base ?? 'HEAD';
+    if (!branchExists && (await git(options.repo, ['rev-parse', '--verify', '--quiet', `${base}^{commit}`])).failed) {
+      throw fail(`workspace.base "${base}" is not a commit in ${options.repo}${base === 'HEAD' ? ' (the repository has no commits yet)' : ''}`);
+    }
+    const add = branchExists
+      ? await git(options.repo, ['worktree', 'add', dir, options.branch])
+      : await git(options.repo, ['worktree', 'add', '-b', options.branch, dir, base]);
+    // Another worker may have created it between our check and our `add`.
+    if (add.failed && !existsSync(path.join(dir, '.git'))) {
+      throw stageFailure({
+        type: 'WORKSPACE_ERROR',
+        stageId,
+        message: `git worktree add ${dir} (branch ${options.branch}) failed: ${add.stderr.split('\n')[0]}`,
+        hint: `a branch checked out in another worktree cannot be used twice; run \`git -C ${options.repo} worktree list\``,
+        details: { repo: options.repo, branch: options.branch, stderr: add.stderr.slice(-2_000) },
+      });
+    }
+  });
+}
+
+/**
+ * Commits everything that changed in the worktree (our bookkeeping folder ignores itself) with
+ * `message`. Returns the new commit, or `undefined` when there was nothing to commit.
+ * @throws Error with git's stderr when staging or committing fails (hooks, locks)
+ */
+export async function commitAll(dir: string, message: string): Promise<string | undefined> {
+  return withLock(dir, async () => {
+    const run = async (args: string[]) => {
+      const result = await git(dir, args);
+      if (result.failed) throw new Error(`git ${args[0] === '-c' ? 'commit' : args[0]} failed: ${result.stderr || result.stdout}`);
+      return result.stdout;
+    };
+    await run(['add', '--all']);
+    if (!(await git(dir, ['diff', '--cached', '--quiet'])).failed) return undefined;
+    const hasIdentity = !(await git(dir, ['config', 'user.email'])).failed;
+    await run([...(hasIdentity ? [] : FALLBACK_IDENTITY), 'commit', '--quiet', '-m', message]);
+    return run(['rev-parse', 'HEAD']);
+  });
+}

@@ -1,0 +1,158 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, existsSync } from 'node:fs';
+import { mkdir, readdir, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline as streamPipeline } from 'node:stream/promises';
+import type { ArtifactRef } from '../../pipeline/stage-result.js';
+import { ensureWorktree, type WorktreeOptions } from './git.js';
+
+/** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
+export const INTERNAL_DIR = '.agent-pipeline';
+const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
+
+/** Where a run's files live. One folder per run, shared by all its stages and all their attempts. */
+export interface RunWorkspace {
+  /** The run folder: the agents' working directory and where artifacts land. */
+  dir: string;
+  /** Claude Code's config dir for this run, so any worker that sees the folder can resume a session. */
+  claudeConfigDir: string;
+  /** Per-stage bookkeeping folder (transcripts, baselines, API conversations). */
+  stageDir(stageId: string): string;
+  /** The run's branch, when the folder is a git worktree of `pipeline.workspace.repo`. */
+  branch?: string;
+  /** Under `isolation: stage`, this is a stage's own worktree and `parent` the run's. */
+  parent?: RunWorkspace;
+}
+
+/**
+ * Creates (or reopens) the workspace of a run under `root`; with `git`, the folder is a worktree of
+ * the repository on the run's branch. Idempotent, so every stage and retry reuses it.
+ */
+export async function openRunWorkspace(
+  root: string,
+  runId: string,
+  options: { git?: WorktreeOptions; stageId?: string } = {},
+): Promise<RunWorkspace> {
+  const dir = path.join(root, toFolderName(runId));
+  // The worktree comes first: `git worktree add` wants a missing or empty folder.
+  if (options.git) await ensureWorktree(dir, options.git, options.stageId ?? '(workspace)');
+  const internal = path.join(dir, INTERNAL_DIR);
+  const claudeConfigDir = path.join(internal, 'claude');
+  await mkdir(claudeConfigDir, { recursive: true });
+  // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
+  const ignore = path.join(internal, '.gitignore');
+  if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
+  return {
+    dir,
+    claudeConfigDir,
+    stageDir: (stageId) => path.join(internal, 'stages', stageId),
+    branch: options.git?.branch,
+  };
+}
+
+/** Workflow ids may hold characters a folder name should not. */
+export function toFolderName(runId: string): string {
+  return runId.replace(/[^A-Za-z0-9._-]/g, '_');
+}
+
+/** `full` as artifacts and claims name it: relative to the workspace `dir`, with `/` separators. */
+export function workspacePath(dir: string, full: string): string {
+  return path.relative(dir, full).split(path.sep).join('/');
+}
+
+/** Size and modification time of every file (or a symlink's target), keyed by workspace-relative path. */
+export type FileSnapshot = Map<string, { bytes: number; mtimeMs: number; link?: string }>;
+
+/** Records the files in `dir` so artifacts can later be found as what an attempt created or changed. */
+export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
+  const snapshot: FileSnapshot = new Map();
+  const walk = async (folder: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(folder, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const full = path.join(folder, entry.name);
+      const key = workspacePath(dir, full);
+      if (entry.isDirectory()) {
+        if (!IGNORED_DIRS.has(entry.name)) await walk(full);
+      } else if (entry.isSymbolicLink()) {
+        snapshot.set(key, { bytes: 0, mtimeMs: 0, link: await readlink(full).catch(() => '') });
+      } else if (entry.isFile() && entry.name !== '.git') {
+        const info = await stat(full).catch(() => undefined);
+        if (info) snapshot.set(key, { bytes: info.size, mtimeMs: info.mtimeMs });
+      }
+    }
+  };
+  await walk(dir);
+  return snapshot;
+}
+
+/**
+ * Files that are new or changed since `before`, with size and sha256, sorted by path. Symlinks are
+ * never artifacts; a new one that points outside the workspace is reported in `warnings`.
+ */
+export async function collectArtifacts(dir: string, before: FileSnapshot): Promise<{ artifacts: ArtifactRef[]; warnings: string[] }> {
+  const after = await snapshotFiles(dir);
+  const changed = [...after].filter(([file, now]) => {
+    const then = before.get(file);
+    return !then || then.bytes !== now.bytes || then.mtimeMs !== now.mtimeMs || then.link !== now.link;
+  });
+  const warnings: string[] = [];
+  const artifacts: ArtifactRef[] = [];
+  for (const [file, info] of changed) {
+    const full = path.join(dir, file);
+    if (info.link !== undefined) {
+      if (!(await resolveExistingInside(dir, file))) {
+        warnings.push(`${file} is a symlink to ${info.link}, outside the workspace; it is not reported as an artifact`);
+      }
+      continue;
+    }
+    const sha256 = await hashFile(full).catch(() => undefined);
+    if (sha256) artifacts.push({ path: file, bytes: info.bytes, sha256 });
+  }
+  return { artifacts: artifacts.sort((a, b) => a.path.localeCompare(b.path)), warnings };
+}
+
+async function hashFile(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  await streamPipeline(createReadStream(file), hash);
+  return hash.digest('hex');
+}
+
+/** Writes a file so readers see the old content or the new, never half of it. */
+export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const temp = `${file}.${randomUUID()}.tmp`;
+  try {
+    await writeFile(temp, data);
+    await rename(temp, file);
+  } catch (err) {
+    await rm(temp, { force: true });
+    throw err;
+  }
+}
+
+/** Resolves `relative` inside `dir` by its text, refusing paths that escape it (`../`, absolute elsewhere). */
+export function resolveInside(dir: string, relative: string): string | undefined {
+  const full = path.resolve(dir, relative);
+  const rel = path.relative(dir, full);
+  return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : full;
+}
+
+/**
+ * Like `resolveInside`, and also follows symlinks: returns the path when it exists and its real
+ * location is inside `dir`; `undefined` when it escapes or does not exist.
+ */
+export async function resolveExistingInside(dir: string, relative: string): Promise<string | undefined> {
+  const full = resolveInside(dir, relative);
+  if (!full) return undefined;
+  try {
+    const [realDir, realFull] = await Promise.all([realpath(dir), realpath(full)]);
+    return resolveInside(realDir, realFull) ? full : undefined;
+  } catch {
+    return undefined;
+  }
+}

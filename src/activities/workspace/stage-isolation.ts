@@ -1,0 +1,58 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { ensureWorktree, FALLBACK_IDENTITY, git, withLock } from './git.js';
+import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
+
+/**
+ * `isolation: stage`: each stage works in its own worktree on its own branch (`<run branch>--<stage>`), made from
+ * the run's branch as it is when the stage starts, and merged back into it when the stage completes. Stages that run
+ * at the same time then never see each other's half-written files.
+ */
+
+/** The branch a stage works on under `isolation: stage`. */
+export function stageBranchOf(runBranch: string, stageId: string): string {
+  return `${runBranch}--${stageId}`;
+}
+
+/**
+ * Opens the stage's own worktree inside the run's bookkeeping folder (which git ignores), so retries and later
+ * rounds reuse the same folder and the agent's session can resume there. A worktree whose branch is already merged
+ * is first brought up to the run's branch, so a rework round starts from everything completed since.
+ */
+export async function openStageWorktree(run: RunWorkspace, repo: string, stageId: string): Promise<RunWorkspace> {
+  if (!run.branch) throw new Error('isolation: stage needs a git workspace');
+  const branch = stageBranchOf(run.branch, stageId);
+  const dir = path.join(run.dir, INTERNAL_DIR, 'worktrees', stageId);
+  if (existsSync(path.join(dir, '.git'))) {
+    const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', branch, run.branch])).failed;
+    if (merged) await git(dir, ['merge', '--ff-only', '--quiet', run.branch]);
+  } else {
+    // Worktrees of one repository are added one at a time: parallel stages start together.
+    await withLock(repo, () => ensureWorktree(dir, { repo, branch, base: run.branch }, stageId));
+  }
+  return { ...run, dir, branch, parent: run };
+}
+
+/** How merging a stage's branch into the run's went. */
+export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflict'; files: string[]; message: string };
+
+/**
+ * Merges the stage's branch into the run's branch, in the run's worktree (a fast-forward when nothing else landed
+ * meanwhile). A conflict is aborted, leaving the run's branch as it was, and reported for a person to resolve.
+ */
+export async function mergeStageBranch(run: RunWorkspace, stageId: string): Promise<MergeOutcome> {
+  const branch = stageBranchOf(run.branch!, stageId);
+  return withLock(run.dir, async () => {
+    const identity = (await git(run.dir, ['config', 'user.email'])).failed ? FALLBACK_IDENTITY : [];
+    const merged = await git(run.dir, [...identity, 'merge', '--no-edit', '--quiet', '-m', `Merge stage ${stageId} into ${run.branch}`, branch]);
+    if (!merged.failed) return { kind: 'merged', commit: (await git(run.dir, ['rev-parse', 'HEAD'])).stdout };
+    const files = (await git(run.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
+    await git(run.dir, ['merge', '--abort']);
+    if (files.length === 0) throw new Error(`git merge ${branch} into ${run.branch} failed: ${merged.stderr || merged.stdout}`);
+    return {
+      kind: 'conflict',
+      files,
+      message: `merging stage ${stageId}'s branch ${branch} into ${run.branch} conflicts in ${files.join(', ')}`,
+    };
+  });
+}

@@ -1,0 +1,40 @@
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { PipelineRunInput } from '../workflows/messages.js';
+import { UsageError } from '../cli/errors.js';
+
+/**
+ * Temporal refuses a workflow start whose input is larger than its blob size limit (`limit.blobSize.error`,
+ * 2 MB unless the server is configured otherwise), with only "Blob data size exceeds limit".
+ * @unit bytes
+ */
+export const TEMPORAL_PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024;
+
+/** The size of `value` as Temporal receives it: encoded by the default payload converter. @unit bytes */
+export function encodedSize(value: unknown): number {
+  const payload = defaultPayloadConverter.toPayload(value);
+  return (payload.data?.byteLength ?? 0) + Object.entries(payload.metadata ?? {}).reduce((sum, [k, v]) => sum + k.length + v.byteLength, 0);
+}
+
+/** `1.5 MB`, `900 KB`. */
+export function formatBytes(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MB` : `${Math.ceil(bytes / 1024)} KB`;
+}
+
+/**
+ * Checks, before anything is started, that a run's input fits in one Temporal payload.
+ * @throws UsageError (exit 2) with the size, the limit, what is largest and how to fix it
+ */
+export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES): PipelineRunInput {
+  const size = encodedSize(input);
+  if (size <= limitBytes) return input;
+  const parts = [
+    ...Object.entries(input.inputs).map(([name, value]) => ({ what: `--input ${name}`, bytes: Buffer.byteLength(value) })),
+    ...input.pipeline.stages.map((stage, i) => ({ what: `stages[${i}] (${stage.id}) of ${input.pipelineFile}`, bytes: encodedSize(stage) })),
+  ].sort((a, b) => b.bytes - a.bytes);
+  const largest = parts[0] ? `; the largest part is ${parts[0].what} (${formatBytes(parts[0].bytes)})` : '';
+  throw new UsageError(
+    `[INPUT_TOO_LARGE] the run's input is ${formatBytes(size)} (${size} bytes), over Temporal's payload limit of ${formatBytes(limitBytes)}${largest}. ` +
+      'Move large text into files: write it to a file next to the pipeline and list it under `context:`, or point a ' +
+      'step template (`prompt: steps/x.md`) at it, and pass short values with --input.',
+  );
+}
