@@ -1,15 +1,10 @@
 import path from 'node:path';
 import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
-import { AgentPipelineError } from './library/errors.js';
+import { ConfigError } from './errors.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/messages.js';
 
-/** A setting in the environment has a value we cannot use: exit 2, with the variable, its value and the fix. Code `CONFIG_INVALID`. */
-export class ConfigError extends AgentPipelineError {
-  override readonly name = 'ConfigError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('CONFIG_INVALID', message, options);
-  }
-}
+// Defined with the base errors (src/errors.ts) so bundle/ throws the same class; exported here, where settings are read.
+export { ConfigError };
 
 /** Settings shared by the client and the worker, from the environment (documented in the README). */
 export interface AgentPipelineConfig {

@@ -1,17 +1,17 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { agentFrontmatterSchema, splitFrontmatter } from '../activities/prompt/agent-file.js';
-import { hashManifest } from '../activities/prompt/run-bundle-files.js';
+import { agentFrontmatterSchema, splitFrontmatter } from '../pipeline/agent-frontmatter.js';
 import { listAgentReferences, listReferencedFiles } from '../pipeline/referenced-files.js';
 import type { RunBundle, RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
-import { UsageError } from '../cli/errors.js';
+import { ConfigError, InvalidRequestError } from '../errors.js';
+import { hashManifest } from './manifest-hash.js';
 
 /**
  * Client side of "runs that carry their own files": reads the pipeline file and every file it references into a
  * {@link RunBundle} for the workflow's start input. Workers read the files from the bundle (see
- * `activities/run-bundle-files.ts`), so the client's folder may change or vanish once the run has started.
+ * `activities/prompt/run-bundle-files.ts`), so the client's folder may change or vanish once the run has started.
  */
 
 /** Bundles above this fail at `start`; Temporal refuses a start input above 2 MiB. @unit bytes @default 1 MiB */
@@ -19,8 +19,13 @@ export const DEFAULT_BUNDLE_MAX_BYTES = 1024 * 1024;
 /** The variable that sets the cap. */
 export const BUNDLE_MAX_BYTES_VARIABLE = 'AGENT_PIPELINE_BUNDLE_MAX_BYTES';
 
-/** The bundle is larger than the cap: exit 2, naming the largest files. */
-export class BundleTooLargeError extends UsageError {}
+/** Thrown when the bundle is larger than the cap; the message names the largest files. Code `BUNDLE_TOO_LARGE`. */
+export class BundleTooLargeError extends InvalidRequestError {
+  override readonly name = 'BundleTooLargeError';
+  constructor(message: string) {
+    super('BUNDLE_TOO_LARGE', message);
+  }
+}
 
 export interface CreateRunBundleOptions {
   /** @unit bytes @default {@link DEFAULT_BUNDLE_MAX_BYTES} */
@@ -38,7 +43,8 @@ interface Wanted {
 /**
  * Reads the pipeline file and every file it names (agent files and their `references`, step files, `context`,
  * `systemPrompt`) into a content-addressed bundle.
- * @throws UsageError naming the field and the path when a file cannot be read or is given as an absolute path;
+ * @throws InvalidRequestError naming the field and the path when a file cannot be read (`FILE_NOT_FOUND`) or is given
+ *   as an absolute path (`PATH_ABSOLUTE`);
  *   BundleTooLargeError above the cap
  */
 export async function createRunBundle(pipelineFile: string, pipeline: PipelineDefinition, options: CreateRunBundleOptions = {}): Promise<RunBundle> {
@@ -53,7 +59,8 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
       return data;
     } catch (err) {
       if (wanted.optional) return undefined;
-      throw new UsageError(
+      throw new InvalidRequestError(
+        'FILE_NOT_FOUND',
         `[FILE_NOT_FOUND] cannot bundle ${wanted.file} (\`${wanted.field}\` in ${pipelineFile}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
           'fix the path, or start with --files-from-worker if the workers have the file',
       );
@@ -79,13 +86,13 @@ export function summarizeBundle(bundle: RunBundle): RunBundleSummary {
   return { hash: bundle.hash, files: Object.keys(bundle.files).length, bytes };
 }
 
-/** The cap from `AGENT_PIPELINE_BUNDLE_MAX_BYTES`. @throws UsageError for anything but a positive whole number */
+/** The cap from `AGENT_PIPELINE_BUNDLE_MAX_BYTES`. @throws ConfigError for anything but a positive whole number */
 export function bundleMaxBytesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[BUNDLE_MAX_BYTES_VARIABLE];
   if (text === undefined || text === '') return DEFAULT_BUNDLE_MAX_BYTES;
   const value = Number(text);
   if (!Number.isInteger(value) || value <= 0) {
-    throw new UsageError(`[CONFIG_INVALID] ${BUNDLE_MAX_BYTES_VARIABLE}=${text} is not a whole number of bytes above 0; unset it for the default ${DEFAULT_BUNDLE_MAX_BYTES}`);
+    throw new ConfigError(`[CONFIG_INVALID] ${BUNDLE_MAX_BYTES_VARIABLE}=${text} is not a whole number of bytes above 0; unset it for the default ${DEFAULT_BUNDLE_MAX_BYTES}`);
   }
   return value;
 }
@@ -93,7 +100,8 @@ export function bundleMaxBytesFromEnv(env: NodeJS.ProcessEnv = process.env): num
 /** A bundled run resolves every path under the bundle, so an absolute path (a place on the client) cannot be carried. */
 function resolveRelative(dir: string, relative: string, field: string, pipelineFile: string): string {
   if (path.isAbsolute(relative)) {
-    throw new UsageError(
+    throw new InvalidRequestError(
+      'PATH_ABSOLUTE',
       `[PATH_ABSOLUTE] \`${field}: ${relative}\` in ${pipelineFile} is an absolute path, which a run cannot carry to a worker on another host; ` +
         'write it relative to the file that names it, or start with --files-from-worker if every worker has it',
     );

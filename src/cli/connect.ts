@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { PipelineClient } from '../library/pipeline-client.js';
-import { toUserError } from './errors.js';
+import { toLibraryError } from '../library/errors.js';
 
 export interface ConnectedClient {
   /** The library client every command goes through (start, status, decisions, list, schedules). */
@@ -30,7 +30,7 @@ export async function withClient<T>(fn: (connected: ConnectedClient) => Promise<
   try {
     return await fn(connected);
   } catch (err) {
-    throw toUserError(err, connected.address);
+    throw toLibraryError(err, connected.address);
   } finally {
     await connected.close();
   }

@@ -1,8 +1,7 @@
 import { CommanderError } from 'commander';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { DevServerError } from '../dev/dev-server.js';
-import { ConfigError } from '../config.js';
-import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError, toLibraryError } from '../library/errors.js';
+import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError } from '../library/errors.js';
 
 /** Exit codes of the `agent-pipeline` command (DESIGN.md; docs/cli.md). */
 export const EXIT = {
@@ -16,7 +15,7 @@ export const EXIT = {
   INTERRUPTED: 130,
 } as const;
 
-/** A mistake in how the command was called or in the files it was given: exit 2, no stack trace. */
+/** A mistake in how the command was called (its arguments and options): exit 2, no stack trace. The library's own errors exit 2 as well. */
 export class UsageError extends InvalidRequestError {
   override readonly name = 'UsageError';
   constructor(message: string, options?: { cause?: unknown }) {
@@ -24,22 +23,14 @@ export class UsageError extends InvalidRequestError {
   }
 }
 
-/** Temporal could not be reached at the configured address: exit 3, with how to configure it (the library's error). */
-export { TemporalUnavailableError as TemporalUnreachableError };
-
 /**
- * Turns what the Temporal client throws into an error a person can act on, keeping the original as `cause`: the
- * library's typed errors (one mapping for the library and the commands). Errors we do not recognise pass through (exit 1).
+ * The exit code for an error that ended a command: the library's errors (and the dev server's and the parser's) say
+ * what went wrong, the command line decides how it exits.
  */
-export function toUserError(err: unknown, address?: string): unknown {
-  return toLibraryError(err, address);
-}
-
-/** The exit code for an error that ended a command. */
 export function exitCodeFor(err: unknown): number {
   if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
   if (err instanceof TemporalUnavailableError) return EXIT.TEMPORAL_UNREACHABLE;
   if (err instanceof RunFailedError) return EXIT.PIPELINE_FAILED;
-  if (err instanceof AgentPipelineError || err instanceof PipelineValidationError || err instanceof DevServerError || err instanceof ConfigError) return EXIT.USAGE;
+  if (err instanceof AgentPipelineError || err instanceof PipelineValidationError || err instanceof DevServerError) return EXIT.USAGE;
   return EXIT.PIPELINE_FAILED;
 }

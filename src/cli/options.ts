@@ -1,6 +1,8 @@
 import { InvalidArgumentError } from 'commander';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
+import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-spec.js';
+import { UsageError } from './errors.js';
 
 /** Collects a repeatable flag's values. */
 export const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
@@ -36,4 +38,21 @@ export function parsePort(value: string): number {
     throw new InvalidArgumentError(`expected a port number from 1 to 64535 (the Web UI uses port + 1000), got "${value}"`);
   }
   return port;
+}
+
+/** Parses `--overlap`: what a schedule does when a run is due while the last still runs. */
+export function parseOverlap(value: string): OverlapFlag {
+  if (!Object.hasOwn(OVERLAP_POLICIES, value)) throw new InvalidArgumentError(`expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${value}"`);
+  return value as OverlapFlag;
+}
+
+/** Parses `--input key=value` flags. */
+export function parseInputFlags(flags: readonly string[]): Record<string, string> {
+  const inputs: Record<string, string> = {};
+  for (const flag of flags) {
+    const eq = flag.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--input ${flag}: expected key=value, for example --input feature="dark mode"`);
+    inputs[flag.slice(0, eq)] = flag.slice(eq + 1);
+  }
+  return inputs;
 }

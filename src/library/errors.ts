@@ -8,31 +8,24 @@ import {
 import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
+import { AgentPipelineError, InvalidRequestError } from '../errors.js';
 
-/**
- * The errors the library throws. Each has a stable `code` (also the `[CODE]` that starts its message), so a
- * script can branch on `err.code` without parsing text; compare codes rather than `instanceof` when errors may
- * cross package copies.
- */
-export class AgentPipelineError extends Error {
-  override readonly name: string = 'AgentPipelineError';
-  constructor(
-    /** Stable identifier of what went wrong, e.g. `RUN_NOT_FOUND`. */
-    readonly code: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+// The library's errors: the base classes every layer below the CLI throws, and those only a client meets.
+export { AgentPipelineError, InvalidRequestError };
 
-/** One problem in a pipeline definition, as `agent-pipeline validate` lists it. */
+/** One problem in a pipeline definition, as `agent-pipeline validate` and `validatePipeline` list it: which file, where in it, and what is wrong. */
 export interface PipelineProblemReport {
-  /** The pipeline file, or `<definition NAME>` for an in-memory definition. */
+  /**
+   * The file the problem is in: the pipeline file (`<definition NAME>` for an in-memory definition), or a prompt or
+   * system prompt file it names.
+   */
   file: string;
-  /** Line in the file, when known (never for an in-memory definition). */
+  /** Line in that file, when known (never for an in-memory definition). */
   line?: number;
-  /** YAML path such as `stages[2].needs[0]`; empty for the whole document. */
+  /**
+   * YAML path such as `stages[2].needs[0]` (empty for the whole document), followed by the template variable for an
+   * unknown one (`stages[1].prompt {{inputs.x}}`).
+   */
   field: string;
   message: string;
 }
@@ -101,16 +94,6 @@ export class RunNotFoundError extends AgentPipelineError {
   ) {
     super('RUN_NOT_FOUND', `[RUN_NOT_FOUND] no run "${runId}"; \`agent-pipeline list\` shows the runs`, options);
   }
-}
-
-/**
- * Thrown when a request cannot be done as asked. Codes: `REQUEST_REJECTED` (the run does not wait for this),
- * `RUN_CLOSED` (the run has ended), `INPUT_INVALID` (missing or unknown pipeline inputs), `FILE_UNREADABLE`,
- * `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
- * `INVALID_REQUEST` (anything else).
- */
-export class InvalidRequestError extends AgentPipelineError {
-  override readonly name: string = 'InvalidRequestError';
 }
 
 /** gRPC status codes we tell apart (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */

@@ -1,6 +1,6 @@
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { PipelineRunInput } from '../workflows/messages.js';
-import { UsageError } from '../cli/errors.js';
+import { InvalidRequestError } from '../errors.js';
 
 /**
  * Temporal refuses a workflow start whose input is larger than its blob size limit (`limit.blobSize.error`,
@@ -22,7 +22,7 @@ export function formatBytes(bytes: number): string {
 
 /**
  * Checks, before anything is started, that a run's input fits in one Temporal payload.
- * @throws UsageError (exit 2) with the size, the limit, what is largest and how to fix it
+ * @throws InvalidRequestError `INPUT_TOO_LARGE` with the size, the limit, what is largest and how to fix it
  */
 export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES): PipelineRunInput {
   const size = encodedSize(input);
@@ -32,7 +32,8 @@ export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL
     ...input.pipeline.stages.map((stage, i) => ({ what: `stages[${i}] (${stage.id}) of ${input.pipelineFile}`, bytes: encodedSize(stage) })),
   ].sort((a, b) => b.bytes - a.bytes);
   const largest = parts[0] ? `; the largest part is ${parts[0].what} (${formatBytes(parts[0].bytes)})` : '';
-  throw new UsageError(
+  throw new InvalidRequestError(
+    'INPUT_TOO_LARGE',
     `[INPUT_TOO_LARGE] the run's input is ${formatBytes(size)} (${size} bytes), over Temporal's payload limit of ${formatBytes(limitBytes)}${largest}. ` +
       'Move large text into files: write it to a file next to the pipeline and list it under `context:`, or point a ' +
       'step template (`prompt: steps/x.md`) at it, and pass short values with --input.',

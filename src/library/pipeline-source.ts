@@ -56,9 +56,9 @@ export async function prepareRunInput(source: PipelineSource, options: PrepareRu
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
       return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) });
     }
-    const name = `<definition ${typeof source?.name === 'string' ? source.name : '?'}>`;
+    const name = definitionName(source);
     // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
-    const pipeline = parseDefinition(source, name, backends);
+    const pipeline = parsePipeline(definitionYaml(source, name), name, { backends });
     return checkRunInputSize({
       pipeline,
       baseDir: path.resolve(options.baseDir ?? process.cwd()),
@@ -77,12 +77,16 @@ function withBackends(backends: readonly string[]): { backends?: string[] } {
   return backends.length > 0 ? { backends: [...new Set(backends)] } : {};
 }
 
-function parseDefinition(definition: PipelineDefinition, name: string, backends?: readonly string[]): PipelineDefinition {
-  let text: string;
+/** How problems name an in-memory definition, which has no file: `<definition NAME>`. */
+export function definitionName(definition: PipelineDefinition): string {
+  return `<definition ${typeof definition?.name === 'string' ? definition.name : '?'}>`;
+}
+
+/** A definition as the YAML a file would hold, for the parser. @throws PipelineValidationError when it cannot be written as YAML */
+export function definitionYaml(definition: PipelineDefinition, name: string): string {
   try {
-    text = stringify(definition);
+    return stringify(definition);
   } catch (err) {
     throw new PipelineValidationError(name, [{ path: '', message: `cannot be written as YAML: ${(err as Error).message}` }]);
   }
-  return parsePipeline(text, name, { backends });
 }

@@ -2,7 +2,7 @@ import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temp
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
-import { UsageError } from '../cli/errors.js';
+import { InvalidRequestError } from '../errors.js';
 import { decodeFirst, mapActivitiesToStages, rebuildRunState, timestampMs } from './run-history.js';
 
 /** Where a run's state came from: the workflow's status query, the final result, or the event history. */
@@ -54,13 +54,14 @@ export class ActivityStageCache {
  * Reads a run's state. Asks the workflow (status query) when a worker polls its task queue; otherwise, or when the
  * query fails, uses the final result of a completed run or rebuilds the state from the event history, so `status`
  * works for finished runs and with no worker running.
- * @throws UsageError when the id names no run, or a workflow that is not a pipeline run.
+ * @throws InvalidRequestError `NOT_A_PIPELINE_RUN` when the id names a workflow that is not a pipeline run (and
+ *   Temporal's `WorkflowNotFoundError` when it names none).
  */
 export async function readRun(client: Client, id: string, cache = new ActivityStageCache()): Promise<RunSnapshot> {
   const handle = client.workflow.getHandle(id);
   const description = await handle.describe();
   if (description.type !== PIPELINE_WORKFLOW_TYPE) {
-    throw new UsageError(`"${id}" is a ${description.type} workflow, not an agent-pipeline run`);
+    throw new InvalidRequestError('NOT_A_PIPELINE_RUN', `[NOT_A_PIPELINE_RUN] "${id}" is a ${description.type} workflow, not an agent-pipeline run`);
   }
   const workerPolling = await hasWorkflowPollers(client, description.taskQueue);
   let state: RunState | undefined;

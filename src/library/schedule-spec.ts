@@ -1,4 +1,3 @@
-import { InvalidArgumentError } from 'commander';
 import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary, type ScheduleUpdateOptions } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
@@ -16,11 +15,6 @@ export const OVERLAP_POLICIES = {
   'allow-all': ScheduleOverlapPolicy.ALLOW_ALL,
 } as const;
 export type OverlapFlag = keyof typeof OVERLAP_POLICIES;
-
-export function parseOverlap(value: string): OverlapFlag {
-  if (!Object.hasOwn(OVERLAP_POLICIES, value)) throw new InvalidArgumentError(`expected one of ${Object.keys(OVERLAP_POLICIES).join(', ')}, got "${value}"`);
-  return value as OverlapFlag;
-}
 
 /** What the schedule's memo keeps about how it was made, so `schedule list` shows it as the person wrote it. */
 export interface ScheduleMemo {

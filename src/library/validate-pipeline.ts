@@ -10,147 +10,212 @@ import { extraBackendNames } from '../config.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
 import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
+import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
+import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
 
-/** One problem `validate` reports: which file, where in it, and what is wrong. */
-export interface ValidationProblem {
+/** What {@link validatePipeline} found. The pipeline is valid when `problems` is empty. */
+export interface ValidationReport {
+  /** The pipeline file, or `<definition NAME>` for an in-memory definition. */
   file: string;
-  line?: number;
-  /** YAML path in the pipeline file (`stages[2].agent`), or the template variable (`{{inputs.x}}`). */
-  field: string;
-  message: string;
+  /** The parsed pipeline, when it parses (even with problems in the files it names). */
+  pipeline?: PipelineDefinition;
+  problems: PipelineProblemReport[];
+  /** Worth knowing, not wrong: `{{names}}` a passthrough template hands to the agent as written, optional files that are absent. */
+  notes: PipelineProblemReport[];
 }
 
-export interface ValidationReport {
-  file: string;
-  pipeline?: PipelineDefinition;
-  problems: ValidationProblem[];
-  /** Worth knowing, not wrong: `{{names}}` a passthrough template hands to the agent as written, optional files that are absent. */
-  notes: ValidationProblem[];
+export interface ValidateOptions {
+  /** Folder that agent, prompt and context paths of an in-memory definition resolve against. A file's own folder is used for a path. @default `process.cwd()` */
+  baseDir?: string;
+  /** Backend names the workers were given besides the built-in ones (added to `AGENT_PIPELINE_BACKENDS`). */
+  backends?: readonly string[];
 }
 
 /**
- * Checks a pipeline file the way a run would use it, without starting anything: the schema and stage graph, that
- * agent, prompt, context and system prompt files exist and parse, and that every template variable is one the stage
- * will have (declared inputs, stages it runs after, run and attempt fields).
+ * Checks a pipeline (file or definition) the way a run would use it, without starting anything: the schema and stage
+ * graph, that agent, prompt, context and system prompt files exist and parse, and that every template variable is one
+ * the stage will have (declared inputs, stages it runs after, run and attempt fields). The same checks and problems as
+ * `agent-pipeline validate`; needs no Temporal server.
  */
-export async function validatePipelineFile(file: string): Promise<ValidationReport> {
+export async function validatePipeline(source: PipelineSource, options: ValidateOptions = {}): Promise<ValidationReport> {
+  if (typeof source === 'string') return validatePipelineFile(source, options);
+  const file = definitionName(source);
+  const baseDir = path.resolve(options.baseDir ?? process.cwd());
+  const report = await checkPipelineText(() => definitionYaml(source, file), file, baseDir, options);
+  // Lines would count in YAML the caller never wrote; those in prompt files it names stay.
+  const unlocated = (p: PipelineProblemReport): PipelineProblemReport => (p.file === file ? { file: p.file, field: p.field, message: p.message } : p);
+  return { ...report, problems: report.problems.map(unlocated), notes: report.notes.map(unlocated) };
+}
+
+/** {@link validatePipeline} for a pipeline file; paths in it resolve against its folder. */
+export async function validatePipelineFile(file: string, options: Pick<ValidateOptions, 'backends'> = {}): Promise<ValidationReport> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
     return { file, problems: [{ file, field: '', message: `cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` }], notes: [] };
   }
+  return checkPipelineText(() => text, file, path.dirname(path.resolve(file)), options);
+}
+
+/** Parses the pipeline, then checks what it names; `readText` throws PipelineValidationError for text it cannot give. */
+async function checkPipelineText(readText: () => string, file: string, baseDir: string, options: ValidateOptions): Promise<ValidationReport> {
+  let text: string;
   let pipeline: PipelineDefinition;
   try {
-    pipeline = parsePipeline(text, file, { backends: extraBackendNames() });
+    text = readText();
+    pipeline = parsePipeline(text, file, { backends: [...(options.backends ?? []), ...extraBackendNames()] });
   } catch (err) {
     if (!(err instanceof PipelineValidationError)) throw err;
-    return { file, problems: err.problems.map((p) => ({ file, line: p.line, field: p.path, message: p.message })), notes: [] };
+    return { file, problems: PipelineInvalidError.from(err).problems, notes: [] };
   }
-  const baseDir = path.dirname(path.resolve(file));
-  const locator = new FieldLocator(text);
-  const problems: ValidationProblem[] = [];
-  const notes: ValidationProblem[] = [];
-  const at = (fieldPath: PropertyKey[], message: string): void => {
-    problems.push({ file, line: locator.line(fieldPath), field: formatPath(fieldPath), message });
-  };
+  const checks = new PipelineChecks(pipeline, file, baseDir, text);
+  await checks.checkPipelineFiles();
+  checks.checkRunTemplates();
+  for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
+  return { file, pipeline, problems: checks.problems, notes: checks.notes };
+}
 
-  for (const [i, entry] of (pipeline.context ?? []).entries()) {
-    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
-    if (await isFile(path.resolve(baseDir, relative))) continue;
-    const message = `context file ${path.resolve(baseDir, relative)} does not exist`;
-    if (optional) notes.push({ file, line: locator.line(['context', i]), field: formatPath(['context', i]), message: `${message} (optional: stages get a note instead)` });
-    else at(['context', i], message);
+type StageList = 'stages' | 'finally';
+
+function listStages(pipeline: PipelineDefinition): [StageList, number, StageDefinition][] {
+  return [
+    ...pipeline.stages.map((s, i): [StageList, number, StageDefinition] => ['stages', i, s]),
+    ...(pipeline.finally ?? []).map((s, i): [StageList, number, StageDefinition] => ['finally', i, s]),
+  ];
+}
+
+/** The checks of one parsed pipeline, collecting problems and notes located by field and line. */
+class PipelineChecks {
+  readonly problems: PipelineProblemReport[] = [];
+  readonly notes: PipelineProblemReport[] = [];
+  private readonly locator: FieldLocator;
+  private readonly mainIds: ReadonlySet<string>;
+
+  constructor(
+    private readonly pipeline: PipelineDefinition,
+    private readonly file: string,
+    private readonly baseDir: string,
+    text: string,
+  ) {
+    this.locator = new FieldLocator(text);
+    this.mainIds = new Set(pipeline.stages.map((s) => s.id));
   }
-  if (pipeline.promptsDir && !(await isDirectory(path.resolve(baseDir, pipeline.promptsDir)))) {
-    at(['promptsDir'], `folder ${path.resolve(baseDir, pipeline.promptsDir)} does not exist`);
-  }
-  if (pipeline.systemPrompt) {
-    try {
-      const { text: template } = await loadSystemPrompt(baseDir, pipeline.systemPrompt, '(pipeline)');
-      const known = (v: string): boolean => v === STAGE_PROMPT_VARIABLE || v === OUTPUT_CONTRACT_VARIABLE || v === 'stage.id' || isRunVariable(v);
-      problems.push(...unknownVariables(template, path.resolve(baseDir, pipeline.systemPrompt), known).map((p) => ({ ...p, field: `systemPrompt ${p.field}` })));
-    } catch (err) {
-      at(['systemPrompt'], (err as Error).message);
+
+  /** Context files, the prompts folder, the system prompt and its variables, the workspace repository. */
+  async checkPipelineFiles(): Promise<void> {
+    const { pipeline, baseDir } = this;
+    for (const [i, entry] of (pipeline.context ?? []).entries()) {
+      const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
+      if (await isFile(path.resolve(baseDir, relative))) continue;
+      const message = `context file ${path.resolve(baseDir, relative)} does not exist`;
+      if (optional) this.noteAt(['context', i], `${message} (optional: stages get a note instead)`);
+      else this.problemAt(['context', i], message);
+    }
+    if (pipeline.promptsDir && !(await isDirectory(path.resolve(baseDir, pipeline.promptsDir)))) {
+      this.problemAt(['promptsDir'], `folder ${path.resolve(baseDir, pipeline.promptsDir)} does not exist`);
+    }
+    if (pipeline.systemPrompt) await this.checkSystemPrompt(pipeline.systemPrompt);
+    if (pipeline.workspace && !(await isDirectory(path.resolve(baseDir, pipeline.workspace.repo)))) {
+      this.problemAt(['workspace', 'repo'], `folder ${path.resolve(baseDir, pipeline.workspace.repo)} does not exist`);
     }
   }
-  if (pipeline.workspace) {
-    if (!(await isDirectory(path.resolve(baseDir, pipeline.workspace.repo)))) at(['workspace', 'repo'], `folder ${path.resolve(baseDir, pipeline.workspace.repo)} does not exist`);
+
+  /** The templates filled once per run: the workspace branch (when the run starts) and the pull request (at the end). */
+  checkRunTemplates(): void {
+    const { pipeline } = this;
     const inputs = Object.keys(pipeline.inputs ?? {});
-    for (const v of listTemplateVariables(pipeline.workspace.branch ?? '')) {
+    for (const v of listTemplateVariables(pipeline.workspace?.branch ?? '')) {
       if (!(v === 'run.id' || v === 'run.pipeline' || (v.startsWith('inputs.') && inputs.includes(v.slice(7))))) {
-        at(['workspace', 'branch'], `{{${v}}} is not known when the run starts; use run.id, run.pipeline or a declared input`);
+        this.problemAt(['workspace', 'branch'], `{{${v}}} is not known when the run starts; use run.id, run.pipeline or a declared input`);
+      }
+    }
+    for (const [field, template] of Object.entries(pipeline.workspace?.pullRequest ?? {})) {
+      if (typeof template !== 'string') continue;
+      for (const p of unknownVariables(template, this.file, (v) => isStageVariable(v, pipeline, this.mainIds))) {
+        this.problemAt(['workspace', 'pullRequest', field], `${p.field}: ${p.message}`);
       }
     }
   }
 
-  const allStages = new Set(pipeline.stages.map((s) => s.id));
-  for (const [field, template] of Object.entries(pipeline.workspace?.pullRequest ?? {})) {
-    if (typeof template !== 'string') continue;
-    for (const p of unknownVariables(template, file, (v) => isStageVariable(v, pipeline, allStages))) at(['workspace', 'pullRequest', field], `${p.field}: ${p.message}`);
-  }
-  const stageEntries: [string, number, StageDefinition][] = [
-    ...pipeline.stages.map((s, i): [string, number, StageDefinition] => ['stages', i, s]),
-    ...(pipeline.finally ?? []).map((s, i): [string, number, StageDefinition] => ['finally', i, s]),
-  ];
-  const mainIds = new Set(pipeline.stages.map((s) => s.id));
-  for (const [list, i, stage] of stageEntries) {
+  /** A stage's templates (commit message, prompt, output path), its agent file, extra folders and inputs. */
+  async checkStage(list: StageList, i: number, stage: StageDefinition): Promise<void> {
+    const { pipeline, file, baseDir } = this;
     const isFinally = list === 'finally';
     // A `finally` stage runs after every other stage has ended, and may read any of them and how the run ended.
-    const ancestors = isFinally ? mainIds : findAncestors(pipeline.stages, stage.id);
+    const ancestors = isFinally ? this.mainIds : findAncestors(pipeline.stages, stage.id);
     const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && (v === 'run.status' || v === 'run.error'));
-    const passthrough = (stage.templateSyntax ?? pipeline.templateSyntax) === 'passthrough';
-    /** Unknown variables: problems, or notes for names a passthrough template hands on as written. */
-    const report = (found: ValidationProblem[]): void => {
-      for (const p of found) {
-        const name = p.field.slice(p.field.indexOf('{{') + 2, p.field.lastIndexOf('}}'));
-        if (passthrough && !isReservedVariable(name)) notes.push({ ...p, message: 'passed to the agent as written (templateSyntax: passthrough)' });
-        else problems.push(p);
-      }
-    };
     const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
     if (commitMessage) {
-      for (const p of unknownVariables(commitMessage, file, known)) at([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
+      for (const p of unknownVariables(commitMessage, file, known)) this.problemAt([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
     }
     if (stage.agent) {
-      try {
-        await loadAgentFile(baseDir, stage.agent, stage.id);
-      } catch (err) {
-        at([list, i, 'agent'], (err as Error).message);
-      }
+      await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
     }
-    const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, pipeline.promptsDir) : undefined;
-    if (stage.prompt && source?.kind === 'missing') at([list, i, 'prompt'], missingPromptMessage(stage.prompt, source.tried));
-    else if (stage.prompt && source?.kind === 'file') {
-      const promptFile = path.resolve(baseDir, source.relative);
-      const template = await readFile(promptFile, 'utf8').catch(() => undefined);
-      if (template === undefined) at([list, i, 'prompt'], `prompt file ${promptFile} does not exist`);
-      else report(unknownVariables(template, promptFile, known).map((p) => ({ ...p, field: `${list}[${i}].prompt ${p.field}` })));
-    } else if (stage.prompt) {
-      // Inline template: its lines count from where the text starts in the pipeline file.
-      const first = locator.textLine([list, i, 'prompt']);
-      report(unknownVariables(stage.prompt, file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
-    }
-    if (stage.output && !stage.agent && (stage.backend ?? pipeline.defaults?.backend ?? 'claude-cli') === 'claude-cli') {
-      notes.push({ file, line: locator.line([list, i, 'output']), field: formatPath([list, i, 'output']), message: 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)' });
-    }
-    if (stage.output) {
-      const outputKnown = (v: string): boolean => v === 'stage.id' || v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(pipeline.inputs ?? {}, v.slice(7)));
-      problems.push(...unknownVariables(stage.output, file, outputKnown).map((p) => ({ ...p, line: locator.line([list, i, 'output']), field: `${list}[${i}].output ${p.field}` })));
-    }
+    if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, known);
+    if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
     for (const [j, dir] of (stage.addDirs ?? []).entries()) {
-      if (!(await isDirectory(path.resolve(baseDir, dir)))) at([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
+      if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
     }
     for (const [j, input] of (stage.inputs ?? []).entries()) {
       if (typeof input === 'object' && input.from && !ancestors.has(input.from)) {
-        at([list, i, 'inputs', j, 'from'], `stage "${stage.id}" does not run after "${input.from}"; add it to needs`);
+        this.problemAt([list, i, 'inputs', j, 'from'], `stage "${stage.id}" does not run after "${input.from}"; add it to needs`);
       }
     }
   }
-  return { file, pipeline, problems, notes };
 
-  function isRunVariable(v: string): boolean {
-    return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(pipeline.inputs ?? {}, v.slice(7)));
+  private async checkSystemPrompt(systemPrompt: string): Promise<void> {
+    try {
+      const { text: template } = await loadSystemPrompt(this.baseDir, systemPrompt, '(pipeline)');
+      const known = (v: string): boolean => v === STAGE_PROMPT_VARIABLE || v === OUTPUT_CONTRACT_VARIABLE || v === 'stage.id' || this.isRunVariable(v);
+      this.problems.push(...unknownVariables(template, path.resolve(this.baseDir, systemPrompt), known).map((p) => ({ ...p, field: `systemPrompt ${p.field}` })));
+    } catch (err) {
+      this.problemAt(['systemPrompt'], (err as Error).message);
+    }
+  }
+
+  /** The prompt exists (file or step name) and uses known variables; a passthrough template only gets notes for other names. */
+  private async checkStagePrompt(list: StageList, i: number, stage: StageDefinition, prompt: string, known: (v: string) => boolean): Promise<void> {
+    const passthrough = (stage.templateSyntax ?? this.pipeline.templateSyntax) === 'passthrough';
+    const report = (found: PipelineProblemReport[]): void => {
+      for (const p of found) {
+        const name = p.field.slice(p.field.indexOf('{{') + 2, p.field.lastIndexOf('}}'));
+        if (passthrough && !isReservedVariable(name)) this.notes.push({ ...p, message: 'passed to the agent as written (templateSyntax: passthrough)' });
+        else this.problems.push(p);
+      }
+    };
+    const source = resolvePromptSource(this.baseDir, prompt, this.pipeline.promptsDir);
+    if (source.kind === 'missing') this.problemAt([list, i, 'prompt'], missingPromptMessage(prompt, source.tried));
+    else if (source.kind === 'file') {
+      const promptFile = path.resolve(this.baseDir, source.relative);
+      const template = await readFile(promptFile, 'utf8').catch(() => undefined);
+      if (template === undefined) this.problemAt([list, i, 'prompt'], `prompt file ${promptFile} does not exist`);
+      else report(unknownVariables(template, promptFile, known).map((p) => ({ ...p, field: `${list}[${i}].prompt ${p.field}` })));
+    } else {
+      // Inline template: its lines count from where the text starts in the pipeline file.
+      const first = this.locator.textLine([list, i, 'prompt']);
+      report(unknownVariables(prompt, this.file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
+    }
+  }
+
+  private checkStageOutput(list: StageList, i: number, stage: StageDefinition, output: string): void {
+    if (!stage.agent && (stage.backend ?? this.pipeline.defaults?.backend ?? 'claude-cli') === 'claude-cli') {
+      this.noteAt([list, i, 'output'], 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)');
+    }
+    const line = this.locator.line([list, i, 'output']);
+    this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => ({ ...p, line, field: `${list}[${i}].output ${p.field}` })));
+  }
+
+  private isRunVariable(v: string): boolean {
+    return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(this.pipeline.inputs ?? {}, v.slice(7)));
+  }
+
+  private problemAt(fieldPath: PropertyKey[], message: string): void {
+    this.problems.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
+  }
+
+  private noteAt(fieldPath: PropertyKey[], message: string): void {
+    this.notes.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
   }
 }
 
@@ -168,8 +233,8 @@ function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: Rea
 }
 
 /** Template variables `known` rejects, each located by line in `file`. */
-function unknownVariables(template: string, file: string, known: (v: string) => boolean): ValidationProblem[] {
-  const problems: ValidationProblem[] = [];
+function unknownVariables(template: string, file: string, known: (v: string) => boolean): PipelineProblemReport[] {
+  const problems: PipelineProblemReport[] = [];
   const lines = template.split('\n');
   for (const v of listTemplateVariables(template)) {
     if (known(v)) continue;

@@ -3,10 +3,10 @@ import { ScheduleNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { describe, expect, test } from 'vitest';
 import { buildListQuery } from '../../src/cli/commands/list.js';
-import { NoWorkerError, PipelineInvalidError, RunNotFoundError } from '../../src/library/errors.js';
-import { EXIT, exitCodeFor, TemporalUnreachableError, toUserError, UsageError } from '../../src/cli/errors.js';
-import { parseDurationMs } from '../../src/cli/options.js';
-import { buildSchedule, parseOverlap } from '../../src/library/schedule-spec.js';
+import { NoWorkerError, PipelineInvalidError, RunNotFoundError, TemporalUnavailableError, toLibraryError } from '../../src/library/errors.js';
+import { EXIT, exitCodeFor, UsageError } from '../../src/cli/errors.js';
+import { parseDurationMs, parseOverlap } from '../../src/cli/options.js';
+import { buildSchedule } from '../../src/library/schedule-spec.js';
 import { ConfigError } from '../../src/config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
@@ -143,24 +143,24 @@ describe('schedules', () => {
 
 describe('errors', () => {
   test('from Temporal become messages a user can act on, with the exit code that fits', () => {
-    const missingRun = toUserError(new WorkflowNotFoundError('not found', 'r1', undefined));
+    const missingRun = toLibraryError(new WorkflowNotFoundError('not found', 'r1', undefined));
     // The library's typed error, with its stable code: the commands and the library share one mapping.
     expect(missingRun).toBeInstanceOf(RunNotFoundError);
     expect(missingRun).toMatchObject({ code: 'RUN_NOT_FOUND', runId: 'r1' });
     expect(exitCodeFor(missingRun)).toBe(EXIT.USAGE);
     expect((missingRun as Error).message).toBe('[RUN_NOT_FOUND] no run "r1"; `agent-pipeline list` shows the runs');
-    expect((toUserError(new ScheduleNotFoundError('nf', 's1')) as Error).message).toContain('no schedule "s1"');
-    const rejected = toUserError(new WorkflowUpdateFailedError('Workflow Update failed', ApplicationFailure.create({ message: 'stage ship is not waiting' })));
+    expect((toLibraryError(new ScheduleNotFoundError('nf', 's1')) as Error).message).toContain('no schedule "s1"');
+    const rejected = toLibraryError(new WorkflowUpdateFailedError('Workflow Update failed', ApplicationFailure.create({ message: 'stage ship is not waiting' })));
     expect((rejected as Error).message).toBe('[REQUEST_REJECTED] stage ship is not waiting');
     const plain = new Error('something else');
-    expect(toUserError(plain)).toBe(plain);
+    expect(toLibraryError(plain)).toBe(plain);
   });
 
   test('map to exit codes: 2 bad usage or file, 3 no Temporal, 1 anything else', () => {
     expect(exitCodeFor(new UsageError('x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new PipelineValidationError('f.yaml', []))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new ConfigError('x'))).toBe(EXIT.USAGE);
-    expect(exitCodeFor(new TemporalUnreachableError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
+    expect(exitCodeFor(new TemporalUnavailableError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
     expect(exitCodeFor(new NoWorkerError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
     expect(exitCodeFor(new PipelineInvalidError('f.yaml', [], 'x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new Error('x'))).toBe(EXIT.PIPELINE_FAILED);

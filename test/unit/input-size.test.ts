@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/cli/errors.js';
+import { InvalidRequestError } from '../../src/errors.js';
 import { checkRunInputSize, encodedSize, formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from '../../src/library/input-size.js';
 import type { PipelineRunInput } from '../../src/workflows/messages.js';
 
@@ -19,7 +19,8 @@ describe('the run input size check', () => {
   it('refuses a larger one with its size, the limit, the largest part and the fix', () => {
     const big = input('x'.repeat(3 * 1024 * 1024));
     expect(encodedSize(big)).toBeGreaterThan(3 * 1024 * 1024);
-    expect(() => checkRunInputSize(big)).toThrow(UsageError);
+    expect(() => checkRunInputSize(big)).toThrow(InvalidRequestError);
+    expect(() => checkRunInputSize(big)).toThrow(expect.objectContaining({ code: 'INPUT_TOO_LARGE' }));
     expect(() => checkRunInputSize(big)).toThrow(
       /^\[INPUT_TOO_LARGE\] the run's input is 3\.0 MB \(\d+ bytes\), over Temporal's payload limit of 2\.0 MB; the largest part is --input feature \(3\.0 MB\)\. Move large text into files/,
     );

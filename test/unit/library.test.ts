@@ -1,5 +1,8 @@
-import { describe, expect, test } from 'vitest';
-import { definePipeline, PipelineInvalidError, type RunState } from '../../src/library/index.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { definePipeline, PipelineInvalidError, validatePipeline, type RunState } from '../../src/library/index.js';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
 import { StageEventTracker } from '../../src/library/run-events.js';
 
@@ -31,6 +34,45 @@ describe('in-memory pipeline definitions', () => {
   test('missing inputs are an INPUT_INVALID request error', async () => {
     const pipeline = definePipeline({ name: 'needs-input', inputs: { feature: { required: true } }, stages: [{ id: 'a', prompt: 'x' }] });
     await expect(prepareRunInput(pipeline)).rejects.toMatchObject({ code: 'INPUT_INVALID' });
+  });
+});
+
+describe('validatePipeline', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'validate-pipeline-'));
+    await writeFile(path.join(dir, 'step.md'), 'Use {{inputs.nope}}.\n');
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('reports the problems `agent-pipeline validate` lists for a file, located by line and field', async () => {
+    const file = path.join(dir, 'p.yaml');
+    await writeFile(file, 'name: p\ncontext: [missing.md]\nstages:\n  - id: a\n    prompt: step.md\n');
+    const report = await validatePipeline(file);
+    expect(report).toMatchObject({ file, pipeline: { name: 'p' }, notes: [] });
+    expect(report.problems).toEqual([
+      { file, line: 2, field: 'context[0]', message: `context file ${path.join(dir, 'missing.md')} does not exist` },
+      { file: path.join(dir, 'step.md'), line: 1, field: 'stages[0].prompt {{inputs.nope}}', message: expect.stringContaining('unknown template variable') },
+    ]);
+  });
+
+  test('checks a definition against the files under baseDir, with no lines in YAML the caller never wrote', async () => {
+    const pipeline = definePipeline({ name: 'def', stages: [{ id: 'a', prompt: 'step.md' }, { id: 'b', needs: ['a'], prompt: 'Read {{stages.a.summary}} and {{stages.c.summary}}.' }] });
+    const report = await validatePipeline(pipeline, { baseDir: dir });
+    expect(report.file).toBe('<definition def>');
+    expect(report.problems.map((p) => [p.file, p.line, p.field])).toEqual([
+      [path.join(dir, 'step.md'), 1, 'stages[0].prompt {{inputs.nope}}'],
+      ['<definition def>', undefined, 'stages[1].prompt {{stages.c.summary}}'],
+    ]);
+  });
+
+  test('reports a schema problem instead of throwing, and a valid pipeline with none', async () => {
+    const bad = await validatePipeline({ name: 'bad', stages: [{ id: 'a', prompt: 'x', retries: -1 }] } as never);
+    expect(bad).toMatchObject({ file: '<definition bad>', problems: [{ file: '<definition bad>', field: 'stages[0].retries' }] });
+    expect(bad.pipeline).toBeUndefined();
+    await expect(validatePipeline(definePipeline({ name: 'ok', stages: [{ id: 'a', prompt: 'Hello.' }] }))).resolves.toMatchObject({ problems: [], notes: [] });
   });
 });
 

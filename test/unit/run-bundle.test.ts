@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { unpackRunBundle } from '../../src/activities/prompt/run-bundle-files.js';
 import { BundleTooLargeError, createRunBundle, summarizeBundle } from '../../src/bundle/create-run-bundle.js';
-import { UsageError } from '../../src/cli/errors.js';
+import { InvalidRequestError } from '../../src/errors.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { listReferencedFiles } from '../../src/pipeline/referenced-files.js';
 
@@ -106,7 +106,8 @@ describe('run bundles', () => {
   test('a missing file fails at start naming the field and the path; a missing agent reference is left to the worker to warn about', async () => {
     await writeTree({ 'p/pipeline.yaml': 'name: t\ncontext: [brief.md]\nstages: [{ id: a, prompt: hi }]\n' });
     const error = await bundleOf(path.join(dir, 'p/pipeline.yaml')).catch((err: unknown) => err);
-    expect(error).toBeInstanceOf(UsageError);
+    expect(error).toBeInstanceOf(InvalidRequestError);
+    expect(error).toMatchObject({ code: 'FILE_NOT_FOUND' });
     expect((error as Error).message).toBe(
       `[FILE_NOT_FOUND] cannot bundle ${path.join(dir, 'p/brief.md')} (\`context[0]\` in ${path.join(dir, 'p/pipeline.yaml')}): ENOENT; fix the path, or start with --files-from-worker if the workers have the file`,
     );
@@ -125,6 +126,7 @@ describe('run bundles', () => {
     });
     const error = await bundleOf(path.join(dir, 'p/pipeline.yaml'), 10_000).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(BundleTooLargeError);
+    expect(error).toMatchObject({ code: 'BUNDLE_TOO_LARGE' });
     expect((error as Error).message).toMatch(
       new RegExp(`^\\[BUNDLE_TOO_LARGE\\] the files of pipeline big come to 11\\.8 KiB, above the cap of 9\\.8 KiB; largest: ${path.join(dir, 'p/large.md')} \\(8\\.8 KiB\\), ${path.join(dir, 'p/small.md')} \\(2\\.9 KiB\\), `),
     );

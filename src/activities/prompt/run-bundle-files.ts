@@ -4,6 +4,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { hashManifest } from '../../bundle/manifest-hash.js';
 import type { RunBundle } from '../../pipeline/run-bundle.js';
 import { stageFailure } from '../failures.js';
 
@@ -64,12 +65,6 @@ export async function unpackRunBundle(bundle: RunBundle, folder: string, hash: s
   } finally {
     await rm(temp, { recursive: true, force: true });
   }
-}
-
-/** A bundle's hash, on the client that makes it and the worker that checks it: sorted `path → content hash` pairs and `pipelineDir`. */
-export function hashManifest(pipelineDir: string, files: Record<string, string>): string {
-  const entries = Object.keys(files).sort().map((key) => [key, files[key]]);
-  return createHash('sha256').update(JSON.stringify({ pipelineDir, files: entries })).digest('hex');
 }
 
 /** The bundle from the run's start input: one page of one event, whatever the length of the history. */

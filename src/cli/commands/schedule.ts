@@ -4,12 +4,11 @@ import { prepareRunInput } from '../../library/pipeline-source.js';
 import type { PipelineSchedules } from '../../library/schedules.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
-import { parseInputFlags } from '../../library/load-pipeline.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
-import { collect, parseDurationMs } from '../options.js';
+import { collect, parseDurationMs, parseInputFlags, parseOverlap } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
-import { parseOverlap, type OverlapFlag, type ScheduleJson } from '../../library/schedule-spec.js';
+import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
 
 interface CreateOptions {
   cron?: string;

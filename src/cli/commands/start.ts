@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { prepareRunInput } from '../../library/pipeline-source.js';
 import { withClient } from '../connect.js';
-import { parseInputFlags } from '../../library/load-pipeline.js';
-import { collect } from '../options.js';
+import { collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';

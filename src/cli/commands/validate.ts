@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { needIds } from '../../pipeline/graph.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
-import { validatePipelineFile } from '../../library/validate-pipeline.js';
+import { validatePipeline } from '../../library/validate-pipeline.js';
 
 export function addValidateCommand(program: Command): void {
   program
@@ -12,7 +12,7 @@ export function addValidateCommand(program: Command): void {
     .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, field, message}], "notes": [...]}')
     .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
     .action(async (file: string, opts: { json?: boolean }) => {
-      const report = await validatePipelineFile(file);
+      const report = await validatePipeline(file);
       const valid = report.problems.length === 0;
       process.exitCode = valid ? EXIT.OK : EXIT.USAGE;
       if (opts.json) {

@@ -1,0 +1,41 @@
+/*
+ * The base error classes every layer below the command line throws (pipeline loading, bundling, configuration, the
+ * library). A leaf: it imports nothing, so any module may use it without pulling in another layer. The library's
+ * public errors (`library/errors.ts`) build on these; the CLI maps them to exit codes.
+ */
+
+/**
+ * The errors the library throws. Each has a stable `code` (also the `[CODE]` that starts its message), so a
+ * script can branch on `err.code` without parsing text; compare codes rather than `instanceof` when errors may
+ * cross package copies.
+ */
+export class AgentPipelineError extends Error {
+  override readonly name: string = 'AgentPipelineError';
+  constructor(
+    /** Stable identifier of what went wrong, e.g. `RUN_NOT_FOUND`. */
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * Thrown when a request cannot be done as asked. Codes: `REQUEST_REJECTED` (the run does not wait for this),
+ * `RUN_CLOSED` (the run has ended), `INPUT_INVALID` (missing or unknown pipeline inputs), `INPUT_TOO_LARGE`,
+ * `FILE_UNREADABLE`, `FILE_NOT_FOUND` and `PATH_ABSOLUTE` (a file the run would carry), `BUNDLE_TOO_LARGE`,
+ * `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
+ * `INVALID_REQUEST` (anything else).
+ */
+export class InvalidRequestError extends AgentPipelineError {
+  override readonly name: string = 'InvalidRequestError';
+}
+
+/** A setting in the environment has a value we cannot use: the message names the variable, its value and the fix. Code `CONFIG_INVALID`. */
+export class ConfigError extends AgentPipelineError {
+  override readonly name = 'ConfigError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('CONFIG_INVALID', message, options);
+  }
+}
