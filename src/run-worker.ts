@@ -8,7 +8,7 @@ import { loadModelCatalog } from './activities/backends/models.js';
 import { allAgentsExited } from './activities/backends/claude-cli/agent-exits.js';
 import { stopWarmProcesses } from './activities/backends/claude-cli/warm-start.js';
 import { createActivities } from './activities/index.js';
-import type { Backend } from './activities/run-stage.js';
+import type { StageBackend } from './activities/backends/stage-backend.js';
 import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -35,7 +35,7 @@ export interface StartWorkerOptions {
   /** Overrides `AGENT_PIPELINE_MAX_CONCURRENT_STAGES`. */
   maxConcurrentStages?: number;
   /** Backends besides `claude-cli` and `anthropic-api`, by the name a stage's `backend:` selects. */
-  backends?: Record<string, Backend>;
+  backends?: Record<string, StageBackend>;
   /** Traces and metrics (see src/telemetry/); none by default. */
   telemetry?: WorkerTelemetry;
 }

@@ -10,12 +10,12 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PipelineClient } from 'agent-pipeline';
-import { createPipelineWorker, type Backend } from 'agent-pipeline/worker';
+import { createPipelineWorker, type StageBackend } from 'agent-pipeline/worker';
 
 const file = process.argv[2] ?? 'examples/scripts/shout.yaml';
 
 /** A backend gets the stage, its rendered prompt and the workspace; it returns the agent's final text and accounting. */
-const shout: Backend = async (request) => {
+const shout: StageBackend = async (request) => {
   const started = Date.now();
   const text = request.prompt.user.toUpperCase();
   request.claimFile('SHOUT.txt');

@@ -1,4 +1,5 @@
 import { heartbeat } from '@temporalio/activity';
+import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
@@ -6,11 +7,7 @@ import { pushBranch, PushError } from './delivery/push.js';
 import { openPipelineWorkspace, workspaceVariables } from './workspace/open-workspace.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
 import { openPullRequest } from './delivery/pull-request.js';
-import { mergeStageBranch, type MergeOutcome } from './workspace/stage-isolation.js';
 import { redactSecrets } from './secrets.js';
-
-/** The pseudo-stage id under which delivery appears in the run's state, failures and waits. */
-export const DELIVERY_STAGE_ID = 'push';
 
 /** What the workflow sends to deliver a run's branch. */
 export interface DeliverRunInput {
@@ -100,24 +97,5 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
       result.warnings.push(...opened.warnings);
     }
     return redactSecrets(result);
-  };
-}
-
-/** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
-export interface MergeStageInput {
-  runId: string;
-  pipelineName: string;
-  baseDir: string;
-  inputs: Record<string, string>;
-  workspace: NonNullable<PipelineDefinition['workspace']>;
-  stageId: string;
-}
-
-/** Creates the activity that merges a stage's branch into the run's (`isolation: stage`), as a person's `retry` asks. */
-export function createMergeStage(deps: { workspacesRoot: string }) {
-  return async function mergeStage(input: MergeStageInput): Promise<MergeOutcome> {
-    const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
-    const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
-    return mergeStageBranch(run, input.stageId);
   };
 }

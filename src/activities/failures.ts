@@ -61,11 +61,6 @@ export const FAILURES = {
 
 export type FailureType = keyof typeof FAILURES;
 
-/** Failure types Temporal must not retry, for a retry policy's `nonRetryableErrorTypes`. */
-export const NON_RETRYABLE_FAILURE_TYPES: FailureType[] = (Object.keys(FAILURES) as FailureType[]).filter(
-  (type) => FAILURES[type].nonRetryable,
-);
-
 export interface StageFailureOptions {
   type: FailureType;
   /** What failed, with the bad value; the stage id is prefixed. */
@@ -101,10 +96,6 @@ export function stageFailure(options: StageFailureOptions): ApplicationFailure {
 }
 
 /**
- * Maps a Messages API error to the catalogue (the one place that decides): by HTTP status, or, for
- * an error event in the middle of a stream (no status), by the error body's `type`.
- */
-/**
  * `failure` again, with its first detail replaced by what `update` makes of it (an object; `{}` when there is
  * none): how an attempt carries its earlier attempts' spending and warnings on in its failure. Type, message,
  * retry settings, cause and stack stay.
@@ -125,6 +116,10 @@ export function withFirstDetail(failure: ApplicationFailure, update: (own: Recor
   return carried;
 }
 
+/**
+ * Maps a Messages API error to the catalogue (the one place that decides): by HTTP status, or, for
+ * an error event in the middle of a stream (no status), by the error body's `type`.
+ */
 export function failureTypeForStatus(status: number | undefined, errorType?: string | null): FailureType {
   if (status === undefined) {
     if (errorType === 'overloaded_error') return 'OVERLOADED';

@@ -3,8 +3,10 @@ import { agentSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { checkRunInput } from './check-run-input.js';
 import { createCloseWorkspace } from './close-workspace.js';
-import { createDeliverRun, createMergeStage } from './deliver-run.js';
-import { createRunStage, type Backend } from './run-stage.js';
+import { createDeliverRun } from './deliver-run.js';
+import { createMergeStage } from './merge-stage.js';
+import { createRunStage } from './run-stage.js';
+import type { StageBackend } from './backends/stage-backend.js';
 import { registerSecrets } from './secrets.js';
 
 export interface ActivityDependencies {
@@ -13,7 +15,7 @@ export interface ActivityDependencies {
   cli: ClaudeCliOptions;
   api: AnthropicApiOptions;
   /** Backends besides the built-in ones, by the name a stage's `backend:` selects. */
-  extraBackends?: Record<string, Backend>;
+  extraBackends?: Record<string, StageBackend>;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */

@@ -9,16 +9,17 @@ import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
-import { deliverStageWork } from './delivery/commit-stage-work.js';
+import { commitStageWork } from './delivery/commit-stage-work.js';
 import { openStageWorktree } from './workspace/stage-isolation.js';
 import { AttemptLog, type AttemptFailure } from './attempt/log.js';
+import { attemptBudgetCap } from './attempt/budget-cap.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt/spending.js';
 import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt/warnings.js';
-import type { AttemptProgress, BackendOutcome, BackendRequest } from './backends/stage-backend.js';
+import { backendTraits, type AttemptProgress, type BackendOutcome, type BackendRequest, type StageBackend } from './backends/stage-backend.js';
 import { stageFailure } from './failures.js';
 import { FileClaims } from './outputs/file-claims.js';
 import { removeStaleIndexLock } from './workspace/git-index-lock.js';
-import { assemblePrompt, withTemplateErrors } from './prompt/stage-prompt.js';
+import { assemblePrompt, withTemplateErrors, type StagePrompt } from './prompt/stage-prompt.js';
 import { prewarmTargets } from './prompt/prewarm-targets.js';
 import type { ReworkRound } from './prompt/compose.js';
 import { checkReportedPaths } from './outputs/reported-paths.js';
@@ -55,13 +56,11 @@ export interface StageAttemptInput {
   prewarm?: ResolvedStage[];
 }
 
-export type Backend = (request: BackendRequest) => Promise<BackendOutcome>;
-
 export interface RunStageDependencies {
   /** Folder under which each run gets its workspace. */
   workspacesRoot: string;
   /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
-  backends: Record<string, Backend>;
+  backends: Record<string, StageBackend>;
 }
 
 export { DEFAULT_BRANCH_TEMPLATE } from './workspace/open-workspace.js';
@@ -82,37 +81,13 @@ export function createRunStage(deps: RunStageDependencies) {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
       }
-      const context: TemplateContext = {
-        inputs: input.inputs,
-        stages: input.priorStages,
-        run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
-        attempt: info.attempt,
-      };
-      let workspace = await openPipelineWorkspace({
-        root: deps.workspacesRoot,
-        runId: input.runId,
-        baseDir: input.baseDir,
-        settings: input.pipeline.workspace,
-        context,
-        stageId,
-      });
-      if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
-        workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
-      }
-      // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
-      // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-      const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
-      // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
-      // git workspace there is nothing to compute, and the templates need not be read for it.
-      const gitWorkspace = input.pipeline.workspace !== undefined && workspace.branch !== undefined;
-      if (gitWorkspace && (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir))) {
-        context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
-      }
+      const { context, workspace, filesDir } = await openAttemptWorkspace(deps, input, info);
       log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
-      return redactSecrets(await runAttempt(deps, input, filesDir, { ...context, previous }, workspace, log, earlier, earlierWarnings));
+      const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings };
+      return redactSecrets(await runAttempt(setup));
     } catch (err) {
       let failure = toFailure(err, stageId);
       if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
@@ -126,38 +101,71 @@ export function createRunStage(deps: RunStageDependencies) {
   };
 }
 
-async function runAttempt(
-  deps: RunStageDependencies,
-  input: StageAttemptInput,
-  filesDir: string,
-  context: TemplateContext,
-  workspace: RunWorkspace,
-  log: AttemptLog,
-  earlier: Spending,
-  earlierWarnings: string[],
-): Promise<StageResult> {
-  const { attempt, heartbeatDetails } = activityInfo();
+/**
+ * The run's workspace (under `isolation: stage`, the stage's worktree in it), where the attempt reads its files from,
+ * and the template variables.
+ */
+async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
   const stageId = input.stage.id;
-  if (input.budgetRemainingUsd !== undefined && input.budgetRemainingUsd <= 0) {
-    throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the pipeline's budget is spent ($${input.budgetRemainingUsd.toFixed(2)} left) before the stage could start` });
+  const context: TemplateContext = {
+    inputs: input.inputs,
+    stages: input.priorStages,
+    run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
+    attempt: info.attempt,
+  };
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.pipeline.workspace, context, stageId });
+  if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
+    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
   }
-  const executionCap = minDefined(input.stage.maxBudgetUsd, input.budgetRemainingUsd);
-  let maxBudgetUsd: number | undefined;
-  if (executionCap !== undefined) {
-    maxBudgetUsd = executionCap - earlier.costUsd;
-    if (maxBudgetUsd <= 0) {
-      throw stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the stage's earlier attempts spent $${earlier.costUsd.toFixed(2)} of its $${executionCap.toFixed(2)} cap before attempt ${attempt} could start` });
-    }
+  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+  // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
+  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
+  // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
+  // git workspace there is nothing to compute, and the templates need not be read for it.
+  const gitWorkspace = input.pipeline.workspace !== undefined && workspace.branch !== undefined;
+  if (gitWorkspace && (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir))) {
+    context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
   }
+  return { context, workspace, filesDir };
+}
+
+/** One attempt as `runStage` prepared it: its workspace open, its log read. */
+interface AttemptSetup {
+  deps: RunStageDependencies;
+  input: StageAttemptInput;
+  info: Info;
+  /** Where agent, step and context files are read: the run's bundle, else `baseDir`. */
+  filesDir: string;
+  context: TemplateContext;
+  workspace: RunWorkspace;
+  log: AttemptLog;
+  /** What the execution's earlier attempts spent, and the warnings they gave. */
+  earlier: Spending;
+  earlierWarnings: string[];
+}
+
+/** What the agent did, before its answer is read: the fields every stage result has. */
+type AttemptRecord = Omit<StageResult, 'status' | 'summary' | 'outputs'>;
+
+/** The attempt itself: its budget cap, the prompt, the backend call, the answer read, and the commit. */
+async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
+  const { input, workspace, log, earlier } = setup;
+  const maxBudgetUsd = attemptBudgetCap({
+    stageId: input.stage.id,
+    attempt: setup.info.attempt,
+    stageCapUsd: input.stage.maxBudgetUsd,
+    budgetRemainingUsd: input.budgetRemainingUsd,
+    spentBeforeUsd: earlier.costUsd,
+  });
   // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
   const staleLock = input.pipeline.workspace ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
     stage: input.stage,
-    baseDir: filesDir,
+    baseDir: setup.filesDir,
     workspaceDir: workspace.dir,
-    context,
+    context: setup.context,
     contextFiles: input.pipeline.context,
     promptsDir: input.pipeline.promptsDir,
     systemPromptFile: input.pipeline.systemPrompt,
@@ -165,8 +173,47 @@ async function runAttempt(
     maxBudgetUsd,
   });
   const { stage } = assembled;
-  const transcriptPath = log.transcriptPath(attempt);
-  const previous = heartbeatDetails as AttemptProgress | undefined;
+  const transcriptPath = log.transcriptPath(setup.info.attempt);
+  const outcome = await callBackend(setup, { stage, prompt: assembled.prompt, maxBudgetUsd, transcriptPath, claims });
+  const collected = await collectArtifacts(workspace.dir, baseline.files);
+  const record: AttemptRecord = {
+    artifacts: await withoutOtherStagesFiles(collected.artifacts, workspace, stage.id, claims, baseline.takenAtMs),
+    sessionId: outcome.sessionId,
+    ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
+    numTurns: outcome.numTurns,
+    durationMs: outcome.durationMs,
+    // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
+    warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
+    permissionDenials: outcome.permissionDenials,
+    ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
+    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    workspace: workspace.parent?.dir ?? workspace.dir,
+    attempt: setup.info.attempt,
+  };
+  const result = await readAnswer(setup, stage, outcome, record);
+  if (result.status === 'completed' && (stage.commit || workspace.parent)) Object.assign(result, await commitWork(setup, stage, result));
+  return result;
+}
+
+/** What the attempt decided before the backend runs: the stage with its agent file applied, the prompt, the cap. */
+interface BackendCall {
+  stage: ResolvedStage;
+  prompt: StagePrompt;
+  /** @unit US dollars */
+  maxBudgetUsd?: number;
+  transcriptPath: string;
+  claims: FileClaims;
+}
+
+/**
+ * Runs the backend the stage selects on one request.
+ * @throws CONFIG_INVALID when this worker has no such backend; whatever the backend throws
+ */
+async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<BackendOutcome> {
+  const { deps, input, workspace, log, earlier, earlierWarnings } = setup;
+  const { stage } = call;
+  const attempt = setup.info.attempt;
   const backend = Object.hasOwn(deps.backends, stage.backend) ? deps.backends[stage.backend] : undefined;
   if (!backend) {
     throw stageFailure({
@@ -176,82 +223,79 @@ async function runAttempt(
       hint: 'register it with createPipelineWorker({ backends }) on every worker of the task queue, or pick another backend',
     });
   }
-  const outcome = await backend({
+  const previous = setup.info.heartbeatDetails as AttemptProgress | undefined;
+  return backend({
     stage,
-    prompt: assembled.prompt,
+    prompt: call.prompt,
     workspace,
     attempt,
     resumeSessionId: previous?.sessionId,
     continuation: (await missingFilesContinuation(stage, workspace.dir, log, attempt)) ?? continuationFor(log, attempt, input.continuation, stage.contract),
-    outputPath: stage.backend === 'anthropic-api' ? resolveOutputPath(stage, context, workspace.dir) : undefined,
-    maxBudgetUsd,
+    outputPath: backendTraits(stage.backend).writesAnswerFile ? resolveOutputPath(stage, setup.context, workspace.dir) : undefined,
+    maxBudgetUsd: call.maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
     addDirs: resolveAddDirs(input.baseDir, stage),
-    transcriptPath,
-    claimFile: (file) => claims.add(file),
+    transcriptPath: call.transcriptPath,
+    claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     prewarm: input.prewarm?.length
       ? () =>
           prewarmTargets(input.prewarm!, {
-            baseDir: filesDir,
+            baseDir: setup.filesDir,
             systemPromptFile: input.pipeline.systemPrompt,
             budgetRemainingUsd: input.budgetRemainingUsd,
             resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next),
           })
       : undefined,
   });
-  const collected = await collectArtifacts(workspace.dir, baseline.files);
-  const common = {
-    artifacts: await withoutOtherStagesFiles(collected.artifacts, workspace, stageId, claims, baseline.takenAtMs),
-    sessionId: outcome.sessionId,
-    ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
-    numTurns: outcome.numTurns,
-    durationMs: outcome.durationMs,
-    // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
-    warnings: mergeWarnings(earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
-    permissionDenials: outcome.permissionDenials,
-    ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
-    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
-    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
-    workspace: workspace.parent?.dir ?? workspace.dir,
-    attempt,
-  };
+}
+
+/**
+ * The stage result the agent's answer makes: its question, or its report with the files it names checked.
+ * @throws OUTPUT_CONTRACT_VIOLATION for an answer without a valid report; OUTPUT_MISSING for files `expects:` names
+ */
+async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: BackendOutcome, record: AttemptRecord): Promise<StageResult> {
+  const { workspace, log } = setup;
+  const attempt = setup.info.attempt;
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
   if (reading.kind === 'needs_input') {
-    return { ...common, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
+    return { ...record, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
   }
   if (reading.kind === 'violation') {
     const earlierViolations = log.countFailures('OUTPUT_CONTRACT_VIOLATION');
     throw stageFailure({
       type: 'OUTPUT_CONTRACT_VIOLATION',
-      stageId,
+      stageId: stage.id,
       message: `${reading.reason} (attempt ${attempt}; ${earlierViolations + 1} of ${stage.contractRetries + 1} answers allowed to break the contract)`,
       nonRetryable: earlierViolations >= stage.contractRetries,
-      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript, warnings: common.warnings },
+      details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
     });
   }
   const { report } = reading;
-  if (report.success) await checkExpectedFiles(stage, workspace.dir, log, { attempt, sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: common.transcript });
+  if (report.success) await checkExpectedFiles(stage, workspace.dir, log, { attempt, sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript });
   const checked = checkReportedPaths(workspace.dir, report.outputs);
-  const result: StageResult = {
-    ...common,
+  return {
+    ...record,
     status: report.success ? 'completed' : 'failed',
     summary: report.summary,
     outputs: checked.outputs,
     error: report.success ? undefined : (report.error ?? report.summary),
     verdict: report.verdict,
     feedback: report.feedback,
-    warnings: [...common.warnings, ...checked.warnings],
+    warnings: [...record.warnings, ...checked.warnings],
   };
-  if ((stage.commit || workspace.parent) && report.success) {
-    const message = stage.commitMessage
-      ? withTemplateErrors(stageId, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stageId} commitMessage`, { 'stage.id': stageId }), input.runId, stageId, attempt))
-      : stageCommitMessage(stageId, report.summary, input.runId, attempt);
-    Object.assign(result, await deliverStageWork(workspace, stageId, message, result.warnings));
-  }
-  return result;
+}
+
+/** A completed stage's work committed with its `commitMessage` (or the default message), and merged under isolation. */
+async function commitWork(setup: AttemptSetup, stage: ResolvedStage, result: StageResult): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
+  const { input, context } = setup;
+  const attempt = setup.info.attempt;
+  const message = stage.commitMessage
+    ? withTemplateErrors(stage.id, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stage.id} commitMessage`, { 'stage.id': stage.id }), input.runId, stage.id, attempt))
+    : stageCommitMessage(stage.id, result.summary, input.runId, attempt);
+  return commitStageWork(setup.workspace, stage.id, message, result.warnings);
 }
 
 /**
@@ -297,11 +341,6 @@ async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunW
   if (artifacts.length === 0) return artifacts;
   const elsewhere = await FileClaims.ofOtherStages(path.dirname(workspace.stageDir(stageId)), stageId, sinceMs);
   return artifacts.filter((artifact) => claims.has(artifact.path) || !elsewhere.has(artifact.path));
-}
-
-function minDefined(...values: (number | undefined)[]): number | undefined {
-  const defined = values.filter((v): v is number => v !== undefined);
-  return defined.length ? Math.min(...defined) : undefined;
 }
 
 /** The cancellation as is, our failures as they are, anything else as a catalogue failure. */

@@ -22,6 +22,6 @@ export {
 export { ConfigError } from '../config.js';
 export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
-export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, Backend as BackendName } from '../pipeline/schema.js';
+export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, BackendName } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';
 export type { LiveAttempt } from './run-reader.js';

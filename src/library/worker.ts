@@ -1,6 +1,6 @@
 // `agent-pipeline/worker`: a pipeline worker to embed in your own program, with backends of your own.
 import type { Worker, WorkerOptions } from '@temporalio/worker';
-import type { Backend } from '../activities/run-stage.js';
+import type { StageBackend } from '../activities/backends/stage-backend.js';
 import { createPipelineWorker as createWorker } from '../run-worker.js';
 
 /** Options of {@link createPipelineWorker}. Anything left out comes from the environment, as for `agent-pipeline worker`. */
@@ -19,7 +19,7 @@ export interface PipelineWorkerOptions {
    * Backends besides `claude-cli` and `anthropic-api`, by the name a stage's `backend:` selects. Give every worker of
    * the task queue the same ones, and tell clients their names (`PipelineClient.connect({ backends: [...] })`).
    */
-  backends?: Record<string, Backend>;
+  backends?: Record<string, StageBackend>;
   /** Where the worker (and the agents it starts) read their settings: keys, `CLAUDE_BIN`, … @default `process.env` */
   env?: NodeJS.ProcessEnv;
   /** More Temporal worker options, applied last. */
@@ -36,8 +36,9 @@ export function createPipelineWorker(options: PipelineWorkerOptions = {}): Promi
   return createWorker(options);
 }
 
-export type { Backend } from '../activities/run-stage.js';
-export type { AttemptProgress, BackendOutcome, BackendRequest } from '../activities/backends/stage-backend.js';
+export type { AttemptProgress, BackendOutcome, BackendRequest, StageBackend } from '../activities/backends/stage-backend.js';
+/** @deprecated use StageBackend */
+export type Backend = StageBackend;
 export type { StagePrompt } from '../activities/prompt/stage-prompt.js';
 export type { RunWorkspace } from '../activities/workspace/run-workspace.js';
 export type { ResolvedStage } from '../pipeline/stage-options.js';

@@ -124,11 +124,6 @@ export function findAncestors(stages: readonly StageNode[], id: string): Set<str
   return found;
 }
 
-/** Every stage that needs `id`, directly or through other stages, in file order. */
-export function findDependents(stages: readonly StageNode[], id: string): string[] {
-  return stages.filter((s) => findAncestors(stages, s.id).has(id)).map((s) => s.id);
-}
-
 /**
  * What a reviewer's `rework` verdict runs again, in file order: the reviewed stages, the stages between them
  * and the reviewer (those that need a reviewed stage and that the reviewer needs), and the reviewer itself.

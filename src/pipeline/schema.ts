@@ -13,10 +13,10 @@ export const durationSchema = z.union([
 
 /** The backends every worker has. A worker may register more (`createPipelineWorker({ backends })`). */
 export const BACKENDS = ['claude-cli', 'anthropic-api'] as const;
-export type BuiltinBackend = (typeof BACKENDS)[number];
+export type BuiltinBackendName = (typeof BACKENDS)[number];
 /** A backend name: a built-in one, or one registered with the worker (validation checks which are allowed). */
 // `string & {}` keeps editors suggesting the built-in names while allowing registered ones.
-export type Backend = BuiltinBackend | (string & {});
+export type BackendName = BuiltinBackendName | (string & {});
 
 export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
 

@@ -1,5 +1,5 @@
 import { toMilliseconds } from './duration.js';
-import type { Backend, PipelineDefinition, StageDefinition, StageNeed, TemplateSyntax } from './schema.js';
+import type { BackendName, PipelineDefinition, StageDefinition, StageNeed, TemplateSyntax } from './schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
 export interface ResolvedStage
@@ -13,7 +13,7 @@ export interface ResolvedStage
    * file's frontmatter (`model`, `tools`, `backend`) fills only the others: stage > agent > defaults.
    */
   setByStage?: string[];
-  backend: Backend;
+  backend: BackendName;
   model: string;
   /** Start-to-close timeout of one attempt. @unit milliseconds */
   timeoutMs: number;

@@ -1,7 +1,7 @@
 import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { DeliverRunResult } from '../activities/deliver-run.js';
-import type { ResolvedStage } from '../pipeline/stage-options.js';
+import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
@@ -9,13 +9,13 @@ import { commandsFor, type HumanWaits } from './waits.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-/** The pseudo-stage under which the push shows in `status`, and which `retry`/`skip --stage` name while it waits. */
-export const PUSH_STAGE_ID = 'push';
+/** Attempts of one delivery (push and pull request) before its failure reaches the run. */
+const DELIVERY_MAXIMUM_ATTEMPTS = 3;
 
-/** Git needs no model, so a push's attempts are short: a few minutes covers a slow remote. */
+/** Git needs no model, so a delivery's attempts are short: a few minutes covers a slow remote. */
 const deliveryActivities = proxyActivities<Activities>({
   startToCloseTimeout: '10m',
-  retry: { maximumAttempts: 3, initialInterval: '5s', backoffCoefficient: 2 },
+  retry: { maximumAttempts: DELIVERY_MAXIMUM_ATTEMPTS, initialInterval: '5s', backoffCoefficient: 2 },
 });
 
 const closingActivities = proxyActivities<Activities>({
@@ -36,7 +36,7 @@ export class RunDelivery {
   ) {
     // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
     if (input.pipeline.workspace?.push) {
-      tracker.state.stages.push({ id: PUSH_STAGE_ID, status: 'pending', backend: 'git', model: input.pipeline.workspace.push.remote ?? 'origin', finally: true });
+      tracker.state.stages.push({ id: DELIVERY_STAGE_ID, status: 'pending', backend: 'git', model: input.pipeline.workspace.push.remote ?? 'origin', finally: true });
     }
   }
 
@@ -57,12 +57,12 @@ export class RunDelivery {
     const push = settings?.push;
     if (!settings || !push) return undefined;
     if (runFailed) {
-      this.tracker.markSkipped(PUSH_STAGE_ID, 'the run did not complete, so its branch was not pushed', false);
+      this.tracker.markSkipped(DELIVERY_STAGE_ID, 'the run did not complete, so its branch was not pushed', false);
       return undefined;
     }
     const mode = push.onConflict ?? 'rebase-once';
     for (let round = 1; ; round++) {
-      this.tracker.markRunning(PUSH_STAGE_ID, round);
+      this.tracker.markRunning(DELIVERY_STAGE_ID, round);
       let result: DeliverRunResult;
       try {
         result = await deliveryActivities.deliverRun({
@@ -76,8 +76,8 @@ export class RunDelivery {
         });
       } catch (err) {
         if (isCancellation(err)) throw err;
-        const failure = readStageFailure(err, { id: PUSH_STAGE_ID, retries: 2 } as ResolvedStage);
-        this.tracker.markFailed(PUSH_STAGE_ID, failure);
+        const failure = readStageFailure(err, { id: DELIVERY_STAGE_ID, retries: DELIVERY_MAXIMUM_ATTEMPTS - 1 });
+        this.tracker.markFailed(DELIVERY_STAGE_ID, failure);
         return failure;
       }
       for (const warning of result.warnings) this.tracker.warn(warning);
@@ -90,31 +90,31 @@ export class RunDelivery {
           ...(result.pullRequestUrl ? { pullRequestUrl: result.pullRequestUrl } : {}),
           ...(result.compareUrl ? { compareUrl: result.compareUrl } : {}),
         };
-        this.tracker.markCompleted(PUSH_STAGE_ID, undefined);
+        this.tracker.markCompleted(DELIVERY_STAGE_ID, undefined);
         return undefined;
       }
       const type = result.status === 'conflict' ? 'PUSH_CONFLICT' : 'PUSH_REJECTED';
       const failure = { type, message: `[${type}] ${result.message ?? 'the push was rejected'}` };
       if (mode !== 'ask') {
-        this.tracker.markFailed(PUSH_STAGE_ID, failure);
+        this.tracker.markFailed(DELIVERY_STAGE_ID, failure);
         return failure;
       }
       const runId = this.tracker.state.runId;
-      const decision = await this.waits.waitFor(PUSH_STAGE_ID, {
+      const decision = await this.waits.waitFor(DELIVERY_STAGE_ID, {
         kind: 'failure',
         message:
           `${result.message}. Resolve it in ${result.workspace} (git pull --rebase ${result.remote} ${result.branch}, fix, commit) ` +
           'and retry the push, or skip it to end the run without pushing',
-        commands: commandsFor('failure', runId, PUSH_STAGE_ID).filter((c) => !c.includes('--feedback')),
+        commands: commandsFor('failure', runId, DELIVERY_STAGE_ID).filter((c) => !c.includes('--feedback')),
       });
       if (decision.kind === 'skip') {
-        this.tracker.markSkipped(PUSH_STAGE_ID, 'a person skipped the push after a conflict', true);
+        this.tracker.markSkipped(DELIVERY_STAGE_ID, 'a person skipped the push after a conflict', true);
         this.tracker.warn(`the branch ${result.branch} was not pushed: a person skipped the push after a conflict`);
         return undefined;
       }
       if (decision.kind !== 'retry') {
         const rejected = { type: 'REJECTED', message: `[REJECTED] a person rejected the push: ${'reason' in decision ? decision.reason : decision.kind}` };
-        this.tracker.markFailed(PUSH_STAGE_ID, rejected);
+        this.tracker.markFailed(DELIVERY_STAGE_ID, rejected);
         return rejected;
       }
     }

@@ -1,11 +1,12 @@
 import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
+import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { findBlockedDependents, findReadyStages } from '../pipeline/graph.js';
 import { isTimeoutFailure, type RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import { BudgetGuard } from './budget.js';
-import { PUSH_STAGE_ID, RunDelivery } from './delivery.js';
+import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
@@ -78,7 +79,7 @@ export class PipelineRun {
       if (failure) this.failure ??= failure;
     } catch (err) {
       if (!isCancellation(err)) throw err;
-      this.tracker.markCancelled(PUSH_STAGE_ID, { type: 'CANCELLED', message: 'the run was cancelled before its branch was pushed' });
+      this.tracker.markCancelled(DELIVERY_STAGE_ID, { type: 'CANCELLED', message: 'the run was cancelled before its branch was pushed' });
     }
     this.publish();
   }

@@ -49,7 +49,7 @@ export interface StageFailure {
 }
 
 /** Reads an activity failure: the innermost message a person should read, and any cost or session it reported. */
-export function readStageFailure(err: unknown, stage: ResolvedStage): StageFailure {
+export function readStageFailure(err: unknown, stage: Pick<ResolvedStage, 'id' | 'retries'>): StageFailure {
   let current: unknown = err;
   while (current instanceof Error && current.cause instanceof Error && !(current instanceof ApplicationFailure) && !(current instanceof TimeoutFailure)) {
     current = current.cause;

@@ -2,7 +2,7 @@ import { proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
-import type { StageRunnerContext } from './stage-runner.js';
+import type { StageRunnerContext } from './stage-runner-context.js';
 import { commandsFor, type Decision } from './waits.js';
 
 type Activities = ReturnType<typeof createActivities>;

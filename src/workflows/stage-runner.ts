@@ -5,13 +5,10 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { stagesReadyAfter } from '../pipeline/next-stages.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
-import type { BudgetGuard } from './budget.js';
-import type { PipelineRunInput } from './messages.js';
-import type { ReviewLoop } from './review-loop.js';
-import type { RunTracker } from './run-tracker.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
-import { commandsFor, type HumanWaits } from './waits.js';
+import type { StageRunnerContext } from './stage-runner-context.js';
+import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
 type AnswerWait = NonNullable<ResolvedStage['answer']>;
@@ -49,20 +46,6 @@ interface Round {
   artifacts: ArtifactRef[];
 }
 type Step = { kind: 'again'; continuation: Continuation } | Done;
-
-/** What the stage runner works with; owned by the PipelineRun. */
-export interface StageRunnerContext {
-  input: PipelineRunInput;
-  tracker: RunTracker;
-  waits: HumanWaits;
-  budget: BudgetGuard;
-  reviews: ReviewLoop;
-  /** The last agent session of each stage, to continue it. */
-  sessions: Map<string, string>;
-  /** Every stage of the pipeline, for the warm start hints. */
-  stages?: readonly ResolvedStage[];
-  publish(): void;
-}
 
 /**
  * Runs one round of one stage: attempts, and the waits for people between them (a question, denied tools, a

@@ -1,7 +1,7 @@
 import { ApplicationFailure, DefaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { FAILURES, failureTypeForStatus, NON_RETRYABLE_FAILURE_TYPES, stageFailure, type FailureType } from '../../src/activities/failures.js';
+import { FAILURES, failureTypeForStatus, stageFailure, type FailureType } from '../../src/activities/failures.js';
 import { redactSecrets, registerSecrets } from '../../src/activities/secrets.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 
@@ -19,7 +19,8 @@ describe('the failure catalogue', () => {
 
   it('lists the non-retryable types DESIGN.md names, and only those', () => {
     // Plus BUNDLE_INVALID: a run whose carried files do not match their hashes cannot be mended by a retry.
-    expect(new Set(NON_RETRYABLE_FAILURE_TYPES)).toEqual(
+    const nonRetryable = (Object.keys(FAILURES) as FailureType[]).filter((type) => FAILURES[type].nonRetryable);
+    expect(new Set(nonRetryable)).toEqual(
       new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'BUNDLE_INVALID', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE']),
     );
   });

@@ -1,6 +1,7 @@
+import type { BackendName, BuiltinBackendName, McpServer } from '../../pipeline/schema.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
-import type { StagePrompt } from '../prompt/stage-prompt.js';
+import type { StagePrompt } from '../prompt/compose.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
 /** Progress a stage attempt reports with each heartbeat; what a retried attempt needs to resume. */
@@ -43,10 +44,13 @@ export interface BackendRequest {
   /** Spend cap of this attempt: the stage's cap, never more than what is left of the pipeline budget. @unit US dollars */
   maxBudgetUsd?: number;
   /** Pipeline-level MCP servers (the stage's own are in `stage.mcpServers` and win). */
-  mcpServers?: Record<string, import('../../pipeline/schema.js').McpServer>;
+  mcpServers?: Record<string, McpServer>;
   /** Absolute extra directories the agent may use (`--add-dir`). */
   addDirs?: string[];
-  /** API backend: where the answer is written, workspace-relative (the stage's `output:`, rendered). */
+  /**
+   * For a backend that writes the answer to a file (the API backend): where, workspace-relative (the stage's
+   * `output:`, rendered; `outputs/<stage>.md` when it sets none). Undefined for the others.
+   */
   outputPath?: string;
   /** Where to keep the raw transcript of this attempt. */
   transcriptPath: string;
@@ -69,4 +73,33 @@ export interface BackendOutcome
   extends Pick<StageResult, 'sessionId' | 'usage' | 'costUsd' | 'numTurns' | 'durationMs' | 'warnings' | 'permissionDenials' | 'warmStart'> {
   /** The agent's final answer, where the output contract is read from. */
   text: string;
+}
+
+/**
+ * A backend: runs one attempt of one stage. Register it with the worker under the name a stage's `backend:`
+ * selects; throw failures made by `stageFailure`, so they are classified like the built-in backends'.
+ */
+export type StageBackend = (request: BackendRequest) => Promise<BackendOutcome>;
+
+/** What the stage prepares differently for a backend, so that the generic stage never tests a backend's name. */
+export interface BackendTraits {
+  /** Its agent cannot read files, so the prompt carries their content (within a size bound). */
+  inlinesFiles: boolean;
+  /** It writes the answer to the stage's `output:` file, so the request carries that path. */
+  writesAnswerFile: boolean;
+  /** Its agents may be started ahead of time (warm start), so the next stages are prepared for it. */
+  prewarms: boolean;
+}
+
+const BUILT_IN_TRAITS: Record<BuiltinBackendName, BackendTraits> = {
+  'claude-cli': { inlinesFiles: false, writesAnswerFile: false, prewarms: true },
+  'anthropic-api': { inlinesFiles: true, writesAnswerFile: true, prewarms: false },
+};
+
+/** A backend registered with the worker reads files itself, writes what it wants and starts nothing early. */
+const REGISTERED_TRAITS: BackendTraits = { inlinesFiles: false, writesAnswerFile: false, prewarms: false };
+
+/** The traits of the backend a stage selects. */
+export function backendTraits(name: BackendName): BackendTraits {
+  return Object.hasOwn(BUILT_IN_TRAITS, name) ? BUILT_IN_TRAITS[name as BuiltinBackendName] : REGISTERED_TRAITS;
 }

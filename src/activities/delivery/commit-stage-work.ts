@@ -1,15 +1,16 @@
 import type { StageResult } from '../../pipeline/stage-result.js';
-import { commitStageWork } from './stage-commit.js';
+import { commitStageChanges } from './stage-commit.js';
 import { mergeStageBranch, stageBranchOf } from '../workspace/stage-isolation.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
 /**
- * A completed stage's work onto the run's branch: committed (`commit: true`, or always under `isolation: stage`),
- * and under isolation merged from the stage's branch into the run's. Never throws: the work stays in the worktree.
+ * Commits a completed stage's work onto the run's branch (`commit: true`, or always under `isolation: stage`, where
+ * the stage's branch is then merged into the run's). The run's own delivery, the push and pull request at its end,
+ * is deliver-run.ts. Never throws: the work stays in the worktree.
  * @param warnings the result's warnings, to which this adds
  */
-export async function deliverStageWork(workspace: RunWorkspace, stageId: string, message: string, warnings: string[]): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
-  const committed = await commitStageWork(workspace, message);
+export async function commitStageWork(workspace: RunWorkspace, stageId: string, message: string, warnings: string[]): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
+  const committed = await commitStageChanges(workspace, message);
   const run = workspace.parent;
   if (!run) {
     warnings.push(...committed.warnings);

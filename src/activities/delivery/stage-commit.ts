@@ -13,11 +13,12 @@ export function stageCommitMessage(stageId: string, summary: string, runId: stri
 }
 
 /**
- * Commits a completed stage's changes on the run's branch. Never throws: the stage's work is done
+ * Commits a completed stage's changes on the workspace's branch (the run's, or under `isolation: stage` the stage's
+ * own). Never throws: the stage's work is done
  * and stays in the worktree, so a failed commit (a hook, a lock) is a warning, not a reason to run
  * the agent again.
  */
-export async function commitStageWork(
+export async function commitStageChanges(
   workspace: RunWorkspace,
   message: string,
 ): Promise<{ commit?: string; warnings: string[] }> {

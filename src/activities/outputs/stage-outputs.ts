@@ -9,11 +9,11 @@ import { withTemplateErrors } from '../prompt/stage-prompt.js';
 import { resolveInside, workspacePath } from '../workspace/run-workspace.js';
 
 /*
- * What a stage must deliver besides its answer: the API backend's answer file (`output:`) and the files
- * `expects:` names.
+ * What a stage must produce besides its answer: the answer file of a backend that writes one (the API backend's,
+ * `output:`) and the files `expects:` names.
  */
 
-/** Where an API stage's answer lands when the stage sets no `output:`. */
+/** Where the answer file lands when the stage sets no `output:`. */
 export function defaultOutputPath(stageId: string): string {
   return `outputs/${stageId}.md`;
 }

@@ -1,6 +1,6 @@
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { applyAgentDefaults, loadAgentFile } from './agent-file.js';
-import type { PrewarmTarget } from '../backends/stage-backend.js';
+import { backendTraits, type PrewarmTarget } from '../backends/stage-backend.js';
 import { composeSystem } from './compose.js';
 import { loadSystemPrompt } from './system-prompt.js';
 
@@ -15,8 +15,8 @@ export interface PrewarmSource {
 
 /**
  * The stages the workflow named as ready after this one, as their first attempt will see them: agent file defaults
- * applied and the system prompt composed, the same way `assemblePrompt` does. Only CLI stages have an agent process to
- * start early; a stage whose files cannot be read is left out (its own attempt reports that).
+ * applied and the system prompt composed, the same way `assemblePrompt` does. Only stages of a backend that prewarms
+ * (the CLI's) have an agent to start early; a stage whose files cannot be read is left out (its own attempt reports that).
  */
 export async function prewarmTargets(hints: readonly ResolvedStage[], source: PrewarmSource): Promise<PrewarmTarget[]> {
   const targets: PrewarmTarget[] = [];
@@ -24,7 +24,7 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
     try {
       const agent = hint.agent ? await loadAgentFile(source.baseDir, hint.agent, hint.id) : undefined;
       const stage = agent ? applyAgentDefaults(hint, agent.frontmatter) : hint;
-      if (stage.backend !== 'claude-cli') continue;
+      if (!backendTraits(stage.backend).prewarms) continue;
       const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
       const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
       targets.push({

@@ -5,13 +5,14 @@ import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../../pipeline/template.js';
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
 import { stageFailure } from '../failures.js';
-import { readFileExcerpt } from './file-excerpt.js';
+import { readFileExcerpt, type FileExcerpt } from './file-excerpt.js';
 import { readPipelineFile } from './pipeline-file.js';
-import { composePrompt, type PromptFile, type ReworkRound, type StagePrompt } from './compose.js';
+import { composePrompt, type PromptFile, type PromptParts, type ReworkRound, type StagePrompt } from './compose.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
-import { resolveStageInputs } from './stage-inputs.js';
+import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
 import { loadSystemPrompt } from './system-prompt.js';
 import { resolveInside } from '../workspace/run-workspace.js';
+import { backendTraits } from '../backends/stage-backend.js';
 
 export type { StagePrompt } from './compose.js';
 
@@ -50,83 +51,29 @@ export interface AssembledPrompt {
 
 /**
  * Builds the prompt of one stage attempt: reads the agent file, the step template, context files,
- * declared inputs and (for the API backend, which cannot read files) earlier stages' artifacts.
+ * declared inputs and (for a backend that cannot read files, the API's) earlier stages' artifacts.
  * @throws FILE_NOT_FOUND, INPUT_NOT_FOUND, TEMPLATE_VARIABLE_UNKNOWN, CONFIG_INVALID
  */
 export async function assemblePrompt(options: AssemblePromptOptions): Promise<AssembledPrompt> {
   const { baseDir, context } = options;
-  const stageId = options.stage.id;
-  const agent: AgentDefinition | undefined = options.stage.agent ? await loadAgentFile(baseDir, options.stage.agent, stageId) : undefined;
-  const stage = agent ? applyAgentDefaults(options.stage, agent.frontmatter) : options.stage;
+  const { agent, stage, task } = await renderTask(options);
   const warnings = [...(agent?.warnings ?? [])];
-  const inline = stage.backend === 'anthropic-api';
-
-  const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, options.promptsDir) : ({ kind: 'inline' } as const);
-  if (source.kind === 'missing') {
-    throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: missingPromptMessage(stage.prompt, source.tried), details: { field: 'prompt', tried: source.tried } });
-  }
-  const templateName = source.kind === 'file' ? path.resolve(baseDir, source.relative) : `stage ${stageId} prompt (inline)`;
-  const template = source.kind === 'file' ? (await readPipelineFile(baseDir, source.relative, stageId, 'prompt')).text : stage.prompt;
-  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }, stage.templateSyntax));
-  const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stageId);
-  const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stageId, stage.inputs ?? [], context.stages);
+  const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stage.id);
+  const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stage.id, stage.inputs ?? [], context.stages);
   const notes = missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`);
-
-  const budget = { remaining: MAX_INLINE_TOTAL_BYTES, omitted: 0 };
-  const projectContext: PromptFile[] = [];
-  for (const entry of options.contextFiles ?? []) {
-    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
-    const file = path.resolve(baseDir, relative);
-    const excerpt = await readFileExcerpt(file, Math.min(MAX_INLINE_FILE_BYTES, budget.remaining)).catch((err: NodeJS.ErrnoException) => {
-      if (optional && err.code === 'ENOENT') return undefined;
-      throw stageFailure({
-        type: 'FILE_NOT_FOUND',
-        stageId,
-        message: `cannot read context file ${file} (\`context: ${relative}\`, ${err.code ?? 'error'})`,
-        details: { field: 'context', path: file },
-      });
-    });
-    if (!excerpt) {
-      notes.push(`The optional context file ${relative} does not exist; no such context is available, so work without it.`);
-      continue;
-    }
-    budget.remaining -= Buffer.byteLength(excerpt.text);
-    projectContext.push({ path: relative, excerpt });
-  }
-
-  /** A workspace file for the prompt: its path for the CLI, its content too for the API while the size bound allows. */
-  const show = async (relative: string, description?: string): Promise<PromptFile> => {
-    const file = resolveInside(options.workspaceDir, relative);
-    if (!inline || !file) return { path: relative, description };
-    if (budget.remaining <= 0) {
-      budget.omitted++;
-      return { path: relative, description, omitted: true };
-    }
-    const excerpt = await readFileExcerpt(file, Math.min(MAX_INLINE_FILE_BYTES, budget.remaining)).catch(() => undefined);
-    if (!excerpt) return { path: relative, description: `${description ? `${description}; ` : ''}no longer in the workspace` };
-    budget.remaining -= Buffer.byteLength(excerpt.text);
-    return { path: relative, description, excerpt };
-  };
-
+  const inline = backendTraits(stage.backend).inlinesFiles;
+  const files = new InlinedFiles(options.workspaceDir, inline);
+  const projectContext = await readContextFiles(options.contextFiles ?? [], baseDir, stage.id, files, notes);
   const inputFiles: PromptFile[] = [];
   for (const input of inputs) {
     const description = input.writer ? `written by stage ${input.writer}` : undefined;
-    inputFiles.push(input.isDirectory ? { path: `${input.path}/`, description } : await show(input.path, description));
+    inputFiles.push(input.isDirectory ? { path: `${input.path}/`, description } : await files.show(input.path, description));
   }
-  const earlier: { stageId: string; summary: string; files: PromptFile[] }[] = [];
-  for (const [stageIdOfWriter, prior] of orderEarlierStages(context.stages, needIds(stage))) {
-    const files: PromptFile[] = [];
-    for (const artifact of prior.artifacts) {
-      const shownAbove = inputs.some((i) => i.path === artifact);
-      files.push(shownAbove ? { path: artifact, description: 'shown above' } : await show(artifact));
-    }
-    earlier.push({ stageId: stageIdOfWriter, summary: prior.summary, files });
+  const earlier = await showEarlierWork(context.stages, stage, inputs, files);
+  if (files.omitted > 0) {
+    warnings.push(`the prompt left out the content of ${files.omitted} file(s) to stay under ${MAX_INLINE_TOTAL_BYTES} bytes of inlined files`);
   }
-  if (budget.omitted > 0) {
-    warnings.push(`the prompt left out the content of ${budget.omitted} file(s) to stay under ${MAX_INLINE_TOTAL_BYTES} bytes of inlined files`);
-  }
-
-  const prompt = withTemplateErrors(stageId, () =>
+  const prompt = withTemplateErrors(stage.id, () =>
     composePrompt({
       stage,
       context,
@@ -144,6 +91,106 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
     }),
   );
   return { prompt, stage, warnings };
+}
+
+/** The agent file applied to the stage, and its step template (a file, or the inline `prompt:`) rendered. */
+async function renderTask(options: AssemblePromptOptions): Promise<{ agent?: AgentDefinition; stage: ResolvedStage; task: string }> {
+  const { baseDir, context } = options;
+  const stageId = options.stage.id;
+  const agent = options.stage.agent ? await loadAgentFile(baseDir, options.stage.agent, stageId) : undefined;
+  const stage = agent ? applyAgentDefaults(options.stage, agent.frontmatter) : options.stage;
+  const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, options.promptsDir) : ({ kind: 'inline' } as const);
+  if (source.kind === 'missing') {
+    throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: missingPromptMessage(stage.prompt, source.tried), details: { field: 'prompt', tried: source.tried } });
+  }
+  const templateName = source.kind === 'file' ? path.resolve(baseDir, source.relative) : `stage ${stageId} prompt (inline)`;
+  const template = source.kind === 'file' ? (await readPipelineFile(baseDir, source.relative, stageId, 'prompt')).text : stage.prompt;
+  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }, stage.templateSyntax));
+  return { agent, stage, task };
+}
+
+/** The size bound on file content inlined in one prompt, shared by context files, inputs and earlier work. */
+class InlinedFiles {
+  /** @unit bytes */
+  remaining = MAX_INLINE_TOTAL_BYTES;
+  /** Files whose content the bound left out. */
+  omitted = 0;
+
+  /** @param inline whether the backend needs file content in the prompt (it cannot read files) */
+  constructor(
+    private readonly workspaceDir: string,
+    private readonly inline: boolean,
+  ) {}
+
+  /** The most the next file may inline. @unit bytes */
+  get nextLimit(): number {
+    return Math.min(MAX_INLINE_FILE_BYTES, this.remaining);
+  }
+
+  count(excerpt: FileExcerpt): void {
+    this.remaining -= Buffer.byteLength(excerpt.text);
+  }
+
+  /** A workspace file for the prompt: its path, and its content too when the backend needs it and the bound allows. */
+  async show(relative: string, description?: string): Promise<PromptFile> {
+    const file = resolveInside(this.workspaceDir, relative);
+    if (!this.inline || !file) return { path: relative, description };
+    if (this.remaining <= 0) {
+      this.omitted++;
+      return { path: relative, description, omitted: true };
+    }
+    const excerpt = await readFileExcerpt(file, this.nextLimit).catch(() => undefined);
+    if (!excerpt) return { path: relative, description: `${description ? `${description}; ` : ''}no longer in the workspace` };
+    this.count(excerpt);
+    return { path: relative, description, excerpt };
+  }
+}
+
+/**
+ * The pipeline's `context:` files, always inlined; a missing optional one becomes a note to the agent.
+ * @throws FILE_NOT_FOUND for a context file that cannot be read
+ */
+async function readContextFiles(entries: ContextFile[], baseDir: string, stageId: string, files: InlinedFiles, notes: string[]): Promise<PromptFile[]> {
+  const projectContext: PromptFile[] = [];
+  for (const entry of entries) {
+    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
+    const file = path.resolve(baseDir, relative);
+    const excerpt = await readFileExcerpt(file, files.nextLimit).catch((err: NodeJS.ErrnoException) => {
+      if (optional && err.code === 'ENOENT') return undefined;
+      throw stageFailure({
+        type: 'FILE_NOT_FOUND',
+        stageId,
+        message: `cannot read context file ${file} (\`context: ${relative}\`, ${err.code ?? 'error'})`,
+        details: { field: 'context', path: file },
+      });
+    });
+    if (!excerpt) {
+      notes.push(`The optional context file ${relative} does not exist; no such context is available, so work without it.`);
+      continue;
+    }
+    files.count(excerpt);
+    projectContext.push({ path: relative, excerpt });
+  }
+  return projectContext;
+}
+
+/** Earlier stages' summaries and the files they wrote (a file the inputs showed already is only named). */
+async function showEarlierWork(
+  stages: Record<string, TemplateStage>,
+  stage: ResolvedStage,
+  inputs: readonly StageInputFile[],
+  files: InlinedFiles,
+): Promise<PromptParts['earlier']> {
+  const earlier: PromptParts['earlier'] = [];
+  for (const [writer, prior] of orderEarlierStages(stages, needIds(stage))) {
+    const shown: PromptFile[] = [];
+    for (const artifact of prior.artifacts) {
+      const shownAbove = inputs.some((i) => i.path === artifact);
+      shown.push(shownAbove ? { path: artifact, description: 'shown above' } : await files.show(artifact));
+    }
+    earlier.push({ stageId: writer, summary: prior.summary, files: shown });
+  }
+  return earlier;
 }
 
 /** Stages this one `needs` first (their work matters most when the size bound cuts), then the rest. */

@@ -5,18 +5,18 @@ import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import type { BackendRequest } from '../stage-backend.js';
 
 /*
- * The deliverable of an API stage is the model's own answer: what the person asked the stage for. The report
+ * An API stage's answer file (`output:`) holds the model's own answer: what the person asked the stage for. The report
  * block is bookkeeping for the pipeline (it stays in the transcript and the stage result), and a reply that only
  * reports (the contract retry asks for nothing else) must never replace the answer written before it.
  */
 
-export interface DeliverableWrite {
+export interface AnswerFileWrite {
   request: Pick<BackendRequest, 'workspace' | 'claimFile' | 'continuation'>;
   /** Where the answer lands. @format workspace-relative path */
   relativePath: string;
   /** The model's whole answer, report block included. */
   answer: string;
-  /** `none`: the answer has no report block, so all of it is the deliverable (a closing JSON block included). */
+  /** `none`: the answer has no report block, so all of it goes to the file (a closing JSON block included). */
   contract?: 'json' | 'none';
 }
 
@@ -25,7 +25,7 @@ export interface DeliverableWrite {
  * leaves the file as it is and returns false when the reply only reports: a contract retry, or an
  * answer with nothing besides the report.
  */
-export async function writeDeliverable({ request, relativePath, answer, contract = 'json' }: DeliverableWrite): Promise<boolean> {
+export async function writeAnswerFile({ request, relativePath, answer, contract = 'json' }: AnswerFileWrite): Promise<boolean> {
   const body = contract === 'none' ? answer : withoutReportBlock(answer);
   if ((contract !== 'none' && request.continuation?.kind === 'retry') || body.trim() === '') return false;
   request.claimFile(relativePath);

@@ -1,0 +1,23 @@
+import type { PipelineDefinition } from '../pipeline/schema.js';
+import type { TemplateContext } from '../pipeline/template.js';
+import { openPipelineWorkspace } from './workspace/open-workspace.js';
+import { mergeStageBranch, type MergeOutcome } from './workspace/stage-isolation.js';
+
+/** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
+export interface MergeStageInput {
+  runId: string;
+  pipelineName: string;
+  baseDir: string;
+  inputs: Record<string, string>;
+  workspace: NonNullable<PipelineDefinition['workspace']>;
+  stageId: string;
+}
+
+/** Creates the activity that merges a stage's branch into the run's (`isolation: stage`), as a person's `retry` asks. */
+export function createMergeStage(deps: { workspacesRoot: string }) {
+  return async function mergeStage(input: MergeStageInput): Promise<MergeOutcome> {
+    const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
+    const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
+    return mergeStageBranch(run, input.stageId);
+  };
+}
