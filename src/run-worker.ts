@@ -5,16 +5,18 @@ import path from 'node:path';
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { loadModelCatalog } from './activities/backends/models.js';
-import { allAgentsExited } from './activities/backends/claude-cli/agent-exits.js';
-import { stopWarmProcesses } from './activities/backends/claude-cli/warm-start.js';
+import { ExitingAgents } from './activities/backends/claude-cli/agent-exits.js';
+import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
+import { SecretRegistry } from './activities/secrets.js';
 import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';
+import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
-import { workerOptionsFromEnv } from './worker-env.js';
+import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
@@ -52,6 +54,40 @@ const WORKFLOWS_PATH = [
 
 /** Connects to Temporal and creates a worker for the pipeline workflow and its activities. */
 export async function createPipelineWorker(options: StartWorkerOptions = {}): Promise<Worker> {
+  return (await createWorkerWithResources(options)).worker;
+}
+
+/**
+ * The objects a worker makes once and hands to its activities through `createActivities` (Temporal's
+ * dependency-injection pattern), which outlive a stage attempt and are released when the worker stops.
+ */
+interface WorkerResources {
+  secrets: SecretRegistry;
+  /** Agents started ahead of time for the stages to come; none when warm start is off. */
+  warmPool?: WarmPool;
+  /** Agents whose stages completed on their result, still shutting down. */
+  exitingAgents: ExitingAgents;
+}
+
+function createWorkerResources(settings: WorkerEnvOptions): WorkerResources {
+  const { enabled, ttlMs } = settings.prewarm;
+  return {
+    secrets: new SecretRegistry(),
+    // Waiting agents count against the worker's stage limit, the one it was given or read from its environment.
+    warmPool: enabled ? new WarmPool({ ttlMs, killGraceMs: settings.killGraceMs, limit: settings.maxConcurrentStages }) : undefined,
+    exitingAgents: new ExitingAgents(),
+  };
+}
+
+/** Stops what the worker's resources still hold (after `worker.run()` resolved). */
+async function releaseWorkerResources(resources: WorkerResources): Promise<void> {
+  // Agents started ahead of time for stages this worker will not run now.
+  await resources.warmPool?.stopAll();
+  // Agents whose stages completed on their result, still shutting down.
+  await resources.exitingAgents.allExited();
+}
+
+async function createWorkerWithResources(options: StartWorkerOptions): Promise<{ worker: Worker; resources: WorkerResources }> {
   const env = options.env ?? process.env;
   const config = loadConfig(env);
   const fromEnv = workerOptionsFromEnv(env);
@@ -61,10 +97,18 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
   if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
+  const resources = createWorkerResources(settings);
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
-    cli: { env, killGraceMs: settings.killGraceMs },
+    secrets: resources.secrets,
+    cli: {
+      env,
+      killGraceMs: settings.killGraceMs,
+      warmPool: resources.warmPool,
+      exitingAgents: resources.exitingAgents,
+      agentTelemetryEnv: (tags) => agentTelemetryEnv(env, tags),
+    },
     api: {
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
       client: apiKey ? new Anthropic({ apiKey, baseURL: env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 }) : undefined,
@@ -82,7 +126,7 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
   const { activityInterceptors, sinks } = telemetry.workerOptions();
-  return Worker.create({
+  const worker = await Worker.create({
     connection,
     namespace: options.namespace ?? namespace ?? 'default',
     taskQueue: options.taskQueue ?? config.taskQueue,
@@ -111,6 +155,7 @@ export async function createPipelineWorker(options: StartWorkerOptions = {}): Pr
     ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
   });
+  return { worker, resources };
 }
 
 /** How often the health file is touched while the worker polls. @unit milliseconds */
@@ -124,7 +169,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
   const settings = workerOptionsFromEnv(env);
   const telemetry = await startWorkerTelemetry(env);
   const logger = installRuntimeLogging(env, telemetry.runtimeMetrics);
-  const worker = await createPipelineWorker({ env, telemetry });
+  const { worker, resources } = await createWorkerWithResources({ env, telemetry });
   logger.info('agent-pipeline worker polling', {
     taskQueue: worker.options.taskQueue,
     namespace: worker.options.namespace,
@@ -145,10 +190,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
   } finally {
     adopting.abort();
     clearInterval(health);
-    // Agents started ahead of time for stages this worker will not run now.
-    await stopWarmProcesses();
-    // Agents whose stages completed on their result, still shutting down.
-    await allAgentsExited();
+    await releaseWorkerResources(resources);
     if (settings.healthFile) await rm(settings.healthFile, { force: true });
     // The connection would keep the process alive after the worker stopped.
     await worker.connection?.close();

@@ -7,11 +7,14 @@ import { createDeliverRun } from './deliver-run.js';
 import { createMergeStage } from './merge-stage.js';
 import { createRunStage } from './run-stage.js';
 import type { StageBackend } from './backends/stage-backend.js';
-import { registerSecrets } from './secrets.js';
+import type { SecretRegistry } from './secrets.js';
 
+/** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
   /** Folder under which each run gets its workspace; shared storage when several hosts run workers. */
   workspacesRoot: string;
+  /** The worker's secrets, kept out of everything the activities report; the keys of `cli` and `api` are added. */
+  secrets: SecretRegistry;
   cli: ClaudeCliOptions;
   api: AnthropicApiOptions;
   /** Backends besides the built-in ones, by the name a stage's `backend:` selects. */
@@ -20,22 +23,30 @@ export interface ActivityDependencies {
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
 export function createActivities(deps: ActivityDependencies) {
+  const { secrets } = deps;
   // The keys never appear in failures, results or the transcripts the activities write.
   // So are the credentials of every auth mode and whatever AGENT_PIPELINE_AGENT_ENV passes to agents.
-  registerSecrets([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  secrets.register([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  // Each activity runs with the worker's secrets, which the failures and results it builds are redacted with.
+  const withSecrets =
+    <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
+    (...args: A): Promise<R> =>
+      secrets.run(() => activity(...args));
   return {
-    checkRunInput,
-    runStage: createRunStage({
-      workspacesRoot: deps.workspacesRoot,
-      backends: {
-        ...deps.extraBackends,
-        'claude-cli': (request) => runClaudeCli(request, deps.cli),
-        'anthropic-api': (request) => runAnthropicApi(request, deps.api),
-      },
-    }),
+    checkRunInput: withSecrets(checkRunInput),
+    runStage: withSecrets(
+      createRunStage({
+        workspacesRoot: deps.workspacesRoot,
+        backends: {
+          ...deps.extraBackends,
+          'claude-cli': (request) => runClaudeCli(request, deps.cli),
+          'anthropic-api': (request) => runAnthropicApi(request, deps.api),
+        },
+      }),
+    ),
     // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
-    deliverRun: createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: deps.cli.env }),
-    closeWorkspace: createCloseWorkspace({ workspacesRoot: deps.workspacesRoot }),
-    mergeStage: createMergeStage({ workspacesRoot: deps.workspacesRoot }),
+    deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: deps.cli.env })),
+    closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
+    mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
   };
 }

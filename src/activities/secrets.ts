@@ -1,9 +1,14 @@
-/**
- * Secrets the worker knows (API keys and tokens), kept out of everything an activity reports:
- * failure messages and details, stage results, transcripts it writes itself.
- */
+import { AsyncLocalStorage } from 'node:async_hooks';
 
-const secrets = new Set<string>();
+/*
+ * Secrets the worker knows (API keys and tokens), kept out of everything an activity reports: failure messages and
+ * details, stage results, transcripts it writes itself.
+ *
+ * The worker makes one `SecretRegistry` and hands it to `createActivities`, which runs every activity inside it.
+ * The helpers that build failures and results deep inside an activity (`stageFailure` among them, also a backend
+ * author's) redact with `redactSecrets`, which finds the registry of the activity it runs in through the async
+ * context, the way Temporal's `Context.current()` finds the activity; no secret is held by the module itself.
+ */
 
 /** Shorter values are not treated as secrets: redacting them would mangle ordinary text. */
 const MIN_SECRET_LENGTH = 8;
@@ -11,23 +16,48 @@ const MIN_SECRET_LENGTH = 8;
 /** What a secret is replaced with. */
 export const REDACTED = '<redacted>';
 
-/** Remembers secrets to redact from then on. Empty and short values are ignored. */
-export function registerSecrets(values: readonly (string | undefined)[]): void {
-  for (const value of values) {
-    if (value && value.length >= MIN_SECRET_LENGTH) secrets.add(value);
+/** The registry of the activity running in this async context. */
+const current = new AsyncLocalStorage<SecretRegistry>();
+
+/** The secrets of one worker. */
+export class SecretRegistry {
+  private readonly secrets = new Set<string>();
+
+  constructor(values: readonly (string | undefined)[] = []) {
+    this.register(values);
+  }
+
+  /** Remembers secrets to redact from then on. Empty and short values are ignored. */
+  register(values: readonly (string | undefined)[]): void {
+    for (const value of values) {
+      if (value && value.length >= MIN_SECRET_LENGTH) this.secrets.add(value);
+    }
+  }
+
+  /**
+   * Returns `value` with every secret replaced by `<redacted>`: strings, and the strings inside plain objects and
+   * arrays (a copy is made only where something changed).
+   */
+  redact<T>(value: T): T {
+    if (this.secrets.size === 0) return value;
+    return redactValue(value, this.secrets, 0) as T;
+  }
+
+  /** Runs `work` with this registry as the one `redactSecrets` uses, in `work` and everything it awaits or starts. */
+  run<T>(work: () => T): T {
+    return current.run(this, work);
   }
 }
 
 /**
- * Returns `value` with every registered secret replaced by `<redacted>`: strings, and the strings
- * inside plain objects and arrays (a copy is made only where something changed).
+ * `value` with the secrets of the worker whose activity is running replaced by `<redacted>` (see
+ * {@link SecretRegistry.redact}); unchanged outside an activity.
  */
 export function redactSecrets<T>(value: T): T {
-  if (secrets.size === 0) return value;
-  return redact(value, 0) as T;
+  return current.getStore()?.redact(value) ?? value;
 }
 
-function redact(value: unknown, depth: number): unknown {
+function redactValue(value: unknown, secrets: ReadonlySet<string>, depth: number): unknown {
   if (typeof value === 'string') {
     let out = value;
     for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
@@ -35,13 +65,13 @@ function redact(value: unknown, depth: number): unknown {
   }
   if (depth > 20 || value === null || typeof value !== 'object') return value;
   if (Array.isArray(value)) {
-    const items = value.map((item) => redact(item, depth + 1));
+    const items = value.map((item) => redactValue(item, secrets, depth + 1));
     return items.some((item, i) => item !== value[i]) ? items : value;
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return value;
   let changed = false;
   const entries = Object.entries(value).map(([key, item]) => {
-    const next = redact(item, depth + 1);
+    const next = redactValue(item, secrets, depth + 1);
     if (next !== item) changed = true;
     return [key, next] as const;
   });

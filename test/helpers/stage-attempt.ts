@@ -2,7 +2,9 @@ import Anthropic from '@anthropic-ai/sdk';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
+import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { createActivities } from '../../src/activities/index.js';
+import { SecretRegistry } from '../../src/activities/secrets.js';
 import type { StageAttemptInput } from '../../src/activities/run-stage.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { PipelineDefinition } from '../../src/pipeline/schema.js';
@@ -29,7 +31,8 @@ export interface ActivityWorld {
 export function activitiesFor(world: ActivityWorld) {
   return createActivities({
     workspacesRoot: world.workspacesRoot,
-    cli: { env: { ...process.env, ANTHROPIC_BASE_URL: world.baseURL, ANTHROPIC_API_KEY: world.apiKey, ...world.env } },
+    secrets: new SecretRegistry(),
+    cli: { env: { ...process.env, ANTHROPIC_BASE_URL: world.baseURL, ANTHROPIC_API_KEY: world.apiKey, ...world.env }, exitingAgents: new ExitingAgents() },
     api: {
       client: world.apiKey ? new Anthropic({ apiKey: world.apiKey, baseURL: world.baseURL, maxRetries: 0 }) : undefined,
       models: DEFAULT_MODELS,

@@ -3,7 +3,6 @@ import { chmod, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { agentsExited } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { createCliWorld, REPORT, type Attempt, type CliWorld } from './claude-cli-world.js';
 
 /*
@@ -75,7 +74,7 @@ describe('a bare stage with stages to follow', () => {
     // Without stages to follow the attempt waited for its own agent's exit.
     expect(await times('next', 'exited')).toHaveLength(1);
     // Once gone, the first attempt finished in the background: its lock released, its transcript closed.
-    await agentsExited(next.request.workspace.claudeConfigDir);
+    await world.exitingAgents.exited(next.request.workspace.claudeConfigDir);
     expect(existsSync(path.join(first.stageDir, 'agent.lock'))).toBe(false);
     expect(await readFile(first.request.transcriptPath, 'utf8')).toContain('"type":"result"');
   });
@@ -98,7 +97,7 @@ describe('a bare stage with stages to follow', () => {
       const attempt = await settle('fails-late', 'run-late', { id: 'plan', bare: true }, true, 1);
       expect((await attempt.outcome).text).toContain(REPORT);
       expect(await times('fails-late', 'exited')).toEqual([]);
-      await agentsExited(attempt.request.workspace.claudeConfigDir);
+      await world.exitingAgents.exited(attempt.request.workspace.claudeConfigDir);
       expect(await times('fails-late', 'exited')).toHaveLength(1);
       expect(warnings.mock.calls.map(([text]) => String(text)).join('')).toMatch(/the agent of stage plan exited with code 1 after its successful result/);
       expect(existsSync(path.join(attempt.stageDir, 'agent.lock'))).toBe(false);

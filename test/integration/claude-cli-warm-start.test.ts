@@ -3,12 +3,11 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
-import { stopWarmProcesses } from '../../src/activities/backends/claude-cli/warm-start.js';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
-import { createCliWorld, REPORT, stageProcesses, waitFor, type CliWorld } from './claude-cli-world.js';
+import { createCliWorld, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -26,7 +25,6 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await stopWarmProcesses();
   await world?.close();
 });
 
@@ -38,8 +36,8 @@ function nextStage(overrides: Partial<StageDefinition> = {}) {
 }
 
 /** Runs `first` with a hint for `next`, and waits until next's agent waits in its stage folder. */
-async function firstWithHint(runId: string, target: PrewarmTarget, env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const first = await world.start({ task: 'Task: first', runId, stage: { id: 'first' }, env, request: { prewarm: async () => [target] } });
+async function firstWithHint(runId: string, target: PrewarmTarget, options: AttemptSetup['options'] = {}): Promise<string> {
+  const first = await world.start({ task: 'Task: first', runId, stage: { id: 'first' }, options, request: { prewarm: async () => [target] } });
   expect((await first.outcome).warmStart).toBe(false);
   const nextDir = path.join(path.dirname(first.stageDir), 'next');
   return nextDir;
@@ -82,10 +80,10 @@ describe('warm start', () => {
     expect(JSON.stringify(world.server.requests().at(-1)?.body)).toContain('A rule a running stage just wrote.');
   });
 
-  test('waiting agents count against the agent limit, go after their TTL, and none start with AGENT_PIPELINE_PREWARM=off', async () => {
-    const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
-    const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_PREWARM: 'off' });
-    const ttl = await firstWithHint('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { AGENT_PIPELINE_PREWARM_TTL: '15s' });
+  test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {
+    const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ limit: 1 }) });
+    const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: undefined });
+    const ttl = await firstWithHint('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ ttlMs: 15_000 }) });
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length > 0, 'the warm agent of run-ttl');
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length === 0, 'the warm agent to go after its TTL', 30_000);
     expect(await stageProcesses(atLimit)).toEqual([]);
@@ -97,13 +95,14 @@ describe('a worker killed while agents wait for their stages', () => {
   test('leaves none of them behind: the watchdog stops them', async () => {
     // A worker process of its own (the built backend), so that it can be killed outright.
     const script = `
-      const { prewarmStages, warmPool, warmStartSettings } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/warm-start.js'))});
+      const { prewarmStages } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/warm-start.js'))});
+      const { WarmPool } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/warm-pool.js'))});
       const { openRunWorkspace } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/workspace/run-workspace.js'))});
       const { workerMarkerValue } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/process/orphan-watchdog.js'))});
       const { findClaudeBinary } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/claude-binary.js'))});
       const stage = (id) => ({ id, prompt: 'x', needs: [], backend: 'claude-cli', model: 'sonnet', allowedTools: ['Read'] });
       const workspace = await openRunWorkspace(process.argv[1], 'run-killed');
-      const pool = warmPool(warmStartSettings(process.env), 2000);
+      const pool = new WarmPool({ ttlMs: 120000, killGraceMs: 2000, limit: 8 });
       await prewarmStages(pool, [{ stage: stage('a'), system: 's' }, { stage: stage('b'), system: 's' }], { binary: await findClaudeBinary(process.env), workerEnv: process.env, workspace });
       console.log('marker ' + workerMarkerValue() + ' waiting ' + pool.size);
       setInterval(() => {}, 1000);

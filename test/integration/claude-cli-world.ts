@@ -3,8 +3,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AttemptProgress, BackendRequest } from '../../src/activities/backends/stage-backend.js';
+import { agentSecretValues } from '../../src/activities/backends/claude-cli/agent-auth.js';
+import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { runClaudeCli, type ClaudeCliOptions } from '../../src/activities/backends/claude-cli/backend.js';
+import { WarmPool, type WarmPoolOptions } from '../../src/activities/backends/claude-cli/warm-pool.js';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
+import { SecretRegistry } from '../../src/activities/secrets.js';
 import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -13,11 +17,20 @@ import { resolveStage } from '../../src/pipeline/stage-options.js';
 
 /*
  * A world for calling the Claude Code CLI backend directly: the real `claude` binary against the
- * scripted model server, in a fresh workspaces folder. Each attempt gets its own run folder.
+ * scripted model server, in a fresh workspaces folder. Each attempt gets its own run folder. The world
+ * is one worker: its attempts share a warm pool and the agents still exiting, as a worker's do.
  */
 
 /** The API key the tests give the agent; it must never show up in anything the backend reports. */
 export const TEST_API_KEY = 'sk-ant-test-4f9d2c71b3e8a6';
+
+/** The kill grace of the world's attempts and of its warm pool. @unit milliseconds */
+export const KILL_GRACE_MS = 2_000;
+
+/** A warm pool as a worker makes it with the default settings. */
+export function warmPool(options: Partial<WarmPoolOptions> = {}): WarmPool {
+  return new WarmPool({ ttlMs: 120_000, killGraceMs: KILL_GRACE_MS, limit: 8, ...options });
+}
 
 /** The final answer every successful scripted agent gives. */
 export const REPORT = '```json\n{"success": true, "summary": "done", "outputs": {}}\n```';
@@ -48,6 +61,8 @@ export interface CliWorld {
   server: ModelServer;
   root: string;
   env: NodeJS.ProcessEnv;
+  /** The agents of completed stages still exiting, shared by the world's attempts. */
+  exitingAgents: ExitingAgents;
   start(setup: AttemptSetup): Promise<Attempt>;
   close(): Promise<void>;
 }
@@ -57,10 +72,13 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
   const root = await mkdtemp(path.join(tmpdir(), 'claude-cli-test-'));
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: await emptyHome(root), ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: TEST_API_KEY };
   let runs = 0;
+  const exitingAgents = new ExitingAgents();
+  const pool = warmPool();
   return {
     server,
     root,
     env,
+    exitingAgents,
     async start(setup) {
       const runId = setup.runId ?? `run-${++runs}`;
       const definition: StageDefinition = { id: 'work', prompt: 'unused', allowedTools: ['Bash', 'Edit', 'Write', 'Read'], ...setup.stage };
@@ -80,12 +98,17 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
         claimFile: () => undefined,
         ...setup.request,
       };
-      const outcome = runClaudeCli(request, { env: { ...env, ...setup.env }, killGraceMs: 2_000, ...setup.options });
+      const attemptEnv = { ...env, ...setup.env };
+      // As `createActivities` runs each activity: with the worker's secrets, the agent's keys among them.
+      const secrets = new SecretRegistry(agentSecretValues(attemptEnv));
+      const options: ClaudeCliOptions = { env: attemptEnv, killGraceMs: KILL_GRACE_MS, exitingAgents, warmPool: pool, ...setup.options };
+      const outcome = secrets.run(() => runClaudeCli(request, options));
       // Callers assert on the outcome later; keep an early rejection from counting as unhandled.
       outcome.catch(() => undefined);
       return { request, heartbeats, controller, dir: workspace.dir, stageDir: workspace.stageDir(stage.id), outcome };
     },
     async close() {
+      await pool.stopAll();
       await server.close();
       await rm(root, { recursive: true, force: true });
     },

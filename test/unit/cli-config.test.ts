@@ -22,7 +22,7 @@ describe('worker settings from the environment', () => {
       shutdownForceAfterGraceMs: 60_000,
       healthFile: undefined,
       killGraceMs: 5_000,
-      prewarm: { enabled: true, ttlMs: 120_000, limit: 8 },
+      prewarm: { enabled: true, ttlMs: 120_000 },
     });
   });
 
@@ -45,7 +45,7 @@ describe('worker settings from the environment', () => {
       shutdownForceAfterGraceMs: 15_000,
       healthFile: '/tmp/health',
       killGraceMs: 2_000,
-      prewarm: { enabled: false, ttlMs: 30_000, limit: 3 },
+      prewarm: { enabled: false, ttlMs: 30_000 },
     });
   });
 

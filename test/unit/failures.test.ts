@@ -2,11 +2,12 @@ import { ApplicationFailure, DefaultFailureConverter, defaultPayloadConverter } 
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { FAILURES, failureTypeForStatus, stageFailure, type FailureType } from '../../src/activities/failures.js';
-import { redactSecrets, registerSecrets } from '../../src/activities/secrets.js';
+import { redactSecrets, SecretRegistry } from '../../src/activities/secrets.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 
 const SECRET = 'sk-ant-unit-test-SECRET-0123456789';
-registerSecrets([SECRET, 'short']);
+/** The worker's secrets; an activity runs inside them (see `createActivities`). */
+const secrets = new SecretRegistry([SECRET, 'short']);
 
 describe('the failure catalogue', () => {
   it('documents every type with "Thrown when…" (or "Used for…") in one table', async () => {
@@ -45,9 +46,7 @@ describe('the failure catalogue', () => {
   });
 
   it('never carries a registered secret in the message, details or cause chain, as Temporal serialises them', () => {
-    const inner = new Error(`upstream said key ${SECRET} is bad`);
-    const cause = new Error(`401 invalid x-api-key ${SECRET}`, { cause: inner });
-    const failure = stageFailure({ type: 'API_KEY_REJECTED', stageId: 's', message: `rejected ${SECRET}`, details: { headers: { 'x-api-key': SECRET }, list: [SECRET] }, cause });
+    const failure = secrets.run(() => failureWithSecrets());
     const converter = new DefaultFailureConverter();
     const serialised = JSON.stringify(converter.errorToFailure(failure, defaultPayloadConverter));
     expect(serialised).not.toContain(SECRET);
@@ -55,10 +54,31 @@ describe('the failure catalogue', () => {
     expect((failure.cause?.cause as Error | undefined)?.message).toBe('upstream said key <redacted> is bad');
   });
 
+  it('redacts with the secrets of the activity it runs in, also after the activity awaited something', async () => {
+    const later = await secrets.run(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      return failureWithSecrets();
+    });
+    expect(later.message).toBe(`[API_KEY_REJECTED] stage s: rejected <redacted>; ${FAILURES.API_KEY_REJECTED.hint}`);
+  });
+
+  it("redacts only with the secrets of the activity it runs in: another worker's, or none outside an activity, leave it alone", () => {
+    expect(new SecretRegistry(['another-worker-key-0123']).run(() => failureWithSecrets()).message).toContain(SECRET);
+    expect(failureWithSecrets().message).toContain(SECRET);
+  });
+
   it('ignores values too short to be secrets', () => {
-    expect(redactSecrets('a short word')).toBe('a short word');
+    expect(secrets.run(() => redactSecrets('a short word'))).toBe('a short word');
+    expect(secrets.redact(`a short word and ${SECRET}`)).toBe('a short word and <redacted>');
   });
 });
+
+/** A failure whose message, details and causes all hold {@link SECRET}. */
+function failureWithSecrets() {
+  const inner = new Error(`upstream said key ${SECRET} is bad`);
+  const cause = new Error(`401 invalid x-api-key ${SECRET}`, { cause: inner });
+  return stageFailure({ type: 'API_KEY_REJECTED', stageId: 's', message: `rejected ${SECRET}`, details: { headers: { 'x-api-key': SECRET }, list: [SECRET] }, cause });
+}
 
 describe('failureTypeForStatus', () => {
   it('maps statuses and mid-stream error types', () => {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
-import { isGone, listProcessGroup, stopMarkedProcesses, stopProcessTree } from '../../src/activities/process/stop.js';
+import { isGone, listProcessGroup, stopMarkedProcesses } from '../../src/activities/process/stop.js';
 import { findMarkedProcesses } from '../../src/activities/process/sweep.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 
@@ -78,14 +78,15 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     expect(report).toEqual({ stopped: [], killed: [], survivors: [] });
   });
 
-  test('stopProcessTree stops a process and its descendants, even one in a session of its own', async () => {
+  test('stopMarkedProcesses stops a process and its descendants, even one in a session of its own', async () => {
     const lock = path.join(dir, 'tree.lock');
-    const child = shell(`setsid bash -c 'trap "rm -f \\"${lock}\\"" EXIT; touch "${lock}"; sleep 300' & sleep 300`, 'tree');
+    shell(`setsid bash -c 'trap "rm -f \\"${lock}\\"" EXIT; touch "${lock}"; sleep 300' & sleep 300`, 'tree');
     await waitFor(() => existsSync(lock), Boolean, 'the grandchild to take its lock', 10_000);
     const marked = await findMarkedProcesses(MARKER, 'tree');
     expect(marked.length).toBeGreaterThanOrEqual(3);
-    const report = await stopProcessTree([child.pid as number], 10_000);
+    const report = await stopMarkedProcesses(MARKER, 'tree', 'exact', 10_000);
     expect(existsSync(lock)).toBe(false);
+    expect(report.stopped).toEqual(expect.arrayContaining(marked));
     expect(report.killed).toEqual([]);
     expect(marked.filter((pid) => !isGone(pid))).toEqual([]);
   });

@@ -12,14 +12,14 @@ import { WORKER_MARKER } from './sweep.js';
  * So each worker process starts one small watchdog: a separate `node` in its own session, whose stdin
  * is a pipe from the worker. Only the worker holds the write end; when the worker dies, however it
  * dies, the kernel closes it, the watchdog reads end-of-file and stops every process that carries this
- * worker's marker the way everything is stopped here (`process-stop.ts`): SIGTERM to all of them, so that a
+ * worker's marker the way everything is stopped here (`stop.ts`): SIGTERM to all of them, so that a
  * tool can release its locks, up to the grace period for them to exit, then SIGKILL to what is left; then it
  * exits. It ignores SIGTERM and SIGINT and has no parent-death signal, so it lives through both steps.
  * Sweeping before the next attempt (`stage-guard.ts`) remains as the second line, for what a watchdog
  * cannot see (a watchdog killed along with the worker).
  *
  * The watchdog is inline JavaScript rather than a module file so it runs the same from `dist/` and
- * from the TypeScript sources under test. It repeats `stopGracefully` from process-stop.ts in plain JS;
+ * from the TypeScript sources under test. It repeats `stopGracefully` from stop.ts in plain JS;
  * keep the two in step.
  */
 const WATCHDOG_SOURCE = `

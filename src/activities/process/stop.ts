@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { listPids, readProcStat } from './proc.js';
 import { findMarkedProcesses, type MarkerMatch } from './sweep.js';
 
 /*
@@ -76,84 +76,19 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   return report([]);
 }
 
-/** Stops every process whose environment holds the marker `name=value` (see process-sweep.ts), gracefully. */
+/** Stops every process whose environment holds the marker `name=value` (see sweep.ts), gracefully. */
 export function stopMarkedProcesses(name: string, value: string, match: MarkerMatch, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
   return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs, options);
 }
 
 /** Pids of the live members of process group `pgid`, read from /proc (none elsewhere). */
 export function listProcessGroup(pgid: number): number[] {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  return entries.map(Number).filter((pid) => Number.isInteger(pid) && readStat(pid)?.[2] === String(pgid));
-}
-
-/**
- * Stops the given processes and every process descending from them, gracefully. Descendants are collected as
- * they are seen, so one reparented to init when its parent exits during the grace is still stopped.
- * For processes that carry no marker, e.g. pre-started agents.
- */
-export function stopProcessTree(pids: readonly number[], graceMs: number): Promise<StopReport> {
-  const tree = new Set(pids);
-  return stopGracefully(() => {
-    for (const pid of listDescendants(tree)) tree.add(pid);
-    return [...tree];
-  }, graceMs);
-}
-
-/** Pids of the live descendants of `roots`, read from /proc (none elsewhere). */
-export function listDescendants(roots: ReadonlySet<number>): number[] {
-  const parents = new Map<number, number[]>();
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  for (const entry of entries) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    const ppid = parentOf(pid);
-    if (ppid === undefined) continue;
-    parents.set(ppid, [...(parents.get(ppid) ?? []), pid]);
-  }
-  const found: number[] = [];
-  const queue = [...roots];
-  while (queue.length > 0) {
-    for (const child of parents.get(queue.pop() as number) ?? []) {
-      if (roots.has(child) || found.includes(child)) continue;
-      found.push(child);
-      queue.push(child);
-    }
-  }
-  return found;
-}
-
-/**
- * The fields of `/proc/<pid>/stat` after `pid (comm)`: state, ppid, pgrp, ... (comm may hold spaces and parentheses,
- * so read after the last `)`).
- */
-function readStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-function parentOf(pid: number): number | undefined {
-  const fields = readStat(pid);
-  return fields ? Number(fields[1]) : undefined;
+  return listPids().filter((pid) => readProcStat(pid)?.[2] === String(pgid));
 }
 
 /** Gone, or a zombie: killed but not reaped yet, so it does nothing any more. */
 export function isGone(pid: number): boolean {
-  const fields = readStat(pid);
+  const fields = readProcStat(pid);
   if (fields) return fields[0] === 'Z';
   if (process.platform === 'linux') return true;
   // Without /proc: signal 0 says whether the pid exists.

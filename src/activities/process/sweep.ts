@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { listPids } from './proc.js';
 
 /*
  * Finds and stops processes by a marker variable in their environment. The CLI gets the markers and
  * every tool process it starts inherits them, even the Bash tools that run in their own session and
- * so escape a kill of the CLI's process group. Linux only (/proc); elsewhere nothing is found. `process-stop.ts`
+ * so escape a kill of the CLI's process group. Linux only (/proc); elsewhere nothing is found. `stop.ts`
  * stops what is found.
  */
 
@@ -19,20 +20,12 @@ export type MarkerMatch = 'exact' | 'prefix';
 
 /** Pids of the processes whose environment holds `name=value` (this process excluded). */
 export async function findMarkedProcesses(name: string, value: string, match: MarkerMatch = 'exact'): Promise<number[]> {
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
   // `environ` is NUL-separated `NAME=value` entries: match a whole entry, not the tail of another.
   const wanted = Buffer.from(`\0${name}=${value}${match === 'exact' ? '\0' : ''}`);
   const found: number[] = [];
-  // Synchronous on purpose: a hundred tiny /proc reads cost ~1 ms this way and ~10 ms as promises,
-  // on every attempt's critical path (measured by the stage-latency benchmark).
-  for (const entry of entries) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
+  // Synchronous on purpose, as proc.ts explains.
+  for (const pid of listPids()) {
+    if (pid === process.pid) continue;
     try {
       const environ = readFileSync(`/proc/${pid}/environ`);
       if (Buffer.concat([NUL, environ, NUL]).includes(wanted)) found.push(pid);

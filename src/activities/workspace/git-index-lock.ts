@@ -1,6 +1,7 @@
 import { readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { listPids } from '../process/proc.js';
 
 /*
  * git takes `.git/index.lock` (O_EXCL) for any command that writes the index, holds it open while it works, and
@@ -34,15 +35,7 @@ export function processesHolding(file: string): number[] {
   } catch {
     // gone: then nobody holds it
   }
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return holders;
-  }
-  for (const entry of entries) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
+  for (const pid of listPids()) {
     let fds: string[];
     try {
       fds = readdirSync(`/proc/${pid}/fd`);

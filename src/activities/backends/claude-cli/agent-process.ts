@@ -1,16 +1,11 @@
-import { existsSync } from 'node:fs';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import type { AttemptProgress } from '../stage-backend.js';
 import type { CliEventReader } from './events.js';
 import { listProcessGroup, stopMarkedProcesses, type StopReport } from '../../process/stop.js';
+import { spawnAgent } from './spawn-agent.js';
 import { StdoutLineSplitter, type StdoutPiece } from './stream-lines.js';
 import type { TranscriptWriter } from './transcript-writer.js';
 
-/**
- * util-linux's setpriv lets the kernel stop the agent when the worker dies without cleaning up. TERM, not KILL, so
- * that the CLI can end its tools; the worker's watchdog SIGKILLs whatever is left after the grace.
- */
-const SETPRIV = '/usr/bin/setpriv';
 const NEWLINE = Buffer.from('\n');
 /** Kept of the CLI's stderr, for failure details. @unit characters */
 const STDERR_TAIL = 4_000;
@@ -77,141 +72,168 @@ export interface CliProcessResult {
  * result event when `settleOnResult` allows.
  */
 export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessResult> {
-  const [file, fileArgs] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', o.binary, ...o.args]] : [o.binary, o.args];
-  // An adopted warm process has started up already; writing its prompt and closing stdin is all that is left.
-  if (o.spawned) {
-    // A process that died while it waited makes the write fail with EPIPE; its exit is what the attempt reports.
-    o.spawned.stdin?.on('error', () => {});
-    o.spawned.stdin?.end(o.stdin);
-  }
-  const child = o.spawned ?? execa(file, fileArgs, {
-    cwd: o.cwd,
-    input: o.stdin,
-    env: o.env,
-    extendEnv: false,
-    // Its own process group, so a stop reaches the CLI and the tools it started in that group together.
-    detached: true,
-    buffer: false,
-    reject: false,
-  });
-  const result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0 };
-  let exited = false;
-  let killTimer: NodeJS.Timeout | undefined;
-  const killGroup = (signal: NodeJS.Signals): void => {
-    // Once the process has exited its pid may be reused: never signal it then.
-    if (exited || !child.pid) return;
-    try {
-      process.kill(-child.pid, signal);
-    } catch {
-      // Already gone.
-    }
-  };
-  let stopping: Promise<StopReport | undefined> | undefined;
-  const terminate = (): void => {
-    if (stopping || killTimer) return;
-    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace;
-    // the group's members, the agent among them, get no second SIGTERM from the marker sweep.
-    const group = !exited && child.pid ? listProcessGroup(child.pid) : [];
-    killGroup('SIGTERM');
-    stopping = o.marker
-      ? stopMarkedProcesses(o.marker.name, o.marker.value, 'exact', o.killGraceMs, { alreadyTerminated: group }).catch(() => undefined)
-      : Promise.resolve(undefined);
-    killTimer = setTimeout(() => killGroup('SIGKILL'), o.killGraceMs);
-  };
-  const stop = (why: 'cancelled' | 'stalled'): void => {
-    if (result.stoppedFor) return;
-    result.stoppedFor = why;
-    terminate();
-  };
-  const onAbort = (): void => stop('cancelled');
-  o.signal.addEventListener('abort', onAbort, { once: true });
-  if (o.signal.aborted) stop('cancelled');
+  const run = new CliProcessRun(o, startOrAdopt(o));
+  const exited = run.untilExit();
+  if (!o.settleOnResult) return exited;
+  const first = await Promise.race([exited.then(() => 'exited' as const, () => 'exited' as const), run.resultSettled]);
+  return first === 'exited' ? exited : { stderrTail: '', truncatedAnswerBytes: run.truncatedAnswerBytes, exit: exited };
+}
 
+/** A new `claude` process that reads the prompt from stdin, or the warm one waiting for it. */
+function startOrAdopt(o: CliProcessOptions): ResultPromise {
+  if (!o.spawned) return spawnAgent(o, o.stdin);
+  // An adopted warm process has started up already; writing its prompt and closing stdin is all that is left.
+  // A process that died while it waited makes the write fail with EPIPE; its exit is what the attempt reports.
+  o.spawned.stdin?.on('error', () => {});
+  o.spawned.stdin?.end(o.stdin);
+  return o.spawned;
+}
+
+/** One `claude` process of an attempt, from its start to its exit: the watchers that stop it, and its output. */
+class CliProcessRun {
+  private readonly result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0 };
+  private readonly stderr: Promise<string>;
+  private exited = false;
+  private killTimer: NodeJS.Timeout | undefined;
+  private stopping: Promise<StopReport | undefined> | undefined;
   // Stall detection follows the agent's output, not the wall clock: a long but active stage is never stopped.
-  let stallTimer: NodeJS.Timeout | undefined;
-  const armStallTimer = (): void => {
-    clearTimeout(stallTimer);
-    stallTimer = setTimeout(() => stop('stalled'), o.reader.sawOutput ? o.stallTimeoutMs : o.firstOutputTimeoutMs);
-  };
-  armStallTimer();
-  let lastBeatAt = 0;
+  private stallTimer: NodeJS.Timeout | undefined;
+  private readonly beatTimer: NodeJS.Timeout;
+  private lastBeatAt = 0;
   // Set once the attempt settled on the agent's result (`settleOnResult`): the activity completes, and from then on
   // nobody reads its heartbeats.
-  let settled = false;
-  const beat = (): void => {
-    if (settled) return;
-    lastBeatAt = Date.now();
-    o.heartbeat(o.reader.progress());
-  };
-  const beatTimer = setInterval(beat, o.heartbeatIntervalMs);
-  let settleOnResult = (): void => {};
-  const resultSettled = new Promise<'result'>((resolve) => {
-    settleOnResult = () => {
-      settled = true;
-      clearInterval(beatTimer);
+  private settled = false;
+  private settle: () => void = () => {};
+  /** Resolves when the attempt may settle on the agent's result (see `CliProcessOptions.settleOnResult`). */
+  readonly resultSettled = new Promise<'result'>((resolve) => {
+    this.settle = () => {
+      this.settled = true;
+      clearInterval(this.beatTimer);
       resolve('result');
     };
   });
+  private readonly onAbort = (): void => this.stop('cancelled');
 
-  const stderr = collectTail(child.stderr);
-  const handle = async (piece: StdoutPiece): Promise<void> => {
-    if (piece.kind === 'long-bytes') return o.transcript.write(piece.chunk);
-    let event: unknown;
-    const text = piece.kind === 'line' ? piece.raw.toString('utf8') : piece.skeleton;
-    try {
-      event = text === undefined ? undefined : JSON.parse(text);
-    } catch {
-      event = undefined;
-    }
-    const type = (event as { type?: unknown } | undefined)?.type;
-    // Partial-message deltas only feed stall detection: the `assistant` event after them holds the same text.
-    if (piece.kind === 'line' && type !== 'stream_event') {
-      await o.transcript.write(piece.raw);
-      await o.transcript.write(NEWLINE);
-    }
-    if (piece.kind === 'long-line' && piece.truncatedStrings > 0 && (type === 'assistant' || type === 'result')) {
-      result.truncatedAnswerBytes = Math.max(result.truncatedAnswerBytes, piece.bytes);
-    }
-    if (o.reader.read(event)) armStallTimer();
-    if (type === 'result' && o.settleOnResult?.(o.reader)) settleOnResult();
-    // Deltas come by the hundred per answer and add nothing the next whole event does not carry; each heartbeat
-    // call converts its details to a payload, so they only prompt one now and then.
-    if (type !== 'stream_event' || Date.now() - lastBeatAt >= DELTA_HEARTBEAT_GAP_MS) beat();
-  };
+  constructor(
+    private readonly o: CliProcessOptions,
+    private readonly child: ResultPromise,
+  ) {
+    o.signal.addEventListener('abort', this.onAbort, { once: true });
+    if (o.signal.aborted) this.stop('cancelled');
+    this.armStallTimer();
+    this.beatTimer = setInterval(() => this.beat(), o.heartbeatIntervalMs);
+    this.stderr = collectTail(child.stderr);
+  }
 
-  const finished = (async (): Promise<CliProcessResult> => {
+  get truncatedAnswerBytes(): number {
+    return this.result.truncatedAnswerBytes;
+  }
+
+  /** Reads the agent's output to its end, then waits for the process (and the tools being stopped) to be gone. */
+  async untilExit(): Promise<CliProcessResult> {
     let failure: unknown;
     try {
-      if (child.pid) await o.onSpawn(child.pid);
-      const splitter = new StdoutLineSplitter();
-      for await (const chunk of (child.stdout ?? []) as AsyncIterable<Buffer>) {
-        for (const piece of splitter.push(chunk)) await handle(piece);
-      }
-      for (const piece of splitter.end()) await handle(piece);
+      if (this.child.pid) await this.o.onSpawn(this.child.pid);
+      await this.readOutput();
     } catch (err) {
       // The transcript could not be written (disk full): the attempt cannot go on without its record.
       failure = err;
-      terminate();
+      this.terminate();
     } finally {
-      clearTimeout(stallTimer);
-      clearInterval(beatTimer);
-      o.signal.removeEventListener('abort', onAbort);
+      clearTimeout(this.stallTimer);
+      clearInterval(this.beatTimer);
+      this.o.signal.removeEventListener('abort', this.onAbort);
     }
-    const done = await child;
-    exited = true;
-    clearTimeout(killTimer);
+    const done = await this.child;
+    this.exited = true;
+    clearTimeout(this.killTimer);
     // The tools get the rest of their grace, then SIGKILL, before the attempt reports how it ended.
-    await stopping;
+    await this.stopping;
     if (failure) throw failure;
-    result.exitCode = done.exitCode;
-    result.exitSignal = done.signal;
-    result.spawnError = done.failed && !child.pid ? (done.code ?? 'spawn failed') : undefined;
-    result.stderrTail = await stderr;
-    return result;
-  })();
-  if (!o.settleOnResult) return finished;
-  const first = await Promise.race([finished.then(() => 'exited' as const, () => 'exited' as const), resultSettled]);
-  return first === 'exited' ? finished : { stderrTail: '', truncatedAnswerBytes: result.truncatedAnswerBytes, exit: finished };
+    this.result.exitCode = done.exitCode;
+    this.result.exitSignal = done.signal;
+    this.result.spawnError = done.failed && !this.child.pid ? (done.code ?? 'spawn failed') : undefined;
+    this.result.stderrTail = await this.stderr;
+    return this.result;
+  }
+
+  private async readOutput(): Promise<void> {
+    const splitter = new StdoutLineSplitter();
+    for await (const chunk of (this.child.stdout ?? []) as AsyncIterable<Buffer>) {
+      for (const piece of splitter.push(chunk)) await this.handle(piece);
+    }
+    for (const piece of splitter.end()) await this.handle(piece);
+  }
+
+  /** One piece of stdout: into the transcript, the event reader, stall detection and the heartbeats. */
+  private async handle(piece: StdoutPiece): Promise<void> {
+    if (piece.kind === 'long-bytes') return this.o.transcript.write(piece.chunk);
+    const text = piece.kind === 'line' ? piece.raw.toString('utf8') : piece.skeleton;
+    const event = parseEvent(text);
+    const type = (event as { type?: unknown } | undefined)?.type;
+    // Partial-message deltas only feed stall detection: the `assistant` event after them holds the same text.
+    if (piece.kind === 'line' && type !== 'stream_event') {
+      await this.o.transcript.write(piece.raw);
+      await this.o.transcript.write(NEWLINE);
+    }
+    if (piece.kind === 'long-line' && piece.truncatedStrings > 0 && (type === 'assistant' || type === 'result')) {
+      this.result.truncatedAnswerBytes = Math.max(this.result.truncatedAnswerBytes, piece.bytes);
+    }
+    if (this.o.reader.read(event)) this.armStallTimer();
+    if (type === 'result' && this.o.settleOnResult?.(this.o.reader)) this.settle();
+    // Deltas come by the hundred per answer and add nothing the next whole event does not carry; each heartbeat
+    // call converts its details to a payload, so they only prompt one now and then.
+    if (type !== 'stream_event' || Date.now() - this.lastBeatAt >= DELTA_HEARTBEAT_GAP_MS) this.beat();
+  }
+
+  private beat(): void {
+    if (this.settled) return;
+    this.lastBeatAt = Date.now();
+    this.o.heartbeat(this.o.reader.progress());
+  }
+
+  private armStallTimer(): void {
+    clearTimeout(this.stallTimer);
+    this.stallTimer = setTimeout(() => this.stop('stalled'), this.o.reader.sawOutput ? this.o.stallTimeoutMs : this.o.firstOutputTimeoutMs);
+  }
+
+  private stop(why: 'cancelled' | 'stalled'): void {
+    if (this.result.stoppedFor) return;
+    this.result.stoppedFor = why;
+    this.terminate();
+  }
+
+  private terminate(): void {
+    if (this.stopping || this.killTimer) return;
+    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace;
+    // the group's members, the agent among them, get no second SIGTERM from the marker sweep.
+    const group = !this.exited && this.child.pid ? listProcessGroup(this.child.pid) : [];
+    this.signalGroup('SIGTERM');
+    const { marker, killGraceMs } = this.o;
+    this.stopping = marker
+      ? stopMarkedProcesses(marker.name, marker.value, 'exact', killGraceMs, { alreadyTerminated: group }).catch(() => undefined)
+      : Promise.resolve(undefined);
+    this.killTimer = setTimeout(() => this.signalGroup('SIGKILL'), killGraceMs);
+  }
+
+  private signalGroup(signal: NodeJS.Signals): void {
+    // Once the process has exited its pid may be reused: never signal it then.
+    if (this.exited || !this.child.pid) return;
+    try {
+      process.kill(-this.child.pid, signal);
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+/** The event a line of stdout holds, or undefined for one that is not JSON. */
+function parseEvent(text: string | undefined): unknown {
+  try {
+    return text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 async function collectTail(stream: AsyncIterable<Buffer> | null | undefined): Promise<string> {

@@ -62,7 +62,7 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   return args;
 }
 
-/** What marks an agent's processes, so they can be found and stopped (see process-sweep.ts). */
+/** What marks an agent's processes, so they can be found and stopped (see process/sweep.ts). */
 export interface AgentMarkers {
   stage: string;
   worker: string;

@@ -1,19 +1,19 @@
 import { Context } from '@temporalio/activity';
+import type { ResultPromise } from 'execa';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { agentTelemetryEnv } from '../../../telemetry/agent-env.js';
 import { stageFailure } from '../../failures.js';
-import { redactSecrets, registerSecrets } from '../../secrets.js';
+import { redactSecrets } from '../../secrets.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import type { AttemptProgress, BackendOutcome, BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
-import { agentsExited, trackExitingAgent } from './agent-exits.js';
-import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt } from './args.js';
+import type { ExitingAgents } from './agent-exits.js';
+import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
-import { planSession } from './session.js';
+import { planSession, type SessionPlan } from './session.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { loadModelCatalog, type ModelCatalog } from '../models.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
@@ -21,9 +21,16 @@ import { STAGE_MARKER } from '../../process/sweep.js';
 import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
 import { StageGuard } from '../../process/stage-guard.js';
 import { TranscriptWriter } from './transcript-writer.js';
-import { prewarmStages, warmKey, warmPool, warmStartSettings } from './warm-start.js';
+import { prewarmStages, warmKey } from './warm-start.js';
+import type { WarmPool } from './warm-pool.js';
 
-/** Options of the Claude Code CLI backend, fixed per worker. */
+/** Telemetry variables for one agent process (see `agentTelemetryEnv` in telemetry/agent-env.ts). */
+export type AgentTelemetryEnv = (tags: { stage: string; attempt: number }) => Record<string, string>;
+
+/**
+ * Options of the Claude Code CLI backend, fixed per worker, and the objects its attempts share, which the worker
+ * makes once when it starts (see run-worker.ts) and hands in through `createActivities`.
+ */
 export interface ClaudeCliOptions {
   /** The environment the worker got; only an allow-list of it reaches the agent. */
   env: NodeJS.ProcessEnv;
@@ -34,6 +41,12 @@ export interface ClaudeCliOptions {
   killGraceMs?: number;
   /** Prices for the cost reported while the agent runs. @default `loadModelCatalog(env)` */
   models?: ModelCatalog;
+  /** The worker's agents whose stage completed on their result and that are still exiting; the next agent of a run waits for its run's. */
+  exitingAgents: ExitingAgents;
+  /** Agents started ahead of time for the stages to come (warm start); without a pool every agent starts cold. */
+  warmPool?: WarmPool;
+  /** The attempt span's TRACEPARENT, and Claude Code's own telemetry settings, for each agent. @default none */
+  agentTelemetryEnv?: AgentTelemetryEnv;
 }
 
 /**
@@ -43,9 +56,21 @@ export interface ClaudeCliOptions {
  * On cancellation the abort reason is rethrown once the agent is gone; partial work stays.
  */
 export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOptions): Promise<BackendOutcome> {
-  const { stage, workspace } = request;
-  const secrets = agentSecretValues(options.env);
-  registerSecrets(secrets);
+  const binary = await checkCanStart(request, options);
+  // An agent of this run that completed its stage may still be shutting down: it may hold this stage's lock, or be
+  // writing the session this attempt resumes.
+  await options.exitingAgents.exited(request.workspace.claudeConfigDir);
+  const launch = await prepareLaunch(request, options, binary);
+  const ended = await runAgent(request, options, launch);
+  return await attemptOutcome(request, options, launch, ended);
+}
+
+/**
+ * Fails the attempt before anything starts when the agent could not run: no credentials, `bare` without an API key,
+ * no `claude` binary, or already cancelled. Resolves to the binary.
+ */
+async function checkCanStart(request: BackendRequest, options: ClaudeCliOptions): Promise<string> {
+  const { stage } = request;
   if (!detectAgentAuth(options.env)) {
     throw stageFailure({
       type: 'API_KEY_MISSING',
@@ -67,14 +92,34 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `the Claude Code CLI was not found (looked for ${describeClaudeLookup(options.env)})`, details: { claudeBin: options.env.CLAUDE_BIN } });
   }
   if (request.signal.aborted) throw request.signal.reason;
+  return binary;
+}
 
-  // An agent of this run that completed its stage may still be shutting down: it may hold this stage's lock, or be
-  // writing the session this attempt resumes.
-  await agentsExited(workspace.claudeConfigDir);
+/** How an attempt's agent starts, decided before it does. */
+interface AgentLaunch {
+  binary: string;
+  args: string[];
+  env: Record<string, string>;
+  stageDir: string;
+  killGraceMs: number;
+  /** The stage's lock and marker; what an earlier attempt left there is stopped. */
+  guard: StageGuard;
+  session: SessionPlan;
+  /** The process started for this stage ahead of time, when it matched and was taken over. */
+  adopted?: ResultPromise;
+  /** About a process started ahead of time that did not match. */
+  warnings: string[];
+}
+
+/**
+ * Claims the stage (stopping what an earlier attempt left), writes the agent's files, plans its session and command
+ * line, and takes over the process started for this stage ahead of time when it matches them exactly.
+ */
+async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions, binary: string): Promise<AgentLaunch> {
+  const { stage, workspace } = request;
   const stageDir = workspace.stageDir(stage.id);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
-  const warmSettings = warmStartSettings(options.env);
-  const pool = warmSettings.enabled ? warmPool(warmSettings, killGraceMs) : undefined;
+  const pool = options.warmPool;
   const key = warmKey(workspace, stage.id);
   // A process started for this stage ahead of time carries its own stage marker and session id: the attempt takes
   // them on, so that its command line and environment can match the waiting process's exactly.
@@ -83,38 +128,55 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   const env = {
     ...agentEnvironment(options.env, workspace.claudeConfigDir, { stage: guard.marker, worker: workerMarkerValue(killGraceMs) }),
     // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
-    ...agentTelemetryEnv(options.env, { stage: stage.id, attempt: request.attempt }),
+    ...options.agentTelemetryEnv?.({ stage: stage.id, attempt: request.attempt }),
   };
-  const mcpConfig = await writeMcpConfig({
-    stageId: stage.id,
-    pipelineServers: request.mcpServers,
-    stageServers: stage.mcpServers,
-    dir: stageDir,
-    cwd: workspace.dir,
-    env,
-  });
-  const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
-  if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
+  const files = await writeAgentFiles(request, options, stageDir, env);
   const session = await planSession(request);
   if (waiting && !session.resume) session.sessionId = waiting.sessionId;
   // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
-  const settings = agentSettings(options.env);
-  let args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings, streamInput: waiting !== undefined });
+  let args = buildCliArgs(request, session, { ...files, streamInput: waiting !== undefined });
   const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
-  const warmWarnings: string[] = [];
+  const warnings: string[] = [];
   if (took?.kind === 'discarded') {
-    warmWarnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
+    warnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
   }
   if (waiting && took?.kind !== 'adopted' && !session.resume) {
     // The stopped process may have registered the session id: the cold start takes a fresh one.
     session.sessionId = randomUUID();
-    args = buildCliArgs(request, session, { mcpConfig, systemPrompt, settings });
+    args = buildCliArgs(request, session, files);
   }
-  const warmStart = took?.kind === 'adopted';
+  return { binary, args, env, stageDir, killGraceMs, guard, session, adopted: took?.kind === 'adopted' ? took.child : undefined, warnings };
+}
+
+/** Writes the MCP configuration and the system prompt the command line names. */
+async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<CliFiles> {
+  const { stage, workspace } = request;
+  const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
+  const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
+  if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
+  return { mcpConfig, systemPrompt, settings: agentSettings(options.env) };
+}
+
+/** How the agent's run ended, as far as the attempt waits for it. */
+interface AgentRunEnd {
+  run: CliProcessResult;
+  reader: CliEventReader;
+  durationMs: number;
+  /** The keys of the processes this attempt started ahead of time for the stages after it. */
+  prewarming?: Promise<string[]>;
+}
+
+/**
+ * Runs the agent to its exit (or to its result, when the attempt settles on it) while recording its transcript, then
+ * releases the stage: at once, or once an agent that settled on its result has exited.
+ */
+async function runAgent(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<AgentRunEnd> {
+  const { stage, workspace } = request;
+  const { guard, session } = launch;
   const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
-  const transcript = await TranscriptWriter.open(request.transcriptPath, secrets);
+  const transcript = await TranscriptWriter.open(request.transcriptPath, agentSecretValues(options.env));
   const started = Date.now();
-  const attemptDone = pool ? await pool.attemptStarted() : undefined;
+  const attemptDone = options.warmPool ? await options.warmPool.attemptStarted() : undefined;
   let prewarming: Promise<string[]> | undefined;
   const finishAttempt = async (): Promise<void> => {
     await transcript.close().catch(() => undefined);
@@ -127,17 +189,17 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
   let exiting: Promise<CliProcessResult> | undefined;
   try {
     run = await runCliProcess({
-      binary,
-      args,
-      spawned: took?.kind === 'adopted' ? took.child : undefined,
-      stdin: warmStart ? streamJsonPrompt(session.stdin) : session.stdin,
+      binary: launch.binary,
+      args: launch.args,
+      spawned: launch.adopted,
+      stdin: launch.adopted ? streamJsonPrompt(session.stdin) : session.stdin,
       cwd: workspace.dir,
-      env,
+      env: launch.env,
       reader,
       transcript,
       stallTimeoutMs: stage.stallTimeoutMs,
       firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
-      killGraceMs,
+      killGraceMs: launch.killGraceMs,
       marker: { name: STAGE_MARKER, value: guard.marker },
       heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
       signal: request.signal,
@@ -145,19 +207,13 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
       settleOnResult: settlesOnResult(request) ? (events) => events.result?.is_error === false : undefined,
       onSpawn: async (pid) => {
         await guard.lock(pid, request.attempt);
-        // The next stages' agents start while this one works: off the critical path, and never failing this attempt.
-        if (pool && request.prewarm) {
-          prewarming = request
-            .prewarm()
-            .then((targets) => prewarmStages(pool, targets, { binary, workerEnv: options.env, killGraceMs, workspace, mcpServers: request.mcpServers }))
-            .catch(() => []);
-        }
+        prewarming = prewarmNextStages(request, options, launch);
       },
     });
     exiting = run.exit;
   } catch (err) {
     // Only the attempt's own records can fail here: the transcript, or the lock file once the agent started.
-    throw stageFailure({ type: 'WORKSPACE_ERROR', stageId: stage.id, message: `could not record the attempt in ${stageDir} (${(err as Error).message}); the agent was stopped`, cause: err as Error });
+    throw stageFailure({ type: 'WORKSPACE_ERROR', stageId: stage.id, message: `could not record the attempt in ${launch.stageDir} (${(err as Error).message}); the agent was stopped`, cause: err as Error });
   } finally {
     if (!exiting) await finishAttempt();
   }
@@ -166,22 +222,42 @@ export async function runClaudeCli(request: BackendRequest, options: ClaudeCliOp
     const ended = followToExit(stage.id, exiting, warn)
       .then(finishAttempt)
       .catch((err: unknown) => warn(`could not finish the attempt of stage ${stage.id} after its agent exited: ${(err as Error).message}`));
-    trackExitingAgent(workspace.claudeConfigDir, ended);
+    options.exitingAgents.track(workspace.claudeConfigDir, ended);
   }
-  const durationMs = Date.now() - started;
+  return { run, reader, durationMs: Date.now() - started, prewarming };
+}
+
+/**
+ * Starts the agents of the stages after this one while it works: off the critical path, and never failing this
+ * attempt. Resolves to the keys of the processes started.
+ */
+function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
+  const pool = options.warmPool;
+  if (!pool || !request.prewarm) return undefined;
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers };
+  return request
+    .prewarm()
+    .then((targets) => prewarmStages(pool, targets, context))
+    .catch(() => []);
+}
+
+/** Maps how the agent's run ended to the attempt's outcome, or throws its failure (or the cancellation). */
+async function attemptOutcome(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch, ended: AgentRunEnd): Promise<BackendOutcome> {
+  const { stage } = request;
+  const { run, reader } = ended;
   request.heartbeat(reader.progress());
   const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
-  if (pool && prewarming && (run.stoppedFor || run.spawnError || failure)) {
+  if (options.warmPool && ended.prewarming && (run.stoppedFor || run.spawnError || failure)) {
     // The stages after this one will not start now: their waiting agents go at once instead of at their TTL.
-    await pool.discardAll(await prewarming);
+    await options.warmPool.discardAll(await ended.prewarming);
   }
-
   if (run.stoppedFor === 'cancelled') throw request.signal.reason ?? new Error('cancelled');
   if (run.spawnError) {
-    throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${binary} (${run.spawnError})`, details: { binary } });
+    throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${launch.binary} (${run.spawnError})`, details: { binary: launch.binary } });
   }
   if (failure) throw failure;
-  return { ...toOutcome(reader, run, durationMs, [...guard.warnings, ...session.warnings, ...warmWarnings]), warmStart };
+  const warnings = [...launch.guard.warnings, ...launch.session.warnings, ...launch.warnings];
+  return { ...toOutcome(reader, run, ended.durationMs, warnings), warmStart: launch.adopted !== undefined };
 }
 
 /** CLI permission modes whose exit code can still turn a successful result into a failure (auto mode's classifier). */

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { stopMarkedProcesses } from '../../process/stop.js';
 import { STAGE_MARKER } from '../../process/sweep.js';
+import { spawnAgent, type AgentLaunch } from './spawn-agent.js';
 
 /*
  * Warm start: a `claude -p` process spawned before its stage starts, with the exact command line, environment and
@@ -16,16 +16,8 @@ import { STAGE_MARKER } from '../../process/sweep.js';
  * again at adoption; any change (a stage running meanwhile edited CLAUDE.md) discards the process.
  */
 
-/** util-linux's setpriv lets the kernel kill the agent when the worker dies without cleaning up (as in cli-process.ts). */
-const SETPRIV = '/usr/bin/setpriv';
-
 /** How a waiting process is started; adoption compares all of it. */
-export interface WarmLaunch {
-  binary: string;
-  args: string[];
-  cwd: string;
-  env: Record<string, string>;
-}
+export type WarmLaunch = AgentLaunch;
 
 /** A waiting process's identity, which the adopting attempt takes on so that its command line can match. */
 export interface WarmIdentity {
@@ -59,12 +51,7 @@ export class WarmPool {
   private readonly entries = new Map<string, WarmEntry>();
   private running = 0;
 
-  constructor(private options: WarmPoolOptions) {}
-
-  /** New settings for processes spawned from now on. */
-  configure(options: WarmPoolOptions): void {
-    this.options = options;
-  }
+  constructor(private readonly options: WarmPoolOptions) {}
 
   /** Waiting processes right now. */
   get size(): number {
@@ -83,8 +70,7 @@ export class WarmPool {
     const hashes = await hashFiles(watched);
     // Checked again after the await: another prewarm for the same stage may have won the race.
     if (this.entries.has(key) || this.running + this.entries.size >= this.options.limit) return false;
-    const [file, args] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', launch.binary, ...launch.args]] : [launch.binary, launch.args];
-    const child = execa(file, args, { cwd: launch.cwd, env: launch.env, extendEnv: false, detached: true, buffer: false, reject: false, stdin: 'pipe' });
+    const child = spawnAgent(launch);
     child.catch(() => undefined);
     const entry: WarmEntry = { ...launch, child, hashes, exited: false, ttlTimer: setTimeout(() => void this.discard(key), this.options.ttlMs) };
     entry.ttlTimer.unref();

@@ -8,7 +8,7 @@ import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, agentSettings, buildCliArgs } from './args.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
-import { WarmPool } from './warm-pool.js';
+import type { WarmPool } from './warm-pool.js';
 
 /*
  * How the CLI backend uses the warm pool: which stage a waiting process is for (`warmKey`), how it is launched
@@ -21,13 +21,11 @@ export interface WarmStartSettings {
   enabled: boolean;
   /** `AGENT_PIPELINE_PREWARM_TTL`: how long a process may wait for its stage. @unit milliseconds @default 120s */
   ttlMs: number;
-  /** The worker's agent limit (`AGENT_PIPELINE_MAX_CONCURRENT_STAGES`). @default 8 */
-  limit: number;
 }
 
 /**
- * Reads the warm start settings.
- * @throws Error naming the variable, its value and what is allowed (the worker checks this at start)
+ * Reads the warm start settings, once, when the worker starts (it makes its pool from them).
+ * @throws Error naming the variable, its value and what is allowed
  */
 export function warmStartSettings(env: NodeJS.ProcessEnv): WarmStartSettings {
   const prewarm = (env.AGENT_PIPELINE_PREWARM ?? 'on').trim().toLowerCase();
@@ -38,24 +36,7 @@ export function warmStartSettings(env: NodeJS.ProcessEnv): WarmStartSettings {
   if (!durationSchema.safeParse(ttl).success) {
     throw new Error(`[CONFIG_INVALID] AGENT_PIPELINE_PREWARM_TTL=${ttl} is not a duration; write it like 120s or 5m`);
   }
-  const limit = Number(env.AGENT_PIPELINE_MAX_CONCURRENT_STAGES || 8);
-  return { enabled: prewarm === 'on', ttlMs: toMilliseconds(ttl), limit: Number.isInteger(limit) && limit > 0 ? limit : 8 };
-}
-
-// One pool per worker process, like the orphan watchdog: waiting processes belong to the process that spawned them.
-let pool: WarmPool | undefined;
-
-/** The worker's pool, made on first use. */
-export function warmPool(settings: WarmStartSettings, killGraceMs: number): WarmPool {
-  const options = { ttlMs: settings.ttlMs, killGraceMs, limit: settings.limit };
-  pool ??= new WarmPool(options);
-  pool.configure(options);
-  return pool;
-}
-
-/** Stops every waiting process of this worker (shutdown); the watchdog covers a worker that dies instead. */
-export async function stopWarmProcesses(): Promise<void> {
-  await pool?.stopAll();
+  return { enabled: prewarm === 'on', ttlMs: toMilliseconds(ttl) };
 }
 
 /** A waiting process serves one stage of one run, never another. */
