@@ -1,11 +1,11 @@
-import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { indexLockPath } from '../../src/activities/workspace/git-index-lock.js';
+import { initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';
@@ -26,17 +26,11 @@ let shimLock: string;
 let pipelineFile: string;
 const workers = new WorkerProcesses();
 
-const git = (cwd: string, ...args: string[]) => execa('git', ['-c', 'user.name=test', '-c', 'user.email=test@localhost', ...args], { cwd });
-
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-locks-'));
   shimLock = path.join(scratch, 'shims.lock');
   const repo = path.join(scratch, 'repo');
-  await mkdir(repo);
-  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
-  await writeFile(path.join(repo, 'README.md'), '# Project\n');
-  await git(repo, 'add', '.');
-  await git(repo, 'commit', '--quiet', '-m', 'initial');
+  await initRepo(repo, { 'README.md': '# Project\n' });
   // The check the next attempt runs: pyenv would wait 60 s on its lock; here a lock still there is named at once.
   const check = `if [ -e "${shimLock}" ]; then echo SHIM-LOCK-STILL-THERE; else echo SHIM-LOCK-FREE; fi; git add -A && echo GIT-ADD-OK`;
   harness = await createHarness('claude-cli-locks', {

@@ -1,16 +1,13 @@
-import { execa } from 'execa';
 import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { answerStageUpdate } from '../../src/workflows/messages.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'agent-execution');
-
-const git = async (cwd: string, ...args: string[]): Promise<string> =>
-  (await execa('git', ['-c', 'user.name=Dev', '-c', 'user.email=dev@localhost', ...args], { cwd })).stdout;
 
 describe('the agent-execution example', () => {
   let harness: Harness;
@@ -20,9 +17,7 @@ describe('the agent-execution example', () => {
     // The example lives at the root of the project's repository; each run works in a worktree of it.
     project = await mkdtemp(path.join(tmpdir(), 'agent-execution-'));
     await cp(EXAMPLE, project, { recursive: true });
-    await git(project, 'init', '--quiet', '--initial-branch', 'main');
-    await git(project, 'add', '.');
-    await git(project, 'commit', '--quiet', '-m', 'initial');
+    await initRepo(project);
   });
   afterAll(async () => {
     await harness?.close();

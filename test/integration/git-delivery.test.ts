@@ -1,4 +1,3 @@
-import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -6,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
@@ -22,9 +22,6 @@ let base: string;
 let repo: string;
 let remote: string;
 let harness: Harness;
-
-const git = async (cwd: string, ...args: string[]): Promise<string> =>
-  (await execa('git', ['-c', 'user.name=Someone Else', '-c', 'user.email=else@localhost', ...args], { cwd })).stdout;
 
 /** Someone else pushes `file` with `content` to `branch` of the remote before the run does. */
 async function pushFromElsewhere(branch: string, file: string, content: string): Promise<void> {
@@ -61,12 +58,8 @@ beforeAll(async () => {
   base = await mkdtemp(path.join(tmpdir(), 'git-delivery-'));
   repo = path.join(base, 'repo');
   remote = path.join(base, 'remote.git');
-  await mkdir(repo);
-  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
-  await writeFile(path.join(repo, 'README.md'), '# Widgets\n');
-  await git(repo, 'add', '.');
-  await git(repo, 'commit', '--quiet', '-m', 'initial');
-  await git(base, 'clone', '--quiet', '--bare', repo, remote);
+  await initRepo(repo, { 'README.md': '# Widgets\n' });
+  await cloneBare(repo, remote);
   // The remote is known by a GitHub address; git is told to use the bare repository for it, so pushes stay offline
   // while the compare URL is the one a person would open.
   await git(repo, 'remote', 'add', 'origin', 'https://github.com/acme/widgets.git');

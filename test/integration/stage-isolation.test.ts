@@ -1,11 +1,11 @@
-import { execa } from 'execa';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-helpers.js';
 
@@ -29,9 +29,6 @@ const writer = (pipeline: string, stage: string, file: string, content: string):
 let harness: Harness;
 let base: string;
 let repo: string;
-
-const git = async (cwd: string, ...args: string[]): Promise<string> =>
-  (await execa('git', ['-c', 'user.name=A Person', '-c', 'user.email=person@localhost', ...args], { cwd })).stdout;
 
 const pipeline = (name: string, stages: string[]): string =>
   [
@@ -57,11 +54,7 @@ beforeAll(async () => {
   });
   base = await mkdtemp(path.join(tmpdir(), 'stage-isolation-'));
   repo = path.join(base, 'repo');
-  await mkdir(repo);
-  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
-  await writeFile(path.join(repo, 'README.md'), '# Project\n');
-  await git(repo, 'add', '.');
-  await git(repo, 'commit', '--quiet', '-m', 'initial');
+  await initRepo(repo, { 'README.md': '# Project\n' });
 }, 60_000);
 afterAll(async () => {
   await harness?.close();

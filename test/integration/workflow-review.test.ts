@@ -1,16 +1,13 @@
-import { execa } from 'execa';
 import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { approveStageUpdate } from '../../src/workflows/messages.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 
 const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'work-and-review');
-
-const git = async (cwd: string, ...args: string[]): Promise<string> =>
-  (await execa('git', ['-c', 'user.name=Dev', '-c', 'user.email=dev@localhost', ...args], { cwd })).stdout;
 
 describe('the work-and-review example', () => {
   let harness: Harness;
@@ -24,10 +21,8 @@ describe('the work-and-review example', () => {
     project = path.join(base, 'project');
     remote = path.join(base, 'remote.git');
     await cp(EXAMPLE, project, { recursive: true });
-    await git(project, 'init', '--quiet', '--initial-branch', 'main');
-    await git(project, 'add', '.');
-    await git(project, 'commit', '--quiet', '-m', 'initial');
-    await git(base, 'clone', '--quiet', '--bare', project, remote);
+    await initRepo(project);
+    await cloneBare(project, remote);
     await git(project, 'remote', 'add', 'origin', remote);
   });
   afterAll(async () => {

@@ -1,4 +1,3 @@
-import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -6,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 const REPORT = (summary: string): string => `Done.\n\`\`\`json\n{"success": true, "summary": "${summary}", "outputs": {}}\n\`\`\``;
@@ -14,9 +14,6 @@ let server: ModelServer;
 let base: string;
 let repo: string;
 let root: string;
-
-const git = async (cwd: string, ...args: string[]): Promise<string> =>
-  (await execa('git', ['-c', 'user.name=test', '-c', 'user.email=test@localhost', ...args], { cwd })).stdout;
 
 const pipeline = (extra: string, commit = true): string =>
   [
@@ -38,11 +35,7 @@ beforeAll(async () => {
   base = await mkdtemp(path.join(tmpdir(), 'workspace-git-'));
   repo = path.join(base, 'repo');
   root = path.join(base, 'workspaces');
-  await mkdir(repo);
-  await git(repo, 'init', '--quiet', '--initial-branch', 'main');
-  await writeFile(path.join(repo, 'README.md'), '# Project\n');
-  await git(repo, 'add', '.');
-  await git(repo, 'commit', '--quiet', '-m', 'initial');
+  await initRepo(repo, { 'README.md': '# Project\n' });
 });
 afterAll(async () => {
   await server?.close();

@@ -3,26 +3,22 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { indexLockPath, processesHolding, removeStaleIndexLock } from '../../src/activities/workspace/git-index-lock.js';
 import { waitFor } from '../integration/claude-cli-world.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 
 /* A stale `index.lock` is removed before an attempt; one a live process holds open is left alone. */
 
 let dir: string;
 let repo: string;
 let worktree: string;
-const git = (cwd: string, ...args: string[]) => execa('git', ['-c', 'user.name=t', '-c', 'user.email=t@localhost', ...args], { cwd });
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'git-index-lock-'));
   repo = path.join(dir, 'repo');
   worktree = path.join(dir, 'worktree');
-  await execa('git', ['init', '--quiet', '--initial-branch', 'main', repo]);
-  await writeFile(path.join(repo, 'a.txt'), 'a\n');
-  await git(repo, 'add', '.');
-  await git(repo, 'commit', '--quiet', '-m', 'initial');
+  await initRepo(repo, { 'a.txt': 'a\n' });
   await git(repo, 'worktree', 'add', '--quiet', '-b', 'run', worktree);
 });
 afterAll(async () => {
@@ -32,7 +28,7 @@ afterAll(async () => {
 describe.runIf(process.platform === 'linux')('removeStaleIndexLock', () => {
   test('finds the lock of a repository and of a linked worktree where git does', async () => {
     for (const where of [repo, worktree]) {
-      const gitPath = (await git(where, 'rev-parse', '--path-format=absolute', '--git-path', 'index.lock')).stdout;
+      const gitPath = await git(where, 'rev-parse', '--path-format=absolute', '--git-path', 'index.lock');
       expect(await indexLockPath(where)).toBe(gitPath);
     }
     expect(await indexLockPath(dir)).toBeUndefined();
@@ -41,7 +37,7 @@ describe.runIf(process.platform === 'linux')('removeStaleIndexLock', () => {
   test('leaves a lock a live process holds, removes it once nobody does, and git works again', async () => {
     const lock = (await indexLockPath(worktree)) as string;
     await writeFile(lock, '');
-    expect((await git(worktree, 'add', '-A').catch((err: { stderr: string }) => err)).stderr).toContain('index.lock');
+    expect(await git(worktree, 'add', '-A').catch((err: { stderr: string }) => err.stderr)).toContain('index.lock');
     const holder = spawn('bash', ['-c', `exec 3<"${lock}"; sleep 300`], { stdio: 'ignore' });
     try {
       await waitFor(() => processesHolding(lock), (pids) => pids.includes(holder.pid as number), 'the holder to open the lock', 10_000);
