@@ -1,7 +1,7 @@
 import { SpanStatusCode, type Span, type Tracer } from '@opentelemetry/api';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-import type { StageAttemptInput } from '../activities/run-stage.js';
+import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import type { PipelineMetrics, StageOutcome } from './metrics.js';
 
@@ -9,6 +9,14 @@ import type { PipelineMetrics, StageOutcome } from './metrics.js';
 interface Spent {
   costUsd?: number | null;
   usage?: Partial<TokenUsage>;
+}
+
+/** What the span and the metrics read of a `runStage` input (the activity's `StageAttemptInput`, a layer above). */
+interface StageAttemptFacts {
+  runId: string;
+  pipelineName: string;
+  round: number;
+  stage: Pick<ResolvedStage, 'id' | 'backend' | 'model'>;
 }
 
 /**
@@ -20,7 +28,7 @@ export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: P
   return (ctx) => ({
     inbound: {
       async execute(input, next) {
-        const arg = input.args[0] as Partial<StageAttemptInput> | undefined;
+        const arg = input.args[0] as Partial<StageAttemptFacts> | undefined;
         if (ctx.info.activityType !== 'runStage' || !arg?.stage) return next(input);
         const { stage, pipelineName = '' } = arg;
         const labels = { pipeline: pipelineName, stage: stage.id, backend: stage.backend };
