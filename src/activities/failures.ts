@@ -29,6 +29,8 @@ export const FAILURES = {
   BUDGET_EXCEEDED: { nonRetryable: true, hint: 'raise `maxBudgetUsd` or `budgetUsd` in the pipeline file, or approve more budget for the run' },
   /** Thrown when the agent's answer lacks a valid report block; retryable `contractRetries` times, then not. */
   OUTPUT_CONTRACT_VIOLATION: { nonRetryable: false, hint: 'the agent must end with a fenced JSON block {"success", "summary", "outputs"}; make the step template or agent file ask for it' },
+  /** Thrown when an answer's `outputs` (one entry or all together) or `feedback` is over its cap (see pipeline/output-caps.ts). */
+  OUTPUT_TOO_LARGE: { nonRetryable: true, hint: 'have the agent write large results to a file in the workspace and report its path in `outputs` (later stages read it with `inputs:`)' },
   /** Thrown when the stage left out files its `expects:` names; retried once in the same session, then not. */
   OUTPUT_MISSING: { nonRetryable: false, hint: 'the step template must ask for the files `expects:` names, at those paths' },
   /**

@@ -3,6 +3,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
+import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -178,6 +179,7 @@ async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
   const collected = await collectArtifacts(workspace.dir, baseline.files);
   const record: AttemptRecord = {
     artifacts: await withoutOtherStagesFiles(collected.artifacts, workspace, stage.id, claims, baseline.takenAtMs),
+    ...(collected.omitted ? { artifactsOmitted: collected.omitted } : {}),
     sessionId: outcome.sessionId,
     ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
     numTurns: outcome.numTurns,
@@ -261,7 +263,8 @@ async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: Ba
   const attempt = setup.info.attempt;
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
   if (reading.kind === 'needs_input') {
-    return { ...record, status: 'needs_input', summary: reading.question, outputs: {}, question: reading.question };
+    const question = capProse('question', reading.question, record.warnings);
+    return { ...record, status: 'needs_input', summary: question, outputs: {}, question };
   }
   if (reading.kind === 'violation') {
     const earlierViolations = log.countFailures('OUTPUT_CONTRACT_VIOLATION');
@@ -274,18 +277,34 @@ async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: Ba
     });
   }
   const { report } = reading;
+  const oversized = findOversizedField(report);
+  if (oversized) {
+    throw stageFailure({
+      type: 'OUTPUT_TOO_LARGE',
+      stageId: stage.id,
+      message: `the answer's \`${oversized.field}\` is ${formatSize(oversized.bytes)} (${oversized.bytes} bytes), over its limit of ${formatSize(oversized.limit)}`,
+      details: { sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
+    });
+  }
   if (report.success) await checkExpectedFiles(stage, workspace.dir, log, { attempt, sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript });
   const checked = checkReportedPaths(workspace.dir, report.outputs);
   return {
     ...record,
     status: report.success ? 'completed' : 'failed',
-    summary: report.summary,
+    summary: capProse('summary', report.summary, checked.warnings),
     outputs: checked.outputs,
-    error: report.success ? undefined : (report.error ?? report.summary),
+    error: report.success ? undefined : capProse('error', report.error ?? report.summary, checked.warnings),
     verdict: report.verdict,
     feedback: report.feedback,
     warnings: [...record.warnings, ...checked.warnings],
   };
+}
+
+/** Prose a person reads, cut to its cap; the cut is told in `warnings` (the full text stays in the transcript). */
+function capProse(field: string, text: string, warnings: string[]): string {
+  const capped = capText(text, OUTPUT_CAPS.summaryBytes);
+  if (capped.cut) warnings.push(`the answer's ${field} was ${formatSize(capped.bytes)}, over its limit of ${formatSize(OUTPUT_CAPS.summaryBytes)}; it was cut (the full text is in the transcript)`);
+  return capped.text;
 }
 
 /** A completed stage's work committed with its `commitMessage` (or the default message), and merged under isolation. */

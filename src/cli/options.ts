@@ -2,6 +2,7 @@ import { InvalidArgumentError } from 'commander';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
 import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-spec.js';
+import { readInputValues, type InputValue } from '../library/input-files.js';
 import { UsageError } from './errors.js';
 
 /** Collects a repeatable flag's values. */
@@ -46,13 +47,30 @@ export function parseOverlap(value: string): OverlapFlag {
   return value as OverlapFlag;
 }
 
-/** Parses `--input key=value` flags. */
-export function parseInputFlags(flags: readonly string[]): Record<string, string> {
-  const inputs: Record<string, string> = {};
+/**
+ * Parses `--input key=value` flags. `key=@path` reads the value from a file and `key=@-` from standard input (see
+ * {@link readInputFlags}); `key=@@text` is the literal value `@text`.
+ */
+export function parseInputFlags(flags: readonly string[]): Record<string, InputValue> {
+  const inputs: Record<string, InputValue> = {};
   for (const flag of flags) {
     const eq = flag.indexOf('=');
-    if (eq <= 0) throw new UsageError(`--input ${flag}: expected key=value, for example --input feature="dark mode"`);
-    inputs[flag.slice(0, eq)] = flag.slice(eq + 1);
+    if (eq <= 0) throw new UsageError(`--input ${flag}: expected key=value, for example --input feature="dark mode" (or key=@file to read it from a file)`);
+    const key = flag.slice(0, eq);
+    const value = flag.slice(eq + 1);
+    if (value.startsWith('@@')) inputs[key] = value.slice(1);
+    else if (value.startsWith('@')) {
+      if (value.length === 1) throw new UsageError(`--input ${flag}: expected a file after @ (key=@notes.md, or key=@- for standard input); write key=@@ for a literal "@"`);
+      inputs[key] = { file: value.slice(1) };
+    } else inputs[key] = value;
   }
   return inputs;
+}
+
+/**
+ * Parses `--input` flags and reads the values given as `@file` or `@-`. Errors name the flag and the file.
+ * @throws InvalidRequestError (`FILE_NOT_FOUND`, `FILE_UNREADABLE`, `INPUT_TOO_LARGE`, `INPUT_INVALID`): exit code 2
+ */
+export function readInputFlags(flags: readonly string[], stdin: NodeJS.ReadableStream = process.stdin): Promise<Record<string, string>> {
+  return readInputValues(parseInputFlags(flags), { describe: (name, file) => `--input ${name}=@${file}`, stdin });
 }

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { checkRunInputSize } from './input-size.js';
+import { readInputValues, type InputValue } from './input-files.js';
 import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
@@ -23,8 +24,11 @@ export type PipelineSource = string | PipelineDefinition;
 
 /** How to turn a pipeline source into a run's input. */
 export interface PrepareRunOptions {
-  /** Values for the pipeline's declared `inputs`; defaults fill the rest. */
-  inputs?: Record<string, string>;
+  /**
+   * Values for the pipeline's declared `inputs`; defaults fill the rest. A value `{ file: path }` is read from that
+   * file (`{ file: '-' }`: standard input) as UTF-8 text, at most 2 MB (see {@link readInputValues}).
+   */
+  inputs?: Record<string, InputValue>;
   /**
    * Folder that agent, prompt and context paths of an in-memory definition resolve against, on the worker.
    * A file's own folder is used for a path. @default `process.cwd()`
@@ -47,7 +51,7 @@ export interface PrepareRunOptions {
  * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`).
  */
 export async function prepareRunInput(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
-  const given = options.inputs ?? {};
+  const given = await readInputValues(options.inputs ?? {});
   const backends = [...(options.backends ?? []), ...extraBackendNames()];
   try {
     if (typeof source === 'string') {

@@ -57,42 +57,64 @@ const CLOSED_STATUS: Record<string, RunStatus> = {
 
 /** Rebuilds the run's state from its history and description. */
 export function rebuildRunState(history: History, description: WorkflowExecutionDescription): RunState {
-  const events = history.events ?? [];
-  const input = decodeFirst<PipelineRunInput>(events[0]?.workflowExecutionStartedEventAttributes?.input);
-  const stages: StageState[] = [
-    ...(input?.pipeline.stages ?? []).map((s) => resolveStage(input!.pipeline, s)),
-    ...(input?.pipeline.finally ?? []).map((s) => resolveStage(input!.pipeline, s, true)),
-  ].map((resolved) => ({ id: resolved.id, status: 'pending', backend: resolved.backend, model: resolved.model, ...(resolved.isFinally ? { finally: true } : {}) }));
-  const stageById = (id: string): StageState | undefined => stages.find((s) => s.id === id);
-  const scheduled = new Map<number, { stage: StageState; round?: number }>();
-  let workspace: string | undefined;
-  let costUsd = 0;
+  const builder = new RunStateBuilder();
+  for (const event of history.events ?? []) builder.add(event);
+  return builder.build(description);
+}
 
-  for (const event of events) {
+/**
+ * Rebuilds a run's state from its history events, fed oldest first one at a time, so a history read in pages never
+ * sits in memory whole.
+ */
+export class RunStateBuilder {
+  private input?: PipelineRunInput;
+  private stages: StageState[] = [];
+  private readonly scheduled = new Map<number, { stage: StageState; round?: number }>();
+  private workspace?: string;
+  private costUsd = 0;
+
+  add(event: HistoryEvent): void {
+    const startedRun = event.workflowExecutionStartedEventAttributes;
+    if (startedRun) {
+      this.start(decodeFirst<PipelineRunInput>(startedRun.input));
+      return;
+    }
     const at = timestampMs(event.eventTime);
-    const eventId = Number(event.eventId);
     const s = event.activityTaskScheduledEventAttributes;
     if (s) {
       const attemptInput = decodeFirst<{ stage?: { id?: string }; round?: number }>(s.input);
-      const stage = attemptInput?.stage?.id ? stageById(attemptInput.stage.id) : undefined;
+      const stage = attemptInput?.stage?.id ? this.stages.find((st) => st.id === attemptInput.stage!.id) : undefined;
       if (stage) {
-        scheduled.set(eventId, { stage, round: attemptInput?.round });
+        this.scheduled.set(Number(event.eventId), { stage, round: attemptInput?.round });
         Object.assign(stage, { status: 'running', startedAt: at, finishedAt: undefined, round: attemptInput?.round });
       }
-      continue;
+      return;
     }
     const started = event.activityTaskStartedEventAttributes;
     if (started) {
-      const entry = scheduled.get(Number(started.scheduledEventId));
+      const entry = this.scheduled.get(Number(started.scheduledEventId));
       if (entry) entry.stage.attempt = started.attempt ?? undefined;
-      continue;
+      return;
     }
+    this.close(event, at);
+  }
+
+  private start(input: PipelineRunInput | undefined): void {
+    this.input = input;
+    this.stages = [
+      ...(input?.pipeline.stages ?? []).map((s) => resolveStage(input!.pipeline, s)),
+      ...(input?.pipeline.finally ?? []).map((s) => resolveStage(input!.pipeline, s, true)),
+    ].map((resolved) => ({ id: resolved.id, status: 'pending', backend: resolved.backend, model: resolved.model, ...(resolved.isFinally ? { finally: true } : {}) }));
+  }
+
+  /** An activity's end: completed, failed, timed out or cancelled. */
+  private close(event: HistoryEvent, at: number | undefined): void {
     const completed = event.activityTaskCompletedEventAttributes;
     const failed = event.activityTaskFailedEventAttributes ?? event.activityTaskTimedOutEventAttributes;
     const cancelled = event.activityTaskCanceledEventAttributes;
     const scheduledId = completed?.scheduledEventId ?? failed?.scheduledEventId ?? cancelled?.scheduledEventId;
-    const entry = scheduledId == null ? undefined : scheduled.get(Number(scheduledId));
-    if (!entry) continue;
+    const entry = scheduledId == null ? undefined : this.scheduled.get(Number(scheduledId));
+    if (!entry) return;
     entry.stage.finishedAt = at;
     if (completed) {
       const result = decodeFirst<StageResult>(completed.result);
@@ -100,8 +122,8 @@ export function rebuildRunState(history: History, description: WorkflowExecution
       entry.stage.status = result?.status === 'completed' || !result ? 'completed' : 'failed';
       if (result) {
         entry.stage.attempt = result.attempt;
-        costUsd += result.costUsd ?? 0;
-        workspace ??= result.workspace;
+        this.costUsd += result.costUsd ?? 0;
+        this.workspace ??= result.workspace;
       }
     } else if (failed) {
       entry.stage.status = 'failed';
@@ -111,20 +133,22 @@ export function rebuildRunState(history: History, description: WorkflowExecution
     }
   }
 
-  const closed = CLOSED_STATUS[description.status.name];
-  if (closed) for (const stage of stages) if (stage.status === 'pending') stage.status = 'skipped';
-  return {
-    runId: description.workflowId,
-    pipeline: input?.pipeline.name ?? description.type,
-    status: closed ?? 'running',
-    inputs: input?.inputs ?? {},
-    stages,
-    costUsd,
-    budgetUsd: input?.pipeline.budgetUsd,
-    workspace,
-    startedAt: description.startTime.getTime(),
-    finishedAt: description.closeTime?.getTime(),
-  };
+  build(description: WorkflowExecutionDescription): RunState {
+    const closed = CLOSED_STATUS[description.status.name];
+    if (closed) for (const stage of this.stages) if (stage.status === 'pending') stage.status = 'skipped';
+    return {
+      runId: description.workflowId,
+      pipeline: this.input?.pipeline.name ?? description.type,
+      status: closed ?? 'running',
+      inputs: this.input?.inputs ?? {},
+      stages: this.stages,
+      costUsd: this.costUsd,
+      budgetUsd: this.input?.pipeline.budgetUsd,
+      workspace: this.workspace,
+      startedAt: description.startTime.getTime(),
+      finishedAt: description.closeTime?.getTime(),
+    };
+  }
 }
 
 /** The innermost failure, which is the activity's own (`CLI_CRASHED: …`) rather than Temporal's wrapper. */

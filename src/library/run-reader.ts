@@ -3,7 +3,8 @@ import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.j
 import type { RunState } from '../pipeline/run-state.js';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { InvalidRequestError } from '../errors.js';
-import { decodeFirst, mapActivitiesToStages, rebuildRunState, timestampMs } from './run-history.js';
+import { readHistoryEvents } from './history-pages.js';
+import { decodeFirst, RunStateBuilder, timestampMs } from './run-history.js';
 
 /** Where a run's state came from: the workflow's status query, the final result, or the event history. */
 export type RunStateSource = 'query' | 'result' | 'history';
@@ -38,16 +39,41 @@ export interface RunSnapshot {
 /** How long the status query may take before the state is rebuilt from history instead. @unit milliseconds */
 const QUERY_TIMEOUT_MS = 5_000;
 
-/** Caches which stage each activity id belongs to, so following a run fetches the history only for new activities. */
+/**
+ * Caches which stage each activity id belongs to, so following a run reads history only for new activities, and then
+ * only its newest pages: the history is read newest first, in pages, until every activity asked about is found.
+ */
 export class ActivityStageCache {
   private readonly stages = new Map<string, { stageId: string }>();
 
-  async lookup(handle: WorkflowHandle, activityIds: readonly string[]): Promise<Map<string, { stageId: string }>> {
-    if (activityIds.some((id) => !this.stages.has(id))) {
-      for (const [id, entry] of mapActivitiesToStages((await handle.fetchHistory()).events ?? [])) this.stages.set(id, entry);
+  async lookup(client: Client, description: WorkflowExecutionDescription, activityIds: readonly string[]): Promise<Map<string, { stageId: string }>> {
+    const missing = new Set(activityIds.filter((id) => !this.stages.has(id)));
+    if (missing.size === 0) return this.stages;
+    const events = readHistoryEvents(client, { workflowId: description.workflowId, runId: description.runId, reverse: true, sizeHint: sizeHint(description) });
+    for await (const event of events) {
+      const scheduled = event.activityTaskScheduledEventAttributes;
+      if (!scheduled?.activityId) continue;
+      const stageId = decodeFirst<{ stage?: { id?: string } }>(scheduled.input)?.stage?.id;
+      if (stageId && !this.stages.has(scheduled.activityId)) this.stages.set(scheduled.activityId, { stageId });
+      missing.delete(scheduled.activityId);
+      if (missing.size === 0) break;
     }
     return this.stages;
   }
+}
+
+/** The history's size from `describe()`, which sizes the first page read. */
+function sizeHint(description: WorkflowExecutionDescription): { events: number; bytes?: number } {
+  return { events: description.historyLength, bytes: description.historySize };
+}
+
+/** The run's state rebuilt from its history, read oldest first in pages (see `readHistoryEvents`). */
+async function rebuildFromHistory(client: Client, description: WorkflowExecutionDescription): Promise<RunState> {
+  const builder = new RunStateBuilder();
+  for await (const event of readHistoryEvents(client, { workflowId: description.workflowId, runId: description.runId, sizeHint: sizeHint(description) })) {
+    builder.add(event);
+  }
+  return builder.build(description);
 }
 
 /**
@@ -72,10 +98,10 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
     source = 'result';
   }
   if (!state) {
-    state = rebuildRunState(await handle.fetchHistory(), description);
+    state = await rebuildFromHistory(client, description);
     source = 'history';
   }
-  const live = await readLiveAttempts(handle, description, cache);
+  const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
   return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle };
 }
@@ -101,14 +127,14 @@ export async function hasWorkflowPollers(client: Client, taskQueue: string): Pro
 }
 
 async function readLiveAttempts(
-  handle: WorkflowHandle,
+  client: Client,
   description: WorkflowExecutionDescription,
   cache: ActivityStageCache,
 ): Promise<Map<string, LiveAttempt>> {
   const pending = description.raw.pendingActivities ?? [];
   const live = new Map<string, LiveAttempt>();
   if (pending.length === 0) return live;
-  const stages = await cache.lookup(handle, pending.map((p) => p.activityId ?? ''));
+  const stages = await cache.lookup(client, description, pending.map((p) => p.activityId ?? ''));
   for (const activity of pending) {
     const stageId = stages.get(activity.activityId ?? '')?.stageId;
     if (!stageId) continue;

@@ -16,9 +16,13 @@ export function newRunId(pipelineName: string, now = new Date()): string {
   return `${pipelineName}-${now.toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${Math.random().toString(36).slice(2, 6)}`;
 }
 
+/** The longest input value the Web UI summary shows whole; longer ones (a file's text) are cut. */
+const SUMMARY_VALUE_CHARS = 80;
+
 /** The workflow summary the Web UI shows: pipeline name and inputs. */
 export function runSummary(input: PipelineRunInput): string {
-  const inputs = Object.entries(input.inputs).map(([k, v]) => `${k}=${v}`).join(', ');
+  const short = (v: string): string => (v.length > SUMMARY_VALUE_CHARS ? `${v.slice(0, SUMMARY_VALUE_CHARS)}… (${v.length} chars)` : v);
+  const inputs = Object.entries(input.inputs).map(([k, v]) => `${k}=${short(v)}`).join(', ');
   return `${input.pipeline.name}${inputs ? ` (${inputs})` : ''}`;
 }
 

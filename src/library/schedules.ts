@@ -5,6 +5,7 @@ import { durationSchema } from '../pipeline/schema.js';
 import { InvalidRequestError, typedErrors } from './errors.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+import { readInputValues } from './input-files.js';
 
 /** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
 export type ScheduleInfo = ScheduleJson;
@@ -92,8 +93,10 @@ export class PipelineSchedules {
   async update(source: PipelineSource, options: UpdateScheduleOptions = {}): Promise<{ scheduleId: string; input: PipelineRunInput }> {
     const prepare = (inputs: Record<string, string>): Promise<PipelineRunInput> =>
       prepareRunInput(source, { ...options, inputs, backends: [...this.backends, ...(options.backends ?? [])] });
+    // Files (and standard input) are read once, though the pipeline is prepared twice.
+    const given = await readInputValues(options.inputs ?? {});
     // Prepared once to learn the pipeline's name and declared inputs, then again with the schedule's own inputs kept.
-    const fresh = await prepare(options.inputs ?? {});
+    const fresh = await prepare(given);
     return typedErrors(async () => {
       const handle = this.client.schedule.getHandle(options.id ?? fresh.pipeline.name);
       const previous = await handle.describe();
@@ -101,7 +104,7 @@ export class PipelineSchedules {
       const before = (previous.action.type === 'startWorkflow' ? (previous.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined) ?? {};
       const declared = fresh.pipeline.inputs ?? {};
       const kept = Object.fromEntries(Object.entries(before).filter(([k]) => k in declared));
-      const input = await prepare({ ...kept, ...(options.inputs ?? {}) });
+      const input = await prepare({ ...kept, ...given });
       await handle.update((current) => withRunInput(current, input));
       return { scheduleId: handle.scheduleId, input };
     }, this.address);

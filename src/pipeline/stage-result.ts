@@ -1,3 +1,5 @@
+import type { OmittedArtifacts } from './output-caps.js';
+
 /**
  * What one stage attempt reports back to the workflow. Kept small on purpose: Temporal payloads are
  * limited (2 MiB), so artifacts are referenced by path, size and hash, never inlined.
@@ -6,7 +8,10 @@ export interface StageResult {
   status: 'completed' | 'needs_input' | 'failed';
   summary: string;
   outputs: Record<string, unknown>;
+  /** New or changed files, sorted by path: at most 1,000 (`MAX_LISTED_ARTIFACTS`); the rest are in `artifactsOmitted`. */
   artifacts: ArtifactRef[];
+  /** Changed files beyond the listed ones, counted by top folder; absent when every file is listed. */
+  artifactsOmitted?: OmittedArtifacts;
   sessionId?: string;
   /** Of every attempt of this execution of the stage, not only the last (a retry carries the earlier ones on). */
   usage: TokenUsage;

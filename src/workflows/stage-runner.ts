@@ -1,8 +1,9 @@
-import { isCancellation } from '@temporalio/workflow';
+import { isCancellation, patched } from '@temporalio/workflow';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { stagesReadyAfter } from '../pipeline/next-stages.js';
+import { capArtifacts, MAX_LISTED_ARTIFACTS } from '../pipeline/output-caps.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
@@ -11,6 +12,12 @@ import type { StageRunnerContext } from './stage-runner-context.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
+
+/**
+ * Patch: the artifacts a round's calls reported together (an answer or a retry is another call) are capped like one
+ * call's. Runs recorded before it never listed more than the cap, so their replays take the unpatched branch unchanged.
+ */
+const ARTIFACT_CAP_PATCH = 'cap-round-artifacts';
 type AnswerWait = NonNullable<ResolvedStage['answer']>;
 
 /** What the agent is told when its question timed out with `onTimeout: continue` and no `note`. */
@@ -123,6 +130,12 @@ export class StageRunner {
     }
     tracker.recordCost(stage.id, { usage: result.usage, costUsd: result.costUsd, attempts: result.attempt, durationMs: Date.now() - startedAt });
     round.artifacts = mergeArtifacts(round.artifacts, result.artifacts);
+    if (round.artifacts.length > MAX_LISTED_ARTIFACTS && patched(ARTIFACT_CAP_PATCH)) {
+      const byPath = [...round.artifacts].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+      const capped = capArtifacts(byPath, MAX_LISTED_ARTIFACTS, result.artifactsOmitted);
+      round.artifacts = capped.listed;
+      result = { ...result, artifactsOmitted: capped.omitted };
+    }
     result = { ...result, artifacts: round.artifacts };
     tracker.recordResult(stage.id, result);
     if (result.sessionId) this.ctx.sessions.set(stage.id, result.sessionId);

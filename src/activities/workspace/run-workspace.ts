@@ -4,6 +4,7 @@ import { mkdir, readdir, readlink, realpath, rename, rm, stat, writeFile } from 
 import path from 'node:path';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
+import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
 
 /** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
@@ -91,29 +92,39 @@ export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
 }
 
 /**
- * Files that are new or changed since `before`, with size and sha256, sorted by path. Symlinks are
- * never artifacts; a new one that points outside the workspace is reported in `warnings`.
+ * Files that are new or changed since `before`, with size and sha256, sorted by path: the first
+ * `MAX_LISTED_ARTIFACTS`, the rest counted by top folder in `omitted` (and told in `warnings`), so a stage that
+ * fills a `.venv` reports a small result. Symlinks are never artifacts; a new one that points outside the
+ * workspace is reported in `warnings`.
  */
-export async function collectArtifacts(dir: string, before: FileSnapshot): Promise<{ artifacts: ArtifactRef[]; warnings: string[] }> {
+export async function collectArtifacts(
+  dir: string,
+  before: FileSnapshot,
+  limit = MAX_LISTED_ARTIFACTS,
+): Promise<{ artifacts: ArtifactRef[]; omitted?: OmittedArtifacts; warnings: string[] }> {
   const after = await snapshotFiles(dir);
-  const changed = [...after].filter(([file, now]) => {
-    const then = before.get(file);
-    return !then || then.bytes !== now.bytes || then.mtimeMs !== now.mtimeMs || then.link !== now.link;
-  });
+  const changed = [...after]
+    .filter(([file, now]) => {
+      const then = before.get(file);
+      return !then || then.bytes !== now.bytes || then.mtimeMs !== now.mtimeMs || then.link !== now.link;
+    })
+    .sort(([a], [b]) => a.localeCompare(b));
   const warnings: string[] = [];
-  const artifacts: ArtifactRef[] = [];
   for (const [file, info] of changed) {
-    const full = path.join(dir, file);
-    if (info.link !== undefined) {
-      if (!(await resolveExistingInside(dir, file))) {
-        warnings.push(`${file} is a symlink to ${info.link}, outside the workspace; it is not reported as an artifact`);
-      }
-      continue;
+    if (info.link !== undefined && !(await resolveExistingInside(dir, file))) {
+      warnings.push(`${file} is a symlink to ${info.link}, outside the workspace; it is not reported as an artifact`);
     }
-    const sha256 = await hashFile(full).catch(() => undefined);
-    if (sha256) artifacts.push({ path: file, bytes: info.bytes, sha256 });
   }
-  return { artifacts: artifacts.sort((a, b) => a.path.localeCompare(b.path)), warnings };
+  const files = changed.filter(([, info]) => info.link === undefined).map(([file, info]) => ({ path: file, bytes: info.bytes }));
+  // Only the listed files are hashed: hashing 20,000 files of a `.venv` would cost minutes for nothing.
+  const { listed, omitted } = capArtifacts(files, limit);
+  const artifacts: ArtifactRef[] = [];
+  for (const file of listed) {
+    const sha256 = await hashFile(path.join(dir, file.path)).catch(() => undefined);
+    if (sha256) artifacts.push({ ...file, sha256 });
+  }
+  if (omitted) warnings.push(`the stage changed ${listed.length + omitted.count} files; the first ${listed.length} by path are listed as artifacts, not the ${describeOmittedArtifacts(omitted)}`);
+  return { artifacts, ...(omitted ? { omitted } : {}), warnings };
 }
 
 async function hashFile(file: string): Promise<string> {

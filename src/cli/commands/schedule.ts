@@ -6,7 +6,7 @@ import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
-import { collect, parseDurationMs, parseInputFlags, parseOverlap } from '../options.js';
+import { collect, parseDurationMs, readInputFlags, parseOverlap } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
 import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
 
@@ -59,7 +59,7 @@ export function addScheduleCommands(program: Command): void {
     .option('--cron <expr>', 'cron expression, e.g. "0 9 * * MON-FRI" (UTC)')
     .option('--every <duration>', 'interval, e.g. 30m, 1h, 1d', (text: string) => ({ text, ms: parseDurationMs(text) }))
     .option('--id <id>', 'schedule id (default: the pipeline name)')
-    .option('-i, --input <key=value>', 'a pipeline input for every run (repeatable)', collect)
+    .option('-i, --input <key=value>', 'a pipeline input for every run (repeatable); key=@FILE reads the value from a file now, key=@- from standard input, key=@@text is the literal @text', collect)
     .option('--overlap <policy>', 'when a run is due while the last still runs: skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all', parseOverlap, 'skip')
     .option('--note <text>', 'a note shown with the schedule')
     .option('--paused', 'create it paused')
@@ -69,7 +69,7 @@ export function addScheduleCommands(program: Command): void {
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
       // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
-      const input = await prepareRunInput(file, { inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
+      const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
       await withClient(async ({ pipeline }) => {
         const { scheduleId } = await pipeline.schedules.createPrepared(input, {
           id: opts.id, cron: opts.cron, every: opts.every?.text, overlap: opts.overlap, note: opts.note, paused: opts.paused,
@@ -87,14 +87,14 @@ export function addScheduleCommands(program: Command): void {
     .description("bundle a pipeline file's files again into an existing schedule, so its next runs carry the edited files")
     .argument('<file>', 'pipeline YAML file, usually the one the schedule was created from, after editing it or its agent and step files')
     .option('--id <id>', 'schedule id (default: the pipeline name)')
-    .option('-i, --input <key=value>', 'change a pipeline input for every run (repeatable); the others stay as they were', collect)
+    .option('-i, --input <key=value>', 'change a pipeline input for every run (repeatable; key=@FILE, key=@- and key=@@text as for create); the others stay as they were', collect)
     .option('--files-from-worker', 'stop bundling: workers read the files at each run from the same path on their own host')
     .option('--json', 'print {"scheduleId", "bundle"}')
     .addHelpText('after', '\nExample:\n  agent-pipeline schedule update nightly.yaml\n\nTiming, overlap policy, pause state and note stay as they are.')
     .action(async (file: string, opts: { id?: string; input?: string[]; filesFromWorker?: boolean; json?: boolean }) => {
       await withClient(async ({ pipeline }) => {
         const { scheduleId, input } = await pipeline.schedules.update(file, {
-          id: opts.id, inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker,
+          id: opts.id, inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker,
         });
         if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
         printLine(`Updated schedule ${scheduleId}: its next runs use ${file}`);

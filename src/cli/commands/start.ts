@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { prepareRunInput } from '../../library/pipeline-source.js';
 import { withClient } from '../connect.js';
-import { collect, parseInputFlags } from '../options.js';
+import { collect, readInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
@@ -20,19 +20,19 @@ export function addStartCommand(program: Command): void {
     .command('start')
     .description('start a run of a pipeline file')
     .argument('<file>', 'pipeline YAML file; it and every file it names are carried in the run (docs/cli.md, "Runs carry their files")')
-    .option('-i, --input <key=value>', 'a pipeline input (repeatable)', collect)
+    .option('-i, --input <key=value>', 'a pipeline input (repeatable); key=@FILE reads the value from a file, key=@- from standard input, key=@@text is the literal @text', collect)
     .option('--id <id>', 'run (workflow) id; starting an id that is still running reports that run instead')
     .option('--wait', 'follow the run live until it ends; exit 1 if it fails')
     .option('--json', 'print JSON: {runId, alreadyRunning, webUi, bundle}, or with --wait the final run state (docs/cli.md)')
     .option('--files-from-worker', 'do not carry the files in the run: workers read them from the same path on their own host')
     .addHelpText(
       'after',
-      '\nExamples:\n  agent-pipeline start examples/demo/pipeline.yaml --input feature="dark mode" --wait\n  agent-pipeline start pipeline.yaml --id nightly-2024-06-01 --json\n' +
+      '\nExamples:\n  agent-pipeline start examples/demo/pipeline.yaml --input feature="dark mode" --wait\n  agent-pipeline start pipeline.yaml --id nightly-2024-06-01 --json\n  git diff | agent-pipeline start review.yaml --input diff=@- --input brief=@brief.md\n' +
         '\nExit code: 0 started (or completed with --wait), 1 the run failed, 2 invalid file or inputs, 3 Temporal unreachable.',
     )
     .action(async (file: string, opts: StartOptions) => {
       // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
-      const input = await prepareRunInput(file, { inputs: parseInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
+      const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
         const run = await connected.pipeline.startPrepared(input, { id: opts.id });
         const { id: runId, alreadyRunning } = run;

@@ -1,0 +1,95 @@
+import { open, stat } from 'node:fs/promises';
+import { InvalidRequestError } from '../errors.js';
+import { formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from './input-size.js';
+
+/**
+ * A pipeline input's value: the text itself, or `{ file }` to read it from a file (`{ file: '-' }`: from standard
+ * input). What `--input name=@file` and `--input name=@-` stand for. The file is read as UTF-8 on the machine that
+ * starts the run; the run carries its text, never the path.
+ */
+export type InputValue = string | { file: string };
+
+/** The file name that stands for standard input. */
+export const STDIN_FILE = '-';
+/** The most an input file may hold: what fits in one Temporal payload with nothing else. @unit bytes */
+export const INPUT_FILE_MAX_BYTES = TEMPORAL_PAYLOAD_LIMIT_BYTES;
+
+/** Options of {@link readInputValues}. */
+export interface ReadInputValuesOptions {
+  /** How errors name the input: `--input notes=@notes.md` on the command line. @default `input "notes" ({ file: "notes.md" })` */
+  describe?(name: string, file: string): string;
+  /** Standard input, for `{ file: '-' }`. @default process.stdin */
+  stdin?: NodeJS.ReadableStream;
+  /** @unit bytes @default INPUT_FILE_MAX_BYTES */
+  maxBytes?: number;
+}
+
+/**
+ * The inputs with every `{ file }` value replaced by the file's text.
+ * @throws InvalidRequestError `FILE_NOT_FOUND`, `FILE_UNREADABLE` (not a regular file, not UTF-8, unreadable),
+ *   `INPUT_TOO_LARGE` (over `maxBytes`), `INPUT_INVALID` (standard input named twice); each names the input and file.
+ */
+export async function readInputValues(inputs: Readonly<Record<string, InputValue>>, options: ReadInputValuesOptions = {}): Promise<Record<string, string>> {
+  const describe = options.describe ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
+  const fromStdin = Object.entries(inputs).filter(([, v]) => typeof v === 'object' && v.file === STDIN_FILE).map(([name]) => name);
+  if (fromStdin.length > 1) {
+    const named = fromStdin.map((name) => describe(name, STDIN_FILE)).join(' and ');
+    throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${named} both read standard input, which can be read once; put one of them in a file`);
+  }
+  const values: Record<string, string> = {};
+  for (const [name, value] of Object.entries(inputs)) {
+    if (typeof value === 'string') values[name] = value;
+    else if (value && typeof value.file === 'string') values[name] = await readInputFile(value.file, describe(name, value.file), options);
+    else throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] input "${name}": expected a string or { file: path }, got ${JSON.stringify(value)}`);
+  }
+  return values;
+}
+
+async function readInputFile(file: string, what: string, options: ReadInputValuesOptions): Promise<string> {
+  const maxBytes = options.maxBytes ?? INPUT_FILE_MAX_BYTES;
+  const tooLarge = (bytes: string): InvalidRequestError =>
+    new InvalidRequestError(
+      'INPUT_TOO_LARGE',
+      `[INPUT_TOO_LARGE] ${what}: ${file === STDIN_FILE ? 'standard input' : file} holds ${bytes}, over the ${formatBytes(maxBytes)} an input may hold (one Temporal payload). ` +
+        'Put large text in a file next to the pipeline and list it under `context:` instead.',
+    );
+  const data = file === STDIN_FILE ? await readStream(options.stdin ?? process.stdin, maxBytes, tooLarge) : await readRegularFile(file, what, maxBytes, tooLarge);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(data);
+  } catch {
+    throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] ${what}: ${file === STDIN_FILE ? 'standard input' : file} is not UTF-8 text; an input is text`);
+  }
+}
+
+async function readRegularFile(file: string, what: string, maxBytes: number, tooLarge: (bytes: string) => Error): Promise<Buffer> {
+  const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
+    const code = err.code === 'ENOENT' ? 'FILE_NOT_FOUND' : 'FILE_UNREADABLE';
+    const why = err.code === 'ENOENT' ? 'no such file' : (err.code ?? err.message);
+    throw new InvalidRequestError(code, `[${code}] ${what}: cannot read ${file} (${why}); give the path of a text file, or @@ to start a value with @`);
+  });
+  if (!info.isFile()) throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] ${what}: ${file} is not a regular file (a folder, device or pipe); give the path of a text file`);
+  if (info.size > maxBytes) throw tooLarge(formatBytes(info.size));
+  // Read at most one byte past the limit: a file that grew since stat() is caught without reading all of it.
+  const handle = await open(file, 'r');
+  try {
+    const buffer = Buffer.alloc(Math.min(info.size, maxBytes) + 1);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    if (bytesRead > maxBytes) throw tooLarge(`more than ${formatBytes(maxBytes)}`);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Reads a stream to its end, giving up (without reading the rest) as soon as it holds more than `maxBytes`. */
+async function readStream(stream: NodeJS.ReadableStream, maxBytes: number, tooLarge: (bytes: string) => Error): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of stream) {
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    total += buffer.byteLength;
+    if (total > maxBytes) throw tooLarge(`more than ${formatBytes(maxBytes)}`);
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,98 @@
+import type { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { RunJson } from '../../src/cli/json.js';
+import { readHistoryEvents } from '../../src/library/history-pages.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
+
+/** gRPC's default receive limit, which the Temporal client in effect keeps: what a one-message history read hits. */
+const GRPC_LIMIT_BYTES = 4 * 1024 * 1024;
+
+const report = (success: boolean, summary: string, outputs: Record<string, string>): string =>
+  `Done.\n\`\`\`json\n${JSON.stringify({ success, summary, outputs, ...(success ? {} : { error: 'the last stage fails on purpose' }) })}\n\`\`\``;
+
+/** `s1 → s2 → … → sN` on the API backend. */
+function linearYaml(name: string, stages: number): string {
+  const lines = [`name: ${name}`, 'defaults: { backend: anthropic-api, model: sonnet, retries: 0, timeout: 2m, heartbeatTimeout: 1m }', 'stages:'];
+  for (let i = 1; i <= stages; i++) lines.push(`  - id: s${i}`, `    prompt: Step ${i} of ${name}.`, ...(i > 1 ? [`    needs: [s${i - 1}]`] : []));
+  return lines.join('\n') + '\n';
+}
+
+describe('clients read runs of any size in pages', () => {
+  let harness: Harness;
+  let worker: Worker;
+  let running: Promise<void>;
+
+  beforeAll(async () => {
+    harness = await createHarness('cli-large', {
+      worker: false,
+      scenario: {
+        rules: [
+          // Each stage of the "wide" pipeline reports two 30 KB outputs: well under the caps, but a dozen of them make a
+          // history over 4 MB. Its last stage fails, so `status` without a worker has to rebuild the run from history.
+          { name: 'wide-last', match: 'Pipeline: cli-large-wide · Stage: s14 ·', turns: [{ text: report(false, 'Failed at the end.', {}) }] },
+          { name: 'wide', match: 'Pipeline: cli-large-wide ·', repeatLastTurn: true, turns: [{ text: report(true, 'W'.repeat(1000), { a: 'a'.repeat(30_000), b: 'b'.repeat(30_000) }) }] },
+        ],
+        fallback: { text: report(true, 'Done.', {}) },
+      },
+    });
+    // A worker that keeps workflows cached, as a production worker does: the harness's replays every task, which
+    // makes a 200-stage run take minutes for reasons that have nothing to do with the client.
+    worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
+    running = worker.run();
+  }, 120_000);
+  afterAll(async () => {
+    if (worker?.getState() === 'RUNNING') worker.shutdown();
+    await running;
+    await harness?.close();
+  });
+
+  test('a 200-stage run started with --wait is followed to its end', async () => {
+    const file = await harness.writePipeline('long', linearYaml('cli-large-long', 200));
+    const id = `cli-large-long-${Date.now()}`;
+    const result = await runCli(['start', file, '--id', id, '--wait'], harness.env, 900_000);
+    expect(result.stderr).toBe('');
+    expect(result.exitCode, result.stdout.slice(-2000)).toBe(0);
+    expect(result.stdout).toMatch(/^✔ s200 completed · /m);
+    expect(result.stdout).toMatch(new RegExp(`^Run ${id} completed · `, 'm'));
+    const status = parseJson<RunJson>(await runCli(['status', id, '--json'], harness.env));
+    expect(status.stages).toHaveLength(200);
+    expect(status.stages.every((s) => s.status === 'completed')).toBe(true);
+  }, 960_000);
+
+  test('start --wait follows a run whose history is over 4 MB to its end, and status rebuilds it from history', async () => {
+    const file = await harness.writePipeline('wide', linearYaml('cli-large-wide', 14));
+    const id = `cli-large-wide-${Date.now()}`;
+    const result = await runCli(['start', file, '--id', id, '--wait', '--json'], harness.env, 300_000);
+    expect(result.stderr).not.toMatch(/RESOURCE_EXHAUSTED|larger than max/);
+    expect(result.exitCode, result.stderr).toBe(1);
+    const final = parseJson<RunJson>(result);
+    expect(final.status).toBe('failed');
+    expect(final.stages.filter((s) => s.status === 'completed')).toHaveLength(13);
+    expect(final.stages[12].result?.outputs.a).toHaveLength(30_000);
+
+    const description = await harness.client.workflow.getHandle(id).describe();
+    // The point of the test: one message of this history would be over the limit.
+    expect(description.historySize).toBeGreaterThan(GRPC_LIMIT_BYTES);
+
+    // No worker: the status query goes unanswered and the failed run is rebuilt from its history, page by page.
+    worker.shutdown();
+    await running;
+    const status = await runCli(['status', id, '--json'], harness.env, 120_000);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const rebuilt = parseJson<RunJson>(status);
+    expect(rebuilt.source).toBe('history');
+    expect(rebuilt.stages.map((s) => s.status)).toEqual([...Array(13).fill('completed'), 'failed']);
+    expect(rebuilt.stages[0].result?.outputs.b).toHaveLength(30_000);
+
+    // Every page stayed under the limit (events grow along this history, so a page may overshoot its 1 MB target),
+    // and together they are the whole history.
+    const pages: number[] = [];
+    let events = 0;
+    for await (const _ of readHistoryEvents(harness.client, { workflowId: id, onPage: (p) => pages.push(p.bytes) })) events++;
+    expect(events).toBe(description.historyLength);
+    expect(pages.length).toBeGreaterThan(2);
+    expect(Math.max(...pages)).toBeLessThan(GRPC_LIMIT_BYTES);
+  }, 420_000);
+});
