@@ -84,6 +84,11 @@ export function withRunInput(previous: ScheduleDescription, input: PipelineRunIn
   };
 }
 
+/** The inputs the schedule's runs start with, from its action. */
+function actionInputs(description: ScheduleDescription): Record<string, string> | undefined {
+  return description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined;
+}
+
 /** The bundle the schedule's runs carry, from its action's memo; null when they read files on the worker. */
 export function scheduleBundle(description: ScheduleDescription): RunBundleSummary | null {
   const memo = description.action.type === 'startWorkflow' ? (description.action.memo as Record<string, unknown> | undefined) : undefined;
@@ -121,7 +126,8 @@ export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): Sc
     pipelineFile: memo?.pipelineFile ?? null,
     spec: memo?.spec ?? null,
     overlap: memo?.overlap ?? null,
-    inputs: memo?.inputs ?? {},
+    // The action's own input when described: the memo keeps the inputs of `create`, and `schedule update` may change them.
+    inputs: ('raw' in summary ? actionInputs(summary) : undefined) ?? memo?.inputs ?? {},
     paused: summary.state.paused,
     note: summary.state.note || null,
     ...('raw' in summary ? { bundle: scheduleBundle(summary) } : {}),

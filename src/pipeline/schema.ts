@@ -220,6 +220,15 @@ export const workspaceSchema = z.strictObject({
   keep: z.enum(['always', 'onFailure', 'never']).optional(),
 });
 
+/**
+ * The most stages a pipeline may have. A run's state (every stage's result) travels in one payload to `status` and
+ * to the final result, and each stage adds events to the history: 1,000 stays well inside Temporal's limits (and fits
+ * a 500-wide fan-out with its join).
+ */
+export const MAX_STAGES = 1000;
+/** The most `finally` stages a pipeline may have; they run one after the other once the run has ended. */
+export const MAX_FINALLY_STAGES = 100;
+
 export const pipelineSchema = z.strictObject({
   name: identifier,
   description: z.string().optional(),
@@ -245,12 +254,15 @@ export const pipelineSchema = z.strictObject({
   workspace: workspaceSchema.optional(),
   /** `stage`: stages running at the same time each work in their own worktree and branch, merged into the run's branch when they complete (git workspaces only). @default run */
   isolation: z.enum(['run', 'stage']).optional(),
-  stages: z.array(stageSchema).min(1, 'a pipeline needs at least one stage'),
+  stages: z
+    .array(stageSchema)
+    .min(1, 'a pipeline needs at least one stage')
+    .max(MAX_STAGES, `a pipeline may have at most ${MAX_STAGES} stages; split the work into several pipelines, or give one stage a list of items to work through`),
   /**
    * Stages that run once the run has ended (completed, failed or cancelled; not terminated), one after the
    * other, with `{{run.status}}` and `{{run.error}}`; their failure is a warning, not the run's outcome.
    */
-  finally: z.array(stageSchema).min(1).optional(),
+  finally: z.array(stageSchema).min(1).max(MAX_FINALLY_STAGES, `a pipeline may have at most ${MAX_FINALLY_STAGES} finally stages; fold the clean-up into fewer stages`).optional(),
 });
 
 export type PipelineDefinition = z.infer<typeof pipelineSchema>;

@@ -18,6 +18,16 @@ type Continuation = StageAttemptInput['continuation'];
  * call's. Runs recorded before it never listed more than the cap, so their replays take the unpatched branch unchanged.
  */
 const ARTIFACT_CAP_PATCH = 'cap-round-artifacts';
+/**
+ * Patch: a round's loops that a person (or nobody) keeps going are bounded: a question that times out with
+ * `onTimeout: continue` again and again, and retries asked for after failures (`onFailure: ask`). Runs recorded
+ * before it never went past the bounds, so their replays take the unpatched branch unchanged.
+ */
+const LOOP_BOUNDS_PATCH = 'bound-answer-and-retry-loops';
+/** Questions in one round that may time out with `onTimeout: continue` before the stage fails `ANSWER_TIMED_OUT`. */
+export const MAX_UNANSWERED_QUESTIONS = 10;
+/** Retries a person may ask for in one round (`onFailure: ask`) before the next failure is the stage's last. */
+export const MAX_PERSON_RETRIES = 20;
 type AnswerWait = NonNullable<ResolvedStage['answer']>;
 
 /** What the agent is told when its question timed out with `onTimeout: continue` and no `note`. */
@@ -51,6 +61,10 @@ interface Round {
   granted: string[];
   /** Every file the round's calls wrote; each call reports only its own. */
   artifacts: ArtifactRef[];
+  /** Questions that timed out with `onTimeout: continue` so far. */
+  unanswered?: number;
+  /** Retries a person asked for after failures so far. */
+  retries?: number;
 }
 type Step = { kind: 'again'; continuation: Continuation } | Done;
 
@@ -126,7 +140,7 @@ export class StageRunner {
       tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
       if (failure.sessionId) this.ctx.sessions.set(stage.id, failure.sessionId);
       if (failure.cancelled) throw err;
-      return this.onFailure(stage, failure);
+      return this.onFailure(stage, round, failure);
     }
     tracker.recordCost(stage.id, { usage: result.usage, costUsd: result.costUsd, attempts: result.attempt, durationMs: Date.now() - startedAt });
     round.artifacts = mergeArtifacts(round.artifacts, result.artifacts);
@@ -174,13 +188,13 @@ export class StageRunner {
         },
         bound ? toMilliseconds(bound.timeout) : undefined,
       );
-      if (decision.kind === 'timeout' && bound) return this.unanswered(stage, bound, sessionId);
+      if (decision.kind === 'timeout' && bound) return this.unanswered(stage, round, bound, sessionId);
       if (decision.kind !== 'answer') return this.rejected(stage, decision);
       return { kind: 'again', continuation: { kind: 'answer', sessionId, message: decision.text } };
     }
     if (result.status === 'failed') {
       const message = `[AGENT_REPORTED_FAILURE] stage ${stage.id}: ${result.error ?? result.summary}`;
-      return this.onFailure(stage, { type: 'AGENT_REPORTED_FAILURE', message, sessionId });
+      return this.onFailure(stage, round, { type: 'AGENT_REPORTED_FAILURE', message, sessionId });
     }
     if (result.mergeConflict) {
       const merge = await resolveMergeConflict(this.ctx, stage, result);
@@ -226,7 +240,7 @@ export class StageRunner {
   }
 
   /** Nobody answered the agent's question in time: fail, skip, or let the agent go on with a note (`answer.onTimeout`). */
-  private unanswered(stage: ResolvedStage, bound: AnswerWait, sessionId: string | undefined): Step {
+  private unanswered(stage: ResolvedStage, round: Round, bound: AnswerWait, sessionId: string | undefined): Step {
     const { tracker } = this.ctx;
     const onTimeout = bound.onTimeout ?? 'fail';
     const what = `nobody answered the question of stage ${stage.id} within ${bound.timeout}`;
@@ -235,6 +249,13 @@ export class StageRunner {
       return { kind: 'done', outcome: { kind: 'skipped' } };
     }
     if (onTimeout === 'continue') {
+      round.unanswered = (round.unanswered ?? 0) + 1;
+      if (round.unanswered > MAX_UNANSWERED_QUESTIONS && patched(LOOP_BOUNDS_PATCH)) {
+        return this.failed(stage, {
+          type: 'ANSWER_TIMED_OUT',
+          message: `[ANSWER_TIMED_OUT] ${what}, the ${round.unanswered}th question of this round nobody answered (at most ${MAX_UNANSWERED_QUESTIONS} may go unanswered with \`onTimeout: continue\`); make the step template tell the agent to decide on its own, or answer sooner`,
+        });
+      }
       tracker.warn(`${what}; the agent went on without an answer`);
       return { kind: 'again', continuation: { kind: 'answer', sessionId, message: bound.note ?? DEFAULT_UNANSWERED_NOTE } };
     }
@@ -242,8 +263,11 @@ export class StageRunner {
   }
 
   /** A failure for good: the run fails, unless `onFailure: ask` lets a person retry or skip the stage. */
-  private async onFailure(stage: ResolvedStage, failure: { type: string; message: string; sessionId?: string }): Promise<Step> {
+  private async onFailure(stage: ResolvedStage, round: Round, failure: { type: string; message: string; sessionId?: string }): Promise<Step> {
     if (stage.onFailure !== 'ask') return this.failed(stage, failure);
+    if ((round.retries ?? 0) >= MAX_PERSON_RETRIES && patched(LOOP_BOUNDS_PATCH)) {
+      return this.failed(stage, { type: failure.type, message: `${failure.message} (after ${round.retries} retries a person asked for, the most one round allows; start a new run to try again)` });
+    }
     const decision = await this.ctx.waits.waitFor(stage.id, {
       kind: 'failure',
       message: `stage ${stage.id} failed: ${failure.message}`,
@@ -254,6 +278,7 @@ export class StageRunner {
       return { kind: 'done', outcome: { kind: 'skipped' } };
     }
     if (decision.kind !== 'retry') return this.rejected(stage, decision);
+    round.retries = (round.retries ?? 0) + 1;
     const sessionId = failure.sessionId ?? this.ctx.sessions.get(stage.id);
     return { kind: 'again', continuation: decision.feedback ? { kind: 'retry', sessionId, message: decision.feedback } : undefined };
   }

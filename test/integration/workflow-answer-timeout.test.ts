@@ -3,6 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { answerStageUpdate } from '../../src/workflows/messages.js';
+import { MAX_UNANSWERED_QUESTIONS } from '../../src/workflows/stage-runner.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
@@ -22,6 +23,7 @@ const RULES: Rule[] = [
   rule('unanswered-skip', 'after', [{ text: report('ran after the skipped stage') }]),
   rule('unanswered-continue', 'plan', [{ text: QUESTION }, { text: report('Assumed YAML.') }]),
   rule('unanswered-status', 'plan', [{ text: QUESTION }, { text: report('answered') }]),
+  { ...rule('unanswered-forever', 'plan', [{ text: QUESTION }]), repeatLastTurn: true },
 ];
 const HEADER = (name: string, defaults = ''): string =>
   `name: ${name}\ndefaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500${defaults} }\nstages:\n`;
@@ -75,6 +77,18 @@ describe('a question nobody answers', () => {
     expect(JSON.stringify(messages)).toContain('Which output format');
     expect(JSON.stringify(messages.at(-1))).toContain(note);
   });
+
+  test('an agent that keeps asking with onTimeout continue is not re-asked for ever: the stage fails after the bound', async () => {
+    const yaml = HEADER('unanswered-forever') + STAGE('plan', '    answer: { timeout: 1s, onTimeout: continue }\n');
+    const { error, state } = await end(await harness.startYaml('unanswered-forever', yaml));
+    expect(error).toBeInstanceOf(WorkflowFailedError);
+    const cause = (error as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('ANSWER_TIMED_OUT');
+    expect(cause.message).toContain(`the ${MAX_UNANSWERED_QUESTIONS + 1}th question of this round nobody answered (at most ${MAX_UNANSWERED_QUESTIONS} may go unanswered`);
+    expect(stageOf(state, 'plan')).toMatchObject({ status: 'failed', error: { type: 'ANSWER_TIMED_OUT' } });
+    // The question was asked once, then once after each of the unanswered timeouts the bound allows.
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'unanswered-forever/plan')).toHaveLength(MAX_UNANSWERED_QUESTIONS + 1);
+  }, 180_000);
 
   test('status shows the deadline and what happens then', async () => {
     const yaml = HEADER('unanswered-status') + STAGE('plan', '    answer: { timeout: 1h, onTimeout: skip }\n');
