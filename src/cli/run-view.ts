@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { describeOmittedArtifacts } from '../pipeline/output-caps.js';
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunState, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 import { formatColumns, formatUsd } from './output.js';
@@ -107,9 +108,12 @@ export function closingLines(state: RunState, webUi: string | undefined): string
   const lines: string[] = [];
   if (state.workspace) lines.push(`Workspace: ${state.workspace}`);
   const artifacts = state.stages.flatMap((s) => (s.result?.artifacts ?? []).map((a) => ({ stage: s.id, ...a })));
-  if (artifacts.length) {
+  const omitted = state.stages.flatMap((s) => (s.result?.artifactsOmitted ? [{ stage: s.id, omitted: s.result.artifactsOmitted }] : []));
+  if (artifacts.length || omitted.length) {
     lines.push('Artifacts:');
     const rows = artifacts.map((a) => [`  ${a.stage}`, state.workspace ? path.join(state.workspace, a.path) : a.path, `${a.bytes} bytes`]);
+    // A stage that changed more files than a result lists: the rest, counted by top folder.
+    rows.push(...omitted.map(({ stage, omitted: o }) => [`  ${stage}`, `… and ${describeOmittedArtifacts(o)}`, '']));
     lines.push(...formatColumns(rows));
   }
   for (const warning of [...(state.warnings ?? []), ...state.stages.flatMap((s) => s.result?.warnings.map((w) => `${s.id}: ${w}`) ?? [])]) {

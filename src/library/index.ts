@@ -5,6 +5,7 @@ export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusRepor
 export type { RunEvent } from './run-events.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
 export { definePipeline, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+export type { InputValue } from './input-files.js';
 export { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
 export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListStatus } from './list-runs.js';
 export type { ConnectionOptions } from './connection.js';
