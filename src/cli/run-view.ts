@@ -112,9 +112,10 @@ export function closingLines(state: RunState, webUi: string | undefined): string
   if (artifacts.length || omitted.length) {
     lines.push('Artifacts:');
     const rows = artifacts.map((a) => [`  ${a.stage}`, state.workspace ? path.join(state.workspace, a.path) : a.path, `${a.bytes} bytes`]);
-    // A stage that changed more files than a result lists: the rest, counted by top folder.
-    rows.push(...omitted.map(({ stage, omitted: o }) => [`  ${stage}`, `… and ${describeOmittedArtifacts(o)}`, '']));
     lines.push(...formatColumns(rows));
+    // A stage that changed more files than a result lists: the rest, counted by top folder (below the table, so a
+    // long line does not widen its columns).
+    lines.push(...omitted.map(({ stage, omitted: o }) => `  ${stage}  … and ${describeOmittedArtifacts(o)}`));
   }
   for (const warning of [...(state.warnings ?? []), ...state.stages.flatMap((s) => s.result?.warnings.map((w) => `${s.id}: ${w}`) ?? [])]) {
     lines.push(`! ${warning}`);

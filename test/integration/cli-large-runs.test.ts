@@ -1,3 +1,4 @@
+import { Client, Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
@@ -94,5 +95,19 @@ describe('clients read runs of any size in pages', () => {
     expect(events).toBe(description.historyLength);
     expect(pages.length).toBeGreaterThan(2);
     expect(Math.max(...pages)).toBeLessThan(GRPC_LIMIT_BYTES);
+
+    // A client with a far smaller receive limit (and no retries of refused calls, to keep the test short) still
+    // reads it all: a refused page is asked for again at half the size.
+    const small = await Connection.connect({ address: harness.env.TEMPORAL_ADDRESS, channelArgs: { 'grpc.max_receive_message_length': 1024 * 1024 }, interceptors: [] });
+    try {
+      const sizes: number[] = [];
+      let count = 0;
+      const oversized = readHistoryEvents(new Client({ connection: small }), { workflowId: id, targetPageBytes: 64 * 1024 * 1024, onPage: (p) => sizes.push(p.pageSize) });
+      for await (const _ of oversized) count++;
+      expect(count).toBe(description.historyLength);
+      expect(Math.min(...sizes)).toBeLessThan(20);
+    } finally {
+      await small.close();
+    }
   }, 420_000);
 });

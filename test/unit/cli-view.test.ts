@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
 import { LiveView } from '../../src/cli/live-view.js';
 import type { RunSnapshot } from '../../src/library/run-reader.js';
-import { listWaits, progressLines, summariseInput } from '../../src/cli/run-view.js';
+import { closingLines, listWaits, progressLines, summariseInput } from '../../src/cli/run-view.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 
@@ -141,5 +141,33 @@ describe('the transcript formatter', () => {
     expect(formatter.format(failed)).toEqual(['── failed (error_max_budget_usd) · 1 turn', '  Reached maximum budget ($1)']);
     const apiError = JSON.stringify({ type: 'result', subtype: 'error', is_error: true, error: { type: 'overloaded_error', message: 'busy' } });
     expect(formatter.format(apiError)).toEqual(['── failed (error) · 0 turns', '  overloaded_error: busy']);
+  });
+});
+
+describe('the closing lines', () => {
+  test('list each artifact with its path, then what a stage changed beyond the listed ones, by top folder', () => {
+    const state = snapshot({
+      status: 'completed',
+      workspace: '/w/run-1',
+      stages: [
+        {
+          id: 'setup',
+          status: 'completed',
+          backend: 'claude-cli',
+          model: 'sonnet',
+          result: {
+            artifacts: [{ path: 'requirements.txt', bytes: 12, sha256: 'a'.repeat(64) }],
+            artifactsOmitted: { count: 19_000, bytes: 80 * 1024 * 1024, byFolder: { '.venv/': 18_990, 'build/': 10 } },
+            warnings: [],
+          } as never,
+        },
+      ],
+    }).state;
+    expect(closingLines(state, undefined)).toEqual([
+      'Workspace: /w/run-1',
+      'Artifacts:',
+      '  setup  /w/run-1/requirements.txt  12 bytes',
+      '  setup  … and 19000 more files (80.0 MB): .venv/ 18990, build/ 10',
+    ]);
   });
 });
