@@ -4,7 +4,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { OUTPUT_CAPS } from '../../src/pipeline/output-caps.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { stageOf } from './workflow-helpers.js';
+import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { MAX_PERSON_RETRIES } from '../../src/workflows/stage-runner.js';
+import { stageOf, waitForState } from './workflow-helpers.js';
 
 /* The caps on an agent's report, end to end: the activity applies them, the workflow and `status` see the result. */
 
@@ -21,6 +23,7 @@ describe('caps on what a stage reports', () => {
         rules: [
           rule('caps-long-summary', { success: true, summary: 'S'.repeat(OUTPUT_CAPS.summaryBytes + 5000), outputs: { file: 'notes.md' } }),
           rule('caps-big-output', { success: true, summary: 'Wrote it.', outputs: { small: 'ok', report: 'R'.repeat(OUTPUT_CAPS.outputBytes + 1) } }),
+          { ...rule('caps-retries', { success: false, summary: 'Broke again.', outputs: {}, error: 'it keeps breaking' }), repeatLastTurn: true },
         ],
         fallback: { text: answer({ success: true, summary: 'Then done.', outputs: {} }) },
       },
@@ -52,4 +55,20 @@ describe('caps on what a stage reports', () => {
     expect(harness.modelServer.requests().filter((r) => r.rule === 'caps-big-output')).toHaveLength(1);
     expect(((error as WorkflowFailedError).cause as ApplicationFailure).message).toContain('outputs.report');
   });
+
+  test(`a person may retry a failing stage ${MAX_PERSON_RETRIES} times in a round; the failure after that is final`, async () => {
+    const handle = await harness.startYaml('caps-retries', `name: caps-retries\ndefaults: { backend: anthropic-api, model: haiku, retries: 0 }\nstages:\n  - id: write\n    prompt: Write it.\n    onFailure: ask\n`);
+    let since = 0;
+    for (let i = 0; i < MAX_PERSON_RETRIES; i++) {
+      const state = await waitForState(handle, (s) => (stageOf(s, 'write').waitingFor?.kind === 'failure' && stageOf(s, 'write').waitingFor!.since > since));
+      since = stageOf(state, 'write').waitingFor!.since;
+      await handle.executeUpdate(retryStageUpdate, { args: [{ stage: 'write' }] });
+    }
+    const error = await handle.result().then(() => undefined, (err: unknown) => err);
+    expect(error).toBeInstanceOf(WorkflowFailedError);
+    const state = await harness.finish(handle);
+    expect(stageOf(state, 'write')).toMatchObject({ status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE' } });
+    expect(stageOf(state, 'write').error!.message).toContain(`(after ${MAX_PERSON_RETRIES} retries a person asked for, the most one round allows; start a new run to try again)`);
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'caps-retries')).toHaveLength(MAX_PERSON_RETRIES + 1);
+  }, 240_000);
 });
