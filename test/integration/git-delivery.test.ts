@@ -104,8 +104,8 @@ describe('workspace.push to a bare remote', () => {
     expect(state.error?.message).toContain('conflicts in outputs/notes.md');
     expect(stageOf(state, 'push').status).toBe('failed');
     // The worktree is left as it was, not in the middle of a rebase.
-    expect(existsSync(path.join(harness.workspacesRoot, 'push-conflict-1', '.git'))).toBe(true);
-    expect(await git(path.join(harness.workspacesRoot, 'push-conflict-1'), 'status', '--porcelain')).toBe('');
+    expect(existsSync(path.join(harness.runDir('push-conflict-1'), '.git'))).toBe(true);
+    expect(await git(harness.runDir('push-conflict-1'), 'status', '--porcelain')).toBe('');
   });
 
   it('waits for a person on a conflict with ask, and pushes after they resolved it and retried', async () => {
@@ -118,7 +118,7 @@ describe('workspace.push to a bare remote', () => {
     expect(wait.message).toContain('conflicts in outputs/notes.md');
     expect(wait.commands).toEqual(['agent-pipeline retry push-ask-1 --stage push', 'agent-pipeline skip push-ask-1 --stage push', 'agent-pipeline cancel push-ask-1']);
     // The person resolves it in the worktree: rebase onto the remote, keeping the run's version of the file.
-    const worktree = path.join(harness.workspacesRoot, 'push-ask-1');
+    const worktree = harness.runDir('push-ask-1');
     await git(worktree, 'pull', '--quiet', '--rebase', '-X', 'theirs', 'origin', 'agent/push-ask-1');
     await handle.executeUpdate(retryStageUpdate, { args: [{ stage: 'push' }] });
     const state = await harness.finish(handle);
@@ -153,7 +153,7 @@ describe('workspace.push to a bare remote', () => {
     expect(state.status).toBe('failed');
     expect(state.error?.type).toBe('PUSH_FAILED');
     expect(state.error?.message).toContain('git push nowhere agent/keep-failed-1 failed');
-    expect(existsSync(path.join(harness.workspacesRoot, 'keep-failed-1', 'outputs', 'notes.md'))).toBe(true);
+    expect(existsSync(path.join(harness.runDir('keep-failed-1'), 'outputs', 'notes.md'))).toBe(true);
   });
 
   it('prune removes the workspaces of runs that ended long enough ago, and keeps unpushed work', async () => {

@@ -6,8 +6,9 @@ import { pipeline as streamPipeline } from 'node:stream/promises';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
 
-/** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
-export const INTERNAL_DIR = '.agent-pipeline';
+import { ENDED_MARKER, INTERNAL_DIR, runFolder } from './run-folder.js';
+
+export { INTERNAL_DIR, toFolderName } from './run-folder.js';
 const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
 
 /** Where a run's files live. One folder per run, shared by all its stages and all their attempts. */
@@ -33,12 +34,14 @@ export async function openRunWorkspace(
   runId: string,
   options: { git?: WorktreeOptions; stageId?: string } = {},
 ): Promise<RunWorkspace> {
-  const dir = path.join(root, toFolderName(runId));
+  const dir = runFolder(root, runId);
   // The worktree comes first: `git worktree add` wants a missing or empty folder.
   if (options.git) await ensureWorktree(dir, options.git, options.stageId ?? '(workspace)');
   const internal = path.join(dir, INTERNAL_DIR);
   const claudeConfigDir = path.join(internal, 'claude');
   await mkdir(claudeConfigDir, { recursive: true });
+  // A run that reopens its folder (a reused run id, a reset) is running again: `prune` must not take it as ended.
+  await rm(path.join(internal, ENDED_MARKER), { force: true });
   // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
   const ignore = path.join(internal, '.gitignore');
   if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
@@ -48,11 +51,6 @@ export async function openRunWorkspace(
     stageDir: (stageId) => path.join(internal, 'stages', stageId),
     branch: options.git?.branch,
   };
-}
-
-/** Workflow ids may hold characters a folder name should not. */
-export function toFolderName(runId: string): string {
-  return runId.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
 /** `full` as artifacts and claims name it: relative to the workspace `dir`, with `/` separators. */
