@@ -6,8 +6,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createCloseWorkspace, type CloseWorkspaceInput } from '../../src/activities/close-workspace.js';
 import { readEndedMarker, writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
-import { runFolder, toFolderName } from '../../src/activities/workspace/run-folder.js';
-import { INTERNAL_DIR, openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
+import { INTERNAL_DIR, openRunWorkspace, toFolderName } from '../../src/activities/workspace/run-workspace.js';
 import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
 import { initRepo } from '../helpers/git-repo.js';
 
@@ -81,13 +80,12 @@ describe('run folders', () => {
 
   it('of runs started before the hash keep their old folder, unless it records another run', async () => {
     await mkdir(path.join(root, 'nightly-1'));
-    expect(runFolder(root, 'nightly-1')).toBe(path.join(root, 'nightly-1'));
     expect((await openRunWorkspace(root, 'nightly-1')).dir).toBe(path.join(root, 'nightly-1'));
     // `feature/x` ran before the change and ended in `feature_x`: a new run `feature_x` gets a folder of its own.
     await mkdir(path.join(root, 'feature_x'));
     await writeEndedMarker(path.join(root, 'feature_x'), { runId: 'feature/x', status: 'completed', endedAt: 1, pushed: false });
-    expect(runFolder(root, 'feature_x')).toBe(path.join(root, toFolderName('feature_x')));
-    expect(runFolder(root, 'feature/x')).toBe(path.join(root, 'feature_x'));
+    expect((await openRunWorkspace(root, 'feature_x')).dir).not.toBe(path.join(root, 'feature_x'));
+    expect((await openRunWorkspace(root, 'feature/x')).dir).toBe(path.join(root, 'feature_x'));
   });
 });
 
