@@ -3,7 +3,7 @@ import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
-import { pushBranch, PushError } from './delivery/push.js';
+import { pushBranch, PushError, RemoteNotConfiguredError } from './delivery/push.js';
 import { openPipelineWorkspace, workspaceVariables } from './workspace/open-workspace.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
 import { openPullRequest } from './delivery/pull-request.js';
@@ -70,6 +70,7 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
     try {
       pushed = await pushBranch({ dir: workspace.dir, remote, branch, rebaseOnce: input.rebaseOnce });
     } catch (err) {
+      if (err instanceof RemoteNotConfiguredError) throw stageFailure({ type: 'CONFIG_INVALID', stageId: DELIVERY_STAGE_ID, message: err.message, details: { remote, branch } });
       if (!(err instanceof PushError)) throw err;
       throw stageFailure({ type: 'PUSH_FAILED', stageId: DELIVERY_STAGE_ID, message: err.message, details: { remote, branch, stderr: err.stderr.slice(-2_000) } });
     }

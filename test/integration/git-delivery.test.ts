@@ -151,8 +151,8 @@ describe('workspace.push to a bare remote', () => {
     const yaml = pipeline('keep-failed', `{ repo: ${repo}, push: { remote: nowhere }, keep: onFailure }`);
     const state = await harness.finish(await harness.start(await harness.writePipeline('keep-failed', yaml), {}, 'keep-failed-1'));
     expect(state.status).toBe('failed');
-    expect(state.error?.type).toBe('PUSH_FAILED');
-    expect(state.error?.message).toContain('git push nowhere agent/keep-failed-1 failed');
+    expect(state.error?.type).toBe('CONFIG_INVALID');
+    expect(state.error?.message).toContain('workspace.push.remote "nowhere" is not a remote configured in the repository');
     expect(existsSync(path.join(harness.runDir('keep-failed-1'), 'outputs', 'notes.md'))).toBe(true);
   });
 
@@ -201,7 +201,7 @@ describe('workspace.pullRequest with gh installed and authenticated', () => {
     expect(state.outputs?.pullRequestUrl).toBe('https://github.com/acme/widgets/pull/7');
     expect(state.warnings ?? []).toEqual([]);
     expect((await readFile(log, 'utf8')).split('\n')).toEqual([
-      '--head', 'agent/pr-1', '--title', 'Bead 7: Fix login / logout', '--body', 'Wrote the notes.', '--base', 'main', '--draft', '',
+      '--head=agent/pr-1', '--title=Bead 7: Fix login / logout', '--body=Wrote the notes.', '--base=main', '--draft', '',
     ]);
   });
 });

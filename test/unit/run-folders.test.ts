@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createCloseWorkspace, type CloseWorkspaceInput } from '../../src/activities/close-workspace.js';
+import { createCloseWorkspace, type CloseWorkspaceInput, type CloseWorkspaceResult } from '../../src/activities/close-workspace.js';
 import { readEndedMarker, writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { INTERNAL_DIR, openRunWorkspace, toFolderName } from '../../src/activities/workspace/run-workspace.js';
 import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
@@ -25,9 +25,10 @@ beforeEach(async () => {
 afterEach(async () => rm(base, { recursive: true, force: true }));
 
 /** Runs the real closeWorkspace activity as a worker would, for a run with id `runId`. */
-async function close(input: Omit<CloseWorkspaceInput, 'status' | 'pushed'>) {
+async function close(input: Omit<CloseWorkspaceInput, 'status' | 'pushed'>): Promise<CloseWorkspaceResult> {
   const activity = createCloseWorkspace({ workspacesRoot: root });
-  return new MockActivityEnvironment().run(activity, { ...input, status: 'completed', pushed: false });
+  const full: CloseWorkspaceInput = { ...input, status: 'completed', pushed: false };
+  return new MockActivityEnvironment().run(activity, full);
 }
 
 describe('run folders', () => {

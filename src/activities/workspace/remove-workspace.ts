@@ -51,10 +51,10 @@ export async function removeRunWorkspace(root: string, dir: string, pushed?: boo
     const common = await git(dir, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
     const branch = await git(dir, ['symbolic-ref', '--quiet', '--short', 'HEAD']);
     if (!common.failed) {
-      const removed = await git(common.stdout, ['worktree', 'remove', '--force', dir]);
+      const removed = await git(common.stdout, ['worktree', 'remove', '--force', '--', dir]);
       if (removed.failed) warnings.push(`git worktree remove ${dir} failed: ${removed.stderr.split('\n')[0]}`);
       else if (!pushed && !branch.failed) {
-        const deleted = await git(common.stdout, ['branch', '-d', branch.stdout]);
+        const deleted = await git(common.stdout, ['branch', '-d', '--', branch.stdout]);
         if (deleted.failed) warnings.push(`branch ${branch.stdout} was kept: it has commits that are not merged or pushed anywhere (delete it with \`git branch -D ${branch.stdout}\` if they are not wanted)`);
       }
     }

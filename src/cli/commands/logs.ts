@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import type { StageStatus } from '../../pipeline/run-state.js';
