@@ -12,7 +12,7 @@ import type { PipelineDefinition } from './schema.js';
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
-  problems.push(...findEscapingFiles(pipeline));
+  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline));
   for (const [i, entry] of (pipeline.context ?? []).entries()) {
     const file = typeof entry === 'string' ? entry : entry.path;
     if (leavesFolder(file)) {
@@ -160,5 +160,27 @@ function findEscapingFiles(pipeline: PipelineDefinition): { path: PropertyKey[];
     const path = reference.field.split(/\.|\[(\d+)\]/).filter((part) => part !== undefined && part !== '').map((part) => (/^\d+$/.test(part) ? Number(part) : part));
     problems.push({ path, message: `"${reference.path}" leaves the pipeline file's folder; a run reads only files in that folder or below it (move the ${reference.kind} there)` });
   }
+  return problems;
+}
+
+/**
+ * Two stages that may run at once (neither needs the other, directly or not) writing the same `output:` file would
+ * overwrite each other's answer silently. An output naming `{{stage.id}}` differs per stage, so it never clashes.
+ */
+function findSharedOutputs(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const stages = pipeline.stages;
+  stages.forEach((stage, j) => {
+    const output = stage.output?.trim();
+    if (!output || /\{\{\s*stage\.id\s*\}\}/.test(output)) return;
+    const ancestors = findAncestors(stages, stage.id);
+    const other = stages.slice(0, j).find((s) => s.output?.trim() === output && !ancestors.has(s.id) && !findAncestors(stages, s.id).has(stage.id));
+    if (other) {
+      problems.push({
+        path: ['stages', j, 'output'],
+        message: `stages "${other.id}" and "${stage.id}" may run at once and both write ${output}, so one answer would overwrite the other; give each its own output, or make one need the other`,
+      });
+    }
+  });
   return problems;
 }

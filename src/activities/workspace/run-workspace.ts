@@ -133,6 +133,25 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
   }
 }
 
+/** Thrown when a write would land outside the folder it belongs in (its parent is, or passes through, a symlink leading out). */
+export class WriteOutsideError extends Error {
+  override readonly name = 'WriteOutsideError';
+}
+
+/**
+ * {@link writeFileAtomic} for a file that must stay inside `dir` (an agent may have turned a folder into a symlink):
+ * the parent's real path, once created, must lie inside `dir`'s real path. A symlink at the file itself is replaced,
+ * never followed. @throws WriteOutsideError naming the file and where its folder leads
+ */
+export async function writeFileInside(dir: string, relative: string, data: string | Uint8Array): Promise<void> {
+  const file = resolveInside(dir, relative);
+  if (!file) throw new WriteOutsideError(`${relative} is not a path inside ${dir}`);
+  await mkdir(path.dirname(file), { recursive: true });
+  const [realDir, realParent] = await Promise.all([realpath(dir), realpath(path.dirname(file))]);
+  if (!resolveInside(realDir, realParent)) throw new WriteOutsideError(`${relative} would be written to ${realParent}, outside ${dir}: its folder is a symlink leading out`);
+  await writeFileAtomic(path.join(realParent, path.basename(file)), data);
+}
+
 /** Resolves `relative` inside `dir` by its text, refusing paths that escape it (`../`, absolute elsewhere). */
 export function resolveInside(dir: string, relative: string): string | undefined {
   const full = path.resolve(dir, relative);

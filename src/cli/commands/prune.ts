@@ -6,6 +6,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { readEndedMarker, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
 import { loadConfig } from '../../config.js';
+import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs } from '../options.js';
 import { printJson, printLine, printNote } from '../output.js';
@@ -68,7 +69,12 @@ async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun
   }
   // A record in the folder is not enough: a run id can be reused, and a run can be reset. Temporal says whether the
   // run is still going; without it (`--force`) only folders with a record of their end are removed.
-  if (!options.force && entries.length > 0) await withClient(async ({ client }) => confirmWithTemporal(client, entries));
+  if (!options.force && entries.length > 0) {
+    await withClient(async ({ client }) => confirmWithTemporal(client, entries)).catch((err: unknown) => {
+      if (err instanceof TemporalUnavailableError) printNote('Nothing was removed: prune asks Temporal whether each run has ended. Use --force to trust the records runs leave in their folders.');
+      throw err;
+    });
+  }
   for (const entry of entries) {
     if (entry.status === 'running' || !entry.endedAt || Date.parse(entry.endedAt) > cutoffMs) continue;
     const pushed = (await readEndedMarker(entry.dir))?.pushed;
