@@ -72,6 +72,8 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     AGENT_PIPELINE_WORKSPACES: workspacesRoot,
     ANTHROPIC_BASE_URL: modelServer.url,
     ANTHROPIC_API_KEY: 'sk-test-harness-key',
+    // Tests keep their repositories and extra folders in the system's temp folder, outside the workspaces root.
+    AGENT_PIPELINE_ALLOWED_PATHS: tmpdir(),
     ...options.env,
   };
   let worker: Worker | undefined;
