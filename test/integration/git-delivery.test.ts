@@ -164,19 +164,21 @@ describe('workspace.push to a bare remote', () => {
     expect(none.exitCode).toBe(0);
     const listed = parseJson<{ runId: string; status: string; removed: boolean; warnings: string[] }[]>(none);
     expect(listed.filter((e) => e.removed)).toEqual([]);
-    // Runs without a record of their end were looked up in Temporal.
+    // Every folder is looked up in Temporal, by the run id it records.
     expect(listed.find((e) => e.runId === 'push-plain-1')?.status).toBe('completed');
     expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no run with this id is known to Temporal');
 
-    // The conflicted run ended ten days ago; its branch was never pushed and holds its commit.
-    await writeEndedMarker(path.join(root, 'push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
-    const pruned = await runCli(['prune'], harness.env);
+    // The conflicted run's record says it ended ten days ago; its branch was never pushed and holds its commit.
+    // Temporal knows it ended just now, so only --force (trust the records) removes it.
+    await writeEndedMarker(harness.runDir('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
+    expect((await runCli(['prune'], harness.env)).stdout).toContain('kept  push-conflict-1 (failed, ended');
+    const pruned = await runCli(['prune', '--force'], harness.env);
     expect(pruned.exitCode).toBe(0);
     expect(pruned.stdout).toContain('removed  push-conflict-1 (failed, ended');
-    expect(pruned.stdout).toContain('kept  push-plain-1 (completed');
+    expect(pruned.stdout).toContain('kept  push-plain-1 (unknown');
     expect(pruned.stderr).toContain('branch agent/push-conflict-1 was kept: it has commits that are not merged or pushed anywhere');
-    expect(existsSync(path.join(root, 'push-conflict-1'))).toBe(false);
-    expect(existsSync(path.join(root, 'push-plain-1'))).toBe(true);
+    expect(existsSync(harness.runDir('push-conflict-1'))).toBe(false);
+    expect(existsSync(harness.runDir('push-plain-1'))).toBe(true);
     expect(await git(repo, 'worktree', 'list')).not.toContain('push-conflict-1');
     expect(await git(repo, 'branch', '--list', 'agent/push-conflict-1')).toContain('agent/push-conflict-1');
   });

@@ -14,6 +14,9 @@ export const INTERNAL_DIR = '.agent-pipeline';
 /** The record a run leaves in its bookkeeping folder when it ends (see `remove-workspace.ts`). */
 export const ENDED_MARKER = 'ended.json';
 
+/** Names the run a folder belongs to (its folder name holds only the id made safe), for `prune` and later openings. */
+export const RUN_RECORD = 'run.json';
+
 /** Characters of the hash that ends a run folder's name. */
 const HASH_CHARS = 10;
 
@@ -42,12 +45,15 @@ export function runFolder(root: string, runId: string): string {
   return (recordedRunId(legacy) ?? runId) === runId ? legacy : dir;
 }
 
-/** The run id a folder's `ended` record names, if it has one. */
-function recordedRunId(dir: string): string | undefined {
-  try {
-    const marker = JSON.parse(readFileSync(path.join(dir, INTERNAL_DIR, ENDED_MARKER), 'utf8')) as { runId?: unknown };
-    return typeof marker.runId === 'string' ? marker.runId : undefined;
-  } catch {
-    return undefined;
+/** The run id a folder records as its own (its run record, or its `ended` record), if it records one. */
+export function recordedRunId(dir: string): string | undefined {
+  for (const record of [RUN_RECORD, ENDED_MARKER]) {
+    try {
+      const parsed = JSON.parse(readFileSync(path.join(dir, INTERNAL_DIR, record), 'utf8')) as { runId?: unknown };
+      if (typeof parsed.runId === 'string') return parsed.runId;
+    } catch {
+      // No such record: try the next.
+    }
   }
+  return undefined;
 }

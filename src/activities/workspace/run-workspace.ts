@@ -6,7 +6,7 @@ import { pipeline as streamPipeline } from 'node:stream/promises';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
 
-import { ENDED_MARKER, INTERNAL_DIR, runFolder } from './run-folder.js';
+import { ENDED_MARKER, INTERNAL_DIR, RUN_RECORD, runFolder } from './run-folder.js';
 
 export { INTERNAL_DIR, toFolderName } from './run-folder.js';
 const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
@@ -45,6 +45,8 @@ export async function openRunWorkspace(
   // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
   const ignore = path.join(internal, '.gitignore');
   if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
+  const record = path.join(internal, RUN_RECORD);
+  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
   return {
     dir,
     claudeConfigDir,

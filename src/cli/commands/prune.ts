@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { readEndedMarker, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
+import { recordedRunId } from '../../activities/workspace/run-folder.js';
 import { loadConfig } from '../../config.js';
 import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
@@ -63,7 +64,7 @@ async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun
   for (const name of folders) {
     const dir = path.join(root, name);
     const marker = await readEndedMarker(dir);
-    const entry: PruneEntry = { runId: marker?.runId ?? name, dir, status: marker?.status ?? 'unknown', removed: false, warnings: [] };
+    const entry: PruneEntry = { runId: marker?.runId ?? recordedRunId(dir) ?? name, dir, status: marker?.status ?? 'unknown', removed: false, warnings: [] };
     if (marker) entry.endedAt = new Date(marker.endedAt).toISOString();
     entries.push(entry);
   }
