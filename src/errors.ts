@@ -24,7 +24,7 @@ export class AgentPipelineError extends Error {
 /**
  * Thrown when a request cannot be done as asked. Codes: `REQUEST_REJECTED` (the run does not wait for this),
  * `RUN_CLOSED` (the run has ended), `INPUT_INVALID` (missing or unknown pipeline inputs), `INPUT_TOO_LARGE`,
- * `FILE_UNREADABLE`, `FILE_NOT_FOUND` and `PATH_ABSOLUTE` (a file the run would carry), `BUNDLE_TOO_LARGE`,
+ * `FILE_UNREADABLE`, `FILE_NOT_FOUND`, `PATH_ABSOLUTE` and `PATH_OUTSIDE` (a file the run would carry), `BUNDLE_TOO_LARGE`,
  * `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
  * `INVALID_REQUEST` (anything else).
  */

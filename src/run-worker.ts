@@ -8,6 +8,7 @@ import { loadModelCatalog } from './activities/backends/models.js';
 import { ExitingAgents } from './activities/backends/claude-cli/agent-exits.js';
 import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
+import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
 import { BACKENDS } from './pipeline/schema.js';
@@ -40,6 +41,11 @@ export interface StartWorkerOptions {
   backends?: Record<string, StageBackend>;
   /** Traces and metrics (see src/telemetry/); none by default. */
   telemetry?: WorkerTelemetry;
+  /**
+   * Host folders runs may name in `workspace.repo` and `addDirs` besides the workspaces root, or `'any'`.
+   * @default `AGENT_PIPELINE_ALLOWED_PATHS`, else none
+   */
+  allowedPaths?: AllowedPaths;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -101,6 +107,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
+    // A worker shared by several people lends none of its host's folders unless its operator says which.
+    allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [],
     secrets: resources.secrets,
     cli: {
       env,

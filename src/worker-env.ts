@@ -2,6 +2,7 @@ import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
 import { ConfigError } from './config.js';
+import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
 export interface WorkerEnvOptions {
@@ -26,6 +27,11 @@ export interface WorkerEnvOptions {
   healthFile?: string;
   /** Warm start of CLI agents (`AGENT_PIPELINE_PREWARM=on|off`, `AGENT_PIPELINE_PREWARM_TTL`). */
   prewarm: WarmStartSettings;
+  /**
+   * Host folders runs may name in `workspace.repo` and `addDirs` besides the workspaces root
+   * (`AGENT_PIPELINE_ALLOWED_PATHS`, separated like PATH, `*` for any); unset, the caller decides (none for a worker).
+   */
+  allowedPaths?: AllowedPaths;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -52,6 +58,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
     prewarm: readWarmStart(env),
+    allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
   };
 }
 

@@ -1,3 +1,4 @@
+import { activityInfo } from '@temporalio/activity';
 import { findRunInputProblems } from '../pipeline/run-input.js';
 import type { RunInputProblem } from '../pipeline/run-input-problems.js';
 
@@ -8,5 +9,6 @@ import type { RunInputProblem } from '../pipeline/run-input-problems.js';
  * Pure: the same input gives the same problems.
  */
 export async function checkRunInput(input: unknown): Promise<RunInputProblem[]> {
-  return findRunInputProblems(input);
+  // The run id is checked here rather than passed in, so the workflow's call (and its history) stays as it was.
+  return findRunInputProblems(input, { runId: activityInfo().workflowExecution?.workflowId });
 }

@@ -1,7 +1,7 @@
+import { activityInfo } from '@temporalio/activity';
 import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { readEndedMarker, removeRunWorkspace, writeEndedMarker } from './workspace/remove-workspace.js';
-import { toFolderName } from './workspace/run-workspace.js';
+import { runFolder } from './workspace/run-folder.js';
 
 /** What the workflow sends when a run with `workspace.keep` has ended. */
 export interface CloseWorkspaceInput {
@@ -23,12 +23,14 @@ export interface CloseWorkspaceResult {
  */
 export function createCloseWorkspace(deps: { workspacesRoot: string }) {
   return async function closeWorkspace(input: CloseWorkspaceInput): Promise<CloseWorkspaceResult> {
-    const dir = path.join(deps.workspacesRoot, toFolderName(input.runId));
+    const dir = runFolder(deps.workspacesRoot, input.runId);
     if (!existsSync(dir)) return { removed: false, warnings: [] };
     const pushed = input.pushed || ((await readEndedMarker(dir))?.pushed ?? false);
-    await writeEndedMarker(dir, { runId: input.runId, status: input.status, endedAt: Date.now(), pushed });
+    const temporalRunId = activityInfo().workflowExecution?.runId;
+    await writeEndedMarker(dir, { runId: input.runId, temporalRunId, status: input.status, endedAt: Date.now(), pushed });
     const remove = input.keep === 'never' || (input.keep === 'onFailure' && input.status === 'completed');
     if (!remove) return { removed: false, warnings: [] };
-    return { removed: true, warnings: await removeRunWorkspace(dir, pushed) };
+    const warnings = await removeRunWorkspace(deps.workspacesRoot, dir, pushed);
+    return { removed: !existsSync(dir), warnings };
   };
 }

@@ -1,10 +1,11 @@
+import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { heartbeat } from '@temporalio/activity';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
-import { pushBranch, PushError } from './delivery/push.js';
-import { openPipelineWorkspace, workspaceVariables } from './workspace/open-workspace.js';
+import { pushBranch, PushError, RemoteNotConfiguredError } from './delivery/push.js';
+import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
 import { openPullRequest } from './delivery/pull-request.js';
 import { redactSecrets } from './secrets.js';
@@ -46,6 +47,8 @@ export interface DeliverRunDependencies {
   workspacesRoot: string;
   /** The worker's environment: its git credentials, `gh` and `GH_TOKEN`. */
   env: NodeJS.ProcessEnv;
+  /** Host folders a run may name in `workspace.repo` besides the workspaces root. */
+  allowedPaths: AllowedPaths;
 }
 
 /**
@@ -63,6 +66,7 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
       run: { id: input.runId, pipeline: input.pipelineName },
       attempt: 1,
     };
+    checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, settings), 'workspace.repo', DELIVERY_STAGE_ID);
     const workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings, context, stageId: DELIVERY_STAGE_ID });
     const branch = workspace.branch!;
     heartbeat();
@@ -70,6 +74,7 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
     try {
       pushed = await pushBranch({ dir: workspace.dir, remote, branch, rebaseOnce: input.rebaseOnce });
     } catch (err) {
+      if (err instanceof RemoteNotConfiguredError) throw stageFailure({ type: 'CONFIG_INVALID', stageId: DELIVERY_STAGE_ID, message: err.message, details: { remote, branch } });
       if (!(err instanceof PushError)) throw err;
       throw stageFailure({ type: 'PUSH_FAILED', stageId: DELIVERY_STAGE_ID, message: err.message, details: { remote, branch, stderr: err.stderr.slice(-2_000) } });
     }

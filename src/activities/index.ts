@@ -8,6 +8,7 @@ import { createMergeStage } from './merge-stage.js';
 import { createRunStage } from './run-stage.js';
 import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
+import type { AllowedPaths } from './workspace/allowed-paths.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
@@ -19,6 +20,8 @@ export interface ActivityDependencies {
   api: AnthropicApiOptions;
   /** Backends besides the built-in ones, by the name a stage's `backend:` selects. */
   extraBackends?: Record<string, StageBackend>;
+  /** Host folders runs may name in `workspace.repo` and `addDirs` besides the workspaces root (`AGENT_PIPELINE_ALLOWED_PATHS`). */
+  allowedPaths: AllowedPaths;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -37,6 +40,7 @@ export function createActivities(deps: ActivityDependencies) {
     runStage: withSecrets(
       createRunStage({
         workspacesRoot: deps.workspacesRoot,
+        allowedPaths: deps.allowedPaths,
         backends: {
           ...deps.extraBackends,
           'claude-cli': (request) => runClaudeCli(request, deps.cli),
@@ -45,7 +49,7 @@ export function createActivities(deps: ActivityDependencies) {
       }),
     ),
     // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
-    deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, env: deps.cli.env })),
+    deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
     mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
   };

@@ -28,6 +28,7 @@ import { openRunBundle } from './prompt/run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
 import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit.js';
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
+import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
 
 /** What the workflow sends for one stage attempt. */
@@ -62,6 +63,8 @@ export interface RunStageDependencies {
   workspacesRoot: string;
   /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
   backends: Record<string, StageBackend>;
+  /** Host folders a run may name in `workspace.repo` and `addDirs` besides the workspaces root. */
+  allowedPaths: AllowedPaths;
 }
 
 export { DEFAULT_BRANCH_TEMPLATE } from './workspace/open-workspace.js';
@@ -114,6 +117,7 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
     attempt: info.attempt,
   };
+  if (input.pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, input.pipeline.workspace), 'workspace.repo', stageId);
   let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.pipeline.workspace, context, stageId });
   if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
@@ -236,7 +240,7 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
     outputPath: backendTraits(stage.backend).writesAnswerFile ? resolveOutputPath(stage, setup.context, workspace.dir) : undefined,
     maxBudgetUsd: call.maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
-    addDirs: resolveAddDirs(input.baseDir, stage),
+    addDirs: resolveAddDirs(input.baseDir, stage, setup.deps),
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
@@ -248,7 +252,7 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
             baseDir: setup.filesDir,
             systemPromptFile: input.pipeline.systemPrompt,
             budgetRemainingUsd: input.budgetRemainingUsd,
-            resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next),
+            resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next, setup.deps),
           })
       : undefined,
   });
@@ -344,10 +348,11 @@ function executionFolder(info: Info, round: number): string {
 }
 
 /** `addDirs` resolved against the pipeline file's folder. @throws FILE_NOT_FOUND for a folder that does not exist */
-function resolveAddDirs(baseDir: string, stage: ResolvedStage): string[] | undefined {
+function resolveAddDirs(baseDir: string, stage: ResolvedStage, deps: Pick<RunStageDependencies, 'allowedPaths' | 'workspacesRoot'>): string[] | undefined {
   if (!stage.addDirs?.length) return undefined;
   return stage.addDirs.map((dir) => {
     const full = path.resolve(baseDir, dir);
+    checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, full, 'addDirs', stage.id);
     if (!existsSync(full)) {
       throw stageFailure({ type: 'FILE_NOT_FOUND', stageId: stage.id, message: `addDirs entry ${dir} (${full}) does not exist`, details: { field: 'addDirs', path: full } });
     }

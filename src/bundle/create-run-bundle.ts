@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { agentFrontmatterSchema, splitFrontmatter } from '../pipeline/agent-frontmatter.js';
 import { listAgentReferences, listReferencedFiles } from '../pipeline/referenced-files.js';
@@ -32,6 +32,8 @@ export interface CreateRunBundleOptions {
   maxBytes?: number;
 }
 
+const PIPELINE_FILE_FIELD = '(the pipeline file)';
+
 /** One file to bundle: its absolute path and the field that named it (for messages). */
 interface Wanted {
   file: string;
@@ -53,6 +55,7 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
   const read = async (wanted: Wanted): Promise<Buffer | undefined> => {
     const known = contents.get(wanted.file);
     if (known) return known;
+    if (wanted.field !== PIPELINE_FILE_FIELD) await checkInsideFolder(baseDir, wanted, pipelineFile);
     try {
       const data = await readFile(wanted.file);
       contents.set(wanted.file, data);
@@ -67,7 +70,7 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
     }
   };
 
-  await read({ file: path.resolve(pipelineFile), field: '(the pipeline file)', optional: false });
+  await read({ file: path.resolve(pipelineFile), field: PIPELINE_FILE_FIELD, optional: false });
   for (const reference of listReferencedFiles(pipeline)) {
     const file = resolveRelative(baseDir, reference.path, reference.field, pipelineFile);
     const data = await read({ file, field: reference.field, optional: reference.optional ?? false });
@@ -95,6 +98,29 @@ export function bundleMaxBytesFromEnv(env: NodeJS.ProcessEnv = process.env): num
     throw new ConfigError(`[CONFIG_INVALID] ${BUNDLE_MAX_BYTES_VARIABLE}=${text} is not a whole number of bytes above 0; unset it for the default ${DEFAULT_BUNDLE_MAX_BYTES}`);
   }
   return value;
+}
+
+/**
+ * Refuses a file outside the pipeline file's folder, by its path (`../`) or where a symlink leads: a pipeline from a
+ * repository one does not control must not carry `~/.ssh/…` into the run's history. A missing file is left to the read.
+ * @throws InvalidRequestError `PATH_OUTSIDE` naming the field, the file and where it leads
+ */
+async function checkInsideFolder(baseDir: string, wanted: Wanted, pipelineFile: string): Promise<void> {
+  const outside = (folder: string, file: string): boolean => {
+    const rel = path.relative(folder, file);
+    return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel);
+  };
+  let real: string | undefined;
+  if (!outside(baseDir, wanted.file)) {
+    const [realBase, realFile] = await Promise.all([realpath(baseDir), realpath(wanted.file).catch(() => undefined)]);
+    if (!realFile || !outside(realBase, realFile)) return;
+    real = realFile;
+  }
+  throw new InvalidRequestError(
+    'PATH_OUTSIDE',
+    `[PATH_OUTSIDE] \`${wanted.field}\` in ${pipelineFile} names ${wanted.file}${real ? `, a symlink to ${real},` : ''} outside the pipeline file's folder ${baseDir}; ` +
+      'a run carries only files in that folder or below it: move the file there',
+  );
 }
 
 /** A bundled run resolves every path under the bundle, so an absolute path (a place on the client) cannot be carried. */

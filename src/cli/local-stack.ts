@@ -1,6 +1,7 @@
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
+import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths } from '../activities/workspace/allowed-paths.js';
 import { createPipelineWorker } from '../run-worker.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
@@ -49,7 +50,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let worker: Worker | undefined;
   let workerDone = Promise.resolve();
   if (options.worker ?? true) {
-    worker = await createPipelineWorker({ env, address: server.address, telemetry });
+    // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise.
+    worker = await createPipelineWorker({ env, address: server.address, telemetry, allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any' });
     workerDone = worker.run();
     options.log(`Worker polling task queue "${worker.options.taskQueue}"`);
   }

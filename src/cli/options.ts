@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { findToolNameProblem } from '../pipeline/tool-names.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
 import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-spec.js';
@@ -7,6 +8,13 @@ import { UsageError } from './errors.js';
 
 /** Collects a repeatable flag's values. */
 export const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
+
+/** Like {@link collect}, for tool names (`--allow Read`): one starting with `-` would reach `claude` as a flag. */
+export function collectToolName(value: string, previous: string[] = []): string[] {
+  const problem = findToolNameProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
+  return [...previous, value];
+}
 
 /** Parses a duration flag (`90s`, `30m`, `2h`, `1d`) to milliseconds. */
 export function parseDurationMs(value: string): number {

@@ -1,4 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { InvalidRequestError } from '../errors.js';
+import { findRunIdProblem } from '../pipeline/run-id.js';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { summarizeBundle } from '../bundle/create-run-bundle.js';
 import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
@@ -45,6 +47,8 @@ export async function startRun(
   options: StartRunOptions,
 ): Promise<{ handle: WorkflowHandle; alreadyRunning: boolean }> {
   const workflowId = options.id ?? newRunId(input.pipeline.name);
+  const idProblem = findRunIdProblem(workflowId);
+  if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${idProblem}`);
   try {
     const handle = await client.workflow.start(PIPELINE_WORKFLOW_TYPE, {
       workflowId,

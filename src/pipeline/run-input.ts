@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { formatPath } from './errors.js';
+import { findRunIdProblem } from './run-id.js';
 import { findGraphProblems } from './graph.js';
 import { findUnknownBackends } from './backend-names.js';
 import { describeIssues } from './issue-messages.js';
@@ -50,6 +51,8 @@ export const runInputSchema = z.strictObject({
 export interface RunInputCheckOptions {
   /** Backend names accepted besides the built-in ones and the input's own `backends`. */
   backends?: readonly string[];
+  /** The run (workflow) id, checked as `start` checks it: `.`, `..` and empty would name a folder, not a run. */
+  runId?: string;
 }
 
 /**
@@ -60,6 +63,8 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return [{ path: '', message: `the run input must be an object {version, pipeline, baseDir, pipelineFile, inputs}; got ${describe(input)}` }];
   }
+  const runIdProblem = options.runId === undefined ? undefined : findRunIdProblem(options.runId);
+  if (runIdProblem) return [{ path: '(run id)', message: runIdProblem }];
   const version = (input as { version?: unknown }).version;
   if (version !== undefined && version !== RUN_INPUT_VERSION) {
     return [{ path: 'version', message: `unknown run input version ${JSON.stringify(version)}; this worker reads version ${RUN_INPUT_VERSION} (start the run with a client of the same release as the worker)` }];

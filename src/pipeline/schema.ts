@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TOOL_NAME } from './tool-names.js';
 
 /**
  * The pipeline file schema. Field names follow DESIGN.md; every field a user may omit has a default
@@ -19,6 +20,15 @@ export type BuiltinBackendName = (typeof BACKENDS)[number];
 export type BackendName = BuiltinBackendName | (string & {});
 
 export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
+
+/**
+ * The name of a git remote configured in the repository (`origin`), never a URL or a path: a value git could read as
+ * an option (`--receive-pack=…`) or as somewhere else to push to.
+ */
+export const REMOTE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** A tool name or rule for Claude Code (`Read`, `Bash(npm test:*)`); never something `claude` would read as a flag. */
+const toolName = z.string().min(1).regex(TOOL_NAME, 'expected a tool name such as Read or "Bash(npm test:*)", not starting with "-"');
 
 const identifier = z
   .string()
@@ -66,8 +76,8 @@ const stageOptionsShape = {
   /** Attempts whose answer breaks the output contract are retried this many times, then the stage fails. */
   contractRetries: z.number().int().min(0).max(10).optional(),
   permissionMode: z.enum(PERMISSION_MODES).optional(),
-  allowedTools: z.array(z.string().min(1)).optional(),
-  disallowedTools: z.array(z.string().min(1)).optional(),
+  allowedTools: z.array(toolName).optional(),
+  disallowedTools: z.array(toolName).optional(),
   /** Extra directories the CLI agent may touch, relative to the pipeline file. */
   addDirs: z.array(z.string().min(1)).optional(),
   maxBudgetUsd: z.number().positive().optional(),
@@ -201,7 +211,7 @@ export const workspaceSchema = z.strictObject({
   push: z
     .strictObject({
       /** @default origin */
-      remote: z.string().min(1).optional(),
+      remote: z.string().regex(REMOTE_NAME, 'expected the name of a remote configured in the repository, such as origin (not a URL or a path)').optional(),
       /** A rejected push: `rebase-once` (pull --rebase once, push again, a conflict fails), `ask` (same, a conflict waits for a person), `fail`. @default rebase-once */
       onConflict: z.enum(['rebase-once', 'ask', 'fail']).optional(),
     })

@@ -1,5 +1,6 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
 import { allowedFailures, findAncestors } from './graph.js';
+import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
 
@@ -11,6 +12,7 @@ import type { PipelineDefinition } from './schema.js';
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
+  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline));
   for (const [i, entry] of (pipeline.context ?? []).entries()) {
     const file = typeof entry === 'string' ? entry : entry.path;
     if (leavesFolder(file)) {
@@ -136,5 +138,49 @@ function checkCondition(pipeline: PipelineDefinition, when: string, stageId: str
   for (const name of unique('inputs')) {
     if (!declared.includes(name)) problems.push(`the condition reads {{inputs.${name}}}, which the pipeline does not declare; declared inputs: ${declared.join(', ') || '(none)'}`);
   }
+  return problems;
+}
+
+/**
+ * Agent, step and system prompt files and `promptsDir` that leave the pipeline file's folder (`../`, absolute, `~`):
+ * a run reads only files in its pipeline's folder, so it cannot carry or read the files of the host it runs on.
+ * (`context` has its own message above.)
+ */
+function findEscapingFiles(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const seen = new Set<string>();
+  if (pipeline.promptsDir !== undefined && leavesFolder(pipeline.promptsDir)) {
+    problems.push({ path: ['promptsDir'], message: `"${pipeline.promptsDir}" leaves the pipeline file's folder; a run reads only files in that folder or below it` });
+  }
+  for (const reference of listReferencedFiles(pipeline)) {
+    if (reference.kind === 'context file' || !leavesFolder(reference.path) || seen.has(reference.field)) continue;
+    // A prompt under an escaping promptsDir is reported once, at promptsDir.
+    if (reference.kind === 'step file' && pipeline.promptsDir !== undefined && leavesFolder(pipeline.promptsDir)) continue;
+    seen.add(reference.field);
+    const path = reference.field.split(/\.|\[(\d+)\]/).filter((part) => part !== undefined && part !== '').map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+    problems.push({ path, message: `"${reference.path}" leaves the pipeline file's folder; a run reads only files in that folder or below it (move the ${reference.kind} there)` });
+  }
+  return problems;
+}
+
+/**
+ * Two stages that may run at once (neither needs the other, directly or not) writing the same `output:` file would
+ * overwrite each other's answer silently. An output naming `{{stage.id}}` differs per stage, so it never clashes.
+ */
+function findSharedOutputs(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const problems: { path: PropertyKey[]; message: string }[] = [];
+  const stages = pipeline.stages;
+  stages.forEach((stage, j) => {
+    const output = stage.output?.trim();
+    if (!output || /\{\{\s*stage\.id\s*\}\}/.test(output)) return;
+    const ancestors = findAncestors(stages, stage.id);
+    const other = stages.slice(0, j).find((s) => s.output?.trim() === output && !ancestors.has(s.id) && !findAncestors(stages, s.id).has(stage.id));
+    if (other) {
+      problems.push({
+        path: ['stages', j, 'output'],
+        message: `stages "${other.id}" and "${stage.id}" may run at once and both write ${output}, so one answer would overwrite the other; give each its own output, or make one need the other`,
+      });
+    }
+  });
   return problems;
 }

@@ -9,16 +9,17 @@ export interface MetricsAddress {
 }
 
 /**
- * Parses `AGENT_PIPELINE_METRICS` (`host:port`, `[v6]:port` or `:port` for all interfaces).
+ * Parses `AGENT_PIPELINE_METRICS` (`host:port`, `[v6]:port`, or `:port` / `port` for the loopback interface only:
+ * the endpoint has no authentication, so it is reachable from other hosts only when a host says so, e.g. `0.0.0.0:9464`).
  * @throws naming the variable, the value and the form expected
  */
 export function parseMetricsAddress(value: string): MetricsAddress {
-  const match = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value.trim());
+  const match = /^(?:(?:\[([^\]]+)\]|([^:]*)):)?(\d{1,5})$/.exec(value.trim());
   const port = match ? Number(match[3]) : NaN;
   if (!match || port > 65_535) {
-    throw new Error(`AGENT_PIPELINE_METRICS=${value} is not host:port; use e.g. 0.0.0.0:9464 (all interfaces) or 127.0.0.1:9464`);
+    throw new Error(`AGENT_PIPELINE_METRICS=${value} is not host:port; use e.g. 127.0.0.1:9464 (this host only) or 0.0.0.0:9464 (all interfaces)`);
   }
-  return { host: match[1] ?? (match[2] || '0.0.0.0'), port };
+  return { host: match[1] ?? (match[2] || '127.0.0.1'), port };
 }
 
 /** A free TCP port on the loopback interface, for the SDK's own exporter that only this process reads. */

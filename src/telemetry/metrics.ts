@@ -3,6 +3,11 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 /** Why a stage attempt ended, as the `outcome` label says it. */
 export type StageOutcome = 'completed' | 'needs_input' | 'failed' | 'cancelled';
 
+/** A label value as it may appear in a series: a name, not free text. Anything else is counted as `invalid`. */
+const LABEL_VALUE = /^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,99}$/;
+/** Distinct `pipeline`/`stage`/`backend`/`model` sets a worker keeps series for; later ones are counted as `other`. */
+export const MAX_LABEL_SETS = 1_000;
+
 /**
  * The project's own Prometheus metrics, in a registry of their own (no Node default metrics: the SDK's worker
  * metrics are served next to them). Created only when `AGENT_PIPELINE_METRICS` is set.
@@ -43,6 +48,8 @@ export class PipelineMetrics {
     registers: [this.registry],
   });
   readonly runsWaiting: Gauge;
+  /** The label sets seen so far, to cap them at {@link MAX_LABEL_SETS}. */
+  private readonly labelSets = new Set<string>();
 
   /**
    * @param countWaitingRuns counts the open runs that wait for a person, read at each scrape (a Visibility count
@@ -59,6 +66,20 @@ export class PipelineMetrics {
         await countWaitingRuns().then((n) => this.set(n), () => undefined);
       },
     });
+  }
+
+  /**
+   * Label values from a run's input made safe for series: a value that is not a plain name becomes `invalid`, and
+   * once {@link MAX_LABEL_SETS} sets are known every new one becomes `other`, so no run can grow the worker's memory
+   * or the scrape without bound by naming its pipelines and stages at will.
+   */
+  boundLabels<K extends string>(values: Record<K, string>): Record<K, string> {
+    const clean = Object.fromEntries(Object.entries<string>(values).map(([key, value]) => [key, LABEL_VALUE.test(value) ? value : 'invalid'])) as Record<K, string>;
+    const key = JSON.stringify(clean);
+    if (this.labelSets.has(key)) return clean;
+    if (this.labelSets.size >= MAX_LABEL_SETS) return Object.fromEntries(Object.keys(clean).map((k) => [k, 'other'])) as Record<K, string>;
+    this.labelSets.add(key);
+    return clean;
   }
 
   /** Text exposition of the project's metrics. */

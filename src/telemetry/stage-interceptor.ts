@@ -31,11 +31,13 @@ export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: P
         const arg = input.args[0] as Partial<StageAttemptFacts> | undefined;
         if (ctx.info.activityType !== 'runStage' || !arg?.stage) return next(input);
         const { stage, pipelineName = '' } = arg;
-        const labels = { pipeline: pipelineName, stage: stage.id, backend: stage.backend };
+        // Bounded: the names come from the run's input, and each distinct set is a series the worker keeps for ever.
+        const bounded = metrics?.boundLabels({ pipeline: pipelineName, stage: stage.id, backend: stage.backend, model: stage.model }) ?? { pipeline: '', stage: '', backend: '', model: '' };
+        const labels = { pipeline: bounded.pipeline, stage: bounded.stage, backend: bounded.backend };
         // Totals carried from earlier attempts; this attempt's own share is what it adds to them.
         const before = ctx.info.heartbeatDetails as Spent | undefined;
         const started = performance.now();
-        metrics?.agentsRunning.inc({ backend: stage.backend });
+        metrics?.agentsRunning.inc({ backend: bounded.backend });
         const attempt = async (span?: Span): Promise<unknown> => {
           span?.setAttributes({
             'agent_pipeline.run_id': arg.runId ?? ctx.info.workflowExecution?.workflowId ?? '',
@@ -74,9 +76,9 @@ export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: P
               'agent_pipeline.cost_usd': own.costUsd,
             });
             if (metrics) {
-              metrics.agentsRunning.dec({ backend: stage.backend });
+              metrics.agentsRunning.dec({ backend: bounded.backend });
               metrics.stageDuration.observe({ ...labels, outcome }, (performance.now() - started) / 1000);
-              const byModel = { ...labels, model: stage.model };
+              const byModel = { ...labels, model: bounded.model };
               metrics.stageCost.inc(byModel, own.costUsd);
               metrics.tokens.inc({ ...byModel, direction: 'input' }, own.input);
               metrics.tokens.inc({ ...byModel, direction: 'output' }, own.output);

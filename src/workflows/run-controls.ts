@@ -1,4 +1,5 @@
 import type { RunState } from '../pipeline/run-state.js';
+import { findToolNameProblem } from '../pipeline/tool-names.js';
 import type { AnswerStageInput, ApproveStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from './messages.js';
 import type { PipelineRun } from './pipeline-run.js';
 import { rejectUpdate, type OpenWait } from './waits.js';
@@ -58,6 +59,8 @@ export class RunControls {
       const tools = [...new Set((this.run.tracker.stage(stage).waitingFor?.denials ?? []).map((d) => d.tool))];
       throw rejectUpdate(`stage ${stage} had calls to ${tools.join(', ')} denied; say which tools to allow: approve ${this.state.runId}${suffix} --allow ${tools[0] ?? 'TOOL'} (or --allow-all)`);
     }
+    const badTool = (input.allowTools ?? []).map(findToolNameProblem).find(Boolean);
+    if (badTool) throw rejectUpdate(`--allow: ${badTool}`);
     if ((input.allowAll || input.allowTools?.length) && kind !== 'permission') {
       throw rejectUpdate(`stage ${stage} waits for ${kind.replace('_', ' ')}, not for tool permissions; drop --allow/--allow-all`);
     }

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer, type RecordedRequest } from '../../src/dev/model-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
@@ -193,7 +194,7 @@ describe('a real cluster: Temporal server on PostgreSQL, three workers, shared w
     const requests = modelServer.requests();
     let interrupted = 0;
     for (const id of ids) {
-      const dir = path.join(workspacesRoot, id);
+      const dir = path.join(workspacesRoot, toFolderName(id));
       // Every side effect is there: the draft's file, and every build step whose tool call the agent saw succeed,
       // whichever worker ran it. (A step whose tool call a kill interrupted before it ran is not a side effect;
       // the scripted model moves on where a real one would redo it.)

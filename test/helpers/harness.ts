@@ -12,6 +12,7 @@ import { startModelServer, type ModelServer } from '../../src/dev/model-server.j
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/workflows/messages.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -23,6 +24,8 @@ export interface Harness {
   client: Client;
   taskQueue: string;
   workspacesRoot: string;
+  /** The folder of run `runId` under `workspacesRoot`. */
+  runDir(runId: string): string;
   modelServer: ModelServer;
   /** The environment the worker (and so the agents) got. */
   env: NodeJS.ProcessEnv;
@@ -69,6 +72,8 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     AGENT_PIPELINE_WORKSPACES: workspacesRoot,
     ANTHROPIC_BASE_URL: modelServer.url,
     ANTHROPIC_API_KEY: 'sk-test-harness-key',
+    // Tests keep their repositories and extra folders in the system's temp folder, outside the workspaces root.
+    AGENT_PIPELINE_ALLOWED_PATHS: tmpdir(),
     ...options.env,
   };
   let worker: Worker | undefined;
@@ -88,6 +93,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     client,
     taskQueue,
     workspacesRoot,
+    runDir: (runId) => path.join(workspacesRoot, toFolderName(runId)),
     modelServer,
     env,
     worker,

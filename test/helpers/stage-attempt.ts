@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import type { AllowedPaths } from '../../src/activities/workspace/allowed-paths.js';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
@@ -25,12 +26,15 @@ export interface ActivityWorld {
   /** The API key; `undefined` means none is configured. */
   apiKey?: string;
   env?: NodeJS.ProcessEnv;
+  /** Host folders runs may name; tests lend any folder, as `agent-pipeline dev` does, unless they say otherwise. @default 'any' */
+  allowedPaths?: AllowedPaths;
 }
 
 /** The worker's activities for `world`, built as the worker builds them. */
 export function activitiesFor(world: ActivityWorld) {
   return createActivities({
     workspacesRoot: world.workspacesRoot,
+    allowedPaths: world.allowedPaths ?? 'any',
     secrets: new SecretRegistry(),
     cli: { env: { ...process.env, ANTHROPIC_BASE_URL: world.baseURL, ANTHROPIC_API_KEY: world.apiKey, ...world.env }, exitingAgents: new ExitingAgents() },
     api: {

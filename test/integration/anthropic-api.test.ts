@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { CONTINUE_MESSAGE } from '../../src/activities/backends/anthropic-api/answer.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 const KEY = 'sk-ant-api03-RECOGNISABLE-test-key-0123456789';
@@ -45,7 +46,7 @@ function setUp(scenario: ScenarioInput, options: { apiKey?: string | null; baseU
   const apiKey = options.apiKey === null ? undefined : (options.apiKey ?? KEY);
   const activities = activitiesFor({ workspacesRoot: root, baseURL: options.baseURL ?? server.url, apiKey });
   const input = stageInput(options.yaml ?? PIPELINE, 'notes', { baseDir: root, runId: `run-${run}`, inputs: { feature: 'dark mode' } });
-  return { activities, input, workspace: path.join(root, `run-${run}`) };
+  return { activities, input, workspace: path.join(root, toFolderName(`run-${run}`)) };
 }
 
 const rule = (turns: ScenarioInput['rules'] extends (infer R)[] | undefined ? R extends { turns: infer T } ? T : never : never): ScenarioInput => ({

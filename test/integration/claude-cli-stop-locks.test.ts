@@ -99,7 +99,7 @@ describe('a worker killed while its agent holds locks', () => {
     ).catch((err: Error) => {
       throw new Error(`${err.message}\nworker output: ${workers.output()}`);
     });
-    const worktree = path.join(harness.workspacesRoot, handle.workflowId);
+    const worktree = harness.runDir(handle.workflowId);
     const indexLock = (await indexLockPath(worktree)) as string;
     await waitFor(() => existsSync(shimLock) && existsSync(indexLock), Boolean, 'both locks to be taken', 10_000);
 

@@ -42,7 +42,7 @@ beforeAll(async () => {
       ],
     },
   });
-  pipelineFile = path.join(harness.workspacesRoot, 'pipeline.yaml');
+  pipelineFile = harness.runDir('pipeline.yaml');
   await writeFile(
     pipelineFile,
     [

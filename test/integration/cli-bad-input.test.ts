@@ -79,4 +79,16 @@ describe('bad input', () => {
     expect(start.stderr).not.toContain('Blob data size');
     expect(start.stderr).not.toMatch(NO_STACK);
   });
+
+  test('a run id that names a folder, or a tool name that reads as a flag, is exit 2 before connecting (issue 19)', async () => {
+    await writeFile(file('fine.yaml'), 'name: fine\nstages: [{ id: a, prompt: Say hello. }]\n');
+    for (const id of ['..', '.']) {
+      const start = await runCli(['start', file('fine.yaml'), '--id', id], OFFLINE);
+      expect(start.exitCode, start.stderr).toBe(2);
+      expect(start.stderr).toContain(`[INPUT_INVALID] --id "${id}": "${id}" cannot be a run id`);
+    }
+    const approve = await runCli(['approve', 'some-run', '--allow=--dangerously-skip-permissions'], OFFLINE);
+    expect(approve.exitCode, approve.stderr).toBe(2);
+    expect(approve.stderr).toContain('is not a tool name');
+  });
 });

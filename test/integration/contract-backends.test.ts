@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { emptyHome } from './claude-cli-world.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { activitiesFor, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 /*
@@ -56,7 +57,7 @@ describe('an answer with a ```bash block before its report completes with contra
       expect(result).toMatchObject({ status: 'completed', summary: 'Tests pass.', outputs: { tests: 12 }, attempt: 1 });
       if (backend === 'anthropic-api') {
         // The deliverable keeps the agent's own answer, the bash block included, without the report.
-        expect(await readFile(path.join(root, `run-${backend}`, 'outputs/check.md'), 'utf8')).toBe('I ran the tests:\n\n```bash\nnpm test\n```\n\nAll 12 passed.\n');
+        expect(await readFile(path.join(root, toFolderName(`run-${backend}`), 'outputs/check.md'), 'utf8')).toBe('I ran the tests:\n\n```bash\nnpm test\n```\n\nAll 12 passed.\n');
       }
     });
   }

@@ -36,7 +36,7 @@ describe('the agent-execution example', () => {
     expect(stageOf(state, 'fix').status).toBe('completed');
 
     // The bead's worktree, on its own branch, holds the fixed code.
-    expect(state.workspace).toBe(path.join(harness.workspacesRoot, handle.workflowId));
+    expect(state.workspace).toBe(harness.runDir(handle.workflowId));
     expect(await git(state.workspace!, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('coven/cv-12');
     expect(await readFile(path.join(state.workspace!, 'greet.js'), 'utf8')).toContain('`Hello, ${name}.`');
 

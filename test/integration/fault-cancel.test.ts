@@ -70,7 +70,7 @@ describe('cancellation and API errors', () => {
       error: { type: 'CANCELLED' },
       stages: [{ id: 'write', status: 'cancelled' }, { id: 'after', status: 'skipped', skip: 'the run was cancelled' }],
     });
-    const workspace = path.join(harness.workspacesRoot, handle.workflowId);
+    const workspace = harness.runDir(handle.workflowId);
     expect(await readFile(path.join(workspace, 'partial.txt'), 'utf8')).toBe('partial\n');
     // WAIT_CANCELLATION_COMPLETED: the run ends only after the activity stopped its agent.
     expect(await processesWorkingIn(workspace)).toEqual([]);

@@ -104,8 +104,8 @@ describe('workspace.push to a bare remote', () => {
     expect(state.error?.message).toContain('conflicts in outputs/notes.md');
     expect(stageOf(state, 'push').status).toBe('failed');
     // The worktree is left as it was, not in the middle of a rebase.
-    expect(existsSync(path.join(harness.workspacesRoot, 'push-conflict-1', '.git'))).toBe(true);
-    expect(await git(path.join(harness.workspacesRoot, 'push-conflict-1'), 'status', '--porcelain')).toBe('');
+    expect(existsSync(path.join(harness.runDir('push-conflict-1'), '.git'))).toBe(true);
+    expect(await git(harness.runDir('push-conflict-1'), 'status', '--porcelain')).toBe('');
   });
 
   it('waits for a person on a conflict with ask, and pushes after they resolved it and retried', async () => {
@@ -118,7 +118,7 @@ describe('workspace.push to a bare remote', () => {
     expect(wait.message).toContain('conflicts in outputs/notes.md');
     expect(wait.commands).toEqual(['agent-pipeline retry push-ask-1 --stage push', 'agent-pipeline skip push-ask-1 --stage push', 'agent-pipeline cancel push-ask-1']);
     // The person resolves it in the worktree: rebase onto the remote, keeping the run's version of the file.
-    const worktree = path.join(harness.workspacesRoot, 'push-ask-1');
+    const worktree = harness.runDir('push-ask-1');
     await git(worktree, 'pull', '--quiet', '--rebase', '-X', 'theirs', 'origin', 'agent/push-ask-1');
     await handle.executeUpdate(retryStageUpdate, { args: [{ stage: 'push' }] });
     const state = await harness.finish(handle);
@@ -151,9 +151,9 @@ describe('workspace.push to a bare remote', () => {
     const yaml = pipeline('keep-failed', `{ repo: ${repo}, push: { remote: nowhere }, keep: onFailure }`);
     const state = await harness.finish(await harness.start(await harness.writePipeline('keep-failed', yaml), {}, 'keep-failed-1'));
     expect(state.status).toBe('failed');
-    expect(state.error?.type).toBe('PUSH_FAILED');
-    expect(state.error?.message).toContain('git push nowhere agent/keep-failed-1 failed');
-    expect(existsSync(path.join(harness.workspacesRoot, 'keep-failed-1', 'outputs', 'notes.md'))).toBe(true);
+    expect(state.error?.type).toBe('CONFIG_INVALID');
+    expect(state.error?.message).toContain('workspace.push.remote "nowhere" is not a remote configured in the repository');
+    expect(existsSync(path.join(harness.runDir('keep-failed-1'), 'outputs', 'notes.md'))).toBe(true);
   });
 
   it('prune removes the workspaces of runs that ended long enough ago, and keeps unpushed work', async () => {
@@ -164,19 +164,21 @@ describe('workspace.push to a bare remote', () => {
     expect(none.exitCode).toBe(0);
     const listed = parseJson<{ runId: string; status: string; removed: boolean; warnings: string[] }[]>(none);
     expect(listed.filter((e) => e.removed)).toEqual([]);
-    // Runs without a record of their end were looked up in Temporal.
+    // Every folder is looked up in Temporal, by the run id it records.
     expect(listed.find((e) => e.runId === 'push-plain-1')?.status).toBe('completed');
     expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no run with this id is known to Temporal');
 
-    // The conflicted run ended ten days ago; its branch was never pushed and holds its commit.
-    await writeEndedMarker(path.join(root, 'push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
-    const pruned = await runCli(['prune'], harness.env);
+    // The conflicted run's record says it ended ten days ago; its branch was never pushed and holds its commit.
+    // Temporal knows it ended just now, so only --force (trust the records) removes it.
+    await writeEndedMarker(harness.runDir('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
+    expect((await runCli(['prune'], harness.env)).stdout).toContain('kept  push-conflict-1 (failed, ended');
+    const pruned = await runCli(['prune', '--force'], harness.env);
     expect(pruned.exitCode).toBe(0);
     expect(pruned.stdout).toContain('removed  push-conflict-1 (failed, ended');
-    expect(pruned.stdout).toContain('kept  push-plain-1 (completed');
+    expect(pruned.stdout).toContain('kept  push-plain-1 (unknown');
     expect(pruned.stderr).toContain('branch agent/push-conflict-1 was kept: it has commits that are not merged or pushed anywhere');
-    expect(existsSync(path.join(root, 'push-conflict-1'))).toBe(false);
-    expect(existsSync(path.join(root, 'push-plain-1'))).toBe(true);
+    expect(existsSync(harness.runDir('push-conflict-1'))).toBe(false);
+    expect(existsSync(harness.runDir('push-plain-1'))).toBe(true);
     expect(await git(repo, 'worktree', 'list')).not.toContain('push-conflict-1');
     expect(await git(repo, 'branch', '--list', 'agent/push-conflict-1')).toContain('agent/push-conflict-1');
   });
@@ -201,7 +203,7 @@ describe('workspace.pullRequest with gh installed and authenticated', () => {
     expect(state.outputs?.pullRequestUrl).toBe('https://github.com/acme/widgets/pull/7');
     expect(state.warnings ?? []).toEqual([]);
     expect((await readFile(log, 'utf8')).split('\n')).toEqual([
-      '--head', 'agent/pr-1', '--title', 'Bead 7: Fix login / logout', '--body', 'Wrote the notes.', '--base', 'main', '--draft', '',
+      '--head=agent/pr-1', '--title=Bead 7: Fix login / logout', '--body=Wrote the notes.', '--base=main', '--draft', '',
     ]);
   });
 });

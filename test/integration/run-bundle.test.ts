@@ -21,7 +21,7 @@ const MARKERS = {
 const PIPELINE = `name: carried
 inputs: { audience: { default: users } }
 context: [brief.md]
-systemPrompt: ../shared/system.md
+systemPrompt: shared/system.md
 defaults: { backend: anthropic-api, retries: 0, timeout: 2m }
 stages:
   - id: notes
@@ -40,11 +40,11 @@ const SCENARIO = {
   ],
 };
 
-/** Writes the pipeline folder (and a shared folder beside it, reached with `../`) under `root`. */
+/** Writes the pipeline folder under `root`. */
 async function writePipelineFolder(root: string, step = MARKERS.step): Promise<string> {
   const files: Record<string, string> = {
     'pipeline/pipeline.yaml': PIPELINE,
-    'shared/system.md': `Pipeline: {{run.pipeline}} · Stage: {{stage.id}} · ${MARKERS.system}\n\n{{stage_prompt}}\n\n{{output_contract}}`,
+    'pipeline/shared/system.md': `Pipeline: {{run.pipeline}} · Stage: {{stage.id}} · ${MARKERS.system}\n\n{{stage_prompt}}\n\n{{output_contract}}`,
     'pipeline/agents/writer.md': `---\nname: writer\nreferences: [../refs/style.md]\n---\n${MARKERS.persona}`,
     'pipeline/refs/style.md': MARKERS.reference,
     'pipeline/steps/notes.md': step,

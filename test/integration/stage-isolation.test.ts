@@ -67,7 +67,7 @@ describe('isolation: stage', () => {
     const state = await harness.finish(await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1'));
     expectNoStageLeftRunning(state);
     expect(state.status).toBe('completed');
-    const dir = path.join(harness.workspacesRoot, 'parallel-1');
+    const dir = harness.runDir('parallel-1');
     expect(state.workspace).toBe(dir);
     // Neither saw the other's file while it worked.
     expect(await git(dir, 'show', 'HEAD:seen-by-left.txt')).not.toContain('right.txt');
@@ -91,7 +91,7 @@ describe('isolation: stage', () => {
     const other = stuck.id === 'one' ? 'two' : 'one';
     expect(stuck.waitingFor!.message).toContain(`merging stage ${stuck.id}'s branch agent/clash-1--${stuck.id} into agent/clash-1 conflicts in same.txt`);
     expect(stuck.waitingFor!.commands).toEqual([`agent-pipeline retry clash-1 --stage ${stuck.id}`, `agent-pipeline skip clash-1 --stage ${stuck.id}`, 'agent-pipeline cancel clash-1']);
-    const dir = path.join(harness.workspacesRoot, 'clash-1');
+    const dir = harness.runDir('clash-1');
     // The run's branch holds the first stage's work only, and no half-done merge.
     expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${other}`);
     expect(existsSync(path.join(dir, '.git')) && (await git(dir, 'status', '--porcelain'))).toBe('');

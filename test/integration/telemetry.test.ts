@@ -140,7 +140,7 @@ describe('traces and metrics', () => {
     expect(attr(reviews[1], 'agent_pipeline.tokens.input')).toBe(700);
 
     // The agent's own shell saw the attempt span as its parent, and Claude Code's telemetry switched on.
-    const agentEnv = await readFile(path.join(harness.workspacesRoot, runId, 'agent-env.txt'), 'utf8');
+    const agentEnv = await readFile(path.join(harness.runDir(runId), 'agent-env.txt'), 'utf8');
     expect(agentEnv).toContain(`TRACEPARENT=00-${probe.traceId}-${probe.spanId}-01`);
     expect(agentEnv).toContain('CLAUDE_CODE_ENABLE_TELEMETRY=1');
     // Claude Code keeps its OTEL_* settings from the shells it starts, but uses them itself: its metrics and logs
@@ -199,12 +199,12 @@ describe('traces and metrics', () => {
       const result = await runCli(['start', path.join(FIXTURES, 'pipeline.yaml'), '--wait', '--json'], quietEnv, 240_000);
       expect(result.exitCode, result.all).toBe(0);
       const { runId } = parseJson<{ runId: string }>(result);
-      const agentEnv = await readFile(path.join(harness.workspacesRoot, runId, 'agent-env.txt'), 'utf8');
+      const agentEnv = await readFile(path.join(harness.runDir(runId), 'agent-env.txt'), 'utf8');
       expect(agentEnv).toBe('');
       // Give a would-be batch time to arrive (the traced worker's delay is 200 ms) before looking for the run's spans.
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       expect(receiver.spans.filter((s) => s.attributes?.some((a) => Object.values(a.value).includes(runId)))).toEqual([]);
-      await rm(path.join(harness.workspacesRoot, runId), { recursive: true, force: true });
+      await rm(harness.runDir(runId), { recursive: true, force: true });
     } finally {
       quiet.kill('SIGTERM');
       await quiet;

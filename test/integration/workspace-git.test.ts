@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
@@ -50,7 +51,7 @@ function attemptOf(yaml: string, runId: string, attempt = 1, round = 1) {
 describe('a run workspace on a git repository', () => {
   it('is a worktree on the run\'s branch, where a `commit: true` stage commits its changes with its summary', async () => {
     const result = await attemptOf(pipeline('workspace: { repo: repo }'), 'run-a');
-    const dir = path.join(root, 'run-a');
+    const dir = path.join(root, toFolderName('run-a'));
     expect(result.workspace).toBe(dir);
     expect(await git(dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/run-a');
     expect(result.commit).toBe(await git(dir, 'rev-parse', 'HEAD'));

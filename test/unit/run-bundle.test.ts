@@ -26,7 +26,7 @@ async function writeTree(files: Record<string, string>): Promise<void> {
 
 const PIPELINE = `name: carry
 context: [brief.md]
-systemPrompt: ../shared/system.md
+systemPrompt: shared/system.md
 stages:
   - id: one
     agent: agents/writer.md
@@ -46,7 +46,7 @@ describe('run bundles', () => {
   test('list every file the pipeline names, once per field, and no inline prompt', () => {
     const refs = listReferencedFiles(parsePipeline(PIPELINE, 'p.yaml'));
     expect(refs.map((r) => [r.field, r.path])).toEqual([
-      ['systemPrompt', '../shared/system.md'],
+      ['systemPrompt', 'shared/system.md'],
       ['context[0]', 'brief.md'],
       ['stages[0].agent', 'agents/writer.md'],
       ['stages[0].prompt', 'steps/one.md'],
@@ -58,7 +58,7 @@ describe('run bundles', () => {
   test('carry the pipeline file, agent files with their references, steps, context and system prompt, each content once', async () => {
     await writeTree({
       'p/pipeline.yaml': PIPELINE,
-      'shared/system.md': 'Stage: {{stage.id}}\n{{stage_prompt}}',
+      'p/shared/system.md': 'Stage: {{stage.id}}\n{{stage_prompt}}',
       'p/agents/writer.md': '---\nname: writer\nreferences: [../refs/style.md, missing.md]\n---\nYou write.',
       'p/refs/style.md': 'Be brief.',
       'p/steps/one.md': 'Same text',
@@ -66,12 +66,12 @@ describe('run bundles', () => {
       'p/brief.md': 'The brief.',
     });
     const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
-    // The root is the deepest folder holding every file, so `../shared` stays inside the bundle.
-    expect(bundle.pipelineDir).toBe('p');
+    // Every file is in the pipeline file's folder, which is the bundle's root.
+    expect(bundle.pipelineDir).toBe('');
     expect(Object.keys(bundle.files).sort()).toEqual([
-      'p/agents/writer.md', 'p/brief.md', 'p/pipeline.yaml', 'p/refs/style.md', 'p/steps/copy.md', 'p/steps/one.md', 'shared/system.md',
+      'agents/writer.md', 'brief.md', 'pipeline.yaml', 'refs/style.md', 'shared/system.md', 'steps/copy.md', 'steps/one.md',
     ]);
-    expect(bundle.files['p/steps/one.md']).toBe(bundle.files['p/steps/copy.md']);
+    expect(bundle.files['steps/one.md']).toBe(bundle.files['steps/copy.md']);
     expect(Object.keys(bundle.blobs)).toHaveLength(6);
     expect(summarizeBundle(bundle)).toMatchObject({ hash: bundle.hash, files: 7 });
 
@@ -114,8 +114,11 @@ describe('run bundles', () => {
   });
 
   test('an absolute path fails at start: a place on the client means nothing on another host', async () => {
-    await writeTree({ 'p/pipeline.yaml': `name: t\nsystemPrompt: ${path.join(dir, 'sys.md')}\nstages: [{ id: a, prompt: hi }]\n` });
-    await expect(bundleOf(path.join(dir, 'p/pipeline.yaml'))).rejects.toThrow(/^\[PATH_ABSOLUTE\] `systemPrompt: \/.*sys\.md` .* is an absolute path/);
+    // `validate` refuses it too (it leaves the pipeline's folder); the bundler says why it cannot be carried.
+    await writeTree({ 'p/pipeline.yaml': 'name: t\nstages: [{ id: a, prompt: hi }]\n' });
+    const file = path.join(dir, 'p/pipeline.yaml');
+    const pipeline = { ...parsePipeline(await readFile(file, 'utf8'), file), systemPrompt: path.join(dir, 'sys.md') };
+    await expect(createRunBundle(file, pipeline)).rejects.toThrow(/^\[PATH_ABSOLUTE\] `systemPrompt: \/.*sys\.md` .* is an absolute path/);
   });
 
   test('a bundle above the cap fails at start naming the largest files first', async () => {

@@ -15,9 +15,12 @@ describe('telemetry settings', () => {
 
   test('AGENT_PIPELINE_METRICS is host:port; a bad value names the variable and the form', () => {
     expect(parseMetricsAddress('127.0.0.1:9464')).toEqual({ host: '127.0.0.1', port: 9464 });
-    expect(parseMetricsAddress(':9464')).toEqual({ host: '0.0.0.0', port: 9464 });
+    // Issue 19, reproduction 7: without a host, the endpoint (no authentication) is for this host only.
+    expect(parseMetricsAddress(':9464')).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(parseMetricsAddress('9464')).toEqual({ host: '127.0.0.1', port: 9464 });
+    expect(parseMetricsAddress('0.0.0.0:9464')).toEqual({ host: '0.0.0.0', port: 9464 });
     expect(parseMetricsAddress('[::1]:9464')).toEqual({ host: '::1', port: 9464 });
-    expect(() => parseMetricsAddress('9464')).toThrow(/AGENT_PIPELINE_METRICS=9464 is not host:port/);
+    expect(() => parseMetricsAddress('x9464')).toThrow(/AGENT_PIPELINE_METRICS=x9464 is not host:port/);
     expect(() => parseMetricsAddress('host:99999')).toThrow(/not host:port/);
   });
 

@@ -43,8 +43,9 @@ export async function openPullRequest(options: PullRequestOptions): Promise<Pull
   if (!gh) return fallback('`gh` is not installed on the worker');
   const run = (args: string[]) => execa(gh, args, { cwd: options.dir, env: { ...options.env, GH_PROMPT_DISABLED: '1' }, extendEnv: false, reject: false, timeout: GH_TIMEOUT_MS, stdin: 'ignore' });
   if ((await run(['auth', 'status'])).failed) return fallback('`gh` is not authenticated on the worker (run `gh auth login` or set GH_TOKEN)');
-  const args = ['pr', 'create', '--head', options.branch, '--title', options.title, '--body', options.body];
-  if (options.base) args.push('--base', options.base);
+  // Values as `--flag=value`: a title or body from a template may start with `-`, and must never read as a flag.
+  const args = ['pr', 'create', `--head=${options.branch}`, `--title=${options.title}`, `--body=${options.body}`];
+  if (options.base) args.push(`--base=${options.base}`);
   if (options.draft) args.push('--draft');
   const created = await run(args);
   const url = created.stdout.split('\n').map((line) => line.trim()).reverse().find((line) => /^https?:\/\//.test(line));

@@ -1,3 +1,4 @@
+import { REMOTE_NAME } from '../../pipeline/schema.js';
 import { FALLBACK_IDENTITY, git, withLock } from '../workspace/git.js';
 
 /** How a push of the run's branch ended. */
@@ -34,10 +35,11 @@ export class PushError extends Error {
  * @throws PushError when git fails for another reason
  */
 export async function pushBranch(options: PushOptions): Promise<PushOutcome> {
+  await checkRemote(options.dir, options.remote);
   return withLock(options.dir, async () => {
     const first = await push(options);
     if (first.kind !== 'rejected' || !options.rebaseOnce) return first;
-    const pulled = await git(options.dir, [...(await identityArgs(options.dir)), 'pull', '--rebase', '--no-autostash', options.remote, options.branch]);
+    const pulled = await git(options.dir, [...(await identityArgs(options.dir)), 'pull', '--rebase', '--no-autostash', '--', options.remote, options.branch]);
     if (pulled.failed) {
       const files = (await git(options.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
       await git(options.dir, ['rebase', '--abort']);
@@ -55,7 +57,7 @@ export async function pushBranch(options: PushOptions): Promise<PushOutcome> {
 
 async function push(options: PushOptions): Promise<PushOutcome> {
   const ref = `refs/heads/${options.branch}`;
-  const result = await git(options.dir, ['push', '--porcelain', '--set-upstream', options.remote, `${ref}:${ref}`]);
+  const result = await git(options.dir, ['push', '--porcelain', '--set-upstream', '--', options.remote, `${ref}:${ref}`]);
   if (!result.failed) return { kind: 'pushed', commit: (await git(options.dir, ['rev-parse', ref])).stdout, rebased: false };
   // Porcelain output marks a refused ref with `!` and the reason in brackets: [rejected] (fetch first | non-fast-forward).
   const refused = result.stdout.split('\n').find((line) => line.startsWith('!') && line.includes('[rejected]'));
@@ -63,6 +65,24 @@ async function push(options: PushOptions): Promise<PushOutcome> {
     return { kind: 'rejected', message: `the push of ${options.branch} to ${options.remote} was rejected: ${refused.split('\t').at(-1)?.trim()}; the remote branch has commits this run lacks` };
   }
   throw new PushError(`git push ${options.remote} ${options.branch} failed: ${firstLine(result.stderr || result.stdout)}`, result.stderr);
+}
+
+/**
+ * Refuses a remote that is not the name of one configured in the repository: a URL, a path or an option would push
+ * the run's branch somewhere the repository's owner never set up, or run a command (`--receive-pack=…`).
+ * @throws RemoteNotConfiguredError naming the remote and the configured ones
+ */
+async function checkRemote(dir: string, remote: string): Promise<void> {
+  const configured = (await git(dir, ['remote'])).stdout.split('\n').filter(Boolean);
+  if (REMOTE_NAME.test(remote) && configured.includes(remote)) return;
+  throw new RemoteNotConfiguredError(
+    `workspace.push.remote ${JSON.stringify(remote)} is not a remote configured in the repository (configured: ${configured.join(', ') || 'none'}); add it with \`git remote add <name> <url>\` and name it here`,
+  );
+}
+
+/** Thrown when `workspace.push.remote` is not the name of a remote the repository configures. */
+export class RemoteNotConfiguredError extends Error {
+  override readonly name = 'RemoteNotConfiguredError';
 }
 
 /** The repository's own identity when it has one; otherwise ours, so a rebase can write commits. */
@@ -82,7 +102,7 @@ export const MAX_DIFF_CHARS = 200_000;
  * Cut at {@link MAX_DIFF_CHARS} with a note, so a huge change cannot blow up the prompt.
  */
 export async function branchDiff(dir: string, repo: string, base: string): Promise<string> {
-  const baseCommit = await git(repo, ['rev-parse', '--verify', '--quiet', `${base}^{commit}`]);
+  const baseCommit = await git(repo, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${base}^{commit}`]);
   if (baseCommit.failed) return '';
   // `A...B` diffs from their merge base, so commits the base gained since the run started do not show as removals.
   const diff = await git(dir, ['diff', '--no-color', '--no-ext-diff', `${baseCommit.stdout}...HEAD`]);

@@ -1,11 +1,10 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { agentFrontmatterSchema, splitFrontmatter, type AgentFrontmatter } from '../../pipeline/agent-frontmatter.js';
 import { formatPath } from '../../pipeline/errors.js';
 import { describeIssues } from '../../pipeline/issue-messages.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { stageFailure } from '../failures.js';
-import { readPipelineFile } from './pipeline-file.js';
+import { PipelineFileError, pipelineFileFailure, readPipelineFile, readPipelineText } from './pipeline-file.js';
 
 /** An agent definition as a stage uses it. */
 export interface AgentDefinition {
@@ -47,11 +46,14 @@ export async function loadAgentFile(baseDir: string, relative: string, stageId: 
   for (const reference of frontmatter.references ?? []) {
     const referenceFile = path.resolve(path.dirname(file), reference);
     try {
-      sections.push(`## Reference: ${reference}\n\n${(await readFile(referenceFile, 'utf8')).trim()}`);
+      sections.push(`## Reference: ${reference}\n\n${(await readPipelineText(baseDir, reference, path.dirname(file))).text.trim()}`);
     } catch (err) {
-      warnings.push(
-        `agent file ${file} lists reference ${reference}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'} at ${referenceFile}); the stage ran without it`,
-      );
+      // A reference outside the pipeline's folder, or too large, fails the stage; a missing one is only a warning.
+      if (err instanceof PipelineFileError && err.reason === 'refused') {
+        throw pipelineFileFailure(err, { stageId, field: 'references', relative: reference, file: referenceFile, label: `agent file ${file}'s reference` });
+      }
+      const code = err instanceof PipelineFileError ? err.code : (err as NodeJS.ErrnoException).code;
+      warnings.push(`agent file ${file} lists reference ${reference}, which cannot be read (${code ?? 'error'} at ${referenceFile}); the stage ran without it`);
     }
   }
   return { file, frontmatter, persona: sections.filter(Boolean).join('\n\n'), warnings };

@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { open, stat } from 'node:fs/promises';
 
 /** The beginning of a file, read with a size bound, as a prompt inlines it. */
 export interface FileExcerpt {
@@ -15,9 +15,11 @@ export interface FileExcerpt {
 /**
  * Reads at most `maxBytes` of a file; never loads more, however large the file is. A multi-byte
  * character cut at the bound is dropped rather than shown broken.
- * @throws the file system's error (ENOENT…) for the caller to report
+ * @throws the file system's error (ENOENT…), or code `ENOTREG` for anything but a regular file, for the caller to report
  */
 export async function readFileExcerpt(file: string, maxBytes: number): Promise<FileExcerpt> {
+  // Only regular files: opening a FIFO waits for a writer, and a device's size says nothing of what it yields.
+  if (!(await stat(file)).isFile()) throw Object.assign(new Error(`${file} is not a regular file`), { code: 'ENOTREG' });
   const handle = await open(file, 'r');
   try {
     const { size } = await handle.stat();

@@ -1,11 +1,71 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 
+/*
+ * The files a pipeline names (agent, step template, context, system prompt, an agent's references) are read only from
+ * inside the pipeline file's folder: the run's unpacked bundle, or for `--files-from-worker` runs the folder on the
+ * worker's host. The path is checked after following symlinks, the file must be a regular file (never a device, a
+ * FIFO or a folder), and its size is capped: a run cannot make the worker read `/etc/passwd`, `/dev/zero` or a 64 MB
+ * "persona" into a prompt and its history.
+ */
+
+/** The most a pipeline file may hold. @unit bytes @default 1 MiB */
+export const MAX_PIPELINE_FILE_BYTES = 1024 * 1024;
+
+/** Why a pipeline file cannot be read: `missing` (ENOENT and the like) or `refused` (outside, not a file, too large). */
+export class PipelineFileError extends Error {
+  override readonly name = 'PipelineFileError';
+  constructor(
+    message: string,
+    readonly reason: 'missing' | 'refused',
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
 /**
- * Reads a file a pipeline names (agent, step template, system prompt), relative to the pipeline
- * file's folder.
- * @throws FILE_NOT_FOUND naming the absolute path, the field that named it and the system's error code
+ * The real path of `relative` (taken from `from`, by default `root`), when it lies inside `root` after following
+ * symlinks. @throws PipelineFileError `refused` when it leads outside, `missing` when it does not exist
+ */
+export async function resolvePipelineFile(root: string, relative: string, from = root): Promise<string> {
+  const file = path.resolve(from, relative);
+  let real: string;
+  let realRoot: string;
+  try {
+    [realRoot, real] = await Promise.all([realpath(root), realpath(file)]);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new PipelineFileError(`${file} cannot be read (${code ?? 'error'})`, 'missing', code);
+  }
+  const rel = path.relative(realRoot, real);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
+    throw new PipelineFileError(`${file} is outside the pipeline's folder ${root}${real === file ? '' : ` (it leads to ${real})`}; a run reads only files in its pipeline's folder`, 'refused');
+  }
+  return real;
+}
+
+/**
+ * Reads a pipeline file as UTF-8 once {@link resolvePipelineFile} has placed it, checking it is a regular file of at
+ * most `maxBytes`. @throws PipelineFileError naming the file, its size and the cap
+ */
+export async function readPipelineText(root: string, relative: string, from = root, maxBytes = MAX_PIPELINE_FILE_BYTES): Promise<{ file: string; text: string }> {
+  const file = path.resolve(from, relative);
+  const real = await resolvePipelineFile(root, relative, from);
+  // Checked before opening: opening a FIFO would wait for a writer, reading a device would never end.
+  const info = await stat(real);
+  if (!info.isFile()) throw new PipelineFileError(`${file} is not a regular file`, 'refused');
+  if (info.size > maxBytes) throw new PipelineFileError(`${file} is ${info.size} bytes, more than the cap of ${maxBytes} bytes for a pipeline file`, 'refused');
+  const data = await readFile(real);
+  // A file that grew between the check and the read is still cut at the cap.
+  return { file, text: data.subarray(0, maxBytes).toString('utf8') };
+}
+
+/**
+ * Reads a file a pipeline names (agent, step template, system prompt), relative to the pipeline file's folder.
+ * @throws FILE_NOT_FOUND naming the absolute path, the field that named it and the system's error code;
+ *   CONFIG_INVALID when it leads outside the folder, is not a regular file or is above the cap
  */
 export async function readPipelineFile(
   baseDir: string,
@@ -16,13 +76,22 @@ export async function readPipelineFile(
 ): Promise<{ file: string; text: string }> {
   const file = path.resolve(baseDir, relative);
   try {
-    return { file, text: await readFile(file, 'utf8') };
+    return await readPipelineText(baseDir, relative);
   } catch (err) {
-    throw stageFailure({
-      type: 'FILE_NOT_FOUND',
-      stageId,
-      message: `cannot read ${label} ${file} (\`${field}: ${relative}\`, ${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-      details: { field, path: file },
-    });
+    throw pipelineFileFailure(err, { stageId, field, relative, file, label });
   }
+}
+
+/** The stage failure for a pipeline file that could not be read: FILE_NOT_FOUND, or CONFIG_INVALID when it was refused. */
+export function pipelineFileFailure(err: unknown, at: { stageId: string; field: string; relative: string; file: string; label: string }): Error {
+  if (err instanceof PipelineFileError && err.reason === 'refused') {
+    return stageFailure({ type: 'CONFIG_INVALID', stageId: at.stageId, message: `cannot read ${at.label} (\`${at.field}: ${at.relative}\`): ${err.message}`, details: { field: at.field, path: at.file } });
+  }
+  const code = err instanceof PipelineFileError ? err.code : (err as NodeJS.ErrnoException).code;
+  return stageFailure({
+    type: 'FILE_NOT_FOUND',
+    stageId: at.stageId,
+    message: `cannot read ${at.label} ${at.file} (\`${at.field}: ${at.relative}\`, ${code ?? 'error'})`,
+    details: { field: at.field, path: at.file },
+  });
 }

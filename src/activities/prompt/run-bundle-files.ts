@@ -6,6 +6,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { hashManifest } from '../../bundle/manifest-hash.js';
 import type { RunBundle } from '../../pipeline/run-bundle.js';
+import { leavesFolder } from '../../pipeline/relative-paths.js';
 import { stageFailure } from '../failures.js';
 
 /**
@@ -33,7 +34,21 @@ export async function openRunBundle(workspacesRoot: string, hash: string, info: 
   }
   // pipelineDir is known only from the bundle; it is recorded next to the files so a cached folder needs no fetch.
   const { pipelineDir } = JSON.parse(await readFile(path.join(folder, COMPLETE_MARKER), 'utf8')) as { pipelineDir: string };
-  return path.join(folder, 'files', ...pipelineDir.split('/').filter(Boolean));
+  return bundleFolderOf(folder, pipelineDir, hash, stageId);
+}
+
+/**
+ * The pipeline's folder inside an unpacked bundle. A `pipelineDir` that is absolute or climbs out with `..` would
+ * make the worker read its own files (`/etc`) as the pipeline's: the bundle is refused.
+ * @throws BUNDLE_INVALID naming the bad `pipelineDir`
+ */
+function bundleFolderOf(folder: string, pipelineDir: string, hash: string, stageId: string): string {
+  const files = path.join(folder, 'files');
+  const dir = path.resolve(files, ...pipelineDir.split('/'));
+  if (typeof pipelineDir !== 'string' || path.isAbsolute(pipelineDir) || leavesFolder(pipelineDir) || (dir !== files && !dir.startsWith(files + path.sep))) {
+    throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: `the run's file bundle ${hash.slice(0, 12)} names a pipeline folder outside itself: ${JSON.stringify(pipelineDir)}` });
+  }
+  return dir;
 }
 
 /**
@@ -45,6 +60,7 @@ export async function unpackRunBundle(bundle: RunBundle, folder: string, hash: s
     throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: `the run's file bundle ${hash.slice(0, 12)} ${message}` });
   };
   if (bundle.hash !== hash || hashManifest(bundle.pipelineDir, bundle.files) !== hash) invalid(`does not match its manifest (got ${bundle.hash.slice(0, 12)})`);
+  bundleFolderOf(folder, bundle.pipelineDir, hash, stageId);
   const temp = `${folder}.${randomUUID()}.tmp`;
   try {
     for (const [relative, sha] of Object.entries(bundle.files)) {

@@ -6,7 +6,7 @@ import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
 import { stageFailure } from '../failures.js';
 import { readFileExcerpt, type FileExcerpt } from './file-excerpt.js';
-import { readPipelineFile } from './pipeline-file.js';
+import { PipelineFileError, pipelineFileFailure, readPipelineFile, resolvePipelineFile } from './pipeline-file.js';
 import { composePrompt, type PromptFile, type PromptParts, type ReworkRound, type StagePrompt } from './compose.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
@@ -155,7 +155,9 @@ async function readContextFiles(entries: ContextFile[], baseDir: string, stageId
   for (const entry of entries) {
     const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
     const file = path.resolve(baseDir, relative);
-    const excerpt = await readFileExcerpt(file, files.nextLimit).catch((err: NodeJS.ErrnoException) => {
+    const read = async () => readFileExcerpt(await resolvePipelineFile(baseDir, relative), files.nextLimit);
+    const excerpt = await read().catch((err: NodeJS.ErrnoException) => {
+      if (err instanceof PipelineFileError && err.reason === 'refused') throw pipelineFileFailure(err, { stageId, field: 'context', relative, file, label: 'context file' });
       if (optional && err.code === 'ENOENT') return undefined;
       throw stageFailure({
         type: 'FILE_NOT_FOUND',

@@ -1,6 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
+import { readPipelineText } from './pipeline-file.js';
 import { resolvePromptSource } from './prompt-source.js';
 
 const WORKSPACE_VARIABLE = /\{\{\s*workspace\./;
@@ -14,7 +13,7 @@ export async function mentionsWorkspaceVariables(baseDir: string, stage: Resolve
   if (source?.kind === 'inline' && WORKSPACE_VARIABLE.test(stage.prompt)) return true;
   const files = [source?.kind === 'file' ? source.relative : undefined, stage.agent, systemPromptFile].filter((f): f is string => !!f);
   for (const file of files) {
-    const text = await readFile(path.resolve(baseDir, file), 'utf8').catch(() => '');
+    const text = await readPipelineText(baseDir, file).then((read) => read.text, () => '');
     if (WORKSPACE_VARIABLE.test(text)) return true;
   }
   return false;

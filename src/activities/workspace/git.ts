@@ -63,12 +63,12 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
     await git(options.repo, ['worktree', 'prune']);
     const branchExists = !(await git(options.repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${options.branch}`])).failed;
     const base = options.base ?? 'HEAD';
-    if (!branchExists && (await git(options.repo, ['rev-parse', '--verify', '--quiet', `${base}^{commit}`])).failed) {
+    if (!branchExists && (await git(options.repo, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${base}^{commit}`])).failed) {
       throw fail(`workspace.base "${base}" is not a commit in ${options.repo}${base === 'HEAD' ? ' (the repository has no commits yet)' : ''}`);
     }
     const add = branchExists
-      ? await git(options.repo, ['worktree', 'add', dir, options.branch])
-      : await git(options.repo, ['worktree', 'add', '-b', options.branch, dir, base]);
+      ? await git(options.repo, ['worktree', 'add', '--', dir, options.branch])
+      : await git(options.repo, ['worktree', 'add', '-b', options.branch, '--', dir, base]);
     // Another worker may have created it between our check and our `add`.
     if (add.failed && !existsSync(path.join(dir, '.git'))) {
       throw stageFailure({

@@ -1,12 +1,19 @@
 import { existsSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { lstat, readFile, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { git } from './git.js';
-import { INTERNAL_DIR, writeFileAtomic } from './run-workspace.js';
+import { ENDED_MARKER, INTERNAL_DIR } from './run-folder.js';
+import { writeFileAtomic } from './run-workspace.js';
 
-/** Written into a run's bookkeeping folder when the run ends, so `prune` knows without asking Temporal. */
+/**
+ * Written into a run's bookkeeping folder when the run ends; removed when the folder is opened again. `prune` still
+ * asks Temporal before it deletes anything: the record says which run (`temporalRunId`) ended, so a newer run that
+ * reuses the id is told apart.
+ */
 export interface EndedMarker {
   runId: string;
+  /** The Temporal run id of the execution that ended (absent in records written before it was kept). */
+  temporalRunId?: string;
   status: string;
   /** @unit milliseconds since the epoch */
   endedAt: number;
@@ -14,7 +21,7 @@ export interface EndedMarker {
   pushed: boolean;
 }
 
-const MARKER = 'ended.json';
+const MARKER = ENDED_MARKER;
 
 export async function writeEndedMarker(dir: string, marker: EndedMarker): Promise<void> {
   await writeFileAtomic(path.join(dir, INTERNAL_DIR, MARKER), `${JSON.stringify(marker, null, 2)}\n`);
@@ -34,7 +41,9 @@ export async function readEndedMarker(dir: string): Promise<EndedMarker | undefi
  * warn) while the branch holds commits merged nowhere else: committed work is never lost by a clean-up.
  * @returns warnings for what could not be removed
  */
-export async function removeRunWorkspace(dir: string, pushed?: boolean): Promise<string[]> {
+export async function removeRunWorkspace(root: string, dir: string, pushed?: boolean): Promise<string[]> {
+  const refused = await whyNotRemovable(root, dir);
+  if (refused) return [refused];
   const warnings: string[] = [];
   if (existsSync(path.join(dir, '.git'))) {
     // Without a record of the push (a run from before `workspace.push`, or pushed by hand), an upstream means pushed.
@@ -42,14 +51,36 @@ export async function removeRunWorkspace(dir: string, pushed?: boolean): Promise
     const common = await git(dir, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
     const branch = await git(dir, ['symbolic-ref', '--quiet', '--short', 'HEAD']);
     if (!common.failed) {
-      const removed = await git(common.stdout, ['worktree', 'remove', '--force', dir]);
+      const removed = await git(common.stdout, ['worktree', 'remove', '--force', '--', dir]);
       if (removed.failed) warnings.push(`git worktree remove ${dir} failed: ${removed.stderr.split('\n')[0]}`);
       else if (!pushed && !branch.failed) {
-        const deleted = await git(common.stdout, ['branch', '-d', branch.stdout]);
+        const deleted = await git(common.stdout, ['branch', '-d', '--', branch.stdout]);
         if (deleted.failed) warnings.push(`branch ${branch.stdout} was kept: it has commits that are not merged or pushed anywhere (delete it with \`git branch -D ${branch.stdout}\` if they are not wanted)`);
       }
     }
   }
   await rm(dir, { recursive: true, force: true });
   return warnings;
+}
+
+/**
+ * Why `dir` must not be deleted, or `undefined` when it may: its real path must lie strictly inside the workspaces
+ * root's real path (never the root, never above it, never through a symlink leading out), and it must not be a
+ * repository's main working tree (a `.git` folder rather than a linked worktree's `.git` file).
+ */
+async function whyNotRemovable(root: string, dir: string): Promise<string | undefined> {
+  let realRoot: string;
+  let realDir: string;
+  try {
+    [realRoot, realDir] = await Promise.all([realpath(root), realpath(dir)]);
+  } catch {
+    return existsSync(dir) ? `${dir} was kept: its real path could not be read` : undefined;
+  }
+  const rel = path.relative(realRoot, realDir);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
+    return `${dir} was kept: it is not inside the workspaces root ${root} (its real path is ${realDir})`;
+  }
+  const dotGit = await lstat(path.join(realDir, '.git')).catch(() => undefined);
+  if (dotGit?.isDirectory()) return `${dir} was kept: it is a repository's main working tree, not a run's worktree`;
+  return undefined;
 }

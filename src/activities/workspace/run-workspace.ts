@@ -7,8 +7,9 @@ import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
 
-/** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
-export const INTERNAL_DIR = '.agent-pipeline';
+import { ENDED_MARKER, INTERNAL_DIR, RUN_RECORD, runFolder } from './run-folder.js';
+
+export { INTERNAL_DIR, toFolderName } from './run-folder.js';
 const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
 
 /** Where a run's files live. One folder per run, shared by all its stages and all their attempts. */
@@ -34,26 +35,25 @@ export async function openRunWorkspace(
   runId: string,
   options: { git?: WorktreeOptions; stageId?: string } = {},
 ): Promise<RunWorkspace> {
-  const dir = path.join(root, toFolderName(runId));
+  const dir = runFolder(root, runId);
   // The worktree comes first: `git worktree add` wants a missing or empty folder.
   if (options.git) await ensureWorktree(dir, options.git, options.stageId ?? '(workspace)');
   const internal = path.join(dir, INTERNAL_DIR);
   const claudeConfigDir = path.join(internal, 'claude');
   await mkdir(claudeConfigDir, { recursive: true });
+  // A run that reopens its folder (a reused run id, a reset) is running again: `prune` must not take it as ended.
+  await rm(path.join(internal, ENDED_MARKER), { force: true });
   // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
   const ignore = path.join(internal, '.gitignore');
   if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
+  const record = path.join(internal, RUN_RECORD);
+  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
   return {
     dir,
     claudeConfigDir,
     stageDir: (stageId) => path.join(internal, 'stages', stageId),
     branch: options.git?.branch,
   };
-}
-
-/** Workflow ids may hold characters a folder name should not. */
-export function toFolderName(runId: string): string {
-  return runId.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
 /** `full` as artifacts and claims name it: relative to the workspace `dir`, with `/` separators. */
@@ -144,6 +144,25 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
     await rm(temp, { force: true });
     throw err;
   }
+}
+
+/** Thrown when a write would land outside the folder it belongs in (its parent is, or passes through, a symlink leading out). */
+export class WriteOutsideError extends Error {
+  override readonly name = 'WriteOutsideError';
+}
+
+/**
+ * {@link writeFileAtomic} for a file that must stay inside `dir` (an agent may have turned a folder into a symlink):
+ * the parent's real path, once created, must lie inside `dir`'s real path. A symlink at the file itself is replaced,
+ * never followed. @throws WriteOutsideError naming the file and where its folder leads
+ */
+export async function writeFileInside(dir: string, relative: string, data: string | Uint8Array): Promise<void> {
+  const file = resolveInside(dir, relative);
+  if (!file) throw new WriteOutsideError(`${relative} is not a path inside ${dir}`);
+  await mkdir(path.dirname(file), { recursive: true });
+  const [realDir, realParent] = await Promise.all([realpath(dir), realpath(path.dirname(file))]);
+  if (!resolveInside(realDir, realParent)) throw new WriteOutsideError(`${relative} would be written to ${realParent}, outside ${dir}: its folder is a symlink leading out`);
+  await writeFileAtomic(path.join(realParent, path.basename(file)), data);
 }
 
 /** Resolves `relative` inside `dir` by its text, refusing paths that escape it (`../`, absolute elsewhere). */

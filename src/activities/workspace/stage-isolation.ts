@@ -24,8 +24,8 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
   const branch = stageBranchOf(run.branch, stageId);
   const dir = path.join(run.dir, INTERNAL_DIR, 'worktrees', stageId);
   if (existsSync(path.join(dir, '.git'))) {
-    const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', branch, run.branch])).failed;
-    if (merged) await git(dir, ['merge', '--ff-only', '--quiet', run.branch]);
+    const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
+    if (merged) await git(dir, ['merge', '--ff-only', '--quiet', '--', run.branch]);
   } else {
     // Worktrees of one repository are added one at a time: parallel stages start together.
     await withLock(repo, () => ensureWorktree(dir, { repo, branch, base: run.branch }, stageId));
@@ -44,7 +44,7 @@ export async function mergeStageBranch(run: RunWorkspace, stageId: string): Prom
   const branch = stageBranchOf(run.branch!, stageId);
   return withLock(run.dir, async () => {
     const identity = (await git(run.dir, ['config', 'user.email'])).failed ? FALLBACK_IDENTITY : [];
-    const merged = await git(run.dir, [...identity, 'merge', '--no-edit', '--quiet', '-m', `Merge stage ${stageId} into ${run.branch}`, branch]);
+    const merged = await git(run.dir, [...identity, 'merge', '--no-edit', '--quiet', '-m', `Merge stage ${stageId} into ${run.branch}`, '--', branch]);
     if (!merged.failed) return { kind: 'merged', commit: (await git(run.dir, ['rev-parse', 'HEAD'])).stdout };
     const files = (await git(run.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
     await git(run.dir, ['merge', '--abort']);

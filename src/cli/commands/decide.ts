@@ -3,7 +3,7 @@ import type { RunHandle } from '../../library/run-handle.js';
 import type { RunState } from '../../pipeline/run-state.js';
 import { withClient } from '../connect.js';
 import { updatedRunJson } from '../json.js';
-import { collect, parsePositiveInt, parsePositiveNumber } from '../options.js';
+import { collectToolName, parsePositiveInt, parsePositiveNumber } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { runHeader, waitLines } from '../run-view.js';
 
@@ -45,7 +45,7 @@ export function addDecisionCommands(program: Command): void {
     .argument('<id>', 'run id')
     .option('--stage <stage>', stageHelp)
     .option('--budget-usd <n>', 'raise the pipeline budget to this many US dollars (budget waits)', parsePositiveNumber)
-    .addOption(new Option('--allow <tool>', 'allow this tool and resume (permission waits; repeatable)').argParser(collect).conflicts('allowAll'))
+    .addOption(new Option('--allow <tool>', 'allow this tool and resume (permission waits; repeatable)').argParser(collectToolName).conflicts('allowAll'))
     .option('--allow-all', 'allow every tool the stage was denied')
     .option('--rounds <n>', 'grant this many more review rounds (review-round waits)', parsePositiveInt)
     .option('--comment <text>', 'a note kept with the decision')

@@ -1,9 +1,8 @@
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import type { StageStatus } from '../../pipeline/run-state.js';
 import { loadModelCatalog } from '../../activities/backends/models.js';
-import { toFolderName } from '../../activities/workspace/run-workspace.js';
+import { runFolder } from '../../activities/workspace/run-folder.js';
 import { loadConfig } from '../../config.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
@@ -31,7 +30,7 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
   const stage = state.stages.find((s) => s.id === opts.stage);
   if (!stage) throw new UsageError(`run ${runId} has no stage "${opts.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   // The workspace the worker reported; before any stage has, where this machine's settings put it.
-  const workspace = state.workspace ?? stage.result?.workspace ?? path.join(loadConfig().workspacesRoot, toFolderName(runId));
+  const workspace = state.workspace ?? stage.result?.workspace ?? runFolder(loadConfig().workspacesRoot, runId);
   const folder = stageFolder(workspace, opts.stage);
   let lastPoll = 0;
   let status = stage.status;

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
+import { InvalidRequestError } from '../../errors.js';
 import { prepareRunInput } from '../../library/pipeline-source.js';
+import { findRunIdProblem } from '../../pipeline/run-id.js';
 import { withClient } from '../connect.js';
 import { collect, readInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
@@ -31,7 +33,9 @@ export function addStartCommand(program: Command): void {
         '\nExit code: 0 started (or completed with --wait), 1 the run failed, 2 invalid file or inputs, 3 Temporal unreachable.',
     )
     .action(async (file: string, opts: StartOptions) => {
-      // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
+      // Checked before connecting: an invalid file or id exits 2 whether or not Temporal is up.
+      const idProblem = opts.id === undefined ? undefined : findRunIdProblem(opts.id);
+      if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(opts.id)}: ${idProblem}`);
       const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
         const run = await connected.pipeline.startPrepared(input, { id: opts.id });

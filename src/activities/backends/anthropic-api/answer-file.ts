@@ -1,7 +1,7 @@
-import path from 'node:path';
 import { withoutReportBlock } from '../../../pipeline/contract.js';
 import { redactSecrets } from '../../secrets.js';
-import { writeFileAtomic } from '../../workspace/run-workspace.js';
+import { stageFailure } from '../../failures.js';
+import { writeFileInside, WriteOutsideError } from '../../workspace/run-workspace.js';
 import type { BackendRequest } from '../stage-backend.js';
 
 /*
@@ -11,7 +11,7 @@ import type { BackendRequest } from '../stage-backend.js';
  */
 
 export interface AnswerFileWrite {
-  request: Pick<BackendRequest, 'workspace' | 'claimFile' | 'continuation'>;
+  request: Pick<BackendRequest, 'workspace' | 'claimFile' | 'continuation' | 'stage'>;
   /** Where the answer lands. @format workspace-relative path */
   relativePath: string;
   /** The model's whole answer, report block included. */
@@ -30,6 +30,11 @@ export async function writeAnswerFile({ request, relativePath, answer, contract 
   if ((contract !== 'none' && request.continuation?.kind === 'retry') || body.trim() === '') return false;
   request.claimFile(relativePath);
   // A model that echoes a key (it saw one in a file) must not write it into the workspace.
-  await writeFileAtomic(path.join(request.workspace.dir, relativePath), redactSecrets(body));
+  try {
+    await writeFileInside(request.workspace.dir, relativePath, redactSecrets(body));
+  } catch (err) {
+    if (!(err instanceof WriteOutsideError)) throw err;
+    throw stageFailure({ type: 'CONFIG_INVALID', stageId: request.stage.id, message: `cannot write the answer file: ${err.message}`, details: { path: relativePath } });
+  }
   return true;
 }

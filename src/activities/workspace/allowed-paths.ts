@@ -1,0 +1,51 @@
+import { realpathSync } from 'node:fs';
+import path from 'node:path';
+import { stageFailure } from '../failures.js';
+
+/*
+ * The host folders a run may name (`workspace.repo`, `addDirs`). Whoever can start a run on a task queue would
+ * otherwise choose any folder of the worker's host as the agents' repository or extra folder. The worker's setting
+ * lists the folders it lends out; the workspaces root is always allowed.
+ */
+
+/** The variable that lists them, separated like PATH (`:` on Linux and macOS), or `*` for any folder. */
+export const ALLOWED_PATHS_VARIABLE = 'AGENT_PIPELINE_ALLOWED_PATHS';
+
+/** Any folder (`agent-pipeline dev`: one person, their own machine), or these folders and what is below them. */
+export type AllowedPaths = 'any' | readonly string[];
+
+/** Reads {@link ALLOWED_PATHS_VARIABLE}: `undefined` when unset, so the caller picks its own default. */
+export function parseAllowedPaths(value: string | undefined): AllowedPaths | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  if (value.trim() === '*') return 'any';
+  return value.split(path.delimiter).map((entry) => entry.trim()).filter(Boolean).map((entry) => path.resolve(entry));
+}
+
+/**
+ * Fails the stage (for good) when `folder`, after following symlinks, is neither in the workspaces root nor in one
+ * of the allowed folders. @throws CONFIG_INVALID naming the field, the folder and the setting
+ */
+export function checkAllowedPath(allowed: AllowedPaths, workspacesRoot: string, folder: string, field: string, stageId: string): void {
+  if (allowed === 'any') return;
+  const real = realOrSelf(folder);
+  const inside = [workspacesRoot, ...allowed].some((root) => {
+    const rel = path.relative(realOrSelf(root), real);
+    return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
+  });
+  if (inside) return;
+  throw stageFailure({
+    type: 'CONFIG_INVALID',
+    stageId,
+    message: `${field} names ${folder}, a folder this worker does not lend to runs; it allows only the workspaces root${allowed.length ? ` and ${allowed.join(', ')}` : ''}`,
+    hint: `add the folder to ${ALLOWED_PATHS_VARIABLE} on the worker (folders separated by "${path.delimiter}", or * for any), or use a folder already allowed`,
+    details: { field, path: folder },
+  });
+}
+
+function realOrSelf(folder: string): string {
+  try {
+    return realpathSync(folder);
+  } catch {
+    return path.resolve(folder);
+  }
+}
