@@ -59,14 +59,16 @@ const CLOSED_STATUS: Record<string, RunStatus> = {
 export function rebuildRunState(history: History, description: WorkflowExecutionDescription): RunState {
   const events = history.events ?? [];
   const input = decodeFirst<PipelineRunInput>(events[0]?.workflowExecutionStartedEventAttributes?.input);
-  const stages: StageState[] = [
+  // A run that continued as new starts from the state its earlier executions handed over; this history adds the rest.
+  const carried = input?.carryOver?.state;
+  const stages: StageState[] = carried ? structuredClone(carried.stages) : [
     ...(input?.pipeline.stages ?? []).map((s) => resolveStage(input!.pipeline, s)),
     ...(input?.pipeline.finally ?? []).map((s) => resolveStage(input!.pipeline, s, true)),
   ].map((resolved) => ({ id: resolved.id, status: 'pending', backend: resolved.backend, model: resolved.model, ...(resolved.isFinally ? { finally: true } : {}) }));
   const stageById = (id: string): StageState | undefined => stages.find((s) => s.id === id);
   const scheduled = new Map<number, { stage: StageState; round?: number }>();
-  let workspace: string | undefined;
-  let costUsd = 0;
+  let workspace: string | undefined = carried?.workspace;
+  let costUsd = carried?.costUsd ?? 0;
 
   for (const event of events) {
     const at = timestampMs(event.eventTime);
@@ -120,9 +122,11 @@ export function rebuildRunState(history: History, description: WorkflowExecution
     inputs: input?.inputs ?? {},
     stages,
     costUsd,
-    budgetUsd: input?.pipeline.budgetUsd,
+    budgetUsd: carried ? carried.budgetUsd : input?.pipeline.budgetUsd,
     workspace,
-    startedAt: description.startTime.getTime(),
+    ...(carried?.warnings ? { warnings: carried.warnings } : {}),
+    ...(carried?.reviews ? { reviews: carried.reviews } : {}),
+    startedAt: carried?.startedAt ?? description.startTime.getTime(),
     finishedAt: description.closeTime?.getTime(),
   };
 }
