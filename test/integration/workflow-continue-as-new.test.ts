@@ -86,10 +86,10 @@ describe('continue-as-new', () => {
       Array.from({ length: LINEAR_STAGES }, (_, i) => [`s${i + 1}`, 'completed', `v${i + 1}`]),
     );
     // Every stage ran once, and the run's cost is every stage's cost, whichever execution ran it.
-    const perStage = stageOf(final, 's1').totals!;
-    expect(perStage.costUsd).toBeGreaterThan(0);
-    for (const stage of final.stages) expect(stage.totals).toMatchObject({ attempts: 1, inputTokens: perStage.inputTokens, costUsd: perStage.costUsd });
-    expect(final.costUsd).toBeCloseTo(perStage.costUsd * LINEAR_STAGES, 10);
+    for (const stage of final.stages) expect(stage.totals).toMatchObject({ attempts: 1, inputTokens: 100, costUsd: expect.any(Number) });
+    const stageCosts = final.stages.map((s) => s.totals!.costUsd);
+    expect(Math.min(...stageCosts)).toBeGreaterThan(0);
+    expect(final.costUsd).toBeCloseTo(stageCosts.reduce((a, b) => a + b, 0), 10);
 
     const chain = await executionChain(harness.client, handle.workflowId);
     expect(chain.length).toBeGreaterThanOrEqual(3);
@@ -114,13 +114,19 @@ describe('continue-as-new', () => {
     expect(listed).toEqual([expect.objectContaining({ runId: handle.workflowId, pipeline: 'long-linear', status: 'completed', startedAt: final.startedAt })]);
   });
 
-  test('a review loop of 40 rounds continues as new and keeps its ledger, sessions and totals', { timeout: 600_000 }, async () => {
+  test('a review loop of 40 rounds continues as new and keeps its ledger, sessions, granted rounds and totals', { timeout: 600_000 }, async () => {
+    // 20 rounds is the most a file may grant; a person grants the other 20 at the cap, so the rounds granted cross
+    // the hand-overs too (lost, the loop would stop at the cap again).
     const yaml =
       HEADER('long-review', 200) +
       '  - id: work\n    prompt: Write the draft.\n' +
-      `  - id: review\n    prompt: Review the draft.\n    needs: [work]\n    review: { of: work, maxRounds: ${REVIEW_ROUNDS} }\n`;
+      `  - id: review\n    prompt: Review the draft.\n    needs: [work]\n    review: { of: work, maxRounds: ${REVIEW_ROUNDS / 2} }\n`;
     const handle = await harness.startYaml('long-review', yaml);
-    const final = await new RunHandle(harness.client, handle.workflowId).result();
+    const run = new RunHandle(harness.client, handle.workflowId);
+    await waitForWaiting(handle, 'review', 'review_rounds', 300_000);
+    expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(2);
+    await run.approve({ stage: 'review', rounds: REVIEW_ROUNDS / 2 });
+    const final = await run.result();
 
     expect(summarize(final)).toMatchObject({
       status: 'completed',
