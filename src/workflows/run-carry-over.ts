@@ -10,7 +10,8 @@ export const CARRY_OVER_VERSION = 1;
 /**
  * Everything a run hands to its next execution when it continues as new (same workflow id, fresh history). One
  * object, built in one place (`PipelineRun.carryOver()`) and read in one place (the `PipelineRun` constructor), so a
- * new piece of run state is carried by adding a field here: the compiler then points at both ends.
+ * new piece of run state is carried by adding a field here: the compiler then points at both ends. Every field is
+ * required, even those that may hold `undefined`, so that building the object without one does not compile.
  *
  * Carried at a quiescent point only: no stage round is in flight, so no activity runs and no stage waits for a
  * person (waits finish before the hand-over; see `docs/long-runs.md`). The run's file bundle is not in here: it
@@ -27,11 +28,11 @@ export interface RunCarryOver {
   /** The review loops' memory: rounds granted, rework history, planned continuations, artifacts at review. */
   reviews: ReviewLoopState;
   /** The failure that ends the run, when one happened before the hand-over. */
-  failure?: { type: string; message: string };
+  failure: { type: string; message: string } | undefined;
   /** How the run ended, once `finally` stages run (never set at a hand-over today; carried for completeness). */
-  runEnd?: { status: string; error: string };
+  runEnd: { status: string; error: string } | undefined;
   /** When the pipeline `timeout` ends the run, counted from the first execution's start. @unit milliseconds since the epoch */
-  deadlineAt?: number;
+  deadlineAt: number | undefined;
   /** Executions of this run so far, this one included (1 for a run that never continued). */
   executions: number;
 }

@@ -74,5 +74,12 @@ describe('a pinned run that continues as new', () => {
       expect(new Set(builds), `execution ${info.runId} (${info.status.name})`).toEqual(new Set(['build-a']));
       expect((await execution.describe()).raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId).toBe('build-a');
     }
+
+    // The control: by then a new run goes to build B, so staying on A was the pin, not a slow routing change.
+    const second = await harness.startYaml('deploy-continued', PIPELINE);
+    await waitForWaiting(second, 'gate', 'approval');
+    const pinned = (await second.describe()).raw.workflowExecutionInfo?.versioningInfo;
+    expect(pinned?.deploymentVersion?.buildId).toBe('build-b');
+    await new RunHandle(harness.client, second.workflowId).reject('not needed', { stage: 'gate' });
   }, 400_000);
 });

@@ -126,6 +126,9 @@ describe('continue-as-new', () => {
     await waitForWaiting(handle, 'review', 'review_rounds', 300_000);
     expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(2);
     await run.approve({ stage: 'review', rounds: REVIEW_ROUNDS / 2 });
+    // Ends, or stops at a cap again (as it would if the rounds granted or the sessions were lost on the way).
+    const ended = await waitForState(handle, (s) => s.status === 'completed' || s.status === 'failed' || stageOf(s, 'review').waitingFor !== undefined, 300_000);
+    expect(summarize(ended)).toMatchObject({ status: 'completed' });
     const final = await run.result();
 
     expect(summarize(final)).toMatchObject({
