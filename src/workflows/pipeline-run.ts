@@ -16,8 +16,8 @@ import { RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 
 /**
- * Runs that started before continue-as-new existed never hand over; the marker sits right before the first hand-over,
- * so a replay of any earlier history takes the old path.
+ * Runs that started before continue-as-new existed kept starting stages however long their history grew; the marker
+ * is recorded where a run first finds a hand-over due, so a replay of any earlier history takes the old path.
  */
 const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
 
@@ -114,7 +114,7 @@ export class PipelineRun {
       if (!handingOver && !this.failure && !this.stageScope.consideredCancelled) this.startReadyStages();
       if (this.inFlight.size === 0) {
         if (!handingOver) break;
-        if (this.hasReadyStages() && patched(CONTINUE_AS_NEW_PATCH)) {
+        if (this.hasReadyStages()) {
           timer?.cancel();
           return { handOver: this.carryOver() };
         }
@@ -130,11 +130,14 @@ export class PipelineRun {
   /**
    * Whether the run should continue as new: Temporal suggests it, or the history passed the pipeline's
    * `continueAsNew` limits. Read from the activation, so a replay decides the same. Never while the run is ending.
+   * Behind the patch: a run recorded before hand-overs existed kept starting stages past these limits, and its
+   * replay must too (the patch is false until the replay reaches new ground, where it records its marker).
    */
   private handOverDue(): boolean {
     if (this.handOverDeclined || this.settledHere === 0 || this.failure || this.stageScope.consideredCancelled) return false;
     const info = workflowInfo();
-    return info.continueAsNewSuggested || info.historyLength >= this.limits.afterEvents || (info.historySize ?? 0) >= this.limits.afterBytes;
+    const long = info.continueAsNewSuggested || info.historyLength >= this.limits.afterEvents || (info.historySize ?? 0) >= this.limits.afterBytes;
+    return long && patched(CONTINUE_AS_NEW_PATCH);
   }
 
   private hasReadyStages(): boolean {

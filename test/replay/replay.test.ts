@@ -11,7 +11,20 @@ import { parseHistory, readHistory } from './load-history.js';
  * (`npm run build && node test/replay/record-all.mjs`, see the README).
  */
 
-const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows', 'linear-input-check', 'continued-first', 'continued-last'];
+// `long-before-continue-as-new` was recorded on the code before continue-as-new, on a server that suggested continuing
+// as new from event 60 (fixtures/long-before-continue-as-new.yaml says how); record-all.mjs leaves it as it is.
+const HISTORIES = [
+  'linear',
+  'parallel',
+  'rework',
+  'question',
+  'cancelled',
+  'flows',
+  'linear-input-check',
+  'continued-first',
+  'continued-last',
+  'long-before-continue-as-new',
+];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 /** Both executions of the continued run belong to one workflow id. */
 const workflowIdOf = (name: string): string => `replay-${name.replace(/^continued-.*/, 'continued')}`;
@@ -42,6 +55,16 @@ describe('replaying recorded runs', () => {
     const input = JSON.parse(Buffer.from(started!.input!.payloads![0].data, 'base64').toString()) as { carryOver?: { version: number; executions: number } };
     expect(input.carryOver).toMatchObject({ version: 1, executions: 1 });
     expect(last.at(-1)?.eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
+  });
+
+  test('a run recorded before hand-overs existed went on past the point where Temporal suggested one, and still replays', async () => {
+    type Event = { eventType: string; workflowTaskStartedEventAttributes?: { suggestContinueAsNew?: boolean } };
+    const events = (JSON.parse(await readFile(file('long-before-continue-as-new'), 'utf8')) as { events: Event[] }).events;
+    const suggested = events.findIndex((e) => e.workflowTaskStartedEventAttributes?.suggestContinueAsNew);
+    expect(suggested).toBeGreaterThan(0);
+    // Stages were still started after the suggestion: today's code must not stop there when it replays this run.
+    expect(events.slice(suggested).filter((e) => e.eventType === 'EVENT_TYPE_ACTIVITY_TASK_SCHEDULED').length).toBeGreaterThan(2);
+    expect(events.at(-1)?.eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
   });
 
   test('both ways of checking the input are covered: in the workflow (before the patch) and as a local activity', async () => {
