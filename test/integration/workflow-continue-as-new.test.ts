@@ -188,6 +188,33 @@ describe('continue-as-new', () => {
   });
 });
 
+describe('continue-as-new and the pipeline timeout', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('can-timeout', {
+      scenario: { rules: [{ match: 'Pipeline: long-timeout ·', turns: [{ text: report('slow step'), chunks: 3, chunkDelayMs: 100 }], repeatLastTurn: true }] },
+    });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
+    const stages = Array.from({ length: 80 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
+    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', 'timeout: 8s\ndefaults:') + stages.join(''));
+    const final = await harness.finish(handle);
+    expect(final.status).toBe('timed_out');
+    expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
+    const chain = await executionChain(harness.client, handle.workflowId);
+    expect(chain.length).toBeGreaterThanOrEqual(2);
+    // Restarted at the hand-over, the timeout would end the run 8 s after the second execution started, not 8 s after the first.
+    const handedOverAt = (await harness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
+    expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
+    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(8_000);
+    expect(final.finishedAt!).toBeLessThan(handedOverAt + 8_000);
+  });
+});
+
 /** `list` once the visibility store caught up with the run's end. */
 async function waitForList(client: Client, pipeline: string): ReturnType<typeof listRuns> {
   for (let i = 0; ; i++) {
