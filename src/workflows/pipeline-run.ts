@@ -144,7 +144,6 @@ export class PipelineRun {
     return findReadyStages(this.stages, this.tracker.isStarted, this.tracker.isSatisfied).length > 0;
   }
 
-
   /**
    * After the `finally` stages: pushes the run's branch when its stages completed (`workspace.push`). A cancel while
    * the push waits for a person ends the run as cancelled.
