@@ -1,5 +1,6 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
+import { RUN_STARTED_AT_MEMO_KEY } from '../workflows/run-carry-over.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
 import { InvalidRequestError } from './errors.js';
 
@@ -39,7 +40,7 @@ export interface RunListFilter {
 export interface RunListItem {
   runId: string;
   pipeline: string | null;
-  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
+  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated or timed_out. */
   status: string;
   /** @unit milliseconds since the epoch */
   startedAt: number;
@@ -54,7 +55,8 @@ export interface RunListItem {
 /** The visibility query for the filter, on our search attributes and Temporal's built-in ones. */
 export function buildListQuery(filter: Omit<RunListFilter, 'limit'>, now = Date.now()): string {
   const quote = (value: string): string => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  const clauses = [`WorkflowType = ${quote(PIPELINE_WORKFLOW_TYPE)}`];
+  // A run that continued as new leaves one closed execution per hand-over; only its latest execution is the run.
+  const clauses = [`WorkflowType = ${quote(PIPELINE_WORKFLOW_TYPE)}`, "ExecutionStatus != 'ContinuedAsNew'"];
   if (filter.pipeline) clauses.push(`${PIPELINE_NAME_ATTRIBUTE.name} = ${quote(filter.pipeline)}`);
   if (filter.status) {
     if (!Object.hasOwn(RUN_LIST_STATUSES, filter.status)) {
@@ -74,11 +76,17 @@ function toItem(info: WorkflowExecutionInfo): RunListItem {
     runId: info.workflowId,
     pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
     status: refined ? own! : execution,
-    startedAt: info.startTime.getTime(),
+    // A continued run's latest execution started at its last hand-over; the memo keeps when the run started.
+    startedAt: readStartedAt(info.memo) ?? info.startTime.getTime(),
     closedAt: info.closeTime?.getTime() ?? null,
     costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
     currentStages: info.typedSearchAttributes.get(CURRENT_STAGES_ATTRIBUTE) ?? [],
   };
+}
+
+function readStartedAt(memo: Record<string, unknown> | undefined): number | undefined {
+  const value = memo?.[RUN_STARTED_AT_MEMO_KEY];
+  return typeof value === 'number' ? value : undefined;
 }
 
 /** Lists runs from the visibility store, newest first; a run shows up a moment after it starts. */

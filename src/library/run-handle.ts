@@ -40,6 +40,8 @@ export interface EventsOptions {
 
 /** How long a decision may wait for a worker to take it. @unit milliseconds */
 const UPDATE_TIMEOUT_MS = 60_000;
+/** Times a decision is sent again because the run continued as new while it was on its way. */
+const MAX_HAND_OVER_RETRIES = 3;
 /** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
 const MAX_FAILED_POLLS = 30;
 
@@ -179,18 +181,34 @@ export class RunHandle {
    */
   private decide(send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
     return typedErrors(async () => {
-      const handle = this.workflow;
-      const description = await handle.describe();
-      if (description.status.name !== 'RUNNING') {
-        throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
+      for (let handOvers = 0; ; handOvers++) {
+        // Without a run id the handle targets the run's latest execution, so a run that continued as new gets it.
+        const handle = this.workflow;
+        const description = await handle.describe();
+        if (description.status.name !== 'RUNNING') {
+          throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
+        }
+        if (!(await hasWorkflowPollers(this.client, description.taskQueue))) {
+          throw new NoWorkerError(
+            `[NO_WORKER] no worker polls task queue "${description.taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`,
+          );
+        }
+        try {
+          return await this.client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
+        } catch (err) {
+          // The run continued as new while the decision was on its way: the execution it reached closed (or, handing
+          // over, had nothing waiting). The decision is sent again to the execution that carries the run on.
+          if (handOvers < MAX_HAND_OVER_RETRIES && (await this.continuedSince(description.runId))) continue;
+          throw err;
+        }
       }
-      if (!(await hasWorkflowPollers(this.client, description.taskQueue))) {
-        throw new NoWorkerError(
-          `[NO_WORKER] no worker polls task queue "${description.taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`,
-        );
-      }
-      return this.client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
     }, this.address);
+  }
+
+  /** True when the run's latest execution is no longer `runId` (it continued as new since). */
+  private async continuedSince(runId: string): Promise<boolean> {
+    const latest = await this.workflow.describe().catch(() => undefined);
+    return latest !== undefined && latest.runId !== runId;
   }
 
   /** The one stage waiting after a failure. @throws InvalidRequestError `REQUEST_REJECTED` when none or several wait. */

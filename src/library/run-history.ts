@@ -101,6 +101,14 @@ export class RunStateBuilder {
 
   private start(input: PipelineRunInput | undefined): void {
     this.input = input;
+    // A run that continued as new starts from the state its earlier executions handed over; this history adds the rest.
+    const carried = input?.carryOver?.state;
+    if (carried) {
+      this.stages = structuredClone(carried.stages);
+      this.workspace = carried.workspace;
+      this.costUsd = carried.costUsd;
+      return;
+    }
     this.stages = [
       ...(input?.pipeline.stages ?? []).map((s) => resolveStage(input!.pipeline, s)),
       ...(input?.pipeline.finally ?? []).map((s) => resolveStage(input!.pipeline, s, true)),
@@ -136,6 +144,7 @@ export class RunStateBuilder {
   build(description: WorkflowExecutionDescription): RunState {
     const closed = CLOSED_STATUS[description.status.name];
     if (closed) for (const stage of this.stages) if (stage.status === 'pending') stage.status = 'skipped';
+    const carried = this.input?.carryOver?.state;
     return {
       runId: description.workflowId,
       pipeline: this.input?.pipeline.name ?? description.type,
@@ -143,9 +152,11 @@ export class RunStateBuilder {
       inputs: this.input?.inputs ?? {},
       stages: this.stages,
       costUsd: this.costUsd,
-      budgetUsd: this.input?.pipeline.budgetUsd,
+      budgetUsd: carried ? carried.budgetUsd : this.input?.pipeline.budgetUsd,
       workspace: this.workspace,
-      startedAt: description.startTime.getTime(),
+      ...(carried?.warnings ? { warnings: carried.warnings } : {}),
+      ...(carried?.reviews ? { reviews: carried.reviews } : {}),
+      startedAt: carried?.startedAt ?? description.startTime.getTime(),
       finishedAt: description.closeTime?.getTime(),
     };
   }

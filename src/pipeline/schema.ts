@@ -251,6 +251,18 @@ export const pipelineSchema = z.strictObject({
   budgetUsd: z.number().positive().optional(),
   /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
   onBudgetExceeded: z.enum(['ask', 'fail']).optional(),
+  /**
+   * When a long run continues as new (a fresh history, same run id, its whole state carried): once Temporal suggests
+   * it, or the history passes either limit. Only needed to hand over earlier than the defaults.
+   */
+  continueAsNew: z
+    .strictObject({
+      /** Events in one execution's history. @default 10000 */
+      afterEvents: z.number().int().min(100).optional(),
+      /** Size of one execution's history. @unit megabytes @default 10 */
+      afterMb: z.number().positive().max(40).optional(),
+    })
+    .optional(),
   /** Files included in every stage's prompt, e.g. a product brief (relative to the pipeline file). */
   context: z.array(contextFileSchema).optional(),
   /** Folder (relative to the pipeline file) where a bare `prompt: implement` is looked up as `implement.md`. */

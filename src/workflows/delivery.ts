@@ -35,7 +35,8 @@ export class RunDelivery {
     private readonly waits: HumanWaits,
   ) {
     // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
-    if (input.pipeline.workspace?.push) {
+    // A continued run's carried state already holds it.
+    if (input.pipeline.workspace?.push && !tracker.hasStage(DELIVERY_STAGE_ID)) {
       tracker.state.stages.push({ id: DELIVERY_STAGE_ID, status: 'pending', backend: 'git', model: input.pipeline.workspace.push.remote ?? 'origin', finally: true });
     }
   }

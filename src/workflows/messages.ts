@@ -2,6 +2,7 @@ import { defineQuery, defineUpdate } from '@temporalio/workflow';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
+import type { RunCarryOver } from './run-carry-over.js';
 
 /** Task queue used when `AGENT_PIPELINE_TASK_QUEUE` is not set; client and worker must agree. */
 export const DEFAULT_TASK_QUEUE = 'agent-pipeline';
@@ -26,6 +27,11 @@ export interface PipelineRunInput {
    * `start --files-from-worker` (and for runs started before bundles existed): workers then read `baseDir`.
    */
   bundle?: RunBundle;
+  /**
+   * Set by the run itself when it continues as new: the state its earlier execution handed over. Never sent by a
+   * client; a fresh start that carries it is refused.
+   */
+  carryOver?: RunCarryOver;
 }
 
 /** The run's full state: stages, attempts, costs, artifacts, what it waits for. */

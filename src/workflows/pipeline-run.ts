@@ -1,4 +1,4 @@
-import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, patched, sleep, workflowInfo } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
@@ -9,10 +9,22 @@ import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
+import { CARRY_OVER_VERSION, handOverLimits, readCarryOver, type HandOverLimits, type RunCarryOver } from './run-carry-over.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
 import { RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
+
+/**
+ * Runs that started before continue-as-new existed kept starting stages however long their history grew; the marker
+ * is recorded where a run first finds a hand-over due, so a replay of any earlier history takes the old path.
+ */
+const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
+
+/** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
+export interface HandOver {
+  handOver: RunCarryOver;
+}
 
 /**
  * The conductor of one run: starts stages as soon as what they need is satisfied (up to `concurrency` at
@@ -30,9 +42,20 @@ export class PipelineRun {
   private readonly visibility: RunVisibility;
   private readonly runner: StageRunner;
   private readonly delivery: RunDelivery;
-  private readonly rounds = new Map<string, number>();
+  private readonly rounds: Map<string, number>;
+  private readonly sessions: Map<string, string>;
+  private readonly reviews: ReviewLoop;
   private readonly inFlight = new Map<string, Promise<void>>();
   private failure?: { type: string; message: string };
+  /** When the pipeline `timeout` ends the run; carried across executions. @unit milliseconds since the epoch */
+  private readonly deadlineAt?: number;
+  /** Executions of the run so far, this one included. */
+  private readonly executions: number;
+  private readonly limits: HandOverLimits;
+  /** Stage rounds that ended in this execution: a run hands over only after some progress, so it never loops. */
+  private settledHere = 0;
+  /** Set when a due hand-over found nothing left to run: the run ends in this execution. */
+  private handOverDeclined = false;
   // Stages run in their own scope so that a failure or the timeout can stop them without cancelling the run.
   private readonly stageScope = new CancellationScope();
 
@@ -40,16 +63,40 @@ export class PipelineRun {
     private readonly input: PipelineRunInput,
     runId: string,
   ) {
+    // Every piece of state an earlier execution handed over is read here, and only here (see RunCarryOver).
+    const carried = readCarryOver(input.carryOver);
     this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
     this.finallyStages = (input.pipeline.finally ?? []).map((s) => resolveStage(input.pipeline, s, true));
-    this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd);
+    this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd, carried?.state);
     this.visibility = new RunVisibility(this.tracker);
     this.waits = new HumanWaits(this.tracker, this.publish);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
-    const sessions = new Map<string, string>();
-    const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, stages: this.stages, publish: this.publish });
+    this.rounds = new Map(carried?.rounds);
+    const sessions = (this.sessions = new Map(carried?.sessions));
+    this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish });
+    this.runner.runEnd = carried?.runEnd;
     this.delivery = new RunDelivery(input, this.tracker, this.waits);
+    this.failure = carried?.failure;
+    const timeout = input.pipeline.timeout;
+    this.deadlineAt = carried ? carried.deadlineAt : timeout === undefined ? undefined : this.tracker.state.startedAt + toMilliseconds(timeout);
+    this.executions = carried ? carried.executions + 1 : 1;
+    this.limits = handOverLimits(input.pipeline.continueAsNew);
+  }
+
+  /** The whole state of the run, for its next execution. Every field of RunCarryOver is filled here. */
+  private carryOver(): RunCarryOver {
+    return {
+      version: CARRY_OVER_VERSION,
+      state: this.tracker.state,
+      rounds: [...this.rounds],
+      sessions: [...this.sessions],
+      reviews: this.reviews.snapshot(),
+      failure: this.failure,
+      runEnd: this.runner.runEnd,
+      deadlineAt: this.deadlineAt,
+      executions: this.executions,
+    };
   }
 
   readonly publish = (): void => this.visibility.publish();
@@ -58,15 +105,43 @@ export class PipelineRun {
    * Runs every stage and returns the final state.
    * @throws ApplicationFailure when the run fails (its `type` says why), CancelledFailure when it was cancelled.
    */
-  async run(): Promise<RunState> {
+  async run(): Promise<RunState | HandOver> {
     const timer = this.startTimeout();
     for (;;) {
-      if (!this.failure && !this.stageScope.consideredCancelled) this.startReadyStages();
-      if (this.inFlight.size === 0) break;
+      // Once the history is long, no new stage starts: the rounds in flight (and their waits for people) finish,
+      // then the run hands over to a fresh execution of itself.
+      const handingOver = this.handOverDue();
+      if (!handingOver && !this.failure && !this.stageScope.consideredCancelled) this.startReadyStages();
+      if (this.inFlight.size === 0) {
+        if (!handingOver) break;
+        if (this.hasReadyStages()) {
+          timer?.cancel();
+          return { handOver: this.carryOver() };
+        }
+        this.handOverDeclined = true;
+        continue;
+      }
       await Promise.race(this.inFlight.values());
     }
     timer?.cancel();
     return await this.finish();
+  }
+
+  /**
+   * Whether the run should continue as new: Temporal suggests it, or the history passed the pipeline's
+   * `continueAsNew` limits. Read from the activation, so a replay decides the same. Never while the run is ending.
+   * Behind the patch: a run recorded before hand-overs existed kept starting stages past these limits, and its
+   * replay must too (the patch is false until the replay reaches new ground, where it records its marker).
+   */
+  private handOverDue(): boolean {
+    if (this.handOverDeclined || this.settledHere === 0 || this.failure || this.stageScope.consideredCancelled) return false;
+    const info = workflowInfo();
+    const long = info.continueAsNewSuggested || info.historyLength >= this.limits.afterEvents || (info.historySize ?? 0) >= this.limits.afterBytes;
+    return long && patched(CONTINUE_AS_NEW_PATCH);
+  }
+
+  private hasReadyStages(): boolean {
+    return findReadyStages(this.stages, this.tracker.isStarted, this.tracker.isSatisfied).length > 0;
   }
 
   /**
@@ -124,6 +199,7 @@ export class PipelineRun {
       .run(() => this.runner.runRound(stage, round))
       .then((outcome) => this.settle(stage, outcome))
       .finally(() => {
+        this.settledHere++;
         this.inFlight.delete(stage.id);
         this.publish();
       });
@@ -164,7 +240,9 @@ export class PipelineRun {
     if (timeout === undefined) return undefined;
     const scope = new CancellationScope();
     const message = `[PIPELINE_TIMEOUT] the run did not finish within its timeout (${timeout}); raise the pipeline's \`timeout\` if it needs longer`;
-    void scope.run(() => sleep(toMilliseconds(timeout), { summary: `pipeline timeout ${timeout}` })).then(
+    // A continued run sleeps what is left of the deadline its first execution set.
+    const ms = this.executions === 1 || this.deadlineAt === undefined ? toMilliseconds(timeout) : Math.max(1, this.deadlineAt - Date.now());
+    void scope.run(() => sleep(ms, { summary: `pipeline timeout ${timeout}` })).then(
       () => this.fail({ type: 'PIPELINE_TIMEOUT', message }),
       () => undefined, // cancelled: the run ended first
     );

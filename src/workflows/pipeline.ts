@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  makeContinueAsNewFunc,
   patched,
   proxyLocalActivities,
   setHandler,
@@ -21,6 +22,7 @@ import {
   type PipelineRunInput,
 } from './messages.js';
 import { PipelineRun } from './pipeline-run.js';
+import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from './run-carry-over.js';
 import { RunControls } from './run-controls.js';
 
 /**
@@ -53,19 +55,38 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
   if (run) registerHandlers(run);
   // Any client can start this workflow: a bad input fails the run at once, naming every problem. Thrown from the
   // workflow function (not the task), an ApplicationFailure fails the run instead of retrying its task forever.
-  if (patched(INPUT_CHECK_PATCH)) {
+  // A run that continued as new was checked by its first execution; only the run itself sets `carryOver` (a client
+  // that sends it on a fresh start fails the check: the input schema does not know the field).
+  const continued = input.carryOver !== undefined && workflowInfo().continuedFromExecutionRunId !== undefined;
+  if (!continued && patched(INPUT_CHECK_PATCH)) {
     const problems = await checkRunInput(input);
     if (problems.length > 0) {
       throw ApplicationFailure.create({ type: 'PIPELINE_INVALID', message: formatRunInputProblems(problems), nonRetryable: true, details: [{ problems }] });
     }
   }
   if (!run) throw buildError;
+  let outcome: Awaited<ReturnType<PipelineRun['run']>>;
   try {
-    return await run.run();
+    outcome = await run.run();
   } finally {
     // Let decisions in flight return their answer before the run closes; not cancellable, so a cancelled run waits too.
     await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   }
+  if (!('handOver' in outcome)) return outcome;
+  return await continueRun(input, outcome.handOver);
+}
+
+/**
+ * Continues the run as new: same workflow id, a fresh history, the same input (the bundle included: the activities
+ * read it from the start event of the execution they belong to) plus the carried state. The memo (the bundle's
+ * summary) and the search attributes (pipeline, stages, cost, status) are handed on as they are now, so the Web UI
+ * and `list` show the run the same. With Worker Deployment Versioning, a pinned run's next execution stays on its
+ * version (Temporal's default for continue-as-new without `initialVersioningBehavior`).
+ */
+function continueRun(input: PipelineRunInput, carryOver: RunCarryOver): Promise<never> {
+  const info = workflowInfo();
+  const memo = { ...info.memo, [RUN_STARTED_AT_MEMO_KEY]: carryOver.state.startedAt };
+  return makeContinueAsNewFunc<typeof pipelineWorkflow>({ memo, typedSearchAttributes: info.typedSearchAttributes })({ ...input, carryOver });
 }
 
 function registerHandlers(run: PipelineRun): void {

@@ -12,6 +12,14 @@ export const DEFAULT_MAX_ROUNDS = 3;
 type Continuation = NonNullable<StageAttemptInput['continuation']>;
 type ReworkEntry = NonNullable<StageAttemptInput['reworkHistory']>[number];
 
+/** What the review loops remember between rounds, as a run carries it to its next execution (see RunCarryOver). */
+export interface ReviewLoopState {
+  extraRounds: [reviewer: string, rounds: number][];
+  artifactsAtReview: [reviewer: string, [stage: string, ArtifactRef[]][]][];
+  history: [stage: string, ReworkEntry[]][];
+  continuations: [stage: string, Continuation][];
+}
+
 /** What a reviewer's result means for the run. */
 export type ReviewOutcome = { kind: 'approved' } | { kind: 'rework'; stages: string[] } | { kind: 'failed'; type: string; message: string };
 
@@ -22,18 +30,35 @@ export type ReviewOutcome = { kind: 'approved' } | { kind: 'rework'; stages: str
  * the ledger and the files changed since its last round instead of starting over.
  */
 export class ReviewLoop {
-  private readonly extraRounds = new Map<string, number>();
+  private readonly extraRounds: Map<string, number>;
   /** By reviewer: the artifacts of each stage it sent back, as they were when it reviewed them. */
-  private readonly artifactsAtReview = new Map<string, Map<string, ArtifactRef[]>>();
-  private readonly history = new Map<string, ReworkEntry[]>();
-  private readonly continuations = new Map<string, Continuation>();
+  private readonly artifactsAtReview: Map<string, Map<string, ArtifactRef[]>>;
+  private readonly history: Map<string, ReworkEntry[]>;
+  private readonly continuations: Map<string, Continuation>;
 
   constructor(
     private readonly stages: readonly ResolvedStage[],
     private readonly tracker: RunTracker,
     private readonly waits: HumanWaits,
     private readonly sessionOf: (stage: string) => string | undefined,
-  ) {}
+    /** What an earlier execution of the run remembered (continue-as-new). */
+    carried?: ReviewLoopState,
+  ) {
+    this.extraRounds = new Map(carried?.extraRounds);
+    this.artifactsAtReview = new Map(carried?.artifactsAtReview.map(([reviewer, byStage]) => [reviewer, new Map(byStage)]));
+    this.history = new Map(carried?.history);
+    this.continuations = new Map(carried?.continuations);
+  }
+
+  /** What the loops remember, for the run's next execution. */
+  snapshot(): ReviewLoopState {
+    return {
+      extraRounds: [...this.extraRounds],
+      artifactsAtReview: [...this.artifactsAtReview].map(([reviewer, byStage]) => [reviewer, [...byStage]]),
+      history: [...this.history],
+      continuations: [...this.continuations],
+    };
+  }
 
   /** Rework feedback the stage has had so far, oldest first. */
   reworkHistory(stage: string): ReworkEntry[] | undefined {

@@ -21,8 +21,9 @@ export interface AttemptCost {
 export class RunTracker {
   readonly state: RunState;
 
-  constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number) {
-    this.state = {
+  /** `carried`: the state an earlier execution of the run handed over (continue-as-new); it is taken as it is. */
+  constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number, carried?: RunState) {
+    this.state = carried ?? {
       runId,
       pipeline,
       status: 'running',

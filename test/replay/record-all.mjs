@@ -51,6 +51,8 @@ const CASES = {
   // Recorded after the input check became a local activity (patch input-check-local-activity); the histories above
   // stay as they were, so that runs started before it keep replaying.
   'linear-input-check': async () => {},
+  // A run that continues as new (a low continueAsNew.afterEvents): both sides of a hand-over are recorded (CHAINS).
+  continued: async () => {},
   cancelled: async (handle) => {
     for (let i = 0; i < 240; i++) {
       const state = await handle.query(getStatusQuery);
@@ -61,6 +63,21 @@ const CASES = {
     await handle.cancel();
   },
 };
+
+/** Cases whose run continues as new: the histories of its first and its last execution, under these names. */
+const CHAINS = { continued: ['continued-first', 'continued-last'] };
+
+/** The run ids of every execution of a run, oldest first, read back from the latest through `continuedExecutionRunId`. */
+async function executionRunIds(client, workflowId) {
+  const ids = [];
+  let runId = (await client.workflow.getHandle(workflowId).describe()).runId;
+  while (runId) {
+    ids.unshift(runId);
+    const page = await client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId, runId }, maximumPageSize: 1 });
+    runId = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  return ids;
+}
 
 /** Cases that record a fixture of another name. */
 const FIXTURE_OF = { 'linear-input-check': 'linear' };
@@ -104,7 +121,16 @@ try {
     const { handle } = await startRun(client, input, { taskQueue: TASK_QUEUE, id: `replay-${name}` });
     await act(handle);
     await handle.result().catch(() => undefined);
-    console.log(`${name}: ${(await handle.query(getStatusQuery)).status}; wrote ${await recordHistory(server, handle.workflowId, name)}`);
+    const status = (await handle.query(getStatusQuery)).status;
+    if (CHAINS[name]) {
+      const runIds = await executionRunIds(client, handle.workflowId);
+      if (runIds.length < 2) throw new Error(`${name}: the run never continued as new`);
+      const [first, last] = CHAINS[name];
+      console.log(`${name}: ${status} in ${runIds.length} executions; wrote ${await recordHistory(server, handle.workflowId, first, runIds[0])}`);
+      console.log(`${name}: wrote ${await recordHistory(server, handle.workflowId, last, runIds.at(-1))}`);
+      continue;
+    }
+    console.log(`${name}: ${status}; wrote ${await recordHistory(server, handle.workflowId, name)}`);
   }
   console.log(`wrote ${writeManifest()}`);
 } finally {

@@ -13,15 +13,17 @@ import { findTemporalCli } from '../../dist/dev/temporal-cli.js';
 export const HISTORIES_DIR = fileURLToPath(new URL('./histories/', import.meta.url));
 
 /**
- * Fetches the history of a finished run and writes it as `<name>.json`.
+ * Fetches the history of a finished run and writes it as `<name>.json`: its latest execution, or with `runId` that
+ * execution (one that continued as new, say).
  * @param {{ address: string, namespace?: string }} server
  * @param {string} workflowId
  * @param {string} name
+ * @param {string} [runId]
  * @returns {Promise<string>} the file written
  */
-export async function recordHistory(server, workflowId, name) {
+export async function recordHistory(server, workflowId, name, runId) {
   const cli = await findTemporalCli();
-  const common = ['--address', server.address, '--namespace', server.namespace ?? 'default', '--workflow-id', workflowId];
+  const common = ['--address', server.address, '--namespace', server.namespace ?? 'default', '--workflow-id', workflowId, ...(runId ? ['--run-id', runId] : [])];
   const { stdout: description } = await execa(cli, ['workflow', 'describe', ...common, '--output', 'json']);
   const status = JSON.parse(description).workflowExecutionInfo?.status;
   if (status === 'WORKFLOW_EXECUTION_STATUS_RUNNING') throw new Error(`run ${workflowId} is still running; record its history once it has ended`);

@@ -101,9 +101,9 @@ describe('structured logs', () => {
 
 describe('list filters', () => {
   test('become a visibility query on the workflow type, our search attributes and the start time', () => {
-    expect(buildListQuery({})).toBe("WorkflowType = 'pipelineWorkflow'");
+    expect(buildListQuery({})).toBe("WorkflowType = 'pipelineWorkflow' AND ExecutionStatus != 'ContinuedAsNew'");
     expect(buildListQuery({ pipeline: "it's", status: 'failed', sinceMs: 3_600_000 }, Date.UTC(2024, 0, 1, 12))).toBe(
-      "WorkflowType = 'pipelineWorkflow' AND AgentPipeline = 'it\\'s' AND ExecutionStatus = 'Failed' AND StartTime > '2024-01-01T11:00:00.000Z'",
+      "WorkflowType = 'pipelineWorkflow' AND ExecutionStatus != 'ContinuedAsNew' AND AgentPipeline = 'it\\'s' AND ExecutionStatus = 'Failed' AND StartTime > '2024-01-01T11:00:00.000Z'",
     );
   });
 
