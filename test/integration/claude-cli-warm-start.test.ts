@@ -80,6 +80,22 @@ describe('warm start', () => {
     expect(JSON.stringify(world.server.requests().at(-1)?.body)).toContain('A rule a running stage just wrote.');
   });
 
+  test('a stage that resumes a session (a rework round) stops the agent waiting for it and starts cold on plain text', async () => {
+    // The waiting agent reads stream-json, a resumed attempt cannot adopt it (`--resume` differs from its
+    // `--session-id`): the cold start must not keep `--input-format stream-json` while it writes plain text.
+    const first = await world.start({ task: 'Task: first', runId: 'run-rework', stage: { id: 'first' }, request: { prewarm: async () => [{ stage: nextStage(), system: 'You are a test agent.' }] } });
+    const firstOutcome = await first.outcome;
+    const nextDir = path.join(path.dirname(first.stageDir), 'next');
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    const continuation = { kind: 'rework' as const, sessionId: firstOutcome.sessionId, message: 'The review asks for one more change.' };
+    const next = await world.start({ task: 'Task: next', runId: 'run-rework', stage: { id: 'next' }, request: { continuation } });
+    const outcome = await next.outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.sessionId).toBe(firstOutcome.sessionId);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but .*started cold/)]);
+    expect(await stageProcesses(nextDir)).not.toContain(waiting);
+  });
+
   test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {
     const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ limit: 1 }) });
     const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: undefined });

@@ -140,9 +140,11 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
   if (took?.kind === 'discarded') {
     warnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
   }
-  if (waiting && took?.kind !== 'adopted' && !session.resume) {
-    // The stopped process may have registered the session id: the cold start takes a fresh one.
-    session.sessionId = randomUUID();
+  if (waiting && took?.kind !== 'adopted') {
+    // The cold start writes its prompt as plain text, so its command line drops the stream-json input, also when it
+    // resumes a session (a rework round, an answer). The stopped process may have registered its own session id: a
+    // fresh session takes a new one.
+    if (!session.resume) session.sessionId = randomUUID();
     args = buildCliArgs(request, session, files);
   }
   return { binary, args, env, stageDir, killGraceMs, guard, session, adopted: took?.kind === 'adopted' ? took.child : undefined, warnings };
