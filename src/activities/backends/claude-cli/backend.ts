@@ -5,7 +5,7 @@ import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { redactSecrets } from '../../secrets.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
-import type { AttemptProgress, BackendOutcome, BackendRequest } from '../stage-backend.js';
+import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
 import type { ExitingAgents } from './agent-exits.js';
@@ -203,7 +203,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
       firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
       killGraceMs: launch.killGraceMs,
       marker: { name: STAGE_MARKER, value: guard.marker },
-      heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
+      heartbeatIntervalMs: quietHeartbeatIntervalMs(stage),
       signal: request.signal,
       heartbeat: request.heartbeat,
       settleOnResult: settlesOnResult(request) ? (events) => events.result?.is_error === false : undefined,
