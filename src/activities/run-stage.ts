@@ -6,7 +6,7 @@ import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
-import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { renderTemplate, type RunDeliveryOutcome, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { commitStageWork } from './delivery/commit-stage-work.js';
@@ -42,8 +42,8 @@ export interface StageAttemptInput {
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
   pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
-  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
-  runEnd?: { status: string; error: string };
+  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
+  runEnd?: { status: string; error: string; delivery?: RunDeliveryOutcome };
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */

@@ -9,7 +9,7 @@ import { findAncestors } from '../pipeline/graph.js';
 import { extraBackendNames } from '../config.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
-import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
+import { isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
 
@@ -144,7 +144,7 @@ class PipelineChecks {
     const isFinally = list === 'finally';
     // A `finally` stage runs after every other stage has ended, and may read any of them and how the run ended.
     const ancestors = isFinally ? this.mainIds : findAncestors(pipeline.stages, stage.id);
-    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && (v === 'run.status' || v === 'run.error'));
+    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && isRunEndVariable(v));
     const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
     if (commitMessage) {
       for (const p of unknownVariables(commitMessage, file, known)) this.problemAt([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
@@ -232,6 +232,11 @@ function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: Rea
   return false;
 }
 
+/** What only `finally` stages can read: how the run ended, and how its delivery went. */
+function isRunEndVariable(v: string): boolean {
+  return v === 'run.status' || v === 'run.error' || RUN_DELIVERY_VARIABLES.includes(v);
+}
+
 /** Template variables `known` rejects, each located by line in `file`. */
 function unknownVariables(template: string, file: string, known: (v: string) => boolean): PipelineProblemReport[] {
   const problems: PipelineProblemReport[] = [];
@@ -244,7 +249,7 @@ function unknownVariables(template: string, file: string, known: (v: string) => 
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
         : 'known: inputs.NAME, stages.ID.summary|artifacts|status|error|outputs.KEY, run.id, run.pipeline, attempt, previous.failed ' +
-          '(run.status and run.error in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
+          '(run.status, run.error and run.delivery.push|pullRequest|branch|url in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
     problems.push({ file, line: line || undefined, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
   }
   return problems;
