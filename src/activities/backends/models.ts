@@ -30,12 +30,13 @@ export const CACHE_WRITE_MULTIPLIER = 1.25;
  */
 export const DEFAULT_MODELS: ModelCatalog = {
   aliases: { opus: 'claude-opus-5-5', sonnet: 'claude-sonnet-5-5', haiku: 'claude-haiku-5-5' },
-  // Cache reads as the pinned CLI charges them (measured: 1M read tokens cost $0.20 / $0.10 / $0.025, 0.05× input);
-  // writes at the default 1.25× (measured $5 / $2.50 / $0.625). A model added without cache prices gets 0.1× and 1.25×.
+  // Cache reads as the pinned CLI charges them (measured: 1M read tokens cost $0.20 / $0.10 / $0.05, so 0.05× input for
+  // opus and sonnet and the default 0.1× for haiku); writes at the default 1.25× (measured $5 / $2.50 / $0.625). A model
+  // added without cache prices gets 0.1× and 1.25×. test/integration/claude-cli.test.ts compares these with the CLI.
   prices: {
     'claude-opus-5-5': { input: 4, output: 20, cacheRead: 0.2 },
     'claude-sonnet-5-5': { input: 2, output: 10, cacheRead: 0.1 },
-    'claude-haiku-5-5': { input: 0.5, output: 2.5, cacheRead: 0.025 },
+    'claude-haiku-5-5': { input: 0.5, output: 2.5, cacheRead: 0.05 },
   },
 };
 
