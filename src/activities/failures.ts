@@ -53,6 +53,8 @@ export const FAILURES = {
   RESPONSE_EMPTY: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; if it keeps happening, check the prompt and the model' },
   /** Thrown when the run's workspace cannot be prepared or written (disk full, git worktree busy). */
   WORKSPACE_ERROR: { nonRetryable: false, hint: 'check the workspaces folder (AGENT_PIPELINE_WORKSPACES) on the worker: space, permissions, git state' },
+  /** Thrown when a git command on the run's worktree failed without a conflict (a stage's merge or commit: a hook, a lock, local changes in the way); the message is git's. */
+  GIT_FAILED: { nonRetryable: false, hint: 'git\'s message says why; fix it in the run\'s worktree (see `agent-pipeline status`), then `agent-pipeline retry RUN --stage STAGE`' },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */

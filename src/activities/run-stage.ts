@@ -28,6 +28,8 @@ import { redactSecrets } from './secrets.js';
 import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit.js';
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
+import { gitFailure } from './workspace/git-failure.js';
+import { GitError } from './workspace/git.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -347,6 +349,7 @@ async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunW
 function toFailure(err: unknown, stageId: string): Error {
   if (err instanceof CancelledFailure || (err instanceof Error && err.name === 'AbortError')) return err;
   if (err instanceof ApplicationFailure) return err;
+  if (err instanceof GitError) return gitFailure(err, stageId);
   const error = err instanceof Error ? err : new Error(String(err));
   const code = (error as NodeJS.ErrnoException).code;
   return stageFailure({
