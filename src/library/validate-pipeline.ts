@@ -149,6 +149,11 @@ class PipelineChecks {
     if (commitMessage) {
       for (const p of unknownVariables(commitMessage, file, known)) this.problemAt([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
     }
+    const append = stage.appendSystemPrompt ?? pipeline.defaults?.appendSystemPrompt;
+    if (append) {
+      const where = stage.appendSystemPrompt === undefined ? `appendSystemPrompt (from defaults)` : 'appendSystemPrompt';
+      for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
+    }
     if (stage.agent) {
       await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
     }
@@ -237,6 +242,18 @@ function isRunEndVariable(v: string): boolean {
   return v === 'run.status' || v === 'run.error' || RUN_DELIVERY_VARIABLES.includes(v);
 }
 
+/**
+ * Why `{{stages.ID.FIELD}}` is unknown: the stage does not run before this one (then: needs), or it does and has no
+ * such field (then: the fields it has).
+ */
+function stageVariableHint(v: string, known: (v: string) => boolean): string {
+  const [, id, ...field] = v.split('.');
+  if (!id || !known(`stages.${id}.summary`)) return `the stage does not run after "${id}"; add it to needs`;
+  const name = field.join('.');
+  const outputs = name && !name.startsWith('outputs.') ? `; a value the agent reports is {{stages.${id}.outputs.${name}}}` : '';
+  return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, artifacts, status, error and outputs.KEY${outputs}`;
+}
+
 /** Template variables `known` rejects, each located by line in `file`. */
 function unknownVariables(template: string, file: string, known: (v: string) => boolean): PipelineProblemReport[] {
   const problems: PipelineProblemReport[] = [];
@@ -245,7 +262,7 @@ function unknownVariables(template: string, file: string, known: (v: string) => 
     if (known(v)) continue;
     const line = lines.findIndex((l) => l.includes(v)) + 1;
     const hint = v.startsWith('stages.')
-      ? `the stage does not run after "${v.split('.')[1]}" (add it to needs), or the field is not summary, artifacts or outputs.KEY`
+      ? stageVariableHint(v, known)
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
         : 'known: inputs.NAME, stages.ID.summary|artifacts|status|error|outputs.KEY, run.id, run.pipeline, attempt, previous.failed ' +
