@@ -7,7 +7,7 @@ import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
-import { createCliWorld, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
+import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -94,6 +94,18 @@ describe('warm start', () => {
     expect(outcome.sessionId).toBe(firstOutcome.sessionId);
     expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but .*started cold/)]);
     expect(await stageProcesses(nextDir)).not.toContain(waiting);
+  });
+
+  test('a waiting agent whose stage started on another worker goes within seconds, not at its TTL', async () => {
+    const nextDir = await firstWithHint('run-elsewhere', { stage: nextStage(), system: 'You are a test agent.' });
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    // Another worker (its own pool, which has nothing waiting) runs the stage cold in the shared workspace.
+    const outcome = await (await world.start({ task: 'Task: next', runId: 'run-elsewhere', stage: { id: 'next' }, options: { warmPool: warmPool() } })).outcome;
+    expect(outcome.warmStart).toBe(false);
+    const started = Date.now();
+    await waitFor(() => stageProcesses(nextDir), (pids) => !pids.includes(waiting), 'the warm agent to go', 15_000);
+    // The pool checks every second and stops it like any agent (SIGTERM, then SIGKILL after the kill grace).
+    expect(Date.now() - started).toBeLessThan(1_000 + KILL_GRACE_MS + 3_000);
   });
 
   test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {
