@@ -18,7 +18,7 @@ export type BuiltinBackendName = (typeof BACKENDS)[number];
 // `string & {}` keeps editors suggesting the built-in names while allowing registered ones.
 export type BackendName = BuiltinBackendName | (string & {});
 
-export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
+export const PERMISSION_MODES = ['default', 'manual', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
 
 const identifier = z
   .string()
