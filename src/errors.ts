@@ -4,6 +4,37 @@
  * public errors (`library/errors.ts`) build on these; the CLI maps them to exit codes.
  */
 
+/** The codes of the requests the library refuses ({@link InvalidRequestError}). */
+export type InvalidRequestCode =
+  | 'REQUEST_REJECTED'
+  | 'RUN_CLOSED'
+  | 'INPUT_INVALID'
+  | 'INPUT_TOO_LARGE'
+  | 'FILE_UNREADABLE'
+  | 'FILE_NOT_FOUND'
+  | 'PATH_ABSOLUTE'
+  | 'PATH_OUTSIDE'
+  | 'BUNDLE_TOO_LARGE'
+  | 'NOT_A_PIPELINE_RUN'
+  | 'SCHEDULE_NOT_FOUND'
+  | 'SCHEDULE_EXISTS'
+  | 'NAMESPACE_NOT_FOUND'
+  | 'TEMPORAL_REFUSED'
+  | 'BUILD_NOT_FOUND'
+  | 'DEPLOYMENT_NOT_FOUND'
+  | 'TRANSCRIPT_NOT_FOUND'
+  | 'INVALID_REQUEST';
+
+/** Every `code` a library error has, so a script can switch on it and the compiler checks the cases. */
+export type AgentPipelineErrorCode =
+  | InvalidRequestCode
+  | 'PIPELINE_INVALID'
+  | 'CONFIG_INVALID'
+  | 'TEMPORAL_UNREACHABLE'
+  | 'NO_WORKER'
+  | 'RUN_FAILED'
+  | 'RUN_NOT_FOUND';
+
 /**
  * The errors the library throws. Each has a stable `code` (also the `[CODE]` that starts its message), so a
  * script can branch on `err.code` without parsing text; compare codes rather than `instanceof` when errors may
@@ -13,7 +44,7 @@ export class AgentPipelineError extends Error {
   override readonly name: string = 'AgentPipelineError';
   constructor(
     /** Stable identifier of what went wrong, e.g. `RUN_NOT_FOUND`. */
-    readonly code: string,
+    readonly code: AgentPipelineErrorCode,
     message: string,
     options?: { cause?: unknown },
   ) {
@@ -30,6 +61,10 @@ export class AgentPipelineError extends Error {
  */
 export class InvalidRequestError extends AgentPipelineError {
   override readonly name: string = 'InvalidRequestError';
+  declare readonly code: InvalidRequestCode;
+  constructor(code: InvalidRequestCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
 }
 
 /** A setting in the environment has a value we cannot use: the message names the variable, its value and the fix. Code `CONFIG_INVALID`. */

@@ -39,26 +39,28 @@ export const FAILURES = {
    * and the workflow records the stage's failure with this type.
    */
   AGENT_REPORTED_FAILURE: { nonRetryable: true, hint: 'read the agent\'s error and transcript; retry the stage once the cause is fixed' },
-  /** Thrown when the API answered 429; Temporal retries after the API's `retry-after`. */
-  RATE_LIMITED: { nonRetryable: false, hint: 'Temporal retries after the delay the API asked for; lower the number of stages running at once if it keeps happening' },
+  /** Thrown when the API answered 429; retried (while the stage has `retries` left) after the API's `retry-after`. */
+  RATE_LIMITED: { nonRetryable: false, hint: 'the attempt is retried after the delay the API asked for while the stage has `retries` left; lower the number of stages running at once if it keeps happening' },
   /** Thrown when the API answered 529 (overloaded), also mid-stream. */
-  OVERLOADED: { nonRetryable: false, hint: 'the API is overloaded; Temporal retries with backoff' },
+  OVERLOADED: { nonRetryable: false, hint: 'the API is overloaded; the attempt is retried with backoff while the stage has `retries` left' },
   /** Thrown when the API answered 5xx (or 408/409). */
-  SERVER_ERROR: { nonRetryable: false, hint: 'a server-side problem; Temporal retries with backoff' },
+  SERVER_ERROR: { nonRetryable: false, hint: 'a server-side problem; the attempt is retried with backoff while the stage has `retries` left' },
   /** Thrown when the API could not be reached or the connection broke. */
-  CONNECTION_ERROR: { nonRetryable: false, hint: 'check the network and ANTHROPIC_BASE_URL of the worker; Temporal retries with backoff' },
+  CONNECTION_ERROR: { nonRetryable: false, hint: 'check the network and ANTHROPIC_BASE_URL of the worker; the attempt is retried with backoff while the stage has `retries` left' },
   /** Thrown when the agent produced no output for the stall timeout and was stopped. */
   AGENT_STALLED: { nonRetryable: false, hint: 'raise `stallTimeout` (or `firstOutputTimeout`) if the agent needs longer silences' },
   /** Thrown when the CLI exited without a final result (crash, signal, unexpected exit code). */
-  CLI_CRASHED: { nonRetryable: false, hint: 'the stage\'s transcript shows the CLI\'s last events; Temporal retries the attempt' },
+  CLI_CRASHED: { nonRetryable: false, hint: 'the stage\'s transcript shows the CLI\'s last events; the attempt is retried while the stage has `retries` left' },
   /** Thrown when the API's answer was empty or only whitespace. */
-  RESPONSE_EMPTY: { nonRetryable: false, hint: 'Temporal retries the attempt; if it keeps happening, check the prompt and the model' },
+  RESPONSE_EMPTY: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; if it keeps happening, check the prompt and the model' },
   /** Thrown when the run's workspace cannot be prepared or written (disk full, git worktree busy). */
   WORKSPACE_ERROR: { nonRetryable: false, hint: 'check the workspaces folder (AGENT_PIPELINE_WORKSPACES) on the worker: space, permissions, git state' },
+  /** Thrown when a git command on the run's worktree failed without a conflict (a stage's merge or commit: a hook, a lock, local changes in the way); the message is git's. */
+  GIT_FAILED: { nonRetryable: false, hint: 'git\'s message says why; fix it in the run\'s worktree (see `agent-pipeline status`), then `agent-pipeline retry RUN --stage STAGE`' },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
-  INTERNAL_ERROR: { nonRetryable: false, hint: 'Temporal retries the attempt; please report it with the cause if it persists' },
+  INTERNAL_ERROR: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; please report it with the cause if it persists' },
 } as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;
 
 export type FailureType = keyof typeof FAILURES;

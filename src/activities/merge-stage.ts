@@ -2,6 +2,8 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { TemplateContext } from '../pipeline/template.js';
 import { openPipelineWorkspace } from './workspace/open-workspace.js';
 import { mergeStageBranch, type MergeOutcome } from './workspace/stage-isolation.js';
+import { gitFailure } from './workspace/git-failure.js';
+import { GitError } from './workspace/git.js';
 
 /** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
 export interface MergeStageInput {
@@ -18,6 +20,10 @@ export function createMergeStage(deps: { workspacesRoot: string }) {
   return async function mergeStage(input: MergeStageInput): Promise<MergeOutcome> {
     const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
     const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
-    return mergeStageBranch(run, input.stageId);
+    try {
+      return await mergeStageBranch(run, input.stageId);
+    } catch (err) {
+      throw err instanceof GitError ? gitFailure(err, input.stageId) : err;
+    }
   };
 }

@@ -7,7 +7,7 @@ import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipelin
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
-import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { renderTemplate, type RunDeliveryOutcome, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
 import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { commitStageWork } from './delivery/commit-stage-work.js';
@@ -30,6 +30,8 @@ import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
+import { gitFailure } from './workspace/git-failure.js';
+import { GitError } from './workspace/git.js';
 
 /** What the workflow sends for one stage attempt. */
 export interface StageAttemptInput {
@@ -44,8 +46,8 @@ export interface StageAttemptInput {
   priorStages: Record<string, TemplateStage>;
   /** Pipeline-level settings every stage shares. */
   pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
-  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
-  runEnd?: { status: string; error: string };
+  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
+  runEnd?: { status: string; error: string; delivery?: RunDeliveryOutcome };
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
@@ -371,6 +373,7 @@ async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunW
 function toFailure(err: unknown, stageId: string): Error {
   if (err instanceof CancelledFailure || (err instanceof Error && err.name === 'AbortError')) return err;
   if (err instanceof ApplicationFailure) return err;
+  if (err instanceof GitError) return gitFailure(err, stageId);
   const error = err instanceof Error ? err : new Error(String(err));
   const code = (error as NodeJS.ErrnoException).code;
   return stageFailure({

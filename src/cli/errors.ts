@@ -1,7 +1,7 @@
 import { CommanderError } from 'commander';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { DevServerError } from '../dev/dev-server.js';
-import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError } from '../library/errors.js';
+import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError, type InvalidRequestCode } from '../library/errors.js';
 
 /** Exit codes of the `agent-pipeline` command (DESIGN.md; docs/cli.md). */
 export const EXIT = {
@@ -15,11 +15,17 @@ export const EXIT = {
   INTERRUPTED: 130,
 } as const;
 
+/** The code a usage message starts with (`[DEPLOYMENT_NOT_FOUND] …`), when it is one of the library's. */
+function usageCode(message: string): InvalidRequestCode {
+  const code = /^\[([A-Z_]+)\]/.exec(message)?.[1];
+  return code === 'BUILD_NOT_FOUND' || code === 'DEPLOYMENT_NOT_FOUND' || code === 'TRANSCRIPT_NOT_FOUND' ? code : 'INVALID_REQUEST';
+}
+
 /** A mistake in how the command was called (its arguments and options): exit 2, no stack trace. The library's own errors exit 2 as well. */
 export class UsageError extends InvalidRequestError {
   override readonly name = 'UsageError';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(/^\[([A-Z_]+)\]/.exec(message)?.[1] ?? 'INVALID_REQUEST', message, options);
+    super(usageCode(message), message, options);
   }
 }
 

@@ -8,10 +8,10 @@ import {
 import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
-import { AgentPipelineError, InvalidRequestError } from '../errors.js';
+import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 
 // The library's errors: the base classes every layer below the CLI throws, and those only a client meets.
-export { AgentPipelineError, InvalidRequestError };
+export { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode };
 
 /** One problem in a pipeline definition, as `agent-pipeline validate` and `validatePipeline` list it: which file, where in it, and what is wrong. */
 export interface PipelineProblemReport {
@@ -55,7 +55,7 @@ export class PipelineInvalidError extends AgentPipelineError {
 /** Thrown when Temporal cannot be reached (refused, timed out, connection lost). Code `TEMPORAL_UNREACHABLE`. */
 export class TemporalUnavailableError extends AgentPipelineError {
   override readonly name: string = 'TemporalUnavailableError';
-  constructor(message: string, options?: { cause?: unknown }, code = 'TEMPORAL_UNREACHABLE') {
+  constructor(message: string, options?: { cause?: unknown }, code: 'TEMPORAL_UNREACHABLE' | 'NO_WORKER' = 'TEMPORAL_UNREACHABLE') {
     super(code, message, options);
   }
 }

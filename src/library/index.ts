@@ -2,12 +2,13 @@
 // docs/library.md describes every export.
 export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
 export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
+export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent } from './run-events.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
 export { definePipeline, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 export type { InputValue } from './input-files.js';
 export { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
-export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListStatus } from './list-runs.js';
+export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus } from './list-runs.js';
 export type { ConnectionOptions } from './connection.js';
 export {
   AgentPipelineError,
@@ -17,6 +18,8 @@ export {
   RunFailedError,
   RunNotFoundError,
   TemporalUnavailableError,
+  type AgentPipelineErrorCode,
+  type InvalidRequestCode,
   type PipelineProblemReport,
   type RunFailureKind,
 } from './errors.js';

@@ -6,23 +6,36 @@ import { InvalidRequestError } from './errors.js';
 
 const TIMED_OUT = `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`;
 
-/** Run statuses `list` filters on, and the visibility clause each stands for. */
-export const RUN_LIST_STATUSES = {
+/** The run statuses `client.list({ status })` and `list --status` filter on. */
+export const RUN_LIST_STATUSES = ['running', 'completed', 'failed', 'cancelled', 'terminated', 'timed_out', 'waiting', 'blocked'] as const;
+export type RunListStatus = (typeof RUN_LIST_STATUSES)[number];
+
+/** The status of one run in `client.list()`: a status to filter on, or a run that continued as a new one. */
+export type RunListItemStatus = RunListStatus | 'continued_as_new';
+
+/** The visibility clause each status stands for. */
+const STATUS_CLAUSES: Record<RunListStatus, string> = {
   running: "ExecutionStatus = 'Running'",
   completed: "ExecutionStatus = 'Completed'",
   failed: "ExecutionStatus = 'Failed'",
   cancelled: "ExecutionStatus = 'Canceled'",
-  canceled: "ExecutionStatus = 'Canceled'",
   terminated: "ExecutionStatus = 'Terminated'",
   // A run ended by the pipeline `timeout` or a stage's timeouts fails in Temporal's eyes; the workflow marks it timed_out.
   timed_out: TIMED_OUT,
-  'timed-out': TIMED_OUT,
   // Waiting for a person is our own state; the workflow keeps it in a search attribute. `blocked` (an agent's
   // question waits for an answer) is one kind of waiting.
   waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} IN ('waiting', 'blocked')`,
   blocked: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'blocked'`,
-} as const;
-export type RunListStatus = keyof typeof RUN_LIST_STATUSES;
+};
+
+/** Other spellings people type (Temporal's `canceled`, `timed-out`), accepted for the status they mean. */
+const STATUS_SPELLINGS: Record<string, RunListStatus> = { canceled: 'cancelled', 'timed-out': 'timed_out' };
+
+/** The list status `value` names (any case, either spelling), or `undefined` when it names none. */
+export function toRunListStatus(value: string): RunListStatus | undefined {
+  const status = value.toLowerCase();
+  return (RUN_LIST_STATUSES as readonly string[]).includes(status) ? (status as RunListStatus) : STATUS_SPELLINGS[status];
+}
 
 /** Which runs `client.list()` returns. */
 export interface RunListFilter {
@@ -40,8 +53,8 @@ export interface RunListFilter {
 export interface RunListItem {
   runId: string;
   pipeline: string | null;
-  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated or timed_out. */
-  status: string;
+  /** running, waiting (for a person), blocked (an agent's question waits for an answer), completed, failed, cancelled, terminated, timed_out or continued_as_new. */
+  status: RunListItemStatus;
   /** @unit milliseconds since the epoch */
   startedAt: number;
   /** @unit milliseconds since the epoch */
@@ -59,10 +72,11 @@ export function buildListQuery(filter: Omit<RunListFilter, 'limit'>, now = Date.
   const clauses = [`WorkflowType = ${quote(PIPELINE_WORKFLOW_TYPE)}`, "ExecutionStatus != 'ContinuedAsNew'"];
   if (filter.pipeline) clauses.push(`${PIPELINE_NAME_ATTRIBUTE.name} = ${quote(filter.pipeline)}`);
   if (filter.status) {
-    if (!Object.hasOwn(RUN_LIST_STATUSES, filter.status)) {
-      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] unknown run status "${filter.status}"; expected one of ${Object.keys(RUN_LIST_STATUSES).join(', ')}`);
+    const status = toRunListStatus(filter.status);
+    if (!status) {
+      throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] unknown run status "${filter.status}"; expected one of ${RUN_LIST_STATUSES.join(', ')}`);
     }
-    clauses.push(RUN_LIST_STATUSES[filter.status]);
+    clauses.push(STATUS_CLAUSES[status]);
   }
   if (filter.sinceMs) clauses.push(`StartTime > ${quote(new Date(now - filter.sinceMs).toISOString())}`);
   return clauses.join(' AND ');
@@ -75,7 +89,8 @@ function toItem(info: WorkflowExecutionInfo): RunListItem {
   return {
     runId: info.workflowId,
     pipeline: info.typedSearchAttributes.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
-    status: refined ? own! : execution,
+    // Temporal's execution statuses, lower case, are the list's own (running … continued_as_new).
+    status: (refined ? own! : execution) as RunListItemStatus,
     // A continued run's latest execution started at its last hand-over; the memo keeps when the run started.
     startedAt: readStartedAt(info.memo) ?? info.startTime.getTime(),
     closedAt: info.closeTime?.getTime() ?? null,

@@ -166,11 +166,18 @@ export class RunHandle {
     return this.decide(async (h) => h.executeUpdate(skipStageUpdate, { args: [{ stage: options.stage ?? (await this.failedStage()) }] }));
   }
 
-  /** Cancels the run: running agents are stopped, their work stays in the workspace. @throws InvalidRequestError `RUN_CLOSED` */
+  /**
+   * Cancels the run: running agents are stopped, their work stays in the workspace.
+   * @throws InvalidRequestError `RUN_CLOSED`; NoWorkerError `NO_WORKER` when no worker polls the run's task queue (the
+   * cancel would only be acted on once one does, and `result()` would wait until then)
+   */
   cancel(): Promise<void> {
     return typedErrors(async () => {
-      const { status } = await this.workflow.describe();
+      const { status, taskQueue } = await this.workflow.describe();
       if (status.name !== 'RUNNING') throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has already ended (${status.name.toLowerCase()})`);
+      if (!(await hasWorkflowPollers(this.client, taskQueue))) {
+        throw new NoWorkerError(`[NO_WORKER] no worker polls task queue "${taskQueue}", so nobody can stop the run; start one with \`agent-pipeline worker\` and try again`);
+      }
       await this.workflow.cancel();
     }, this.address);
   }
@@ -199,6 +206,11 @@ export class RunHandle {
           // The run continued as new while the decision was on its way: the execution it reached closed (or, handing
           // over, had nothing waiting). The decision is sent again to the execution that carries the run on.
           if (handOvers < MAX_HAND_OVER_RETRIES && (await this.continuedSince(description.runId))) continue;
+          // The run may have closed between the check and the update (which then finds no open execution): say so.
+          const now = await handle.describe().catch(() => undefined);
+          if (now && now.status.name !== 'RUNNING') {
+            throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} ended (${now.status.name.toLowerCase()}) before the decision reached it`, { cause: err });
+          }
           throw err;
         }
       }

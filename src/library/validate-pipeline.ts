@@ -9,7 +9,7 @@ import { findAncestors } from '../pipeline/graph.js';
 import { extraBackendNames } from '../config.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
-import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
+import { isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
 
@@ -144,10 +144,15 @@ class PipelineChecks {
     const isFinally = list === 'finally';
     // A `finally` stage runs after every other stage has ended, and may read any of them and how the run ended.
     const ancestors = isFinally ? this.mainIds : findAncestors(pipeline.stages, stage.id);
-    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && (v === 'run.status' || v === 'run.error'));
+    const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && isRunEndVariable(v));
     const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
     if (commitMessage) {
       for (const p of unknownVariables(commitMessage, file, known)) this.problemAt([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
+    }
+    const append = stage.appendSystemPrompt ?? pipeline.defaults?.appendSystemPrompt;
+    if (append) {
+      const where = stage.appendSystemPrompt === undefined ? `appendSystemPrompt (from defaults)` : 'appendSystemPrompt';
+      for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
     }
     if (stage.agent) {
       await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
@@ -232,6 +237,23 @@ function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: Rea
   return false;
 }
 
+/** What only `finally` stages can read: how the run ended, and how its delivery went. */
+function isRunEndVariable(v: string): boolean {
+  return v === 'run.status' || v === 'run.error' || RUN_DELIVERY_VARIABLES.includes(v);
+}
+
+/**
+ * Why `{{stages.ID.FIELD}}` is unknown: the stage does not run before this one (then: needs), or it does and has no
+ * such field (then: the fields it has).
+ */
+function stageVariableHint(v: string, known: (v: string) => boolean): string {
+  const [, id, ...field] = v.split('.');
+  if (!id || !known(`stages.${id}.summary`)) return `the stage does not run after "${id}"; add it to needs`;
+  const name = field.join('.');
+  const outputs = name && !name.startsWith('outputs.') ? `; a value the agent reports is {{stages.${id}.outputs.${name}}}` : '';
+  return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, artifacts, status, error and outputs.KEY${outputs}`;
+}
+
 /** Template variables `known` rejects, each located by line in `file`. */
 function unknownVariables(template: string, file: string, known: (v: string) => boolean): PipelineProblemReport[] {
   const problems: PipelineProblemReport[] = [];
@@ -240,11 +262,11 @@ function unknownVariables(template: string, file: string, known: (v: string) => 
     if (known(v)) continue;
     const line = lines.findIndex((l) => l.includes(v)) + 1;
     const hint = v.startsWith('stages.')
-      ? `the stage does not run after "${v.split('.')[1]}" (add it to needs), or the field is not summary, artifacts or outputs.KEY`
+      ? stageVariableHint(v, known)
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
         : 'known: inputs.NAME, stages.ID.summary|artifacts|status|error|outputs.KEY, run.id, run.pipeline, attempt, previous.failed ' +
-          '(run.status and run.error in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
+          '(run.status, run.error and run.delivery.push|pullRequest|branch|url in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
     problems.push({ file, line: line || undefined, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
   }
   return problems;

@@ -6,7 +6,7 @@ const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as c
 export function toMilliseconds(duration: Duration): number {
   if (typeof duration === 'number') return duration;
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(duration);
-  if (!match) throw new Error(`invalid duration "${duration}"`);
+  if (!match) throw new Error(`invalid duration "${duration}": write a number and a unit (ms, s, m, h or d), such as "90s", "30m" or "2h"`);
   return Math.round(Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]);
 }
 

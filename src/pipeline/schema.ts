@@ -19,7 +19,7 @@ export type BuiltinBackendName = (typeof BACKENDS)[number];
 // `string & {}` keeps editors suggesting the built-in names while allowing registered ones.
 export type BackendName = BuiltinBackendName | (string & {});
 
-export const PERMISSION_MODES = ['default', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
+export const PERMISSION_MODES = ['default', 'manual', 'acceptEdits', 'dontAsk', 'bypassPermissions', 'plan', 'auto'] as const;
 
 /**
  * The name of a git remote configured in the repository (`origin`), never a URL or a path: a value git could read as
@@ -61,6 +61,8 @@ export const answerWaitSchema = z.strictObject({
 
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
+  /** Extra text for the system prompt of the stage; a template like the prompt (`{{inputs.NAME}}`, `{{stages.ID.summary}}`). */
+  appendSystemPrompt: z.string().optional(),
   /** `claude-cli`, `anthropic-api`, or a backend registered with the worker (checked by `parsePipeline`). */
   backend: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'expected a backend name such as claude-cli or anthropic-api').optional(),
   model: z.string().min(1).optional(),
@@ -162,8 +164,6 @@ export const stageSchema = z.strictObject({
   prompt: z.string().min(1).optional(),
   /** Files earlier stages must have written before this stage starts (workspace-relative). */
   inputs: z.array(stageInputSchema).optional(),
-  /** Extra text for the system prompt of this stage. */
-  appendSystemPrompt: z.string().optional(),
   /** MCP servers for this stage; merged over the pipeline's, a stage entry wins. */
   mcpServers: z.record(z.string().min(1), mcpServerSchema).optional(),
   /** Run the stage only when this condition on earlier outputs holds, e.g. `{{stages.test.outputs.passed}} == false`. */

@@ -8,7 +8,10 @@ export interface TemplateStage {
   summary: string;
   outputs: Record<string, unknown>;
   artifacts: string[];
-  /** `completed`, or `failed` for a stage a dependent reads through `allowFailure`. */
+  /**
+   * `completed`; `failed` for a stage a dependent reads through `allowFailure`; for a `finally` stage also
+   * `cancelled` or `skipped`, whose summary, outputs and artifacts are empty.
+   */
   status?: string;
   /** The failure message of a failed stage; empty for a completed one. */
   error?: string;
@@ -18,8 +21,8 @@ export interface TemplateContext {
   inputs: Record<string, string>;
   /** Completed earlier stages by id. */
   stages: Record<string, TemplateStage>;
-  /** `status` and `error` are set for `finally` stages only, once the run has ended. */
-  run: { id: string; pipeline: string; status?: string; error?: string };
+  /** `status`, `error` and `delivery` are set for `finally` stages only, once the run has ended. */
+  run: { id: string; pipeline: string; status?: string; error?: string; delivery?: RunDeliveryOutcome };
   /** The attempt of the stage being rendered (1-based). */
   attempt: number;
   /**
@@ -30,6 +33,21 @@ export interface TemplateContext {
   /** The run's git worktree: `diff` is its branch's committed changes against the base it started from. */
   workspace?: { diff: string; branch: string; base: string };
 }
+
+/** What `finally` stages see of the run's delivery (`{{run.delivery.push}}` …), which ran before them. */
+export interface RunDeliveryOutcome {
+  /** `pushed`, `failed`, `skipped` or `cancelled`; `none` when the pipeline does not push (`workspace.push`). */
+  push: string;
+  /** The pull request's URL; empty when none was opened. */
+  pullRequest: string;
+  /** The branch pushed; empty when nothing was pushed. */
+  branch: string;
+  /** Where to see the pushed work: the pull request, else the compare page; empty when there is neither. */
+  url: string;
+}
+
+/** The `{{run.delivery.…}}` variables of a `finally` stage. */
+export const RUN_DELIVERY_VARIABLES = ['run.delivery.push', 'run.delivery.pullRequest', 'run.delivery.branch', 'run.delivery.url'];
 
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
 export class TemplateError extends Error {
@@ -105,6 +123,12 @@ export function renderTemplate(
 }
 
 function lookup(context: TemplateContext, name: string): unknown {
+  const [head, id, field] = name.split('.');
+  // A stage that was cancelled or skipped before it reported (which `finally` stages can read) has no outputs.
+  if (head === 'stages' && field === 'outputs' && name.split('.').length > 3 && Object.hasOwn(context.stages, id)) {
+    const status = context.stages[id].status;
+    if (status === 'cancelled' || status === 'skipped') return '';
+  }
   let value: unknown = context;
   for (const part of name.split('.')) {
     if (value === null || typeof value !== 'object' || !Object.hasOwn(value, part)) return undefined;
@@ -131,6 +155,7 @@ function describeContext(context: TemplateContext): string[] {
     'run.id',
     'run.pipeline',
     ...(context.run.status === undefined ? [] : ['run.status', 'run.error']),
+    ...(context.run.delivery === undefined ? [] : RUN_DELIVERY_VARIABLES),
     'attempt',
     ...(context.previous ? ['previous.failed'] : []),
     ...(context.workspace ? ['workspace.diff', 'workspace.branch', 'workspace.base'] : []),

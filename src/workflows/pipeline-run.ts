@@ -5,6 +5,7 @@ import { toMilliseconds } from '../pipeline/duration.js';
 import { findBlockedDependents, findReadyStages } from '../pipeline/graph.js';
 import { isTimeoutFailure, type RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
+import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput } from './messages.js';
@@ -25,6 +26,12 @@ const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
 export interface HandOver {
   handOver: RunCarryOver;
 }
+
+/**
+ * Runs that push and have `finally` stages deliver first, so those stages see how the delivery went. Runs started
+ * before kept the old order (finally stages, then the push) and still replay.
+ */
+export const FINALLY_AFTER_DELIVERY_PATCH = 'finally-after-delivery';
 
 /**
  * The conductor of one run: starts stages as soon as what they need is satisfied (up to `concurrency` at
@@ -252,9 +259,15 @@ export class PipelineRun {
   private async finish(): Promise<RunState> {
     let cancelled = CancellationScope.current().consideredCancelled;
     this.tracker.skipPending(cancelled ? 'the run was cancelled' : 'the run failed before it could start');
+    // Only runs with both a push and finally stages call patched(), so other runs' histories carry no marker.
+    const deliverFirst = this.finallyStages.length > 0 && this.delivery.active && patched(FINALLY_AFTER_DELIVERY_PATCH);
+    if (deliverFirst) {
+      await this.deliver(cancelled);
+      cancelled = CancellationScope.current().consideredCancelled;
+    }
     if (this.finallyStages.length > 0) await this.runFinallyStages(cancelled);
     if (this.delivery.active) {
-      await this.deliver(cancelled);
+      if (!deliverFirst) await this.deliver(cancelled);
       cancelled = CancellationScope.current().consideredCancelled;
       await this.delivery.close(cancelled ? 'cancelled' : this.failure ? 'failed' : 'completed');
     }
@@ -282,7 +295,7 @@ export class PipelineRun {
   private async runFinallyStages(cancelled: boolean): Promise<void> {
     const status = cancelled ? 'cancelled' : this.failure ? (isTimeoutFailure(this.failure.type) ? 'timed_out' : 'failed') : 'completed';
     const error = cancelled ? 'the run was cancelled' : (this.failure?.message ?? '');
-    this.runner.runEnd = { status, error };
+    this.runner.runEnd = { status, error, delivery: this.deliveryOutcome() };
     const scope = cancelled ? undefined : new CancellationScope();
     for (const stage of this.finallyStages) {
       const outcome = await (scope ? scope.run(() => this.runner.runRound(stage, 1)) : CancellationScope.nonCancellable(() => this.runner.runRound(stage, 1)));
@@ -291,6 +304,19 @@ export class PipelineRun {
       this.publish();
     }
     this.tracker.skipPending('the run was cancelled while its finally stages ran', true);
+  }
+
+  /** How the delivery went, as `finally` stages read it (`{{run.delivery.push}}` …); it has run before them. */
+  private deliveryOutcome(): RunDeliveryOutcome {
+    const outputs = this.tracker.state.outputs ?? {};
+    const push = this.tracker.state.stages.find((s) => s.id === DELIVERY_STAGE_ID);
+    const pushed = push?.status === 'completed';
+    return {
+      push: !push ? 'none' : pushed ? 'pushed' : push.status === 'pending' ? 'skipped' : push.status,
+      pullRequest: pushed ? (outputs.pullRequestUrl ?? '') : '',
+      branch: pushed ? (outputs.branch ?? '') : '',
+      url: pushed ? (outputs.pullRequestUrl ?? outputs.compareUrl ?? '') : '',
+    };
   }
 
   /** A short account of how each stage ended, for the failure details. */

@@ -151,11 +151,16 @@ export class RunTracker {
 
   /**
    * What earlier stages produced, as step templates see it: completed stages, and failed ones (read through
-   * `needs: [{stage, allowFailure}]` and by `finally` stages) with `status` and `error`.
+   * `needs: [{stage, allowFailure}]` and by `finally` stages) with `status` and `error`. With `ended` (for `finally`
+   * stages, which cannot have `needs`), cancelled and skipped stages too.
    */
-  templateStages(): Record<string, TemplateStage> {
+  templateStages(ended = false): Record<string, TemplateStage> {
     const stages: Record<string, TemplateStage> = {};
     for (const s of this.state.stages) {
+      // Once the run has ended (for `finally` stages), a stage that never reported still has its status, and empty values.
+      if (ended && (s.status === 'cancelled' || s.status === 'skipped') && !s.finally) {
+        stages[s.id] = { summary: '', outputs: {}, artifacts: [], status: s.status, error: s.error?.message ?? '' };
+      }
       if (s.status === 'completed' && s.result) {
         stages[s.id] = { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '' };
       } else if (s.status === 'failed') {

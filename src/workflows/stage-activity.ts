@@ -8,6 +8,7 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { StageAttemptInput } from '../activities/run-stage.js';
+import { formatDuration } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 
@@ -49,7 +50,7 @@ export interface StageFailure {
 }
 
 /** Reads an activity failure: the innermost message a person should read, and any cost or session it reported. */
-export function readStageFailure(err: unknown, stage: Pick<ResolvedStage, 'id' | 'retries'>): StageFailure {
+export function readStageFailure(err: unknown, stage: Pick<ResolvedStage, 'id' | 'retries'> & Partial<Pick<ResolvedStage, 'timeoutMs' | 'heartbeatTimeoutMs'>>): StageFailure {
   let current: unknown = err;
   while (current instanceof Error && current.cause instanceof Error && !(current instanceof ApplicationFailure) && !(current instanceof TimeoutFailure)) {
     current = current.cause;
@@ -70,10 +71,25 @@ export function readStageFailure(err: unknown, stage: Pick<ResolvedStage, 'id' |
   };
   if (current instanceof ApplicationFailure) return { ...base, type: current.type ?? 'ApplicationFailure', message: current.message };
   if (current instanceof TimeoutFailure) {
-    return { ...base, type: `ACTIVITY_${current.timeoutType ?? 'TIMEOUT'}`, message: `stage ${stage.id} timed out (${current.timeoutType}): ${current.message}` };
+    return { ...base, type: `ACTIVITY_${current.timeoutType ?? 'TIMEOUT'}`, message: timeoutMessage(stage, current) };
   }
   if (current instanceof Error) return { ...base, type: current.name, message: current.message };
   return { ...base, type: 'Error', message: String(current) };
+}
+
+/** Which of the stage's time limits ran out, with its length and the field that sets it. */
+function timeoutMessage(stage: Parameters<typeof readStageFailure>[1], failure: TimeoutFailure): string {
+  const type = failure.timeoutType;
+  if (type === 'START_TO_CLOSE' && stage.timeoutMs !== undefined) {
+    return `stage ${stage.id} timed out: an attempt ran longer than its \`timeout\` of ${formatDuration(stage.timeoutMs)} and was stopped; raise the stage's \`timeout\` if it needs longer`;
+  }
+  if (type === 'HEARTBEAT' && stage.heartbeatTimeoutMs !== undefined) {
+    return (
+      `stage ${stage.id} timed out: its attempt sent no heartbeat for its \`heartbeatTimeout\` of ${formatDuration(stage.heartbeatTimeoutMs)} ` +
+      '(its worker stopped or was cut off); it is retried while the stage has `retries` left'
+    );
+  }
+  return `stage ${stage.id} timed out (${type}): ${failure.message}`;
 }
 
 function readFacts(failure: unknown): Record<string, unknown> {

@@ -6,6 +6,7 @@ import { stagesReadyAfter } from '../pipeline/next-stages.js';
 import { capArtifacts, MAX_LISTED_ARTIFACTS } from '../pipeline/output-caps.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
+import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
@@ -73,8 +74,8 @@ type Step = { kind: 'again'; continuation: Continuation } | Done;
  * failure with `onFailure: ask`, the review cap, an approval gate). Marks the stage's final state in the tracker.
  */
 export class StageRunner {
-  /** How the run ended, once it has: `finally` stages read it as `{{run.status}}` and `{{run.error}}`. */
-  runEnd?: { status: string; error: string };
+  /** How the run ended, once it has: `finally` stages read it as `{{run.status}}`, `{{run.error}}` and `{{run.delivery.…}}`. */
+  runEnd?: { status: string; error: string; delivery?: RunDeliveryOutcome };
 
   constructor(private readonly ctx: StageRunnerContext) {}
 
@@ -119,7 +120,7 @@ export class StageRunner {
         bundleHash: input.bundle?.hash,
         stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
         inputs: input.inputs,
-        priorStages: tracker.templateStages(),
+        priorStages: tracker.templateStages(stage.isFinally === true),
         pipeline: {
           context: input.pipeline.context,
           systemPrompt: input.pipeline.systemPrompt,

@@ -11,6 +11,7 @@ import { startModelServer, type ModelServer, type RecordedRequest } from '../../
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { freeLoopbackPort } from '../../src/telemetry/metrics-server.js';
+import { hasSystemPackage, POSTGRESQL } from '../helpers/system-package.js';
 import { startPostgres, type Postgres } from './postgres.js';
 import { provisionServerBinaries, provisionUiServer, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_SERVER_VERSION } from './server-binaries.js';
 import { setupNamespace, setupSchema, startTemporalCluster, type TemporalCluster } from './temporal-cluster.js';
@@ -35,7 +36,7 @@ interface WorkerProcess {
   child: ResultPromise;
 }
 
-describe('a real cluster: Temporal server on PostgreSQL, three workers, shared workspaces', () => {
+describe.skipIf(!hasSystemPackage(POSTGRESQL))('a real cluster: Temporal server on PostgreSQL, three workers, shared workspaces', () => {
   let scratch: string;
   let pg: Postgres | undefined;
   let cluster: TemporalCluster | undefined;

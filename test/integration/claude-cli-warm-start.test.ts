@@ -7,7 +7,7 @@ import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
-import { createCliWorld, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
+import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -78,6 +78,34 @@ describe('warm start', () => {
     expect(outcome.warnings).toEqual([expect.stringContaining(`${path.join(world.root, 'run-memory', 'CLAUDE.md')} changed after it started`)]);
     // The cold agent read the new CLAUDE.md.
     expect(JSON.stringify(world.server.requests().at(-1)?.body)).toContain('A rule a running stage just wrote.');
+  });
+
+  test('a stage that resumes a session (a rework round) stops the agent waiting for it and starts cold on plain text', async () => {
+    // The waiting agent reads stream-json, a resumed attempt cannot adopt it (`--resume` differs from its
+    // `--session-id`): the cold start must not keep `--input-format stream-json` while it writes plain text.
+    const first = await world.start({ task: 'Task: first', runId: 'run-rework', stage: { id: 'first' }, request: { prewarm: async () => [{ stage: nextStage(), system: 'You are a test agent.' }] } });
+    const firstOutcome = await first.outcome;
+    const nextDir = path.join(path.dirname(first.stageDir), 'next');
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    const continuation = { kind: 'rework' as const, sessionId: firstOutcome.sessionId, message: 'The review asks for one more change.' };
+    const next = await world.start({ task: 'Task: next', runId: 'run-rework', stage: { id: 'next' }, request: { continuation } });
+    const outcome = await next.outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.sessionId).toBe(firstOutcome.sessionId);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but .*started cold/)]);
+    expect(await stageProcesses(nextDir)).not.toContain(waiting);
+  });
+
+  test('a waiting agent whose stage started on another worker goes within seconds, not at its TTL', async () => {
+    const nextDir = await firstWithHint('run-elsewhere', { stage: nextStage(), system: 'You are a test agent.' });
+    const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
+    // Another worker (its own pool, which has nothing waiting) runs the stage cold in the shared workspace.
+    const outcome = await (await world.start({ task: 'Task: next', runId: 'run-elsewhere', stage: { id: 'next' }, options: { warmPool: warmPool() } })).outcome;
+    expect(outcome.warmStart).toBe(false);
+    const started = Date.now();
+    await waitFor(() => stageProcesses(nextDir), (pids) => !pids.includes(waiting), 'the warm agent to go', 15_000);
+    // The pool checks every second and stops it like any agent (SIGTERM, then SIGKILL after the kill grace).
+    expect(Date.now() - started).toBeLessThan(1_000 + KILL_GRACE_MS + 3_000);
   });
 
   test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { computeCostUsd, DEFAULT_MODELS } from '../../src/activities/backends/models.js';
+import { computeCostUsd, DEFAULT_MODELS, resolveModelId } from '../../src/activities/backends/models.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import { createCliWorld, failureOf, REPORT, stageProcesses, TEST_API_KEY, waitFor, type CliWorld } from './claude-cli-world.js';
 
@@ -44,7 +44,8 @@ beforeAll(async () => {
       {
         name: 'cache usage',
         match: 'Task: cache usage',
-        turns: [{ text: `Cached.\n${REPORT}`, usage: { input_tokens: 1000, output_tokens: 200, cache_creation_input_tokens: 3000, cache_read_input_tokens: 50_000 } }],
+        // Each kind of token in its own order of magnitude, so a wrong price for any one of them shows in the total.
+        turns: [{ text: `Cached.\n${REPORT}`, usage: { input_tokens: 1000, output_tokens: 200, cache_creation_input_tokens: 30_000, cache_read_input_tokens: 2_000_000 } }],
       },
       {
         name: 'secret',
@@ -126,12 +127,14 @@ describe('the Claude Code CLI backend', () => {
     expect(transcript.some((e) => e.type === 'stream_event')).toBe(false);
   });
 
-  test('reports cache reads and writes, and its own cost agrees with what the API backend computes for the same usage', async () => {
-    const outcome = await (await world.start({ task: 'Task: cache usage', stage: { model: 'sonnet' } })).outcome;
-    expect(outcome.usage).toEqual({ inputTokens: 1000, outputTokens: 200, cacheReadTokens: 50_000, cacheWriteTokens: 3000 });
-    // The CLI prices the tokens itself; the API backend prices them with the catalogue (cache read 0.1×, write 1.25× input).
-    expect(outcome.costUsd).toBeCloseTo(computeCostUsd('claude-sonnet-5-5', outcome.usage, DEFAULT_MODELS)!, 9);
-    expect(outcome.costUsd).toBeGreaterThan(computeCostUsd('claude-sonnet-5-5', { inputTokens: 1000, outputTokens: 200 }, DEFAULT_MODELS)!);
+  test.each(['haiku', 'sonnet', 'opus'])('reports cache reads and writes, and its own cost on %s agrees with what the API backend computes for the same usage', async (tier) => {
+    const outcome = await (await world.start({ task: 'Task: cache usage', stage: { model: tier } })).outcome;
+    expect(outcome.usage).toEqual({ inputTokens: 1000, outputTokens: 200, cacheReadTokens: 2_000_000, cacheWriteTokens: 30_000 });
+    // The CLI prices the tokens itself (its `total_cost_usd`); the API backend prices them with the catalogue. The two
+    // must never drift apart: a stage costs the same on either backend.
+    const model = resolveModelId(tier, DEFAULT_MODELS);
+    expect(outcome.costUsd).toBeCloseTo(computeCostUsd(model, outcome.usage, DEFAULT_MODELS)!, 9);
+    expect(outcome.costUsd).toBeGreaterThan(computeCostUsd(model, { inputTokens: 1000, outputTokens: 200 }, DEFAULT_MODELS)!);
   });
 
   test('reports tool calls the CLI denied as permission denials', async () => {

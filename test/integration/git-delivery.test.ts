@@ -52,6 +52,7 @@ beforeAll(async () => {
       rules: [
         { match: 'Stage: notes ·', turns: [{ text: report('Wrote the notes.') }], repeatLastTurn: true },
         { match: 'Stage: review ·', turns: [{ text: report('Reviewed.') }], repeatLastTurn: true },
+        { match: 'Stage: record ·', turns: [{ text: report('Recorded.') }], repeatLastTurn: true },
       ],
     },
   });
@@ -205,5 +206,42 @@ describe('workspace.pullRequest with gh installed and authenticated', () => {
     expect((await readFile(log, 'utf8')).split('\n')).toEqual([
       '--head=agent/pr-1', '--title=Bead 7: Fix login / logout', '--body=Wrote the notes.', '--base=main', '--draft', '',
     ]);
+  });
+});
+
+describe('finally stages after the delivery', () => {
+  /** The user prompt the model got for stage `record` of run `runId`. */
+  const recordPrompt = (runId: string): string => {
+    const request = harness.modelServer.requests().find((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Stage: record ·') && JSON.stringify(r.body).includes(runId));
+    return JSON.stringify(request?.body ?? '');
+  };
+  // `extra` is skipped by its condition; a finally stage (which cannot have `needs`) still reads its status, and empty values.
+  const withFinally = (name: string, workspace: string): string =>
+    [
+      pipeline(name, workspace),
+      `  - { id: extra, needs: [notes], prompt: Extra., when: "{{inputs.bead_id}} == 'never'" }`,
+      'finally:',
+      '  - id: record',
+      '    prompt: "Record {{run.id}}: {{run.status}} push={{run.delivery.push}} branch=[{{run.delivery.branch}}] url=[{{run.delivery.url}}] pr=[{{run.delivery.pullRequest}}] extra=[{{stages.extra.status}}|{{stages.extra.summary}}|{{stages.extra.outputs.note}}]"',
+    ].join('\n');
+
+  it('run after a push that conflicted, and see the run failed and the push with it', async () => {
+    await pushFromElsewhere('agent/finally-conflict-1', 'outputs/notes.md', 'their notes\n');
+    const file = await harness.writePipeline('finally-conflict', withFinally('finally-conflict', `{ repo: ${repo}, push: { remote: origin } }`));
+    const state = await harness.finish(await harness.start(file, {}, 'finally-conflict-1'));
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('PUSH_CONFLICT');
+    expect(stageOf(state, 'record').status).toBe('completed');
+    expect(stageOf(state, 'extra').status).toBe('skipped');
+    expect(recordPrompt('finally-conflict-1')).toContain('Record finally-conflict-1: failed push=failed branch=[] url=[] pr=[] extra=[skipped||]');
+  });
+
+  it('run after a successful push, and see its branch and where to look at it', async () => {
+    const file = await harness.writePipeline('finally-pushed', withFinally('finally-pushed', `{ repo: ${repo}, push: { remote: origin }, pullRequest: { title: "Bead", base: main } }`));
+    const state = await harness.finish(await harness.start(file, {}, 'finally-pushed-1'));
+    expect(state.status).toBe('completed');
+    expect(stageOf(state, 'record').status).toBe('completed');
+    const url = 'https://github.com/acme/widgets/compare/main...agent/finally-pushed-1?expand=1';
+    expect(recordPrompt('finally-pushed-1')).toContain(`Record finally-pushed-1: completed push=pushed branch=[agent/finally-pushed-1] url=[${url}] pr=[] extra=[skipped||]`);
   });
 });

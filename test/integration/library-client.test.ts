@@ -69,6 +69,28 @@ describe('PipelineClient', () => {
     await expect(first.result()).rejects.toMatchObject({ code: 'RUN_FAILED', type: 'cancelled' });
   });
 
+  test('cancel() with no worker on the run\'s task queue throws NO_WORKER, as a decision does, instead of leaving result() to hang', async () => {
+    const lonely = await PipelineClient.connect({ env: { ...harness.env, AGENT_PIPELINE_TASK_QUEUE: `nobody-${Math.random().toString(36).slice(2, 8)}` } });
+    try {
+      const run = await lonely.start(path.join(CLI_FIXTURES, 'gates.yaml'));
+      await expect(run.cancel()).rejects.toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('no worker polls task queue') });
+      await expect(run.approve()).rejects.toMatchObject({ code: 'NO_WORKER' });
+      await harness.client.workflow.getHandle(run.id).terminate('test cleanup');
+    } finally {
+      await lonely.close();
+    }
+  });
+
+  test('a decision sent while the run closes says RUN_CLOSED, never RUN_NOT_FOUND', async () => {
+    for (let i = 0; i < 5; i++) {
+      const run = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'));
+      await eventually(() => run.status(), (report) => report.state.stages.some((s) => s.waitingFor !== undefined), 60_000, 'the run to wait for its answer');
+      // The run ends while the answer is on its way: before the check, or between the check and the update.
+      const [answered] = await Promise.all([run.answer('blue', { stage: 'ask' }).then(() => undefined, (e: unknown) => e), harness.client.workflow.getHandle(run.id).terminate('closing')]);
+      if (answered !== undefined) expect(answered).toMatchObject({ code: 'RUN_CLOSED' });
+    }
+  });
+
   test('typed errors: invalid file, unknown run, unreachable server', async () => {
     const invalid = await client.start(path.join(CLI_FIXTURES, '..', 'pipelines', 'does-not-exist.yaml')).catch((e: unknown) => e);
     expect(invalid).toMatchObject({ code: 'FILE_UNREADABLE' });

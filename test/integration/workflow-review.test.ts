@@ -75,10 +75,11 @@ describe('the work-and-review example', () => {
     expect(final.costUsd).toBeGreaterThan(0);
     const code = await readFile(path.join(final.workspace!, 'src', 'slugify.js'), 'utf8');
     expect(code).toContain(".replace(/^-+|-+$/g, '')");
-    // Each round's work was committed as the bead, the finally stage recorded the outcome, and the branch was pushed.
+    // Each round's work was committed as the bead and the branch was pushed; then the finally stage recorded the
+    // outcome, and its `bd sync` committed and pushed the tracker.
     const branch = 'beads-7-Add-slugify';
-    expect(final.outputs).toMatchObject({ branch, commit: await git(remote, 'rev-parse', branch) });
-    expect((await git(remote, 'log', '--format=%s', `main..${branch}`)).split('\n')).toEqual(['Bead 7: record completed', 'Bead 7: Add slugify', 'Bead 7: Add slugify']);
+    expect(final.outputs).toMatchObject({ branch, commit: await git(remote, 'rev-parse', `${branch}~1`) });
+    expect((await git(remote, 'log', '--format=%s', `main..${branch}`)).split('\n')).toEqual(['bd sync', 'Bead 7: Add slugify', 'Bead 7: Add slugify']);
     expect(await git(remote, 'show', `${branch}:.beads/issues.jsonl`)).toBe('{"id":"7","status":"completed"}');
     expect(stageOf(final, 'record').status).toBe('completed');
   });

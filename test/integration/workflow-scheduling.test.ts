@@ -44,6 +44,9 @@ describe('scheduling stages', () => {
     rule('tolerant', 'uses-flaky', report('never')),
     rule('tolerant', 'solid', report('solid')),
     rule('timeout', 'slow', report('too late'), 20_000),
+    // The model sends nothing at all for 30 s (not even its headers): no stream event heartbeats the attempt.
+    { name: 'timeout-wait/slow', match: 'Pipeline: timeout-wait · Stage: slow ·', turns: [{ text: report('too late'), delayMs: 30_000 }] },
+    { name: 'timeout-cli/slow', match: 'Pipeline: timeout-cli · Stage: slow ·', turns: [{ text: report('too late'), delayMs: 30_000 }] },
   ];
 
   beforeAll(async () => {
@@ -139,5 +142,27 @@ describe('scheduling stages', () => {
     const { state, error } = await run('timeout', HEADER('timeout', 'timeout: 3s\n') + STAGE('slow'));
     expect(((error as WorkflowFailedError).cause as ApplicationFailure).type).toBe('PIPELINE_TIMEOUT');
     expect(summarize(state)).toMatchObject({ status: 'timed_out', error: { type: 'PIPELINE_TIMEOUT' }, stages: [{ id: 'slow', status: 'cancelled' }] });
+  });
+
+  test('the pipeline timeout stops a stage waiting on the model before its first byte', async () => {
+    // A heartbeat timeout longer than the wait: only the cancellation, reaching the in-flight request, can stop it.
+    const yaml = HEADER('timeout-wait', 'timeout: 3s\n').replace('heartbeatTimeout: 5s', 'heartbeatTimeout: 60s') + STAGE('slow');
+    const started = Date.now();
+    const { state, error } = await run('timeout-wait', yaml);
+    expect(((error as WorkflowFailedError).cause as ApplicationFailure).type).toBe('PIPELINE_TIMEOUT');
+    expect(summarize(state)).toMatchObject({ status: 'timed_out', error: { type: 'PIPELINE_TIMEOUT' }, stages: [{ id: 'slow', status: 'cancelled' }] });
+    // The model would have answered after 30 s.
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  test('the pipeline timeout stops a claude-cli stage whose agent waits on the model, within seconds', async () => {
+    // The agent heartbeats while it waits (at least every 5 s, whatever the heartbeatTimeout), so the cancellation
+    // reaches it: before, a quiet agent beat only every heartbeatTimeout / 4 (here 15 s).
+    const yaml = HEADER('timeout-cli', 'timeout: 3s\n').replace('backend: anthropic-api, model: haiku', 'backend: claude-cli, model: haiku, permissionMode: dontAsk').replace('heartbeatTimeout: 5s', 'heartbeatTimeout: 60s') + STAGE('slow');
+    const started = Date.now();
+    const { state, error } = await run('timeout-cli', yaml);
+    expect(((error as WorkflowFailedError).cause as ApplicationFailure).type).toBe('PIPELINE_TIMEOUT');
+    expect(summarize(state)).toMatchObject({ status: 'timed_out', stages: [{ id: 'slow', status: 'cancelled' }] });
+    expect(Date.now() - started).toBeLessThan(13_000);
   });
 });

@@ -102,3 +102,27 @@ describe('a run workspace on a git repository', () => {
     expect(result.warnings).toContain('`commit: true` needs `workspace.repo` in the pipeline file; nothing was committed');
   });
 });
+
+describe('a git failure that is not a conflict', () => {
+  it('fails as GIT_FAILED with git\'s own message, not as an internal error to report', async () => {
+    const { MockActivityEnvironment } = await import('@temporalio/testing');
+    const { createMergeStage } = await import('../../src/activities/merge-stage.js');
+    const { openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
+    const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+    const settings = { repo };
+    const context = { inputs: {}, stages: {}, run: { id: 'merge-blocked', pipeline: 'git-pipeline' }, attempt: 1 };
+    const run = await openPipelineWorkspace({ root, runId: 'merge-blocked', baseDir: base, settings, context, stageId: 'edit' });
+    // The stage changed README.md on its branch; the run's worktree has an uncommitted change to it in the way.
+    const stage = await openStageWorktree(run, repo, 'edit');
+    await writeFile(path.join(stage.dir, 'README.md'), '# Project, edited by the stage\n');
+    await git(stage.dir, 'commit', '--quiet', '-am', 'the stage edits the README');
+    await writeFile(path.join(run.dir, 'README.md'), '# Project, edited by hand\n');
+    const merge = createMergeStage({ workspacesRoot: root });
+    const input = { runId: 'merge-blocked', pipelineName: 'git-pipeline', baseDir: base, inputs: {}, workspace: settings, stageId: 'edit' };
+    const failure = await failureOf(new MockActivityEnvironment().run(merge, input));
+    expect(failure.type).toBe('GIT_FAILED');
+    expect(failure.message).toMatch(/^\[GIT_FAILED\] stage edit: git merge agent\/merge-blocked--edit into agent\/merge-blocked failed: .*README\.md/s);
+    expect(failure.message).toContain('would be overwritten by merge');
+    expect(failure.message).not.toContain('please report');
+  });
+});

@@ -64,3 +64,54 @@ describe('validate and the git delivery templates', () => {
     }
   });
 });
+
+describe('validate and the templates outside the prompt', () => {
+  async function problemsOf(lines: string[]): Promise<string[]> {
+    const dir = await mkdtemp(path.join(tmpdir(), 'validate-templates-'));
+    try {
+      const file = path.join(dir, 'p.yaml');
+      await writeFile(file, lines.join('\n'));
+      const { problems } = await validatePipelineFile(file);
+      return problems.map((p) => `${p.field}: ${p.message}`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('checks appendSystemPrompt, set on a stage or in defaults, as it checks the prompt', async () => {
+    const problems = await problemsOf([
+      'name: p',
+      'inputs: { elicitation: { default: "x" } }',
+      'defaults: { appendSystemPrompt: "Elicit {{inputs.elicitation}} {{inputs.missing}}." }',
+      'stages:',
+      '  - { id: work, prompt: "Do it." }',
+      '  - { id: check, prompt: "Check it.", appendSystemPrompt: "After {{stages.nope.summary}}." }',
+    ]);
+    expect(problems).toEqual([
+      expect.stringMatching(/^stages\[0\]\.id: appendSystemPrompt \(from defaults\) \{\{inputs\.missing\}\}: unknown template variable/),
+      expect.stringMatching(/^stages\[1\]\.appendSystemPrompt: appendSystemPrompt \{\{stages\.nope\.summary\}\}: unknown template variable: the stage does not run after "nope"; add it to needs/),
+    ]);
+  });
+
+  it('for a field a stage does not have, names the fields it has rather than asking for needs it already has', async () => {
+    const problems = await problemsOf([
+      'name: p',
+      'stages:',
+      '  - { id: test, prompt: "Test it." }',
+      '  - { id: fix, needs: [test], prompt: "Fix it if {{stages.test.success}}." }',
+    ]);
+    expect(problems).toEqual([expect.stringContaining('stage "test" runs before this one, but has no field "success": its fields are summary, artifacts, status, error and outputs.KEY; a value the agent reports is {{stages.test.outputs.success}}')]);
+    expect(problems[0]).not.toContain('needs');
+  });
+
+  it('knows {{run.delivery.push}} and the rest in finally stages only', async () => {
+    const problems = await problemsOf([
+      'name: p',
+      'stages:',
+      '  - { id: work, prompt: "Push was {{run.delivery.push}}." }',
+      'finally:',
+      '  - { id: record, prompt: "Record {{run.status}} {{run.delivery.push}} {{run.delivery.branch}} {{run.delivery.pullRequest}} {{run.delivery.url}}." }',
+    ]);
+    expect(problems).toEqual([expect.stringMatching(/^stages\[0\]\.prompt \{\{run\.delivery\.push\}\}: unknown template variable/)]);
+  });
+});

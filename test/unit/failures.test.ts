@@ -37,6 +37,14 @@ describe('the failure catalogue', () => {
     }
   });
 
+  it('never promises a retry: a hint that mentions one says it depends on the stage\'s `retries`', () => {
+    // A stage with `retries: 0` gets no second attempt; "Temporal retries the attempt" would be false there.
+    for (const [type, { hint }] of Object.entries(FAILURES)) {
+      if (/retr(y|ies|ied)/i.test(hint) && !/`retries`|retry the stage|retries:|agent-pipeline retry/.test(hint)) throw new Error(`${type}: ${hint}`);
+      expect(hint).not.toMatch(/Temporal retries/);
+    }
+  });
+
   it('keeps the cause, honours a retry delay and lets a caller force retryability', () => {
     const cause = new Error('socket hang up');
     const failure = stageFailure({ type: 'RATE_LIMITED', stageId: 's', message: 'm', cause, nextRetryDelayMs: 7_000, nonRetryable: true, hint: 'wait' });

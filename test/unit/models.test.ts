@@ -51,6 +51,10 @@ describe('the model catalogue', () => {
     expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {' })).toThrow(/AGENT_PIPELINE_MODELS is not valid JSON/);
     expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '{"prices": {"m": {"input": "cheap"}}}' })).toThrow(/AGENT_PIPELINE_MODELS is invalid: prices\.m\.input/);
     expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: '/nonexistent/models.json' })).toThrow(/cannot read the AGENT_PIPELINE_MODELS file \/nonexistent\/models\.json \(ENOENT\)/);
+    // The library promises ConfigError (code CONFIG_INVALID) for a setting it cannot use.
+    for (const setting of ['{"prices": {', '{"prices": {"m": {"input": "cheap"}}}', '/nonexistent/models.json']) {
+      expect(() => loadModelCatalog({ AGENT_PIPELINE_MODELS: setting })).toThrow(expect.objectContaining({ name: 'ConfigError', code: 'CONFIG_INVALID', message: expect.stringMatching(/^\[CONFIG_INVALID\] /) }));
+    }
   });
 
   it('uses the defaults when nothing is set', () => {

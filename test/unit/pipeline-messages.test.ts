@@ -19,7 +19,7 @@ const stage = (fields: string): string => `name: p\nstages:\n  - id: a\n    prom
  */
 const cases: [string, string, string][] = [
   ['backend', stage('    backend: gpt-cli'), 'stages[0].backend: "gpt-cli" is not a backend; use claude-cli or anthropic-api (for a backend registered with the worker, tell the client its name: `backends: [\'gpt-cli\']` or AGENT_PIPELINE_BACKENDS=gpt-cli)'],
-  ['permissionMode', stage('    permissionMode: yolo'), 'stages[0].permissionMode: "yolo" is not a permission mode; use default, acceptEdits, dontAsk, bypassPermissions, plan or auto'],
+  ['permissionMode', stage('    permissionMode: yolo'), 'stages[0].permissionMode: "yolo" is not a permission mode; use default, manual, acceptEdits, dontAsk, bypassPermissions, plan or auto'],
   ['onPermissionDenied', stage('    onPermissionDenied: shrug'), 'stages[0].onPermissionDenied: "shrug" is not a choice for onPermissionDenied; use fail, ask or ignore'],
   ['onFailure', stage('    onFailure: retry'), 'stages[0].onFailure: "retry" is not a choice for onFailure; use fail or ask'],
   ['review.onMaxRounds', stage('    review: { of: a, onMaxRounds: loop }'), 'stages[0].review.onMaxRounds: "loop" is not a choice for onMaxRounds; use ask, fail or continue'],

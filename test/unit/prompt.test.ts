@@ -245,3 +245,19 @@ describe('composePrompt', () => {
     expect(formatFile({ path: 'b.md', omitted: true }, '###')).toContain('size bound was reached');
   });
 });
+
+describe('appendSystemPrompt', () => {
+  it('may be set in defaults, and is filled like the prompt before it reaches the system channel', async () => {
+    const { spec } = stagesOf('name: p\ninputs: { feature: {} }\ndefaults: { appendSystemPrompt: "Elicit {{inputs.feature}} for {{stage.id}}." }\nstages:\n  - id: spec\n    prompt: Write it.\n');
+    const assembled = await assemblePrompt(options(spec));
+    expect(assembled.prompt.system).toContain('Elicit dark mode for spec.');
+    expect(assembled.prompt.system).not.toContain('{{');
+  });
+
+  it('with a variable the run does not define fails the attempt as TEMPLATE_VARIABLE_UNKNOWN', async () => {
+    const { spec } = stagesOf('name: p\nstages:\n  - id: spec\n    appendSystemPrompt: "Use {{inputs.nope}}."\n    prompt: Write it.\n');
+    const failure = await failureOf(() => assemblePrompt(options(spec)));
+    expect(failure).toMatchObject({ type: 'TEMPLATE_VARIABLE_UNKNOWN', nonRetryable: true });
+    expect(failure.message).toContain('{{inputs.nope}}');
+  });
+});

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { ConfigError } from '../../errors.js';
 import type { TokenUsage } from '../../pipeline/stage-result.js';
 
 /** Model tiers and prices, overridable per worker (see `loadModelCatalog`). */
@@ -30,12 +31,13 @@ export const CACHE_WRITE_MULTIPLIER = 1.25;
  */
 export const DEFAULT_MODELS: ModelCatalog = {
   aliases: { opus: 'claude-opus-5-5', sonnet: 'claude-sonnet-5-5', haiku: 'claude-haiku-5-5' },
-  // Cache reads as the pinned CLI charges them (measured: 1M read tokens cost $0.20 / $0.10 / $0.025, 0.05× input);
-  // writes at the default 1.25× (measured $5 / $2.50 / $0.625). A model added without cache prices gets 0.1× and 1.25×.
+  // Cache reads as the pinned CLI charges them (measured: 1M read tokens cost $0.20 / $0.10 / $0.05, so 0.05× input for
+  // opus and sonnet and the default 0.1× for haiku); writes at the default 1.25× (measured $5 / $2.50 / $0.625). A model
+  // added without cache prices gets 0.1× and 1.25×. test/integration/claude-cli.test.ts compares these with the CLI.
   prices: {
     'claude-opus-5-5': { input: 4, output: 20, cacheRead: 0.2 },
     'claude-sonnet-5-5': { input: 2, output: 10, cacheRead: 0.1 },
-    'claude-haiku-5-5': { input: 0.5, output: 2.5, cacheRead: 0.025 },
+    'claude-haiku-5-5': { input: 0.5, output: 2.5, cacheRead: 0.05 },
   },
 };
 
@@ -86,7 +88,7 @@ export function computeCostUsd(modelId: string, usage: TokenUsage, catalog: Mode
  * The default catalogue with overrides from `AGENT_PIPELINE_MODELS`, merged over the defaults:
  * either JSON (`{"aliases": {"sonnet": "claude-sonnet-x"}, "prices": {"claude-sonnet-x": {"input": 3, "output": 15}}}`,
  * prices in US dollars per million tokens; `cacheRead` and `cacheWrite` default to 0.1× and 1.25× `input`) or the path of a file holding that JSON.
- * @throws Error naming the variable and what is wrong, so the worker refuses to start with a bad table
+ * @throws ConfigError (code `CONFIG_INVALID`) naming the variable and what is wrong, so the worker refuses to start with a bad table
  */
 export function loadModelCatalog(env: NodeJS.ProcessEnv): ModelCatalog {
   const setting = env.AGENT_PIPELINE_MODELS?.trim();
@@ -97,19 +99,19 @@ export function loadModelCatalog(env: NodeJS.ProcessEnv): ModelCatalog {
     try {
       text = readFileSync(setting, 'utf8');
     } catch (err) {
-      throw new Error(`cannot read the ${source} (${(err as NodeJS.ErrnoException).code ?? 'error'}); set the variable to JSON or to an existing file`);
+      throw new ConfigError(`[CONFIG_INVALID] cannot read the ${source} (${(err as NodeJS.ErrnoException).code ?? 'error'}); set the variable to JSON or to an existing file`);
     }
   }
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new Error(`${source} is not valid JSON (${(err as Error).message}); expected {"aliases": {...}, "prices": {...}}`);
+    throw new ConfigError(`[CONFIG_INVALID] ${source} is not valid JSON (${(err as Error).message}); expected {"aliases": {...}, "prices": {...}}`);
   }
   const parsed = overridesSchema.safeParse(json);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    throw new Error(`${source} is invalid: ${problems}; expected {"aliases": {"tier": "model-id"}, "prices": {"model-id": {"input": N, "output": N, "cacheRead"?: N, "cacheWrite"?: N}}}`);
+    throw new ConfigError(`[CONFIG_INVALID] ${source} is invalid: ${problems}; expected {"aliases": {"tier": "model-id"}, "prices": {"model-id": {"input": N, "output": N, "cacheRead"?: N, "cacheWrite"?: N}}}`);
   }
   return {
     aliases: { ...DEFAULT_MODELS.aliases, ...parsed.data.aliases },

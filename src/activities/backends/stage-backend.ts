@@ -103,3 +103,14 @@ const REGISTERED_TRAITS: BackendTraits = { inlinesFiles: false, writesAnswerFile
 export function backendTraits(name: BackendName): BackendTraits {
   return Object.hasOwn(BUILT_IN_TRAITS, name) ? BUILT_IN_TRAITS[name as BuiltinBackendName] : REGISTERED_TRAITS;
 }
+
+/**
+ * How often a backend heartbeats while its agent is quiet (waiting on the model, running a long tool). Temporal
+ * delivers a cancellation (the pipeline timeout, a failed sibling, `cancel`) only in the answer to a heartbeat, and
+ * the worker sends at most one every 5 s (`maxHeartbeatThrottleInterval`), so beating at least that often lets a
+ * cancellation reach the attempt within seconds, whatever the stage's `heartbeatTimeout`.
+ * @unit milliseconds
+ */
+export function quietHeartbeatIntervalMs(stage: Pick<ResolvedStage, 'heartbeatTimeoutMs'>): number {
+  return Math.max(1_000, Math.min(5_000, Math.floor(stage.heartbeatTimeoutMs / 4)));
+}

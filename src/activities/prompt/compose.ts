@@ -96,7 +96,7 @@ export function composePrompt(parts: PromptParts): StagePrompt {
     { [STAGE_PROMPT_VARIABLE]: stagePrompt, [OUTPUT_CONTRACT_VARIABLE]: contractFor(stage), 'stage.id': stage.id },
     stage.templateSyntax,
   );
-  const system = composeSystem(stage, parts.persona, wrapper);
+  const system = composeSystem(stage, parts.persona, wrapper, context);
   if (!parts.inline) return { system, user };
   return { system, user, context: [projectContext, work].filter(Boolean) };
 }
@@ -106,11 +106,21 @@ function contractFor(stage: ResolvedStage): string {
   return stage.contract === 'none' ? FREE_ANSWER_CONTRACT : OUTPUT_CONTRACT;
 }
 
-/** The system channel: persona, the stage's additions, and the contract when the system prompt does not place it. */
-export function composeSystem(stage: ResolvedStage, persona: string | undefined, wrapper: SystemPromptTemplate): string {
+/**
+ * The system channel: persona, the stage's additions (`appendSystemPrompt`, filled like the prompt), and the contract
+ * when the system prompt does not place it. Without a `context` (an agent started ahead of time) the additions must
+ * use no variables.
+ * @throws TemplateError for a variable the context does not define
+ */
+export function composeSystem(stage: ResolvedStage, persona: string | undefined, wrapper: SystemPromptTemplate, context?: TemplateContext): string {
   // The contract is how the answer is read: when a custom system prompt leaves it out, it still reaches the agent.
   const contractPlaced = listTemplateVariables(wrapper.text).includes(OUTPUT_CONTRACT_VARIABLE);
-  return [persona?.trim(), stage.appendSystemPrompt?.trim(), contractPlaced ? '' : contractFor(stage)].filter(Boolean).join('\n\n');
+  const append = stage.appendSystemPrompt?.trim();
+  const filled =
+    append && context
+      ? renderTemplate(append, context, `stage ${stage.id} appendSystemPrompt`, { 'stage.id': stage.id }, stage.templateSyntax)
+      : append;
+  return [persona?.trim(), filled, contractPlaced ? '' : contractFor(stage)].filter(Boolean).join('\n\n');
 }
 
 function section(title: string, body: string): string {

@@ -2,6 +2,7 @@ import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { applyAgentDefaults, loadAgentFile } from './agent-file.js';
 import { backendTraits, type PrewarmTarget } from '../backends/stage-backend.js';
 import { composeSystem } from './compose.js';
+import { listTemplateVariables } from '../../pipeline/template.js';
 import { loadSystemPrompt } from './system-prompt.js';
 
 /** What {@link prewarmTargets} needs of the current attempt's input. */
@@ -25,6 +26,8 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
       const agent = hint.agent ? await loadAgentFile(source.baseDir, hint.agent, hint.id) : undefined;
       const stage = agent ? applyAgentDefaults(hint, agent.frontmatter) : hint;
       if (!backendTraits(stage.backend).prewarms) continue;
+      // Additions filled from the run (`{{stages.…}}`) are only known once the stage starts: it starts cold.
+      if (listTemplateVariables(stage.appendSystemPrompt ?? '').length > 0) continue;
       const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
       const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
       targets.push({

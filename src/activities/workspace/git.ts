@@ -27,6 +27,18 @@ export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return run;
 }
 
+/** Thrown when a git command the workspace needs failed for a reason git explains (a hook, a lock, local changes). */
+export class GitError extends Error {
+  override readonly name = 'GitError';
+  constructor(
+    message: string,
+    /** What git printed on stderr (or stdout when stderr was empty). */
+    readonly output: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). */
 export async function git(cwd: string, args: string[]) {
   return execa('git', args, { cwd, reject: false, stripFinalNewline: true, env: { GIT_TERMINAL_PROMPT: '0' } });
@@ -85,13 +97,13 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
 /**
  * Commits everything that changed in the worktree (our bookkeeping folder ignores itself) with
  * `message`. Returns the new commit, or `undefined` when there was nothing to commit.
- * @throws Error with git's stderr when staging or committing fails (hooks, locks)
+ * @throws GitError with git's stderr when staging or committing fails (hooks, locks)
  */
 export async function commitAll(dir: string, message: string): Promise<string | undefined> {
   return withLock(dir, async () => {
     const run = async (args: string[]) => {
       const result = await git(dir, args);
-      if (result.failed) throw new Error(`git ${args[0] === '-c' ? 'commit' : args[0]} failed: ${result.stderr || result.stdout}`);
+      if (result.failed) throw new GitError(`git ${args[0] === '-c' ? 'commit' : args[0]} failed: ${result.stderr || result.stdout}`, result.stderr || result.stdout);
       return result.stdout;
     };
     await run(['add', '--all']);

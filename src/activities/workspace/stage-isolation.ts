@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, withLock } from './git.js';
 import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
 
 /**
@@ -39,6 +39,7 @@ export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflic
 /**
  * Merges the stage's branch into the run's branch, in the run's worktree (a fast-forward when nothing else landed
  * meanwhile). A conflict is aborted, leaving the run's branch as it was, and reported for a person to resolve.
+ * @throws GitError when the merge failed without a conflict (local changes in the way, a hook), with git's message
  */
 export async function mergeStageBranch(run: RunWorkspace, stageId: string): Promise<MergeOutcome> {
   const branch = stageBranchOf(run.branch!, stageId);
@@ -48,7 +49,7 @@ export async function mergeStageBranch(run: RunWorkspace, stageId: string): Prom
     if (!merged.failed) return { kind: 'merged', commit: (await git(run.dir, ['rev-parse', 'HEAD'])).stdout };
     const files = (await git(run.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
     await git(run.dir, ['merge', '--abort']);
-    if (files.length === 0) throw new Error(`git merge ${branch} into ${run.branch} failed: ${merged.stderr || merged.stdout}`);
+    if (files.length === 0) throw new GitError(`git merge ${branch} into ${run.branch} failed: ${merged.stderr || merged.stdout}`, merged.stderr || merged.stdout);
     return {
       kind: 'conflict',
       files,

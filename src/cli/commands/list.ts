@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { RUN_LIST_STATUSES, type RunListStatus } from '../../library/list-runs.js';
+import { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from '../../library/list-runs.js';
 import { formatDuration } from '../../pipeline/duration.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs, parsePositiveInt } from '../options.js';
@@ -19,11 +19,9 @@ interface ListOptions {
 
 /** A `--status` value, checked. @throws InvalidArgumentError naming the values allowed */
 export function parseStatus(value: string): RunListStatus {
-  const status = value.toLowerCase();
-  if (!Object.hasOwn(RUN_LIST_STATUSES, status)) {
-    throw new InvalidArgumentError(`expected one of ${Object.keys(RUN_LIST_STATUSES).filter((s) => s !== 'canceled' && s !== 'timed-out').join(', ')}, got "${value}"`);
-  }
-  return status as RunListStatus;
+  const status = toRunListStatus(value);
+  if (!status) throw new InvalidArgumentError(`expected one of ${RUN_LIST_STATUSES.join(', ')}, got "${value}"`);
+  return status;
 }
 
 export function addListCommand(program: Command): void {

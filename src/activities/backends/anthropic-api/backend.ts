@@ -9,7 +9,7 @@ import { classifyApiError } from './api-error.js';
 import { writeAnswerFile } from './answer-file.js';
 import { loadConversation, newConversationId, saveConversation } from './conversation.js';
 import { ApiTranscript } from './transcript.js';
-import type { BackendOutcome, BackendRequest } from '../stage-backend.js';
+import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from '../models.js';
 import { systemBlocksOf } from './prompt-cache.js';
 
@@ -139,6 +139,15 @@ async function streamCall(
 ): Promise<Answer> {
   const { stage, signal } = request;
   const { model, sessionId } = call;
+  let progress: AttemptProgress = { sessionId, turns: 0, costUsd: 0, lastEventAt: using.started };
+  const report = (next: AttemptProgress): void => {
+    progress = next;
+    request.heartbeat(next);
+  };
+  report(progress);
+  // A cancellation arrives only in a heartbeat's answer: a model that has not sent a byte yet must not keep the attempt
+  // deaf to it, so the last progress is repeated.
+  const keepAlive = setInterval(() => request.heartbeat(progress), quietHeartbeatIntervalMs(stage));
   try {
     return await streamAnswer({
       client: using.client,
@@ -153,7 +162,7 @@ async function streamCall(
       sessionId,
       contract: stage.contract,
       // The SDK throttles heartbeats, so one per event is cheap.
-      onProgress: (soFar) => request.heartbeat({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, using.models) ?? 0, lastEventAt: Date.now(), usage: soFar }),
+      onProgress: (soFar) => report({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, using.models) ?? 0, lastEventAt: Date.now(), usage: soFar }),
     });
   } catch (err) {
     const cancelled = signal.aborted;
@@ -169,6 +178,8 @@ async function streamCall(
     await using.transcript.close();
     if (cancelled) throw signal.reason instanceof Error ? signal.reason : new CancelledFailure('the attempt was cancelled');
     throw failure;
+  } finally {
+    clearInterval(keepAlive);
   }
 }
 

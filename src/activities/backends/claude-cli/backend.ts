@@ -5,7 +5,7 @@ import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { redactSecrets } from '../../secrets.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
-import type { AttemptProgress, BackendOutcome, BackendRequest } from '../stage-backend.js';
+import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
 import type { ExitingAgents } from './agent-exits.js';
@@ -140,9 +140,11 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
   if (took?.kind === 'discarded') {
     warnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
   }
-  if (waiting && took?.kind !== 'adopted' && !session.resume) {
-    // The stopped process may have registered the session id: the cold start takes a fresh one.
-    session.sessionId = randomUUID();
+  if (waiting && took?.kind !== 'adopted') {
+    // The cold start writes its prompt as plain text, so its command line drops the stream-json input, also when it
+    // resumes a session (a rework round, an answer). The stopped process may have registered its own session id: a
+    // fresh session takes a new one.
+    if (!session.resume) session.sessionId = randomUUID();
     args = buildCliArgs(request, session, files);
   }
   return { binary, args, env, stageDir, killGraceMs, guard, session, adopted: took?.kind === 'adopted' ? took.child : undefined, warnings };
@@ -201,7 +203,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
       firstOutputTimeoutMs: stage.firstOutputTimeoutMs,
       killGraceMs: launch.killGraceMs,
       marker: { name: STAGE_MARKER, value: guard.marker },
-      heartbeatIntervalMs: Math.max(1_000, Math.floor(stage.heartbeatTimeoutMs / 4)),
+      heartbeatIntervalMs: quietHeartbeatIntervalMs(stage),
       signal: request.signal,
       heartbeat: request.heartbeat,
       settleOnResult: settlesOnResult(request) ? (events) => events.result?.is_error === false : undefined,

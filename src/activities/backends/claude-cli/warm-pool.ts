@@ -32,6 +32,8 @@ interface WarmEntry extends WarmLaunch, WarmIdentity {
   hashes: Map<string, string>;
   ttlTimer: NodeJS.Timeout;
   exited: boolean;
+  /** Whether its stage may still need it; `false` once the stage started elsewhere or the run ended. */
+  wanted?: () => Promise<boolean>;
 }
 
 /** What {@link WarmPool.take} found. */
@@ -40,6 +42,8 @@ export type WarmTake = { kind: 'adopted'; child: ResultPromise } | { kind: 'disc
 export interface WarmPoolOptions {
   /** A waiting process is stopped after this long. @unit milliseconds */
   ttlMs: number;
+  /** How often each waiting process's `wanted` check runs. @unit milliseconds @default 1000 */
+  checkIntervalMs?: number;
   /** Between SIGTERM and SIGKILL when a waiting process is stopped. @unit milliseconds */
   killGraceMs: number;
   /** The worker's agent limit: running attempts plus waiting processes never exceed it. */
@@ -50,6 +54,7 @@ export interface WarmPoolOptions {
 export class WarmPool {
   private readonly entries = new Map<string, WarmEntry>();
   private running = 0;
+  private checkTimer?: NodeJS.Timeout;
 
   constructor(private readonly options: WarmPoolOptions) {}
 
@@ -64,16 +69,21 @@ export class WarmPool {
     return entry && !entry.exited ? { sessionId: entry.sessionId, marker: entry.marker } : undefined;
   }
 
-  /** Spawns a waiting process for `key` unless one is there or the agent limit leaves no room. */
-  async spawn(key: string, launch: WarmLaunch & WarmIdentity, watched: string[]): Promise<boolean> {
+  /**
+   * Spawns a waiting process for `key` unless one is there or the agent limit leaves no room. `wanted` is checked
+   * every `checkIntervalMs`: once it says no (its stage started on another worker, its run ended), the process is
+   * stopped rather than left to its TTL.
+   */
+  async spawn(key: string, launch: WarmLaunch & WarmIdentity, watched: string[], wanted?: () => Promise<boolean>): Promise<boolean> {
     if (this.entries.has(key) || this.running + this.entries.size >= this.options.limit) return false;
     const hashes = await hashFiles(watched);
     // Checked again after the await: another prewarm for the same stage may have won the race.
     if (this.entries.has(key) || this.running + this.entries.size >= this.options.limit) return false;
     const child = spawnAgent(launch);
     child.catch(() => undefined);
-    const entry: WarmEntry = { ...launch, child, hashes, exited: false, ttlTimer: setTimeout(() => void this.discard(key), this.options.ttlMs) };
+    const entry: WarmEntry = { ...launch, child, hashes, exited: false, wanted, ttlTimer: setTimeout(() => void this.discard(key), this.options.ttlMs) };
     entry.ttlTimer.unref();
+    if (wanted) this.startChecks();
     void child.finally(() => {
       entry.exited = true;
       if (this.entries.get(key) === entry) this.entries.delete(key);
@@ -124,6 +134,27 @@ export class WarmPool {
   /** Stops every waiting process (worker shutdown). */
   async stopAll(): Promise<void> {
     await Promise.all([...this.entries.keys()].map((key) => this.discard(key)));
+  }
+
+  /** Checks the waiting processes' `wanted` on a timer while any waits (one timer per pool; it never holds the worker up). */
+  private startChecks(): void {
+    if (this.checkTimer) return;
+    this.checkTimer = setInterval(() => void this.checkWanted(), this.options.checkIntervalMs ?? 1_000);
+    this.checkTimer.unref();
+  }
+
+  private async checkWanted(): Promise<void> {
+    if (this.entries.size === 0) {
+      clearInterval(this.checkTimer);
+      this.checkTimer = undefined;
+      return;
+    }
+    await Promise.all(
+      [...this.entries].map(async ([key, entry]) => {
+        const still = entry.wanted ? await entry.wanted().catch(() => true) : true;
+        if (!still && this.entries.get(key) === entry) await this.discard(key);
+      }),
+    );
   }
 
   private async discard(key: string): Promise<void> {

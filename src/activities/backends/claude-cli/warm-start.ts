@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { toMilliseconds } from '../../../pipeline/duration.js';
 import { durationSchema } from '../../../pipeline/schema.js';
 import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
+import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, agentSettings, buildCliArgs } from './args.js';
 import { writeMcpConfig } from './mcp-config.js';
@@ -54,6 +56,26 @@ export function startupFiles(cwd: string, claudeConfigDir: string, named: (strin
   return [...inCwd.map((f) => path.join(cwd, f)), ...inConfig.map((f) => path.join(claudeConfigDir, f)), ...named.filter((f): f is string => !!f)];
 }
 
+/**
+ * Whether a waiting process's stage may still start here: not once an attempt of the stage started (on another
+ * worker: its transcript `attempt-N.jsonl` appeared in the stage's folders, which the workers share), nor once the run
+ * ended (its workspace's ended marker). The attempt that adopts the process takes it out of the pool before it writes
+ * its transcript, so it never sees its own.
+ */
+async function stageNotStartedYet(stageDir: string, runDir: string): Promise<() => Promise<boolean>> {
+  // A stage attempt's transcript is `attempt-N.jsonl` in the stage folder or in one of its execution folders.
+  const transcripts = async (): Promise<string[]> => {
+    const entries = await readdir(stageDir, { withFileTypes: true }).catch(() => []);
+    const inside = await Promise.all(entries.filter((e) => e.isDirectory()).map(async (e) => (await readdir(path.join(stageDir, e.name)).catch(() => [])).map((f) => `${e.name}/${f}`)));
+    return [...entries.map((e) => e.name), ...inside.flat()].filter((f) => /(^|\/)attempt-\d+\.jsonl$/.test(f));
+  };
+  const before = new Set(await transcripts());
+  return async () => {
+    if ((await transcripts()).some((f) => !before.has(f))) return false;
+    return (await readEndedMarker(runDir)) === undefined;
+  };
+}
+
 /** What the attempt that spawned the waiting processes shares with them. */
 export interface PrewarmContext {
   binary: string;
@@ -85,7 +107,8 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
     const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: agentSettings(ctx.workerEnv), streamInput: true });
     const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt]);
-    if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched)) spawned.push(key);
+    const wanted = await stageNotStartedYet(stageDir, ctx.workspace.dir);
+    if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched, wanted)) spawned.push(key);
   }
   return spawned;
 }
