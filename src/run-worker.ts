@@ -10,6 +10,7 @@ import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
+import { missingSandboxPackages, SANDBOX_INSTALL, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -108,6 +109,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
       warmPool: resources.warmPool,
       exitingAgents: resources.exitingAgents,
       agentTelemetryEnv: (tags) => agentTelemetryEnv(env, tags),
+      sandbox: settings.sandbox,
     },
     api: {
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
@@ -177,9 +179,11 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
+    sandbox: settings.sandbox,
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });
+  await warnOfMissingSandbox(env, settings.sandbox, logger);
   const adopting = adoptFirstBuildInBackground(worker, logger);
   const onSignal = (signal: string): void =>
     logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });
@@ -219,4 +223,16 @@ export async function checkWorkerHealth(env: NodeJS.ProcessEnv = process.env): P
   if (!info) return `no health file at ${healthFile}: the worker is not polling`;
   const age = Date.now() - info.mtimeMs;
   return age > HEALTH_MAX_AGE_MS ? `the health file ${healthFile} is ${Math.round(age / 1000)}s old: the worker stopped polling` : undefined;
+}
+
+/** Says at start-up, loudly, when the agents' Bash cannot be sandboxed on this host. */
+async function warnOfMissingSandbox(env: NodeJS.ProcessEnv, mode: SandboxMode, logger: { warn(message: string, meta?: Record<string, unknown>): void }): Promise<void> {
+  if (mode === 'off') {
+    logger.warn(`${SANDBOX_VARIABLE}=off: CLI agents' Bash runs WITHOUT Claude Code's sandbox and can read this worker's environment and files`);
+    return;
+  }
+  const missing = await missingSandboxPackages(env);
+  if (missing.length === 0) return;
+  const effect = mode === 'required' ? 'every CLI stage that may use Bash will fail with SANDBOX_UNAVAILABLE' : "CLI agents' Bash runs WITHOUT Claude Code's sandbox";
+  logger.warn(`${missing.join(' and ')} not installed: ${effect}; install with \`${SANDBOX_INSTALL}\``, { sandbox: mode, missingPackages: missing });
 }

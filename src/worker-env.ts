@@ -1,6 +1,7 @@
 import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
+import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { ConfigError } from './config.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
@@ -26,6 +27,12 @@ export interface WorkerEnvOptions {
   healthFile?: string;
   /** Warm start of CLI agents (`AGENT_PIPELINE_PREWARM=on|off`, `AGENT_PIPELINE_PREWARM_TTL`). */
   prewarm: WarmStartSettings;
+  /**
+   * Claude Code's sandbox around CLI agents' Bash (`AGENT_PIPELINE_SANDBOX=required|auto|off`): `required` fails a stage
+   * the host cannot sandbox (`SANDBOX_UNAVAILABLE`), `auto` sandboxes where it can and warns where it cannot.
+   * @default auto (the container image sets required)
+   */
+  sandbox: SandboxMode;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -52,12 +59,17 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
     prewarm: readWarmStart(env),
+    sandbox: readSetting(() => sandboxModeFromEnv(env)),
   };
 }
 
 function readWarmStart(env: NodeJS.ProcessEnv): WarmStartSettings {
+  return readSetting(() => warmStartSettings(env));
+}
+
+function readSetting<T>(read: () => T): T {
   try {
-    return warmStartSettings(env);
+    return read();
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }

@@ -1,0 +1,136 @@
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  decideSandbox,
+  mergeAgentSettings,
+  missingSandboxPackages,
+  prepareAgentSettings,
+  sandboxModeFromEnv,
+  stageMayUseBash,
+} from '../../src/activities/backends/claude-cli/agent-settings.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import type { StageDefinition } from '../../src/pipeline/schema.js';
+import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
+
+const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
+  const full: StageDefinition = { id: 'work', prompt: 'x', ...definition };
+  return resolveStage({ name: 'p', stages: [full] }, full);
+};
+const BASH = { allowedTools: ['Read', 'Bash'] };
+
+let scratch: string;
+let noSandboxPath: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'agent-settings-'));
+  // A PATH with bwrap but without socat.
+  noSandboxPath = path.join(scratch, 'bin');
+  await mkdir(noSandboxPath);
+  await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\n', { mode: 0o755 });
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('AGENT_PIPELINE_SANDBOX', () => {
+  test('is required, auto or off, auto by default; anything else names the variable and the choices', () => {
+    expect(sandboxModeFromEnv({})).toBe('auto');
+    expect(sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: ' Required ' })).toBe('required');
+    expect(() => sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: 'yes' })).toThrow('AGENT_PIPELINE_SANDBOX=yes is not one of required, auto, off');
+  });
+});
+
+describe('the pipeline field `sandbox`', () => {
+  test('takes true, false or options with host names, and refuses a URL as a host', () => {
+    const ok = parsePipeline('name: p\ndefaults: { sandbox: { allowedDomains: [github.com, "*.npmjs.org"] } }\nstages:\n  - { id: a, prompt: x, sandbox: false }\n');
+    expect(ok.defaults?.sandbox).toEqual({ allowedDomains: ['github.com', '*.npmjs.org'] });
+    expect(() => parsePipeline('name: p\nstages:\n  - { id: a, prompt: x, sandbox: { allowedDomains: ["https://github.com/x"] } }\n')).toThrow(/allowedDomains/);
+  });
+});
+
+describe('which stages are sandboxed', () => {
+  test('by default every stage that may run Bash, and no other', () => {
+    expect(stageMayUseBash(stageOf(BASH))).toBe(true);
+    expect(stageMayUseBash(stageOf({ allowedTools: ['Bash(git status:*)'] }))).toBe(true);
+    expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits' }))).toBe(true);
+    expect(stageMayUseBash(stageOf({ allowedTools: ['Read', 'Edit'] }))).toBe(false);
+    expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits', disallowedTools: ['Bash'] }))).toBe(false);
+    expect(decideSandbox(stageOf(BASH), 'auto', []).enabled).toBe(true);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'auto', []).enabled).toBe(false);
+  });
+
+  test('`required` overrules `sandbox: false` and fails a Bash stage without the packages; `auto` warns and goes on', () => {
+    const optedOut = decideSandbox(stageOf({ ...BASH, sandbox: false }), 'required', []);
+    expect(optedOut.enabled).toBe(true);
+    expect(optedOut.warnings[0]).toContain('overruled');
+    expect(decideSandbox(stageOf(BASH), 'required', ['socat']).missing).toEqual(['socat']);
+    // A stage that cannot run Bash is not failed for a missing sandbox.
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', ['socat'])).toEqual({ enabled: false, warnings: [], missing: [] });
+    const auto = decideSandbox(stageOf(BASH), 'auto', ['bubblewrap', 'socat']);
+    expect(auto.enabled).toBe(false);
+    expect(auto.warnings[0]).toContain('WITHOUT');
+    expect(auto.warnings[0]).toContain('apt-get install -y bubblewrap socat');
+  });
+
+  test('missing packages are found on PATH, and only on Linux', async () => {
+    expect(await missingSandboxPackages({ PATH: noSandboxPath }, 'linux')).toEqual(['socat']);
+    expect(await missingSandboxPackages({ PATH: '' }, 'linux')).toEqual(['bubblewrap', 'socat']);
+    expect(await missingSandboxPackages({ PATH: '' }, 'darwin')).toEqual([]);
+  });
+});
+
+describe('the settings an attempt gets', () => {
+  const operator = {
+    apiKeyHelper: '/usr/local/bin/key',
+    sandbox: { enabled: false, allowUnsandboxedCommands: true, autoAllowBashIfSandboxed: true, failIfUnavailable: false, network: { allowedDomains: ['internal.example'] } },
+  };
+
+  test('merge the operator, then the pipeline, then what the worker enforces, which nothing below weakens', () => {
+    const stage = stageOf({ ...BASH, sandbox: { allowedDomains: ['github.com'] } });
+    const merged = mergeAgentSettings(operator, stage, decideSandbox(stage, 'required', []), 'required');
+    expect(merged).toEqual({
+      apiKeyHelper: '/usr/local/bin/key',
+      sandbox: {
+        enabled: true,
+        allowUnsandboxedCommands: false,
+        autoAllowBashIfSandboxed: false,
+        failIfUnavailable: true,
+        network: { allowedDomains: ['internal.example', 'github.com'] },
+      },
+    });
+  });
+
+  test('let a pipeline ask for sandboxed Bash to be allowed without `allowedTools`, and otherwise keep the operator\'s settings', () => {
+    const stage = stageOf({ ...BASH, sandbox: { autoAllowBash: true } });
+    expect(mergeAgentSettings({}, stage, decideSandbox(stage, 'auto', []), 'auto')).toMatchObject({ sandbox: { autoAllowBashIfSandboxed: true, failIfUnavailable: false } });
+    expect(mergeAgentSettings(operator, stageOf(BASH), decideSandbox(stageOf(BASH), 'off', []), 'off')).toBe(operator);
+  });
+
+  test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
+    const stageDir = path.join(scratch, 'stages', 'work');
+    const env = { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) };
+    const first = await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    expect(first.file).toBe(path.join(stageDir, 'settings.json'));
+    expect((await stat(first.file)).mode & 0o777).toBe(0o600);
+    const written = JSON.parse(await readFile(first.file, 'utf8')) as typeof operator;
+    expect(written.apiKeyHelper).toBe('/usr/local/bin/key');
+    const before = (await stat(first.file)).mtimeMs;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    expect((await stat(first.file)).mtimeMs).toBe(before);
+  });
+
+  test('fail a Bash stage with SANDBOX_UNAVAILABLE naming the packages when the worker requires the sandbox', async () => {
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, 'required', path.join(scratch, 'stages', 'b')).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
+    expect((failure as Error).message).toContain('socat is not installed');
+    expect((failure as Error).message).toContain('apt-get install -y socat');
+  });
+
+  test('name the variable when the operator\'s settings are not JSON', async () => {
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', path.join(scratch, 'stages', 'c')).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
+    expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
+  });
+});
