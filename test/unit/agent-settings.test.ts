@@ -8,9 +8,9 @@ import {
   missingSandboxPackages,
   prepareAgentSettings,
   sandboxModeFromEnv,
-  stageMayUseBash,
 } from '../../src/activities/backends/claude-cli/agent-settings.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
+import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
 
@@ -43,9 +43,9 @@ describe('AGENT_PIPELINE_SANDBOX', () => {
 
 describe('the pipeline field `sandbox`', () => {
   test('takes true, false or options with host names, and refuses a URL as a host', () => {
-    const ok = parsePipeline('name: p\ndefaults: { sandbox: { allowedDomains: [github.com, "*.npmjs.org"] } }\nstages:\n  - { id: a, prompt: x, sandbox: false }\n');
+    const ok = parsePipeline('name: p\ndefaults: { sandbox: { allowedDomains: [github.com, "*.npmjs.org"] } }\nstages:\n  - { id: a, prompt: x, sandbox: false }\n', 'p.yaml');
     expect(ok.defaults?.sandbox).toEqual({ allowedDomains: ['github.com', '*.npmjs.org'] });
-    expect(() => parsePipeline('name: p\nstages:\n  - { id: a, prompt: x, sandbox: { allowedDomains: ["https://github.com/x"] } }\n')).toThrow(/allowedDomains/);
+    expect(() => parsePipeline('name: p\nstages:\n  - { id: a, prompt: x, sandbox: { allowedDomains: ["https://github.com/x"] } }\n', 'p.yaml')).toThrow(/allowedDomains/);
   });
 });
 
@@ -132,5 +132,27 @@ describe('the settings an attempt gets', () => {
     const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', path.join(scratch, 'stages', 'c')).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
     expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
+  });
+});
+
+describe('validate', () => {
+  test('notes a CLI stage whose sandboxed Bash has no hosts allowed, and no other', async () => {
+    const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
+    const report = await validatePipeline(
+      {
+        name: 'net',
+        stages: [
+          { id: 'build', prompt: 'Do the work.', allowedTools: ['Bash'] },
+          { id: 'fetch', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: { allowedDomains: ['registry.npmjs.org'] } },
+          { id: 'read', prompt: 'Do the work.', allowedTools: ['Read'] },
+          { id: 'api', prompt: 'Do the work.', backend: 'anthropic-api' },
+        ],
+      },
+      { baseDir: scratch },
+    );
+    expect(report.problems).toEqual([]);
+    const sandboxNotes = report.notes.filter((n) => n.message.includes('sandbox'));
+    expect(sandboxNotes.map((n) => n.field)).toEqual(['stages[0].allowedTools']);
+    expect(sandboxNotes[0].message).toContain('allowedDomains');
   });
 });

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
+import { stageMayUseBash } from '../../../pipeline/stage-tools.js';
 import { stageFailure } from '../../failures.js';
 import { findExecutable } from '../../process/find-executable.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
@@ -41,16 +42,6 @@ export async function missingSandboxPackages(env: NodeJS.ProcessEnv, platform: N
   const commands: Record<(typeof SANDBOX_PACKAGES)[number], string> = { bubblewrap: 'bwrap', socat: 'socat' };
   const found = await Promise.all(SANDBOX_PACKAGES.map(async (pkg) => ((await findExecutable(commands[pkg], env)) ? undefined : pkg)));
   return found.filter((pkg): pkg is (typeof SANDBOX_PACKAGES)[number] => pkg !== undefined);
-}
-
-/** Permission modes in which the CLI runs Bash commands that `allowedTools` does not name. */
-const BASH_WITHOUT_ALLOW_LIST = new Set(['acceptEdits', 'bypassPermissions', 'auto', 'default']);
-
-/** Whether a stage's agent may run Bash at all: allowed by name, or by a permission mode that lets commands through. */
-export function stageMayUseBash(stage: Pick<ResolvedStage, 'allowedTools' | 'disallowedTools' | 'permissionMode'>): boolean {
-  if (stage.disallowedTools?.includes('Bash')) return false;
-  if (stage.allowedTools?.some((tool) => tool === 'Bash' || tool.startsWith('Bash('))) return true;
-  return BASH_WITHOUT_ALLOW_LIST.has(stage.permissionMode ?? 'dontAsk');
 }
 
 /** What the worker decided about one attempt's sandbox. */
