@@ -83,7 +83,15 @@ describe('which stages are sandboxed', () => {
 describe('the settings an attempt gets', () => {
   const operator = {
     apiKeyHelper: '/usr/local/bin/key',
-    sandbox: { enabled: false, allowUnsandboxedCommands: true, autoAllowBashIfSandboxed: true, failIfUnavailable: false, network: { allowedDomains: ['internal.example'] } },
+    sandbox: {
+      enabled: false,
+      allowUnsandboxedCommands: true,
+      autoAllowBashIfSandboxed: true,
+      failIfUnavailable: false,
+      excludedCommands: ['docker'],
+      enableWeakerNestedSandbox: true,
+      network: { allowedDomains: ['internal.example'] },
+    },
   };
 
   test('merge the operator, then the pipeline, then what the worker enforces, which nothing below weakens', () => {
@@ -97,6 +105,10 @@ describe('the settings an attempt gets', () => {
         autoAllowBashIfSandboxed: false,
         failIfUnavailable: true,
         network: { allowedDomains: ['internal.example', 'github.com'] },
+        excludedCommands: [],
+        enableWeakerNestedSandbox: false,
+        enableWeakerNetworkIsolation: false,
+        filesystem: { disabled: false },
       },
     });
   });

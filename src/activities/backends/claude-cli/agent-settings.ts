@@ -114,18 +114,24 @@ export function mergeAgentSettings(operator: Json, stage: ResolvedStage, decisio
   const network = objectAt(sandbox.network);
   const operatorDomains = Array.isArray(network.allowedDomains) ? (network.allowedDomains as unknown[]).filter((d) => typeof d === 'string') : [];
   const allowedDomains = [...new Set([...operatorDomains, ...(option.allowedDomains ?? [])])];
-  return {
-    ...operator,
-    sandbox: {
-      ...sandbox,
-      enabled: true,
-      network: { ...network, allowedDomains },
-      allowUnsandboxedCommands: false,
-      autoAllowBashIfSandboxed: option.autoAllowBash === true,
-      failIfUnavailable: mode === 'required',
-    },
+  const enforced: Json = {
+    ...sandbox,
+    enabled: true,
+    network: { ...network, allowedDomains },
+    allowUnsandboxedCommands: false,
+    autoAllowBashIfSandboxed: option.autoAllowBash === true,
+    failIfUnavailable: mode === 'required',
   };
+  if (mode === 'required') Object.assign(enforced, REQUIRED_OVERRIDES, { filesystem: { ...objectAt(sandbox.filesystem), disabled: false } });
+  return { ...operator, sandbox: enforced };
 }
+
+/**
+ * What `required` also turns off in the operator's sandbox settings, each a way around the sandbox the CLI itself names
+ * as weakening: commands run outside it, the host's /proc shown inside it (the worker's environment with it), a looser
+ * network lock. An operator who needs one (a container without user namespaces) runs with `auto` and says so.
+ */
+const REQUIRED_OVERRIDES = { excludedCommands: [], enableWeakerNestedSandbox: false, enableWeakerNetworkIsolation: false } as const;
 
 /**
  * Writes the attempt's settings file in `stageDir` (mode 0600) and returns its path. A file that already holds the same
