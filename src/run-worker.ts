@@ -10,7 +10,7 @@ import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
-import { missingSandboxPackages, SANDBOX_INSTALL, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
+import { missingSandboxPackages, probeSandbox, SANDBOX_INSTALL, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -231,8 +231,14 @@ async function warnOfMissingSandbox(env: NodeJS.ProcessEnv, mode: SandboxMode, l
     logger.warn(`${SANDBOX_VARIABLE}=off: CLI agents' Bash runs WITHOUT Claude Code's sandbox and can read this worker's environment and files`);
     return;
   }
-  const missing = await missingSandboxPackages(env);
-  if (missing.length === 0) return;
   const effect = mode === 'required' ? 'every CLI stage that may use Bash will fail with SANDBOX_UNAVAILABLE' : "CLI agents' Bash runs WITHOUT Claude Code's sandbox";
-  logger.warn(`${missing.join(' and ')} not installed: ${effect}; install with \`${SANDBOX_INSTALL}\``, { sandbox: mode, missingPackages: missing });
+  const missing = await missingSandboxPackages(env);
+  if (missing.length > 0) {
+    logger.warn(`${missing.join(' and ')} not installed: ${effect}; install with \`${SANDBOX_INSTALL}\``, { sandbox: mode, missingPackages: missing });
+    return;
+  }
+  const refused = await probeSandbox(env);
+  if (refused) {
+    logger.warn(`bubblewrap cannot create the sandbox's namespaces here (${refused}): ${effect}; in a container see docs/deployment.md`, { sandbox: mode });
+  }
 }

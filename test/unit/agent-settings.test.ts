@@ -7,6 +7,7 @@ import {
   mergeAgentSettings,
   missingSandboxPackages,
   prepareAgentSettings,
+  probeSandbox,
   sandboxModeFromEnv,
 } from '../../src/activities/backends/claude-cli/agent-settings.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
@@ -19,6 +20,8 @@ const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
   return resolveStage({ name: 'p', stages: [full] }, full);
 };
 const BASH = { allowedTools: ['Read', 'Bash'] };
+/** This host's missing sandbox packages: the real probe is checked only where they are installed. */
+const missing = await missingSandboxPackages(process.env);
 
 let scratch: string;
 let noSandboxPath: string;
@@ -166,5 +169,15 @@ describe('validate', () => {
     const sandboxNotes = report.notes.filter((n) => n.message.includes('sandbox'));
     expect(sandboxNotes.map((n) => n.field)).toEqual(['stages[0].allowedTools']);
     expect(sandboxNotes[0].message).toContain('allowedDomains');
+  });
+});
+
+describe('the start-up probe', () => {
+  test('finds bubblewrap able to make its namespaces here, and says why not when it cannot run', async () => {
+    expect(await probeSandbox({ PATH: '' }, 'linux')).toBe('bubblewrap is not installed');
+    // A bwrap that fails stands for a host that refuses user namespaces.
+    await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\necho "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n', { mode: 0o755 });
+    expect(await probeSandbox({ PATH: noSandboxPath }, 'linux')).toBe('bwrap: setting up uid map: Permission denied');
+    if (missing.length === 0) expect(await probeSandbox(process.env)).toBeUndefined();
   });
 });

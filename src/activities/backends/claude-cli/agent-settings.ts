@@ -1,3 +1,4 @@
+import { execa } from 'execa';
 import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -42,6 +43,25 @@ export async function missingSandboxPackages(env: NodeJS.ProcessEnv, platform: N
   const commands: Record<(typeof SANDBOX_PACKAGES)[number], string> = { bubblewrap: 'bwrap', socat: 'socat' };
   const found = await Promise.all(SANDBOX_PACKAGES.map(async (pkg) => ((await findExecutable(commands[pkg], env)) ? undefined : pkg)));
   return found.filter((pkg): pkg is (typeof SANDBOX_PACKAGES)[number] => pkg !== undefined);
+}
+
+/**
+ * Whether bubblewrap can make the namespaces the sandbox needs on this host: a container's default seccomp profile, a
+ * masked /proc or a kernel that restricts unprivileged user namespaces stops it even with the packages installed.
+ * Resolves to what bubblewrap said when it could not, else undefined (also outside Linux).
+ */
+export async function probeSandbox(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<string | undefined> {
+  if (platform !== 'linux') return undefined;
+  const bwrap = await findExecutable('bwrap', env);
+  if (!bwrap) return 'bubblewrap is not installed';
+  const probe = await execa(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-all', '--die-with-parent', '--', 'true'], {
+    reject: false,
+    timeout: 10_000,
+    stdin: 'ignore',
+    env: { PATH: env.PATH ?? '' },
+    extendEnv: false,
+  });
+  return probe.exitCode === 0 ? undefined : (String(probe.stderr).trim().split('\n').at(-1) ?? '') || `bwrap exited with code ${probe.exitCode}`;
 }
 
 /** What the worker decided about one attempt's sandbox. */
