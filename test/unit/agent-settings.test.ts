@@ -20,6 +20,7 @@ const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
   return resolveStage({ name: 'p', stages: [full] }, full);
 };
 const BASH = { allowedTools: ['Read', 'Bash'] };
+const READY = { missing: [] };
 /** This host's missing sandbox packages: the real probe is checked only where they are installed. */
 const missing = await missingSandboxPackages(process.env);
 
@@ -59,21 +60,24 @@ describe('which stages are sandboxed', () => {
     expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits' }))).toBe(true);
     expect(stageMayUseBash(stageOf({ allowedTools: ['Read', 'Edit'] }))).toBe(false);
     expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits', disallowedTools: ['Bash'] }))).toBe(false);
-    expect(decideSandbox(stageOf(BASH), 'auto', []).enabled).toBe(true);
-    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'auto', []).enabled).toBe(false);
+    expect(decideSandbox(stageOf(BASH), 'auto', READY).enabled).toBe(true);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'auto', READY).enabled).toBe(false);
   });
 
   test('`required` overrules `sandbox: false` and fails a Bash stage without the packages; `auto` warns and goes on', () => {
-    const optedOut = decideSandbox(stageOf({ ...BASH, sandbox: false }), 'required', []);
+    const optedOut = decideSandbox(stageOf({ ...BASH, sandbox: false }), 'required', READY);
     expect(optedOut.enabled).toBe(true);
     expect(optedOut.warnings[0]).toContain('overruled');
-    expect(decideSandbox(stageOf(BASH), 'required', ['socat']).missing).toEqual(['socat']);
+    expect(decideSandbox(stageOf(BASH), 'required', { missing: ['socat'] }).unavailable).toEqual({ reason: 'socat is not installed on the worker', missing: ['socat'] });
+    const refused = { missing: [], refused: 'bwrap: setting up uid map: Permission denied' };
+    expect(decideSandbox(stageOf(BASH), 'required', refused).unavailable?.reason).toContain('cannot create the sandbox\'s namespaces on the worker (bwrap: setting up uid map');
     // A stage that cannot run Bash is not failed for a missing sandbox.
-    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', ['socat'])).toEqual({ enabled: false, warnings: [], missing: [] });
-    const auto = decideSandbox(stageOf(BASH), 'auto', ['bubblewrap', 'socat']);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', { missing: ['socat'] })).toEqual({ enabled: false, warnings: [] });
+    const auto = decideSandbox(stageOf(BASH), 'auto', { missing: ['bubblewrap', 'socat'] });
     expect(auto.enabled).toBe(false);
     expect(auto.warnings[0]).toContain('WITHOUT');
     expect(auto.warnings[0]).toContain('apt-get install -y bubblewrap socat');
+    expect(decideSandbox(stageOf(BASH), 'auto', refused)).toMatchObject({ enabled: false, warnings: [expect.stringContaining('docs/deployment.md')] });
   });
 
   test('missing packages are found on PATH, and only on Linux', async () => {
@@ -99,7 +103,7 @@ describe('the settings an attempt gets', () => {
 
   test('merge the operator, then the pipeline, then what the worker enforces, which nothing below weakens', () => {
     const stage = stageOf({ ...BASH, sandbox: { allowedDomains: ['github.com'] } });
-    const merged = mergeAgentSettings(operator, stage, decideSandbox(stage, 'required', []), 'required');
+    const merged = mergeAgentSettings(operator, stage, decideSandbox(stage, 'required', READY), 'required');
     expect(merged).toEqual({
       apiKeyHelper: '/usr/local/bin/key',
       sandbox: {
@@ -118,8 +122,8 @@ describe('the settings an attempt gets', () => {
 
   test('let a pipeline ask for sandboxed Bash to be allowed without `allowedTools`, and otherwise keep the operator\'s settings', () => {
     const stage = stageOf({ ...BASH, sandbox: { autoAllowBash: true } });
-    expect(mergeAgentSettings({}, stage, decideSandbox(stage, 'auto', []), 'auto')).toMatchObject({ sandbox: { autoAllowBashIfSandboxed: true, failIfUnavailable: false } });
-    expect(mergeAgentSettings(operator, stageOf(BASH), decideSandbox(stageOf(BASH), 'off', []), 'off')).toBe(operator);
+    expect(mergeAgentSettings({}, stage, decideSandbox(stage, 'auto', READY), 'auto')).toMatchObject({ sandbox: { autoAllowBashIfSandboxed: true, failIfUnavailable: false } });
+    expect(mergeAgentSettings(operator, stageOf(BASH), decideSandbox(stageOf(BASH), 'off', READY), 'off')).toBe(operator);
   });
 
   test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
@@ -141,6 +145,12 @@ describe('the settings an attempt gets', () => {
     expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
     expect((failure as Error).message).toContain('socat is not installed');
     expect((failure as Error).message).toContain('apt-get install -y socat');
+    // Packages there, namespaces refused (a container's defaults): failed too, pointing at the container settings.
+    const refusedHost = async () => ({ missing: [], refused: 'bwrap: No permissions to creating new namespace' });
+    const refused = await prepareAgentSettings(stageOf(BASH), process.env, 'required', path.join(scratch, 'stages', 'b'), refusedHost).catch((err: unknown) => err as Error);
+    expect(refused).toMatchObject({ type: 'SANDBOX_UNAVAILABLE' });
+    expect((refused as Error).message).toContain('No permissions to creating new namespace');
+    expect((refused as Error).message).toContain('docs/deployment.md');
   });
 
   test('name the variable when the operator\'s settings are not JSON', async () => {

@@ -64,39 +64,64 @@ export async function probeSandbox(env: NodeJS.ProcessEnv, platform: NodeJS.Plat
   return probe.exitCode === 0 ? undefined : (String(probe.stderr).trim().split('\n').at(-1) ?? '') || `bwrap exited with code ${probe.exitCode}`;
 }
 
+/** What a host offers the sandbox: the packages it lacks, or why bubblewrap cannot make its namespaces there. */
+export interface SandboxHost {
+  missing: string[];
+  refused?: string;
+}
+
+/** Checks a host: its packages, then (with them) whether bubblewrap can start there. */
+export async function checkSandboxHost(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<SandboxHost> {
+  const missing = await missingSandboxPackages(env, platform);
+  if (missing.length > 0) return { missing };
+  const refused = await probeSandbox(env, platform);
+  return refused ? { missing, refused } : { missing };
+}
+
+/** A check of the host made once, when first asked, for a worker's life: the host does not change under it. */
+export function sandboxHostOnce(env: NodeJS.ProcessEnv): () => Promise<SandboxHost> {
+  let checked: Promise<SandboxHost> | undefined;
+  return () => (checked ??= checkSandboxHost(env));
+}
+
 /** What the worker decided about one attempt's sandbox. */
 export interface SandboxDecision {
   /** Whether the settings turn the sandbox on. */
   enabled: boolean;
   /** Said in the stage result (and so in `status`) when the stage runs with less than it asked for. */
   warnings: string[];
-  /** With `required`: the packages whose absence fails the stage (`SANDBOX_UNAVAILABLE`). */
-  missing: string[];
+  /** With `required`: why the host cannot sandbox the stage, which fails it (`SANDBOX_UNAVAILABLE`). */
+  unavailable?: { reason: string; missing: string[] };
+}
+
+/** Why a host cannot sandbox, in words, with what to do. */
+function describeUnavailable(host: SandboxHost): string | undefined {
+  if (host.missing.length > 0) return `${host.missing.join(' and ')} ${host.missing.length > 1 ? 'are' : 'is'} not installed on the worker`;
+  if (host.refused) return `bubblewrap cannot create the sandbox's namespaces on the worker (${host.refused})`;
+  return undefined;
 }
 
 /** Decides whether an attempt is sandboxed, from the worker's mode, the stage's option and the host. */
-export function decideSandbox(stage: ResolvedStage, mode: SandboxMode, missing: string[]): SandboxDecision {
+export function decideSandbox(stage: ResolvedStage, mode: SandboxMode, host: SandboxHost): SandboxDecision {
   const option = stage.sandbox;
   const asked = option === undefined ? stageMayUseBash(stage) : typeof option === 'boolean' ? option : option.enabled !== false;
-  if (mode === 'off') return { enabled: false, warnings: [], missing: [] };
+  const unavailable = describeUnavailable(host);
+  if (mode === 'off') return { enabled: false, warnings: [] };
   if (mode === 'required') {
     // A stage that cannot run Bash needs no sandbox to be safe: it is sandboxed where the host can, and never failed for it.
-    if (!stageMayUseBash(stage)) return { enabled: missing.length === 0, warnings: [], missing: [] };
+    if (!stageMayUseBash(stage)) return { enabled: unavailable === undefined, warnings: [] };
     const warnings = asked ? [] : [`the worker requires the sandbox (${SANDBOX_VARIABLE}=required), so the stage's \`sandbox: false\` was overruled`];
-    return { enabled: true, warnings, missing };
+    return { enabled: true, warnings, ...(unavailable ? { unavailable: { reason: unavailable, missing: host.missing } } : {}) };
   }
-  if (!asked) return { enabled: false, warnings: [], missing: [] };
-  if (missing.length > 0) {
+  if (!asked) return { enabled: false, warnings: [] };
+  if (unavailable) {
+    const fix = host.missing.length > 0 ? `install with \`${SANDBOX_INSTALL}\`` : 'see docs/deployment.md for containers';
     return {
       enabled: false,
-      missing: [],
-      warnings: [
-        `the agent's Bash ran WITHOUT Claude Code's sandbox: ${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not installed on the worker ` +
-          `(install with \`${SANDBOX_INSTALL}\`, or set ${SANDBOX_VARIABLE}=required to fail such stages instead)`,
-      ],
+      warnings: [`the agent's Bash ran WITHOUT Claude Code's sandbox: ${unavailable} (${fix}, or set ${SANDBOX_VARIABLE}=required to fail such stages instead)`],
     };
   }
-  return { enabled: true, warnings: [], missing: [] };
+  return { enabled: true, warnings: [] };
 }
 
 type Json = Record<string, unknown>;
@@ -189,16 +214,23 @@ export interface AgentSettingsFile {
  * @throws the `SANDBOX_UNAVAILABLE` failure when the worker requires the sandbox and the host lacks its packages,
  * `CONFIG_INVALID` when the operator's settings cannot be read
  */
-export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, mode: SandboxMode, stageDir: string): Promise<AgentSettingsFile> {
-  const missing = mode === 'off' ? [] : await missingSandboxPackages(env);
-  const sandbox = decideSandbox(stage, mode, missing);
-  if (sandbox.missing.length > 0) {
+export async function prepareAgentSettings(
+  stage: ResolvedStage,
+  env: NodeJS.ProcessEnv,
+  mode: SandboxMode,
+  stageDir: string,
+  host: () => Promise<SandboxHost> = () => checkSandboxHost(env),
+): Promise<AgentSettingsFile> {
+  const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host());
+  if (sandbox.unavailable) {
+    const { reason, missing } = sandbox.unavailable;
+    const install = missing.length > 0 ? `install ${missing.join(' and ')} on the worker (\`apt-get install -y ${missing.join(' ')}\` on Debian or Ubuntu) and restart it` : 'give the worker user namespaces (in a container: docs/deployment.md)';
     throw stageFailure({
       type: 'SANDBOX_UNAVAILABLE',
       stageId: stage.id,
-      message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=required), and ${sandbox.missing.join(' and ')} ${sandbox.missing.length > 1 ? 'are' : 'is'} not installed on it`,
-      hint: `install ${sandbox.missing.join(' and ')} on the worker (\`apt-get install -y ${sandbox.missing.join(' ')}\` on Debian or Ubuntu) and restart it, or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
-      details: { missingPackages: sandbox.missing },
+      message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=required), and ${reason}`,
+      hint: `${install}, or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
+      details: { missingPackages: missing },
     });
   }
   let operator: Json;

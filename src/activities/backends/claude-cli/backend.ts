@@ -10,7 +10,7 @@ import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
 import type { ExitingAgents } from './agent-exits.js';
 import { agentEnvironment, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
-import { prepareAgentSettings, type SandboxMode } from './agent-settings.js';
+import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
@@ -54,6 +54,8 @@ export interface ClaudeCliOptions {
    * @default auto
    */
   sandbox?: SandboxMode;
+  /** What this host offers the sandbox, checked once per worker (`sandboxHostOnce`). @default checked on every attempt */
+  sandboxHost?: () => Promise<SandboxHost>;
 }
 
 /**
@@ -157,7 +159,7 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 /** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
-  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir);
+  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost);
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
@@ -241,7 +243,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
 function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
   const pool = options.warmPool;
   if (!pool || !request.prewarm) return undefined;
-  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto' };
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto', sandboxHost: options.sandboxHost };
   return request
     .prewarm()
     .then((targets) => prewarmStages(pool, targets, context))

@@ -6,7 +6,7 @@ import { durationSchema } from '../../../pipeline/schema.js';
 import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
-import { prepareAgentSettings, type SandboxMode } from './agent-settings.js';
+import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
@@ -65,6 +65,7 @@ export interface PrewarmContext {
   mcpServers?: BackendRequest['mcpServers'];
   /** The worker's sandbox mode: the waiting process gets the settings file its stage's attempt will write. */
   sandbox: SandboxMode;
+  sandboxHost?: () => Promise<SandboxHost>;
 }
 
 /**
@@ -82,7 +83,7 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable) is not started ahead of time: its attempt reports why.
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir).catch(() => undefined);
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
