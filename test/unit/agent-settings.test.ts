@@ -71,7 +71,9 @@ describe('which stages are sandboxed', () => {
     expect(decideSandbox(stageOf(BASH), 'required', { missing: ['socat'] }).unavailable).toEqual({ reason: 'socat is not installed on the worker', missing: ['socat'] });
     const refused = { missing: [], refused: 'bwrap: setting up uid map: Permission denied' };
     expect(decideSandbox(stageOf(BASH), 'required', refused).unavailable?.reason).toContain('cannot create the sandbox\'s namespaces on the worker (bwrap: setting up uid map');
-    // A stage that cannot run Bash is not failed for a missing sandbox.
+    // A stage that cannot run Bash is not slowed by a sandbox it has no use for, unless it asks; nor failed for the host.
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', READY).enabled).toBe(false);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'], sandbox: true }), 'required', READY).enabled).toBe(true);
     expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', { missing: ['socat'] })).toEqual({ enabled: false, warnings: [] });
     const auto = decideSandbox(stageOf(BASH), 'auto', { missing: ['bubblewrap', 'socat'] });
     expect(auto.enabled).toBe(false);
