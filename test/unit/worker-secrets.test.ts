@@ -2,6 +2,9 @@ import { afterEach, describe, expect, test, vi } from 'vitest';
 import { workerSecretValues } from '../../src/activities/backends/claude-cli/agent-auth.js';
 import type { CliProcessResult } from '../../src/activities/backends/claude-cli/agent-process.js';
 import { attemptWarn, followToExit } from '../../src/activities/backends/claude-cli/backend.js';
+import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
+import { loadModelCatalog } from '../../src/activities/backends/models.js';
+import { createActivities } from '../../src/activities/index.js';
 import { REDACTED, SecretRegistry } from '../../src/activities/secrets.js';
 
 /*
@@ -60,6 +63,16 @@ describe('the secrets a worker registers', () => {
     expect(values).not.toContain('agent-pipeline');
     const secrets = new SecretRegistry(values);
     expect(secrets.redact('Authorization: Bearer otel-bearer-0003')).not.toContain('otel-bearer-0003');
+  });
+});
+
+describe('a worker built with createActivities', () => {
+  test('registers GH_TOKEN, TEMPORAL_API_KEY and OpenTelemetry headers though no agent is given them', () => {
+    const secrets = new SecretRegistry();
+    const env = { GH_TOKEN: SECRET, TEMPORAL_API_KEY: 'temporal-cloud-key-0002', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer otel-bearer-0003' };
+    createActivities({ workspacesRoot: '/nonexistent', secrets, cli: { env, exitingAgents: new ExitingAgents() }, api: { models: loadModelCatalog({}) } });
+    // Main registered these only when AGENT_PIPELINE_AGENT_ENV named them.
+    expect(secrets.redact(`${SECRET} temporal-cloud-key-0002 otel-bearer-0003`)).toBe(`${REDACTED} ${REDACTED} ${REDACTED}`);
   });
 });
 
