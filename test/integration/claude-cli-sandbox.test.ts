@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/agent-settings.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { emptyHome } from './claude-cli-world.js';
+import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
@@ -148,5 +148,40 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
     expect(output).toContain('WROTE-OUTSIDE');
     expect(existsSync(path.join(outside, 'escape.txt'))).toBe(true);
     expect(forbidden.hits.length).toBeGreaterThan(0);
+  });
+});
+
+describe('a worker whose host lacks socat', () => {
+  let world: CliWorld;
+  let bin: string;
+  beforeAll(async () => {
+    world = await createCliWorld({ rules: [{ name: 'work', match: 'Task: work', turns: [{ tool: { name: 'Bash', input: { command: 'echo ran > ran.txt' } } }, { text: REPORT }] }] });
+    // Every program of this machine's PATH but socat (and so, to the sandbox, a host without it).
+    bin = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-'));
+    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).reverse()) {
+      for (const name of await readdir(dir).catch(() => [])) {
+        if (name !== 'socat') await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
+      }
+    }
+  });
+  afterAll(async () => {
+    await world?.close();
+    if (bin) await rm(bin, { recursive: true, force: true });
+  });
+
+  test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat when it requires the sandbox, before any agent starts', async () => {
+    const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'required' } });
+    const failure = await failureOf(attempt.outcome);
+    expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
+    expect(failure.message).toContain('socat is not installed on the worker');
+    expect(failure.message).toContain('apt-get install -y socat');
+    expect(existsSync(path.join(attempt.dir, 'ran.txt'))).toBe(false);
+  });
+
+  test('runs it unsandboxed with `auto`, and says so in the stage result', async () => {
+    const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'auto' } });
+    const outcome = await attempt.outcome;
+    expect(outcome.warnings).toEqual([expect.stringContaining("the agent's Bash ran WITHOUT Claude Code's sandbox: socat is not installed on the worker")]);
+    expect(await readFile(path.join(attempt.dir, 'ran.txt'), 'utf8')).toBe('ran\n');
   });
 });
