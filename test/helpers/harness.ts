@@ -13,6 +13,7 @@ import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { getStatusQuery } from '../../src/workflows/messages.js';
+import { TEST_SANDBOX_MODE } from './sandbox-host.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** `npm test` builds first, so integration tests load the same workflow bundle a user's worker does. */
@@ -69,6 +70,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     AGENT_PIPELINE_WORKSPACES: workspacesRoot,
     ANTHROPIC_BASE_URL: modelServer.url,
     ANTHROPIC_API_KEY: 'sk-test-harness-key',
+    AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
     ...options.env,
   };
   let worker: Worker | undefined;

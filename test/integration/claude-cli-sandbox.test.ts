@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/agent-settings.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -20,7 +20,7 @@ import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
  * stage completes; with AGENT_PIPELINE_SANDBOX=off the same probe finds the secrets, which proves the probe works.
  */
 
-const missing = await missingSandboxPackages(process.env);
+const missing = MISSING_SANDBOX_PACKAGES;
 if (missing.length > 0) {
   // One plain line, so a developer's `npm test` says what it left out and how to get it (CI installs them).
   console.warn(`SKIPPED the sandbox tests: ${missing.join(' and ')} not installed (Debian/Ubuntu: sudo apt-get install -y bubblewrap socat)`);
