@@ -167,13 +167,13 @@ class PipelineChecks {
     this.noteSandboxNetwork(list, i, stage);
   }
 
-  /** A CLI stage whose Bash runs sandboxed with no host allowed: whatever it fetched before (git, npm) now fails. */
+  /** A CLI stage whose Bash runs sandboxed, with no word on its network: whatever it fetched before (git, npm) now fails. */
   private noteSandboxNetwork(list: StageList, i: number, stage: StageDefinition): void {
     const resolved = resolveStage(this.pipeline, stage);
-    if (resolved.backend !== 'claude-cli' || !stageMayUseBash(resolved) || resolved.sandbox === false) return;
-    if (typeof resolved.sandbox === 'object' && (resolved.sandbox.enabled === false || (resolved.sandbox.allowedDomains?.length ?? 0) > 0)) return;
+    // A pipeline that says anything about the sandbox (here or in `defaults`) has made its choice.
+    if (resolved.backend !== 'claude-cli' || !stageMayUseBash(resolved) || resolved.sandbox !== undefined) return;
     this.noteAt(
-      [list, i, stage.sandbox !== undefined ? 'sandbox' : stage.allowedTools ? 'allowedTools' : 'id'],
+      [list, i, stage.allowedTools ? 'allowedTools' : 'id'],
       "Bash runs in Claude Code's sandbox with no network but the model API; list the hosts it needs, e.g. `sandbox: { allowedDomains: [github.com, registry.npmjs.org] }`",
     );
   }

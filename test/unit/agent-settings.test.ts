@@ -163,7 +163,7 @@ describe('the settings an attempt gets', () => {
 });
 
 describe('validate', () => {
-  test('notes a CLI stage whose sandboxed Bash has no hosts allowed, and no other', async () => {
+  test('notes a CLI stage whose sandboxed Bash runs with no word on its network, and no other', async () => {
     const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
     const report = await validatePipeline(
       {
@@ -171,6 +171,7 @@ describe('validate', () => {
         stages: [
           { id: 'build', prompt: 'Do the work.', allowedTools: ['Bash'] },
           { id: 'fetch', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: { allowedDomains: ['registry.npmjs.org'] } },
+          { id: 'offline', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: true },
           { id: 'read', prompt: 'Do the work.', allowedTools: ['Read'] },
           { id: 'api', prompt: 'Do the work.', backend: 'anthropic-api' },
         ],
