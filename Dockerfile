@@ -17,11 +17,12 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
-# Runtime stage: Node, git (run worktrees, the agents' own git use), tini (signals and orphaned tool processes), and
-# the built app owned by root, so the unprivileged user can run it but not change it.
+# Runtime stage: Node, git (run worktrees, the agents' own git use), tini (signals and orphaned tool processes),
+# bubblewrap and socat (Claude Code's sandbox around the agents' Bash), and the built app owned by root, so the
+# unprivileged user can run it but not change it.
 FROM node:${NODE_VERSION}-bookworm-slim AS runtime
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends ca-certificates git tini \
+  && apt-get install -y --no-install-recommends ca-certificates git tini bubblewrap socat \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build /app/package.json ./
@@ -31,7 +32,10 @@ COPY bin ./bin
 COPY examples ./examples
 # Every run's workspace lives here; with several workers it must be shared storage (a volume all replicas mount).
 RUN mkdir -p /workspaces && chown node:node /workspaces
+# AGENT_PIPELINE_SANDBOX=required: a stage whose agent may run Bash fails (SANDBOX_UNAVAILABLE) rather than run
+# unsandboxed. bubblewrap needs user namespaces and its own /proc: docker-compose.yml shows the container options.
 ENV NODE_ENV=production \
+    AGENT_PIPELINE_SANDBOX=required \
     AGENT_PIPELINE_WORKSPACES=/workspaces \
     AGENT_PIPELINE_HEALTH_FILE=/tmp/agent-pipeline-worker.health \
     AGENT_PIPELINE_LOG_FORMAT=json

@@ -11,6 +11,7 @@ import { createActivities } from './activities/index.js';
 import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
+import { SANDBOX_INSTALL, SANDBOX_VARIABLE, sandboxHostOnce, type SandboxHost, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { BACKENDS } from './pipeline/schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -73,15 +74,18 @@ interface WorkerResources {
   warmPool?: WarmPool;
   /** Agents whose stages completed on their result, still shutting down. */
   exitingAgents: ExitingAgents;
+  /** What this host offers Claude Code's sandbox, checked once. */
+  sandboxHost: () => Promise<SandboxHost>;
 }
 
-function createWorkerResources(settings: WorkerEnvOptions): WorkerResources {
+function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv): WorkerResources {
   const { enabled, ttlMs } = settings.prewarm;
   return {
     secrets: new SecretRegistry(),
     // Waiting agents count against the worker's stage limit, the one it was given or read from its environment.
     warmPool: enabled ? new WarmPool({ ttlMs, killGraceMs: settings.killGraceMs, limit: settings.maxConcurrentStages }) : undefined,
     exitingAgents: new ExitingAgents(),
+    sandboxHost: sandboxHostOnce(env),
   };
 }
 
@@ -103,7 +107,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
-  const resources = createWorkerResources(settings);
+  const resources = createWorkerResources(settings, env);
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
@@ -116,6 +120,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
       warmPool: resources.warmPool,
       exitingAgents: resources.exitingAgents,
       agentTelemetryEnv: (tags) => agentTelemetryEnv(env, tags),
+      sandbox: settings.sandbox,
+      sandboxHost: resources.sandboxHost,
     },
     api: {
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
@@ -185,9 +191,11 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
+    sandbox: settings.sandbox,
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });
+  await warnOfMissingSandbox(resources.sandboxHost, settings.sandbox, logger);
   const adopting = adoptFirstBuildInBackground(worker, logger);
   const onSignal = (signal: string): void =>
     logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });
@@ -227,4 +235,19 @@ export async function checkWorkerHealth(env: NodeJS.ProcessEnv = process.env): P
   if (!info) return `no health file at ${healthFile}: the worker is not polling`;
   const age = Date.now() - info.mtimeMs;
   return age > HEALTH_MAX_AGE_MS ? `the health file ${healthFile} is ${Math.round(age / 1000)}s old: the worker stopped polling` : undefined;
+}
+
+/** Says at start-up, loudly, when the agents' Bash cannot be sandboxed on this host. */
+async function warnOfMissingSandbox(host: () => Promise<SandboxHost>, mode: SandboxMode, logger: { warn(message: string, meta?: Record<string, unknown>): void }): Promise<void> {
+  if (mode === 'off') {
+    logger.warn(`${SANDBOX_VARIABLE}=off: CLI agents' Bash runs WITHOUT Claude Code's sandbox and can read this worker's environment and files`);
+    return;
+  }
+  const { missing, refused } = await host();
+  const effect = mode === 'required' ? 'every CLI stage that may use Bash will fail with SANDBOX_UNAVAILABLE' : "CLI agents' Bash runs WITHOUT Claude Code's sandbox";
+  if (missing.length > 0) {
+    logger.warn(`${missing.join(' and ')} not installed: ${effect}; install with \`${SANDBOX_INSTALL}\``, { sandbox: mode, missingPackages: missing });
+  } else if (refused) {
+    logger.warn(`bubblewrap cannot create the sandbox's namespaces here (${refused}): ${effect}; in a container see docs/deployment.md`, { sandbox: mode });
+  }
 }

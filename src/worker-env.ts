@@ -1,6 +1,7 @@
 import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
+import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { ConfigError } from './config.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
 
@@ -32,6 +33,12 @@ export interface WorkerEnvOptions {
    * (`AGENT_PIPELINE_ALLOWED_PATHS`, separated like PATH, `*` for any); unset, the caller decides (none for a worker).
    */
   allowedPaths?: AllowedPaths;
+  /**
+   * Claude Code's sandbox around CLI agents' Bash (`AGENT_PIPELINE_SANDBOX=required|auto|off`): `required` fails a stage
+   * the host cannot sandbox (`SANDBOX_UNAVAILABLE`), `auto` sandboxes where it can and warns where it cannot.
+   * @default auto (the container image sets required)
+   */
+  sandbox: SandboxMode;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -59,12 +66,17 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
     prewarm: readWarmStart(env),
     allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
+    sandbox: readSetting(() => sandboxModeFromEnv(env)),
   };
 }
 
 function readWarmStart(env: NodeJS.ProcessEnv): WarmStartSettings {
+  return readSetting(() => warmStartSettings(env));
+}
+
+function readSetting<T>(read: () => T): T {
   try {
-    return warmStartSettings(env);
+    return read();
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }

@@ -1,5 +1,5 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
-import { agentSecretValues } from './backends/claude-cli/agent-auth.js';
+import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { checkRunInput } from './check-run-input.js';
 import { createCloseWorkspace } from './close-workspace.js';
@@ -28,8 +28,9 @@ export interface ActivityDependencies {
 export function createActivities(deps: ActivityDependencies) {
   const { secrets } = deps;
   // The keys never appear in failures, results or the transcripts the activities write.
-  // So are the credentials of every auth mode and whatever AGENT_PIPELINE_AGENT_ENV passes to agents.
-  secrets.register([...agentSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  // Every secret the worker holds, whatever its agents are given: the agents' credentials, GH_TOKEN, TEMPORAL_API_KEY,
+  // OpenTelemetry headers, anything named like a credential (workerSecretValues).
+  secrets.register([...workerSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   // Each activity runs with the worker's secrets, which the failures and results it builds are redacted with.
   const withSecrets =
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>

@@ -40,7 +40,7 @@ export class SecretRegistry {
    */
   redact<T>(value: T): T {
     if (this.secrets.size === 0) return value;
-    return redactValue(value, this.secrets, 0) as T;
+    return redactValue(value, this.secrets, new Set()) as T;
   }
 
   /** Runs `work` with this registry as the one `redactSecrets` uses, in `work` and everything it awaits or starts. */
@@ -57,23 +57,41 @@ export function redactSecrets<T>(value: T): T {
   return current.getStore()?.redact(value) ?? value;
 }
 
-function redactValue(value: unknown, secrets: ReadonlySet<string>, depth: number): unknown {
+/**
+ * Redacts at any depth (an agent's `outputs` may nest as deep as it likes). A value met again on the path from the root
+ * (a cycle) is left as it is; objects other than plain ones and arrays are not entered.
+ */
+/**
+ * The redaction of the activity running now, kept for later: work an activity leaves running after it completed (an
+ * agent followed to its exit) still redacts with its worker's secrets, whatever async context it then runs in.
+ */
+export function currentRedaction(): <T>(value: T) => T {
+  const registry = current.getStore();
+  return (value) => registry?.redact(value) ?? value;
+}
+
+function redactValue(value: unknown, secrets: ReadonlySet<string>, path: Set<object>): unknown {
   if (typeof value === 'string') {
     let out = value;
     for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
     return out;
   }
-  if (depth > 20 || value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) {
-    const items = value.map((item) => redactValue(item, secrets, depth + 1));
-    return items.some((item, i) => item !== value[i]) ? items : value;
+  if (value === null || typeof value !== 'object' || path.has(value)) return value;
+  if (!Array.isArray(value) && Object.getPrototypeOf(value) !== Object.prototype) return value;
+  path.add(value);
+  try {
+    if (Array.isArray(value)) {
+      const items = value.map((item) => redactValue(item, secrets, path));
+      return items.some((item, i) => item !== value[i]) ? items : value;
+    }
+    let changed = false;
+    const entries = Object.entries(value).map(([key, item]) => {
+      const next = redactValue(item, secrets, path);
+      if (next !== item) changed = true;
+      return [key, next] as const;
+    });
+    return changed ? Object.fromEntries(entries) : value;
+  } finally {
+    path.delete(value);
   }
-  if (Object.getPrototypeOf(value) !== Object.prototype) return value;
-  let changed = false;
-  const entries = Object.entries(value).map(([key, item]) => {
-    const next = redactValue(item, secrets, depth + 1);
-    if (next !== item) changed = true;
-    return [key, next] as const;
-  });
-  return changed ? Object.fromEntries(entries) : value;
 }

@@ -9,6 +9,8 @@ import { findAncestors } from '../pipeline/graph.js';
 import { extraBackendNames } from '../config.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
+import { resolveStage } from '../pipeline/stage-options.js';
+import { stageMayUseBash } from '../pipeline/stage-tools.js';
 import { isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
@@ -167,6 +169,18 @@ class PipelineChecks {
         this.problemAt([list, i, 'inputs', j, 'from'], `stage "${stage.id}" does not run after "${input.from}"; add it to needs`);
       }
     }
+    this.noteSandboxNetwork(list, i, stage);
+  }
+
+  /** A CLI stage whose Bash runs sandboxed, with no word on its network: whatever it fetched before (git, npm) now fails. */
+  private noteSandboxNetwork(list: StageList, i: number, stage: StageDefinition): void {
+    const resolved = resolveStage(this.pipeline, stage);
+    // A pipeline that says anything about the sandbox (here or in `defaults`) has made its choice.
+    if (resolved.backend !== 'claude-cli' || !stageMayUseBash(resolved) || resolved.sandbox !== undefined) return;
+    this.noteAt(
+      [list, i, stage.allowedTools ? 'allowedTools' : 'id'],
+      "Bash runs in Claude Code's sandbox with no network but the model API; list the hosts it needs, e.g. `sandbox: { allowedDomains: [github.com, registry.npmjs.org] }`",
+    );
   }
 
   private async checkSystemPrompt(systemPrompt: string): Promise<void> {

@@ -59,6 +59,28 @@ export const answerWaitSchema = z.strictObject({
   note: z.string().min(1).optional(),
 });
 
+/** A host name (or IP address) an agent's sandboxed Bash may reach, optionally with a leading `*.` wildcard. */
+const domainSchema = z
+  .string()
+  .regex(/^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$|^\[?[0-9A-Fa-f:.]+\]?$/, 'expected a host name such as github.com or *.npmjs.org, without a scheme, port or path');
+
+/**
+ * CLI stages: Claude Code's own sandbox around the agent's Bash (bubblewrap and socat on Linux, Seatbelt on macOS).
+ * `true` (the default for a stage that may use Bash), `false` to turn it off where the worker allows it, or options.
+ */
+export const sandboxSchema = z.union([
+  z.boolean(),
+  z.strictObject({
+    /** @default true */
+    enabled: z.boolean().optional(),
+    /** Hosts the agent's Bash may reach through the sandbox's proxy; none when omitted (the model endpoint always works). */
+    allowedDomains: z.array(domainSchema).optional(),
+    /** Let Claude Code run sandboxed Bash commands without `allowedTools` allowing them. @default false */
+    autoAllowBash: z.boolean().optional(),
+  }),
+]);
+export type SandboxOption = z.infer<typeof sandboxSchema>;
+
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
   /** Extra text for the system prompt of the stage; a template like the prompt (`{{inputs.NAME}}`, `{{stages.ID.summary}}`). */
@@ -80,6 +102,8 @@ const stageOptionsShape = {
   permissionMode: z.enum(PERMISSION_MODES).optional(),
   allowedTools: z.array(toolName).optional(),
   disallowedTools: z.array(toolName).optional(),
+  /** CLI backend: Claude Code's sandbox around Bash (see `sandboxSchema`); a stage's value replaces the defaults'. */
+  sandbox: sandboxSchema.optional(),
   /** Extra directories the CLI agent may touch, relative to the pipeline file. */
   addDirs: z.array(z.string().min(1)).optional(),
   maxBudgetUsd: z.number().positive().optional(),

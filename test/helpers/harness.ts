@@ -14,6 +14,7 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/workflows/messages.js';
+import { TEST_SANDBOX_MODE } from './sandbox-host.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** `npm test` builds first, so integration tests load the same workflow bundle a user's worker does. */
@@ -74,6 +75,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     ANTHROPIC_API_KEY: 'sk-test-harness-key',
     // Tests keep their repositories and extra folders in the system's temp folder, outside the workspaces root.
     AGENT_PIPELINE_ALLOWED_PATHS: tmpdir(),
+    AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
     ...options.env,
   };
   let worker: Worker | undefined;

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
@@ -226,3 +226,38 @@ async function readTranscripts(root: string): Promise<string> {
   expect(files.length).toBeGreaterThan(0);
   return (await Promise.all(files.map((f) => readFile(path.join(root, f), 'utf8')))).join('\n');
 }
+
+describe('inline settings JSON in AGENT_PIPELINE_CLAUDE_SETTINGS', () => {
+  test('reaches the agent as a 0600 settings file, never on its command line, and the helper in it still authenticates', async () => {
+    // Issue 19: main passed the JSON itself with `--settings`, where `ps` shows it to every user of the host.
+    const dir = await mkdtemp(path.join(tmpdir(), 'agent-auth-inline-'));
+    const key = 'sk-ant-inline-helper-8e2d4c6a0f1b';
+    const helper = path.join(dir, 'inline-helper.sh');
+    await writeFile(helper, `#!/bin/sh\necho ${key}\n`, { mode: 0o755 });
+    // Unsandboxed, so the agent's Bash can read its ancestors' command lines: the agent's and the worker's.
+    const ancestors = 'p=$$; while [ "$p" -gt 1 ]; do printf "%s\\n" "$(tr "\\0" " " < /proc/$p/cmdline)"; p=$(awk "{print \\$4}" /proc/$p/stat); done';
+    const harness = await createHarness('auth-inline', {
+      env: { ANTHROPIC_API_KEY: undefined, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify({ apiKeyHelper: helper }), AGENT_PIPELINE_SANDBOX: 'off' },
+      scenario: {
+        requireApiKey: key,
+        rules: [{ match: 'Pipeline: auth-check · Stage: env ·', turns: [{ tool: { name: 'Bash', input: { command: ancestors } } }, { text: '```json\n{"success": true, "summary": "ok", "outputs": {}}\n```' }] }],
+      },
+    });
+    try {
+      const state = await harness.finish(await harness.startYaml('auth', PIPELINE));
+      expect(state.stages[0], JSON.stringify(state.stages[0].error)).toMatchObject({ status: 'completed' });
+      const requests = harness.modelServer.requests();
+      expect(requests.map((r) => r.status)).toEqual([200, 200]);
+      const commandLines = JSON.stringify((requests[1].body as { messages: unknown[] }).messages.at(-1));
+      const settingsFile = /--settings=(\S+settings\.json)/.exec(commandLines)?.[1];
+      expect(settingsFile, commandLines).toBeDefined();
+      expect(commandLines).not.toContain('apiKeyHelper');
+      expect(commandLines).not.toContain('inline-helper.sh');
+      expect((await stat(settingsFile!)).mode & 0o777).toBe(0o600);
+      expect(JSON.parse(await readFile(settingsFile!, 'utf8'))).toMatchObject({ apiKeyHelper: helper });
+    } finally {
+      await harness.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

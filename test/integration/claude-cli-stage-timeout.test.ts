@@ -19,11 +19,11 @@ const TASK = 'Task: outlive the timeout';
 
 let harness: Harness;
 let scratch: string;
-let trapFile: string;
+/** Written by the tool's EXIT trap, in the run's workspace. */
+const TRAP_FILE = 'tool-stopped';
 
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-timeout-'));
-  trapFile = path.join(scratch, 'tool-stopped');
   harness = await createHarness('claude-cli-timeout', {
     env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s' },
     scenario: {
@@ -34,7 +34,7 @@ beforeAll(async () => {
           repeatLastTurn: true,
           turns: [
             { text: 'First step.', tool: { name: 'Bash', input: { command: 'echo one > first.txt' } } },
-            { text: 'A step longer than the timeout.', tool: { name: 'Bash', input: { command: `trap 'date +%s%3N > "${trapFile}"' EXIT; sleep 300` } } },
+            { text: 'A step longer than the timeout.', tool: { name: 'Bash', input: { command: `trap 'date +%s%3N > "$PWD/${TRAP_FILE}"' EXIT; sleep 300` } } },
             { text: `Resumed and finished.\n${REPORT}` },
           ],
         },
@@ -75,6 +75,8 @@ describe('a stage timeout', () => {
     expect(state.stages[0]).toMatchObject({ status: 'completed', attempt: 2 });
 
     // The tool was stopped with SIGTERM (its EXIT trap ran), before the next attempt asked the model anything.
+    // In the workspace: the agent's Bash runs in Claude Code's sandbox, which writes nowhere else.
+    const trapFile = path.join(state.workspace!, TRAP_FILE);
     expect(existsSync(trapFile)).toBe(true);
     const stoppedAt = Number(await readFile(trapFile, 'utf8'));
     const requests = harness.modelServer.requests().filter((r) => r.rule === 'timeout');

@@ -35,7 +35,9 @@ beforeAll(async () => {
   const check = `if [ -e "${shimLock}" ]; then echo SHIM-LOCK-STILL-THERE; else echo SHIM-LOCK-FREE; fi; git add -A && echo GIT-ADD-OK`;
   harness = await createHarness('claude-cli-locks', {
     worker: false,
-    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s' },
+    // Unsandboxed: the tool takes a lock outside the workspace (as pyenv does in ~/.pyenv) and git's index.lock in the
+    // repository's own .git, both of which Claude Code's sandbox refuses to write (docs/security.md).
+    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s', AGENT_PIPELINE_SANDBOX: 'off' },
     scenario: {
       rules: [
         {

@@ -64,7 +64,7 @@ describe('warm start', () => {
     const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
     const outcome = await (await world.start({ task: 'Task: next', runId: 'run-args', stage: { id: 'next' } })).outcome;
     expect(outcome.warmStart).toBe(false);
-    expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but its command line differs .*--allowedTools Read.*started cold/)]);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/was waiting for this stage, but its command line differs .*--allowedTools=Read.*started cold/)]);
     expect(outcome.text).toContain('Next done.');
     expect(await stageProcesses(nextDir)).not.toContain(waiting);
   });

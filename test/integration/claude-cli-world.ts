@@ -14,6 +14,7 @@ import { startModelServer, type ModelServer } from '../../src/dev/model-server.j
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { StageDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
+import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 
 /*
  * A world for calling the Claude Code CLI backend directly: the real `claude` binary against the
@@ -101,7 +102,7 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
       const attemptEnv = { ...env, ...setup.env };
       // As `createActivities` runs each activity: with the worker's secrets, the agent's keys among them.
       const secrets = new SecretRegistry(agentSecretValues(attemptEnv));
-      const options: ClaudeCliOptions = { env: attemptEnv, killGraceMs: KILL_GRACE_MS, exitingAgents, warmPool: pool, ...setup.options };
+      const options: ClaudeCliOptions = { env: attemptEnv, killGraceMs: KILL_GRACE_MS, exitingAgents, warmPool: pool, sandbox: TEST_SANDBOX_MODE, ...setup.options };
       const outcome = secrets.run(() => runClaudeCli(request, options));
       // Callers assert on the outcome later; keep an early rejection from counting as unhandled.
       outcome.catch(() => undefined);

@@ -24,7 +24,7 @@ const FRESH = { sessionId: 'sess-1', resume: false, stdin: 'task', warnings: [] 
 describe('buildCliArgs', () => {
   test('adds --bare for `bare: true`, and stream-json input for a process started ahead of time', () => {
     const args = buildCliArgs(requestFor({ bare: true }), FRESH, { streamInput: true });
-    expect(args.slice(0, 8)).toEqual(['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'sonnet', '--bare']);
+    expect(args.slice(0, 7)).toEqual(['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model=sonnet', '--bare']);
     expect(args.slice(-2)).toEqual(['--input-format', 'stream-json']);
     expect(buildCliArgs(requestFor({}), FRESH, {})).not.toContain('--bare');
     expect(JSON.parse(streamJsonPrompt('line one\nline "two"'))).toEqual({ type: 'user', message: { role: 'user', content: 'line one\nline "two"' } });
@@ -35,24 +35,44 @@ describe('buildCliArgs', () => {
       { model: 'opus', fallbackModel: 'sonnet', permissionMode: 'acceptEdits', allowedTools: ['Bash', 'Edit'], disallowedTools: ['WebFetch'], maxBudgetUsd: 5 },
       { maxBudgetUsd: 1.5, addDirs: ['/data', '/docs'] },
     );
-    expect(buildCliArgs(request, FRESH, { mcpConfig: '/s/mcp-config.json', systemPrompt: '/s/system-prompt.md' })).toEqual([
-      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'opus',
+    expect(buildCliArgs(request, FRESH, { mcpConfig: '/s/mcp-config.json', systemPrompt: '/s/system-prompt.md', settings: '/s/settings.json' })).toEqual([
+      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model=opus',
       '--session-id', 'sess-1',
       '--permission-mode', 'acceptEdits',
-      '--allowedTools', 'Bash', 'Edit',
-      '--disallowedTools', 'WebFetch',
-      '--fallback-model', 'sonnet',
+      '--allowedTools=Bash', '--allowedTools=Edit',
+      '--disallowedTools=WebFetch',
+      '--fallback-model=sonnet',
       '--max-budget-usd', '1.5',
-      '--mcp-config', '/s/mcp-config.json',
-      '--add-dir', '/data', '/docs',
-      '--append-system-prompt-file', '/s/system-prompt.md',
+      '--mcp-config=/s/mcp-config.json',
+      '--add-dir=/data', '--add-dir=/docs',
+      '--append-system-prompt-file=/s/system-prompt.md',
+      '--settings=/s/settings.json',
     ]);
+  });
+
+  test('a value from a pipeline or an approval that looks like a flag stays the value of its own flag', () => {
+    // Issue 19: `allowedTools: ["--dangerously-skip-permissions"]` or `approve --allow=--settings=…` must not become flags.
+    const request = requestFor(
+      { model: '--dangerously-skip-permissions', allowedTools: ['Read', '--dangerously-skip-permissions'], disallowedTools: ['--settings={}'] },
+      { addDirs: ['--add-dir=/'] },
+    );
+    const args = buildCliArgs(request, FRESH, {});
+    const flags = args.filter((arg) => arg.startsWith('-'));
+    // Every argument starting with `-` is one of ours, carrying the value after its own `=`.
+    expect(args.filter((arg) => arg === '--dangerously-skip-permissions' || arg.startsWith('--settings'))).toEqual([]);
+    expect(flags).toContain('--allowedTools=--dangerously-skip-permissions');
+    expect(flags).toContain('--disallowedTools=--settings={}');
+    expect(flags).toContain('--model=--dangerously-skip-permissions');
+    expect(flags).toContain('--add-dir=--add-dir=/');
+    // No argument is a bare value: each is a flag, or follows one that takes a fixed value we chose.
+    const values = args.filter((arg, i) => !arg.startsWith('-') && !['--output-format', '--session-id', '--permission-mode'].includes(args[i - 1]));
+    expect(values).toEqual([]);
   });
 
   test('resumes a session and falls back to the stage budget and unattended permissions', () => {
     const args = buildCliArgs(requestFor({ maxBudgetUsd: 2 }), { ...FRESH, resume: true }, {});
     expect(args).toEqual([
-      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', 'sonnet',
+      '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model=sonnet',
       '--resume', 'sess-1', '--permission-mode', 'dontAsk', '--max-budget-usd', '2',
     ]);
   });

@@ -23,6 +23,7 @@ describe('worker settings from the environment', () => {
       healthFile: undefined,
       killGraceMs: 5_000,
       prewarm: { enabled: true, ttlMs: 120_000 },
+      sandbox: 'auto',
     });
   });
 
@@ -37,6 +38,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_KILL_GRACE: '2s',
         AGENT_PIPELINE_PREWARM: 'off',
         AGENT_PIPELINE_PREWARM_TTL: '30s',
+        AGENT_PIPELINE_SANDBOX: 'required',
       }),
     ).toEqual({
       maxConcurrentStages: 3,
@@ -46,7 +48,14 @@ describe('worker settings from the environment', () => {
       healthFile: '/tmp/health',
       killGraceMs: 2_000,
       prewarm: { enabled: false, ttlMs: 30_000 },
+      sandbox: 'required',
     });
+  });
+
+  test('refuse a sandbox mode other than required, auto or off, naming the variable', () => {
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SANDBOX: 'strict' })).toThrow(
+      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_SANDBOX=strict is not one of required, auto, off; unset it for the default (auto)'),
+    );
   });
 
   test('refuse a warm start setting that is not on or off, or a TTL that is not a duration', () => {

@@ -39,6 +39,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   profiles?: string[];
   stop_grace_period?: string;
+  security_opt?: string[];
 }
 
 /** `temporal operator search-attribute create --type` spellings. */
@@ -157,5 +158,16 @@ describe('Dockerfile', () => {
       expect(existsSync(path.join(ROOT, source)), source).toBe(true);
       expect(ignored, source).not.toContain(source);
     }
+  });
+
+  test("installs Claude Code's sandbox and requires it; the compose worker gets the options bubblewrap needs", () => {
+    // Issue 19: agents' Bash runs in bubblewrap; without it a stage that may run Bash fails instead of running unsandboxed.
+    expect(dockerfileText).toMatch(/apt-get install -y --no-install-recommends [^\n]*\bbubblewrap socat\b/);
+    expect(dockerfileText).toMatch(/AGENT_PIPELINE_SANDBOX=required/);
+    const worker = compose.services.worker;
+    expect(worker.environment?.AGENT_PIPELINE_SANDBOX).toBe('${AGENT_PIPELINE_SANDBOX:-required}');
+    expect(worker.security_opt).toEqual(['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']);
+    // The cli container runs no agents and keeps Docker's defaults.
+    expect(compose.services.cli.security_opt).toBeUndefined();
   });
 });

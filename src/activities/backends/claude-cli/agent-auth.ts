@@ -47,6 +47,50 @@ export function agentSecretValues(env: NodeJS.ProcessEnv): string[] {
   return [...CREDENTIAL_VARIABLES, ...extraAgentVariables(env)].map((name) => env[name]).filter((v): v is string => !!v);
 }
 
+/** Variables whose whole value is a credential, whether or not any agent is given them. */
+const WORKER_CREDENTIAL_VARIABLES = ['GH_TOKEN', 'GITHUB_TOKEN', 'GH_ENTERPRISE_TOKEN', 'TEMPORAL_API_KEY', 'TEMPORAL_TLS_CLIENT_KEY_DATA'] as const;
+
+/** Names that say a variable holds a credential (`NPM_TOKEN`, `DB_PASSWORD`, `SENTRY_AUTH_TOKEN`, `X_API_KEY`, …). */
+const CREDENTIAL_NAME = /(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|SECRET_KEY|CREDENTIALS?)(_|$)/i;
+
+/** Header variables of OpenTelemetry exporters: `key=value,key2=value2`, the values usually bearer tokens. */
+const OTEL_HEADER_VARIABLE = /^OTEL_EXPORTER_OTLP(_(TRACES|METRICS|LOGS))?_HEADERS$/;
+
+/** The values of an OTLP headers variable, each also URL-decoded (the spec lets values be percent-encoded). */
+function otelHeaderValues(raw: string): string[] {
+  const values: string[] = [];
+  for (const pair of raw.split(',')) {
+    const at = pair.indexOf('=');
+    if (at < 0) continue;
+    const value = pair.slice(at + 1).trim();
+    values.push(value);
+    // `Authorization=Bearer%20abc`: the token alone too, so it is hidden however it is written.
+    try {
+      const decoded = decodeURIComponent(value);
+      values.push(decoded, ...decoded.split(/\s+/).slice(1));
+    } catch {
+      // Not percent-encoded.
+    }
+    values.push(...value.split(/\s+|%20/).slice(1));
+  }
+  return values;
+}
+
+/**
+ * Every secret the worker holds, whatever its agents are given: the agents' credentials and AGENT_PIPELINE_AGENT_ENV,
+ * the GitHub and Temporal credentials delivery and the connection use, OpenTelemetry exporter headers, and any
+ * variable named like a credential. All are redacted from results, failures, logs and transcripts.
+ */
+export function workerSecretValues(env: NodeJS.ProcessEnv): string[] {
+  const values = agentSecretValues(env);
+  for (const [name, value] of Object.entries(env)) {
+    if (!value) continue;
+    if (OTEL_HEADER_VARIABLE.test(name)) values.push(...otelHeaderValues(value));
+    else if ((WORKER_CREDENTIAL_VARIABLES as readonly string[]).includes(name) || CREDENTIAL_NAME.test(name)) values.push(value);
+  }
+  return values;
+}
+
 /** True when the settings Claude Code will load (`AGENT_PIPELINE_CLAUDE_SETTINGS`, a file or inline JSON) name an apiKeyHelper. */
 function settingsHaveKeyHelper(settings: string | undefined): boolean {
   if (!settings) return false;

@@ -1,4 +1,4 @@
-import { AUTH_VARIABLES, extraAgentVariables, SETTINGS_VARIABLE } from './agent-auth.js';
+import { AUTH_VARIABLES, extraAgentVariables } from './agent-auth.js';
 import type { BackendRequest } from '../stage-backend.js';
 import type { SessionPlan } from './session.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../process/sweep.js';
@@ -13,18 +13,16 @@ const PASSED_ENV = [
   ...AUTH_VARIABLES,
 ];
 
-/** The settings to pass with `--settings`, from the worker's environment. */
-export function agentSettings(env: NodeJS.ProcessEnv): string | undefined {
-  return env[SETTINGS_VARIABLE] || undefined;
-}
-
 /** Files written for the command line. */
 export interface CliFiles {
   /** `--mcp-config`. */
   mcpConfig?: string;
   /** `--append-system-prompt-file`: a file, because one argument is limited to 128 KiB on Linux. */
   systemPrompt?: string;
-  /** `--settings`: the worker's `AGENT_PIPELINE_CLAUDE_SETTINGS` (a file or JSON), e.g. with an `apiKeyHelper`. */
+  /**
+   * `--settings`: the attempt's settings file (agent-settings.ts), merging the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`
+   * (e.g. an `apiKeyHelper`), the pipeline's sandbox options and the worker's rules. A path, never JSON: argv is public.
+   */
   settings?: string;
   /**
    * `--input-format stream-json`: the prompt comes as a JSON user message. A warm process needs it: with plain
@@ -39,25 +37,32 @@ export function streamJsonPrompt(prompt: string): string {
 }
 
 /**
+ * `--name=value` for each value. Values come from pipeline files and from people approving tools: joined to their flag
+ * with `=`, a value such as `--dangerously-skip-permissions` stays a value and never becomes a flag of its own.
+ */
+function flagValues(flag: string, values: readonly string[] | undefined): string[] {
+  return (values ?? []).map((value) => `${flag}=${value}`);
+}
+
+/**
  * The `claude` command line of an attempt: print mode, streaming JSON with partial messages (so stall
  * detection sees text while a long message is still being written), and the stage's options.
  */
 export function buildCliArgs(request: BackendRequest, session: SessionPlan, files: CliFiles): string[] {
   const { stage } = request;
-  const args = ['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model', stage.model];
+  const args = ['-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', `--model=${stage.model}`];
   // No hooks, plugins, auto-memory or CLAUDE.md discovery: the stage's context all comes in through the flags below and stdin.
   if (stage.bare) args.push('--bare');
   args.push(...(session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]));
   args.push('--permission-mode', stage.permissionMode ?? 'dontAsk');
-  if (stage.allowedTools?.length) args.push('--allowedTools', ...stage.allowedTools);
-  if (stage.disallowedTools?.length) args.push('--disallowedTools', ...stage.disallowedTools);
-  if (stage.fallbackModel) args.push('--fallback-model', stage.fallbackModel);
+  args.push(...flagValues('--allowedTools', stage.allowedTools), ...flagValues('--disallowedTools', stage.disallowedTools));
+  if (stage.fallbackModel) args.push(`--fallback-model=${stage.fallbackModel}`);
   const budget = request.maxBudgetUsd ?? stage.maxBudgetUsd;
   if (budget !== undefined) args.push('--max-budget-usd', String(budget));
-  if (files.mcpConfig) args.push('--mcp-config', files.mcpConfig);
-  if (request.addDirs?.length) args.push('--add-dir', ...request.addDirs);
-  if (files.systemPrompt) args.push('--append-system-prompt-file', files.systemPrompt);
-  if (files.settings) args.push('--settings', files.settings);
+  if (files.mcpConfig) args.push(`--mcp-config=${files.mcpConfig}`);
+  args.push(...flagValues('--add-dir', request.addDirs));
+  if (files.systemPrompt) args.push(`--append-system-prompt-file=${files.systemPrompt}`);
+  if (files.settings) args.push(`--settings=${files.settings}`);
   if (files.streamInput) args.push('--input-format', 'stream-json');
   return args;
 }

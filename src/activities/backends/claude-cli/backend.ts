@@ -3,13 +3,14 @@ import type { ResultPromise } from 'execa';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../../failures.js';
-import { redactSecrets } from '../../secrets.js';
+import { currentRedaction, redactSecrets } from '../../secrets.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
-import { agentSecretValues, AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
+import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
 import type { ExitingAgents } from './agent-exits.js';
-import { agentEnvironment, agentSettings, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
+import { agentEnvironment, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
+import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
@@ -47,6 +48,14 @@ export interface ClaudeCliOptions {
   warmPool?: WarmPool;
   /** The attempt span's TRACEPARENT, and Claude Code's own telemetry settings, for each agent. @default none */
   agentTelemetryEnv?: AgentTelemetryEnv;
+  /**
+   * Claude Code's sandbox around the agents' Bash (`AGENT_PIPELINE_SANDBOX`): `required` fails a stage the host cannot
+   * sandbox, `auto` sandboxes where it can and warns where it cannot, `off` leaves it to the operator's settings.
+   * @default auto
+   */
+  sandbox?: SandboxMode;
+  /** What this host offers the sandbox, checked once per worker (`sandboxHostOnce`). @default checked on every attempt */
+  sandboxHost?: () => Promise<SandboxHost>;
 }
 
 /**
@@ -107,7 +116,7 @@ interface AgentLaunch {
   session: SessionPlan;
   /** The process started for this stage ahead of time, when it matched and was taken over. */
   adopted?: ResultPromise;
-  /** About a process started ahead of time that did not match. */
+  /** About a process started ahead of time that did not match, and about a stage that ran without its sandbox. */
   warnings: string[];
 }
 
@@ -130,13 +139,12 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
     // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
     ...options.agentTelemetryEnv?.({ stage: stage.id, attempt: request.attempt }),
   };
-  const files = await writeAgentFiles(request, options, stageDir, env);
+  const { files, warnings } = await writeAgentFiles(request, options, stageDir, env);
   const session = await planSession(request);
   if (waiting && !session.resume) session.sessionId = waiting.sessionId;
   // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
   let args = buildCliArgs(request, session, { ...files, streamInput: waiting !== undefined });
   const took = pool && waiting ? await pool.take(key, { binary, args, cwd: workspace.dir, env }) : undefined;
-  const warnings: string[] = [];
   if (took?.kind === 'discarded') {
     warnings.push(`an agent started ahead of time was waiting for this stage, but ${took.reason}; it was stopped and the stage started cold`);
   }
@@ -150,13 +158,14 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
   return { binary, args, env, stageDir, killGraceMs, guard, session, adopted: took?.kind === 'adopted' ? took.child : undefined, warnings };
 }
 
-/** Writes the MCP configuration and the system prompt the command line names. */
-async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<CliFiles> {
+/** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
+async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
+  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost);
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
-  return { mcpConfig, systemPrompt, settings: agentSettings(options.env) };
+  return { files: { mcpConfig, systemPrompt, settings: settings.file }, warnings: [...settings.sandbox.warnings] };
 }
 
 /** How the agent's run ended, as far as the attempt waits for it. */
@@ -176,7 +185,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
   const { stage, workspace } = request;
   const { guard, session } = launch;
   const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
-  const transcript = await TranscriptWriter.open(request.transcriptPath, agentSecretValues(options.env));
+  const transcript = await TranscriptWriter.open(request.transcriptPath, workerSecretValues(options.env));
   const started = Date.now();
   const attemptDone = options.warmPool ? await options.warmPool.attemptStarted() : undefined;
   let prewarming: Promise<string[]> | undefined;
@@ -236,7 +245,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
 function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
   const pool = options.warmPool;
   if (!pool || !request.prewarm) return undefined;
-  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers };
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto', sandboxHost: options.sandboxHost };
   return request
     .prewarm()
     .then((targets) => prewarmStages(pool, targets, context))
@@ -276,7 +285,7 @@ function settlesOnResult(request: BackendRequest): boolean {
 }
 
 /** Waits for an agent that settled on its result to exit; an exit that would have failed it is logged, since the stage completed. */
-async function followToExit(stageId: string, exit: Promise<CliProcessResult>, warn: (message: string) => void): Promise<void> {
+export async function followToExit(stageId: string, exit: Promise<CliProcessResult>, warn: (message: string) => void): Promise<void> {
   try {
     const ended = await exit;
     if (ended.exitCode === 0 && !ended.stoppedFor) return;
@@ -290,14 +299,16 @@ async function followToExit(stageId: string, exit: Promise<CliProcessResult>, wa
 
 /**
  * The attempt's logger, taken while the activity runs: its agent may be followed to its exit after the activity
- * completed. Outside an activity (the backend called directly) warnings go to stderr.
+ * completed. Outside an activity (the backend called directly) warnings go to stderr. Either way every message is
+ * redacted with the worker's secrets, taken now too: the agent's last stderr line may hold one.
  */
-function attemptWarn(): (message: string) => void {
+export function attemptWarn(): (message: string) => void {
+  const redact = currentRedaction();
   try {
     const { log } = Context.current();
-    return (message) => log.warn(message);
+    return (message) => log.warn(redact(message));
   } catch {
-    return (message) => process.stderr.write(`${message}\n`);
+    return (message) => process.stderr.write(`${redact(message)}\n`);
   }
 }
 

@@ -20,6 +20,8 @@ export interface CliResultEvent {
   api_error_type?: string | null;
   api_error?: string | null;
   errors?: string[] | null;
+  /** Why the CLI did not start the session, e.g. `sandbox_required_unavailable` (with `sandbox.failIfUnavailable`). */
+  startup_failure_reason?: string | null;
   permission_denials?: { tool_name: string; tool_use_id?: string; tool_input: unknown }[];
 }
 

@@ -52,6 +52,11 @@ export function classifyCliRun(facts: CliRunFacts): ApplicationFailure | undefin
   if (final.subtype === 'error_max_budget_usd' || final.terminal_reason === 'budget_exhausted') {
     return stageFailure({ type: 'BUDGET_EXCEEDED', stageId, message: `the agent spent $${(final.total_cost_usd ?? 0).toFixed(4)} and reached its cap (${said})`, details });
   }
+  if (final.startup_failure_reason === 'sandbox_required_unavailable') {
+    // The packages are there (the worker checks them first) but the sandbox would not start: in a container, most often
+    // no user namespaces.
+    return stageFailure({ type: 'SANDBOX_UNAVAILABLE', stageId, message: `Claude Code refused to start without its sandbox: ${said}`, details });
+  }
   if (typeof final.api_error_status === 'number') {
     const type = failureTypeForStatus(final.api_error_status, final.api_error_type);
     return stageFailure({

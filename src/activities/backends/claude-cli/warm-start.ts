@@ -7,7 +7,8 @@ import { durationSchema } from '../../../pipeline/schema.js';
 import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
 import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
-import { agentEnvironment, agentSettings, buildCliArgs } from './args.js';
+import { agentEnvironment, buildCliArgs } from './args.js';
+import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
@@ -84,6 +85,9 @@ export interface PrewarmContext {
   killGraceMs: number;
   workspace: RunWorkspace;
   mcpServers?: BackendRequest['mcpServers'];
+  /** The worker's sandbox mode: the waiting process gets the settings file its stage's attempt will write. */
+  sandbox: SandboxMode;
+  sandboxHost?: () => Promise<SandboxHost>;
 }
 
 /**
@@ -100,13 +104,16 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     if (pool.peek(key) || existsSync(path.join(stageDir, 'agent.lock'))) continue;
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
+    // A stage that cannot start (its sandbox unavailable) is not started ahead of time: its attempt reports why.
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost).catch(() => undefined);
+    if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
     if (systemPrompt) await writeFileAtomic(systemPrompt, target.system);
     const sessionId = randomUUID();
     const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
-    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: agentSettings(ctx.workerEnv), streamInput: true });
-    const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt]);
+    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: settings.file, streamInput: true });
+    const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt, settings.file]);
     const wanted = await stageNotStartedYet(stageDir, ctx.workspace.dir);
     if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched, wanted)) spawned.push(key);
   }

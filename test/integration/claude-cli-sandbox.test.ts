@@ -1,0 +1,187 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
+import { CLI, eventually, runCli } from './cli-helpers.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+/*
+ * Issue 19, reproduction 3: an agent's Bash read the worker's secrets from /proc/<worker>/environ, wrote anywhere the
+ * worker's user may, and reached any port. With the real `claude`, a real worker process holding secrets in its
+ * environment and the real bubblewrap: the scripted agent searches every /proc/*\/environ it can see, writes outside
+ * its workspace and calls a port it was not allowed, then does its allowed work. Sandboxed, all three fail and the
+ * stage completes; with AGENT_PIPELINE_SANDBOX=off the same probe finds the secrets, which proves the probe works.
+ */
+
+const missing = MISSING_SANDBOX_PACKAGES;
+if (missing.length > 0) {
+  // One plain line, so a developer's `npm test` says what it left out and how to get it (CI installs them).
+  console.warn(`SKIPPED the sandbox tests: ${missing.join(' and ')} not installed (Debian/Ubuntu: sudo apt-get install -y bubblewrap socat)`);
+}
+
+/** Secrets the worker holds and never gives its agents. */
+const GH_TOKEN = 'ghp_sandbox-probe-5d7e1f3a9b';
+const DB_PASSWORD = 'db-password-sandbox-2c8e4a6f';
+/** Written reversed in the command, so the probe's own processes do not carry them in their arguments or environment. */
+const reversed = (value: string): string => [...value].reverse().join('');
+
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+
+interface Listener {
+  server: Server;
+  port: number;
+  hits: string[];
+}
+
+async function listen(): Promise<Listener> {
+  const hits: string[] = [];
+  const server = createServer((req, res) => {
+    hits.push(req.url ?? '');
+    res.end('reached\n');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as AddressInfo).port, hits };
+}
+
+let harness: Harness;
+let scratch: string;
+let outside: string;
+let forbidden: Listener;
+let allowed: Listener;
+
+function probeCommand(): string {
+  return [
+    `S1=$(printf %s '${reversed(GH_TOKEN)}' | rev); S2=$(printf %s '${reversed(DB_PASSWORD)}' | rev); n=0`,
+    // Every environ this process can see: in its own PID namespace /proc/$PPID is not the worker, so all of them.
+    'for f in /proc/[0-9]*/environ; do n=$((n+1)); if grep -qaF -e "$S1" -e "$S2" "$f" 2>/dev/null; then echo "FOUND-SECRET $f"; fi; done',
+    'echo "scanned $n"',
+    `(echo escaped > '${outside}/escape.txt') 2>/dev/null && echo WROTE-OUTSIDE`,
+    `curl -s -m 5 --noproxy '*' http://127.0.0.1:${forbidden.port}/direct && echo REACHED-DIRECT`,
+    `NO_PROXY= no_proxy= curl -s -m 5 -o /dev/null -w 'proxied %{http_code}\\n' http://127.0.0.1:${forbidden.port}/proxied`,
+    `NO_PROXY= no_proxy= curl -s -m 5 http://localhost:${allowed.port}/allowed`,
+    'echo "allowed work" > inside.txt && echo WROTE-INSIDE',
+  ].join('; ');
+}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-'));
+  outside = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-outside-'));
+  forbidden = await listen();
+  allowed = await listen();
+  harness = await createHarness('claude-cli-sandbox', {
+    worker: false,
+    env: { HOME: await emptyHome(scratch) },
+    scenario: {
+      rules: [{ name: 'probe', match: 'Pipeline: probe-', turns: [{ tool: { name: 'Bash', input: { command: probeCommand() } } }, { text: report('Probed.') }] }],
+    },
+  });
+});
+afterAll(async () => {
+  await harness?.close();
+  forbidden?.server.close();
+  allowed?.server.close();
+  for (const dir of [scratch, outside]) if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** Runs the probe pipeline on a worker process of its own, with the worker's secrets and the given sandbox mode. */
+async function runProbe(mode: 'required' | 'off'): Promise<{ output: string; workspace: string; summary?: string }> {
+  const env = {
+    ...harness.env,
+    GH_TOKEN,
+    WORKER_DB_PASSWORD: DB_PASSWORD,
+    AGENT_PIPELINE_SANDBOX: mode,
+    AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, `worker-${mode}.health`),
+  };
+  const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
+  try {
+    await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, 'the worker polling');
+    const yaml =
+      `name: probe-${mode}\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, stallTimeout: 2m, retries: 0 }\n` +
+      `stages:\n  - id: probe\n    prompt: Probe.\n    allowedTools: [Bash]\n    sandbox: { allowedDomains: [localhost] }\n`;
+    const state = await harness.finish(await harness.startYaml(`probe-${mode}`, yaml));
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(stageOf(state, 'probe'))).toBe('completed');
+    const requests = harness.modelServer.requests().filter((r) => r.rule === 'probe');
+    const last = (requests.at(-1)!.body as { messages: { content: unknown }[] }).messages.at(-1);
+    return { output: JSON.stringify(last), workspace: state.workspace!, summary: stageOf(state, 'probe').result?.summary };
+  } finally {
+    worker.kill('SIGTERM');
+    await worker;
+  }
+}
+
+describe("Claude Code's sandbox around an agent's Bash", () => {
+  test.skipIf(missing.length > 0)(
+    'keeps the worker\'s secrets, the host\'s files and unlisted ports from the agent, and the stage completes its allowed work',
+    { timeout: 240_000 },
+    async () => {
+      const { output, workspace, summary } = await runProbe('required');
+      // The probe ran: it scanned what it could see, and did its allowed work.
+      expect(output).toMatch(/scanned [1-9]/);
+      expect(output).toContain('WROTE-INSIDE');
+      expect(await readFile(path.join(workspace, 'inside.txt'), 'utf8')).toBe('allowed work\n');
+      expect(summary).toBe('Probed.');
+      // And every escape failed.
+      expect(output).not.toContain('FOUND-SECRET');
+      expect(output).not.toContain(GH_TOKEN);
+      expect(output).not.toContain('WROTE-OUTSIDE');
+      expect(existsSync(path.join(outside, 'escape.txt'))).toBe(false);
+      expect(output).not.toContain('REACHED-DIRECT');
+      expect(output).toContain('proxied 403');
+      expect(forbidden.hits).toEqual([]);
+      // The host the pipeline allowed was reached through the sandbox's proxy.
+      expect(allowed.hits).toEqual(['/allowed']);
+    },
+  );
+
+  test('is what stops the probe: with AGENT_PIPELINE_SANDBOX=off the same agent reads the secrets and escapes', { timeout: 240_000 }, async () => {
+    forbidden.hits.length = 0;
+    const { output } = await runProbe('off');
+    expect(output).toContain('FOUND-SECRET');
+    expect(output).toContain('WROTE-OUTSIDE');
+    expect(existsSync(path.join(outside, 'escape.txt'))).toBe(true);
+    expect(forbidden.hits.length).toBeGreaterThan(0);
+  });
+});
+
+describe('a worker whose host lacks socat', () => {
+  let world: CliWorld;
+  let bin: string;
+  beforeAll(async () => {
+    world = await createCliWorld({ rules: [{ name: 'work', match: 'Task: work', turns: [{ tool: { name: 'Bash', input: { command: 'echo ran > ran.txt' } } }, { text: REPORT }] }] });
+    // Every program of this machine's PATH but socat (and so, to the sandbox, a host without it).
+    bin = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-'));
+    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).reverse()) {
+      for (const name of await readdir(dir).catch(() => [])) {
+        if (name !== 'socat') await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
+      }
+    }
+  });
+  afterAll(async () => {
+    await world?.close();
+    if (bin) await rm(bin, { recursive: true, force: true });
+  });
+
+  test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat when it requires the sandbox, before any agent starts', async () => {
+    const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'required' } });
+    const failure = await failureOf(attempt.outcome);
+    expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
+    expect(failure.message).toContain('socat is not installed on the worker');
+    expect(failure.message).toContain('apt-get install -y socat');
+    expect(existsSync(path.join(attempt.dir, 'ran.txt'))).toBe(false);
+  });
+
+  test('runs it unsandboxed with `auto`, and says so in the stage result', async () => {
+    const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'auto' } });
+    const outcome = await attempt.outcome;
+    expect(outcome.warnings).toEqual([expect.stringContaining("the agent's Bash ran WITHOUT Claude Code's sandbox: socat is not installed on the worker")]);
+    expect(await readFile(path.join(attempt.dir, 'ran.txt'), 'utf8')).toBe('ran\n');
+  });
+});

@@ -1,0 +1,196 @@
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  decideSandbox,
+  mergeAgentSettings,
+  missingSandboxPackages,
+  prepareAgentSettings,
+  probeSandbox,
+  sandboxModeFromEnv,
+} from '../../src/activities/backends/claude-cli/agent-settings.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
+import type { StageDefinition } from '../../src/pipeline/schema.js';
+import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
+
+const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
+  const full: StageDefinition = { id: 'work', prompt: 'x', ...definition };
+  return resolveStage({ name: 'p', stages: [full] }, full);
+};
+const BASH = { allowedTools: ['Read', 'Bash'] };
+const READY = { missing: [] };
+/** This host's missing sandbox packages: the real probe is checked only where they are installed. */
+const missing = await missingSandboxPackages(process.env);
+
+let scratch: string;
+let noSandboxPath: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'agent-settings-'));
+  // A PATH with bwrap but without socat.
+  noSandboxPath = path.join(scratch, 'bin');
+  await mkdir(noSandboxPath);
+  await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\n', { mode: 0o755 });
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('AGENT_PIPELINE_SANDBOX', () => {
+  test('is required, auto or off, auto by default; anything else names the variable and the choices', () => {
+    expect(sandboxModeFromEnv({})).toBe('auto');
+    expect(sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: ' Required ' })).toBe('required');
+    expect(() => sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: 'yes' })).toThrow('AGENT_PIPELINE_SANDBOX=yes is not one of required, auto, off');
+  });
+});
+
+describe('the pipeline field `sandbox`', () => {
+  test('takes true, false or options with host names, and refuses a URL as a host', () => {
+    const ok = parsePipeline('name: p\ndefaults: { sandbox: { allowedDomains: [github.com, "*.npmjs.org"] } }\nstages:\n  - { id: a, prompt: x, sandbox: false }\n', 'p.yaml');
+    expect(ok.defaults?.sandbox).toEqual({ allowedDomains: ['github.com', '*.npmjs.org'] });
+    expect(() => parsePipeline('name: p\nstages:\n  - { id: a, prompt: x, sandbox: { allowedDomains: ["https://github.com/x"] } }\n', 'p.yaml')).toThrow(/allowedDomains/);
+  });
+});
+
+describe('which stages are sandboxed', () => {
+  test('by default every stage that may run Bash, and no other', () => {
+    expect(stageMayUseBash(stageOf(BASH))).toBe(true);
+    expect(stageMayUseBash(stageOf({ allowedTools: ['Bash(git status:*)'] }))).toBe(true);
+    expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits' }))).toBe(true);
+    expect(stageMayUseBash(stageOf({ allowedTools: ['Read', 'Edit'] }))).toBe(false);
+    expect(stageMayUseBash(stageOf({ permissionMode: 'acceptEdits', disallowedTools: ['Bash'] }))).toBe(false);
+    expect(decideSandbox(stageOf(BASH), 'auto', READY).enabled).toBe(true);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'auto', READY).enabled).toBe(false);
+  });
+
+  test('`required` overrules `sandbox: false` and fails a Bash stage without the packages; `auto` warns and goes on', () => {
+    const optedOut = decideSandbox(stageOf({ ...BASH, sandbox: false }), 'required', READY);
+    expect(optedOut.enabled).toBe(true);
+    expect(optedOut.warnings[0]).toContain('overruled');
+    expect(decideSandbox(stageOf(BASH), 'required', { missing: ['socat'] }).unavailable).toEqual({ reason: 'socat is not installed on the worker', missing: ['socat'] });
+    const refused = { missing: [], refused: 'bwrap: setting up uid map: Permission denied' };
+    expect(decideSandbox(stageOf(BASH), 'required', refused).unavailable?.reason).toContain('cannot create the sandbox\'s namespaces on the worker (bwrap: setting up uid map');
+    // A stage that cannot run Bash is not slowed by a sandbox it has no use for, unless it asks; nor failed for the host.
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', READY).enabled).toBe(false);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'], sandbox: true }), 'required', READY).enabled).toBe(true);
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', { missing: ['socat'] })).toEqual({ enabled: false, warnings: [] });
+    const auto = decideSandbox(stageOf(BASH), 'auto', { missing: ['bubblewrap', 'socat'] });
+    expect(auto.enabled).toBe(false);
+    expect(auto.warnings[0]).toContain('WITHOUT');
+    expect(auto.warnings[0]).toContain('apt-get install -y bubblewrap socat');
+    expect(decideSandbox(stageOf(BASH), 'auto', refused)).toMatchObject({ enabled: false, warnings: [expect.stringContaining('docs/deployment.md')] });
+  });
+
+  test('missing packages are found on PATH, and only on Linux', async () => {
+    expect(await missingSandboxPackages({ PATH: noSandboxPath }, 'linux')).toEqual(['socat']);
+    expect(await missingSandboxPackages({ PATH: '' }, 'linux')).toEqual(['bubblewrap', 'socat']);
+    expect(await missingSandboxPackages({ PATH: '' }, 'darwin')).toEqual([]);
+  });
+});
+
+describe('the settings an attempt gets', () => {
+  const operator = {
+    apiKeyHelper: '/usr/local/bin/key',
+    sandbox: {
+      enabled: false,
+      allowUnsandboxedCommands: true,
+      autoAllowBashIfSandboxed: true,
+      failIfUnavailable: false,
+      excludedCommands: ['docker'],
+      enableWeakerNestedSandbox: true,
+      network: { allowedDomains: ['internal.example'] },
+    },
+  };
+
+  test('merge the operator, then the pipeline, then what the worker enforces, which nothing below weakens', () => {
+    const stage = stageOf({ ...BASH, sandbox: { allowedDomains: ['github.com'] } });
+    const merged = mergeAgentSettings(operator, stage, decideSandbox(stage, 'required', READY), 'required');
+    expect(merged).toEqual({
+      apiKeyHelper: '/usr/local/bin/key',
+      sandbox: {
+        enabled: true,
+        allowUnsandboxedCommands: false,
+        autoAllowBashIfSandboxed: false,
+        failIfUnavailable: true,
+        network: { allowedDomains: ['internal.example', 'github.com'] },
+        excludedCommands: [],
+        enableWeakerNestedSandbox: false,
+        enableWeakerNetworkIsolation: false,
+        filesystem: { disabled: false },
+      },
+    });
+  });
+
+  test('let a pipeline ask for sandboxed Bash to be allowed without `allowedTools`, and otherwise keep the operator\'s settings', () => {
+    const stage = stageOf({ ...BASH, sandbox: { autoAllowBash: true } });
+    expect(mergeAgentSettings({}, stage, decideSandbox(stage, 'auto', READY), 'auto')).toMatchObject({ sandbox: { autoAllowBashIfSandboxed: true, failIfUnavailable: false } });
+    expect(mergeAgentSettings(operator, stageOf(BASH), decideSandbox(stageOf(BASH), 'off', READY), 'off')).toBe(operator);
+  });
+
+  test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
+    const stageDir = path.join(scratch, 'stages', 'work');
+    const env = { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) };
+    const first = await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    expect(first.file).toBe(path.join(stageDir, 'settings.json'));
+    expect((await stat(first.file)).mode & 0o777).toBe(0o600);
+    const written = JSON.parse(await readFile(first.file, 'utf8')) as typeof operator;
+    expect(written.apiKeyHelper).toBe('/usr/local/bin/key');
+    const before = (await stat(first.file)).mtimeMs;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    expect((await stat(first.file)).mtimeMs).toBe(before);
+  });
+
+  test('fail a Bash stage with SANDBOX_UNAVAILABLE naming the packages when the worker requires the sandbox', async () => {
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, 'required', path.join(scratch, 'stages', 'b')).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
+    expect((failure as Error).message).toContain('socat is not installed');
+    expect((failure as Error).message).toContain('apt-get install -y socat');
+    // Packages there, namespaces refused (a container's defaults): failed too, pointing at the container settings.
+    const refusedHost = async () => ({ missing: [], refused: 'bwrap: No permissions to creating new namespace' });
+    const refused = await prepareAgentSettings(stageOf(BASH), process.env, 'required', path.join(scratch, 'stages', 'b'), refusedHost).catch((err: unknown) => err as Error);
+    expect(refused).toMatchObject({ type: 'SANDBOX_UNAVAILABLE' });
+    expect((refused as Error).message).toContain('No permissions to creating new namespace');
+    expect((refused as Error).message).toContain('docs/deployment.md');
+  });
+
+  test('name the variable when the operator\'s settings are not JSON', async () => {
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', path.join(scratch, 'stages', 'c')).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
+    expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
+  });
+});
+
+describe('validate', () => {
+  test('notes a CLI stage whose sandboxed Bash runs with no word on its network, and no other', async () => {
+    const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
+    const report = await validatePipeline(
+      {
+        name: 'net',
+        stages: [
+          { id: 'build', prompt: 'Do the work.', allowedTools: ['Bash'] },
+          { id: 'fetch', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: { allowedDomains: ['registry.npmjs.org'] } },
+          { id: 'offline', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: true },
+          { id: 'read', prompt: 'Do the work.', allowedTools: ['Read'] },
+          { id: 'api', prompt: 'Do the work.', backend: 'anthropic-api' },
+        ],
+      },
+      { baseDir: scratch },
+    );
+    expect(report.problems).toEqual([]);
+    const sandboxNotes = report.notes.filter((n) => n.message.includes('sandbox'));
+    expect(sandboxNotes.map((n) => n.field)).toEqual(['stages[0].allowedTools']);
+    expect(sandboxNotes[0].message).toContain('allowedDomains');
+  });
+});
+
+describe('the start-up probe', () => {
+  test('finds bubblewrap able to make its namespaces here, and says why not when it cannot run', async () => {
+    expect(await probeSandbox({ PATH: '' }, 'linux')).toBe('bubblewrap is not installed');
+    // A bwrap that fails stands for a host that refuses user namespaces.
+    await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\necho "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n', { mode: 0o755 });
+    expect(await probeSandbox({ PATH: noSandboxPath }, 'linux')).toBe('bwrap: setting up uid map: Permission denied');
+    if (missing.length === 0) expect(await probeSandbox(process.env)).toBeUndefined();
+  });
+});
