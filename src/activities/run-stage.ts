@@ -7,7 +7,8 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
-import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
+import { mentionsWorkspaceVariables, readPromptTemplates } from './prompt/workspace-variables.js';
+import { stagesReadBy, withWithheldValues, type WithheldValues } from './prompt/template-values.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { commitStageWork } from './delivery/commit-stage-work.js';
 import { openStageWorktree } from './workspace/stage-isolation.js';
@@ -37,9 +38,15 @@ export interface StageAttemptInput {
   /** Set when the run carries its files: they are read from that bundle instead of `baseDir` (see run-bundle-files.ts). */
   bundleHash?: string;
   stage: ResolvedStage;
+  /** The run's inputs; empty when `withheld.inputs` (they are read from the run). */
   inputs: Record<string, string>;
-  /** Completed earlier stages, as step templates and the prompt refer to them. */
+  /**
+   * Earlier stages' results, as step templates and the prompt refer to them: every completed one in runs recorded
+   * before template values went by reference, now those of the stages it `needs` (the others are read from the run).
+   */
   priorStages: Record<string, TemplateStage>;
+  /** What the workflow left out of `inputs` and `priorStages`; the attempt reads what its templates use from the run. */
+  withheld?: WithheldValues;
   /** Pipeline-level settings every stage shares. */
   pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
   /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`). */
@@ -107,24 +114,32 @@ export function createRunStage(deps: RunStageDependencies) {
  */
 async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
   const stageId = input.stage.id;
-  const context: TemplateContext = {
+  const { stage, pipeline } = input;
+  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+  // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
+  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
+  // Read only when needed: to find the values the workflow left out that they use, and `{{workspace.…}}` in them.
+  const templates = input.withheld || pipeline.workspace ? await readPromptTemplates(filesDir, stage, pipeline.systemPrompt, pipeline.promptsDir) : [];
+  const readsStages = [
+    ...stagesReadBy([...templates, stage.output, stage.commitMessage, pipeline.workspace?.branch]),
+    ...(stage.inputs ?? []).flatMap((i) => (typeof i === 'object' && i.from ? [i.from] : [])),
+  ];
+  const given: TemplateContext = {
     inputs: input.inputs,
     stages: input.priorStages,
     run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
     attempt: info.attempt,
   };
-  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.pipeline.workspace, context, stageId });
-  if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
-    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
+  const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId });
+  if (pipeline.isolation === 'stage' && pipeline.workspace && workspace.branch) {
+    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
-  // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
-  // git workspace there is nothing to compute, and the templates need not be read for it.
-  const gitWorkspace = input.pipeline.workspace !== undefined && workspace.branch !== undefined;
-  if (gitWorkspace && (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir))) {
-    context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
+  // git workspace there is nothing to compute.
+  const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
+  if (gitWorkspace && mentionsWorkspaceVariables(templates)) {
+    context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
   return { context, workspace, filesDir };
 }

@@ -1,10 +1,11 @@
-import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { DeliverRunResult } from '../activities/deliver-run.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
+import { inlineTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -69,8 +70,10 @@ export class RunDelivery {
           runId: this.tracker.state.runId,
           pipelineName: this.input.pipeline.name,
           baseDir: this.input.baseDir,
-          inputs: this.input.inputs,
-          priorStages: this.tracker.templateStages(),
+          // By reference, like a stage's (see template-values.ts): the pull request's templates may read any stage.
+          ...(patched(TEMPLATE_VALUES_PATCH)
+            ? inlineTemplateValues(this.tracker, this.input.inputs, [])
+            : { inputs: this.input.inputs, priorStages: this.tracker.templateStages() }),
           workspace: settings,
           rebaseOnce: mode !== 'fail',
         });

@@ -7,10 +7,11 @@ import { isTimeoutFailure, type RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
-import type { PipelineRunInput } from './messages.js';
+import type { PipelineRunInput, TemplateValues, TemplateValuesRequest } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
+import { answerTemplateValues } from './template-values.js';
 import { RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 
@@ -53,6 +54,11 @@ export class PipelineRun {
   }
 
   readonly publish = (): void => this.visibility.publish();
+
+  /** The template values a stage attempt asks for because its activity input left them out. */
+  templateValues(request: TemplateValuesRequest): TemplateValues {
+    return answerTemplateValues(this.tracker, this.stages, request);
+  }
 
   /**
    * Runs every stage and returns the final state.

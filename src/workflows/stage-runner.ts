@@ -1,13 +1,15 @@
-import { isCancellation } from '@temporalio/workflow';
+import { isCancellation, patched } from '@temporalio/workflow';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
+import { needIds } from '../pipeline/graph.js';
 import { stagesReadyAfter } from '../pipeline/next-stages.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
+import { inlineTemplateValues, MAX_PREWARM_HINTS, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -88,6 +90,11 @@ export class StageRunner {
   private async attempt(stage: ResolvedStage, round: Round, continuation: Continuation): Promise<Step> {
     const { tracker, input } = this.ctx;
     const startedAt = Date.now();
+    // Runs recorded before the patch sent every stage's results and all inputs to every stage (history grew with the
+    // square of the stages); now only the stages it needs, the rest by reference (see template-values.ts).
+    const byReference = patched(TEMPLATE_VALUES_PATCH);
+    const values = byReference ? inlineTemplateValues(tracker, input.inputs, needIds(stage)) : { inputs: input.inputs, priorStages: tracker.templateStages() };
+    const prewarm = this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined;
     let result: StageResult;
     try {
       result = await runStageActivity({
@@ -97,8 +104,7 @@ export class StageRunner {
         // Only the hash: the activity reads the files from the run's start event, so history holds them once.
         bundleHash: input.bundle?.hash,
         stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
-        inputs: input.inputs,
-        priorStages: tracker.templateStages(),
+        ...values,
         pipeline: {
           context: input.pipeline.context,
           systemPrompt: input.pipeline.systemPrompt,
@@ -112,7 +118,7 @@ export class StageRunner {
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
-        prewarm: this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined,
+        prewarm: byReference ? prewarm?.slice(0, MAX_PREWARM_HINTS) : prewarm,
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);
