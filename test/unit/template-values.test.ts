@@ -1,0 +1,68 @@
+import { describe, expect, test } from 'vitest';
+import { stagesReadBy } from '../../src/activities/prompt/template-values.js';
+import { parsePipeline } from '../../src/pipeline/parse.js';
+import type { StageResult } from '../../src/pipeline/stage-result.js';
+import { resolveStage } from '../../src/pipeline/stage-options.js';
+import { RunTracker } from '../../src/workflows/run-tracker.js';
+import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, inlineTemplateValues } from '../../src/workflows/template-values.js';
+
+const pipeline = parsePipeline(
+  [
+    'name: p',
+    'stages:',
+    '  - { id: a, prompt: x }',
+    '  - { id: b, prompt: x, needs: [a] }',
+    '  - { id: side, prompt: x }',
+    '  - { id: c, prompt: x, needs: [b] }',
+    'finally:',
+    '  - { id: wrap, prompt: x }',
+  ].join('\n'),
+  'p.yaml',
+);
+const stages = pipeline.stages.map((s) => resolveStage(pipeline, s));
+const finallyStages = (pipeline.finally ?? []).map((s) => resolveStage(pipeline, s, true));
+const result = (summary: string): StageResult => ({
+  status: 'completed', summary, outputs: { key: summary }, artifacts: [{ path: `${summary}.md`, bytes: 3, sha256: 'abc' }],
+  costUsd: 0, numTurns: 1, durationMs: 1, warnings: [], workspace: '/ws', attempt: 1,
+});
+
+function trackerWith(inputs: Record<string, string>): RunTracker {
+  const tracker = new RunTracker('run-1', 'p', inputs, [...stages, ...finallyStages]);
+  for (const id of ['a', 'b', 'side']) {
+    tracker.markRunning(id, 1);
+    tracker.markCompleted(id, result(id));
+  }
+  return tracker;
+}
+
+describe('template values by reference', () => {
+  test('an activity input carries the stages it needs, and the inputs only when small', () => {
+    const small = inlineTemplateValues(trackerWith({ topic: 'kites' }), { topic: 'kites' }, ['b']);
+    expect(Object.keys(small.priorStages)).toEqual(['b']);
+    expect(small.inputs).toEqual({ topic: 'kites' });
+    expect(small.withheld).toEqual({ stages: true });
+
+    const big = { doc: 'x'.repeat(INLINE_INPUTS_MAX_CHARS) };
+    const withBig = inlineTemplateValues(trackerWith(big), big, ['a', 'b', 'side']);
+    expect(withBig.inputs).toEqual({});
+    // Every completed stage is there: no stage is withheld.
+    expect(withBig.withheld).toEqual({ inputs: true });
+    expect(inlineTemplateValues(trackerWith({}), {}, ['a', 'b', 'side']).withheld).toBeUndefined();
+  });
+
+  test('the query answers a stage with the stages it runs after only; a finally stage and the delivery with any', () => {
+    const tracker = trackerWith({ doc: 'long' });
+    const forC = answerTemplateValues(tracker, stages, { stage: 'c', stages: ['a', 'side', 'c', 'nope'] });
+    // `side` completed, but c does not run after it: unknown to c's templates, as `validate` says.
+    expect(Object.keys(forC.stages)).toEqual(['a']);
+    expect(forC.stages.a).toEqual({ summary: 'a', outputs: { key: 'a' }, artifacts: ['a.md'], status: 'completed', error: '' });
+    expect(forC.inputs).toBeUndefined();
+    const forWrap = answerTemplateValues(tracker, stages, { stage: 'wrap', stages: ['a', 'side'], inputs: true });
+    expect(Object.keys(forWrap.stages)).toEqual(['a', 'side']);
+    expect(forWrap.inputs).toEqual({ doc: 'long' });
+  });
+
+  test('the stages templates read are found outside raw spans', () => {
+    expect(stagesReadBy(['{{stages.a.summary}} {{ stages.b.outputs.x }} {{inputs.q}}', undefined, '{{raw}}{{stages.c.summary}}{{/raw}} {{stages.a.artifacts}}'])).toEqual(['a', 'b']);
+  });
+});
