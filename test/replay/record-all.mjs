@@ -51,6 +51,9 @@ const CASES = {
   // Recorded after the input check became a local activity (patch input-check-local-activity); the histories above
   // stay as they were, so that runs started before it keep replaying.
   'linear-input-check': async () => {},
+  // Recorded after template values went by reference (patch template-values-by-reference): stages are sent only the
+  // results of the stages they need, and read the rest with a query.
+  'flows-template-values': async () => {},
   cancelled: async (handle) => {
     for (let i = 0; i < 240; i++) {
       const state = await handle.query(getStatusQuery);
@@ -63,7 +66,7 @@ const CASES = {
 };
 
 /** Cases that record a fixture of another name. */
-const FIXTURE_OF = { 'linear-input-check': 'linear' };
+const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows' };
 
 // Histories are re-recorded either for a new workflow code version, or because they still replay (new fixtures, say).
 // Recording over histories that no longer replay, under the same version, would hide a change that breaks runs in flight.
