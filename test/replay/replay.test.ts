@@ -11,7 +11,7 @@ import { parseHistory, readHistory } from './load-history.js';
  * (`npm run build && node test/replay/record-all.mjs`, see the README).
  */
 
-const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows', 'linear-input-check'];
+const HISTORIES = ['linear', 'parallel', 'rework', 'question', 'cancelled', 'flows', 'linear-input-check', 'flows-template-values'];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 const options = { workflowBundle: { codePath: WORKFLOW_BUNDLE } };
 
@@ -29,6 +29,18 @@ describe('replaying recorded runs', () => {
         .flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
     expect(await markers('linear')).toEqual([]);
     expect(await markers('linear-input-check')).toEqual(['core_patch', 'core_local_activity']);
+  });
+
+  test('both ways of sending template values are covered: every value to every stage (before the patch), and by reference', async () => {
+    const patches = async (name: string): Promise<string[]> => {
+      type Marker = { markerName: string; details?: Record<string, { payloads: { data: string }[] }> };
+      const history = JSON.parse(await readFile(file(name), 'utf8')) as { events: { markerRecordedEventAttributes?: Marker }[] };
+      return history.events.flatMap(({ markerRecordedEventAttributes: marker }) =>
+        marker?.markerName === 'core_patch' ? [(JSON.parse(Buffer.from(marker.details!['patch-data'].payloads[0].data, 'base64').toString()) as { id: string }).id] : [],
+      );
+    };
+    expect(await patches('flows')).not.toContain('template-values-by-reference');
+    expect(await patches('flows-template-values')).toContain('template-values-by-reference');
   });
 
   test('a history whose commands differ from the code fails with a determinism violation', async () => {
