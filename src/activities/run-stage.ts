@@ -3,6 +3,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
+import { needIds } from '../pipeline/graph.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -120,7 +121,10 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
   const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
   // Read only when needed: to find the values the workflow left out that they use, and `{{workspace.…}}` in them.
   const templates = input.withheld || pipeline.workspace ? await readPromptTemplates(filesDir, stage, pipeline.systemPrompt, pipeline.promptsDir) : [];
+  // The prompt shows the work of the stages it needs, so those count as read too (a join after a wide fan-out is sent
+  // only some of them).
   const readsStages = [
+    ...needIds(stage),
     ...stagesReadBy([...templates, stage.output, stage.commitMessage, pipeline.workspace?.branch]),
     ...(stage.inputs ?? []).flatMap((i) => (typeof i === 'object' && i.from ? [i.from] : [])),
   ];

@@ -17,6 +17,12 @@ export const TEMPLATE_VALUES_PATCH = 'template-values-by-reference';
 /** Run inputs up to this size together (names and values) travel in every activity input. @unit characters */
 export const INLINE_INPUTS_MAX_CHARS = 4_096;
 
+/**
+ * The results of the stages a stage needs travel in its activity input up to this size together; past it (a join after
+ * a wide fan-out) the rest are read from the run, so no activity input nears Temporal's payload limit. @unit characters
+ */
+export const INLINE_STAGES_MAX_CHARS = 64_000;
+
 /** The most warm start hints one activity input names; a wide fan-out would otherwise list every stage it starts. */
 export const MAX_PREWARM_HINTS = 16;
 
@@ -28,11 +34,17 @@ export interface InlineTemplateValues {
   withheld?: { stages?: boolean; inputs?: boolean };
 }
 
-/** The template values of the stages `ids` (those that have a result), and the inputs when they are small. */
+/** The template values of the stages `ids` (those that have a result, up to a size), and the inputs when they are small. */
 export function inlineTemplateValues(tracker: RunTracker, inputs: Record<string, string>, ids: readonly string[]): InlineTemplateValues {
   const all = tracker.templateStages();
   const priorStages: Record<string, TemplateStage> = {};
-  for (const id of ids) if (Object.hasOwn(all, id)) priorStages[id] = all[id];
+  let size = 0;
+  for (const id of ids) {
+    if (!Object.hasOwn(all, id)) continue;
+    size += JSON.stringify(all[id]).length;
+    if (size > INLINE_STAGES_MAX_CHARS) break;
+    priorStages[id] = all[id];
+  }
   const stagesWithheld = Object.keys(all).length > Object.keys(priorStages).length;
   const inputsWithheld = inputsSize(inputs) > INLINE_INPUTS_MAX_CHARS;
   const withheld = { ...(stagesWithheld ? { stages: true } : {}), ...(inputsWithheld ? { inputs: true } : {}) };

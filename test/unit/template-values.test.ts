@@ -4,7 +4,7 @@ import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { RunTracker } from '../../src/workflows/run-tracker.js';
-import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, inlineTemplateValues } from '../../src/workflows/template-values.js';
+import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, INLINE_STAGES_MAX_CHARS, inlineTemplateValues } from '../../src/workflows/template-values.js';
 
 const pipeline = parsePipeline(
   [
@@ -23,7 +23,7 @@ const stages = pipeline.stages.map((s) => resolveStage(pipeline, s));
 const finallyStages = (pipeline.finally ?? []).map((s) => resolveStage(pipeline, s, true));
 const result = (summary: string): StageResult => ({
   status: 'completed', summary, outputs: { key: summary }, artifacts: [{ path: `${summary}.md`, bytes: 3, sha256: 'abc' }],
-  costUsd: 0, numTurns: 1, durationMs: 1, warnings: [], workspace: '/ws', attempt: 1,
+  usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0, numTurns: 1, durationMs: 1, warnings: [], workspace: '/ws', attempt: 1,
 });
 
 function trackerWith(inputs: Record<string, string>): RunTracker {
@@ -48,6 +48,22 @@ describe('template values by reference', () => {
     // Every completed stage is there: no stage is withheld.
     expect(withBig.withheld).toEqual({ inputs: true });
     expect(inlineTemplateValues(trackerWith({}), {}, ['a', 'b', 'side']).withheld).toBeUndefined();
+  });
+
+  test('a join after a wide fan-out is sent the results it needs up to a size, and reads the rest', () => {
+    const wide = parsePipeline(['name: w', 'stages:', ...Array.from({ length: 60 }, (_, i) => `  - { id: f${i}, prompt: x }`), '  - { id: join, prompt: x }'].join('\n'), 'w.yaml');
+    const tracker = new RunTracker('run-1', 'w', {}, wide.stages.map((s) => resolveStage(wide, s)));
+    const ids = wide.stages.slice(0, 60).map((s) => s.id);
+    for (const id of ids) {
+      tracker.markRunning(id, 1);
+      tracker.markCompleted(id, result(`${id} ${'done. '.repeat(400)}`));
+    }
+    const values = inlineTemplateValues(tracker, {}, ids);
+    const sent = Object.keys(values.priorStages);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.length).toBeLessThan(60);
+    expect(JSON.stringify(values.priorStages).length).toBeLessThanOrEqual(INLINE_STAGES_MAX_CHARS + 100);
+    expect(values.withheld).toEqual({ stages: true });
   });
 
   test('the query answers a stage with the stages it runs after only; a finally stage and the delivery with any', () => {
