@@ -92,6 +92,9 @@ describe('template values by reference', () => {
     // A finally stage may read any stage; it needs none.
     expect(promptOf('wrap')).toContain('Close TITLE-FROM-STAGE-A (completed).');
 
+    // Nor is it repeated in the run's summary (the Web UI's one line), which the start event stores beside the input.
+    const started = (await handle.fetchHistory()).events?.[0];
+    expect(started?.userMetadata?.summary?.data?.byteLength).toBeLessThan(1_000);
     const scheduled = await scheduledStageInputs(handle);
     expect(scheduled.map((s) => s.input.stage.id)).toEqual(['a', 'b', 'c', 'wrap']);
     for (const { input, bytes } of scheduled) {
