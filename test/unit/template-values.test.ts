@@ -4,6 +4,7 @@ import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { RunTracker } from '../../src/workflows/run-tracker.js';
+import { boundCurrentStages, MAX_LISTED_STAGES } from '../../src/workflows/visibility.js';
 import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, INLINE_STAGES_MAX_CHARS, inlineTemplateValues } from '../../src/workflows/template-values.js';
 
 const pipeline = parsePipeline(
@@ -80,5 +81,17 @@ describe('template values by reference', () => {
 
   test('the stages templates read are found outside raw spans', () => {
     expect(stagesReadBy(['{{stages.a.summary}} {{ stages.b.outputs.x }} {{inputs.q}}', undefined, '{{raw}}{{stages.c.summary}}{{/raw}} {{stages.a.artifacts}}'])).toEqual(['a', 'b']);
+  });
+});
+
+describe('the current stages search attribute', () => {
+  test('lists the first 20 current stages, within Temporal\'s size limit, however wide the fan-out', () => {
+    const ids = Array.from({ length: 500 }, (_, i) => `fan-out-part-${i}`);
+    expect(boundCurrentStages(ids)).toEqual(ids.slice(0, MAX_LISTED_STAGES));
+    const long = Array.from({ length: 20 }, (_, i) => `${'a-very-long-stage-id-'.repeat(6)}${i}`);
+    const listed = boundCurrentStages(long);
+    expect(listed.length).toBeLessThan(20);
+    expect(Buffer.byteLength(JSON.stringify(listed))).toBeLessThan(2_048);
+    expect(boundCurrentStages(['a', 'b'])).toEqual(['a', 'b']);
   });
 });
