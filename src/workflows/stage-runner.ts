@@ -9,7 +9,7 @@ import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
-import { inlineTemplateValues, MAX_PREWARM_HINTS, TEMPLATE_VALUES_PATCH } from './template-values.js';
+import { inlineTemplateValues, prewarmHints, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -118,7 +118,7 @@ export class StageRunner {
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
-        prewarm: byReference ? prewarm?.slice(0, MAX_PREWARM_HINTS) : prewarm,
+        prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

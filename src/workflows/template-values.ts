@@ -72,3 +72,15 @@ function inputsSize(inputs: Record<string, string>): number {
   for (const [name, value] of Object.entries(inputs)) size += name.length + value.length;
   return size;
 }
+
+/**
+ * The warm start hints of `stage` worth their bytes in the history: the stages `ready` after it that may run on the
+ * backend that starts agents ahead of time (the CLI's, or any with an agent file, which may choose it), at most
+ * {@link MAX_PREWARM_HINTS}. When none may, one still tells a CLI stage that stages follow (its backend may then leave
+ * the agent's shutdown to the background).
+ */
+export function prewarmHints(stage: ResolvedStage, ready: ResolvedStage[] | undefined): ResolvedStage[] | undefined {
+  const mayUseCli = (s: ResolvedStage): boolean => s.backend === 'claude-cli' || s.agent !== undefined;
+  const hints = ready?.filter(mayUseCli);
+  return hints?.length === 0 && mayUseCli(stage) ? ready?.slice(0, 1) : hints?.slice(0, MAX_PREWARM_HINTS);
+}

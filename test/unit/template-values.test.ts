@@ -5,7 +5,7 @@ import type { StageResult } from '../../src/pipeline/stage-result.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { RunTracker } from '../../src/workflows/run-tracker.js';
 import { boundCurrentStages, MAX_LISTED_STAGES } from '../../src/workflows/visibility.js';
-import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, INLINE_STAGES_MAX_CHARS, inlineTemplateValues } from '../../src/workflows/template-values.js';
+import { answerTemplateValues, INLINE_INPUTS_MAX_CHARS, INLINE_STAGES_MAX_CHARS, inlineTemplateValues, prewarmHints } from '../../src/workflows/template-values.js';
 
 const pipeline = parsePipeline(
   [
@@ -93,5 +93,21 @@ describe('the current stages search attribute', () => {
     expect(listed.length).toBeLessThan(20);
     expect(Buffer.byteLength(JSON.stringify(listed))).toBeLessThan(2_048);
     expect(boundCurrentStages(['a', 'b'])).toEqual(['a', 'b']);
+  });
+});
+
+describe('warm start hints', () => {
+  test('only stages whose agents can start early, at most 16', () => {
+    const wide = parsePipeline(
+      ['name: w', 'defaults: { backend: claude-cli }', 'stages:', '  - { id: api, prompt: x, backend: anthropic-api }', '  - { id: chosen, agent: agents/x.md, backend: anthropic-api }', ...Array.from({ length: 30 }, (_, i) => `  - { id: cli${i}, prompt: x }`)].join('\n'),
+      'w.yaml',
+    );
+    const resolved = wide.stages.map((s) => resolveStage(wide, s));
+    const [api, , cli] = resolved;
+    expect(prewarmHints(cli, resolved)!.map((s) => s.id)).toEqual(['chosen', ...Array.from({ length: 15 }, (_, i) => `cli${i}`)]);
+    expect(prewarmHints(cli, undefined)).toBeUndefined();
+    // None can start early: a CLI stage is still told that stages follow; an API stage gets nothing.
+    expect(prewarmHints(cli, [api])!.map((s) => s.id)).toEqual(['api']);
+    expect(prewarmHints(api, [api])).toEqual([]);
   });
 });
