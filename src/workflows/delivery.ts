@@ -1,11 +1,11 @@
-import { CancellationScope, isCancellation, patched, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { DeliverRunResult } from '../activities/deliver-run.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
-import { inlineTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
+import { inlineTemplateValues } from './template-values.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -34,6 +34,8 @@ export class RunDelivery {
     private readonly input: PipelineRunInput,
     private readonly tracker: RunTracker,
     private readonly waits: HumanWaits,
+    /** Template values go by reference (see template-values.ts); false for runs recorded before. */
+    private readonly byReference = false,
   ) {
     // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
     if (input.pipeline.workspace?.push) {
@@ -71,7 +73,7 @@ export class RunDelivery {
           pipelineName: this.input.pipeline.name,
           baseDir: this.input.baseDir,
           // By reference, like a stage's (see template-values.ts): the pull request's templates may read any stage.
-          ...(patched(TEMPLATE_VALUES_PATCH)
+          ...(this.byReference
             ? inlineTemplateValues(this.tracker, this.input.inputs, [])
             : { inputs: this.input.inputs, priorStages: this.tracker.templateStages() }),
           workspace: settings,

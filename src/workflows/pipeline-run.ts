@@ -1,4 +1,4 @@
-import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, sleep } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, CancelledFailure, isCancellation, patched, sleep } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
@@ -11,8 +11,8 @@ import type { PipelineRunInput, TemplateValues, TemplateValuesRequest } from './
 import { ReviewLoop } from './review-loop.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
-import { answerTemplateValues } from './template-values.js';
-import { RunVisibility } from './visibility.js';
+import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
+import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 
 /**
@@ -44,13 +44,16 @@ export class PipelineRun {
     this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
     this.finallyStages = (input.pipeline.finally ?? []).map((s) => resolveStage(input.pipeline, s, true));
     this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd);
-    this.visibility = new RunVisibility(this.tracker);
+    // Decided once, in the run's first task: a patch checked first inside an update handler or a later task would not
+    // line up with its marker on replay. Runs recorded before the patches keep the old behaviour to their end.
+    const byReference = patched(TEMPLATE_VALUES_PATCH);
+    this.visibility = new RunVisibility(this.tracker, patched(BOUNDED_STAGES_PATCH));
     this.waits = new HumanWaits(this.tracker, this.publish);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     const sessions = new Map<string, string>();
     const reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id));
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, stages: this.stages, publish: this.publish });
-    this.delivery = new RunDelivery(input, this.tracker, this.waits);
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews, sessions, stages: this.stages, publish: this.publish, byReference });
+    this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
   }
 
   readonly publish = (): void => this.visibility.publish();

@@ -1,4 +1,4 @@
-import { isCancellation, patched } from '@temporalio/workflow';
+import { isCancellation } from '@temporalio/workflow';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
@@ -9,7 +9,7 @@ import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
-import { inlineTemplateValues, prewarmHints, TEMPLATE_VALUES_PATCH } from './template-values.js';
+import { inlineTemplateValues, prewarmHints } from './template-values.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -92,7 +92,7 @@ export class StageRunner {
     const startedAt = Date.now();
     // Runs recorded before the patch sent every stage's results and all inputs to every stage (history grew with the
     // square of the stages); now only the stages it needs, the rest by reference (see template-values.ts).
-    const byReference = patched(TEMPLATE_VALUES_PATCH);
+    const byReference = this.ctx.byReference === true;
     const values = byReference ? inlineTemplateValues(tracker, input.inputs, needIds(stage)) : { inputs: input.inputs, priorStages: tracker.templateStages() };
     const prewarm = this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined;
     let result: StageResult;

@@ -1,10 +1,10 @@
-import { patched, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
+import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import { renderRunReport } from './run-report.js';
 import type { RunTracker } from './run-tracker.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from './search-attributes.js';
 
 /** Runs recorded before it listed every current stage in the search attribute (see {@link boundCurrentStages}). */
-const BOUNDED_STAGES_PATCH = 'bounded-current-stages';
+export const BOUNDED_STAGES_PATCH = 'bounded-current-stages';
 /** The most current stages the search attribute lists. */
 export const MAX_LISTED_STAGES = 20;
 /** Temporal refuses a search attribute value over 2,048 bytes (and fails the run); stay well under it. @unit characters */
@@ -34,13 +34,17 @@ export function boundCurrentStages(ids: readonly string[]): string[] {
 export class RunVisibility {
   private published = '';
 
-  constructor(private readonly tracker: RunTracker) {}
+  /** @param bounded whether the run lists at most the first current stages (runs recorded before list them all) */
+  constructor(
+    private readonly tracker: RunTracker,
+    private readonly bounded: boolean,
+  ) {}
 
   publish(): void {
     const state = this.tracker.state;
     setCurrentDetails(renderRunReport(state, Date.now()));
     const current = this.tracker.currentStageIds();
-    const stages = patched(BOUNDED_STAGES_PATCH) ? boundCurrentStages(current) : current;
+    const stages = this.bounded ? boundCurrentStages(current) : current;
     // Rounded as `status` shows it; cost changes after attempts, which also change stage states.
     const costUsd = Math.round(state.costUsd * 10_000) / 10_000;
     const key = JSON.stringify([stages, costUsd, state.status]);
