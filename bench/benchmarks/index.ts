@@ -7,6 +7,7 @@ import { benchCliConcurrency } from './cli-concurrency.js';
 import { runKillTrials, type KillTrial } from './kill-trials.js';
 import { benchOverhead } from './overhead.js';
 import { recoveryResult, resumeResult } from './recovery.js';
+import { benchScale } from './scale.js';
 import { benchStageLatency } from './stage-latency.js';
 import { benchThroughput } from './throughput.js';
 import { benchWorkerStart } from './worker-start.js';
@@ -97,6 +98,12 @@ export const BENCHMARKS: Benchmark[] = [
     title: 'Resume',
     goal: '0 repeated turns with resume, 5 without',
     run: async (context) => resumeResult(await killTrials(context)),
+  },
+  {
+    name: 'scale',
+    title: 'Scale',
+    goal: 'bytes per stage flat within 20%; 400 stages + 100 KB input ≤ 5 MB; 500-wide fan-out < 60 s; all runs complete',
+    run: (context) => benchScale(context.stack, context.quick, context.log),
   },
   {
     name: 'big-output',

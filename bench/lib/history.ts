@@ -1,4 +1,4 @@
-import type { WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { tsToMs } from '@temporalio/common/lib/time.js';
 
@@ -88,4 +88,37 @@ export async function readTimeline(handle: WorkflowHandle): Promise<RunTimeline>
     eventCount: events.length,
     historyBytes: (await handle.describe()).historySize ?? Number.NaN,
   };
+}
+
+/** The size of a workflow's history over every execution of its id (a run that continued as new has several). */
+export interface WorkflowHistorySize {
+  /** @unit bytes */
+  bytes: number;
+  events: number;
+  executions: number;
+}
+
+/**
+ * Sums `historySizeBytes` and the event counts of every execution of `workflowId`, read from visibility once the chain
+ * has ended (one execution not continued as new, all closed). Visibility lags the close by a moment, so it polls.
+ * @throws Error when the executions do not settle within `timeoutMs`
+ */
+export async function readWorkflowHistorySize(client: Client, workflowId: string, timeoutMs = 30_000): Promise<WorkflowHistorySize> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const executions = [];
+    for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) executions.push(execution);
+    const open = executions.filter((e) => e.status.name === 'RUNNING');
+    const ended = executions.filter((e) => e.status.name !== 'RUNNING' && e.status.name !== 'CONTINUED_AS_NEW');
+    const sized = executions.every((e) => e.historySize !== undefined);
+    if (executions.length > 0 && open.length === 0 && ended.length === 1 && sized) {
+      return {
+        bytes: executions.reduce((sum, e) => sum + (e.historySize ?? 0), 0),
+        events: executions.reduce((sum, e) => sum + e.historyLength, 0),
+        executions: executions.length,
+      };
+    }
+    if (Date.now() > deadline) throw new Error(`the executions of ${workflowId} did not settle in visibility: ${executions.map((e) => `${e.runId} ${e.status.name}`).join(', ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }

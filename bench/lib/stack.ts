@@ -114,10 +114,10 @@ export class BenchStack {
     return file;
   }
 
-  /** Starts a run of a pipeline file on `taskQueue`, the way `agent-pipeline start` does. */
-  async startPipeline(file: string, taskQueue: string, id = this.uniqueName('run')): Promise<WorkflowHandle> {
+  /** Starts a run of a pipeline file on `taskQueue`, the way `agent-pipeline start` does (`inputs` as `--input`). */
+  async startPipeline(file: string, taskQueue: string, id = this.uniqueName('run'), inputs: Record<string, string> = {}): Promise<WorkflowHandle> {
     const { pipeline, baseDir } = await loadPipelineFile(file);
-    const input = { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, {}) };
+    const input = { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, inputs) };
     const { handle } = await startRun(this.client, input, { taskQueue, id });
     return handle;
   }

@@ -1,5 +1,5 @@
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
-import { heartbeat } from '@temporalio/activity';
+import { activityInfo, heartbeat } from '@temporalio/activity';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
@@ -7,6 +7,7 @@ import { stageFailure } from './failures.js';
 import { pushBranch, PushError, RemoteNotConfiguredError } from './delivery/push.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
+import { stagesReadBy, withWithheldValues, type WithheldValues } from './prompt/template-values.js';
 import { openPullRequest } from './delivery/pull-request.js';
 import { redactSecrets } from './secrets.js';
 
@@ -15,9 +16,12 @@ export interface DeliverRunInput {
   runId: string;
   pipelineName: string;
   baseDir: string;
+  /** The run's inputs; empty when `withheld.inputs`. */
   inputs: Record<string, string>;
-  /** Completed stages, for the pull request's templates. */
+  /** Completed stages, for the pull request's templates; empty when `withheld.stages` (they are read from the run). */
   priorStages: Record<string, TemplateStage>;
+  /** What the workflow left out; the activity reads what the branch and pull request templates use from the run. */
+  withheld?: WithheldValues;
   workspace: NonNullable<PipelineDefinition['workspace']>;
   /** Try `git pull --rebase` once when the push is rejected. */
   rebaseOnce: boolean;
@@ -60,13 +64,11 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
   return async function deliverRun(input: DeliverRunInput): Promise<DeliverRunResult> {
     const settings = input.workspace;
     const remote = settings.push?.remote ?? 'origin';
-    const context: TemplateContext = {
-      inputs: input.inputs,
-      stages: input.priorStages,
-      run: { id: input.runId, pipeline: input.pipelineName },
-      attempt: 1,
-    };
     checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, settings), 'workspace.repo', DELIVERY_STAGE_ID);
+    const given: TemplateContext = { inputs: input.inputs, stages: input.priorStages, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
+    const request = settings.pullRequest;
+    const templates = [settings.branch, request?.title, request?.body, request?.base];
+    const context = await withWithheldValues(given, input.withheld, stagesReadBy(templates), { info: activityInfo(), stageId: DELIVERY_STAGE_ID });
     const workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings, context, stageId: DELIVERY_STAGE_ID });
     const branch = workspace.branch!;
     heartbeat();
@@ -83,7 +85,6 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
     if (pushed.kind === 'conflict') return { ...common, status: 'conflict', message: pushed.message, files: pushed.files };
     const result: DeliverRunResult = { ...common, status: 'pushed', commit: pushed.commit, rebased: pushed.rebased };
     if (pushed.rebased) result.warnings.push(`the push of ${branch} was rejected; the branch was rebased onto ${remote}/${branch} once and pushed`);
-    const request = settings.pullRequest;
     if (request) {
       heartbeat();
       const full = { ...context, workspace: await workspaceVariables(workspace, input.baseDir, settings) };

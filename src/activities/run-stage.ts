@@ -3,12 +3,14 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
+import { needIds } from '../pipeline/graph.js';
 import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import { renderTemplate, type RunDeliveryOutcome, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
-import { mentionsWorkspaceVariables } from './prompt/workspace-variables.js';
+import { mentionsWorkspaceVariables, readPromptTemplates } from './prompt/workspace-variables.js';
+import { stagesReadBy, withWithheldValues, type WithheldValues } from './prompt/template-values.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { commitStageWork } from './delivery/commit-stage-work.js';
 import { openStageWorktree } from './workspace/stage-isolation.js';
@@ -41,9 +43,15 @@ export interface StageAttemptInput {
   /** Set when the run carries its files: they are read from that bundle instead of `baseDir` (see run-bundle-files.ts). */
   bundleHash?: string;
   stage: ResolvedStage;
+  /** The run's inputs; empty when `withheld.inputs` (they are read from the run). */
   inputs: Record<string, string>;
-  /** Completed earlier stages, as step templates and the prompt refer to them. */
+  /**
+   * Earlier stages' results, as step templates and the prompt refer to them: every completed one in runs recorded
+   * before template values went by reference, now those of the stages it `needs` (the others are read from the run).
+   */
   priorStages: Record<string, TemplateStage>;
+  /** What the workflow left out of `inputs` and `priorStages`; the attempt reads what its templates use from the run. */
+  withheld?: WithheldValues;
   /** Pipeline-level settings every stage shares. */
   pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
   /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
@@ -113,25 +121,36 @@ export function createRunStage(deps: RunStageDependencies) {
  */
 async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
   const stageId = input.stage.id;
-  const context: TemplateContext = {
+  const { stage, pipeline } = input;
+  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+  // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
+  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
+  // Read only when needed: to find the values the workflow left out that they use, and `{{workspace.…}}` in them.
+  const templates = input.withheld || pipeline.workspace ? await readPromptTemplates(filesDir, stage, pipeline.systemPrompt, pipeline.promptsDir) : [];
+  // The prompt shows the work of the stages it needs, so those count as read too (a join after a wide fan-out is sent
+  // only some of them).
+  const readsStages = [
+    ...needIds(stage),
+    ...stagesReadBy([...templates, stage.output, stage.commitMessage, pipeline.workspace?.branch]),
+    ...(stage.inputs ?? []).flatMap((i) => (typeof i === 'object' && i.from ? [i.from] : [])),
+  ];
+  const given: TemplateContext = {
     inputs: input.inputs,
     stages: input.priorStages,
     run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
     attempt: info.attempt,
   };
-  if (input.pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, input.pipeline.workspace), 'workspace.repo', stageId);
-  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.pipeline.workspace, context, stageId });
-  if (input.pipeline.isolation === 'stage' && input.pipeline.workspace && workspace.branch) {
-    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, input.pipeline.workspace), stageId);
+  const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
+  if (pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId });
+  if (pipeline.isolation === 'stage' && pipeline.workspace && workspace.branch) {
+    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
-  // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
-  // git workspace there is nothing to compute, and the templates need not be read for it.
-  const gitWorkspace = input.pipeline.workspace !== undefined && workspace.branch !== undefined;
-  if (gitWorkspace && (await mentionsWorkspaceVariables(filesDir, input.stage, input.pipeline.systemPrompt, input.pipeline.promptsDir))) {
-    context.workspace = await workspaceVariables(workspace, input.baseDir, input.pipeline.workspace);
+  // git workspace there is nothing to compute.
+  const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
+  if (gitWorkspace && mentionsWorkspaceVariables(templates)) {
+    context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
   return { context, workspace, filesDir };
 }

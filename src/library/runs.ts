@@ -18,13 +18,13 @@ export function newRunId(pipelineName: string, now = new Date()): string {
   return `${pipelineName}-${now.toISOString().replace(/[-:.]/g, '').slice(0, 15)}-${Math.random().toString(36).slice(2, 6)}`;
 }
 
-/** The longest input value the Web UI summary shows whole; longer ones (a file's text) are cut. */
-const SUMMARY_VALUE_CHARS = 80;
+/** The most of one input value the run's summary shows; a long value would be stored again beside the run's input. */
+export const SUMMARY_VALUE_MAX_CHARS = 80;
 
-/** The workflow summary the Web UI shows: pipeline name and inputs. */
+/** The workflow summary the Web UI shows: pipeline name and inputs (long values cut, ending in `…`). */
 export function runSummary(input: PipelineRunInput): string {
-  const short = (v: string): string => (v.length > SUMMARY_VALUE_CHARS ? `${v.slice(0, SUMMARY_VALUE_CHARS)}… (${v.length} chars)` : v);
-  const inputs = Object.entries(input.inputs).map(([k, v]) => `${k}=${short(v)}`).join(', ');
+  const cut = (v: string): string => (v.length > SUMMARY_VALUE_MAX_CHARS ? `${v.slice(0, SUMMARY_VALUE_MAX_CHARS - 1)}…` : v);
+  const inputs = Object.entries(input.inputs).map(([k, v]) => `${k}=${cut(v)}`).join(', ');
   return `${input.pipeline.name}${inputs ? ` (${inputs})` : ''}`;
 }
 

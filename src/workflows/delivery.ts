@@ -5,6 +5,7 @@ import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
+import { inlineTemplateValues } from './template-values.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -33,6 +34,8 @@ export class RunDelivery {
     private readonly input: PipelineRunInput,
     private readonly tracker: RunTracker,
     private readonly waits: HumanWaits,
+    /** Template values go by reference (see template-values.ts); false for runs recorded before. */
+    private readonly byReference = false,
   ) {
     // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
     // A continued run's carried state already holds it.
@@ -70,8 +73,10 @@ export class RunDelivery {
           runId: this.tracker.state.runId,
           pipelineName: this.input.pipeline.name,
           baseDir: this.input.baseDir,
-          inputs: this.input.inputs,
-          priorStages: this.tracker.templateStages(),
+          // By reference, like a stage's (see template-values.ts): the pull request's templates may read any stage.
+          ...(this.byReference
+            ? inlineTemplateValues(this.tracker, this.input.inputs, [])
+            : { inputs: this.input.inputs, priorStages: this.tracker.templateStages() }),
           workspace: settings,
           rebaseOnce: mode !== 'fail',
         });

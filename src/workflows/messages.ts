@@ -3,6 +3,7 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { RunCarryOver } from './run-carry-over.js';
+import type { TemplateStage } from '../pipeline/template.js';
 
 /** Task queue used when `AGENT_PIPELINE_TASK_QUEUE` is not set; client and worker must agree. */
 export const DEFAULT_TASK_QUEUE = 'agent-pipeline';
@@ -36,6 +37,27 @@ export interface PipelineRunInput {
 
 /** The run's full state: stages, attempts, costs, artifacts, what it waits for. */
 export const getStatusQuery = defineQuery<RunState>('getStatus');
+
+/** What a stage attempt asks of the template values its activity input left out. */
+export interface TemplateValuesRequest {
+  /** The stage that asks: it may read the stages it runs after (a `finally` stage or the delivery: any stage). */
+  stage: string;
+  /** Ids of the stages whose results its templates read. */
+  stages?: string[];
+  /** Whether it needs the run's inputs. */
+  inputs?: boolean;
+}
+export interface TemplateValues {
+  /** The requested stages that have a result the stage may read; a stage left out is unknown to its templates. */
+  stages: Record<string, TemplateStage>;
+  inputs?: Record<string, string>;
+}
+
+/**
+ * The template values an activity input left out (see workflows/template-values.ts): a query, because it changes
+ * nothing and is not recorded in the history, so the history holds each value once.
+ */
+export const templateValuesQuery = defineQuery<TemplateValues, [TemplateValuesRequest]>('templateValues');
 
 /*
  * Human decisions are updates, not signals: the person gets an immediate, validated answer

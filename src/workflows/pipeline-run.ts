@@ -8,12 +8,13 @@ import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
 import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
-import type { PipelineRunInput } from './messages.js';
+import type { PipelineRunInput, TemplateValues, TemplateValuesRequest } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { CARRY_OVER_VERSION, handOverLimits, readCarryOver, type HandOverLimits, type RunCarryOver } from './run-carry-over.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
-import { RunVisibility } from './visibility.js';
+import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
+import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 
 /**
@@ -75,15 +76,18 @@ export class PipelineRun {
     this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
     this.finallyStages = (input.pipeline.finally ?? []).map((s) => resolveStage(input.pipeline, s, true));
     this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd, carried?.state);
-    this.visibility = new RunVisibility(this.tracker);
+    // Decided once, in the run's first task: a patch checked first inside an update handler or a later task would not
+    // line up with its marker on replay. Runs recorded before the patches keep the old behaviour to their end.
+    const byReference = patched(TEMPLATE_VALUES_PATCH);
+    this.visibility = new RunVisibility(this.tracker, patched(BOUNDED_STAGES_PATCH));
     this.waits = new HumanWaits(this.tracker, this.publish);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     this.rounds = new Map(carried?.rounds);
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish });
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference });
     this.runner.runEnd = carried?.runEnd;
-    this.delivery = new RunDelivery(input, this.tracker, this.waits);
+    this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
     this.failure = carried?.failure;
     const timeout = input.pipeline.timeout;
     this.deadlineAt = carried ? carried.deadlineAt : timeout === undefined ? undefined : this.tracker.state.startedAt + toMilliseconds(timeout);
@@ -107,6 +111,11 @@ export class PipelineRun {
   }
 
   readonly publish = (): void => this.visibility.publish();
+
+  /** The template values a stage attempt asks for because its activity input left them out. */
+  templateValues(request: TemplateValuesRequest): TemplateValues {
+    return answerTemplateValues(this.tracker, this.stages, request);
+  }
 
   /**
    * Runs every stage and returns the final state.

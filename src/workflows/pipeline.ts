@@ -19,6 +19,7 @@ import {
   rejectStageUpdate,
   retryStageUpdate,
   skipStageUpdate,
+  templateValuesQuery,
   type PipelineRunInput,
 } from './messages.js';
 import { PipelineRun } from './pipeline-run.js';
@@ -92,6 +93,7 @@ function continueRun(input: PipelineRunInput, carryOver: RunCarryOver): Promise<
 function registerHandlers(run: PipelineRun): void {
   const controls = new RunControls(run);
   setHandler(getStatusQuery, () => run.tracker.state);
+  setHandler(templateValuesQuery, (request) => run.templateValues(request));
   setHandler(answerStageUpdate, (i) => controls.answer(i), { validator: (i) => controls.validateAnswer(i) });
   setHandler(approveStageUpdate, (i) => controls.approve(i), { validator: (i) => controls.validateApprove(i) });
   setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });

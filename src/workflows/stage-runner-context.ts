@@ -17,4 +17,6 @@ export interface StageRunnerContext {
   /** Every stage of the pipeline, for the warm start hints. */
   stages?: readonly ResolvedStage[];
   publish(): void;
+  /** Template values go by reference (see template-values.ts); false for runs recorded before. */
+  byReference?: boolean;
 }

@@ -2,6 +2,7 @@ import { isCancellation, patched } from '@temporalio/workflow';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
+import { needIds } from '../pipeline/graph.js';
 import { stagesReadyAfter } from '../pipeline/next-stages.js';
 import { capArtifacts, MAX_LISTED_ARTIFACTS } from '../pipeline/output-caps.js';
 import { mergeArtifacts } from '../pipeline/review-ledger.js';
@@ -10,6 +11,7 @@ import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
+import { inlineTemplateValues, prewarmHints } from './template-values.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -110,6 +112,12 @@ export class StageRunner {
   private async attempt(stage: ResolvedStage, round: Round, continuation: Continuation): Promise<Step> {
     const { tracker, input } = this.ctx;
     const startedAt = Date.now();
+    // Runs recorded before the patch sent every stage's results and all inputs to every stage (history grew with the
+    // square of the stages); now only the stages it needs, the rest by reference (see template-values.ts).
+    const byReference = this.ctx.byReference === true;
+    const ended = stage.isFinally === true;
+    const values = byReference ? inlineTemplateValues(tracker, input.inputs, needIds(stage), ended) : { inputs: input.inputs, priorStages: tracker.templateStages(ended) };
+    const prewarm = this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined;
     let result: StageResult;
     try {
       result = await runStageActivity({
@@ -119,8 +127,7 @@ export class StageRunner {
         // Only the hash: the activity reads the files from the run's start event, so history holds them once.
         bundleHash: input.bundle?.hash,
         stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
-        inputs: input.inputs,
-        priorStages: tracker.templateStages(stage.isFinally === true),
+        ...values,
         pipeline: {
           context: input.pipeline.context,
           systemPrompt: input.pipeline.systemPrompt,
@@ -134,7 +141,7 @@ export class StageRunner {
         continuation,
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
-        prewarm: this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined,
+        prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

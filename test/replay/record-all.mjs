@@ -53,6 +53,9 @@ const CASES = {
   'linear-input-check': async () => {},
   // A run that continues as new (a low continueAsNew.afterEvents): both sides of a hand-over are recorded (CHAINS).
   continued: async () => {},
+  // Recorded after template values went by reference (patch template-values-by-reference): stages are sent only the
+  // results of the stages they need, and read the rest with a query.
+  'flows-template-values': async () => {},
   cancelled: async (handle) => {
     for (let i = 0; i < 240; i++) {
       const state = await handle.query(getStatusQuery);
@@ -80,7 +83,7 @@ async function executionRunIds(client, workflowId) {
 }
 
 /** Cases that record a fixture of another name. */
-const FIXTURE_OF = { 'linear-input-check': 'linear' };
+const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows' };
 
 // Histories are re-recorded either for a new workflow code version, or because they still replay (new fixtures, say).
 // Recording over histories that no longer replay, under the same version, would hide a change that breaks runs in flight.

@@ -24,6 +24,7 @@ const HISTORIES = [
   'continued-first',
   'continued-last',
   'long-before-continue-as-new',
+  'flows-template-values',
 ];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 /** Both executions of the continued run belong to one workflow id. */
@@ -73,6 +74,18 @@ describe('replaying recorded runs', () => {
         .flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
     expect(await markers('linear')).toEqual([]);
     expect(await markers('linear-input-check')).toEqual(['core_patch', 'core_local_activity']);
+  });
+
+  test('both ways of sending template values are covered: every value to every stage (before the patch), and by reference', async () => {
+    const patches = async (name: string): Promise<string[]> => {
+      type Marker = { markerName: string; details?: Record<string, { payloads: { data: string }[] }> };
+      const history = JSON.parse(await readFile(file(name), 'utf8')) as { events: { markerRecordedEventAttributes?: Marker }[] };
+      return history.events.flatMap(({ markerRecordedEventAttributes: marker }) =>
+        marker?.markerName === 'core_patch' ? [(JSON.parse(Buffer.from(marker.details!['patch-data'].payloads[0].data, 'base64').toString()) as { id: string }).id] : [],
+      );
+    };
+    expect(await patches('flows')).not.toContain('template-values-by-reference');
+    expect(await patches('flows-template-values')).toEqual(expect.arrayContaining(['template-values-by-reference', 'bounded-current-stages']));
   });
 
   test('a history whose commands differ from the code fails with a determinism violation', async () => {

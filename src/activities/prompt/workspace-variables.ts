@@ -5,16 +5,18 @@ import { resolvePromptSource } from './prompt-source.js';
 const WORKSPACE_VARIABLE = /\{\{\s*workspace\./;
 
 /**
- * Whether a stage's templates use `{{workspace.…}}`: its inline prompt, its prompt file, its agent file or the
- * pipeline's system prompt. Files that cannot be read count as not using it; assembling the prompt reports them.
+ * The texts of a stage's prompt templates: its inline prompt or its prompt file, its agent file and the pipeline's
+ * system prompt. Files that cannot be read are left out; assembling the prompt reports them.
  */
-export async function mentionsWorkspaceVariables(baseDir: string, stage: ResolvedStage, systemPromptFile?: string, promptsDir?: string): Promise<boolean> {
+export async function readPromptTemplates(baseDir: string, stage: ResolvedStage, systemPromptFile?: string, promptsDir?: string): Promise<string[]> {
   const source = stage.prompt ? resolvePromptSource(baseDir, stage.prompt, promptsDir) : undefined;
-  if (source?.kind === 'inline' && WORKSPACE_VARIABLE.test(stage.prompt)) return true;
+  const texts = source?.kind === 'inline' ? [stage.prompt] : [];
   const files = [source?.kind === 'file' ? source.relative : undefined, stage.agent, systemPromptFile].filter((f): f is string => !!f);
-  for (const file of files) {
-    const text = await readPipelineText(baseDir, file).then((read) => read.text, () => '');
-    if (WORKSPACE_VARIABLE.test(text)) return true;
-  }
-  return false;
+  for (const file of files) texts.push(await readPipelineText(baseDir, file).then((read) => read.text, () => ''));
+  return texts;
+}
+
+/** Whether prompt templates (see {@link readPromptTemplates}) use `{{workspace.…}}`. */
+export function mentionsWorkspaceVariables(templates: readonly string[]): boolean {
+  return templates.some((text) => WORKSPACE_VARIABLE.test(text));
 }
