@@ -1,6 +1,7 @@
 import { execa } from 'execa';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
@@ -72,10 +73,10 @@ describe('warm start', () => {
   test('a waiting agent is stopped when CLAUDE.md changed after it started, since it read the old one', async () => {
     const nextDir = await firstWithHint('run-memory', { stage: nextStage(), system: 'You are a test agent.' });
     await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
-    await writeFile(path.join(world.root, 'run-memory', 'CLAUDE.md'), 'A rule a running stage just wrote.\n');
+    await writeFile(path.join(world.root, toFolderName('run-memory'), 'CLAUDE.md'), 'A rule a running stage just wrote.\n');
     const outcome = await (await world.start({ task: 'Task: next', runId: 'run-memory', stage: { id: 'next' } })).outcome;
     expect(outcome.warmStart).toBe(false);
-    expect(outcome.warnings).toEqual([expect.stringContaining(`${path.join(world.root, 'run-memory', 'CLAUDE.md')} changed after it started`)]);
+    expect(outcome.warnings).toEqual([expect.stringContaining(`${path.join(world.root, toFolderName('run-memory'), 'CLAUDE.md')} changed after it started`)]);
     // The cold agent read the new CLAUDE.md.
     expect(JSON.stringify(world.server.requests().at(-1)?.body)).toContain('A rule a running stage just wrote.');
   });
