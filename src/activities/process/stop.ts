@@ -32,6 +32,13 @@ export interface StopReport {
 export interface StopOptions {
   /** Pids the caller already sent SIGTERM (a process group): they get no second one, which could cut their clean-up short. */
   alreadyTerminated?: readonly number[];
+  /**
+   * SIGTERM the processes without a live child among them first, and a parent only once its children have gone (or
+   * half the grace has passed). A shell runs its EXIT trap only after its foreground child ends, and a sandbox
+   * (bubblewrap's `--die-with-parent`) SIGKILLs everything inside it the moment the agent above it exits: stopped all
+   * at once, a sandboxed tool would lose its clean-up to that race. @default false
+   */
+  leavesFirst?: boolean;
 }
 
 /**
@@ -60,9 +67,11 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   const termed = new Set<number>(options.alreadyTerminated ?? []);
   for (const pid of termed) stopped.add(pid);
   const graceEnd = Date.now() + graceMs;
+  const leavesUntil = options.leavesFirst ? Date.now() + graceMs / 2 : 0;
   while (pids.length > 0 && Date.now() < graceEnd) {
     // Only newcomers get SIGTERM: a second one could cut short the clean-up the first one started.
-    signal(pids.filter((pid) => !termed.has(pid)), 'SIGTERM', termed);
+    const due = Date.now() < leavesUntil ? withoutLiveChildren(pids) : pids;
+    signal(due.filter((pid) => !termed.has(pid)), 'SIGTERM', termed);
     await sleep(Math.min(POLL_MS, Math.max(1, graceEnd - Date.now())));
     pids = await alive();
   }
@@ -76,9 +85,15 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   return report([]);
 }
 
-/** Stops every process whose environment holds the marker `name=value` (see sweep.ts), gracefully. */
+/** The pids of `pids` that are no other one's parent. */
+function withoutLiveChildren(pids: readonly number[]): number[] {
+  const parents = new Set(pids.map((pid) => Number(readProcStat(pid)?.[1])));
+  return pids.filter((pid) => !parents.has(pid));
+}
+
+/** Stops every process whose environment holds the marker `name=value` (see sweep.ts), gracefully, leaves first. */
 export function stopMarkedProcesses(name: string, value: string, match: MarkerMatch, graceMs: number, options: StopOptions = {}): Promise<StopReport> {
-  return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs, options);
+  return stopGracefully(() => findMarkedProcesses(name, value, match), graceMs, { leavesFirst: true, ...options });
 }
 
 /** Pids of the live members of process group `pgid`, read from /proc (none elsewhere). */

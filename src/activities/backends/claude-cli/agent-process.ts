@@ -1,7 +1,8 @@
 import type { ResultPromise } from 'execa';
 import type { AttemptProgress } from '../stage-backend.js';
 import type { CliEventReader } from './events.js';
-import { listProcessGroup, stopMarkedProcesses, type StopReport } from '../../process/stop.js';
+import { listProcessGroup, stopGracefully, type StopReport } from '../../process/stop.js';
+import { findMarkedProcesses } from '../../process/sweep.js';
 import { spawnAgent } from './spawn-agent.js';
 import { StdoutLineSplitter, type StdoutPiece } from './stream-lines.js';
 import type { TranscriptWriter } from './transcript-writer.js';
@@ -205,14 +206,16 @@ class CliProcessRun {
 
   private terminate(): void {
     if (this.stopping || this.killTimer) return;
-    // SIGTERM to the agent and every tool at once, so that each can clean up (release its locks) within the grace;
-    // the group's members, the agent among them, get no second SIGTERM from the marker sweep.
-    const group = !this.exited && this.child.pid ? listProcessGroup(this.child.pid) : [];
-    this.signalGroup('SIGTERM');
+    // SIGTERM to the agent and every tool (its process group and every process carrying its marker, sandboxed tools
+    // among them), leaves first, so that each can clean up (release its locks) within the grace.
     const { marker, killGraceMs } = this.o;
-    this.stopping = marker
-      ? stopMarkedProcesses(marker.name, marker.value, 'exact', killGraceMs, { alreadyTerminated: group }).catch(() => undefined)
-      : Promise.resolve(undefined);
+    const pid = this.child.pid;
+    const find = async (): Promise<number[]> => {
+      const group = !this.exited && pid ? listProcessGroup(pid) : [];
+      const marked = marker ? await findMarkedProcesses(marker.name, marker.value, 'exact') : [];
+      return [...new Set([...group, ...marked])];
+    };
+    this.stopping = stopGracefully(find, killGraceMs, { leavesFirst: true }).catch(() => undefined);
     this.killTimer = setTimeout(() => this.signalGroup('SIGKILL'), killGraceMs);
   }
 
