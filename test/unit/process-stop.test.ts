@@ -106,16 +106,18 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     expect(marked.filter((pid) => !isGone(pid))).toEqual([]);
   });
 
-  test("a dead worker's watchdog sends SIGTERM first, so a tool out of the agent's reach still releases its lock", async () => {
+  test("a dead worker's watchdog sends SIGTERM first, leaves first, so a tool out of the agent's reach still releases its lock", async () => {
     // A stand-in worker: loads the watchdog (from dist/, as a worker does), starts a marked tool in a session of its
     // own, prints the marker and waits. Killing it with SIGKILL leaves only the watchdog to stop the tool.
     const lock = path.join(dir, 'watchdog.lock');
+    // The tool's shell records a SIGTERM of its own; stopped leaves first (its sleep), it ends without one.
+    const signals = path.join(dir, 'watchdog-signals.log');
     const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
     const script = `
       const { spawn } = require('node:child_process');
       import(${JSON.stringify(watchdog)}).then((m) => {
         const value = m.workerMarkerValue(10000);
-        spawn('bash', ['-c', 'trap "rm -f ${lock}" EXIT; touch "${lock}"; sleep 300'], {
+        spawn('bash', ['-c', 'trap "echo TERM >> ${signals}" TERM; trap "rm -f ${lock}" EXIT; touch "${lock}"; sleep 300'], {
           detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, ${WORKER_MARKER}: value },
         }).unref();
         process.stdout.write(value + '\\n');
@@ -132,5 +134,6 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     worker.kill('SIGKILL');
     await waitFor(() => findMarkedProcesses(WORKER_MARKER, value), (pids) => pids.length === 0, 'the watchdog to stop the tool', 20_000);
     expect(existsSync(lock)).toBe(false);
+    expect(existsSync(signals)).toBe(false);
   });
 });

@@ -12,7 +12,7 @@ import { WORKER_MARKER } from './sweep.js';
  * So each worker process starts one small watchdog: a separate `node` in its own session, whose stdin
  * is a pipe from the worker. Only the worker holds the write end; when the worker dies, however it
  * dies, the kernel closes it, the watchdog reads end-of-file and stops every process that carries this
- * worker's marker the way everything is stopped here (`stop.ts`): SIGTERM to all of them, so that a
+ * worker's marker the way everything is stopped here (`stop.ts`): SIGTERM to all of them, leaves first, so that a
  * tool can release its locks, up to the grace period for them to exit, then SIGKILL to what is left; then it
  * exits. It ignores SIGTERM and SIGINT and has no parent-death signal, so it lives through both steps.
  * Sweeping before the next attempt (`stage-guard.ts`) remains as the second line, for what a watchdog
@@ -41,6 +41,14 @@ function marked() {
   }
   return pids;
 }
+function parentOf(pid) {
+  try {
+    const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return 0;
+  }
+}
 function signal(pids, name) {
   for (const pid of pids) { try { process.kill(pid, name); } catch {} }
 }
@@ -57,12 +65,16 @@ function finish() {
     signal(pids, 'SIGKILL');
     setTimeout(kill, 50);
   };
+  const leavesUntil = Date.now() + graceMs / 2;
   const term = () => {
     const pids = marked();
     if (pids.length === 0) process.exit(0);
     if (Date.now() >= graceEnd) return kill();
-    signal(pids.filter((pid) => !termed.has(pid)), 'SIGTERM');
-    for (const pid of pids) termed.add(pid);
+    const parents = new Set(pids.map(parentOf));
+    const due = Date.now() < leavesUntil ? pids.filter((pid) => !parents.has(pid)) : pids;
+    const fresh = due.filter((pid) => !termed.has(pid));
+    signal(fresh, 'SIGTERM');
+    for (const pid of fresh) termed.add(pid);
     setTimeout(term, 50);
   };
   term();
