@@ -154,21 +154,20 @@ export class RunTracker {
    * `needs: [{stage, allowFailure}]` and by `finally` stages) with `status` and `error`. With `ended` (for `finally`
    * stages, which cannot have `needs`), cancelled and skipped stages too.
    */
-  templateStages(ended = false): Record<string, TemplateStage> {
+  templateStages(ended = false, only?: readonly string[]): Record<string, TemplateStage> {
+    const wanted = only ? new Set(only) : undefined;
     const stages: Record<string, TemplateStage> = {};
     for (const s of this.state.stages) {
-      // Once the run has ended (for `finally` stages), a stage that never reported still has its status, and empty values.
-      if (ended && (s.status === 'cancelled' || s.status === 'skipped') && !s.finally) {
-        stages[s.id] = { summary: '', outputs: {}, artifacts: [], status: s.status, error: s.error?.message ?? '' };
-      }
-      if (s.status === 'completed' && s.result) {
-        stages[s.id] = { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '' };
-      } else if (s.status === 'failed') {
-        const error = s.error?.message ?? '';
-        stages[s.id] = { summary: s.result?.summary ?? error, outputs: s.result?.outputs ?? {}, artifacts: s.result?.artifacts.map((a) => a.path) ?? [], status: 'failed', error };
-      }
+      if (wanted && !wanted.has(s.id)) continue;
+      const stage = templateStageOf(s, ended);
+      if (stage) stages[s.id] = stage;
     }
     return stages;
+  }
+
+  /** How many stages {@link templateStages} would list, without building their values (a stage's input needs only the count). */
+  templateStageCount(ended = false): number {
+    return this.state.stages.filter((s) => hasTemplateValues(s, ended)).length;
   }
 
   /** What `when:` conditions see: every finished stage's status, and the outputs of completed ones. */
@@ -180,4 +179,23 @@ export class RunTracker {
     }
     return { inputs: this.state.inputs, stages };
   }
+}
+
+/** Whether a stage has values templates can read: see {@link RunTracker.templateStages}. */
+function hasTemplateValues(s: StageState, ended: boolean): boolean {
+  return (s.status === 'completed' && s.result !== undefined) || s.status === 'failed' || (ended && (s.status === 'cancelled' || s.status === 'skipped') && !s.finally);
+}
+
+/** One stage as templates see it, or undefined when it has nothing for them yet. */
+function templateStageOf(s: StageState, ended: boolean): TemplateStage | undefined {
+  if (!hasTemplateValues(s, ended)) return undefined;
+  if (s.status === 'completed' && s.result) {
+    return { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '' };
+  }
+  if (s.status === 'failed') {
+    const error = s.error?.message ?? '';
+    return { summary: s.result?.summary ?? error, outputs: s.result?.outputs ?? {}, artifacts: s.result?.artifacts.map((a) => a.path) ?? [], status: 'failed', error };
+  }
+  // Once the run has ended (for `finally` stages), a stage that never reported still has its status, and empty values.
+  return { summary: '', outputs: {}, artifacts: [], status: s.status, error: s.error?.message ?? '' };
 }

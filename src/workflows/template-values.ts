@@ -37,16 +37,17 @@ export interface InlineTemplateValues {
 
 /** The template values of the stages `ids` (those that have a result, up to a size), and the inputs when they are small. */
 export function inlineTemplateValues(tracker: RunTracker, inputs: Record<string, string>, ids: readonly string[], ended = false): InlineTemplateValues {
-  const all = tracker.templateStages(ended);
+  // Only the stages it needs are built: every attempt of a long run passes here, and the rest need only be counted.
+  const needed = tracker.templateStages(ended, ids);
   const priorStages: Record<string, TemplateStage> = {};
   let size = 0;
   for (const id of ids) {
-    if (!Object.hasOwn(all, id)) continue;
-    size += JSON.stringify(all[id]).length;
+    if (!Object.hasOwn(needed, id)) continue;
+    size += JSON.stringify(needed[id]).length;
     if (size > INLINE_STAGES_MAX_CHARS) break;
-    priorStages[id] = all[id];
+    priorStages[id] = needed[id];
   }
-  const stagesWithheld = Object.keys(all).length > Object.keys(priorStages).length;
+  const stagesWithheld = tracker.templateStageCount(ended) > Object.keys(priorStages).length;
   const inputsWithheld = inputsSize(inputs) > INLINE_INPUTS_MAX_CHARS;
   const withheld = { ...(stagesWithheld ? { stages: true } : {}), ...(inputsWithheld ? { inputs: true } : {}) };
   return { inputs: inputsWithheld ? {} : inputs, priorStages, ...(stagesWithheld || inputsWithheld ? { withheld } : {}) };
@@ -60,7 +61,7 @@ export function inlineTemplateValues(tracker: RunTracker, inputs: Record<string,
 export function answerTemplateValues(tracker: RunTracker, stages: readonly ResolvedStage[], request: TemplateValuesRequest): TemplateValues {
   const regular = stages.some((s) => s.id === request.stage);
   // A `finally` stage reads the run as it ended: a stage that never reported gives its status and empty values.
-  const all = tracker.templateStages(!regular && request.stage !== DELIVERY_STAGE_ID);
+  const all = tracker.templateStages(!regular && request.stage !== DELIVERY_STAGE_ID, request.stages ?? []);
   const readable = regular ? findAncestors(stages, request.stage) : undefined;
   const found: Record<string, TemplateStage> = {};
   for (const id of request.stages ?? []) {
