@@ -2,7 +2,7 @@ import { activityInfo, cancellationSignal, heartbeat, type Info } from '@tempora
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
+import { readAgentOutput, readFreeAnswer, withoutReportBlock } from '../pipeline/contract.js';
 import { needIds } from '../pipeline/graph.js';
 import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
@@ -55,7 +55,9 @@ export interface StageAttemptInput {
   /** Pipeline-level settings every stage shares. */
   pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
   /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
-  runEnd?: { status: string; error: string; delivery?: RunDeliveryOutcome };
+  runEnd?: { status: string; error: string; errorType?: string; delivery?: RunDeliveryOutcome };
+  /** The run's inputs declared `type: object` (their values are JSON text): prompts show them as `key: value` lines. */
+  objectInputs?: string[];
   /** Review round: 1 the first time, +1 for each rework. */
   round: number;
   /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
@@ -139,6 +141,7 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     stages: input.priorStages,
     run: { id: input.runId, pipeline: input.pipelineName, ...input.runEnd },
     attempt: info.attempt,
+    ...(input.objectInputs?.length ? { objectInputs: input.objectInputs } : {}),
   };
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
   if (pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
@@ -286,10 +289,12 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
 async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: BackendOutcome, record: AttemptRecord): Promise<StageResult> {
   const { workspace, log } = setup;
   const attempt = setup.info.attempt;
+  failIfEmptyIsFinal(stage, outcome, record);
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
+  const answer = capProse('text', withoutReportBlock(outcome.text).trimEnd(), record.warnings, OUTPUT_CAPS.answerBytes);
   if (reading.kind === 'needs_input') {
     const question = capProse('question', reading.question, record.warnings);
-    return { ...record, status: 'needs_input', summary: question, outputs: {}, question };
+    return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...(reading.blocked ? { blocked: true } : {}) };
   }
   if (reading.kind === 'violation') {
     const earlierViolations = log.countFailures('OUTPUT_CONTRACT_VIOLATION');
@@ -301,8 +306,8 @@ async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: Ba
       details: { answerTail: outcome.text.slice(-500), sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
     });
   }
-  const { report } = reading;
-  const oversized = findOversizedField(report);
+  const { report, extra } = reading;
+  const oversized = findOversizedField(report, extra);
   if (oversized) {
     throw stageFailure({
       type: 'OUTPUT_TOO_LARGE',
@@ -321,14 +326,32 @@ async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outcome: Ba
     error: report.success ? undefined : capProse('error', report.error ?? report.summary, checked.warnings),
     verdict: report.verdict,
     feedback: report.feedback,
+    answer,
+    ...(extra ? { report: extra } : {}),
     warnings: [...record.warnings, ...checked.warnings],
   };
 }
 
+/** An empty answer fails RESPONSE_EMPTY at once when the stage's `retry.nonRetryable` lists it, whatever the backend. */
+function failIfEmptyIsFinal(stage: ResolvedStage, outcome: BackendOutcome, record: AttemptRecord): void {
+  if (outcome.text.trim() === '' && stage.retry?.nonRetryable?.includes('RESPONSE_EMPTY')) {
+    // The stage said an empty answer is final (the API backend throws RESPONSE_EMPTY itself; the CLI's empty answer
+    // would otherwise be a contract violation, asked again in the same session).
+    throw stageFailure({
+      type: 'RESPONSE_EMPTY',
+      stageId: stage.id,
+      message: 'the agent gave no answer, and the stage\'s `retry.nonRetryable` lists RESPONSE_EMPTY',
+      nonRetryable: true,
+      hint: 'check the prompt and the model; remove RESPONSE_EMPTY from `retry.nonRetryable` to have an empty answer retried',
+      details: { sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
+    });
+  }
+}
+
 /** Prose a person reads, cut to its cap; the cut is told in `warnings` (the full text stays in the transcript). */
-function capProse(field: string, text: string, warnings: string[]): string {
-  const capped = capText(text, OUTPUT_CAPS.summaryBytes);
-  if (capped.cut) warnings.push(`the answer's ${field} was ${formatSize(capped.bytes)}, over its limit of ${formatSize(OUTPUT_CAPS.summaryBytes)}; it was cut (the full text is in the transcript)`);
+function capProse(field: string, text: string, warnings: string[], limit: number = OUTPUT_CAPS.summaryBytes): string {
+  const capped = capText(text, limit);
+  if (capped.cut) warnings.push(`the answer's ${field} was ${formatSize(capped.bytes)}, over its limit of ${formatSize(limit)}; it was cut (the full text is in the transcript)`);
   return capped.text;
 }
 

@@ -7,7 +7,7 @@ import { formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from './input-size.js';
  * input). What `--input name=@file` and `--input name=@-` stand for. The file is read as UTF-8 on the machine that
  * starts the run; the run carries its text, never the path.
  */
-export type InputValue = string | { file: string };
+export type InputValue = string | { file: string } | { object: Record<string, string | number | boolean> };
 
 /** The file name that stands for standard input. */
 export const STDIN_FILE = '-';
@@ -31,7 +31,7 @@ export interface ReadInputValuesOptions {
  */
 export async function readInputValues(inputs: Readonly<Record<string, InputValue>>, options: ReadInputValuesOptions = {}): Promise<Record<string, string>> {
   const describe = options.describe ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
-  const fromStdin = Object.entries(inputs).filter(([, v]) => typeof v === 'object' && v.file === STDIN_FILE).map(([name]) => name);
+  const fromStdin = Object.entries(inputs).filter(([, v]) => typeof v === 'object' && 'file' in v && v.file === STDIN_FILE).map(([name]) => name);
   if (fromStdin.length > 1) {
     const named = fromStdin.map((name) => describe(name, STDIN_FILE)).join(' and ');
     throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${named} both read standard input, which can be read once; put one of them in a file`);
@@ -39,8 +39,10 @@ export async function readInputValues(inputs: Readonly<Record<string, InputValue
   const values: Record<string, string> = {};
   for (const [name, value] of Object.entries(inputs)) {
     if (typeof value === 'string') values[name] = value;
-    else if (value && typeof value.file === 'string') values[name] = await readInputFile(value.file, describe(name, value.file), options);
-    else throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] input "${name}": expected a string or { file: path }, got ${JSON.stringify(value)}`);
+    else if (value && 'file' in value && typeof value.file === 'string') values[name] = await readInputFile(value.file, describe(name, value.file), options);
+    // An object input's value given as an object; the pipeline's `type: object` checks its shape.
+    else if (value && 'object' in value && value.object !== null && typeof value.object === 'object' && !Array.isArray(value.object)) values[name] = JSON.stringify(value.object);
+    else throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] input "${name}": expected a string, { file: path } or { object: {...} }, got ${JSON.stringify(value)}`);
   }
   return values;
 }
@@ -92,4 +94,12 @@ async function readStream(stream: NodeJS.ReadableStream, maxBytes: number, tooLa
     chunks.push(buffer);
   }
   return Buffer.concat(chunks);
+}
+
+/** Where each input given as `{ file }` came from, as `describe` words it, for messages about its content. */
+export function inputOrigins(inputs: Readonly<Record<string, InputValue>>, describe: (name: string, file: string) => string): (name: string) => string | undefined {
+  return (name) => {
+    const value = Object.hasOwn(inputs, name) ? inputs[name] : undefined;
+    return value && typeof value === 'object' && 'file' in value ? describe(name, value.file) : undefined;
+  };
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parsePipeline, type ParseOptions } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { InvalidRequestError } from '../errors.js';
+import { parseObjectInput } from '../pipeline/object-inputs.js';
 
 /** Reads and validates a pipeline file. @throws InvalidRequestError `FILE_UNREADABLE`, or PipelineValidationError */
 export async function loadPipelineFile(file: string, options?: ParseOptions): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
@@ -15,8 +16,13 @@ export async function loadPipelineFile(file: string, options?: ParseOptions): Pr
   return { pipeline: parsePipeline(text, file, options), baseDir: path.dirname(path.resolve(file)) };
 }
 
-/** Checks the given inputs against the pipeline's declared ones and fills defaults. @throws InvalidRequestError `INPUT_INVALID` */
-export function resolveInputs(pipeline: PipelineDefinition, file: string, given: Record<string, string>): Record<string, string> {
+/**
+ * Checks the given inputs against the pipeline's declared ones and fills defaults. An input declared `type: object`
+ * must be a JSON object of string, number or boolean values; the run carries it as compact JSON text. `origin` says
+ * where a value came from (`--input notes=@notes.json`), for messages.
+ * @throws InvalidRequestError `INPUT_INVALID`
+ */
+export function resolveInputs(pipeline: PipelineDefinition, file: string, given: Record<string, string>, origin?: (name: string) => string | undefined): Record<string, string> {
   const declared = pipeline.inputs ?? {};
   const unknown = Object.keys(given).filter((k) => !(k in declared));
   if (unknown.length > 0) {
@@ -29,11 +35,25 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
   const missing: string[] = [];
   for (const [name, spec] of Object.entries(declared)) {
     const value = given[name] ?? spec.default;
-    if (value !== undefined) inputs[name] = value;
-    else if (spec.required) missing.push(name);
+    if (value === undefined) {
+      if (spec.required) missing.push(name);
+    } else if (spec.type === 'object') inputs[name] = objectInputText(name, value, file, origin?.(name));
+    else inputs[name] = typeof value === 'string' ? value : JSON.stringify(value);
   }
   if (missing.length > 0) {
     throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
   }
   return inputs;
+}
+
+/** An object input's value as the run carries it: compact JSON. @throws InvalidRequestError `INPUT_INVALID` naming the input and its file */
+function objectInputText(name: string, value: string | object, file: string, origin: string | undefined): string {
+  if (typeof value !== 'string') return JSON.stringify(value);
+  const parsed = parseObjectInput(value);
+  if ('value' in parsed) return JSON.stringify(parsed.value);
+  throw new InvalidRequestError(
+    'INPUT_INVALID',
+    `[INPUT_INVALID] input "${name}"${origin ? ` (${origin})` : ''} of ${file} is \`type: object\`, but ${parsed.problem}; ` +
+      'give a JSON object of string, number or boolean values, e.g. --input ' + `${name}=@answers.json holding {"key": "value"}`,
+  );
 }

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { checkRunInputSize } from './input-size.js';
-import { readInputValues, type InputValue } from './input-files.js';
+import { inputOrigins, readInputValues, type InputValue } from './input-files.js';
 import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
@@ -29,6 +29,8 @@ export interface PrepareRunOptions {
    * file (`{ file: '-' }`: standard input) as UTF-8 text, at most 2 MB (see {@link readInputValues}).
    */
   inputs?: Record<string, InputValue>;
+  /** How messages name an input read from a file (`--input notes=@notes.md`). @default `input "notes" ({ file: "notes.md" })` */
+  describeInputFile?(name: string, file: string): string;
   /**
    * Folder that agent, prompt and context paths of an in-memory definition resolve against, on the worker.
    * A file's own folder is used for a path. @default `process.cwd()`
@@ -51,12 +53,14 @@ export interface PrepareRunOptions {
  * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`).
  */
 export async function prepareRunInput(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
-  const given = await readInputValues(options.inputs ?? {});
+  const describe = options.describeInputFile ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
+  const given = await readInputValues(options.inputs ?? {}, { describe });
+  const origin = inputOrigins(options.inputs ?? {}, describe);
   const backends = [...(options.backends ?? []), ...extraBackendNames()];
   try {
     if (typeof source === 'string') {
       const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
-      const inputs = resolveInputs(pipeline, source, given);
+      const inputs = resolveInputs(pipeline, source, given, origin);
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
       return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) });
     }
@@ -67,7 +71,7 @@ export async function prepareRunInput(source: PipelineSource, options: PrepareRu
       pipeline,
       baseDir: path.resolve(options.baseDir ?? process.cwd()),
       pipelineFile: name,
-      inputs: resolveInputs(pipeline, name, given),
+      inputs: resolveInputs(pipeline, name, given, origin),
       ...withBackends(backends),
     });
   } catch (err) {

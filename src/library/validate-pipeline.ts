@@ -243,17 +243,21 @@ function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: Rea
   if (['run.id', 'run.pipeline', 'attempt', 'previous.failed', 'stage.id'].includes(v)) return true;
   if (pipeline.workspace && ['workspace.diff', 'workspace.branch', 'workspace.base'].includes(v)) return true;
   const [kind, name, field, ...rest] = v.split('.');
-  if (kind === 'inputs') return field === undefined && Object.hasOwn(pipeline.inputs ?? {}, name);
+  if (kind === 'inputs') {
+    if (!Object.hasOwn(pipeline.inputs ?? {}, name)) return false;
+    // `{{inputs.NAME.KEY}}` reads one key of an object input; which keys it has is known only when the run starts.
+    return field === undefined || (pipeline.inputs?.[name].type === 'object' && rest.length === 0);
+  }
   if (kind === 'stages') {
     if (!ancestors.has(name)) return false;
-    return ['summary', 'artifacts', 'status', 'error'].includes(field) ? rest.length === 0 : field === 'outputs' && rest.length > 0;
+    return ['summary', 'artifacts', 'status', 'error', 'answer'].includes(field) ? rest.length === 0 : (field === 'outputs' || field === 'report') && rest.length > 0;
   }
   return false;
 }
 
 /** What only `finally` stages can read: how the run ended, and how its delivery went. */
 function isRunEndVariable(v: string): boolean {
-  return v === 'run.status' || v === 'run.error' || RUN_DELIVERY_VARIABLES.includes(v);
+  return v === 'run.status' || v === 'run.error' || v === 'run.error.type' || v === 'run.error.message' || RUN_DELIVERY_VARIABLES.includes(v);
 }
 
 /**
@@ -265,7 +269,7 @@ function stageVariableHint(v: string, known: (v: string) => boolean): string {
   if (!id || !known(`stages.${id}.summary`)) return `the stage does not run after "${id}"; add it to needs`;
   const name = field.join('.');
   const outputs = name && !name.startsWith('outputs.') ? `; a value the agent reports is {{stages.${id}.outputs.${name}}}` : '';
-  return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, artifacts, status, error and outputs.KEY${outputs}`;
+  return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, answer, artifacts, status, error, outputs.KEY and report.FIELD${outputs}`;
 }
 
 /** Template variables `known` rejects, each located by line in `file`. */
@@ -279,8 +283,8 @@ function unknownVariables(template: string, file: string, known: (v: string) => 
       ? stageVariableHint(v, known)
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
-        : 'known: inputs.NAME, stages.ID.summary|artifacts|status|error|outputs.KEY, run.id, run.pipeline, attempt, previous.failed ' +
-          '(run.status, run.error and run.delivery.push|pullRequest|branch|url in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
+        : 'known: inputs.NAME, stages.ID.summary|answer|artifacts|status|error|outputs.KEY|report.FIELD, run.id, run.pipeline, attempt, previous.failed ' +
+          '(run.status, run.error, run.error.type and run.delivery.push|pullRequest|branch|url in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
     problems.push({ file, line: line || undefined, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
   }
   return problems;

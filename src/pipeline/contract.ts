@@ -17,11 +17,15 @@ export const agentReportSchema = z.object({
 export type AgentReport = z.infer<typeof agentReportSchema>;
 
 export type ContractReading =
-  | { kind: 'report'; report: AgentReport }
-  | { kind: 'needs_input'; question: string }
+  /** `extra`: the report's top-level fields besides the contract's (`issues`, `pr_ready` …), when it has any. */
+  | { kind: 'report'; report: AgentReport; extra?: Record<string, unknown> }
+  /** `blocked`: the agent wrote `BLOCKED: reason` (rather than ending with a question). */
+  | { kind: 'needs_input'; question: string; blocked: boolean }
   | { kind: 'violation'; reason: string };
 
 const BLOCKED = /^\s*BLOCKED:\s*(.+)$/m;
+/** The report fields the contract defines; any other top-level field is kept as the stage's `report`. */
+const CONTRACT_FIELDS = new Set(Object.keys(agentReportSchema.shape));
 
 /**
  * The block that is the agent's report: the last fenced block tagged `json` (or `JSON`), or untagged with a body
@@ -62,9 +66,9 @@ export function readAgentOutput(text: string): ContractReading {
     problem = reading.reason;
   }
   const blocked = BLOCKED.exec(text);
-  if (blocked) return { kind: 'needs_input', question: blocked[1].trim() };
+  if (blocked) return { kind: 'needs_input', question: blocked[1].trim(), blocked: true };
   const question = findClosingQuestion(text);
-  if (question && !block) return { kind: 'needs_input', question };
+  if (question && !block) return { kind: 'needs_input', question, blocked: false };
   if (text.trim() === '') return { kind: 'violation', reason: 'the agent gave no answer' };
   return {
     kind: 'violation',
@@ -84,7 +88,10 @@ function readReport(block: FencedBlock): Exclude<ContractReading, { kind: 'needs
     return { kind: 'violation', reason: 'the last fenced JSON block is not a JSON object with "success" and "summary"' };
   }
   const parsed = agentReportSchema.safeParse(json);
-  if (parsed.success) return { kind: 'report', report: parsed.data };
+  if (parsed.success) {
+    const extra = Object.fromEntries(Object.entries(json).filter(([key]) => !CONTRACT_FIELDS.has(key)));
+    return { kind: 'report', report: parsed.data, ...(Object.keys(extra).length > 0 ? { extra } : {}) };
+  }
   return {
     kind: 'violation',
     reason: `the last fenced JSON block does not match the contract: ${parsed.error.issues
@@ -113,7 +120,7 @@ export function readFreeAnswer(text: string): ContractReading {
   const last = paragraphs[paragraphs.length - 1]?.trim() ?? '';
   if (last === '') return { kind: 'violation', reason: 'the agent gave no answer' };
   const blocked = /^BLOCKED:\s*([\s\S]+)$/.exec(last);
-  if (blocked) return { kind: 'needs_input', question: blocked[1].trim() };
+  if (blocked) return { kind: 'needs_input', question: blocked[1].trim(), blocked: true };
   const summary = last.length > FREE_SUMMARY_MAX_CHARS ? `${last.slice(0, FREE_SUMMARY_MAX_CHARS - 1)}…` : last;
   return { kind: 'report', report: { success: true, summary, outputs: {} } };
 }

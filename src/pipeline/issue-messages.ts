@@ -30,6 +30,8 @@ const ENUM_NOUNS: Record<string, string> = {
   permissionMode: 'a permission mode',
   onPermissionDenied: 'a choice for onPermissionDenied',
   onFailure: 'a choice for onFailure',
+  onBlocked: 'a choice for onBlocked',
+  nonRetryable: 'a failure type',
   onMaxRounds: 'a choice for onMaxRounds',
   onTimeout: 'a choice for onTimeout',
   onBudgetExceeded: 'a choice for onBudgetExceeded',

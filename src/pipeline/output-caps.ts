@@ -16,6 +16,12 @@ export const OUTPUT_CAPS = {
   outputsBytes: 256 * 1024,
   /** A reviewer's `feedback`, all findings together. @unit bytes */
   feedbackBytes: 64 * 1024,
+  /** The agent's final answer kept in the result (`{{stages.ID.answer}}`): longer is cut, with a warning. @unit bytes */
+  answerBytes: 16 * 1024,
+  /** Each of the report's own top-level fields (`{{stages.ID.report.FIELD}}`), like an entry of `outputs`. @unit bytes */
+  reportFieldBytes: 64 * 1024,
+  /** All of the report's own fields together. @unit bytes */
+  reportBytes: 128 * 1024,
 } as const;
 
 /** The most artifacts one stage result lists; the rest are counted by top folder (see {@link OmittedArtifacts}). */
@@ -99,7 +105,7 @@ export function capText(text: string, limitBytes: number = OUTPUT_CAPS.summaryBy
 }
 
 /** The first field of a report over its cap (each output, then all outputs, then feedback), or undefined. */
-export function findOversizedField(report: { outputs?: Record<string, unknown>; feedback?: unknown }): OversizedField | undefined {
+export function findOversizedField(report: { outputs?: Record<string, unknown>; feedback?: unknown }, extra: Record<string, unknown> = {}): OversizedField | undefined {
   const outputs = report.outputs ?? {};
   for (const [key, value] of Object.entries(outputs)) {
     const bytes = reportedBytes(value);
@@ -111,5 +117,11 @@ export function findOversizedField(report: { outputs?: Record<string, unknown>; 
     const bytes = reportedBytes(report.feedback);
     if (bytes > OUTPUT_CAPS.feedbackBytes) return { field: 'feedback', bytes, limit: OUTPUT_CAPS.feedbackBytes };
   }
+  for (const [key, value] of Object.entries(extra)) {
+    const bytes = reportedBytes(value);
+    if (bytes > OUTPUT_CAPS.reportFieldBytes) return { field: key, bytes, limit: OUTPUT_CAPS.reportFieldBytes };
+  }
+  const extraBytes = reportedBytes(extra);
+  if (extraBytes > OUTPUT_CAPS.reportBytes) return { field: 'report fields besides the contract\'s', bytes: extraBytes, limit: OUTPUT_CAPS.reportBytes };
   return undefined;
 }

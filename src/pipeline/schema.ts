@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { TOOL_NAME } from './tool-names.js';
+import { FAILURE_TYPES } from './retry-policy.js';
+import { objectInputValueSchema } from './object-inputs.js';
 
 /**
  * The pipeline file schema. Field names follow DESIGN.md; every field a user may omit has a default
@@ -81,6 +83,18 @@ export const sandboxSchema = z.union([
 ]);
 export type SandboxOption = z.infer<typeof sandboxSchema>;
 
+/** `retry:`: Temporal's retry policy of the stage's activity (see retry-policy.ts); a stage's fields win over the defaults' one by one. */
+export const retrySchema = z.strictObject({
+  /** The wait before the first retry. @default 1s */
+  initialInterval: durationSchema.optional(),
+  /** Each wait is the previous one times this. @default 2 */
+  backoffCoefficient: z.number().min(1).max(100).optional(),
+  /** The longest wait between two attempts. @default 1m */
+  maximumInterval: durationSchema.optional(),
+  /** Failure types never retried (`RESPONSE_EMPTY`: an empty answer is final), on top of those the catalogue never retries. */
+  nonRetryable: z.array(z.enum(FAILURE_TYPES)).optional(),
+});
+
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
   /** Extra text for the system prompt of the stage; a template like the prompt (`{{inputs.NAME}}`, `{{stages.ID.summary}}`). */
@@ -97,6 +111,10 @@ const stageOptionsShape = {
   /** Like `stallTimeout`, for the wait before the agent's first output (model warm-up, long first prompt). */
   firstOutputTimeout: durationSchema.optional(),
   retries: z.number().int().min(0).max(100).optional(),
+  /** How the attempts are spaced and which failures are final (Temporal's retry policy); `retries` stays the count. */
+  retry: retrySchema.optional(),
+  /** A `BLOCKED: reason` answer: `wait` for a person's answer (default), or `fail` the run with `AGENT_BLOCKED` and the reason. */
+  onBlocked: z.enum(['wait', 'fail']).optional(),
   /** Attempts whose answer breaks the output contract are retried this many times, then the stage fails. */
   contractRetries: z.number().int().min(0).max(10).optional(),
   permissionMode: z.enum(PERMISSION_MODES).optional(),
@@ -221,7 +239,10 @@ export const stageSchema = z.strictObject({
 const inputSchema = z.strictObject({
   description: z.string().optional(),
   required: z.boolean().optional(),
-  default: z.string().optional(),
+  /** `string` (default), or `object`: a JSON object of string, number or boolean values (see object-inputs.ts). */
+  type: z.enum(['string', 'object']).optional(),
+  /** A string; for `type: object`, an object. */
+  default: z.union([z.string(), objectInputValueSchema]).optional(),
 });
 
 export const workspaceSchema = z.strictObject({

@@ -3,6 +3,7 @@ import { allowedFailures, findAncestors } from './graph.js';
 import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
+import { findInputDefaultProblems } from './object-inputs.js';
 
 /**
  * Checks that need the whole pipeline, after the schema and the stage graph passed: reviews name stages the
@@ -12,7 +13,7 @@ import type { PipelineDefinition } from './schema.js';
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
-  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline));
+  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline), ...findInputDefaultProblems(pipeline.inputs));
   for (const [i, entry] of (pipeline.context ?? []).entries()) {
     const file = typeof entry === 'string' ? entry : entry.path;
     if (leavesFolder(file)) {

@@ -1,4 +1,5 @@
 import { toMilliseconds } from './duration.js';
+import { mergeRetry } from './retry-policy.js';
 import type { BackendName, PipelineDefinition, StageDefinition, StageNeed, TemplateSyntax } from './schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
@@ -29,6 +30,8 @@ export interface ResolvedStage
   maxContinuations: number;
   onPermissionDenied: 'fail' | 'ask' | 'ignore';
   onFailure: 'fail' | 'ask';
+  /** A `BLOCKED:` answer: `wait` for a person, or `fail` the run with `AGENT_BLOCKED`. */
+  onBlocked: 'wait' | 'fail';
   /** As written (ids or `{stage, allowFailure}`); `needIds` in graph.ts gives the ids. */
   needs: StageNeed[];
   /** `none`: no report block; the answer's last paragraph is the summary. */
@@ -52,6 +55,7 @@ export const STAGE_DEFAULTS = {
   maxContinuations: 2,
   onPermissionDenied: 'ignore',
   onFailure: 'fail',
+  onBlocked: 'wait',
   contract: 'json',
   templateSyntax: 'strict',
 } as const;
@@ -75,6 +79,9 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
     maxContinuations: stage.maxContinuations ?? defaults.maxContinuations ?? STAGE_DEFAULTS.maxContinuations,
     onPermissionDenied: stage.onPermissionDenied ?? defaults.onPermissionDenied ?? STAGE_DEFAULTS.onPermissionDenied,
     onFailure: stage.onFailure ?? defaults.onFailure ?? STAGE_DEFAULTS.onFailure,
+    onBlocked: stage.onBlocked ?? defaults.onBlocked ?? STAGE_DEFAULTS.onBlocked,
+    // Field by field: `defaults.retry.nonRetryable` with a stage's own `initialInterval` keeps both.
+    retry: mergeRetry(defaults.retry, stage.retry),
     needs: stage.needs ?? [],
     contract: stage.contract ?? defaults.contract ?? STAGE_DEFAULTS.contract,
     templateSyntax: stage.templateSyntax ?? pipeline.templateSyntax ?? STAGE_DEFAULTS.templateSyntax,

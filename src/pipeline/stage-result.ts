@@ -22,6 +22,18 @@ export interface StageResult {
   warnings: string[];
   /** The agent's question or blocker when `status` is `needs_input`. */
   question?: string;
+  /** Set when the question is a `BLOCKED: reason` line (not a closing question): `onBlocked: fail` ends the run on it. */
+  blocked?: boolean;
+  /**
+   * The agent's final answer text, without its report block (`{{stages.ID.answer}}`), cut to `OUTPUT_CAPS.answerBytes`
+   * with a warning; the whole text stays in the transcript.
+   */
+  answer?: string;
+  /**
+   * The report's top-level fields besides the contract's own (`issues`, `pr_ready` …): `{{stages.ID.report.FIELD}}`.
+   * Capped like `outputs` (a field over its cap fails the stage `OUTPUT_TOO_LARGE`).
+   */
+  report?: Record<string, unknown>;
   /** The agent's own error when it reported `success: false`. */
   error?: string;
   /** A reviewer's verdict and findings. */

@@ -1,3 +1,5 @@
+import { formatObjectInput, parseObjectInput } from './object-inputs.js';
+
 /**
  * Step template rendering: `{{inputs.feature}}`, `{{stages.spec.outputs.title}}`, `{{run.id}}`,
  * `{{attempt}}`, `{{previous.failed}}`. One pass, so values that contain `{{…}}` are never
@@ -15,6 +17,10 @@ export interface TemplateStage {
   status?: string;
   /** The failure message of a failed stage; empty for a completed one. */
   error?: string;
+  /** The agent's final answer without its report block (capped); absent for stages recorded before answers were kept. */
+  answer?: string;
+  /** The report's top-level fields besides the contract's (`{{stages.ID.report.FIELD}}`). */
+  report?: Record<string, unknown>;
 }
 
 export interface TemplateContext {
@@ -22,7 +28,9 @@ export interface TemplateContext {
   /** Completed earlier stages by id. */
   stages: Record<string, TemplateStage>;
   /** `status`, `error` and `delivery` are set for `finally` stages only, once the run has ended. */
-  run: { id: string; pipeline: string; status?: string; error?: string; delivery?: RunDeliveryOutcome };
+  run: { id: string; pipeline: string; status?: string; error?: string; errorType?: string; delivery?: RunDeliveryOutcome };
+  /** Inputs declared `type: object`, whose values are JSON text: `{{inputs.NAME}}` gives `key: value` lines, `{{inputs.NAME.KEY}}` one value. */
+  objectInputs?: string[];
   /** The attempt of the stage being rendered (1-based). */
   attempt: number;
   /**
@@ -124,8 +132,15 @@ export function renderTemplate(
 
 function lookup(context: TemplateContext, name: string): unknown {
   const [head, id, field] = name.split('.');
+  if (head === 'inputs' && context.objectInputs?.includes(id) && Object.hasOwn(context.inputs, id)) return lookupObjectInput(context.inputs[id], name.split('.').slice(2));
+  // `{{run.error}}` is the message (as before `run.error.*` existed); `{{run.error.type}}` and `.message` its parts.
+  if (head === 'run' && id === 'error' && field !== undefined && context.run.status !== undefined) {
+    if (field === 'type' && context.run.errorType !== undefined && name.split('.').length === 3) return context.run.errorType;
+    if (field === 'message' && name.split('.').length === 3) return context.run.error ?? '';
+    return undefined;
+  }
   // A stage that was cancelled or skipped before it reported (which `finally` stages can read) has no outputs.
-  if (head === 'stages' && field === 'outputs' && name.split('.').length > 3 && Object.hasOwn(context.stages, id)) {
+  if (head === 'stages' && (field === 'outputs' || field === 'report') && name.split('.').length > 3 && Object.hasOwn(context.stages, id)) {
     const status = context.stages[id].status;
     if (status === 'cancelled' || status === 'skipped') return '';
   }
@@ -137,6 +152,14 @@ function lookup(context: TemplateContext, name: string): unknown {
   return value;
 }
 
+/** An object input's value: all of it as `key: value` lines, or one key's value; undefined for an unknown key. */
+function lookupObjectInput(text: string, path: string[]): unknown {
+  const parsed = parseObjectInput(text);
+  if ('problem' in parsed) return path.length === 0 ? text : undefined;
+  if (path.length === 0) return formatObjectInput(parsed.value);
+  return path.length === 1 && Object.hasOwn(parsed.value, path[0]) ? parsed.value[path[0]] : undefined;
+}
+
 function formatValue(value: unknown): string {
   if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value.join('\n');
   if (typeof value === 'object' && value !== null) return JSON.stringify(value, null, 2);
@@ -145,21 +168,29 @@ function formatValue(value: unknown): string {
 
 function describeContext(context: TemplateContext): string[] {
   return [
-    ...Object.keys(context.inputs).map((k) => `inputs.${k}`),
+    ...Object.keys(context.inputs).flatMap((k) => [`inputs.${k}`, ...objectInputKeys(context, k).map((key) => `inputs.${k}.${key}`)]),
     ...Object.entries(context.stages).flatMap(([id, stage]) => [
       `stages.${id}.summary`,
       ...Object.keys(stage.outputs).map((key) => `stages.${id}.outputs.${key}`),
+      ...(stage.answer === undefined ? [] : [`stages.${id}.answer`]),
+      ...Object.keys(stage.report ?? {}).map((key) => `stages.${id}.report.${key}`),
       `stages.${id}.artifacts`,
       ...(stage.status === undefined ? [] : [`stages.${id}.status`, `stages.${id}.error`]),
     ]),
     'run.id',
     'run.pipeline',
-    ...(context.run.status === undefined ? [] : ['run.status', 'run.error']),
+    ...(context.run.status === undefined ? [] : ['run.status', 'run.error', ...(context.run.errorType === undefined ? [] : ['run.error.type']), 'run.error.message']),
     ...(context.run.delivery === undefined ? [] : RUN_DELIVERY_VARIABLES),
     'attempt',
     ...(context.previous ? ['previous.failed'] : []),
     ...(context.workspace ? ['workspace.diff', 'workspace.branch', 'workspace.base'] : []),
   ];
+}
+
+function objectInputKeys(context: TemplateContext, name: string): string[] {
+  if (!context.objectInputs?.includes(name)) return [];
+  const parsed = parseObjectInput(context.inputs[name]);
+  return 'value' in parsed ? Object.keys(parsed.value) : [];
 }
 
 /** A sentence per unknown `stages.ID…` variable whose stage has no result here. */

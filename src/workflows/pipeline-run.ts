@@ -22,6 +22,11 @@ import { HumanWaits } from './waits.js';
  * is recorded where a run first finds a hand-over due, so a replay of any earlier history takes the old path.
  */
 const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
+/**
+ * Patch: a stage's `retry:` shapes Temporal's retry policy of its activity, `onBlocked: fail` ends the run with
+ * `AGENT_BLOCKED`, and `finally` stages get `{{run.error.type}}`. Runs recorded before it keep the fixed policy.
+ */
+export const STAGE_KNOBS_PATCH = 'knobs24-retry-policy-and-on-blocked';
 
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
@@ -85,7 +90,8 @@ export class PipelineRun {
     this.rounds = new Map(carried?.rounds);
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference });
+    const knobs = patched(STAGE_KNOBS_PATCH);
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs });
     this.runner.runEnd = carried?.runEnd;
     this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
     this.failure = carried?.failure;
@@ -304,7 +310,9 @@ export class PipelineRun {
   private async runFinallyStages(cancelled: boolean): Promise<void> {
     const status = cancelled ? 'cancelled' : this.failure ? (isTimeoutFailure(this.failure.type) ? 'timed_out' : 'failed') : 'completed';
     const error = cancelled ? 'the run was cancelled' : (this.failure?.message ?? '');
-    this.runner.runEnd = { status, error, delivery: this.deliveryOutcome() };
+    // `{{run.error.type}}`: the failure's type (`AGENT_BLOCKED`, `PUSH_CONFLICT` …), empty when the run completed.
+    const errorType = cancelled ? 'CANCELLED' : (this.failure?.type ?? '');
+    this.runner.runEnd = { status, error, ...(this.runner.knobs ? { errorType } : {}), delivery: this.deliveryOutcome() };
     const scope = cancelled ? undefined : new CancellationScope();
     for (const stage of this.finallyStages) {
       const outcome = await (scope ? scope.run(() => this.runner.runRound(stage, 1)) : CancellationScope.nonCancellable(() => this.runner.runRound(stage, 1)));

@@ -30,7 +30,7 @@ export interface RunCarryOver {
   /** The failure that ends the run, when one happened before the hand-over. */
   failure: { type: string; message: string } | undefined;
   /** How the run ended, once `finally` stages run (never set at a hand-over today; carried for completeness). */
-  runEnd: { status: string; error: string } | undefined;
+  runEnd: { status: string; error: string; errorType?: string } | undefined;
   /** When the pipeline `timeout` ends the run, counted from the first execution's start. @unit milliseconds since the epoch */
   deadlineAt: number | undefined;
   /** Executions of this run so far, this one included (1 for a run that never continued). */

@@ -190,12 +190,18 @@ function hasTemplateValues(s: StageState, ended: boolean): boolean {
 function templateStageOf(s: StageState, ended: boolean): TemplateStage | undefined {
   if (!hasTemplateValues(s, ended)) return undefined;
   if (s.status === 'completed' && s.result) {
-    return { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '' };
+    return { summary: s.result.summary, outputs: s.result.outputs, artifacts: s.result.artifacts.map((a) => a.path), status: 'completed', error: '', ...answerAndReport(s.result) };
   }
   if (s.status === 'failed') {
     const error = s.error?.message ?? '';
-    return { summary: s.result?.summary ?? error, outputs: s.result?.outputs ?? {}, artifacts: s.result?.artifacts.map((a) => a.path) ?? [], status: 'failed', error };
+    return { summary: s.result?.summary ?? error, outputs: s.result?.outputs ?? {}, artifacts: s.result?.artifacts.map((a) => a.path) ?? [], status: 'failed', error, ...answerAndReport(s.result) };
   }
   // Once the run has ended (for `finally` stages), a stage that never reported still has its status, and empty values.
   return { summary: '', outputs: {}, artifacts: [], status: s.status, error: s.error?.message ?? '' };
+}
+
+/** `{{stages.ID.answer}}` and `{{stages.ID.report.FIELD}}`, when the result has them (results recorded before answers were kept have neither). */
+function answerAndReport(result: StageState['result']): Pick<TemplateStage, 'answer' | 'report'> {
+  if (!result) return {};
+  return { ...(result.answer === undefined ? {} : { answer: result.answer }), ...(result.report === undefined ? {} : { report: result.report }) };
 }

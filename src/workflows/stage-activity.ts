@@ -9,13 +9,17 @@ import {
 import type { createActivities } from '../activities/index.js';
 import type { StageAttemptInput } from '../activities/run-stage.js';
 import { formatDuration } from '../pipeline/duration.js';
+import { temporalRetryPolicy } from '../pipeline/retry-policy.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-/** Runs one stage attempt (with Temporal's retries) as an activity with the stage's options. */
-export function runStageActivity(input: StageAttemptInput): Promise<StageResult> {
+/**
+ * Runs one stage attempt (with Temporal's retries) as an activity with the stage's options. `retryFromFile`: the
+ * stage's `retry:` shapes Temporal's retry policy; false for runs recorded before it could (fixed 1 s ×2 up to 1 m).
+ */
+export function runStageActivity(input: StageAttemptInput, retryFromFile = false): Promise<StageResult> {
   const { stage, round, continuation } = input;
   const summary = [`stage ${stage.id}`, stage.backend, stage.model, round > 1 ? `round ${round}` : '', continuation?.kind ?? '']
     .filter(Boolean)
@@ -27,12 +31,14 @@ export function runStageActivity(input: StageAttemptInput): Promise<StageResult>
     heartbeatTimeout: stage.heartbeatTimeoutMs,
     // Wait for the agent process to be really stopped before the run reports cancelled.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    retry: {
-      maximumAttempts: stage.retries + 1,
-      initialInterval: '1s',
-      backoffCoefficient: 2,
-      maximumInterval: '1m',
-    },
+    retry: retryFromFile
+      ? temporalRetryPolicy(stage.retries, stage.retry)
+      : {
+          maximumAttempts: stage.retries + 1,
+          initialInterval: '1s',
+          backoffCoefficient: 2,
+          maximumInterval: '1m',
+        },
   }).runStage(input);
 }
 

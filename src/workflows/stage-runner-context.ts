@@ -19,4 +19,9 @@ export interface StageRunnerContext {
   publish(): void;
   /** Template values go by reference (see template-values.ts); false for runs recorded before. */
   byReference?: boolean;
+  /**
+   * The stage knobs of issue 24 apply (`retry:` shapes Temporal's retry policy, `onBlocked: fail` ends the run,
+   * `{{run.error.type}}`); false for runs recorded before them (see `STAGE_KNOBS_PATCH`).
+   */
+  knobs?: boolean;
 }

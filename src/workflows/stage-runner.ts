@@ -12,6 +12,7 @@ import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
 import { inlineTemplateValues, prewarmHints } from './template-values.js';
+import { objectInputNames } from '../pipeline/object-inputs.js';
 import { commandsFor } from './waits.js';
 
 type Continuation = StageAttemptInput['continuation'];
@@ -77,9 +78,14 @@ type Step = { kind: 'again'; continuation: Continuation } | Done;
  */
 export class StageRunner {
   /** How the run ended, once it has: `finally` stages read it as `{{run.status}}`, `{{run.error}}` and `{{run.delivery.…}}`. */
-  runEnd?: { status: string; error: string; delivery?: RunDeliveryOutcome };
+  runEnd?: { status: string; error: string; errorType?: string; delivery?: RunDeliveryOutcome };
 
   constructor(private readonly ctx: StageRunnerContext) {}
+
+  /** Whether the run has the stage knobs of `STAGE_KNOBS_PATCH` (decided once, at the run's first task). */
+  get knobs(): boolean {
+    return this.ctx.knobs === true;
+  }
 
   async runRound(stage: ResolvedStage, round: number): Promise<StageOutcome> {
     const { tracker } = this.ctx;
@@ -142,7 +148,8 @@ export class StageRunner {
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
         prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
-      });
+        ...objectInputsOf(input.pipeline.inputs),
+      }, this.knobs);
     } catch (err) {
       const failure = readStageFailure(err, stage);
       tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
@@ -182,6 +189,11 @@ export class StageRunner {
       round.granted.push(...allowed);
       const message = `A person allowed ${allowed.join(', ')}. Make the calls that were denied again and finish the task.`;
       return { kind: 'again', continuation: { kind: 'permission', sessionId, message } };
+    }
+    if (result.status === 'needs_input' && result.blocked && stage.onBlocked === 'fail' && this.knobs) {
+      // A terminal outcome, not a wait: the run fails with the agent's reason (`onFailure: ask` does not apply).
+      const reason = result.question ?? result.summary;
+      return this.failed(stage, { type: 'AGENT_BLOCKED', message: `[AGENT_BLOCKED] stage ${stage.id}: the agent is blocked: ${reason}` });
     }
     if (result.status === 'needs_input') {
       const bound = stage.answer;
@@ -300,4 +312,10 @@ export class StageRunner {
     this.ctx.tracker.markFailed(stage.id, { type: error.type, message: error.message });
     return { kind: 'done', outcome: { kind: 'failed', type: error.type, message: error.message } };
   }
+}
+
+/** `objectInputs` for the activity input when the pipeline declares inputs `type: object`; nothing otherwise. */
+function objectInputsOf(inputs: Record<string, { type?: string }> | undefined): { objectInputs?: string[] } {
+  const names = objectInputNames(inputs);
+  return names.length > 0 ? { objectInputs: names } : {};
 }

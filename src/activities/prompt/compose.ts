@@ -1,6 +1,7 @@
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { listTemplateVariables, renderTemplate, type TemplateContext } from '../../pipeline/template.js';
 import type { FileExcerpt } from './file-excerpt.js';
+import { formatObjectInput, parseObjectInput } from '../../pipeline/object-inputs.js';
 import { FREE_ANSWER_CONTRACT, OUTPUT_CONTRACT, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE, type SystemPromptTemplate } from './system-prompt.js';
 
 /*
@@ -79,7 +80,7 @@ export function composePrompt(parts: PromptParts): StagePrompt {
     section('Your task', parts.task.trim() || `Do the work your instructions describe${parts.agentDescription ? ` (${parts.agentDescription.trim()})` : ''}.`),
     section('Stage requirements', requirementLines(parts).join('\n')),
     section('Notes', (parts.notes ?? []).map((note) => `- ${note}`).join('\n')),
-    section('Run inputs', Object.entries(context.inputs).map(([k, v]) => `- ${k}: ${v}`).join('\n')),
+    section('Run inputs', formatRunInputs(context)),
     parts.inline ? '' : projectContext,
     parts.inline ? '' : work,
     section('Reviewer feedback from earlier rounds', (parts.reworkHistory ?? []).map(formatRework).join('\n\n')),
@@ -163,4 +164,14 @@ export function formatFile(file: PromptFile, heading: string): string {
 function formatRework(round: ReworkRound): string {
   const items = round.feedback.map((item) => `- ${typeof item === 'string' ? item : JSON.stringify(item)}`);
   return [`### Round ${round.round}, reviewer ${round.reviewer}: ${round.summary}`, ...items].join('\n');
+}
+
+/** The run's inputs as `- name: value` lines; an object input as its `key: value` lines under its name. */
+function formatRunInputs(context: TemplateContext): string {
+  return Object.entries(context.inputs)
+    .map(([name, value]) => {
+      const parsed = context.objectInputs?.includes(name) ? parseObjectInput(value) : undefined;
+      return parsed && 'value' in parsed ? `- ${name}:\n${formatObjectInput(parsed.value, '  ')}` : `- ${name}: ${value}`;
+    })
+    .join('\n');
 }

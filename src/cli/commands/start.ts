@@ -3,7 +3,7 @@ import { InvalidRequestError } from '../../errors.js';
 import { prepareRunInput } from '../../library/pipeline-source.js';
 import { findRunIdProblem } from '../../pipeline/run-id.js';
 import { withClient } from '../connect.js';
-import { collect, readInputFlags } from '../options.js';
+import { collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
@@ -36,7 +36,8 @@ export function addStartCommand(program: Command): void {
       // Checked before connecting: an invalid file or id exits 2 whether or not Temporal is up.
       const idProblem = opts.id === undefined ? undefined : findRunIdProblem(opts.id);
       if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(opts.id)}: ${idProblem}`);
-      const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
+      const inputs = parseInputFlags(opts.input ?? []);
+      const input = await prepareRunInput(file, { inputs, describeInputFile: (name, path) => `--input ${name}=@${path}`, filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
         const run = await connected.pipeline.startPrepared(input, { id: opts.id });
         const { id: runId, alreadyRunning } = run;

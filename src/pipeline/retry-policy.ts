@@ -1,0 +1,81 @@
+import { toMilliseconds } from './duration.js';
+
+/*
+ * A stage's retry policy as the pipeline file writes it (`retry:` on a stage or in `defaults`), and the Temporal retry
+ * policy of the stage's activity it becomes. Pure: the workflow maps it, `validate` checks it.
+ */
+
+/**
+ * Every failure type a stage attempt can throw: the names of the catalogue in activities/failures.ts (a unit test keeps
+ * the two lists equal). Listed here because the pipeline layer, which validates `retry.nonRetryable`, sits below it.
+ */
+export const FAILURE_TYPES = [
+  'CONFIG_INVALID',
+  'FILE_NOT_FOUND',
+  'BUNDLE_INVALID',
+  'INPUT_NOT_FOUND',
+  'TEMPLATE_VARIABLE_UNKNOWN',
+  'CLI_NOT_INSTALLED',
+  'SANDBOX_UNAVAILABLE',
+  'API_KEY_MISSING',
+  'API_KEY_REJECTED',
+  'INVALID_REQUEST',
+  'BUDGET_EXCEEDED',
+  'OUTPUT_CONTRACT_VIOLATION',
+  'OUTPUT_TOO_LARGE',
+  'OUTPUT_MISSING',
+  'AGENT_REPORTED_FAILURE',
+  'RATE_LIMITED',
+  'OVERLOADED',
+  'SERVER_ERROR',
+  'CONNECTION_ERROR',
+  'AGENT_STALLED',
+  'CLI_CRASHED',
+  'RESPONSE_EMPTY',
+  'WORKSPACE_ERROR',
+  'GIT_FAILED',
+  'PUSH_FAILED',
+  'INTERNAL_ERROR',
+] as const;
+export type FailureTypeName = (typeof FAILURE_TYPES)[number];
+
+/** `retry:` of a stage or of `defaults` (see `retrySchema` in schema.ts): Temporal's retry policy of the stage's activity. */
+export interface RetrySettings {
+  /** The wait before the first retry: a duration as the file writes it. @default 1s */
+  initialInterval?: string | number;
+  /** Each wait is the previous one times this. @default 2 */
+  backoffCoefficient?: number;
+  /** The longest wait between two attempts. @default 1m */
+  maximumInterval?: string | number;
+  /** Failure types never retried, on top of those the catalogue never retries. */
+  nonRetryable?: FailureTypeName[];
+}
+
+/** The built-in retry policy: what every stage had before `retry:` existed. */
+export const DEFAULT_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1m' } as const;
+
+/** A stage's retry settings with the defaults' filled in field by field; undefined when neither sets any. */
+export function mergeRetry(defaults: RetrySettings | undefined, stage: RetrySettings | undefined): RetrySettings | undefined {
+  if (!defaults && !stage) return undefined;
+  return { ...defaults, ...stage };
+}
+
+/** Temporal's retry policy for a stage with `retries` retries and these settings (durations in milliseconds). */
+export function temporalRetryPolicy(retries: number, settings: RetrySettings | undefined): {
+  maximumAttempts: number;
+  initialInterval: number;
+  backoffCoefficient: number;
+  maximumInterval: number;
+  nonRetryableErrorTypes?: string[];
+} {
+  const initialInterval = toMilliseconds(settings?.initialInterval ?? DEFAULT_RETRY.initialInterval);
+  // Temporal refuses a maximum below the initial interval; a file that sets only one of them still works.
+  const maximumInterval = Math.max(initialInterval, toMilliseconds(settings?.maximumInterval ?? DEFAULT_RETRY.maximumInterval));
+  return {
+    maximumAttempts: retries + 1,
+    initialInterval,
+    backoffCoefficient: settings?.backoffCoefficient ?? DEFAULT_RETRY.backoffCoefficient,
+    maximumInterval,
+    ...(settings?.nonRetryable?.length ? { nonRetryableErrorTypes: [...new Set(settings.nonRetryable)] } : {}),
+  };
+}

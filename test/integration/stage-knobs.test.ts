@@ -1,0 +1,179 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { stageOf } from './workflow-helpers.js';
+
+/*
+ * The stage knobs of issue 24, each through a real run (real Temporal, the real `claude` binary or the real SDK, a
+ * scripted model): `retry:` as Temporal's retry policy, the agent's full answer, `onBlocked: fail`, every report field,
+ * and object inputs.
+ */
+
+const report = (json: object): string => `\`\`\`json\n${JSON.stringify(json)}\n\`\`\``;
+const ANSWER_TEXT = 'I read the code.\n\nThe parser accepts empty lines and the tests cover both branches.';
+
+describe('stage knobs', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('knobs', {
+      scenario: {
+        rules: [
+          { name: 'empty', match: 'Stage: empty ·', turns: [{ text: '' }] },
+          {
+            name: 'inspect',
+            match: 'Stage: inspect ·',
+            turns: [{ text: `${ANSWER_TEXT}\n${report({ success: true, summary: 'Inspected.', outputs: { files: 2 }, issues: [{ title: 'No test for tabs', severity: 'low' }], pr_ready: false })}` }],
+          },
+          { name: 'followup', match: 'Stage: followup ·', turns: [{ text: report({ success: true, summary: 'Followed up.', outputs: {} }) }] },
+          { name: 'stuck', match: 'Stage: stuck ·', turns: [{ text: 'I looked for the credentials.\nBLOCKED: the deploy key is missing from the vault' }] },
+          { name: 'record', match: 'Stage: record ·', turns: [{ text: report({ success: true, summary: 'Recorded.', outputs: {} }) }] },
+          { name: 'elicit', match: 'Stage: elicit ·', turns: [{ text: report({ success: true, summary: 'Used the answers.', outputs: {} }) }] },
+        ],
+      },
+    });
+  });
+  afterAll(() => harness?.close());
+
+  const requestsOf = (rule: string) => harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && r.rule === rule);
+
+  it('maps `retry:` onto the activity\'s retry policy; RESPONSE_EMPTY in nonRetryable makes an empty answer final', { timeout: 180_000 }, async () => {
+    const handle = await harness.startYaml(
+      'retry-policy',
+      `name: retry-policy
+defaults:
+  backend: anthropic-api
+  retries: 3
+  retry: { initialInterval: 2s, backoffCoefficient: 3, nonRetryable: [RESPONSE_EMPTY] }
+stages:
+  - id: empty
+    prompt: Say something.
+    retry: { maximumInterval: 20s }
+`,
+    );
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('RESPONSE_EMPTY');
+    // Not retried: one request, though the stage has 3 retries.
+    expect(requestsOf('empty').filter((r) => r.status === 200)).toHaveLength(1);
+    const history = await handle.fetchHistory();
+    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes)?.activityTaskScheduledEventAttributes;
+    const policy = scheduled?.retryPolicy;
+    expect(policy?.maximumAttempts).toBe(4);
+    expect(Number(policy?.initialInterval?.seconds)).toBe(2);
+    expect(policy?.backoffCoefficient).toBe(3);
+    // The stage's own field joins the defaults' fields.
+    expect(Number(policy?.maximumInterval?.seconds)).toBe(20);
+    expect(policy?.nonRetryableErrorTypes).toEqual(['RESPONSE_EMPTY']);
+  });
+
+  it('retries an empty answer when the policy does not list RESPONSE_EMPTY', { timeout: 180_000 }, async () => {
+    const before = requestsOf('empty').length;
+    const handle = await harness.startYaml(
+      'retry-empty',
+      `name: retry-empty
+defaults: { backend: anthropic-api, retries: 1, retry: { initialInterval: 100ms } }
+stages:
+  - id: empty
+    prompt: Say something.
+`,
+    );
+    const state = await harness.finish(handle);
+    expect(state.error?.type).toBe('RESPONSE_EMPTY');
+    expect(requestsOf('empty').length - before).toBe(2);
+  });
+
+  it('keeps a CLI stage\'s answer and every report field for later stages, the library and status', { timeout: 180_000 }, async () => {
+    const handle = await harness.startYaml(
+      'answers',
+      `name: answers
+defaults: { heartbeatTimeout: 1m }
+stages:
+  - id: inspect
+    prompt: Inspect the code.
+  - id: followup
+    needs: [inspect]
+    prompt: |
+      The inspector said:
+      {{stages.inspect.answer}}
+      Open issues: {{stages.inspect.report.issues}}
+      Ready: {{stages.inspect.report.pr_ready}}
+`,
+    );
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const inspect = stageOf(state, 'inspect').result!;
+    // The answer without its report block; the contract's fields stay where they were.
+    expect(inspect.answer).toBe(ANSWER_TEXT);
+    expect(inspect.outputs).toEqual({ files: 2 });
+    expect(inspect.report).toEqual({ issues: [{ title: 'No test for tabs', severity: 'low' }], pr_ready: false });
+    const followup = JSON.stringify(requestsOf('followup')[0]?.body);
+    expect(followup).toContain('The parser accepts empty lines and the tests cover both branches.');
+    expect(followup).toContain('No test for tabs');
+    expect(followup).toContain('Ready: false');
+  });
+
+  it('ends the run failed with AGENT_BLOCKED on a BLOCKED answer under onBlocked: fail; finally sees run.error.type', { timeout: 180_000 }, async () => {
+    const handle = await harness.startYaml(
+      'blocked-fail',
+      `name: blocked-fail
+defaults: { heartbeatTimeout: 1m, onBlocked: fail }
+stages:
+  - id: stuck
+    prompt: Deploy the service.
+    onFailure: ask
+finally:
+  - id: record
+    prompt: "Outcome: status={{run.status}} type={{run.error.type}} reason={{run.error.message}}"
+`,
+    );
+    const state = await harness.finish(handle);
+    // A terminal outcome: failed, not the waiting state `blocked`, and `onFailure: ask` does not hold it.
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('AGENT_BLOCKED');
+    expect(state.error?.message).toContain('the deploy key is missing from the vault');
+    expect(stageOf(state, 'stuck')).toMatchObject({ status: 'failed', error: { type: 'AGENT_BLOCKED' } });
+    expect(stageOf(state, 'record').status).toBe('completed');
+    const record = JSON.stringify(requestsOf('record')[0]?.body);
+    expect(record).toContain('status=failed type=AGENT_BLOCKED reason=[AGENT_BLOCKED] stage stuck: the agent is blocked: the deploy key is missing from the vault');
+  });
+
+  it('takes an object input from a JSON file: key-value lines in the prompt, one key by {{inputs.NAME.KEY}}', { timeout: 180_000 }, async () => {
+    const file = await harness.writePipeline(
+      'object-input',
+      `name: object-input
+inputs:
+  elicitation: { type: object, required: true }
+defaults: { heartbeatTimeout: 1m }
+stages:
+  - id: elicit
+    prompt: "Scope chosen: {{inputs.elicitation.scope}}. All answers:\\n{{inputs.elicitation}}"
+`,
+    );
+    const answers = path.join(path.dirname(file), 'answers.json');
+    await writeFile(answers, JSON.stringify({ scope: 'prose only', depth: 2, draft: true }));
+    // The library's way: `{ file }`, as `--input elicitation=@answers.json` gives it.
+    const input = await prepareRunInput(file, { inputs: { elicitation: { file: answers } } });
+    expect(JSON.parse(input.inputs.elicitation)).toEqual({ scope: 'prose only', depth: 2, draft: true });
+    const handle = await harness.start(file, input.inputs);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const body = JSON.stringify(requestsOf('elicit')[0]?.body);
+    expect(body).toContain('Scope chosen: prose only. All answers:\\nscope: prose only\\ndepth: 2\\ndraft: true');
+    // The run inputs section shows it as key-value lines too.
+    expect(body).toContain('- elicitation:\\n  scope: prose only\\n  depth: 2\\n  draft: true');
+  });
+
+  it('refuses bad JSON for an object input, naming the input and the file', async () => {
+    const file = await harness.writePipeline('object-input-bad', 'name: object-input-bad\ninputs:\n  elicitation: { type: object }\nstages:\n  - id: elicit\n    prompt: Go.\n');
+    const bad = path.join(path.dirname(file), 'bad.json');
+    await writeFile(bad, '{"scope": "prose only",');
+    await expect(prepareRunInput(file, { inputs: { elicitation: { file: bad } } })).rejects.toThrow(
+      new RegExp(`\\[INPUT_INVALID\\] input "elicitation" \\(input "elicitation" \\(\\{ file: "${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}" \\}\\)\\) of .*is \`type: object\`, but it is not valid JSON`),
+    );
+    const nested = path.join(path.dirname(file), 'nested.json');
+    await writeFile(nested, '{"scope": {"deep": 1}}');
+    await expect(prepareRunInput(file, { inputs: { elicitation: { file: nested } } })).rejects.toThrow('key "scope": its value must be a string, number or boolean');
+  });
+});
