@@ -31,7 +31,7 @@ export interface ReadInputValuesOptions {
  */
 export async function readInputValues(inputs: Readonly<Record<string, InputValue>>, options: ReadInputValuesOptions = {}): Promise<Record<string, string>> {
   const describe = options.describe ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
-  const fromStdin = Object.entries(inputs).filter(([, v]) => typeof v === 'object' && 'file' in v && v.file === STDIN_FILE).map(([name]) => name);
+  const fromStdin = Object.entries(inputs).filter(([, v]) => isObject(v) && 'file' in v && v.file === STDIN_FILE).map(([name]) => name);
   if (fromStdin.length > 1) {
     const named = fromStdin.map((name) => describe(name, STDIN_FILE)).join(' and ');
     throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${named} both read standard input, which can be read once; put one of them in a file`);
@@ -39,9 +39,9 @@ export async function readInputValues(inputs: Readonly<Record<string, InputValue
   const values: Record<string, string> = {};
   for (const [name, value] of Object.entries(inputs)) {
     if (typeof value === 'string') values[name] = value;
-    else if (value && 'file' in value && typeof value.file === 'string') values[name] = await readInputFile(value.file, describe(name, value.file), options);
+    else if (isObject(value) && 'file' in value && typeof value.file === 'string') values[name] = await readInputFile(value.file, describe(name, value.file), options);
     // An object input's value given as an object; the pipeline's `type: object` checks its shape.
-    else if (value && 'object' in value && value.object !== null && typeof value.object === 'object' && !Array.isArray(value.object)) values[name] = JSON.stringify(value.object);
+    else if (isObject(value) && 'object' in value && value.object !== null && typeof value.object === 'object' && !Array.isArray(value.object)) values[name] = JSON.stringify(value.object);
     else throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] input "${name}": expected a string, { file: path } or { object: {...} }, got ${JSON.stringify(value)}`);
   }
   return values;
@@ -102,4 +102,9 @@ export function inputOrigins(inputs: Readonly<Record<string, InputValue>>, descr
     const value = Object.hasOwn(inputs, name) ? inputs[name] : undefined;
     return value && typeof value === 'object' && 'file' in value ? describe(name, value.file) : undefined;
   };
+}
+
+/** Values come from callers' code: a number or `null` must be reported, not crash `in`. */
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null;
 }

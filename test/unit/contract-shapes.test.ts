@@ -115,7 +115,7 @@ const shapes: { name: string; text: string; expected: Record<string, unknown> }[
   {
     name: 'a ```bash block and then BLOCKED',
     text: `I tried:\n\`\`\`bash\npsql\n\`\`\`\nBLOCKED: which database should I use?`,
-    expected: { kind: 'needs_input', question: 'which database should I use?' },
+    expected: { kind: 'needs_input', question: 'which database should I use?', blocked: true },
   },
 ];
 

@@ -23,6 +23,7 @@ describe('readAgentOutput', () => {
     expect(readAgentOutput('I looked.\nBLOCKED: which database should I use?')).toEqual({
       kind: 'needs_input',
       question: 'which database should I use?',
+      blocked: true,
     });
   });
 
@@ -30,6 +31,7 @@ describe('readAgentOutput', () => {
     expect(readAgentOutput('I found two specs.\n\nWhich one should I implement?')).toEqual({
       kind: 'needs_input',
       question: 'Which one should I implement?',
+      blocked: false,
     });
   });
 

@@ -84,6 +84,6 @@ describe('reading input values from files', () => {
     await writeFile(file, 'the brief');
     expect(await readInputValues({ brief: { file }, topic: 'tea' })).toEqual({ brief: 'the brief', topic: 'tea' });
     await expect(readInputValues({ brief: { file: path.join(dir, 'nope') } })).rejects.toThrow(`[FILE_NOT_FOUND] input "brief" ({ file: ${JSON.stringify(path.join(dir, 'nope'))} }): cannot read`);
-    await expect(readInputValues({ brief: 42 as unknown as string })).rejects.toThrow('[INPUT_INVALID] input "brief": expected a string or { file: path }, got 42');
+    await expect(readInputValues({ brief: 42 as unknown as string })).rejects.toThrow('[INPUT_INVALID] input "brief": expected a string, { file: path } or { object: {...} }, got 42');
   });
 });

@@ -31,7 +31,7 @@ describe('contract: none', () => {
 
   it('keeps a closing question as the deliverable, but a last paragraph `BLOCKED:` asks a person', () => {
     expect(readFreeAnswer('Here is the copy.\n\nShall we test it next week?')).toMatchObject({ kind: 'report', report: { summary: 'Shall we test it next week?' } });
-    expect(readFreeAnswer('I looked.\n\nBLOCKED: which market do we target?')).toEqual({ kind: 'needs_input', question: 'which market do we target?' });
+    expect(readFreeAnswer('I looked.\n\nBLOCKED: which market do we target?')).toEqual({ kind: 'needs_input', question: 'which market do we target?', blocked: true });
   });
 
   it('treats an empty answer as a violation and caps a huge last paragraph', () => {
