@@ -80,7 +80,33 @@ describe('the work-and-review example', () => {
     const branch = 'beads-7-Add-slugify';
     expect(final.outputs).toMatchObject({ branch, commit: await git(remote, 'rev-parse', `${branch}~1`) });
     expect((await git(remote, 'log', '--format=%s', `main..${branch}`)).split('\n')).toEqual(['bd sync', 'Bead 7: Add slugify', 'Bead 7: Add slugify']);
-    expect(await git(remote, 'show', `${branch}:.beads/issues.jsonl`)).toBe('{"id":"7","status":"completed"}');
+    // The reviewer's `issues` (the seed's JSON, beside the contract's fields) reached the finally stage, which filed
+    // the one it raised on approval as a new bead.
+    expect(stageOf(final, 'review').result?.report?.issues).toEqual([expect.objectContaining({ title: 'Accented letters are dropped', severity: 'low' })]);
+    const afterRun = harness.modelServer.requests().filter((r) => r.path === '/v1/messages');
+    const record = conversation(afterRun.find((r) => r.rule === 'record' && r.turn === 0)?.body);
+    expect(record).toContain('has ended: completed .');
+    expect(record).toContain('Accented letters are dropped');
+    expect(await git(remote, 'show', `${branch}:.beads/issues.jsonl`)).toBe('{"id":"7","status":"completed"}\n{"title":"Accented letters are dropped","status":"open"}');
     expect(stageOf(final, 'record').status).toBe('completed');
+  });
+
+  test('a BLOCKED answer ends the bead: the run fails AGENT_BLOCKED with the reason and the tracker records it blocked', async () => {
+    const handle = await harness.start(path.join(project, 'pipeline.yaml'), { bead_id: '8', title: 'Charge cards' });
+    const final = await harness.finish(handle);
+    expectNoStageLeftRunning(final);
+    // Not the waiting state `blocked`: the run has ended, as the seed's orchestrator stops a blocked bead.
+    expect(final.status).toBe('failed');
+    expect(final.error?.type).toBe('AGENT_BLOCKED');
+    expect(final.error?.message).toContain('no payments sandbox key is available; add PAYMENTS_SANDBOX_KEY');
+    expect(stageOf(final, 'work')).toMatchObject({ status: 'failed', error: { type: 'AGENT_BLOCKED' } });
+    expect(stageOf(final, 'review').status).not.toBe('completed');
+    expect(stageOf(final, 'record').status).toBe('completed');
+    const requests = harness.modelServer.requests().filter((r) => r.path === '/v1/messages');
+    const record = JSON.stringify(requests.find((r) => r.rule === 'record-blocked' && r.turn === 0)?.body);
+    expect(record).toContain('has ended: failed AGENT_BLOCKED.');
+    expect(await readFile(path.join(final.workspace!, '.beads', 'issues.jsonl'), 'utf8')).toBe(
+      '{"id":"8","status":"blocked"}\n{"title":"Bead 8 blocked: no payments sandbox key is available","status":"open"}\n',
+    );
   });
 });
