@@ -41,6 +41,14 @@ describe('the claude-code-runner example', () => {
     expect(stageOf(state, 'validate').result?.outputs).toEqual({ works: true });
   });
 
+  test('returns the agent\'s final answer, as ClaudeCodeRunner returns its Output', async () => {
+    harness.modelServer.setScenario(scenario);
+    const state = await harness.finish(await harness.start(PIPELINE));
+    expect(state.status).toBe('completed');
+    // The answer text without the report block, in the stage result (`status --json`, the library's results).
+    expect(stageOf(state, 'validate').result?.answer).toBe('It prints 1.4.2.');
+  });
+
   test('does not retry an authentication failure', async () => {
     harness.modelServer.setScenario({ ...scenario, requireApiKey: 'sk-another-key' });
     const state = await harness.finish(await harness.start(PIPELINE));
