@@ -268,7 +268,7 @@ function stageVariableHint(v: string, known: (v: string) => boolean): string {
   const [, id, ...field] = v.split('.');
   if (!id || !known(`stages.${id}.summary`)) return `the stage does not run after "${id}"; add it to needs`;
   const name = field.join('.');
-  const outputs = name && !name.startsWith('outputs.') ? `; a value the agent reports is {{stages.${id}.outputs.${name}}}` : '';
+  const outputs = name && !name.startsWith('outputs.') && !name.startsWith('report.') ? `; a value the agent reports is {{stages.${id}.outputs.${name}}} (in \`outputs\`) or {{stages.${id}.report.${name}}} (a top-level field of its report)` : '';
   return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, answer, artifacts, status, error, outputs.KEY and report.FIELD${outputs}`;
 }
 

@@ -100,7 +100,7 @@ describe('validate and the templates outside the prompt', () => {
       '  - { id: test, prompt: "Test it." }',
       '  - { id: fix, needs: [test], prompt: "Fix it if {{stages.test.success}}." }',
     ]);
-    expect(problems).toEqual([expect.stringContaining('stage "test" runs before this one, but has no field "success": its fields are summary, artifacts, status, error and outputs.KEY; a value the agent reports is {{stages.test.outputs.success}}')]);
+    expect(problems).toEqual([expect.stringContaining('stage "test" runs before this one, but has no field "success": its fields are summary, answer, artifacts, status, error, outputs.KEY and report.FIELD; a value the agent reports is {{stages.test.outputs.success}} (in `outputs`) or {{stages.test.report.success}} (a top-level field of its report)')]);
     expect(problems[0]).not.toContain('needs');
   });
 
