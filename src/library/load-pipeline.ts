@@ -53,7 +53,7 @@ function objectInputText(name: string, value: string | object, file: string, ori
   if ('value' in parsed) return JSON.stringify(parsed.value);
   throw new InvalidRequestError(
     'INPUT_INVALID',
-    `[INPUT_INVALID] input "${name}"${origin ? ` (${origin})` : ''} of ${file} is \`type: object\`, but ${parsed.problem}; ` +
+    `[INPUT_INVALID] ${origin ?? `input "${name}"`} of ${file} is \`type: object\`, but ${parsed.problem}; ` +
       'give a JSON object of string, number or boolean values, e.g. --input ' + `${name}=@answers.json holding {"key": "value"}`,
   );
 }

@@ -2,7 +2,9 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import type { RunJson } from '../../src/cli/json.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
 import { stageOf } from './workflow-helpers.js';
 
 /*
@@ -112,6 +114,12 @@ stages:
     expect(followup).toContain('The parser accepts empty lines and the tests cover both branches.');
     expect(followup).toContain('No test for tabs');
     expect(followup).toContain('Ready: false');
+    // `status --json` shows them too.
+    const status = await runCli(['status', handle.workflowId, '--json'], harness.env);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const inspected = parseJson<RunJson>(status).stages.find((s) => s.id === 'inspect')?.result;
+    expect(inspected?.answer).toBe(ANSWER_TEXT);
+    expect(inspected?.report?.pr_ready).toBe(false);
   });
 
   it('ends the run failed with AGENT_BLOCKED on a BLOCKED answer under onBlocked: fail; finally sees run.error.type', { timeout: 180_000 }, async () => {
@@ -170,10 +178,14 @@ stages:
     const bad = path.join(path.dirname(file), 'bad.json');
     await writeFile(bad, '{"scope": "prose only",');
     await expect(prepareRunInput(file, { inputs: { elicitation: { file: bad } } })).rejects.toThrow(
-      new RegExp(`\\[INPUT_INVALID\\] input "elicitation" \\(input "elicitation" \\(\\{ file: "${bad.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}" \\}\\)\\) of .*is \`type: object\`, but it is not valid JSON`),
+      `[INPUT_INVALID] input "elicitation" ({ file: "${bad}" }) of ${file} is \`type: object\`, but it is not valid JSON`,
     );
     const nested = path.join(path.dirname(file), 'nested.json');
     await writeFile(nested, '{"scope": {"deep": 1}}');
     await expect(prepareRunInput(file, { inputs: { elicitation: { file: nested } } })).rejects.toThrow('key "scope": its value must be a string, number or boolean');
+    // The command line names the flag, and exits 2 before it connects.
+    const cli = await runCli(['start', file, '--input', `elicitation=@${bad}`], harness.env);
+    expect(cli.exitCode).toBe(2);
+    expect(cli.stderr).toContain(`[INPUT_INVALID] --input elicitation=@${bad} of ${file} is \`type: object\`, but it is not valid JSON`);
   });
 });
