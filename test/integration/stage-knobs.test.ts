@@ -29,6 +29,7 @@ describe('stage knobs', () => {
             turns: [{ text: `${ANSWER_TEXT}\n${report({ success: true, summary: 'Inspected.', outputs: { files: 2 }, issues: [{ title: 'No test for tabs', severity: 'low' }], pr_ready: false })}` }],
           },
           { name: 'followup', match: 'Stage: followup ·', turns: [{ text: report({ success: true, summary: 'Followed up.', outputs: {} }) }] },
+          { name: 'notes', match: 'Stage: notes ·', turns: [{ text: `Release notes: tabs are parsed.\n${report({ success: true, summary: 'Wrote notes.', outputs: {}, audience: 'users' })}` }] },
           { name: 'stuck', match: 'Stage: stuck ·', turns: [{ text: 'I looked for the credentials.\nBLOCKED: the deploy key is missing from the vault' }] },
           { name: 'record', match: 'Stage: record ·', turns: [{ text: report({ success: true, summary: 'Recorded.', outputs: {} }) }] },
           { name: 'elicit', match: 'Stage: elicit ·', turns: [{ text: report({ success: true, summary: 'Used the answers.', outputs: {} }) }] },
@@ -101,6 +102,10 @@ stages:
       {{stages.inspect.answer}}
       Open issues: {{stages.inspect.report.issues}}
       Ready: {{stages.inspect.report.pr_ready}}
+  - id: notes
+    needs: [inspect]
+    backend: anthropic-api
+    prompt: Write release notes.
 `,
     );
     const state = await harness.finish(handle);
@@ -114,6 +119,8 @@ stages:
     expect(followup).toContain('The parser accepts empty lines and the tests cover both branches.');
     expect(followup).toContain('No test for tabs');
     expect(followup).toContain('Ready: false');
+    // An API stage keeps its answer and report fields alike.
+    expect(stageOf(state, 'notes').result).toMatchObject({ answer: 'Release notes: tabs are parsed.', report: { audience: 'users' } });
     // `status --json` shows them too.
     const status = await runCli(['status', handle.workflowId, '--json'], harness.env);
     expect(status.exitCode, status.stderr).toBe(0);
