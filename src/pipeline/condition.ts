@@ -16,7 +16,7 @@ export type ConditionNode =
 /** What a condition can see: earlier stages (outputs, summary, status) and the run's inputs. */
 export interface ConditionContext {
   inputs: Record<string, string>;
-  stages: Record<string, { status: string; summary?: string; outputs?: Record<string, unknown> }>;
+  stages: Record<string, { status: string; summary?: string; outputs?: Record<string, unknown>; report?: Record<string, unknown> }>;
 }
 
 /** Thrown when a `when:` expression cannot be parsed; the message shows where. */
@@ -122,12 +122,12 @@ function referenceNode(expression: string, token: Token): ConditionNode {
   const path = token.path!;
   const valid =
     (path[0] === 'inputs' && path.length === 2) ||
-    (path[0] === 'stages' && path.length >= 3 && (path[2] === 'outputs' ? path.length >= 4 : path.length === 3 && ['summary', 'status'].includes(path[2])));
+    (path[0] === 'stages' && path.length >= 3 && (path[2] === 'outputs' || path[2] === 'report' ? path.length >= 4 : path.length === 3 && ['summary', 'status'].includes(path[2])));
   if (!valid) {
     throw new ConditionSyntaxError(
       expression,
       token.at,
-      `cannot refer to {{${path.join('.')}}}; use {{stages.ID.outputs.KEY}}, {{stages.ID.summary}}, {{stages.ID.status}} or {{inputs.NAME}}`,
+      `cannot refer to {{${path.join('.')}}}; use {{stages.ID.outputs.KEY}}, {{stages.ID.report.FIELD}}, {{stages.ID.summary}}, {{stages.ID.status}} or {{inputs.NAME}}`,
     );
   }
   return { kind: 'ref', path };

@@ -170,12 +170,13 @@ export class RunTracker {
     return this.state.stages.filter((s) => hasTemplateValues(s, ended)).length;
   }
 
-  /** What `when:` conditions see: every finished stage's status, and the outputs of completed ones. */
+  /** What `when:` conditions see: every finished stage's status, and the outputs (and report fields) of completed ones. */
   conditionContext(): ConditionContext {
     const stages: ConditionContext['stages'] = {};
     for (const s of this.state.stages) {
       if (s.status === 'pending' || s.status === 'running' || s.status === 'waiting') continue;
-      stages[s.id] = s.status === 'completed' && s.result ? { status: s.status, summary: s.result.summary, outputs: s.result.outputs } : { status: s.status };
+      const report = s.result?.report ? { report: s.result.report } : {};
+      stages[s.id] = s.status === 'completed' && s.result ? { status: s.status, summary: s.result.summary, outputs: s.result.outputs, ...report } : { status: s.status };
     }
     return { inputs: this.state.inputs, stages };
   }

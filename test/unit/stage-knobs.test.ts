@@ -97,3 +97,12 @@ describe('object inputs', () => {
     expect(pipelineProblems('name: p\ninputs:\n  e: { type: object, default: { a: 1 } }\nstages:\n  - { id: a, prompt: x }\n')).toEqual([]);
   });
 });
+
+describe('report fields in `when:`', () => {
+  it('reads {{stages.ID.report.FIELD}} like an output', async () => {
+    const { evaluateCondition, parseCondition } = await import('../../src/pipeline/condition.js');
+    const context = { inputs: {}, stages: { review: { status: 'completed', summary: '', outputs: {}, report: { pr_ready: false, issues: [{ title: 't' }] } } } };
+    expect(evaluateCondition(parseCondition('{{stages.review.report.pr_ready}} == false && {{stages.review.report.issues}}'), context)).toBe(true);
+    expect(evaluateCondition(parseCondition('{{stages.review.report.missing}}'), context)).toBe(false);
+  });
+});
