@@ -27,7 +27,7 @@ export function addValidateCommand(program: Command): void {
       }
       if (valid) {
         const { pipeline } = report;
-        const inputs = Object.entries(pipeline!.inputs ?? {}).map(([k, v]) => (v.required ? `${k} (required)` : v.default !== undefined ? `${k}=${v.default}` : k));
+        const inputs = Object.entries(pipeline!.inputs ?? {}).map(([k, v]) => (v.required ? `${k} (required)` : v.default !== undefined ? `${k}=${typeof v.default === 'string' ? v.default : JSON.stringify(v.default)}` : k));
         printLine(`✔ ${file}: pipeline "${pipeline!.name}" is valid`);
         printLine(`  stages: ${pipeline!.stages.map((s) => (s.needs?.length ? `${s.id} (after ${needIds(s).join(', ')})` : s.id)).join(', ')}`);
         if (pipeline!.finally) printLine(`  finally: ${pipeline!.finally.map((s) => s.id).join(', ')}`);
