@@ -49,7 +49,8 @@ describe('continue-as-new', () => {
   const rules: Rule[] = [
     ...Array.from({ length: LINEAR_STAGES }, (_, i): Rule => ({
       match: `Pipeline: long-linear · Stage: s${i + 1} ·`,
-      turns: [{ text: report(`stage ${i + 1} done`, { value: `v${i + 1}` }) }],
+      // The first stage also reports a field of its own beside the contract's (`{{stages.s1.report.checked}}`).
+      turns: [{ text: report(`stage ${i + 1} done`, { value: `v${i + 1}` }, i === 0 ? { checked: 'yes' } : {}) }],
     })),
     { match: 'Pipeline: long-review · Stage: work ·', turns: [{ text: report('reworked the draft') }], repeatLastTurn: true },
     {
@@ -74,7 +75,8 @@ describe('continue-as-new', () => {
     const stages = Array.from({ length: LINEAR_STAGES }, (_, i) => {
       const id = `s${i + 1}`;
       // The last stage reads a result of the first execution: results are carried, not only statuses.
-      const prompt = i === LINEAR_STAGES - 1 ? `Do ${id} after {{stages.s1.outputs.value}} and {{stages.s60.outputs.value}}.` : `Do ${id}.`;
+      // Its answer and report fields are carried too.
+      const prompt = i === LINEAR_STAGES - 1 ? `Do ${id} after {{stages.s1.outputs.value}} and {{stages.s60.outputs.value}} ({{stages.s1.answer}} {{stages.s1.report.checked}}).` : `Do ${id}.`;
       return `  - id: ${id}\n    prompt: "${prompt}"\n${i > 0 ? `    needs: [s${i}]\n` : ''}`;
     });
     const handle = await harness.startYaml('long-linear', HEADER('long-linear', 300) + stages.join(''));
@@ -100,7 +102,7 @@ describe('continue-as-new', () => {
       expect(input.bundle?.hash).toBe(chain[0].input.bundle?.hash);
     }
     const lastPrompt = harness.modelServer.requests().find((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Stage: s120 ·'));
-    expect(JSON.stringify(lastPrompt?.body)).toContain('Do s120 after v1 and v60.');
+    expect(JSON.stringify(lastPrompt?.body)).toContain('Do s120 after v1 and v60 (Done. yes).');
 
     // Clients see one run: status reads all 120 stages, list shows one entry with the run's first start time.
     const snapshot = await readRun(harness.client, handle.workflowId);
