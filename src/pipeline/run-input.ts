@@ -7,6 +7,7 @@ import { describeIssues } from './issue-messages.js';
 import { pipelineSchema } from './schema.js';
 import type { RunInputProblem } from './run-input-problems.js';
 import { findSemanticProblems } from './semantic-checks.js';
+import { objectInputNames, parseObjectInput } from './object-inputs.js';
 
 /*
  * What starts a run, checked by the workflow itself at its first task. Our client validated the file, but Temporal's
@@ -82,7 +83,18 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   // Semantic checks walk the stage graph, so they run only once it is sound (as in `parsePipeline`).
   const graph = inPipeline(findGraphProblems(pipeline.stages));
   if (graph.length > 0) return graph;
-  return inPipeline(findSemanticProblems(pipeline));
+  const semantic = inPipeline(findSemanticProblems(pipeline));
+  if (semantic.length > 0) return semantic;
+  return findObjectInputProblems(pipeline.inputs, parsed.data.inputs);
+}
+
+/** Inputs declared `type: object` whose value is not the JSON of such an object (a client that skipped our checks). */
+function findObjectInputProblems(declared: Parameters<typeof objectInputNames>[0], inputs: Record<string, string>): RunInputProblem[] {
+  return objectInputNames(declared).flatMap((name) => {
+    if (!Object.hasOwn(inputs, name)) return [];
+    const parsed = parseObjectInput(inputs[name]);
+    return 'problem' in parsed ? [{ path: formatPath(['inputs', name]), message: `input "${name}" is \`type: object\`, but ${parsed.problem}` }] : [];
+  });
 }
 
 

@@ -106,3 +106,18 @@ describe('report fields in `when:`', () => {
     expect(evaluateCondition(parseCondition('{{stages.review.report.missing}}'), context)).toBe(false);
   });
 });
+
+describe('the workflow\'s own check of object inputs', () => {
+  it('refuses a run whose object input is not a JSON object of scalars, naming the input', async () => {
+    const { findRunInputProblems, RUN_INPUT_VERSION } = await import('../../src/pipeline/run-input.js');
+    const input = (value: string) => ({
+      version: RUN_INPUT_VERSION,
+      pipeline: { name: 'p', inputs: { e: { type: 'object' } }, stages: [{ id: 'a', prompt: 'x' }] },
+      baseDir: '/tmp/p',
+      pipelineFile: 'p.yaml',
+      inputs: { e: value },
+    });
+    expect(findRunInputProblems(input('{"a": "b"}'))).toEqual([]);
+    expect(findRunInputProblems(input('{"a": {"b": 1}}'))).toEqual([{ path: 'inputs.e', message: 'input "e" is `type: object`, but key "a": its value must be a string, number or boolean (no nested objects or lists)' }]);
+  });
+});
