@@ -19,6 +19,7 @@ import { adoptFirstBuildInBackground } from './deployment-control.js';
 import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
+import { workerTrustFromEnv } from './trust/worker-trust.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
@@ -114,6 +115,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     // A worker shared by several people lends none of its host's folders unless its operator says which.
     allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [],
     secrets: resources.secrets,
+    trust: workerTrustFromEnv(env),
     cli: {
       env,
       killGraceMs: settings.killGraceMs,
