@@ -8,6 +8,7 @@ import { RunSigner } from '../../src/trust/signer.js';
 import { signRunInput } from '../../src/trust/signatures.js';
 import type { PipelineRunInput } from '../../src/workflows/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { eventually } from './cli-helpers.js';
 import { stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -38,6 +39,15 @@ async function startInput(harness: Harness, workflowId: string): Promise<Pipelin
   const page = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId }, maximumPageSize: 1 });
   const payload = page.history!.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
   return defaultPayloadConverter.fromPayload<PipelineRunInput>(payload);
+}
+
+/** How many times an execution ran the run-trust check: its local-activity markers naming checkRunTrust. */
+async function trustChecks(harness: Harness, workflowId: string, runId: string): Promise<number> {
+  const history = await harness.client.workflow.getHandle(workflowId, runId).fetchHistory();
+  return (history.events ?? []).filter((event) => {
+    const details = event.markerRecordedEventAttributes?.details ?? {};
+    return Object.values(details).some((p) => (p.payloads ?? []).some((x) => Buffer.from(x.data ?? []).toString().includes('"checkRunTrust"')));
+  }).length;
 }
 
 describe('signed runs and decisions', () => {
@@ -163,4 +173,67 @@ describe('signed runs and decisions', () => {
     const final = await run.result();
     expect(final.status).toBe('completed');
   });
+
+  test('a schedule stores a signed action its runs are accepted with; an update without the key leaves it unsigned (refused), an update with it signs again', async () => {
+    const id = `signed-schedule-${Math.random().toString(36).slice(2, 8)}`;
+    const schedule = harness.client.schedule.getHandle(id);
+    const actionSignature = async (): Promise<unknown> => {
+      const action = (await schedule.describe()).action;
+      return action.type === 'startWorkflow' ? (action.args?.[0] as PipelineRunInput).signature : undefined;
+    };
+    /** Triggers the schedule and returns the handle of the run it started. */
+    const triggered = async (count: number): Promise<WorkflowHandle> => {
+      await schedule.trigger();
+      const described = await eventually(() => schedule.describe(), (d) => d.info.recentActions.length >= count, 30_000, 'the schedule starting a run');
+      return handleOf(described.info.recentActions[count - 1].action.workflow.workflowId);
+    };
+    try {
+      await starting.schedules.create(file, { id, every: '1d', paused: true });
+      const created = await actionSignature();
+      expect(created).toMatchObject({ keyId: 'starter', schedule: true });
+      const accepted = await triggered(1);
+      expect(accepted.workflowId.startsWith(`${id}-`)).toBe(true);
+      await waitForWaiting(accepted, 'gate', 'approval');
+      await accepted.terminate('test done');
+
+      await unsigned.schedules.update(file, { id });
+      expect(await actionSignature()).toBeUndefined();
+      expect(await runFailure(await triggered(2))).toMatchObject({ type: 'RUN_NOT_TRUSTED' });
+
+      await starting.schedules.update(file, { id });
+      const renewed = (await actionSignature()) as { nonce: string; expiresAt: number };
+      expect(renewed).toMatchObject({ keyId: 'starter', schedule: true });
+      expect(renewed.nonce).not.toBe((created as { nonce: string }).nonce);
+      // Signed for a year from now (SCHEDULE_SIGNATURE_TTL_MS): the schedule's runs are accepted until then.
+      expect(renewed.expiresAt).toBeGreaterThan(Date.now() + 300 * 24 * 3600 * 1000);
+      const again = await triggered(3);
+      await waitForWaiting(again, 'gate', 'approval');
+      await again.terminate('test done');
+    } finally {
+      await schedule.delete().catch(() => undefined);
+    }
+  });
+
+  test('after continue-as-new the run keeps its verdict: decisions must still be signed, and the start is not checked again', async () => {
+    const chain = Array.from({ length: 20 }, (_, i) => `  - id: c${i + 1}\n    prompt: Do c${i + 1}.\n${i > 0 ? `    needs: [c${i}]\n` : ''}`);
+    const yaml = HEADER('signed-handover', 'continueAsNew: { afterEvents: 100 }\n') + chain.join('') + '  - id: gate\n    approval: true\n    needs: [c20]\n';
+    const run = await starting.start(await harness.writePipeline('signed-handover', yaml));
+    const handle = handleOf(run.id);
+    await waitForWaiting(handle, 'gate', 'approval', 180_000);
+    const described = await handle.describe();
+    // The waiting execution is a continued one: its input carries the verdict of the first.
+    const current = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: run.id, runId: described.runId }, maximumPageSize: 1 });
+    const attributes = current.history!.events![0].workflowExecutionStartedEventAttributes!;
+    expect(attributes.continuedExecutionRunId).toBeTruthy();
+    const input = defaultPayloadConverter.fromPayload<PipelineRunInput>(attributes.input!.payloads![0]);
+    expect(input.carryOver?.trust?.verdict).toEqual({ signedBy: 'starter', decisionsSigned: true });
+    // Checked by the first execution only (a local activity, recorded as a marker), not by the continued one.
+    expect(await trustChecks(harness, run.id, attributes.firstExecutionRunId!)).toBe(1);
+    expect(await trustChecks(harness, run.id, described.runId)).toBe(0);
+
+    await expect(unsigned.getRun(run.id).approve({ stage: 'gate' })).rejects.toMatchObject({ code: 'DECISION_NOT_TRUSTED' });
+    const approved = await deciding.getRun(run.id).approve({ stage: 'gate' });
+    expect(stageOf(approved, 'gate').status).toBe('completed');
+    expect((await run.result()).status).toBe('completed');
+  }, 300_000);
 });
