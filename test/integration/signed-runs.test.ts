@@ -31,7 +31,7 @@ async function runFailure(handle: WorkflowHandle): Promise<{ type?: string; mess
   const cause = (err as WorkflowFailedError).cause;
   expect(cause).toBeInstanceOf(ApplicationFailure);
   const { type, message, nonRetryable } = cause as ApplicationFailure;
-  return { type: type ?? undefined, message, nonRetryable };
+  return { type: type ?? undefined, message, nonRetryable: nonRetryable ?? undefined };
 }
 
 /** The run's start input as stored in its history. */
