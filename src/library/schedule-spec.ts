@@ -101,6 +101,12 @@ function actionInputs(description: ScheduleDescription): Record<string, string> 
   return description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined;
 }
 
+/** The signature of the action the schedule's runs start with: its key and expiry, never the signature itself. */
+function actionSignature(description: ScheduleDescription): { keyId: string; expiresAt: number } | null {
+  const signature = description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined)?.signature : undefined;
+  return signature ? { keyId: signature.keyId, expiresAt: signature.expiresAt } : null;
+}
+
 /** The bundle the schedule's runs carry, from its action's memo; null when they read files on the worker. */
 export function scheduleBundle(description: ScheduleDescription): RunBundleSummary | null {
   const memo = description.action.type === 'startWorkflow' ? (description.action.memo as Record<string, unknown> | undefined) : undefined;
@@ -119,6 +125,11 @@ export interface ScheduleJson {
   note: string | null;
   /** The files each run carries, bundled at create or last `schedule update`; null when workers read them (`describe` only). */
   bundle?: RunBundleSummary | null;
+  /**
+   * Who signed the action its runs start with, and until when workers with trusted keys accept them (renew with
+   * `schedule update`); null when unsigned (`describe` only). @unit expiresAt: milliseconds since the epoch
+   */
+  signature?: { keyId: string; expiresAt: number } | null;
   /** Next start times. @unit milliseconds since the epoch */
   nextRunAt: number[];
   /** Runs started so far, oldest first (Temporal keeps the most recent ten). */
@@ -142,7 +153,7 @@ export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): Sc
     inputs: ('raw' in summary ? actionInputs(summary) : undefined) ?? memo?.inputs ?? {},
     paused: summary.state.paused,
     note: summary.state.note || null,
-    ...('raw' in summary ? { bundle: scheduleBundle(summary) } : {}),
+    ...('raw' in summary ? { bundle: scheduleBundle(summary), signature: actionSignature(summary) } : {}),
     nextRunAt: summary.info.nextActionTimes.map((d) => d.getTime()),
     recentRuns: summary.info.recentActions.map((a) => ({
       runId: a.action.workflow.workflowId,

@@ -206,6 +206,7 @@ describe('signed runs and decisions', () => {
       expect(renewed.nonce).not.toBe((created as { nonce: string }).nonce);
       // Signed for a year from now (SCHEDULE_SIGNATURE_TTL_MS): the schedule's runs are accepted until then.
       expect(renewed.expiresAt).toBeGreaterThan(Date.now() + 300 * 24 * 3600 * 1000);
+      expect((await starting.schedules.describe(id)).signature).toEqual({ keyId: 'starter', expiresAt: renewed.expiresAt });
       const again = await triggered(3);
       await waitForWaiting(again, 'gate', 'approval');
       await again.terminate('test done');
