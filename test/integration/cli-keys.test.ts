@@ -27,6 +27,12 @@ describe('agent-pipeline keys generate', () => {
     expect(written.all).not.toContain(line.split(':')[1]);
     expect(publicKeyLine(parseSigningKey(line))).toBe(json.publicKey);
 
+    // A key that cannot be read stops a client before it connects, naming the variable, never quoting the value.
+    const bad = await runCli(['list'], { PATH: process.env.PATH, AGENT_PIPELINE_SIGNING_KEY: 'ci:secret-looking-value!' });
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('[CONFIG_INVALID] AGENT_PIPELINE_SIGNING_KEY: a signing key is written <keyId>:<base64>');
+    expect(bad.all).not.toContain('secret-looking-value');
+
     // An existing file may hold the key in use: never replaced.
     await writeFile(path.join(dir, 'taken'), 'keep');
     const refused = await runCli(['keys', 'generate', 'encryption', '--out', path.join(dir, 'taken')], { PATH: process.env.PATH });

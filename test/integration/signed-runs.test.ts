@@ -8,7 +8,7 @@ import { RunSigner } from '../../src/trust/signer.js';
 import { signRunInput } from '../../src/trust/signatures.js';
 import type { PipelineRunInput } from '../../src/workflows/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { eventually } from './cli-helpers.js';
+import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -127,6 +127,15 @@ describe('signed runs and decisions', () => {
     expect(failure.message).toContain(`its signature expired at ${new Date(expiresAt).toISOString()}`);
   });
 
+  test('the CLI signs with AGENT_PIPELINE_SIGNING_KEY: its run is accepted and reaches its gate', async () => {
+    const started = await runCli(['start', file, '--json'], { ...harness.env, AGENT_PIPELINE_SIGNING_KEY: starter.privateLine });
+    expect(started.exitCode, started.all).toBe(0);
+    const { runId } = parseJson<{ runId: string }>(started);
+    expect(started.all).not.toContain(starter.privateLine.split(':')[1]);
+    await waitForWaiting(handleOf(runId), 'gate', 'approval');
+    await handleOf(runId).terminate('test done');
+  });
+
   test('a signed --files-from-worker run is refused without AGENT_PIPELINE_ALLOW_WORKER_FILES=1', async () => {
     const run = await starting.start(file, { filesFromWorker: true });
     const failure = await runFailure(handleOf(run.id));
@@ -165,6 +174,12 @@ describe('signed runs and decisions', () => {
     expect(((again as { cause?: ApplicationFailure }).cause)?.type).toBe('DECISION_NOT_TRUSTED');
     const reused = await handle.executeUpdate('approveStage', { args: [signedApprove] }).then(() => undefined, (e: unknown) => e);
     expect(((reused as { cause?: ApplicationFailure }).cause)?.message).toContain('was used already');
+    expect(stageOf(await handle.query('getStatus'), 'gate2').status).toBe('waiting');
+
+    // The CLI without a key: exit 2 naming the code; the stage still waits.
+    const cli = await runCli(['approve', run.id, '--stage', 'gate2'], harness.env);
+    expect(cli.exitCode, cli.all).toBe(2);
+    expect(cli.stderr).toContain('[DECISION_NOT_TRUSTED] the decision is not signed');
     expect(stageOf(await handle.query('getStatus'), 'gate2').status).toBe('waiting');
 
     // The library signs decisions with the client's key (AGENT_PIPELINE_SIGNING_KEY here).
