@@ -183,6 +183,8 @@ const HEALTH_INTERVAL_MS = 5_000;
  */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const settings = workerOptionsFromEnv(env);
+  // Read first: a key that cannot be read stops the worker before it connects. Key ids only are logged, never keys.
+  const trust = workerTrustFromEnv(env);
   const telemetry = await startWorkerTelemetry(env);
   const logger = installRuntimeLogging(env, telemetry.runtimeMetrics);
   const { worker, resources } = await createWorkerWithResources({ env, telemetry });
@@ -194,6 +196,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     shutdownGraceMs: settings.shutdownGraceMs,
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
     sandbox: settings.sandbox,
+    trustedKeys: [...trust.runKeys.keys()].join(',') || '(any run)',
+    decisionKeys: [...trust.decisionKeys.keys()].join(',') || '(any decision)',
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });
