@@ -63,7 +63,7 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
   // Who may start runs comes first: a run the worker does not trust is refused before anything of it is looked at.
   // Once per run: a continued run carries the verdict (RunCarryOver.trust), its start signature may have expired since.
   if (!continued && patched(SIGNED_RUNS_PATCH)) {
-    const verdict = await checkRunTrusted(input);
+    const verdict = await checkRunTrusted(input, (error) => run?.tracker.finish('failed', error));
     run?.trust.accept(verdict);
   }
   if (!continued && patched(INPUT_CHECK_PATCH)) {

@@ -34,11 +34,15 @@ const notTrusted = (message: string): ApplicationFailure => ApplicationFailure.c
 
 /**
  * Checks that the worker may run this run (a signature by a trusted key, for this workflow id, not expired).
+ * `onRefused` records the failure in the run's state first, so `status` (which queries it) says why it ended.
  * @throws ApplicationFailure RUN_NOT_TRUSTED, not retryable: the run fails at once
  */
-export async function checkRunTrusted(input: unknown): Promise<RunTrustVerdict> {
+export async function checkRunTrusted(input: unknown, onRefused: (error: { type: string; message: string }) => void): Promise<RunTrustVerdict> {
   const verdict = await checkRunTrust(input);
-  if (verdict.refused) throw ApplicationFailure.create({ type: RUN_NOT_TRUSTED, message: verdict.refused, nonRetryable: true });
+  if (verdict.refused) {
+    onRefused({ type: RUN_NOT_TRUSTED, message: verdict.refused });
+    throw ApplicationFailure.create({ type: RUN_NOT_TRUSTED, message: verdict.refused, nonRetryable: true });
+  }
   return verdict;
 }
 

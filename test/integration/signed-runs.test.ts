@@ -84,6 +84,10 @@ describe('signed runs and decisions', () => {
     expect(failure).toMatchObject({ type: 'RUN_NOT_TRUSTED', nonRetryable: true });
     expect(failure.message).toContain(`run ${run.id} is not trusted: it is not signed`);
     expect(harness.modelServer.requests()).toHaveLength(0);
+    // `status` tells why, with the code a script can match.
+    const status = await runCli(['status', run.id], harness.env);
+    expect(status.all).toContain('RUN_NOT_TRUSTED');
+    expect(status.all).toContain('it is not signed');
   });
 
   test('a run signed by a key the worker does not trust fails RUN_NOT_TRUSTED naming the key', async () => {
