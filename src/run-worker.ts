@@ -19,6 +19,7 @@ import { adoptFirstBuildInBackground } from './deployment-control.js';
 import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
+import { workerTrustFromEnv } from './trust/worker-trust.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
@@ -114,6 +115,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     // A worker shared by several people lends none of its host's folders unless its operator says which.
     allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [],
     secrets: resources.secrets,
+    trust: workerTrustFromEnv(env),
     cli: {
       env,
       killGraceMs: settings.killGraceMs,
@@ -181,6 +183,8 @@ const HEALTH_INTERVAL_MS = 5_000;
  */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const settings = workerOptionsFromEnv(env);
+  // Read first: a key that cannot be read stops the worker before it connects. Key ids only are logged, never keys.
+  const trust = workerTrustFromEnv(env);
   const telemetry = await startWorkerTelemetry(env);
   const logger = installRuntimeLogging(env, telemetry.runtimeMetrics);
   const { worker, resources } = await createWorkerWithResources({ env, telemetry });
@@ -192,6 +196,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     shutdownGraceMs: settings.shutdownGraceMs,
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
     sandbox: settings.sandbox,
+    trustedKeys: [...trust.runKeys.keys()].join(',') || '(any run)',
+    decisionKeys: [...trust.decisionKeys.keys()].join(',') || '(any decision)',
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });

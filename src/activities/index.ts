@@ -2,6 +2,8 @@ import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { checkRunInput } from './check-run-input.js';
+import { createTrustActivities } from './check-trust.js';
+import { TRUST_EVERYONE, trustSecretValues, type WorkerTrust } from '../trust/worker-trust.js';
 import { createCloseWorkspace } from './close-workspace.js';
 import { createDeliverRun } from './deliver-run.js';
 import { createMergeStage } from './merge-stage.js';
@@ -22,6 +24,8 @@ export interface ActivityDependencies {
   extraBackends?: Record<string, StageBackend>;
   /** Host folders runs may name in `workspace.repo` and `addDirs` besides the workspaces root (`AGENT_PIPELINE_ALLOWED_PATHS`). */
   allowedPaths: AllowedPaths;
+  /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
+  trust?: WorkerTrust;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -30,14 +34,17 @@ export function createActivities(deps: ActivityDependencies) {
   // The keys never appear in failures, results or the transcripts the activities write.
   // Every secret the worker holds, whatever its agents are given: the agents' credentials, GH_TOKEN, TEMPORAL_API_KEY,
   // OpenTelemetry headers, anything named like a credential (workerSecretValues).
-  secrets.register([...workerSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  secrets.register([...workerSecretValues(deps.cli.env), ...trustSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   // Each activity runs with the worker's secrets, which the failures and results it builds are redacted with.
   const withSecrets =
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
       secrets.run(() => activity(...args));
+  const { checkRunTrust, verifyDecision } = createTrustActivities(deps.trust ?? TRUST_EVERYONE);
   return {
     checkRunInput: withSecrets(checkRunInput),
+    checkRunTrust: withSecrets(checkRunTrust),
+    verifyDecision: withSecrets(verifyDecision),
     runStage: withSecrets(
       createRunStage({
         workspacesRoot: deps.workspacesRoot,

@@ -100,6 +100,9 @@ export function noticeLines(snapshot: RunSnapshot): string[] {
     lines.push(`! no worker is polling task queue "${snapshot.taskQueue}": the run waits until one starts (agent-pipeline worker)`);
   }
   if (snapshot.source === 'history') lines.push('! state rebuilt from the event history (no worker answered); waits for a person are not shown');
+  // A run refused before any stage started (RUN_NOT_TRUSTED): no stage row says why, so the run's own error does.
+  const { error, stages } = snapshot.state;
+  if (error && stages.every((s) => s.status === 'pending' || s.status === 'skipped')) lines.push(`✘ [${error.type}] ${error.message}`);
   return lines;
 }
 

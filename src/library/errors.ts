@@ -7,6 +7,7 @@ import {
 } from '@temporalio/client';
 import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
+import { DECISION_NOT_TRUSTED } from '../workflows/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 
@@ -115,6 +116,10 @@ export function toLibraryError(err: unknown, address?: string): unknown {
   }
   if (err instanceof NamespaceNotFoundError) {
     return new InvalidRequestError('NAMESPACE_NOT_FOUND', `[NAMESPACE_NOT_FOUND] ${err.message}; set TEMPORAL_NAMESPACE to an existing namespace`, { cause: err });
+  }
+  if (err instanceof WorkflowUpdateFailedError && (err.cause as { type?: string } | undefined)?.type === DECISION_NOT_TRUSTED) {
+    // The run accepts only decisions signed by a decision key: say so under its own code.
+    return new InvalidRequestError(DECISION_NOT_TRUSTED, `[${DECISION_NOT_TRUSTED}] ${err.cause?.message ?? err.message}`, { cause: err });
   }
   if (err instanceof WorkflowUpdateFailedError) {
     // The workflow's validator said no ("stage review is not waiting for an answer"): the caller asked for the wrong thing.

@@ -8,6 +8,7 @@ import { listRuns, type RunListFilter, type RunListItem } from './list-runs.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
+import { signerFrom, type RunSigner, type SignatureTtls } from '../trust/signer.js';
 
 /** Options of {@link PipelineClient.connect}. */
 export interface PipelineClientOptions extends ConnectionOptions {
@@ -15,6 +16,14 @@ export interface PipelineClientOptions extends ConnectionOptions {
   taskQueue?: string;
   /** Backend names the workers were given besides the built-in ones, so pipelines may select them. */
   backends?: readonly string[];
+  /**
+   * Signs runs, schedules and decisions, for workers with AGENT_PIPELINE_TRUSTED_KEYS / _DECISION_KEYS: an Ed25519
+   * key in the form `agent-pipeline keys generate signing` prints (`<keyId>:<base64>`).
+   * @default `AGENT_PIPELINE_SIGNING_KEY`, else nothing is signed
+   */
+  signingKey?: string;
+  /** How long signatures of runs and schedules hold (see docs/security.md). @default 1 hour for a run, 365 days for a schedule */
+  signatureTtls?: SignatureTtls;
 }
 
 /** Options of {@link PipelineClient.start}. */
@@ -38,8 +47,9 @@ export class PipelineClient {
     private readonly backends: readonly string[],
     /** The task queue new runs go to. */
     readonly taskQueue: string,
+    private readonly signer?: RunSigner,
   ) {
-    this.schedules = new PipelineSchedules(connection.client, taskQueue, connection.address, backends);
+    this.schedules = new PipelineSchedules(connection.client, taskQueue, connection.address, backends, signer);
   }
 
   /**
@@ -48,8 +58,10 @@ export class PipelineClient {
    * @throws TemporalUnavailableError when nothing answers; ConfigError when the settings cannot be read.
    */
   static async connect(options: PipelineClientOptions = {}): Promise<PipelineClient> {
+    // Read before connecting: a key that cannot be read is a setting to fix, whatever the server says.
+    const signer = signerFrom(options.signingKey, options.env ?? process.env, options.signatureTtls);
     const connection = await connectTemporal(options);
-    return new PipelineClient(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue);
+    return new PipelineClient(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue, signer);
   }
 
   /** The Temporal client underneath, for what the library does not cover. */
@@ -84,14 +96,14 @@ export class PipelineClient {
   /** Starts a run from an already prepared input (see {@link prepare}). */
   startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue'> = {}): Promise<RunHandle> {
     return typedErrors(async () => {
-      const { handle, alreadyRunning } = await startRun(this.temporal, input, { taskQueue: options.taskQueue ?? this.taskQueue, id: options.id });
-      return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address);
+      const { handle, alreadyRunning } = await startRun(this.temporal, input, { taskQueue: options.taskQueue ?? this.taskQueue, id: options.id, signer: this.signer });
+      return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer);
     }, this.address);
   }
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */
   getRun(id: string): RunHandle {
-    return new RunHandle(this.temporal, id, false, this.address);
+    return new RunHandle(this.temporal, id, false, this.address, this.signer);
   }
 
   /** Runs, newest first, filtered by pipeline, status and start time. */

@@ -12,6 +12,7 @@ import {
 } from '../workflows/messages.js';
 import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
 import { StageEventTracker, type RunEvent } from './run-events.js';
+import type { RunSigner } from '../trust/signer.js';
 
 /** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
 export type RunStatusReport = RunSnapshot;
@@ -57,7 +58,14 @@ export class RunHandle {
     /** True when `start` found a run with this id still running and returned it instead of starting another. */
     readonly alreadyRunning = false,
     private readonly address?: string,
+    /** Signs each decision for this run (`PipelineClient.connect({ signingKey })`); unsigned without one. */
+    private readonly signer?: RunSigner,
   ) {}
+
+  /** A decision's arguments, signed for this run when the client has a signing key. */
+  private signed<T extends object>(decision: string, args: T): T {
+    return this.signer ? this.signer.signDecision(this.id, decision, args) : args;
+  }
 
   private get workflow(): WorkflowHandle {
     return this.client.workflow.getHandle(this.id);
@@ -138,7 +146,7 @@ export class RunHandle {
 
   /** Answers a stage's question; the agent continues with the answer. Resolves with the run's state after it. */
   answer(text: string, options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide((h) => h.executeUpdate(answerStageUpdate, { args: [{ stage: options.stage, text }] }));
+    return this.decide((h) => h.executeUpdate(answerStageUpdate, { args: [this.signed(answerStageUpdate.name, { stage: options.stage, text })] }));
   }
 
   /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds. */
@@ -146,24 +154,28 @@ export class RunHandle {
     const { stage, allow, budgetUsd, rounds, comment } = options;
     return this.decide((h) =>
       h.executeUpdate(approveStageUpdate, {
-        args: [{ stage, budgetUsd, rounds, comment, allowTools: Array.isArray(allow) ? allow : undefined, allowAll: allow === 'all' ? true : undefined }],
+        args: [
+          this.signed(approveStageUpdate.name, {
+            stage, budgetUsd, rounds, comment, allowTools: Array.isArray(allow) ? allow : undefined, allowAll: allow === 'all' ? true : undefined,
+          }),
+        ],
       }),
     );
   }
 
   /** Rejects what a stage waits for; the stage fails with `reason`. */
   reject(reason: string, options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide((h) => h.executeUpdate(rejectStageUpdate, { args: [{ stage: options.stage, reason }] }));
+    return this.decide((h) => h.executeUpdate(rejectStageUpdate, { args: [this.signed(rejectStageUpdate.name, { stage: options.stage, reason })] }));
   }
 
   /** Runs a failed stage again (`onFailure: ask`); `stage` may be left out when one stage waits after a failure. */
   retry(options: { stage?: string; feedback?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => h.executeUpdate(retryStageUpdate, { args: [{ stage: options.stage ?? (await this.failedStage()), feedback: options.feedback }] }));
+    return this.decide(async (h) => h.executeUpdate(retryStageUpdate, { args: [this.signed(retryStageUpdate.name, { stage: options.stage ?? (await this.failedStage()), feedback: options.feedback })] }));
   }
 
   /** Skips a failed stage (`onFailure: ask`); its dependents still run. */
   skip(options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => h.executeUpdate(skipStageUpdate, { args: [{ stage: options.stage ?? (await this.failedStage()) }] }));
+    return this.decide(async (h) => h.executeUpdate(skipStageUpdate, { args: [this.signed(skipStageUpdate.name, { stage: options.stage ?? (await this.failedStage()) })] }));
   }
 
   /**

@@ -6,11 +6,14 @@ import { summarizeBundle } from '../bundle/create-run-bundle.js';
 import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
+import type { RunSigner } from '../trust/signer.js';
 
 export interface StartRunOptions {
   taskQueue: string;
   /** Workflow id; the same id twice reports the existing run instead of starting another. */
   id?: string;
+  /** Signs the input for this workflow id (AGENT_PIPELINE_SIGNING_KEY); unsigned without one. */
+  signer?: RunSigner;
 }
 
 /** A fresh run id: the pipeline name, the UTC start time to the second, and four random characters. */
@@ -49,11 +52,12 @@ export async function startRun(
   const workflowId = options.id ?? newRunId(input.pipeline.name);
   const idProblem = findRunIdProblem(workflowId);
   if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${idProblem}`);
+  const versioned: PipelineRunInput = { version: RUN_INPUT_VERSION, ...input };
   try {
     const handle = await client.workflow.start(PIPELINE_WORKFLOW_TYPE, {
       workflowId,
       taskQueue: options.taskQueue,
-      args: [{ version: RUN_INPUT_VERSION, ...input }],
+      args: [options.signer ? options.signer.signRun(versioned, workflowId) : versioned],
       staticSummary: runSummary(input),
       staticDetails: input.pipeline.description,
       typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],

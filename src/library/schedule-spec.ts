@@ -4,6 +4,7 @@ import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/mess
 import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import { runMemo, runSummary } from './runs.js';
+import type { RunSigner } from '../trust/signer.js';
 
 /** `--overlap` values: what happens when a run is due while the previous one still runs. */
 export const OVERLAP_POLICIES = {
@@ -36,6 +37,16 @@ export interface ScheduleCreateOptions {
   overlap: OverlapFlag;
   note?: string;
   paused?: boolean;
+  /** Signs the action's input for the schedule's runs (AGENT_PIPELINE_SIGNING_KEY). */
+  signer?: RunSigner;
+}
+
+/**
+ * The action's input, signed for every run the schedule starts (`<action workflow id>-<time>`) when the client has a
+ * signing key. The same signed input starts each run, so its expiry is the schedule's: see docs/security.md.
+ */
+function signedAction(input: PipelineRunInput, actionWorkflowId: string, signer: RunSigner | undefined): PipelineRunInput {
+  return signer ? signer.signSchedule(input, actionWorkflowId) : input;
 }
 
 /** The Temporal Schedule that starts `pipelineWorkflow` with the file's pipeline and inputs on each action. */
@@ -55,7 +66,7 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
       type: 'startWorkflow',
       workflowType: PIPELINE_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
-      args: [{ version: RUN_INPUT_VERSION, ...input }],
+      args: [signedAction({ version: RUN_INPUT_VERSION, ...input }, options.scheduleId, options.signer)],
       // Temporal appends the scheduled time, so every run gets its own id: `<schedule id>-<time>`.
       workflowId: options.scheduleId,
       staticSummary: `${runSummary(input)} · schedule ${options.scheduleId}`,
@@ -75,11 +86,12 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
  * The schedule as it was, starting runs of `input` from now on: the re-bundled files (`schedule update FILE`),
  * the same timing, policies and state.
  */
-export function withRunInput(previous: ScheduleDescription, input: PipelineRunInput): ScheduleUpdateOptions {
+export function withRunInput(previous: ScheduleDescription, input: PipelineRunInput, signer?: RunSigner): ScheduleUpdateOptions {
   if (previous.action.type !== 'startWorkflow') throw new Error(`schedule ${previous.scheduleId} does not start workflows`);
   return {
     ...previous,
-    action: { ...previous.action, args: [input], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
+    // Signed again (a fresh expiry), so `schedule update` is also how a schedule's signature is renewed.
+    action: { ...previous.action, args: [signedAction(input, previous.action.workflowId, signer)], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
     state: { paused: previous.state.paused, note: previous.state.note, remainingActions: previous.state.remainingActions },
   };
 }
@@ -87,6 +99,12 @@ export function withRunInput(previous: ScheduleDescription, input: PipelineRunIn
 /** The inputs the schedule's runs start with, from its action. */
 function actionInputs(description: ScheduleDescription): Record<string, string> | undefined {
   return description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined;
+}
+
+/** The signature of the action the schedule's runs start with: its key and expiry, never the signature itself. */
+function actionSignature(description: ScheduleDescription): { keyId: string; expiresAt: number } | null {
+  const signature = description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined)?.signature : undefined;
+  return signature ? { keyId: signature.keyId, expiresAt: signature.expiresAt } : null;
 }
 
 /** The bundle the schedule's runs carry, from its action's memo; null when they read files on the worker. */
@@ -107,6 +125,11 @@ export interface ScheduleJson {
   note: string | null;
   /** The files each run carries, bundled at create or last `schedule update`; null when workers read them (`describe` only). */
   bundle?: RunBundleSummary | null;
+  /**
+   * Who signed the action its runs start with, and until when workers with trusted keys accept them (renew with
+   * `schedule update`); null when unsigned (`describe` only). @unit expiresAt: milliseconds since the epoch
+   */
+  signature?: { keyId: string; expiresAt: number } | null;
   /** Next start times. @unit milliseconds since the epoch */
   nextRunAt: number[];
   /** Runs started so far, oldest first (Temporal keeps the most recent ten). */
@@ -130,7 +153,7 @@ export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): Sc
     inputs: ('raw' in summary ? actionInputs(summary) : undefined) ?? memo?.inputs ?? {},
     paused: summary.state.paused,
     note: summary.state.note || null,
-    ...('raw' in summary ? { bundle: scheduleBundle(summary) } : {}),
+    ...('raw' in summary ? { bundle: scheduleBundle(summary), signature: actionSignature(summary) } : {}),
     nextRunAt: summary.info.nextActionTimes.map((d) => d.getTime()),
     recentRuns: summary.info.recentActions.map((a) => ({
       runId: a.action.workflow.workflowId,

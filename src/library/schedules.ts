@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { RunSigner } from '../trust/signer.js';
 import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema } from '../pipeline/schema.js';
@@ -53,6 +54,8 @@ export class PipelineSchedules {
     private readonly address?: string,
     /** Backend names the client was told about (`PipelineClient.connect({ backends })`). */
     private readonly backends: readonly string[] = [],
+    /** Signs each schedule's action, at create and again at update (`PipelineClient.connect({ signingKey })`). */
+    private readonly signer?: RunSigner,
   ) {}
 
   /**
@@ -79,6 +82,7 @@ export class PipelineSchedules {
           overlap: options.overlap ?? 'skip',
           note: options.note,
           paused: options.paused,
+          signer: this.signer,
         }),
       );
       return scheduleJson(await handle.describe());
@@ -105,7 +109,7 @@ export class PipelineSchedules {
       const declared = fresh.pipeline.inputs ?? {};
       const kept = Object.fromEntries(Object.entries(before).filter(([k]) => k in declared));
       const input = await prepare({ ...kept, ...given });
-      await handle.update((current) => withRunInput(current, input));
+      await handle.update((current) => withRunInput(current, input, this.signer));
       return { scheduleId: handle.scheduleId, input };
     }, this.address);
   }

@@ -4,6 +4,7 @@ import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { RunCarryOver } from './run-carry-over.js';
 import type { TemplateStage } from '../pipeline/template.js';
+import type { TrustSignature } from './trust-types.js';
 
 /** Task queue used when `AGENT_PIPELINE_TASK_QUEUE` is not set; client and worker must agree. */
 export const DEFAULT_TASK_QUEUE = 'agent-pipeline';
@@ -28,6 +29,11 @@ export interface PipelineRunInput {
    * `start --files-from-worker` (and for runs started before bundles existed): workers then read `baseDir`.
    */
   bundle?: RunBundle;
+  /**
+   * The client's signature of this input, for this workflow id (AGENT_PIPELINE_SIGNING_KEY); workers with
+   * AGENT_PIPELINE_TRUSTED_KEYS run only inputs signed by one of them (see docs/security.md).
+   */
+  signature?: TrustSignature;
   /**
    * Set by the run itself when it continues as new: the state its earlier execution handed over. Never sent by a
    * client; a fresh start that carries it is refused.
@@ -66,10 +72,14 @@ export const templateValuesQuery = defineQuery<TemplateValues, [TemplateValuesRe
  */
 
 export interface AnswerStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
   stage?: string;
   text: string;
 }
 export interface ApproveStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
   stage?: string;
   /** Raise the pipeline budget to this amount (budget waits). @unit US dollars */
   budgetUsd?: number;
@@ -81,14 +91,20 @@ export interface ApproveStageInput {
   comment?: string;
 }
 export interface RejectStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
   stage?: string;
   reason: string;
 }
 export interface RetryStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
   stage: string;
   feedback?: string;
 }
 export interface SkipStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
   stage: string;
 }
 

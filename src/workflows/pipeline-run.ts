@@ -16,6 +16,7 @@ import { StageRunner, type StageOutcome } from './stage-runner.js';
 import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
+import { RunTrust } from './run-trust.js';
 
 /**
  * Runs that started before continue-as-new existed kept starting stages however long their history grew; the marker
@@ -49,6 +50,8 @@ export class PipelineRun {
   readonly tracker: RunTracker;
   readonly waits: HumanWaits;
   readonly budget: BudgetGuard;
+  /** Whom the run trusts to decide for it (signed decisions). */
+  readonly trust: RunTrust;
   private readonly stages: ResolvedStage[];
   /** The pipeline's `finally:` stages, run one after another once the run has ended. */
   private readonly finallyStages: ResolvedStage[];
@@ -99,6 +102,7 @@ export class PipelineRun {
     this.deadlineAt = carried ? carried.deadlineAt : timeout === undefined ? undefined : this.tracker.state.startedAt + toMilliseconds(timeout);
     this.executions = carried ? carried.executions + 1 : 1;
     this.limits = handOverLimits(input.pipeline.continueAsNew);
+    this.trust = new RunTrust(carried?.trust);
   }
 
   /** The whole state of the run, for its next execution. Every field of RunCarryOver is filled here. */
@@ -113,6 +117,7 @@ export class PipelineRun {
       runEnd: this.runner.runEnd,
       deadlineAt: this.deadlineAt,
       executions: this.executions,
+      trust: this.trust.snapshot(),
     };
   }
 

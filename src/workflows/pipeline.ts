@@ -25,6 +25,7 @@ import {
 import { PipelineRun } from './pipeline-run.js';
 import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from './run-carry-over.js';
 import { RunControls } from './run-controls.js';
+import { checkRunTrusted, SIGNED_RUNS_PATCH } from './run-trust.js';
 
 /**
  * Runs started before the input check became a local activity checked their input in the workflow, at their first
@@ -59,6 +60,12 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
   // A run that continued as new was checked by its first execution; only the run itself sets `carryOver` (a client
   // that sends it on a fresh start fails the check: the input schema does not know the field).
   const continued = input.carryOver !== undefined && workflowInfo().continuedFromExecutionRunId !== undefined;
+  // Who may start runs comes first: a run the worker does not trust is refused before anything of it is looked at.
+  // Once per run: a continued run carries the verdict (RunCarryOver.trust), its start signature may have expired since.
+  if (!continued && patched(SIGNED_RUNS_PATCH)) {
+    const verdict = await checkRunTrusted(input, (error) => run?.tracker.finish('failed', error));
+    run?.trust.accept(verdict);
+  }
   if (!continued && patched(INPUT_CHECK_PATCH)) {
     const problems = await checkRunInput(input);
     if (problems.length > 0) {

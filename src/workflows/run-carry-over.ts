@@ -1,5 +1,6 @@
 import type { RunState } from '../pipeline/run-state.js';
 import type { ReviewLoopState } from './review-loop.js';
+import type { RunTrustCarryOver } from './run-trust.js';
 
 /**
  * The shape of {@link RunCarryOver}: bump it when a field changes meaning, and teach {@link readCarryOver} the old
@@ -35,6 +36,12 @@ export interface RunCarryOver {
   deadlineAt: number | undefined;
   /** Executions of this run so far, this one included (1 for a run that never continued). */
   executions: number;
+  /**
+   * Whom the run trusts: the verdict of its first execution's check (which is not made again: a start signature may
+   * have expired since) and the nonces of the signed decisions it took. Absent when handed over by a worker older than
+   * signed runs, or for a run started before them.
+   */
+  trust: RunTrustCarryOver | undefined;
 }
 
 /**

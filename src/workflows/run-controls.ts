@@ -12,6 +12,8 @@ function requireText(value: unknown, what: string, flag: string): void {
  * The update handlers: validators say precisely why a decision does not apply (unknown stage, stage not
  * waiting, the wrong kind of decision); handlers record the decision and return the run's new state.
  * Every failure thrown here is an ApplicationFailure, so a bad request never fails the workflow task.
+ * With signed decisions, validators refuse an unsigned decision first, and handlers have its signature checked before
+ * anything changes (DECISION_NOT_TRUSTED: the stage goes on waiting).
  */
 export class RunControls {
   constructor(private readonly run: PipelineRun) {}
@@ -21,20 +23,24 @@ export class RunControls {
   }
 
   validateAnswer(input: AnswerStageInput): void {
+    this.run.trust.requireSignature(input.signature);
     requireText(input.text, 'the answer', 'answer RUN [--stage S] "TEXT"');
     this.run.waits.resolve('answer', input.stage, ['answer']);
   }
 
   async answer(input: AnswerStageInput): Promise<RunState> {
+    await this.run.trust.verify('answerStage', input);
     await this.run.waits.decide(this.run.waits.resolve('answer', input.stage, ['answer']), { kind: 'answer', text: input.text });
     return this.state;
   }
 
   validateApprove(input: ApproveStageInput): void {
+    this.run.trust.requireSignature(input.signature);
     this.approveTargets(input);
   }
 
   async approve(input: ApproveStageInput): Promise<RunState> {
+    await this.run.trust.verify('approveStage', input);
     const targets = this.approveTargets(input);
     if (input.budgetUsd !== undefined) this.run.budget.raise(input.budgetUsd);
     await this.run.waits.decide(targets, { kind: 'approve', input });
@@ -72,11 +78,13 @@ export class RunControls {
   }
 
   validateReject(input: RejectStageInput): void {
+    this.run.trust.requireSignature(input.signature);
     requireText(input.reason, 'the reason', 'reject RUN [--stage S] --reason "TEXT"');
     this.rejectTargets(input);
   }
 
   async reject(input: RejectStageInput): Promise<RunState> {
+    await this.run.trust.verify('rejectStage', input);
     await this.run.waits.decide(this.rejectTargets(input), { kind: 'reject', reason: input.reason });
     return this.state;
   }
@@ -86,19 +94,23 @@ export class RunControls {
   }
 
   validateRetry(input: RetryStageInput): void {
+    this.run.trust.requireSignature(input.signature);
     this.run.waits.resolve('retry', input.stage, ['failure']);
   }
 
   async retry(input: RetryStageInput): Promise<RunState> {
+    await this.run.trust.verify('retryStage', input);
     await this.run.waits.decide(this.run.waits.resolve('retry', input.stage, ['failure']), { kind: 'retry', feedback: input.feedback || undefined });
     return this.state;
   }
 
   validateSkip(input: SkipStageInput): void {
+    this.run.trust.requireSignature(input.signature);
     this.run.waits.resolve('skip', input.stage, ['failure']);
   }
 
   async skip(input: SkipStageInput): Promise<RunState> {
+    await this.run.trust.verify('skipStage', input);
     await this.run.waits.decide(this.run.waits.resolve('skip', input.stage, ['failure']), { kind: 'skip' });
     return this.state;
   }

@@ -21,6 +21,15 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { WORKFLOW_CODE_VERSION } from '../../dist/workflows/code-version.js';
 import { recordHistory } from './record-history.mjs';
+import { generateSigningKey, parseSigningKey } from '../../dist/trust/keys.js';
+import { RunSigner } from '../../dist/trust/signer.js';
+
+// The worker trusts this key to start runs and decide, so runs are signed and their decisions too (`*-signed`
+// cases); the other cases are started unsigned, which such a worker refuses, so they are recorded by a second
+// worker without keys on its own task queue.
+const KEY = generateSigningKey('replay');
+const signer = new RunSigner(parseSigningKey(KEY.privateLine));
+const SIGNED_TASK_QUEUE = 'replay-record-signed';
 import { MANIFEST, writeManifest } from './write-manifest.mjs';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url));
@@ -48,6 +57,14 @@ const CASES = {
     await handle.executeUpdate(approveStageUpdate, { args: [{ stage: 'first' }] });
   },
   flows: async () => {},
+  // Recorded after signed runs and decisions (patch sign23-signed-runs): the run-trust check, and each decision
+  // checked by a local activity in its update handler before it takes effect.
+  'question-signed': async (handle) => {
+    await waitForWaiting(handle, 'ask');
+    await handle.executeUpdate(answerStageUpdate, { args: [signer.signDecision(handle.workflowId, answerStageUpdate.name, { stage: 'ask', text: 'Casual.' })] });
+    await waitForWaiting(handle, 'first');
+    await handle.executeUpdate(approveStageUpdate, { args: [signer.signDecision(handle.workflowId, approveStageUpdate.name, { stage: 'first' })] });
+  },
   // Recorded after the input check became a local activity (patch input-check-local-activity); the histories above
   // stay as they were, so that runs started before it keep replaying.
   'linear-input-check': async () => {},
@@ -83,7 +100,7 @@ async function executionRunIds(client, workflowId) {
 }
 
 /** Cases that record a fixture of another name. */
-const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows' };
+const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows', 'question-signed': 'question' };
 
 // Histories are re-recorded either for a new workflow code version, or because they still replay (new fixtures, say).
 // Recording over histories that no longer replay, under the same version, would hide a change that breaks runs in flight.
@@ -112,7 +129,8 @@ const env = {
   ANTHROPIC_API_KEY: 'sk-replay-record',
 };
 const worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE });
-const running = worker.run();
+const signedWorker = await createPipelineWorker({ env: { ...env, AGENT_PIPELINE_TRUSTED_KEYS: KEY.publicLine, AGENT_PIPELINE_ALLOW_WORKER_FILES: '1' }, taskQueue: SIGNED_TASK_QUEUE });
+const running = Promise.all([worker.run(), signedWorker.run()]);
 const connection = await Connection.connect({ address: server.address });
 try {
   const client = new Client({ connection });
@@ -121,7 +139,8 @@ try {
     const file = path.join(FIXTURES, `${FIXTURE_OF[name] ?? name}.yaml`);
     const { pipeline, baseDir } = await loadPipelineFile(file);
     const input = { pipeline, baseDir, pipelineFile: `test/replay/fixtures/${FIXTURE_OF[name] ?? name}.yaml`, inputs: resolveInputs(pipeline, file, {}) };
-    const { handle } = await startRun(client, input, { taskQueue: TASK_QUEUE, id: `replay-${name}` });
+    const signed = name.endsWith('-signed');
+    const { handle } = await startRun(client, input, { taskQueue: signed ? SIGNED_TASK_QUEUE : TASK_QUEUE, id: `replay-${name}`, signer: signed ? signer : undefined });
     await act(handle);
     await handle.result().catch(() => undefined);
     const status = (await handle.query(getStatusQuery)).status;
@@ -139,6 +158,7 @@ try {
 } finally {
   await connection.close();
   worker.shutdown();
+  signedWorker.shutdown();
   await running;
   await model.close();
   await server.stop();

@@ -25,6 +25,7 @@ const HISTORIES = [
   'continued-last',
   'long-before-continue-as-new',
   'flows-template-values',
+  'question-signed',
 ];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 /** Both executions of the continued run belong to one workflow id. */
@@ -37,6 +38,17 @@ describe('replaying recorded runs', () => {
     const results: { workflowId: string; error?: unknown }[] = [];
     for await (const result of Worker.runReplayHistories(options, histories)) results.push(result);
     expect(results.map((r) => [r.workflowId, r.error === undefined ? 'ok' : String(r.error)])).toEqual(HISTORIES.map((name) => [workflowIdOf(name), 'ok']));
+  });
+
+  test('a signed run is covered: its trust check, and each decision checked by a local activity in its update handler', async () => {
+    type Event = { eventType: string; markerRecordedEventAttributes?: { details?: Record<string, { payloads?: { data: string }[] }> } };
+    const { events } = JSON.parse(await readFile(file('question-signed'), 'utf8')) as { events: Event[] };
+    const markers = events.flatMap((e) => Object.values(e.markerRecordedEventAttributes?.details ?? {}).flatMap((d) => d.payloads ?? []))
+      .map((p) => Buffer.from(p.data, 'base64').toString());
+    expect(markers.some((m) => m.includes('"sign23-signed-runs"'))).toBe(true);
+    expect(markers.filter((m) => m.includes('"activity_type":"checkRunTrust"'))).toHaveLength(1);
+    expect(markers.filter((m) => m.includes('"activity_type":"verifyDecision"'))).toHaveLength(2);
+    expect(events.filter((e) => e.eventType === 'EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED')).toHaveLength(2);
   });
 
   test('both sides of a hand-over are covered: an execution that continued as new, and one that started from carried state', async () => {

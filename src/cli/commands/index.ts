@@ -4,6 +4,7 @@ import { addDecisionCommands } from './decide.js';
 import { addDeployCommands } from './deploy.js';
 import { addDemoCommand } from './demo.js';
 import { addDevCommand } from './dev.js';
+import { addKeysCommands } from './keys.js';
 import { addListCommand } from './list.js';
 import { addLogsCommand } from './logs.js';
 import { addPruneCommand } from './prune.js';
@@ -26,6 +27,7 @@ export function addCommands(program: Command): void {
   addPruneCommand(program);
   addScheduleCommands(program);
   addValidateCommand(program);
+  addKeysCommands(program);
   addWorkerCommand(program);
   addDeployCommands(program);
   addDevCommand(program);

@@ -43,6 +43,7 @@ function describeLines(s: ScheduleJson, lastRun: string): string[] {
     `  next runs: ${s.paused ? '(paused)' : s.nextRunAt.slice(0, 3).map((t) => formatTime(t)).join(', ') || '(none)'}`,
     `  last run:  ${lastRun}`,
     `  files:     ${s.bundle ? `bundled (${s.bundle.files} files, bundle ${s.bundle.hash.slice(0, 12)}); \`schedule update FILE\` re-bundles` : 'read by the worker at each run'}`,
+    ...(s.signature ? [`  signed:    by key ${s.signature.keyId}, runs accepted until ${formatTime(s.signature.expiresAt)}; \`schedule update FILE\` signs again`] : []),
     ...(s.note ? [`  note:      ${s.note}`] : []),
   ];
 }

@@ -17,6 +17,8 @@ export function addWorkerCommand(program: Command): void {
         'Agents: ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN, Bedrock or Vertex variables,\n' +
         '  AGENT_PIPELINE_CLAUDE_SETTINGS with an apiKeyHelper), ANTHROPIC_BASE_URL, CLAUDE_BIN,\n' +
         '  AGENT_PIPELINE_AGENT_ENV (more variables for agents, e.g. GH_TOKEN,SSH_AUTH_SOCK; kept secret).\n' +
+        'Trust: AGENT_PIPELINE_TRUSTED_KEYS (who may start runs), AGENT_PIPELINE_DECISION_KEYS (who may decide),\n' +
+        '  AGENT_PIPELINE_ALLOW_WORKER_FILES=1 (run --files-from-worker runs); docs/security.md.\n' +
         'On SIGTERM or Ctrl-C running stages get the grace time to finish; then they are cancelled and another worker resumes them.',
     )
     .action(async (opts: { healthCheck?: boolean }) => {

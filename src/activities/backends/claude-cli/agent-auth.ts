@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { ENCRYPTION_KEY_VARIABLE, SIGNING_KEY_VARIABLE } from '../../../trust/keys.js';
 
 /**
  * How Claude Code may authenticate, and what of the worker's environment reaches the agent for it. Every value here
@@ -37,9 +38,18 @@ export const AUTH_MODES_HELP =
   'CLAUDE_CODE_USE_VERTEX=1 with CLOUD_ML_REGION, ANTHROPIC_VERTEX_PROJECT_ID and Google credentials, ' +
   `or ${SETTINGS_VARIABLE} naming a settings file with an apiKeyHelper`;
 
-/** The extra variable names of `AGENT_PIPELINE_AGENT_ENV`. */
+/**
+ * Keys an agent must never hold, even when AGENT_PIPELINE_AGENT_ENV names them: with the signing key an agent could
+ * start runs and approve its own gates; with the encryption key it could read every run's history.
+ */
+const NEVER_FOR_AGENTS: readonly string[] = [SIGNING_KEY_VARIABLE, ENCRYPTION_KEY_VARIABLE];
+
+/** The extra variable names of `AGENT_PIPELINE_AGENT_ENV` (never a signing or encryption key). */
 export function extraAgentVariables(env: NodeJS.ProcessEnv): string[] {
-  return (env[AGENT_ENV_VARIABLE] ?? '').split(',').map((name) => name.trim()).filter((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name));
+  return (env[AGENT_ENV_VARIABLE] ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !NEVER_FOR_AGENTS.includes(name));
 }
 
 /** Values to keep out of everything reported: the credentials, and every variable passed with AGENT_PIPELINE_AGENT_ENV. */
