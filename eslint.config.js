@@ -22,7 +22,7 @@ const LAYERS = [
   { name: 'the leaves', paths: ['src/errors.ts', 'src/logging.ts'] },
   { name: 'pipeline/', paths: ['src/pipeline'] },
   { name: 'workflows/', paths: ['src/workflows'] },
-  { name: 'bundle/, telemetry/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/config.ts'] },
+  { name: 'bundle/, telemetry/, codec/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/codec', 'src/config.ts'] },
   { name: 'activities/', paths: ['src/activities'] },
   {
     name: 'the worker assembly',
