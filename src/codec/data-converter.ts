@@ -1,7 +1,7 @@
 import type { DataConverter, LoadedDataConverter, Payload, PayloadCodec } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { EncryptionCodec } from './encryption-codec.js';
+import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import { ENCRYPTION_KEY_VARIABLE, encryptionKeysFromEnv, parseEncryptionKeys } from './encryption-key.js';
 
 /*
@@ -77,4 +77,18 @@ export async function decodeFirstPayload<T>(converter: LoadedDataConverter, list
   if (!first) return undefined;
   const [decoded] = await decodePayloads(converter.payloadCodecs, [first]);
   return converter.payloadConverter.fromPayload<T>(decoded!);
+}
+
+/**
+ * What a person must change when `err` (or its cause) is a payload this client could not decrypt: a missing
+ * `AGENT_PIPELINE_ENCRYPTION_KEY`, or one without the key a payload names. Undefined for any other error.
+ */
+export function decryptionProblem(err: unknown): string | undefined {
+  for (let current = err; current instanceof Error; current = current.cause) {
+    if (current instanceof PayloadDecryptionError) return current.message;
+    if (/Unknown encoding: binary\/encrypted/.test(current.message)) {
+      return `the run's payloads are encrypted and ${ENCRYPTION_KEY_VARIABLE} is not set here; set it to the keys its workers use`;
+    }
+  }
+  return undefined;
 }

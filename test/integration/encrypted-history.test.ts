@@ -166,6 +166,11 @@ describe('encrypted history', () => {
     const listed = parseJson<{ runs: RunListItem[] }>(await runCli(['list', '--json'], env));
     expect(listed.runs.find((item) => item.runId === runId)).toMatchObject({ pipeline: 'secret-notes', status: 'completed' });
 
+    // Without the key a client says what to set, not a decoding error.
+    const keyless = await runCli(['status', runId, '--json'], baseEnv);
+    expect(keyless.exitCode).not.toBe(0);
+    expect(keyless.stderr).toMatch(/\[CONFIG_INVALID\] the run's payloads are encrypted and AGENT_PIPELINE_ENCRYPTION_KEY is not set here/);
+
     // The agent saw the prompt, the input and the answer in plain text: the worker decrypted them.
     const requests = JSON.stringify(model.requests());
     for (const marker of [MARKER.prompt, MARKER.input, MARKER.answer]) expect(requests).toContain(marker);
@@ -232,7 +237,7 @@ describe('encrypted history', () => {
     // A client with only the old key cannot read what the new key wrote, and says which key is missing.
     const oldOnly = await runCli(['status', id, '--json'], oldEnv);
     expect(oldOnly.exitCode).not.toBe(0);
-    expect(oldOnly.stderr).toContain('"new"');
+    expect(oldOnly.stderr).toMatch(/\[CONFIG_INVALID\] a payload is encrypted with key "new", which AGENT_PIPELINE_ENCRYPTION_KEY does not hold/);
   });
 });
 
