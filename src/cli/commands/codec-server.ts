@@ -1,5 +1,4 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { ConfigError } from '../../errors.js';
 import { printNote } from '../output.js';
 
 /** The variable that can hold the bearer token instead of `--token` (argv is visible to every user of the host). */
@@ -40,9 +39,9 @@ export function addCodecServerCommand(program: Command): void {
       const { ENCRYPTION_KEY_VARIABLE } = await import('../../codec/encryption-key.js');
       const { startCodecServer } = await import('../../codec/codec-server.js');
       const codecs = payloadCodecsFromEnv();
-      if (codecs.length === 0) {
-        throw new ConfigError(`[CONFIG_INVALID] ${ENCRYPTION_KEY_VARIABLE} is not set, so there is nothing to decode with; set it to the keys the workers use`);
-      }
+      // Without keys it passes payloads through unchanged, so a Web UI pointed at it (the compose file's) works whether
+      // or not runs are encrypted; it says so, since a person who meant to decrypt has forgotten the keys.
+      if (codecs.length === 0) printNote(`${ENCRYPTION_KEY_VARIABLE} is not set: payloads pass through unchanged; set it to the keys the workers use to decrypt`);
       const token = opts.token ?? (process.env[TOKEN_VARIABLE] || undefined);
       const server = await startCodecServer({ codecs, port: opts.port, host: opts.host, origin: opts.origin, token });
       printNote(
