@@ -13,6 +13,7 @@ import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunListItem } from '../../src/library/list-runs.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
@@ -165,6 +166,16 @@ describe('encrypted history', () => {
     expect(human.stdout).toContain(MARKER.result);
     const listed = parseJson<{ runs: RunListItem[] }>(await runCli(['list', '--json'], env));
     expect(listed.runs.find((item) => item.runId === runId)).toMatchObject({ pipeline: 'secret-notes', status: 'completed' });
+
+    // The library with the key given as an option (an empty environment otherwise) reads the same.
+    const library = await PipelineClient.connect({ address: server.address, env: {}, encryptionKey: OLD_KEY });
+    try {
+      const report = await library.getRun(runId).status();
+      expect(report.state.inputs).toEqual({ topic: MARKER.input });
+      expect((await library.list()).map((item) => item.runId)).toContain(runId);
+    } finally {
+      await library.close();
+    }
 
     // Without the key a client says what to set, not a decoding error.
     const keyless = await runCli(['status', runId, '--json'], baseEnv);

@@ -88,7 +88,7 @@ describe('docker-compose.yml', () => {
     expect(services.temporal.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
     expect(services['temporal-setup'].depends_on).toEqual({ temporal: { condition: 'service_healthy' } });
     expect(services.worker.depends_on).toEqual({ 'temporal-setup': { condition: 'service_completed_successfully' } });
-    for (const name of ['postgresql', 'temporal', 'worker']) expect(services[name].healthcheck?.test.length, name).toBeGreaterThan(1);
+    for (const name of ['postgresql', 'temporal', 'worker']) expect(services[name].healthcheck?.test?.length, name).toBeGreaterThan(1);
   });
 
   test('lets workers scale: no fixed name or port, one shared workspaces volume, the API key from the environment', () => {
