@@ -30,7 +30,10 @@ export interface StartWorkerOptions {
   address?: string;
   /** Overrides `AGENT_PIPELINE_TASK_QUEUE`; tests give each file its own queue. */
   taskQueue?: string;
-  /** A prebuilt workflow bundle to load instead of the one next to this file. */
+  /**
+   * A prebuilt workflow bundle to load instead of the one next to this file. A worker with an encryption key needs one
+   * built with the encoded failure converter (`workflow-bundle-encrypted.js`), or its workflows' failures stay plain.
+   */
   workflowBundlePath?: string;
   /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
   workerOptions?: Partial<WorkerOptions>;
