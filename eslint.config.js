@@ -22,7 +22,7 @@ const LAYERS = [
   { name: 'the leaves', paths: ['src/errors.ts', 'src/logging.ts'] },
   { name: 'pipeline/', paths: ['src/pipeline'] },
   { name: 'workflows/', paths: ['src/workflows'] },
-  { name: 'bundle/, telemetry/, trust/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/trust', 'src/config.ts'] },
+  { name: 'bundle/, telemetry/, trust/, codec/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/trust', 'src/codec', 'src/config.ts'] },
   { name: 'activities/', paths: ['src/activities'] },
   {
     name: 'the worker assembly',

@@ -20,6 +20,8 @@ import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
 import { workerTrustFromEnv } from './trust/worker-trust.js';
+import { payloadCodecsFor, workerDataConverter } from './codec/data-converter.js';
+import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
 /** Options for a worker; everything else comes from the environment (see the README). */
@@ -29,7 +31,10 @@ export interface StartWorkerOptions {
   address?: string;
   /** Overrides `AGENT_PIPELINE_TASK_QUEUE`; tests give each file its own queue. */
   taskQueue?: string;
-  /** A prebuilt workflow bundle to load instead of the one next to this file. */
+  /**
+   * A prebuilt workflow bundle to load instead of the one next to this file. A worker with an encryption key needs one
+   * built with the encoded failure converter (`workflow-bundle-encrypted.js`), or its workflows' failures stay plain.
+   */
   workflowBundlePath?: string;
   /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
   workerOptions?: Partial<WorkerOptions>;
@@ -48,12 +53,26 @@ export interface StartWorkerOptions {
    * @default `AGENT_PIPELINE_ALLOWED_PATHS`, else none
    */
   allowedPaths?: AllowedPaths;
+  /**
+   * Keys that encrypt and decrypt payloads (`"<keyId>:<base64>[,...]"`, the first encrypting); an empty string turns
+   * encryption off. @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else none
+   */
+  encryptionKey?: string;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
 const PREBUILT_BUNDLE = fileURLToPath(new URL('./workflow-bundle.js', import.meta.url));
 /** The same with Temporal's OpenTelemetry workflow interceptors, loaded when tracing is on. */
 const PREBUILT_TRACED_BUNDLE = fileURLToPath(new URL('./workflow-bundle-traced.js', import.meta.url));
+/** Both again, built with the failure converter of encrypting workers (see codec/encoded-failure-converter.ts). */
+const PREBUILT_ENCRYPTED_BUNDLE = fileURLToPath(new URL('./workflow-bundle-encrypted.js', import.meta.url));
+const PREBUILT_ENCRYPTED_TRACED_BUNDLE = fileURLToPath(new URL('./workflow-bundle-encrypted-traced.js', import.meta.url));
+
+/** The prebuilt workflow bundle for a worker that traces or not, encrypts or not. */
+export function prebuiltBundle(traced: boolean, encrypted: boolean): string {
+  if (encrypted) return traced ? PREBUILT_ENCRYPTED_TRACED_BUNDLE : PREBUILT_ENCRYPTED_BUNDLE;
+  return traced ? PREBUILT_TRACED_BUNDLE : PREBUILT_BUNDLE;
+}
 // Running from source (tests), the workflows are TypeScript; Temporal's bundler compiles them.
 const WORKFLOWS_PATH = [
   fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
@@ -79,10 +98,11 @@ interface WorkerResources {
   sandboxHost: () => Promise<SandboxHost>;
 }
 
-function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv): WorkerResources {
+function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv, encryptionKey: string | undefined): WorkerResources {
   const { enabled, ttlMs } = settings.prewarm;
   return {
-    secrets: new SecretRegistry(),
+    // The encryption keys are redacted like any credential, though no agent is ever given them.
+    secrets: new SecretRegistry(encryptionSecretValues(encryptionKey)),
     // Waiting agents count against the worker's stage limit, the one it was given or read from its environment.
     warmPool: enabled ? new WarmPool({ ttlMs, killGraceMs: settings.killGraceMs, limit: settings.maxConcurrentStages }) : undefined,
     exitingAgents: new ExitingAgents(),
@@ -106,9 +126,12 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const { connectionOptions, namespace } = loadTemporalConnection(env);
   const taken = Object.keys(options.backends ?? {}).filter((name) => (BACKENDS as readonly string[]).includes(name));
   if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
+  const encryptionKey = options.encryptionKey ?? env[ENCRYPTION_KEY_VARIABLE];
+  // Checked before connecting: a malformed key stops the worker at once, naming the variable.
+  const codecs = options.encryptionKey === undefined ? payloadCodecsFor(encryptionKey) : payloadCodecsFor(encryptionKey, 'the encryptionKey option');
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
-  const resources = createWorkerResources(settings, env);
+  const resources = createWorkerResources(settings, env, encryptionKey);
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
@@ -134,7 +157,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const telemetry = options.telemetry ?? NO_TELEMETRY;
   await telemetry.serve(connection, options.namespace ?? namespace ?? 'default');
   const traced = Boolean(telemetry.tracing);
-  const prebuilt = traced ? PREBUILT_TRACED_BUNDLE : PREBUILT_BUNDLE;
+  const encrypted = codecs.length > 0;
+  const prebuilt = prebuiltBundle(traced, encrypted);
   const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
   const deployment = deploymentFromEnv(env, bundle);
@@ -162,6 +186,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     // Cancellation reaches an activity only in the answer to a heartbeat, and heartbeats are throttled to 80% of the
     // heartbeat timeout (minutes for agents): a cap of a few seconds makes `cancel` stop an agent promptly.
     maxHeartbeatThrottleInterval: '5s',
+    // Encrypted payloads and failures when a key is set; the prebuilt bundle then has the same failure converter.
+    dataConverter: workerDataConverter(codecs),
     interceptors: {
       activity: [...activityInterceptors, stageLogInterceptor],
       // Only used when bundling at start; a prebuilt traced bundle already contains them.

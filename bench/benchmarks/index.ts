@@ -3,6 +3,7 @@ import type { BenchmarkResult } from '../lib/results.js';
 import type { BenchStack } from '../lib/stack.js';
 import { benchBigOutput } from './big-output.js';
 import { benchCost } from './cost.js';
+import { benchEncryption } from './encryption.js';
 import { benchCliConcurrency } from './cli-concurrency.js';
 import { runKillTrials, type KillTrial } from './kill-trials.js';
 import { benchOverhead } from './overhead.js';
@@ -68,6 +69,12 @@ export const BENCHMARKS: Benchmark[] = [
     title: 'Overhead',
     goal: 'vs hand loop ≤ 1.00 with warm start, ≤ 1.10 without',
     run: async (context) => benchOverhead(context.stack, context.quick ? 1 : 8, await recordedCalls(context)),
+  },
+  {
+    name: 'encryption',
+    title: 'Encrypted history',
+    goal: 'overhead and stage latency within 5% of unencrypted',
+    run: (context) => benchEncryption(context.stack, context.quick ? 1 : 6),
   },
   {
     name: 'cost',

@@ -2,15 +2,25 @@
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { writeFileAtomic } from '../activities/workspace/run-workspace.js';
+import { ENCODED_FAILURE_CONVERTER_PATH } from '../codec/data-converter.js';
+import { prebuiltBundle } from '../run-worker.js';
 import { OTEL_WORKFLOW_INTERCEPTORS } from '../telemetry/worker-telemetry.js';
 
 const workflowsPath = fileURLToPath(new URL('../workflows/index.js', import.meta.url));
-const target = fileURLToPath(new URL('../workflow-bundle.js', import.meta.url));
-// The traced bundle adds Temporal's OpenTelemetry workflow interceptors; workers load it only when tracing is on, so
-// an untraced worker runs no span code in its workflows.
-const tracedTarget = fileURLToPath(new URL('../workflow-bundle-traced.js', import.meta.url));
-for (const [file, workflowInterceptorModules] of [[target, []], [tracedTarget, [OTEL_WORKFLOW_INTERCEPTORS]]] as const) {
-  const { code } = await bundleWorkflowCode({ workflowsPath, workflowInterceptorModules: [...workflowInterceptorModules], logger: new DefaultLogger('WARN') });
-  await writeFileAtomic(file, code);
-  process.stderr.write(`workflow bundle written to ${file} (${Math.round(code.length / 1024)} KiB)\n`);
+// The traced bundles add Temporal's OpenTelemetry workflow interceptors; workers load them only when tracing is on, so
+// an untraced worker runs no span code in its workflows. The encrypted bundles convert failures with the failure
+// converter of encrypting workers (message and stack trace encoded, so the codec encrypts them); a worker loads them
+// when AGENT_PIPELINE_ENCRYPTION_KEY is set.
+for (const traced of [false, true]) {
+  for (const encrypted of [false, true]) {
+    const target = prebuiltBundle(traced, encrypted);
+    const { code } = await bundleWorkflowCode({
+      workflowsPath,
+      workflowInterceptorModules: traced ? [OTEL_WORKFLOW_INTERCEPTORS] : [],
+      ...(encrypted ? { failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH } : {}),
+      logger: new DefaultLogger('WARN'),
+    });
+    await writeFileAtomic(target, code);
+    process.stderr.write(`workflow bundle written to ${target} (${Math.round(code.length / 1024)} KiB)\n`);
+  }
 }

@@ -19,6 +19,8 @@ export interface DevServerOptions {
   uiPort?: number;
   /** Run without the Web UI; `uiUrl` is then undefined. @default false */
   headless?: boolean;
+  /** The remote codec the Web UI decodes payloads with (`agent-pipeline codec-server`), e.g. `http://127.0.0.1:8888`. */
+  uiCodecEndpoint?: string;
   /** SQLite file that keeps workflows across restarts; `null` keeps everything in memory. @default `<state dir>/temporal.db` */
   dbFile?: string | null;
   /** Where the server writes its JSON log (level warn); appended to. @default `<state dir>/temporal-server.log` */
@@ -131,6 +133,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
 
   const args = ['server', 'start-dev', '--ip', HOST, '--port', String(port), '--namespace', namespace];
   args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
+  if (uiPort !== undefined && options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
   if (dbFile) args.push('--db-filename', dbFile);
   args.push('--log-level', 'warn', '--log-format', 'json');
   // Offline machines would otherwise log failed calls to Temporal's version-check service.

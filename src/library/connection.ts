@@ -2,6 +2,8 @@ import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, loadTemporalConnection } from '../config.js';
 import { clientTelemetry } from '../telemetry/client-telemetry.js';
+import { clientDataConverter, payloadCodecsFor } from '../codec/data-converter.js';
+import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 import { TemporalUnavailableError } from './errors.js';
 
 /** How to reach Temporal. Anything left out comes from the environment, exactly as the CLI reads it. */
@@ -17,6 +19,12 @@ export interface ConnectionOptions {
   env?: NodeJS.ProcessEnv;
   /** How long to wait for the server before giving up. @unit milliseconds @default 10000 */
   connectTimeoutMs?: number;
+  /**
+   * Encrypts what the client sends (inputs, decisions, memo, summary) and decrypts what it reads, with AES-256-GCM:
+   * `"<keyId>:<base64 of 32 bytes>[,<keyId>:<base64>...]"`, the first key encrypting (see docs/security.md).
+   * An empty string turns encryption off. @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else none
+   */
+  encryptionKey?: string;
 }
 
 /** An open connection to Temporal, with the settings it was made from. */
@@ -48,6 +56,9 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   const namespace = options.namespace ?? configured ?? 'default';
   const target = options.address ?? connectionOptions.address ?? 'localhost:7233';
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
+  // A malformed key fails before anything is sent, naming the variable (or option) and the fix, never the key.
+  const codecs =
+    options.encryptionKey === undefined ? payloadCodecsFor(env[ENCRYPTION_KEY_VARIABLE]) : payloadCodecsFor(options.encryptionKey, 'the encryptionKey option');
   const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError =>
     new TemporalUnavailableError(
       `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}). ${HOW_TO_CONFIGURE}`,
@@ -67,7 +78,7 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   // `StartWorkflow:` and the other client spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing otherwise.
   const telemetry = clientTelemetry(env);
   return {
-    client: new Client({ connection, namespace, interceptors: telemetry.interceptors }),
+    client: new Client({ connection, namespace, interceptors: telemetry.interceptors, dataConverter: clientDataConverter(codecs) }),
     namespace,
     address: target,
     taskQueue: config.taskQueue,

@@ -10,6 +10,8 @@ import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../workflows/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
+import { ConfigError } from '../config.js';
+import { decryptionProblem } from '../codec/data-converter.js';
 
 // The library's errors: the base classes every layer below the CLI throws, and those only a client meets.
 export { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode };
@@ -128,6 +130,8 @@ export function toLibraryError(err: unknown, address?: string): unknown {
   if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
     return new NoWorkerError('[NO_WORKER] the run did not take the request in time: is a worker running on its task queue? (`agent-pipeline worker`)', { cause: err });
   }
+  const undecryptable = decryptionProblem(err);
+  if (undecryptable) return new ConfigError(`[CONFIG_INVALID] ${undecryptable}`, { cause: err });
   const grpc = findGrpcError(err);
   if (grpc?.code === GRPC.UNAVAILABLE) {
     return new TemporalUnavailableError(`[TEMPORAL_UNREACHABLE] lost the connection to Temporal${address ? ` at ${address}` : ''}: ${grpc.details}`, { cause: err });

@@ -1,4 +1,5 @@
 import { isGrpcServiceError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { clientCodecs, decodeHistoryEvent } from './history-codec.js';
 
 type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
 /** One event of a workflow's history, as the service returns it. */
@@ -55,7 +56,8 @@ function isTooLarge(err: unknown): boolean {
  * The events of a workflow's history, read in pages with a set `maximumPageSize` so no answer nears the gRPC
  * message limit: the first page is sized from `sizeHint`, each next one from the largest average event size seen so
  * far, and a page refused as too large is asked for again at half the size (down to one event, which a payload limit
- * of 2 MB keeps under 4 MB). Memory use is one page, whatever the length of the history.
+ * of 2 MB keeps under 4 MB). Memory use is one page, whatever the length of the history. Events come with the payloads
+ * the readers use decoded by the client's codecs (see `decodeHistoryEvent`).
  */
 export async function* readHistoryEvents(client: Client, options: HistoryPagesOptions): AsyncGenerator<HistoryEvent, void, undefined> {
   const target = options.targetPageBytes ?? HISTORY_PAGE_TARGET_BYTES;
@@ -79,7 +81,8 @@ export async function* readHistoryEvents(client: Client, options: HistoryPagesOp
       averageBytes = Math.max(averageBytes, bytes / events.length);
       pageSize = pageSizeFor(averageBytes, target);
     }
-    yield* events;
+    const codecs = clientCodecs(client);
+    for (const event of events) yield await decodeHistoryEvent(codecs, event);
     if (!response.nextPageToken?.length) return;
     nextPageToken = response.nextPageToken;
   }

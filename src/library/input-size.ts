@@ -1,4 +1,5 @@
-import { defaultPayloadConverter } from '@temporalio/common';
+import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import { encodePayloads } from '../codec/data-converter.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { InvalidRequestError } from '../errors.js';
 
@@ -9,10 +10,22 @@ import { InvalidRequestError } from '../errors.js';
  */
 export const TEMPORAL_PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024;
 
-/** The size of `value` as Temporal receives it: encoded by the default payload converter. @unit bytes */
+/** The size of `value` converted by the default payload converter, before any codec. @unit bytes */
 export function encodedSize(value: unknown): number {
-  const payload = defaultPayloadConverter.toPayload(value);
+  return payloadSize(defaultPayloadConverter.toPayload(value));
+}
+
+function payloadSize(payload: Payload): number {
   return (payload.data?.byteLength ?? 0) + Object.entries(payload.metadata ?? {}).reduce((sum, [k, v]) => sum + k.length + v.byteLength, 0);
+}
+
+/**
+ * The size of `value` as Temporal receives it: converted, then run through the client's codecs (encryption adds a
+ * nonce, a tag and its metadata). @unit bytes
+ */
+export async function sizeOnTheWire(value: unknown, codecs: readonly PayloadCodec[]): Promise<number> {
+  const [payload] = await encodePayloads(codecs, [defaultPayloadConverter.toPayload(value)]);
+  return payloadSize(payload!);
 }
 
 /** `1.5 MB`, `900 KB`. */
@@ -21,11 +34,12 @@ export function formatBytes(bytes: number): string {
 }
 
 /**
- * Checks, before anything is started, that a run's input fits in one Temporal payload.
+ * Checks, before anything is started, that a run's input fits in one Temporal payload, measured as it will be sent:
+ * through `codecs`, the client's payload codecs.
  * @throws InvalidRequestError `INPUT_TOO_LARGE` with the size, the limit, what is largest and how to fix it
  */
-export function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES): PipelineRunInput {
-  const size = encodedSize(input);
+export async function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES, codecs: readonly PayloadCodec[] = []): Promise<PipelineRunInput> {
+  const size = await sizeOnTheWire(input, codecs);
   if (size <= limitBytes) return input;
   const parts = [
     ...Object.entries(input.inputs).map(([name, value]) => ({ what: `--input ${name}`, bytes: Buffer.byteLength(value) })),

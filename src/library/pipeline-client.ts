@@ -4,6 +4,7 @@ import { startRun } from './runs.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
 import { typedErrors } from './errors.js';
+import { clientCodecs } from './history-codec.js';
 import { listRuns, type RunListFilter, type RunListItem } from './list-runs.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { RunHandle } from './run-handle.js';
@@ -90,7 +91,7 @@ export class PipelineClient {
 
   /** Loads and validates what `start` would run, without starting it. */
   prepare(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
-    return prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] });
+    return prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.temporal));
   }
 
   /** Starts a run from an already prepared input (see {@link prepare}). */

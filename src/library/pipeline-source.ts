@@ -1,3 +1,4 @@
+import type { PayloadCodec } from '@temporalio/common';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
@@ -5,6 +6,7 @@ import { checkRunInputSize } from './input-size.js';
 import { inputOrigins, readInputValues, type InputValue } from './input-files.js';
 import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
+import { payloadCodecsFromEnv } from '../codec/data-converter.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
@@ -49,10 +51,16 @@ export interface PrepareRunOptions {
 }
 
 /**
- * Loads and validates a pipeline (file or definition) and checks the inputs against its declared ones.
- * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`).
+ * Loads and validates a pipeline (file or definition) and checks the inputs against its declared ones, and the input's
+ * size as `codecs` (the client's payload codecs; by default those of `AGENT_PIPELINE_ENCRYPTION_KEY`) will send it.
+ * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`,
+ *   `INPUT_TOO_LARGE`); ConfigError when the encryption key is malformed.
  */
-export async function prepareRunInput(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
+export async function prepareRunInput(
+  source: PipelineSource,
+  options: PrepareRunOptions = {},
+  codecs: readonly PayloadCodec[] = payloadCodecsFromEnv(),
+): Promise<PipelineRunInput> {
   const describe = options.describeInputFile ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
   const given = await readInputValues(options.inputs ?? {}, { describe });
   const origin = inputOrigins(options.inputs ?? {}, describe);
@@ -62,18 +70,22 @@ export async function prepareRunInput(source: PipelineSource, options: PrepareRu
       const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
       const inputs = resolveInputs(pipeline, source, given, origin);
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
-      return checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) });
+      return await checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) }, undefined, codecs);
     }
     const name = definitionName(source);
     // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
     const pipeline = parsePipeline(definitionYaml(source, name), name, { backends });
-    return checkRunInputSize({
-      pipeline,
-      baseDir: path.resolve(options.baseDir ?? process.cwd()),
-      pipelineFile: name,
-      inputs: resolveInputs(pipeline, name, given, origin),
-      ...withBackends(backends),
-    });
+    return await checkRunInputSize(
+      {
+        pipeline,
+        baseDir: path.resolve(options.baseDir ?? process.cwd()),
+        pipelineFile: name,
+        inputs: resolveInputs(pipeline, name, given, origin),
+        ...withBackends(backends),
+      },
+      undefined,
+      codecs,
+    );
   } catch (err) {
     if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');
     throw err;

@@ -3,7 +3,9 @@ import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.j
 import type { RunState } from '../pipeline/run-state.js';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { InvalidRequestError } from '../errors.js';
+import { clientCodecs, decodeFailure } from './history-codec.js';
 import { readHistoryEvents } from './history-pages.js';
+import { decodePayloadList } from '../codec/data-converter.js';
 import { decodeFirst, RunStateBuilder, timestampMs } from './run-history.js';
 
 /** Where a run's state came from: the workflow's status query, the final result, or the event history. */
@@ -135,16 +137,18 @@ async function readLiveAttempts(
   const live = new Map<string, LiveAttempt>();
   if (pending.length === 0) return live;
   const stages = await cache.lookup(client, description, pending.map((p) => p.activityId ?? ''));
+  const codecs = clientCodecs(client);
   for (const activity of pending) {
     const stageId = stages.get(activity.activityId ?? '')?.stageId;
     if (!stageId) continue;
-    const progress = decodeFirst<{ costUsd?: number; turns?: number }>(activity.heartbeatDetails);
+    const progress = decodeFirst<{ costUsd?: number; turns?: number }>(await decodePayloadList(codecs, activity.heartbeatDetails));
+    const lastFailure = await decodeFailure(codecs, activity.lastFailure);
     live.set(stageId, {
       attempt: activity.attempt ?? 1,
       costUsd: progress?.costUsd,
       turns: progress?.turns,
       lastHeartbeatAt: timestampMs(activity.lastHeartbeatTime),
-      lastFailure: activity.lastFailure?.message ?? undefined,
+      lastFailure: lastFailure?.message ?? undefined,
     });
   }
   return live;

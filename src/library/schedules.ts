@@ -7,6 +7,7 @@ import { InvalidRequestError, typedErrors } from './errors.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { readInputValues } from './input-files.js';
+import { clientCodecs } from './history-codec.js';
 
 /** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
 export type ScheduleInfo = ScheduleJson;
@@ -64,7 +65,7 @@ export class PipelineSchedules {
    */
   async create(source: PipelineSource, options: CreateScheduleOptions): Promise<ScheduleInfo> {
     checkTiming(options);
-    return this.createPrepared(await prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }), options);
+    return this.createPrepared(await prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.client)), options);
   }
 
   /** Creates a schedule from an already prepared run input (`client.prepare()`). */
@@ -96,7 +97,7 @@ export class PipelineSchedules {
    */
   async update(source: PipelineSource, options: UpdateScheduleOptions = {}): Promise<{ scheduleId: string; input: PipelineRunInput }> {
     const prepare = (inputs: Record<string, string>): Promise<PipelineRunInput> =>
-      prepareRunInput(source, { ...options, inputs, backends: [...this.backends, ...(options.backends ?? [])] });
+      prepareRunInput(source, { ...options, inputs, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.client));
     // Files (and standard input) are read once, though the pipeline is prepared twice.
     const given = await readInputValues(options.inputs ?? {});
     // Prepared once to learn the pipeline's name and declared inputs, then again with the schedule's own inputs kept.

@@ -24,6 +24,11 @@ export interface PipelineWorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** More Temporal worker options, applied last. */
   workerOptions?: Partial<WorkerOptions>;
+  /**
+   * Encrypts and decrypts every payload with AES-256-GCM: `"<keyId>:<base64 of 32 bytes>[,<keyId>:<base64>...]"`, the
+   * first key encrypting; the clients need the same keys (docs/security.md). @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else off
+   */
+  encryptionKey?: string;
 }
 
 /**

@@ -11,7 +11,7 @@ import { ConfigError } from '../errors.js';
 export const SIGNING_KEY_VARIABLE = 'AGENT_PIPELINE_SIGNING_KEY';
 export const TRUSTED_KEYS_VARIABLE = 'AGENT_PIPELINE_TRUSTED_KEYS';
 export const DECISION_KEYS_VARIABLE = 'AGENT_PIPELINE_DECISION_KEYS';
-export const ENCRYPTION_KEY_VARIABLE = 'AGENT_PIPELINE_ENCRYPTION_KEY';
+export { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;

@@ -1,6 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
-import { DECISION_KEYS_VARIABLE, ENCRYPTION_KEY_VARIABLE, keySecretParts, parsePublicKeys, SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE } from './keys.js';
+import { DECISION_KEYS_VARIABLE, keySecretParts, parsePublicKeys, SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE } from './keys.js';
 
 export const ALLOW_WORKER_FILES_VARIABLE = 'AGENT_PIPELINE_ALLOW_WORKER_FILES';
 
@@ -34,7 +34,7 @@ export function workerTrustFromEnv(env: NodeJS.ProcessEnv): WorkerTrust {
   return { runKeys, decisionKeys, allowWorkerFiles: runKeys.size === 0 || allow === '1' };
 }
 
-/** The key material a process may hold, to register for redaction: the signing and the encryption keys. */
+/** The signing key material a process may hold, to register for redaction (the encryption keys: codec/encryption-key.ts). */
 export function trustSecretValues(env: NodeJS.ProcessEnv): string[] {
-  return [...keySecretParts(env[SIGNING_KEY_VARIABLE]), ...keySecretParts(env[ENCRYPTION_KEY_VARIABLE])];
+  return keySecretParts(env[SIGNING_KEY_VARIABLE]);
 }

@@ -35,7 +35,7 @@ interface Service {
   ports?: string[];
   volumes?: string[];
   environment?: Record<string, string | null>;
-  healthcheck?: { test: string[] };
+  healthcheck?: { test?: string[]; disable?: boolean };
   depends_on?: Record<string, { condition: string }>;
   profiles?: string[];
   stop_grace_period?: string;
@@ -88,7 +88,7 @@ describe('docker-compose.yml', () => {
     expect(services.temporal.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
     expect(services['temporal-setup'].depends_on).toEqual({ temporal: { condition: 'service_healthy' } });
     expect(services.worker.depends_on).toEqual({ 'temporal-setup': { condition: 'service_completed_successfully' } });
-    for (const name of ['postgresql', 'temporal', 'worker']) expect(services[name].healthcheck?.test.length, name).toBeGreaterThan(1);
+    for (const name of ['postgresql', 'temporal', 'worker']) expect(services[name].healthcheck?.test?.length, name).toBeGreaterThan(1);
   });
 
   test('lets workers scale: no fixed name or port, one shared workspaces volume, the API key from the environment', () => {
@@ -116,6 +116,26 @@ describe('docker-compose.yml', () => {
         const source = volume.split(':')[0];
         if (source.startsWith('./') && !source.endsWith('pipelines')) expect(existsSync(path.join(ROOT, source)), source).toBe(true);
       }
+    }
+  });
+});
+
+describe('docker-compose.yml, encrypted history', () => {
+  test('runs the codec server beside the Web UI, on 127.0.0.1, and points the UI at it', () => {
+    const codec = compose.services['codec-server']!;
+    expect(codec.command?.slice(0, 1)).toEqual(['codec-server']);
+    const flag = (name: string): string | undefined => codec.command?.[codec.command.indexOf(name) + 1];
+    expect(flag('--origin')).toBe('http://localhost:8080');
+    expect(codec.ports).toEqual([`127.0.0.1:${flag('--port')}:${flag('--port')}`]);
+    expect(compose.services['temporal-ui']!.environment!.TEMPORAL_CODEC_ENDPOINT).toBe(`http://localhost:${flag('--port')}`);
+    expect(compose.services['temporal-ui']!.ports).toEqual(['127.0.0.1:8080:8080']);
+  });
+
+  test('gives the same key to workers, the cli and the codec server, passed through and never written', () => {
+    for (const name of ['worker', 'cli', 'codec-server']) {
+      const environment = compose.services[name]!.environment!;
+      expect(Object.hasOwn(environment, 'AGENT_PIPELINE_ENCRYPTION_KEY'), name).toBe(true);
+      expect(environment.AGENT_PIPELINE_ENCRYPTION_KEY, name).toBeNull();
     }
   });
 });

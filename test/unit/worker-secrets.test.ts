@@ -52,11 +52,13 @@ describe('the secrets a worker registers', () => {
       OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'api-key=honeycomb-key-0004',
       NPM_TOKEN: 'npm-token-value-0005',
       DATABASE_PASSWORD: 'db-password-0006',
+      AGENT_PIPELINE_ENCRYPTION_KEY: `new:${'A'.repeat(43)}=,old:${'B'.repeat(43)}=`,
       AGENT_PIPELINE_TASK_QUEUE: 'agent-pipeline',
     };
     // None of these is passed to agents (no AGENT_PIPELINE_AGENT_ENV): main registered only the agents' own keys.
     const values = workerSecretValues(env);
-    for (const secret of ['sk-ant-api-key-0001', SECRET, 'temporal-cloud-key-0002', 'otel-bearer-0003', 'honeycomb-key-0004', 'npm-token-value-0005', 'db-password-0006']) {
+    const encryptionKeys = [`${'A'.repeat(43)}=`, `${'B'.repeat(43)}=`];
+    for (const secret of ['sk-ant-api-key-0001', SECRET, 'temporal-cloud-key-0002', 'otel-bearer-0003', 'honeycomb-key-0004', 'npm-token-value-0005', 'db-password-0006', ...encryptionKeys]) {
       expect(values).toContain(secret);
     }
     expect(values).not.toContain('/usr/bin');

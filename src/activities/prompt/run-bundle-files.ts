@@ -1,10 +1,10 @@
 import { Context, type Info } from '@temporalio/activity';
-import { defaultPayloadConverter } from '@temporalio/common';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { hashManifest } from '../../bundle/manifest-hash.js';
+import { decodeFirstPayload } from '../../codec/data-converter.js';
 import type { RunBundle } from '../../pipeline/run-bundle.js';
 import { leavesFolder } from '../../pipeline/relative-paths.js';
 import { stageFailure } from '../failures.js';
@@ -83,17 +83,21 @@ export async function unpackRunBundle(bundle: RunBundle, folder: string, hash: s
   }
 }
 
-/** The bundle from the run's start input: one page of one event, whatever the length of the history. */
+/**
+ * The bundle from the run's start input: one page of one event, whatever the length of the history. The input is
+ * decoded with the worker's own data converter, so an encrypted input is decrypted with the worker's keys.
+ */
 async function readBundleFromHistory(info: Info, stageId: string): Promise<RunBundle> {
   const execution = info.workflowExecution;
   if (!execution) throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: 'the attempt belongs to no workflow run, so it has no file bundle to read' });
-  const response = await Context.current().client.workflowService.getWorkflowExecutionHistory({
+  const { client } = Context.current();
+  const response = await client.workflowService.getWorkflowExecutionHistory({
     namespace: info.workflowNamespace,
     execution: { workflowId: execution.workflowId, runId: execution.runId },
     maximumPageSize: 1,
   });
-  const payload = response.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-  const input = payload ? defaultPayloadConverter.fromPayload<{ bundle?: RunBundle }>(payload) : undefined;
+  const started = response.history?.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const input = await decodeFirstPayload<{ bundle?: RunBundle }>(client.options.loadedDataConverter, started?.input);
   if (!input?.bundle) {
     throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: `the run's start input in the history of ${execution.workflowId} holds no file bundle` });
   }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { addCancelCommand } from './cancel.js';
+import { addCodecServerCommand } from './codec-server.js';
 import { addDecisionCommands } from './decide.js';
 import { addDeployCommands } from './deploy.js';
 import { addDemoCommand } from './demo.js';
@@ -29,6 +30,7 @@ export function addCommands(program: Command): void {
   addValidateCommand(program);
   addKeysCommands(program);
   addWorkerCommand(program);
+  addCodecServerCommand(program);
   addDeployCommands(program);
   addDevCommand(program);
   addDemoCommand(program);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { ENCRYPTION_KEY_VARIABLE, SIGNING_KEY_VARIABLE } from '../../../trust/keys.js';
+import { SIGNING_KEY_VARIABLE } from '../../../trust/keys.js';
+import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from '../../../codec/encryption-key.js';
 
 /**
  * How Claude Code may authenticate, and what of the worker's environment reaches the agent for it. Every value here
@@ -92,7 +93,8 @@ function otelHeaderValues(raw: string): string[] {
  * variable named like a credential. All are redacted from results, failures, logs and transcripts.
  */
 export function workerSecretValues(env: NodeJS.ProcessEnv): string[] {
-  const values = agentSecretValues(env);
+  // The payload encryption keys: the whole setting and each key's base64 (docs/security.md#encrypted-history).
+  const values = [...agentSecretValues(env), ...encryptionSecretValues(env[ENCRYPTION_KEY_VARIABLE])];
   for (const [name, value] of Object.entries(env)) {
     if (!value) continue;
     if (OTEL_HEADER_VARIABLE.test(name)) values.push(...otelHeaderValues(value));

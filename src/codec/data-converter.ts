@@ -1,0 +1,94 @@
+import type { DataConverter, LoadedDataConverter, Payload, PayloadCodec } from '@temporalio/common';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
+import { ENCRYPTION_KEY_VARIABLE, encryptionKeysFromEnv, parseEncryptionKeys } from './encryption-key.js';
+
+/*
+ * Where the encryption codec is wired in: the data converter of clients and workers, and the decoding of payloads that
+ * this project reads from history or descriptions itself (outside the SDK's own decoding).
+ */
+
+/**
+ * The compiled failure converter that encodes common attributes. Running from source (tests), the compiled copy in
+ * dist/ is used: the SDK loads it with `require`, which cannot load TypeScript.
+ */
+export const ENCODED_FAILURE_CONVERTER_PATH = [
+  new URL('./encoded-failure-converter.js', import.meta.url),
+  new URL('../../dist/codec/encoded-failure-converter.js', import.meta.url),
+]
+  .map((url) => fileURLToPath(url))
+  .find((file) => existsSync(file));
+
+/**
+ * The payload codecs for `encryptionKey` (the `AGENT_PIPELINE_ENCRYPTION_KEY` format), none when it is empty.
+ * @param source what errors name as the key's origin
+ * @throws ConfigError `CONFIG_INVALID` naming `source`
+ */
+export function payloadCodecsFor(encryptionKey: string | undefined, source = ENCRYPTION_KEY_VARIABLE): PayloadCodec[] {
+  const value = encryptionKey?.trim();
+  return value ? [new EncryptionCodec(parseEncryptionKeys(value, source))] : [];
+}
+
+/** The payload codecs of the environment's `AGENT_PIPELINE_ENCRYPTION_KEY`, none when it is unset. */
+export function payloadCodecsFromEnv(env: NodeJS.ProcessEnv = process.env): PayloadCodec[] {
+  const keys = encryptionKeysFromEnv(env);
+  return keys ? [new EncryptionCodec(keys)] : [];
+}
+
+/** A client's data converter: the codecs only (decoding an encoded failure needs no option). */
+export function clientDataConverter(codecs: PayloadCodec[]): DataConverter | undefined {
+  return codecs.length > 0 ? { payloadCodecs: codecs } : undefined;
+}
+
+/**
+ * A worker's data converter: the codecs, and failures whose message and stack trace are payloads the codecs encrypt.
+ * The workflow code must be bundled with the same failure converter (see `dev/bundle-workflows.ts`).
+ */
+export function workerDataConverter(codecs: PayloadCodec[]): DataConverter | undefined {
+  if (codecs.length === 0) return undefined;
+  if (!ENCODED_FAILURE_CONVERTER_PATH) throw new Error('dist/codec/encoded-failure-converter.js is missing: run `npm run build`');
+  return { payloadCodecs: codecs, failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH };
+}
+
+/** Runs payloads through the codecs' decoders, last codec first (the SDK's order). */
+export async function decodePayloads(codecs: readonly PayloadCodec[], payloads: Payload[]): Promise<Payload[]> {
+  let decoded = payloads;
+  for (const codec of [...codecs].reverse()) decoded = await codec.decode(decoded);
+  return decoded;
+}
+
+/** Runs payloads through the codecs' encoders, first codec first. */
+export async function encodePayloads(codecs: readonly PayloadCodec[], payloads: Payload[]): Promise<Payload[]> {
+  let encoded = payloads;
+  for (const codec of codecs) encoded = await codec.encode(encoded);
+  return encoded;
+}
+
+/** A payload list with its payloads decoded, in a copy; the same object when there is nothing to decode. */
+export async function decodePayloadList<T extends { payloads?: Payload[] | null } | null | undefined>(codecs: readonly PayloadCodec[], list: T): Promise<T> {
+  if (codecs.length === 0 || !list?.payloads?.length) return list;
+  return { ...list, payloads: await decodePayloads(codecs, list.payloads) };
+}
+
+/** The first payload of a list, decoded by the codecs and the converter; undefined when there is none or it cannot be read. */
+export async function decodeFirstPayload<T>(converter: LoadedDataConverter, list: { payloads?: Payload[] | null } | null | undefined): Promise<T | undefined> {
+  const first = list?.payloads?.[0];
+  if (!first) return undefined;
+  const [decoded] = await decodePayloads(converter.payloadCodecs, [first]);
+  return converter.payloadConverter.fromPayload<T>(decoded!);
+}
+
+/**
+ * What a person must change when `err` (or its cause) is a payload this client could not decrypt: a missing
+ * `AGENT_PIPELINE_ENCRYPTION_KEY`, or one without the key a payload names. Undefined for any other error.
+ */
+export function decryptionProblem(err: unknown): string | undefined {
+  for (let current = err; current instanceof Error; current = current.cause) {
+    if (current instanceof PayloadDecryptionError) return current.message;
+    if (/Unknown encoding: binary\/encrypted/.test(current.message)) {
+      return `the run's payloads are encrypted and ${ENCRYPTION_KEY_VARIABLE} is not set here; set it to the keys its workers use`;
+    }
+  }
+  return undefined;
+}
