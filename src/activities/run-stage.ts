@@ -141,9 +141,10 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     attempt: info.attempt,
   };
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
-  if (pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
-  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId });
-  if (pipeline.isolation === 'stage' && pipeline.workspace && workspace.branch) {
+  if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+  // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
@@ -184,7 +185,8 @@ async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     spentBeforeUsd: earlier.costUsd,
   });
   // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
-  const staleLock = input.pipeline.workspace ? await removeStaleIndexLock(workspace.dir) : undefined;
+  // Only in the run's own worktree: a lent folder's git is its owner's (who may be running git in it right now).
+  const staleLock = input.pipeline.workspace?.repo !== undefined ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
@@ -213,8 +215,9 @@ async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
-    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
-    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open; with
+    // `workspace.dir` the transcript is in the run's own folder, not in the lent one.
+    transcript: path.relative(workspace.runFolder ?? workspace.parent?.dir ?? workspace.dir, transcriptPath),
     workspace: workspace.parent?.dir ?? workspace.dir,
     attempt: setup.info.attempt,
   };

@@ -81,6 +81,10 @@ export const sandboxSchema = z.union([
 ]);
 export type SandboxOption = z.infer<typeof sandboxSchema>;
 
+/** How a stage's prompt reaches the model: wrapped in the pipeline's system prompt, or exactly as written. */
+export const PROMPT_FORMATS = ['wrapped', 'raw'] as const;
+export type PromptFormat = (typeof PROMPT_FORMATS)[number];
+
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
   /** Extra text for the system prompt of the stage; a template like the prompt (`{{inputs.NAME}}`, `{{stages.ID.summary}}`). */
@@ -127,6 +131,12 @@ const stageOptionsShape = {
    * when the agent finishes without error, its summary is the answer's last paragraph and it has no outputs.
    */
   contract: z.enum(['json', 'none']).optional(),
+  /**
+   * `wrapped` (default): the stage prompt is placed in the pipeline's system prompt with task, notes, inputs and
+   * earlier work. `raw`: the prompt is sent exactly as written (its `{{…}}` filled), the system prompt is the agent
+   * file and its references; only the output contract is added (nothing with `contract: none`).
+   */
+  promptFormat: z.enum(PROMPT_FORMATS).optional(),
 };
 
 export const stageDefaultsSchema = z.strictObject(stageOptionsShape);
@@ -142,10 +152,13 @@ export const stageInputSchema = z.union([
   }),
 ]);
 
-/** A pipeline `context:` file: a path, or `{path, optional}`. */
+/**
+ * A pipeline `context:` file: a path, or `{path, optional, from}`. Read relative to the pipeline file's folder, or
+ * with `from: workspace` from the run's workspace when each attempt starts (a shared `workspace.dir`).
+ */
 export const contextFileSchema = z.union([
   z.string().min(1),
-  z.strictObject({ path: z.string().min(1), optional: z.boolean().optional() }),
+  z.strictObject({ path: z.string().min(1), optional: z.boolean().optional(), from: z.enum(['pipeline', 'workspace']).optional() }),
 ]);
 
 /** A stage this one runs after: an id, or `{stage, allowFailure}` to run also when that stage failed. */
@@ -226,7 +239,13 @@ const inputSchema = z.strictObject({
 
 export const workspaceSchema = z.strictObject({
   /** A git repository (relative to the pipeline file); each run works in its own worktree of it. */
-  repo: z.string().min(1),
+  repo: z.string().min(1).optional(),
+  /**
+   * An existing folder the run works in instead of a folder of its own (a caller's worktree, a shared folder): a
+   * path relative to the pipeline file, or a template such as `{{inputs.worktree}}`. It must lie inside a folder the
+   * worker allows (`AGENT_PIPELINE_ALLOWED_PATHS`); one run at a time writes in it. Exclusive with `repo`.
+   */
+  dir: z.string().min(1).optional(),
   /** The run's branch; a template, e.g. `agent/{{run.id}}`. */
   branch: z.string().min(1).optional(),
   /** The commit or branch the worktree starts from. @default HEAD */
