@@ -1,0 +1,117 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+/*
+ * `workspace.dir`: runs that work in an existing folder they were lent, end to end with the real `claude` binary,
+ * a real worker and a scripted model. The worker allows only `<base>/allowed`.
+ */
+
+const REPORT = (summary: string): string => `\`\`\`json\n{"success": true, "summary": "${summary}", "outputs": {}}\n\`\`\``;
+
+const SHARED_PIPELINE = `
+name: shared-notes
+inputs:
+  dir: { description: the folder to work in }
+workspace: { dir: "{{inputs.dir}}" }
+context:
+  - { path: context/brief.md, from: workspace }
+stages:
+  - id: notes
+    backend: claude-cli
+    model: haiku
+    permissionMode: acceptEdits
+    allowedTools: [Bash, Read, Write]
+    prompt: Write the launch notes into outputs/notes.md.
+`;
+
+describe('a run in an existing folder (workspace.dir)', () => {
+  let harness: Harness;
+  let base: string;
+  let allowed: string;
+  let outside: string;
+  beforeAll(async () => {
+    base = await mkdtemp(path.join(tmpdir(), 'workspace-dir-'));
+    allowed = path.join(base, 'allowed');
+    outside = path.join(base, 'outside');
+    await mkdir(allowed, { recursive: true });
+    await mkdir(outside, { recursive: true });
+    harness = await createHarness('workspace-dir', {
+      env: { AGENT_PIPELINE_ALLOWED_PATHS: allowed },
+      scenario: {
+        rules: [
+          {
+            name: 'notes',
+            match: 'Write the launch notes',
+            turns: [
+              { tool: { name: 'Bash', input: { command: 'mkdir -p outputs && printf "# Launch notes\\n" > outputs/notes.md', description: 'Write the notes' } } },
+              { text: `Wrote the notes.\n${REPORT('Wrote outputs/notes.md.')}` },
+            ],
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await harness?.close();
+    await rm(base, { recursive: true, force: true });
+  });
+
+  const startIn = async (dir: string, id?: string) => harness.start(await harness.writePipeline('shared-notes', SHARED_PIPELINE), { dir }, id);
+
+  test('writes its outputs in the folder, reads context from it, and leaves no bookkeeping there', async () => {
+    const shared = path.join(allowed, 'team-space');
+    await mkdir(path.join(shared, 'context'), { recursive: true });
+    await writeFile(path.join(shared, 'context', 'brief.md'), 'Product: Tandem, read from the shared folder.\n');
+    await writeFile(path.join(shared, 'kept.txt'), 'a file the team had before the run\n');
+    harness.modelServer.reset();
+    const handle = await startIn(shared);
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    // The agents worked in the lent folder: the output is there, the team's own file untouched.
+    expect(state.workspace).toBe(await realpath(shared));
+    expect(await readFile(path.join(shared, 'outputs', 'notes.md'), 'utf8')).toBe('# Launch notes\n');
+    expect(await readFile(path.join(shared, 'kept.txt'), 'utf8')).toBe('a file the team had before the run\n');
+    const result = stageOf(state, 'notes').result!;
+    expect(result.artifacts.map((a) => a.path)).toEqual(['outputs/notes.md']);
+    // The context file was read from the folder when the stage ran (it is not in the pipeline's folder at all).
+    const request = harness.modelServer.requests().find((r) => r.rule === 'notes' && r.status === 200);
+    expect(JSON.stringify(request?.body)).toContain('Product: Tandem, read from the shared folder.');
+    // Nothing of the worker's own is left in the folder: transcripts and sessions stay in the run's own folder.
+    // (Claude Code itself leaves `.claude/.cc-writes`, an empty file it probes the file system with.)
+    expect((await readdir(shared)).filter((f) => f !== '.claude').sort()).toEqual(['context', 'kept.txt', 'outputs']);
+    expect(await readdir(path.join(shared, '.claude')).catch(() => [])).not.toContain('settings.json');
+    expect(existsSync(path.join(shared, '.agent-pipeline'))).toBe(false);
+    expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
+  });
+
+  test('refuses a folder outside AGENT_PIPELINE_ALLOWED_PATHS, and a symlink inside that leads out', async () => {
+    for (const dir of [outside, path.join(allowed, 'link-out')]) {
+      if (dir.endsWith('link-out')) await symlink(outside, dir);
+      harness.modelServer.reset();
+      const state = await harness.finish(await startIn(dir));
+      expect(state.status).toBe('failed');
+      expect(state.error?.type).toBe('CONFIG_INVALID');
+      expect(state.error?.message).toContain(`workspace.dir names ${dir}, a folder this worker does not lend to runs`);
+      expect(state.error?.message).toContain('AGENT_PIPELINE_ALLOWED_PATHS');
+      // At once: one attempt, and no agent ever ran.
+      expect(stageOf(state, 'notes').totals?.attempts ?? 1).toBe(1);
+      expect(harness.modelServer.requests().filter((r) => r.path.startsWith('/v1/messages'))).toEqual([]);
+      expect(await readdir(outside)).toEqual([]);
+    }
+  });
+
+  test('fails at once, naming the folder, when it does not exist', async () => {
+    const missing = path.join(allowed, 'no-such-folder');
+    const state = await harness.finish(await startIn(missing));
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('FILE_NOT_FOUND');
+    expect(state.error?.message).toContain(`workspace.dir ${missing} does not exist`);
+    expect(existsSync(missing)).toBe(false);
+  });
+});
