@@ -37,13 +37,14 @@ export async function readContextFiles(
   budget: { nextLimit: () => number; count: (excerpt: FileExcerpt) => void },
   notes: string[],
 ): Promise<ContextFileRead[]> {
-  const read: ContextFileRead[] = [];
+  const found: ContextFileRead[] = [];
   for (const entry of entries) {
     const { path: relative, optional = false, from = 'pipeline' } = typeof entry === 'string' ? { path: entry } : entry;
     const root = from === 'workspace' ? folders.workspaceDir : folders.pipelineDir;
     const where = from === 'workspace' ? "the run's workspace" : "the pipeline's folder";
     const file = path.resolve(root, relative);
-    const excerpt = await readFileExcerpt(await resolvePipelineFile(root, relative), budget.nextLimit()).catch((err: NodeJS.ErrnoException) => {
+    const read = async (): Promise<FileExcerpt> => readFileExcerpt(await resolvePipelineFile(root, relative), budget.nextLimit());
+    const excerpt = await read().catch((err: NodeJS.ErrnoException) => {
       if (err instanceof PipelineFileError && err.reason === 'refused') {
         const message = from === 'workspace' ? new PipelineFileError(`${file} leads outside the run's workspace ${root}; a context file is read only from inside it`, 'refused') : err;
         throw pipelineFileFailure(message, { stageId, field: 'context', relative, file, label: 'context file' });
@@ -62,9 +63,9 @@ export async function readContextFiles(
       continue;
     }
     budget.count(excerpt);
-    read.push({ path: relative, excerpt });
+    found.push({ path: relative, excerpt });
   }
-  return read;
+  return found;
 }
 
 /** `{{context}}`: the text of the context files read, one after the other, separated by a blank line. */
