@@ -1,4 +1,4 @@
-import { activityInfo, cancellationSignal, heartbeat, type Info } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, Context, heartbeat, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -32,6 +32,7 @@ import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
+import { holdLentFolder } from './workspace/folder-lease.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
 
@@ -147,6 +148,7 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
+  if (workspace.runFolder !== undefined) await waitForLentFolder(workspace.dir, input, info);
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
   // git workspace there is nothing to compute.
   const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
@@ -154,6 +156,22 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
   return { context, workspace, filesDir };
+}
+
+/**
+ * A run in a lent folder (`workspace.dir`) takes the folder's lease before its agent may write there: while another
+ * run holds it, the attempt waits, heartbeating with the details earlier attempts left (see folder-lease.ts).
+ */
+async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
+  const workflowId = info.workflowExecution?.workflowId ?? input.runId;
+  await holdLentFolder(folder, {
+    client: Context.current().client,
+    taskQueue: info.taskQueue,
+    workflowId,
+    label: `run ${workflowId} (stage ${input.stage.id})`,
+    signal: cancellationSignal(),
+    onWait: () => heartbeat(info.heartbeatDetails),
+  });
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */

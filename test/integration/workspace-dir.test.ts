@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-helpers.js';
 
 /*
  * `workspace.dir`: runs that work in an existing folder they were lent, end to end with the real `claude` binary,
@@ -44,6 +44,9 @@ describe('a run in an existing folder (workspace.dir)', () => {
       env: { AGENT_PIPELINE_ALLOWED_PATHS: allowed },
       scenario: {
         rules: [
+          // One turn streamed slowly, so that a second run starts while the first one works in the folder.
+          { name: 'slow', match: 'slow run: write', turns: [{ text: 'Slow notes, written over a few seconds.', chunks: 20, chunkDelayMs: 150 }] },
+          { name: 'fast', match: 'fast run: write', turns: [{ text: 'Fast notes.' }] },
           {
             name: 'notes',
             match: 'Write the launch notes',
@@ -88,6 +91,36 @@ describe('a run in an existing folder (workspace.dir)', () => {
     expect((await readdir(path.join(shared, '.claude')).catch(() => [])).filter((f) => f !== '.cc-writes')).toEqual([]);
     expect(existsSync(path.join(shared, '.agent-pipeline'))).toBe(false);
     expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
+  });
+
+  test('lets one run at a time work in a folder: a second run waits until the first has ended', async () => {
+    const shared = path.join(allowed, 'one-at-a-time');
+    await mkdir(shared, { recursive: true });
+    const file = await harness.writePipeline('one-at-a-time', `
+name: one-at-a-time
+inputs:
+  which: {}
+workspace: { dir: ${JSON.stringify(shared)} }
+stages:
+  - id: write
+    backend: anthropic-api
+    model: haiku
+    contract: none
+    prompt: "{{inputs.which}} run: write the notes."
+    output: "outputs/{{inputs.which}}.md"
+`);
+    harness.modelServer.reset();
+    const slow = await harness.start(file, { which: 'slow' });
+    await waitForState(slow, () => harness.modelServer.requests().some((r) => r.rule === 'slow'));
+    const fast = await harness.start(file, { which: 'fast' });
+    const [slowState, fastState] = await Promise.all([harness.finish(slow), harness.finish(fast)]);
+    expect(slowState.status, JSON.stringify(slowState.error)).toBe('completed');
+    expect(fastState.status, JSON.stringify(fastState.error)).toBe('completed');
+    expect(await readFile(path.join(shared, 'outputs', 'slow.md'), 'utf8')).toBe('Slow notes, written over a few seconds.');
+    expect(await readFile(path.join(shared, 'outputs', 'fast.md'), 'utf8')).toBe('Fast notes.');
+    // The second run's agent started only once the first run had ended: never two runs writing in the folder.
+    const fastRequest = harness.modelServer.requests().find((r) => r.rule === 'fast')!;
+    expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(slowState, 'write').finishedAt!);
   });
 
   test('refuses a folder outside AGENT_PIPELINE_ALLOWED_PATHS, and a symlink inside that leads out', async () => {
