@@ -58,10 +58,10 @@ export interface AssembledPrompt {
  */
 export async function assemblePrompt(options: AssemblePromptOptions): Promise<AssembledPrompt> {
   const { baseDir, context } = options;
-  const notes: string[] = [];
+  const contextNotes: string[] = [];
   const files = new InlinedFiles(options.workspaceDir, backendTraits(options.stage.backend).inlinesFiles);
   // Read before the prompt is rendered: `{{context}}` places their text where the prompt wants it.
-  const contextFiles = await readContextFiles(options.contextFiles ?? [], { pipelineDir: baseDir, workspaceDir: options.workspaceDir }, options.stage.id, { nextLimit: () => files.nextLimit, count: (e) => files.count(e) }, notes);
+  const contextFiles = await readContextFiles(options.contextFiles ?? [], { pipelineDir: baseDir, workspaceDir: options.workspaceDir }, options.stage.id, { nextLimit: () => files.nextLimit, count: (e) => files.count(e) }, contextNotes);
   const { agent, stage, task } = await renderTask(options, contextText(contextFiles));
   const warnings = [...(agent?.warnings ?? [])];
   if (stage.promptFormat === 'raw') {
@@ -69,7 +69,7 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
   }
   const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stage.id);
   const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stage.id, stage.inputs ?? [], context.stages);
-  notes.push(...missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`));
+  const notes = [...missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`), ...contextNotes];
   const inline = backendTraits(stage.backend).inlinesFiles;
   // The agent file may have chosen another backend than the stage's: inline as the backend that runs needs.
   files.inline = inline;
