@@ -34,6 +34,7 @@ import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from 
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
 import { holdLentFolder } from './workspace/folder-lease.js';
+import { WaitReports } from './leases/wait-reports.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
 
@@ -167,14 +168,20 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
  */
 async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
   const workflowId = info.workflowExecution?.workflowId ?? input.runId;
+  // `status` shows the stage waiting for the folder's key, and how many runs are ahead.
+  const reports = new WaitReports(workflowId, input.stage.id);
   await holdLentFolder(folder, {
     client: Context.current().client,
     taskQueue: info.taskQueue,
     workflowId,
     label: `run ${workflowId} (stage ${input.stage.id})`,
     signal: cancellationSignal(),
-    onWait: () => heartbeat(info.heartbeatDetails),
+    onWait: (wait) => {
+      heartbeat(info.heartbeatDetails);
+      reports.waiting(wait);
+    },
   });
+  await reports.over();
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */

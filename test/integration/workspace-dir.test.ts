@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-helpers.js';
+import { approveStageUpdate } from '../../src/workflows/messages.js';
+import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
  * `workspace.dir`: runs that work in an existing folder they were lent, end to end with the real `claude` binary,
@@ -44,8 +45,7 @@ describe('a run in an existing folder (workspace.dir)', () => {
       env: { AGENT_PIPELINE_ALLOWED_PATHS: allowed },
       scenario: {
         rules: [
-          // One turn streamed slowly, so that a second run starts while the first one works in the folder.
-          { name: 'slow', match: 'slow run: write', turns: [{ text: 'Slow notes, written over a few seconds.', chunks: 20, chunkDelayMs: 150 }] },
+          { name: 'slow', match: 'slow run: write', turns: [{ text: 'First notes.' }] },
           { name: 'fast', match: 'fast run: write', turns: [{ text: 'Fast notes.' }] },
           {
             name: 'notes',
@@ -93,34 +93,53 @@ describe('a run in an existing folder (workspace.dir)', () => {
     expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
   });
 
-  test('lets one run at a time work in a folder: a second run waits until the first has ended', async () => {
+  test('lets one run at a time work in a folder: a second run waits, visibly in status, until the first has ended', async () => {
     const shared = path.join(allowed, 'one-at-a-time');
     await mkdir(shared, { recursive: true });
-    const file = await harness.writePipeline('one-at-a-time', `
-name: one-at-a-time
-inputs:
-  which: {}
-workspace: { dir: ${JSON.stringify(shared)} }
-stages:
+    const stage = (which: string): string => `
   - id: write
     backend: anthropic-api
     model: haiku
     contract: none
-    prompt: "{{inputs.which}} run: write the notes."
-    output: "outputs/{{inputs.which}}.md"
-`);
+    prompt: "${which} run: write the notes."
+    output: "outputs/${which}.md"`;
+    // The first run keeps the folder while it waits for a person at its gate: the folder is held for the run's life.
+    const first = await harness.writePipeline('holds-folder', `name: holds-folder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:${stage('slow')}\n  - { id: gate, needs: [write], approval: true }\n`);
+    const second = await harness.writePipeline('waits-for-folder', `name: waits-for-folder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:${stage('fast')}\n`);
     harness.modelServer.reset();
-    const slow = await harness.start(file, { which: 'slow' });
-    await waitForState(slow, () => harness.modelServer.requests().some((r) => r.rule === 'slow'));
-    const fast = await harness.start(file, { which: 'fast' });
-    const [slowState, fastState] = await Promise.all([harness.finish(slow), harness.finish(fast)]);
-    expect(slowState.status, JSON.stringify(slowState.error)).toBe('completed');
-    expect(fastState.status, JSON.stringify(fastState.error)).toBe('completed');
-    expect(await readFile(path.join(shared, 'outputs', 'slow.md'), 'utf8')).toBe('Slow notes, written over a few seconds.');
+    const holder = await harness.start(first);
+    await waitForWaiting(holder, 'gate', 'approval');
+    const waiter = await harness.start(second);
+    // The second run's stage says what it waits for; its agent has not started.
+    const waiting = await waitForState(waiter, (s) => stageOf(s, 'write').leaseWait !== undefined);
+    expect(stageOf(waiting, 'write').leaseWait).toMatchObject({ key: `workspace.dir:${await realpath(shared)}`, ahead: 0, holders: 1, limit: 1 });
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'fast')).toEqual([]);
+    await holder.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [holderState, waiterState] = await Promise.all([harness.finish(holder), harness.finish(waiter)]);
+    expect(holderState.status, JSON.stringify(holderState.error)).toBe('completed');
+    expect(waiterState.status, JSON.stringify(waiterState.error)).toBe('completed');
+    expect(stageOf(waiterState, 'write').leaseWait).toBeUndefined();
+    expect(await readFile(path.join(shared, 'outputs', 'slow.md'), 'utf8')).toBe('First notes.');
     expect(await readFile(path.join(shared, 'outputs', 'fast.md'), 'utf8')).toBe('Fast notes.');
-    // The second run's agent started only once the first run had ended: never two runs writing in the folder.
+    // The second run's agent started only once the first run had ended: never two runs working in the folder.
     const fastRequest = harness.modelServer.requests().find((r) => r.rule === 'fast')!;
-    expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(slowState, 'write').finishedAt!);
+    expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(holderState, 'gate').finishedAt!);
+  });
+
+  test('a run that was terminated while holding the folder does not keep it locked', async () => {
+    const shared = path.join(allowed, 'terminated-holder');
+    await mkdir(shared, { recursive: true });
+    const first = await harness.writePipeline('terminated-holder', `name: terminated-holder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "slow run: write the notes." }\n  - { id: gate, needs: [write], approval: true }\n`);
+    const second = await harness.writePipeline('after-terminated', `name: after-terminated\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "fast run: write the notes." }\n`);
+    const holder = await harness.start(first);
+    await waitForWaiting(holder, 'gate', 'approval');
+    const waiter = await harness.start(second);
+    await waitForState(waiter, (s) => stageOf(s, 'write').leaseWait !== undefined);
+    // Terminated: no code of the run runs again, nothing gives the folder back but the waiting run's check.
+    await holder.terminate('the test ends it without clean-up');
+    const state = await harness.finish(waiter);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    expect(await readFile(path.join(shared, 'outputs', 'write.md'), 'utf8')).toBe('Fast notes.');
   });
 
   test('refuses a folder outside AGENT_PIPELINE_ALLOWED_PATHS, and a symlink inside that leads out', async () => {

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import { LeaseClient, type LeaseWait } from '../leases/lease-client.js';
+import { MAX_LEASE_KEY_LENGTH } from '../../workflows/lease/lease-messages.js';
 
 /*
  * One run at a time in a lent folder (`workspace.dir`). The folder's key (a hash of its real path) is a lease of
@@ -13,9 +14,16 @@ import { LeaseClient, type LeaseWait } from '../leases/lease-client.js';
  * a crash never leaves a folder locked.
  */
 
-/** The lease key of a lent folder: its real path hashed (keys are listed; a path may be long). */
+const KEY_PREFIX = 'workspace.dir:';
+
+/**
+ * The lease key of a lent folder: its real path, so that `status` and `limits` say which folder a run waits for; a
+ * path too long for a key (or with control characters) is hashed.
+ */
 export function folderLeaseKey(realFolder: string): string {
-  return `workspace.dir:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
+  // eslint-disable-next-line no-control-regex
+  if (KEY_PREFIX.length + realFolder.length <= MAX_LEASE_KEY_LENGTH && !/[\u0000-\u001f\u007f]/.test(realFolder)) return KEY_PREFIX + realFolder;
+  return `${KEY_PREFIX}sha256:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
 }
 
 /** The holder a run's stages ask as: its workflow id, which a continued-as-new run keeps. */
