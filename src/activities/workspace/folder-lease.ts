@@ -21,7 +21,6 @@ const KEY_PREFIX = 'workspace.dir:';
  * path too long for a key (or with control characters) is hashed.
  */
 export function folderLeaseKey(realFolder: string): string {
-  // eslint-disable-next-line no-control-regex
   if (KEY_PREFIX.length + realFolder.length <= MAX_LEASE_KEY_LENGTH && !/[\u0000-\u001f\u007f]/.test(realFolder)) return KEY_PREFIX + realFolder;
   return `${KEY_PREFIX}sha256:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
 }
