@@ -68,6 +68,14 @@ describe('promptFormat: raw', () => {
     expect(composeRawPrompt({ stage: c, context, task, persona: 'Persona.' })).toEqual({ system: `Persona.\n\nRun r1.\n\n${OUTPUT_CONTRACT}`, user: task });
   });
 
+  test('an agent started ahead of time gets the system prompt the raw attempt will send', async () => {
+    await writeFile(path.join(dir, 'agent.md'), '---\nname: w\n---\nPersona.\n');
+    const { prewarmTargets } = await import('../../src/activities/prompt/prewarm-targets.js');
+    const raw = parsePipeline('name: p\nstages:\n  - { id: a, agent: agent.md, prompt: x, promptFormat: raw }\n  - { id: b, agent: agent.md, prompt: x, promptFormat: raw, contract: none }\n', 'p.yaml');
+    const targets = await prewarmTargets(raw.stages.map((st) => resolveStage(raw, st)), { baseDir: dir, resolveAddDirs: () => undefined });
+    expect(targets.map((t) => t.system)).toEqual([`Persona.\n\n${OUTPUT_CONTRACT}`, 'Persona.']);
+  });
+
   test('validate notes what a raw stage gives up, and more without a report', async () => {
     const report = await validatePipeline({ name: 'p', stages: [{ id: 'free', prompt: 'x', promptFormat: 'raw', contract: 'none' }, { id: 'json', prompt: 'x', promptFormat: 'raw' }, { id: 'plain', prompt: 'x' }] }, { baseDir: dir });
     const notes = report.notes.filter((n) => n.message.startsWith('promptFormat: raw'));

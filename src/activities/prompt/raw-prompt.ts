@@ -23,10 +23,18 @@ export interface RawPromptParts {
 
 /** Builds the raw prompt. @throws TemplateError when `appendSystemPrompt` uses an unknown variable */
 export function composeRawPrompt(parts: RawPromptParts): StagePrompt {
-  const { stage, context } = parts;
-  const append = stage.appendSystemPrompt
-    ? renderTemplate(stage.appendSystemPrompt, context, `stage ${stage.id} appendSystemPrompt`, { 'stage.id': stage.id }, stage.templateSyntax)
-    : undefined;
-  const system = [parts.persona, append, stage.contract === 'none' ? undefined : OUTPUT_CONTRACT].filter((part): part is string => part !== undefined && part !== '').join('\n\n');
-  return { system, user: parts.task };
+  return { system: composeRawSystem(parts.stage, parts.persona, parts.context), user: parts.task };
+}
+
+/**
+ * The raw system prompt: the persona, `appendSystemPrompt` (filled from `context`; as written without one, for an
+ * agent started ahead of time), and the contract unless `contract: none`.
+ * @throws TemplateError when `appendSystemPrompt` uses an unknown variable
+ */
+export function composeRawSystem(stage: ResolvedStage, persona: string | undefined, context?: TemplateContext): string {
+  const append =
+    stage.appendSystemPrompt && context
+      ? renderTemplate(stage.appendSystemPrompt, context, `stage ${stage.id} appendSystemPrompt`, { 'stage.id': stage.id }, stage.templateSyntax)
+      : stage.appendSystemPrompt;
+  return [persona, append, stage.contract === 'none' ? undefined : OUTPUT_CONTRACT].filter((part): part is string => part !== undefined && part !== '').join('\n\n');
 }
