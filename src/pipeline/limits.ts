@@ -59,7 +59,6 @@ export function renderLimitKeys(limits: LimitDefinition[] | undefined, run: { id
   const byKey = new Map<string, number>();
   for (const limit of limits ?? []) {
     const key = renderTemplate(limit.key, { inputs: run.inputs, stages: {}, run: { id: run.id, pipeline: run.pipeline }, attempt: 0 }, `${where} limits key`);
-    // eslint-disable-next-line no-control-regex
     if (key.length === 0 || key.length > MAX_LIMIT_KEY_LENGTH || /[\u0000-\u001f\u007f]/.test(key)) {
       throw new Error(`${where}: limits key "${limit.key}" renders to ${JSON.stringify(key.slice(0, 80))} (${key.length} characters); a key must be 1 to ${MAX_LIMIT_KEY_LENGTH} characters without control characters`);
     }
