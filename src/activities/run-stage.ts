@@ -78,7 +78,7 @@ export interface RunStageDependencies {
   workspacesRoot: string;
   /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
   backends: Record<string, StageBackend>;
-  /** Host folders a run may name in `workspace.repo` and `addDirs` besides the workspaces root. */
+  /** Host folders a run may name in `workspace.repo`, `workspace.dir` and `addDirs` besides the workspaces root. */
   allowedPaths: AllowedPaths;
 }
 

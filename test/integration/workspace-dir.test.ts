@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { runCli } from './cli-helpers.js';
 import { approveStageUpdate } from '../../src/workflows/messages.js';
 import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 
@@ -91,6 +92,11 @@ describe('a run in an existing folder (workspace.dir)', () => {
     expect((await readdir(path.join(shared, '.claude')).catch(() => [])).filter((f) => f !== '.cc-writes')).toEqual([]);
     expect(existsSync(path.join(shared, '.agent-pipeline'))).toBe(false);
     expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
+    // `logs` finds the transcript there, though the run's workspace is the lent folder.
+    const logs = await runCli(['logs', handle.workflowId, '--stage', 'notes'], { ...harness.env, PATH: process.env.PATH });
+    expect(logs.exitCode, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain('→ Bash');
+    expect(logs.stdout).toContain('Wrote the notes.');
   });
 
   test('lets one run at a time work in a folder: a second run waits, visibly in status, until the first has ended', async () => {
