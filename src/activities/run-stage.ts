@@ -1,10 +1,11 @@
-import { activityInfo, cancellationSignal, heartbeat, type Info } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, Context, heartbeat, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { readAgentOutput, readFreeAnswer, withoutReportBlock } from '../pipeline/contract.js';
 import { needIds } from '../pipeline/graph.js';
 import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
+import type { LeaseKey } from '../pipeline/limits.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -32,6 +33,8 @@ import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
+import { holdLentFolder } from './workspace/folder-lease.js';
+import { WaitReports } from './leases/wait-reports.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
 
@@ -68,6 +71,8 @@ export interface StageAttemptInput {
   budgetRemainingUsd?: number;
   /** Stages that become ready when this one completes, whose agents the worker may start ahead of time (warm start). */
   prewarm?: ResolvedStage[];
+  /** The stage's `limits:` keys, rendered and sorted: the attempt holds them while it runs (activities/leases/). */
+  leases?: LeaseKey[];
 }
 
 export interface RunStageDependencies {
@@ -75,7 +80,7 @@ export interface RunStageDependencies {
   workspacesRoot: string;
   /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
   backends: Record<string, StageBackend>;
-  /** Host folders a run may name in `workspace.repo` and `addDirs` besides the workspaces root. */
+  /** Host folders a run may name in `workspace.repo`, `workspace.dir` and `addDirs` besides the workspaces root. */
   allowedPaths: AllowedPaths;
 }
 
@@ -144,11 +149,13 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     ...(input.objectInputs?.length ? { objectInputs: input.objectInputs } : {}),
   };
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
-  if (pipeline.workspace) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
-  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId });
-  if (pipeline.isolation === 'stage' && pipeline.workspace && workspace.branch) {
+  if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+  // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
+  if (workspace.runFolder !== undefined) await waitForLentFolder(workspace.dir, input, info);
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
   // git workspace there is nothing to compute.
   const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
@@ -156,6 +163,28 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
   return { context, workspace, filesDir };
+}
+
+/**
+ * A run in a lent folder (`workspace.dir`) takes the folder's lease before its agent may write there: while another
+ * run holds it, the attempt waits, heartbeating with the details earlier attempts left (see folder-lease.ts).
+ */
+async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
+  const workflowId = info.workflowExecution?.workflowId ?? input.runId;
+  // `status` shows the stage waiting for the folder's key, and how many runs are ahead.
+  const reports = new WaitReports(workflowId, input.stage.id);
+  await holdLentFolder(folder, {
+    client: Context.current().client,
+    taskQueue: info.taskQueue,
+    workflowId,
+    label: `run ${workflowId} (stage ${input.stage.id})`,
+    signal: cancellationSignal(),
+    onWait: (wait) => {
+      heartbeat(info.heartbeatDetails);
+      reports.waiting(wait);
+    },
+  });
+  await reports.over();
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */
@@ -187,7 +216,8 @@ async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     spentBeforeUsd: earlier.costUsd,
   });
   // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
-  const staleLock = input.pipeline.workspace ? await removeStaleIndexLock(workspace.dir) : undefined;
+  // Only in the run's own worktree: a lent folder's git is its owner's (who may be running git in it right now).
+  const staleLock = input.pipeline.workspace?.repo !== undefined ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
   const assembled = await assemblePrompt({
@@ -216,8 +246,9 @@ async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
-    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open.
-    transcript: path.relative(workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open; with
+    // `workspace.dir` the transcript is in the run's own folder, not in the lent one.
+    transcript: path.relative(workspace.runFolder ?? workspace.parent?.dir ?? workspace.dir, transcriptPath),
     workspace: workspace.parent?.dir ?? workspace.dir,
     attempt: setup.info.attempt,
   };

@@ -11,7 +11,7 @@ import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition, StageDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import { stageMayUseBash } from '../pipeline/stage-tools.js';
-import { isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
+import { CONTEXT_VARIABLE, isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
 
@@ -108,8 +108,9 @@ class PipelineChecks {
   async checkPipelineFiles(): Promise<void> {
     const { pipeline, baseDir } = this;
     for (const [i, entry] of (pipeline.context ?? []).entries()) {
-      const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
-      if (await isFile(path.resolve(baseDir, relative))) continue;
+      const { path: relative, optional, from } = typeof entry === 'string' ? { path: entry, optional: false, from: undefined } : entry;
+      // Read from the run's workspace when each stage starts: it may not exist yet, or only on the worker.
+      if (from === 'workspace' || (await isFile(path.resolve(baseDir, relative)))) continue;
       const message = `context file ${path.resolve(baseDir, relative)} does not exist`;
       if (optional) this.noteAt(['context', i], `${message} (optional: stages get a note instead)`);
       else this.problemAt(['context', i], message);
@@ -118,8 +119,14 @@ class PipelineChecks {
       this.problemAt(['promptsDir'], `folder ${path.resolve(baseDir, pipeline.promptsDir)} does not exist`);
     }
     if (pipeline.systemPrompt) await this.checkSystemPrompt(pipeline.systemPrompt);
-    if (pipeline.workspace && !(await isDirectory(path.resolve(baseDir, pipeline.workspace.repo)))) {
-      this.problemAt(['workspace', 'repo'], `folder ${path.resolve(baseDir, pipeline.workspace.repo)} does not exist`);
+    const repo = pipeline.workspace?.repo;
+    if (repo !== undefined && !(await isDirectory(path.resolve(baseDir, repo)))) {
+      this.problemAt(['workspace', 'repo'], `folder ${path.resolve(baseDir, repo)} does not exist`);
+    }
+    const dir = pipeline.workspace?.dir;
+    // A templated folder (`{{inputs.worktree}}`) is known only when the run starts.
+    if (dir !== undefined && listTemplateVariables(dir).length === 0 && !(await isDirectory(path.resolve(baseDir, dir)))) {
+      this.problemAt(['workspace', 'dir'], `folder ${path.resolve(baseDir, dir)} does not exist; \`workspace.dir\` names an existing folder (the worker never creates it)`);
     }
   }
 
@@ -127,6 +134,11 @@ class PipelineChecks {
   checkRunTemplates(): void {
     const { pipeline } = this;
     const inputs = Object.keys(pipeline.inputs ?? {});
+    for (const v of listTemplateVariables(pipeline.workspace?.dir ?? '')) {
+      if (!(v === 'run.id' || v === 'run.pipeline' || (v.startsWith('inputs.') && inputs.includes(v.slice(7))))) {
+        this.problemAt(['workspace', 'dir'], `{{${v}}} is not known when the run starts; use run.id, run.pipeline or a declared input`);
+      }
+    }
     for (const v of listTemplateVariables(pipeline.workspace?.branch ?? '')) {
       if (!(v === 'run.id' || v === 'run.pipeline' || (v.startsWith('inputs.') && inputs.includes(v.slice(7))))) {
         this.problemAt(['workspace', 'branch'], `{{${v}}} is not known when the run starts; use run.id, run.pipeline or a declared input`);
@@ -170,6 +182,22 @@ class PipelineChecks {
       }
     }
     this.noteSandboxNetwork(list, i, stage);
+    this.noteRawPrompt(list, i, stage);
+  }
+
+  /** What a `promptFormat: raw` stage gives up: the sections the wrapper adds, and without a report, questions too. */
+  private noteRawPrompt(list: StageList, i: number, stage: StageDefinition): void {
+    const resolved = resolveStage(this.pipeline, stage);
+    if (resolved.promptFormat !== 'raw' || resolved.gateOnly) return;
+    const field = stage.promptFormat === undefined ? 'id' : 'promptFormat';
+    const lost =
+      'promptFormat: raw sends the prompt as written: the agent is not shown the run inputs, context files, input files, earlier stages\' work, ' +
+      'reviewer feedback or why the previous attempt failed (place what it needs with {{inputs.…}}, {{context}}, {{stages.….summary}})';
+    const contractLost =
+      resolved.contract === 'none'
+        ? '; with contract: none nothing is added at all, so the agent is not told it may ask a person (a `BLOCKED:` answer still waits for one) and the stage reports no outputs'
+        : '; the output contract (the report block, and `BLOCKED:` for a question) is added to the system prompt';
+    this.noteAt([list, i, field], lost + contractLost);
   }
 
   /** A CLI stage whose Bash runs sandboxed, with no word on its network: whatever it fetched before (git, npm) now fails. */
@@ -241,7 +269,8 @@ class PipelineChecks {
 /** True for a variable a stage's prompt may use: inputs, run fields, attempt, and results of stages it runs after. */
 function isStageVariable(v: string, pipeline: PipelineDefinition, ancestors: ReadonlySet<string>): boolean {
   if (['run.id', 'run.pipeline', 'attempt', 'previous.failed', 'stage.id'].includes(v)) return true;
-  if (pipeline.workspace && ['workspace.diff', 'workspace.branch', 'workspace.base'].includes(v)) return true;
+  if (pipeline.workspace?.repo !== undefined && ['workspace.diff', 'workspace.branch', 'workspace.base'].includes(v)) return true;
+  if (v === CONTEXT_VARIABLE && (pipeline.context?.length ?? 0) > 0) return true;
   const [kind, name, field, ...rest] = v.split('.');
   if (kind === 'inputs') {
     if (!Object.hasOwn(pipeline.inputs ?? {}, name)) return false;

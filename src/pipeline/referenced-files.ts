@@ -28,6 +28,8 @@ export function listReferencedFiles(pipeline: PipelineDefinition): FileReference
   const files: FileReference[] = [];
   if (pipeline.systemPrompt) files.push({ field: 'systemPrompt', path: pipeline.systemPrompt, kind: 'system prompt file' });
   (pipeline.context ?? []).forEach((entry, i) => {
+    // Read from the run's workspace when a stage starts (`from: workspace`), never from the pipeline's folder.
+    if (typeof entry === 'object' && entry.from === 'workspace') return;
     const { path, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
     files.push({ field: `context[${i}]`, path, kind: 'context file', ...(optional ? { optional } : {}) });
   });

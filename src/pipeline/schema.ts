@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { limitsSchema } from './limits.js';
 import { TOOL_NAME } from './tool-names.js';
 import { FAILURE_TYPES } from './retry-policy.js';
 import { objectInputValueSchema } from './object-inputs.js';
@@ -94,6 +95,9 @@ export const retrySchema = z.strictObject({
   /** Failure types never retried (`RESPONSE_EMPTY`: an empty answer is final), on top of those the catalogue never retries. */
   nonRetryable: z.array(z.enum(FAILURE_TYPES)).optional(),
 });
+/** How a stage's prompt reaches the model: wrapped in the pipeline's system prompt, or exactly as written. */
+export const PROMPT_FORMATS = ['wrapped', 'raw'] as const;
+export type PromptFormat = (typeof PROMPT_FORMATS)[number];
 
 /** Options any stage may set, and `defaults` may set for all stages. */
 const stageOptionsShape = {
@@ -145,6 +149,12 @@ const stageOptionsShape = {
    * when the agent finishes without error, its summary is the answer's last paragraph and it has no outputs.
    */
   contract: z.enum(['json', 'none']).optional(),
+  /**
+   * `wrapped` (default): the stage prompt is placed in the pipeline's system prompt with task, notes, inputs and
+   * earlier work. `raw`: the prompt is sent exactly as written (its `{{…}}` filled), the system prompt is the agent
+   * file and its references; only the output contract is added (nothing with `contract: none`).
+   */
+  promptFormat: z.enum(PROMPT_FORMATS).optional(),
 };
 
 export const stageDefaultsSchema = z.strictObject(stageOptionsShape);
@@ -160,10 +170,13 @@ export const stageInputSchema = z.union([
   }),
 ]);
 
-/** A pipeline `context:` file: a path, or `{path, optional}`. */
+/**
+ * A pipeline `context:` file: a path, or `{path, optional, from}`. Read relative to the pipeline file's folder, or
+ * with `from: workspace` from the run's workspace when each attempt starts (a shared `workspace.dir`).
+ */
 export const contextFileSchema = z.union([
   z.string().min(1),
-  z.strictObject({ path: z.string().min(1), optional: z.boolean().optional() }),
+  z.strictObject({ path: z.string().min(1), optional: z.boolean().optional(), from: z.enum(['pipeline', 'workspace']).optional() }),
 ]);
 
 /** A stage this one runs after: an id, or `{stage, allowFailure}` to run also when that stage failed. */
@@ -223,6 +236,8 @@ export const stageSchema = z.strictObject({
   expects: z.array(z.string().min(1)).min(1).optional(),
   /** Overrides the pipeline's `templateSyntax` for this stage's prompt. */
   templateSyntax: z.enum(TEMPLATE_SYNTAXES).optional(),
+  /** Concurrency keys shared by every run, held while an attempt of this stage runs (docs/limits.md). */
+  limits: limitsSchema.optional(),
   ...stageOptionsShape,
 }).check((ctx) => {
   const stage = ctx.value;
@@ -247,7 +262,13 @@ const inputSchema = z.strictObject({
 
 export const workspaceSchema = z.strictObject({
   /** A git repository (relative to the pipeline file); each run works in its own worktree of it. */
-  repo: z.string().min(1),
+  repo: z.string().min(1).optional(),
+  /**
+   * An existing folder the run works in instead of a folder of its own (a caller's worktree, a shared folder): a
+   * path relative to the pipeline file, or a template such as `{{inputs.worktree}}`. It must lie inside a folder the
+   * worker allows (`AGENT_PIPELINE_ALLOWED_PATHS`); one run at a time writes in it. Exclusive with `repo`.
+   */
+  dir: z.string().min(1).optional(),
   /** The run's branch; a template, e.g. `agent/{{run.id}}`. */
   branch: z.string().min(1).optional(),
   /** The commit or branch the worktree starts from. @default HEAD */
@@ -293,6 +314,8 @@ export const pipelineSchema = z.strictObject({
   concurrency: z.number().int().min(1).optional(),
   /** Bound on the whole run. */
   timeout: durationSchema.optional(),
+  /** Concurrency keys shared by every run, held for this run's whole life (docs/limits.md). */
+  limits: limitsSchema.optional(),
   budgetUsd: z.number().positive().optional(),
   /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
   onBudgetExceeded: z.enum(['ask', 'fail']).optional(),

@@ -1,5 +1,6 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
 import { allowedFailures, findAncestors } from './graph.js';
+import { findLimitProblems } from './limits.js';
 import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
@@ -64,7 +65,7 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
       problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
     }
   });
-  problems.push(...checkFinallyStages(pipeline));
+  problems.push(...checkFinallyStages(pipeline), ...findAllLimitProblems(pipeline));
   return problems;
 }
 
@@ -98,10 +99,42 @@ function checkDelivery(pipeline: PipelineDefinition): { path: PropertyKey[]; mes
     const clash = pipeline.stages.findIndex((s) => s.id === 'push');
     if (clash >= 0) problems.push({ path: ['stages', clash, 'id'], message: 'the stage id "push" is taken by the push of the run\'s branch (workspace.push); rename the stage' });
   }
-  if (pipeline.isolation === 'stage' && !workspace) {
+  if (pipeline.isolation === 'stage' && !workspace?.repo) {
     problems.push({ path: ['isolation'], message: '`isolation: stage` gives each stage its own git worktree, so it needs `workspace: { repo: ... }`' });
   }
+  problems.push(...checkWorkspaceKind(pipeline));
   return problems;
+}
+
+/** The git fields of `workspace` that a run in an existing folder (`workspace.dir`) cannot have. */
+const GIT_ONLY_FIELDS = ['branch', 'base', 'push', 'pullRequest', 'keep'] as const;
+
+/**
+ * `workspace` is a repository (`repo`, a worktree per run) or an existing folder (`dir`), never both. The worker
+ * neither branches, pushes, commits in nor removes a folder it was lent, so the git fields do not apply to `dir`.
+ */
+function checkWorkspaceKind(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const workspace = pipeline.workspace;
+  if (!workspace) return [];
+  if (workspace.repo === undefined && workspace.dir === undefined) {
+    return [{ path: ['workspace'], message: 'workspace needs `repo` (a git repository: each run gets its own worktree) or `dir` (an existing folder the run works in)' }];
+  }
+  if (workspace.repo === undefined) {
+    const problems: { path: PropertyKey[]; message: string }[] = [];
+    if (workspace.dir !== undefined) {
+      for (const field of GIT_ONLY_FIELDS) {
+        if (workspace[field] !== undefined) problems.push({ path: ['workspace', field], message: `\`${field}\` needs \`workspace.repo\`; a run in an existing folder (\`workspace.dir\`) is never branched, pushed or removed by the worker` });
+      }
+      [...pipeline.stages, ...(pipeline.finally ?? [])].forEach((stage, i) => {
+        if (!stage.commit) return;
+        const list = i < pipeline.stages.length ? 'stages' : 'finally';
+        problems.push({ path: [list, list === 'stages' ? i : i - pipeline.stages.length, 'commit'], message: '`commit: true` needs `workspace.repo`; the worker does not commit in a folder it was lent (`workspace.dir`): commit there yourself after the run' });
+      });
+    }
+    return problems;
+  }
+  if (workspace.dir !== undefined) return [{ path: ['workspace', 'dir'], message: 'give either `repo` or `dir`, not both: `repo` gives each run a worktree of its own, `dir` runs in an existing folder' }];
+  return [];
 }
 
 /** The API answer's `output:` path must stay inside the workspace (checked again once its template is filled). */
@@ -184,4 +217,14 @@ function findSharedOutputs(pipeline: PipelineDefinition): { path: PropertyKey[];
     }
   });
   return problems;
+}
+
+/** Every `limits:` list: the pipeline's, each stage's and each `finally` stage's. */
+function findAllLimitProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const inputs = Object.keys(pipeline.inputs ?? {});
+  return [
+    ...findLimitProblems(pipeline.limits, inputs, ['limits']),
+    ...pipeline.stages.flatMap((stage, i) => findLimitProblems(stage.limits, inputs, ['stages', i, 'limits'])),
+    ...(pipeline.finally ?? []).flatMap((stage, i) => findLimitProblems(stage.limits, inputs, ['finally', i, 'limits'])),
+  ];
 }

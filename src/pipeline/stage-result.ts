@@ -43,7 +43,7 @@ export interface StageResult {
   warmStart?: boolean;
   /** Tool calls the CLI denied during the attempt. */
   permissionDenials?: { tool: string; input: unknown }[];
-  /** Workspace-relative path of this attempt's raw transcript. */
+  /** Path of this attempt's raw transcript relative to the run's folder (the workspace, except with `workspace.dir`). */
   transcript?: string;
   /** The commit a `commit: true` stage made on the run's branch. */
   commit?: string;

@@ -57,6 +57,12 @@ export interface RunDeliveryOutcome {
 /** The `{{run.delivery.…}}` variables of a `finally` stage. */
 export const RUN_DELIVERY_VARIABLES = ['run.delivery.push', 'run.delivery.pullRequest', 'run.delivery.branch', 'run.delivery.url'];
 
+/**
+ * `{{context}}` in a stage prompt: the text of the pipeline's `context:` files, one after the other (a missing optional
+ * one adds nothing), for a `promptFormat: raw` prompt that places its context itself.
+ */
+export const CONTEXT_VARIABLE = 'context';
+
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
 export class TemplateError extends Error {
   override readonly name = 'TemplateError';

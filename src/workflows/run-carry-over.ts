@@ -42,6 +42,11 @@ export interface RunCarryOver {
    * signed runs, or for a run started before them.
    */
   trust: RunTrustCarryOver | undefined;
+  /**
+   * The pipeline `limits:` keys the run holds for its life (taken before its first stage, so before any hand-over);
+   * the next execution holds them under the same holder id and does not ask again. Absent in older hand-overs.
+   */
+  leases: string[] | undefined;
 }
 
 /**

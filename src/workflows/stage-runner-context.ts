@@ -2,6 +2,7 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { BudgetGuard } from './budget.js';
 import type { PipelineRunInput } from './messages.js';
 import type { ReviewLoop } from './review-loop.js';
+import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';
 import type { HumanWaits } from './waits.js';
 
@@ -24,4 +25,6 @@ export interface StageRunnerContext {
    * `{{run.error.type}}`); false for runs recorded before them (see `STAGE_KNOBS_PATCH`).
    */
   knobs?: boolean;
+  /** Renders the stages' `limits:` keys for their attempts. */
+  limits?: RunLimits;
 }

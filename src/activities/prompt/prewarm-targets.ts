@@ -2,6 +2,7 @@ import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { applyAgentDefaults, loadAgentFile } from './agent-file.js';
 import { backendTraits, type PrewarmTarget } from '../backends/stage-backend.js';
 import { composeSystem } from './compose.js';
+import { composeRawSystem } from './raw-prompt.js';
 import { listTemplateVariables } from '../../pipeline/template.js';
 import { loadSystemPrompt } from './system-prompt.js';
 
@@ -32,7 +33,7 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
       const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
       targets.push({
         stage,
-        system: composeSystem(stage, agent?.persona, wrapper),
+        system: stage.promptFormat === 'raw' ? composeRawSystem(stage, agent?.persona) : composeSystem(stage, agent?.persona, wrapper),
         addDirs: source.resolveAddDirs(stage),
         maxBudgetUsd: caps.length > 0 ? Math.min(...caps) : undefined,
       });

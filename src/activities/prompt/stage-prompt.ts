@@ -1,12 +1,14 @@
 import path from 'node:path';
 import { needIds } from '../../pipeline/graph.js';
 import type { ContextFile } from '../../pipeline/schema.js';
+import { contextText, readContextFiles } from './context-files.js';
+import { composeRawPrompt } from './raw-prompt.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
-import { renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../../pipeline/template.js';
+import { CONTEXT_VARIABLE, renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../../pipeline/template.js';
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
 import { stageFailure } from '../failures.js';
 import { readFileExcerpt, type FileExcerpt } from './file-excerpt.js';
-import { PipelineFileError, pipelineFileFailure, readPipelineFile, resolvePipelineFile } from './pipeline-file.js';
+import { readPipelineFile } from './pipeline-file.js';
 import { composePrompt, type PromptFile, type PromptParts, type ReworkRound, type StagePrompt } from './compose.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
@@ -56,14 +58,22 @@ export interface AssembledPrompt {
  */
 export async function assemblePrompt(options: AssemblePromptOptions): Promise<AssembledPrompt> {
   const { baseDir, context } = options;
-  const { agent, stage, task } = await renderTask(options);
+  const contextNotes: string[] = [];
+  const files = new InlinedFiles(options.workspaceDir, backendTraits(options.stage.backend).inlinesFiles);
+  // Read before the prompt is rendered: `{{context}}` places their text where the prompt wants it.
+  const contextFiles = await readContextFiles(options.contextFiles ?? [], { pipelineDir: baseDir, workspaceDir: options.workspaceDir }, options.stage.id, { nextLimit: () => files.nextLimit, count: (e) => files.count(e) }, contextNotes);
+  const { agent, stage, task } = await renderTask(options, contextText(contextFiles));
   const warnings = [...(agent?.warnings ?? [])];
+  if (stage.promptFormat === 'raw') {
+    return { prompt: withTemplateErrors(stage.id, () => composeRawPrompt({ stage, context, task, persona: agent?.persona })), stage, warnings };
+  }
   const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stage.id);
   const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stage.id, stage.inputs ?? [], context.stages);
-  const notes = missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`);
+  const notes = [...missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`), ...contextNotes];
   const inline = backendTraits(stage.backend).inlinesFiles;
-  const files = new InlinedFiles(options.workspaceDir, inline);
-  const projectContext = await readContextFiles(options.contextFiles ?? [], baseDir, stage.id, files, notes);
+  // The agent file may have chosen another backend than the stage's: inline as the backend that runs needs.
+  files.inline = inline;
+  const projectContext: PromptFile[] = contextFiles.map((f) => ({ path: f.path, excerpt: f.excerpt }));
   const inputFiles: PromptFile[] = [];
   for (const input of inputs) {
     const description = input.writer ? `written by stage ${input.writer}` : undefined;
@@ -94,7 +104,7 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
 }
 
 /** The agent file applied to the stage, and its step template (a file, or the inline `prompt:`) rendered. */
-async function renderTask(options: AssemblePromptOptions): Promise<{ agent?: AgentDefinition; stage: ResolvedStage; task: string }> {
+async function renderTask(options: AssemblePromptOptions, contextFilesText: string): Promise<{ agent?: AgentDefinition; stage: ResolvedStage; task: string }> {
   const { baseDir, context } = options;
   const stageId = options.stage.id;
   const agent = options.stage.agent ? await loadAgentFile(baseDir, options.stage.agent, stageId) : undefined;
@@ -105,7 +115,8 @@ async function renderTask(options: AssemblePromptOptions): Promise<{ agent?: Age
   }
   const templateName = source.kind === 'file' ? path.resolve(baseDir, source.relative) : `stage ${stageId} prompt (inline)`;
   const template = source.kind === 'file' ? (await readPipelineFile(baseDir, source.relative, stageId, 'prompt')).text : stage.prompt;
-  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, { 'stage.id': stageId }, stage.templateSyntax));
+  const extra: Record<string, string> = { 'stage.id': stageId, ...(options.contextFiles?.length ? { [CONTEXT_VARIABLE]: contextFilesText } : {}) };
+  const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, extra, stage.templateSyntax));
   return { agent, stage, task };
 }
 
@@ -119,7 +130,7 @@ class InlinedFiles {
   /** @param inline whether the backend needs file content in the prompt (it cannot read files) */
   constructor(
     private readonly workspaceDir: string,
-    private readonly inline: boolean,
+    public inline: boolean,
   ) {}
 
   /** The most the next file may inline. @unit bytes */
@@ -144,36 +155,6 @@ class InlinedFiles {
     this.count(excerpt);
     return { path: relative, description, excerpt };
   }
-}
-
-/**
- * The pipeline's `context:` files, always inlined; a missing optional one becomes a note to the agent.
- * @throws FILE_NOT_FOUND for a context file that cannot be read
- */
-async function readContextFiles(entries: ContextFile[], baseDir: string, stageId: string, files: InlinedFiles, notes: string[]): Promise<PromptFile[]> {
-  const projectContext: PromptFile[] = [];
-  for (const entry of entries) {
-    const { path: relative, optional } = typeof entry === 'string' ? { path: entry, optional: false } : entry;
-    const file = path.resolve(baseDir, relative);
-    const read = async () => readFileExcerpt(await resolvePipelineFile(baseDir, relative), files.nextLimit);
-    const excerpt = await read().catch((err: NodeJS.ErrnoException) => {
-      if (err instanceof PipelineFileError && err.reason === 'refused') throw pipelineFileFailure(err, { stageId, field: 'context', relative, file, label: 'context file' });
-      if (optional && err.code === 'ENOENT') return undefined;
-      throw stageFailure({
-        type: 'FILE_NOT_FOUND',
-        stageId,
-        message: `cannot read context file ${file} (\`context: ${relative}\`, ${err.code ?? 'error'})`,
-        details: { field: 'context', path: file },
-      });
-    });
-    if (!excerpt) {
-      notes.push(`The optional context file ${relative} does not exist; no such context is available, so work without it.`);
-      continue;
-    }
-    files.count(excerpt);
-    projectContext.push({ path: relative, excerpt });
-  }
-  return projectContext;
 }
 
 /** Earlier stages' summaries and the files they wrote (a file the inputs showed already is only named). */

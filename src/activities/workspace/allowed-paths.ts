@@ -3,7 +3,7 @@ import path from 'node:path';
 import { stageFailure } from '../failures.js';
 
 /*
- * The host folders a run may name (`workspace.repo`, `addDirs`). Whoever can start a run on a task queue would
+ * The host folders a run may name (`workspace.repo`, `workspace.dir`, `addDirs`). Whoever can start a run on a task queue would
  * otherwise choose any folder of the worker's host as the agents' repository or extra folder. The worker's setting
  * lists the folders it lends out; the workspaces root is always allowed.
  */

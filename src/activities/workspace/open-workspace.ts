@@ -4,6 +4,8 @@ import type { PipelineDefinition } from '../../pipeline/schema.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import { branchDiff } from '../delivery/push.js';
 import { withTemplateErrors } from '../prompt/stage-prompt.js';
+import type { AllowedPaths } from './allowed-paths.js';
+import { openLentFolder } from './lent-folder.js';
 import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 
 /** The run's branch when `workspace.branch` is not set. */
@@ -19,15 +21,22 @@ export interface PipelineWorkspaceOptions {
   context: TemplateContext;
   /** Who opens it, for failure messages. */
   stageId: string;
+  /** Host folders a run may name (`workspace.dir`); none but the workspaces root when absent. */
+  allowedPaths?: AllowedPaths;
 }
 
 /**
- * Opens the run's workspace: a plain folder, or with `workspace.repo` a git worktree on the run's branch
- * (rendered from its template and sanitised into a valid git name). Idempotent.
+ * Opens the run's workspace: a plain folder, with `workspace.repo` a git worktree on the run's branch (rendered
+ * from its template and sanitised into a valid git name), with `workspace.dir` the existing folder it names.
+ * Idempotent.
  */
 export async function openPipelineWorkspace(options: PipelineWorkspaceOptions): Promise<RunWorkspace> {
   const { settings } = options;
   if (!settings) return openRunWorkspace(options.root, options.runId);
+  if (settings.repo === undefined) {
+    if (settings.dir === undefined) return openRunWorkspace(options.root, options.runId);
+    return openLentFolder({ ...options, dir: settings.dir, allowedPaths: options.allowedPaths ?? [] });
+  }
   const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
   const branch = withTemplateErrors(options.stageId, () => renderBranchName(template, options.context, 'workspace.branch'));
   return openRunWorkspace(options.root, options.runId, {
@@ -38,12 +47,13 @@ export async function openPipelineWorkspace(options: PipelineWorkspaceOptions): 
 
 /** Absolute path of the pipeline's repository. */
 export function repoOf(baseDir: string, settings: NonNullable<PipelineDefinition['workspace']>): string {
+  if (settings.repo === undefined) throw new Error('repoOf: the pipeline has no workspace.repo (a workspace.dir run has no repository of its own)');
   return path.resolve(baseDir, settings.repo);
 }
 
 /** `{{workspace.*}}` for templates: the branch, its base and the branch's diff against the base. */
 export async function workspaceVariables(workspace: RunWorkspace, baseDir: string, settings: PipelineDefinition['workspace']): Promise<TemplateContext['workspace']> {
-  if (!settings || !workspace.branch) return undefined;
+  if (!settings?.repo || !workspace.branch) return undefined;
   const base = settings.base ?? 'HEAD';
   return { branch: workspace.branch, base, diff: await branchDiff(workspace.dir, repoOf(baseDir, settings), base) };
 }

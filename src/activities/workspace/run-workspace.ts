@@ -24,6 +24,11 @@ export interface RunWorkspace {
   branch?: string;
   /** Under `isolation: stage`, this is a stage's own worktree and `parent` the run's. */
   parent?: RunWorkspace;
+  /**
+   * With `workspace.dir`, `dir` is the folder the run was lent and this the run's own folder under the workspaces
+   * root, which holds its bookkeeping (`claudeConfigDir`, `stageDir`); otherwise absent (both are `dir`).
+   */
+  runFolder?: string;
 }
 
 /**

@@ -6,6 +6,7 @@ import { addDeployCommands } from './deploy.js';
 import { addDemoCommand } from './demo.js';
 import { addDevCommand } from './dev.js';
 import { addKeysCommands } from './keys.js';
+import { addLimitsCommand } from './limits.js';
 import { addListCommand } from './list.js';
 import { addLogsCommand } from './logs.js';
 import { addPruneCommand } from './prune.js';
@@ -22,6 +23,7 @@ export function addCommands(program: Command): void {
   addWatchCommand(program);
   addStatusCommand(program);
   addListCommand(program);
+  addLimitsCommand(program);
   addLogsCommand(program);
   addDecisionCommands(program);
   addCancelCommand(program);

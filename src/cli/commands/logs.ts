@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import type { StageStatus } from '../../pipeline/run-state.js';
@@ -30,8 +31,10 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
   const stage = state.stages.find((s) => s.id === opts.stage);
   if (!stage) throw new UsageError(`run ${runId} has no stage "${opts.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   // The workspace the worker reported; before any stage has, where this machine's settings put it.
-  const workspace = state.workspace ?? stage.result?.workspace ?? runFolder(loadConfig().workspacesRoot, runId);
-  const folder = stageFolder(workspace, opts.stage);
+  const ownFolder = runFolder(loadConfig().workspacesRoot, runId);
+  const workspace = state.workspace ?? stage.result?.workspace ?? ownFolder;
+  // A run in a lent folder (`workspace.dir`) keeps its transcripts in its own folder, not in the lent one.
+  const folder = existsSync(stageFolder(workspace, opts.stage)) ? stageFolder(workspace, opts.stage) : stageFolder(ownFolder, opts.stage);
   let lastPoll = 0;
   let status = stage.status;
   const stageStatus = async (): Promise<StageStatus> => {

@@ -42,9 +42,9 @@ export function warmStartSettings(env: NodeJS.ProcessEnv): WarmStartSettings {
   return { enabled: prewarm === 'on', ttlMs: toMilliseconds(ttl) };
 }
 
-/** A waiting process serves one stage of one run, never another. */
+/** A waiting process serves one stage of one run, never another (runs that share a `workspace.dir` included). */
 export function warmKey(workspace: RunWorkspace, stageId: string): string {
-  return `${workspace.dir}\0${stageId}`;
+  return `${workspace.claudeConfigDir}\0${workspace.dir}\0${stageId}`;
 }
 
 /**

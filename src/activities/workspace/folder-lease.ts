@@ -1,0 +1,100 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
+import { createHash } from 'node:crypto';
+import { LeaseClient, type LeaseWait } from '../leases/lease-client.js';
+import { MAX_LEASE_KEY_LENGTH } from '../../workflows/lease/lease-messages.js';
+
+/*
+ * One run at a time in a lent folder (`workspace.dir`). The folder's key (a hash of its real path) is a lease of
+ * limit 1 held by the run, not by a stage attempt: every stage of the run asks for it again under the same holder,
+ * so a run's parallel stages share it, and runs never interleave in the folder. It is held for the run's life, with
+ * no time limit, so a run waiting for a person keeps its folder. Nobody has to give it back on every path: a run that
+ * waits for the key checks, on each poll, whether the runs holding it are still running, and releases the key of a
+ * run that has ended however it ended (completed, failed, cancelled, terminated, timed out, or its worker gone), so
+ * a crash never leaves a folder locked.
+ */
+
+const KEY_PREFIX = 'workspace.dir:';
+
+/**
+ * The lease key of a lent folder: its real path, so that `status` and `limits` say which folder a run waits for; a
+ * path too long for a key (or with control characters) is hashed.
+ */
+export function folderLeaseKey(realFolder: string): string {
+  if (KEY_PREFIX.length + realFolder.length <= MAX_LEASE_KEY_LENGTH && !/[\u0000-\u001f\u007f]/.test(realFolder)) return KEY_PREFIX + realFolder;
+  return `${KEY_PREFIX}sha256:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
+}
+
+/** The holder a run's stages ask as: its workflow id, which a continued-as-new run keeps. */
+export function runHolder(workflowId: string): string {
+  return `run:${workflowId}`;
+}
+
+/** What a stage waiting for the folder is told, on each poll. */
+export interface FolderWait extends LeaseWait {
+  /** The runs holding the folder (their workflow ids). */
+  heldBy: string[];
+}
+
+export interface HoldFolderOptions {
+  client: Client;
+  /** Where the lease workflows run: the worker's task queue. */
+  taskQueue: string;
+  /** The run's workflow id. */
+  workflowId: string;
+  /** Shown by `agent-pipeline limits` for the holder. */
+  label: string;
+  signal?: AbortSignal;
+  onWait?: (wait: FolderWait) => void;
+  /** @unit milliseconds @default 2000 */
+  pollMs?: number;
+}
+
+/**
+ * Takes (or takes again: idempotent for the same run) the lease of `realFolder`, waiting first come first served
+ * while another run holds it. @throws the signal's reason when cancelled while waiting
+ */
+export async function holdLentFolder(realFolder: string, options: HoldFolderOptions): Promise<void> {
+  const leases = new LeaseClient(options.client, options.taskQueue);
+  const key = folderLeaseKey(realFolder);
+  const holder = runHolder(options.workflowId);
+  let checking = false;
+  await leases.acquire(
+    { key, limit: 1, holder, label: `${options.label} in ${realFolder}`.slice(0, 500) },
+    {
+      signal: options.signal,
+      pollMs: options.pollMs ?? 2_000,
+      onWait: (wait) => {
+        if (checking) return;
+        checking = true;
+        void releaseEndedHolders(leases, options.client, key, holder)
+          .then((heldBy) => options.onWait?.({ ...wait, heldBy }))
+          .catch(() => options.onWait?.({ ...wait, heldBy: [] }))
+          .finally(() => (checking = false));
+      },
+    },
+  );
+}
+
+/** Releases the key of every holder whose run has ended; returns the workflow ids of those still running. */
+async function releaseEndedHolders(leases: LeaseClient, client: Client, key: string, self: string): Promise<string[]> {
+  const state = await leases.describe(key);
+  const running: string[] = [];
+  for (const entry of state?.holders ?? []) {
+    if (entry.holder === self || !entry.holder.startsWith('run:')) continue;
+    const workflowId = entry.holder.slice('run:'.length);
+    if (await isRunning(client, workflowId)) running.push(workflowId);
+    else await leases.release(key, entry.holder);
+  }
+  return running;
+}
+
+async function isRunning(client: Client, workflowId: string): Promise<boolean> {
+  try {
+    return (await client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    // Anything else (the server busy): assume it still runs, and ask again on the next poll.
+    return true;
+  }
+}

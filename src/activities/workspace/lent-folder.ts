@@ -1,0 +1,57 @@
+import { realpath, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { renderTemplate, type TemplateContext } from '../../pipeline/template.js';
+import { stageFailure } from '../failures.js';
+import { withTemplateErrors } from '../prompt/stage-prompt.js';
+import { checkAllowedPath, type AllowedPaths } from './allowed-paths.js';
+import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
+
+/*
+ * `workspace.dir`: a run that works in an existing folder it was lent (a caller's worktree, a team's shared folder)
+ * instead of a folder of its own. The agents work there and their outputs land there; everything the worker keeps
+ * for itself (transcripts, sessions, baselines, Claude Code's config) stays in the run's own folder under the
+ * workspaces root, so the lent folder gets no bookkeeping files. The worker never creates, branches, commits in,
+ * cleans or removes a lent folder.
+ */
+
+/** Where the lent folder is and who lends it: the settings and the worker's allowed folders. */
+export interface LentFolderOptions {
+  root: string;
+  runId: string;
+  /** `workspace.dir` as written: a path relative to `baseDir`, or a template such as `{{inputs.worktree}}`. */
+  dir: string;
+  baseDir: string;
+  context: TemplateContext;
+  allowedPaths: AllowedPaths;
+  stageId: string;
+}
+
+/**
+ * The folder `workspace.dir` names, with symlinks followed, once it is known to be an existing folder inside one
+ * the worker allows. @throws CONFIG_INVALID naming AGENT_PIPELINE_ALLOWED_PATHS, or when it is not a folder;
+ *   FILE_NOT_FOUND when it does not exist; TEMPLATE_VARIABLE_UNKNOWN
+ */
+export async function resolveLentFolder(options: Omit<LentFolderOptions, 'runId'>): Promise<string> {
+  const { stageId } = options;
+  const rendered = withTemplateErrors(stageId, () => renderTemplate(options.dir, options.context, 'workspace.dir')).trim();
+  if (rendered === '') {
+    throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `workspace.dir "${options.dir}" is empty once filled`, hint: 'pass the folder, e.g. --input worktree=/path/to/worktree', details: { field: 'workspace.dir' } });
+  }
+  const folder = path.resolve(options.baseDir, rendered);
+  // Checked on the real path: a symlink inside an allowed folder that leads elsewhere is refused.
+  checkAllowedPath(options.allowedPaths, options.root, folder, 'workspace.dir', stageId);
+  const info = await stat(folder).catch((err: NodeJS.ErrnoException) => {
+    throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: `workspace.dir ${folder} does not exist (${err.code ?? 'error'}); the worker works in an existing folder and never creates it`, details: { field: 'workspace.dir', path: folder } });
+  });
+  if (!info.isDirectory()) {
+    throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `workspace.dir ${folder} is not a folder`, details: { field: 'workspace.dir', path: folder } });
+  }
+  return realpath(folder);
+}
+
+/** Opens a run in its lent folder: the agents' folder is the lent one, the bookkeeping the run's own. */
+export async function openLentFolder(options: LentFolderOptions): Promise<RunWorkspace> {
+  const dir = await resolveLentFolder(options);
+  const own = await openRunWorkspace(options.root, options.runId);
+  return { ...own, dir, runFolder: own.dir };
+}

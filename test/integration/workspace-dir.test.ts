@@ -1,0 +1,175 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { runCli } from './cli-helpers.js';
+import { approveStageUpdate } from '../../src/workflows/messages.js';
+import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
+
+/*
+ * `workspace.dir`: runs that work in an existing folder they were lent, end to end with the real `claude` binary,
+ * a real worker and a scripted model. The worker allows only `<base>/allowed`.
+ */
+
+const REPORT = (summary: string): string => `\`\`\`json\n{"success": true, "summary": "${summary}", "outputs": {}}\n\`\`\``;
+
+const SHARED_PIPELINE = `
+name: shared-notes
+inputs:
+  dir: { description: the folder to work in }
+workspace: { dir: "{{inputs.dir}}" }
+context:
+  - { path: context/brief.md, from: workspace }
+stages:
+  - id: notes
+    backend: claude-cli
+    model: haiku
+    permissionMode: acceptEdits
+    allowedTools: [Bash, Read, Write]
+    prompt: Write the launch notes into outputs/notes.md.
+`;
+
+describe('a run in an existing folder (workspace.dir)', () => {
+  let harness: Harness;
+  let base: string;
+  let allowed: string;
+  let outside: string;
+  beforeAll(async () => {
+    base = await mkdtemp(path.join(tmpdir(), 'workspace-dir-'));
+    allowed = path.join(base, 'allowed');
+    outside = path.join(base, 'outside');
+    await mkdir(allowed, { recursive: true });
+    await mkdir(outside, { recursive: true });
+    harness = await createHarness('workspace-dir', {
+      env: { AGENT_PIPELINE_ALLOWED_PATHS: allowed },
+      scenario: {
+        rules: [
+          { name: 'slow', match: 'slow run: write', turns: [{ text: 'First notes.' }] },
+          { name: 'fast', match: 'fast run: write', turns: [{ text: 'Fast notes.' }] },
+          {
+            name: 'notes',
+            match: 'Write the launch notes',
+            turns: [
+              { tool: { name: 'Bash', input: { command: 'mkdir -p outputs && printf "# Launch notes\\n" > outputs/notes.md', description: 'Write the notes' } } },
+              { text: `Wrote the notes.\n${REPORT('Wrote outputs/notes.md.')}` },
+            ],
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await harness?.close();
+    await rm(base, { recursive: true, force: true });
+  });
+
+  const startIn = async (dir: string, id?: string) => harness.start(await harness.writePipeline('shared-notes', SHARED_PIPELINE), { dir }, id);
+
+  test('writes its outputs in the folder, reads context from it, and leaves no bookkeeping there', async () => {
+    const shared = path.join(allowed, 'team-space');
+    await mkdir(path.join(shared, 'context'), { recursive: true });
+    await writeFile(path.join(shared, 'context', 'brief.md'), 'Product: Tandem, read from the shared folder.\n');
+    await writeFile(path.join(shared, 'kept.txt'), 'a file the team had before the run\n');
+    harness.modelServer.reset();
+    const handle = await startIn(shared);
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    // The agents worked in the lent folder: the output is there, the team's own file untouched.
+    expect(state.workspace).toBe(await realpath(shared));
+    expect(await readFile(path.join(shared, 'outputs', 'notes.md'), 'utf8')).toBe('# Launch notes\n');
+    expect(await readFile(path.join(shared, 'kept.txt'), 'utf8')).toBe('a file the team had before the run\n');
+    const result = stageOf(state, 'notes').result!;
+    expect(result.artifacts.map((a) => a.path)).toEqual(['outputs/notes.md']);
+    // The context file was read from the folder when the stage ran (it is not in the pipeline's folder at all).
+    const request = harness.modelServer.requests().find((r) => r.rule === 'notes' && r.status === 200);
+    expect(JSON.stringify(request?.body)).toContain('Product: Tandem, read from the shared folder.');
+    // Nothing of the worker's own is left in the folder: transcripts and sessions stay in the run's own folder.
+    // (Claude Code itself leaves `.claude/.cc-writes`, an empty file it probes the file system with.)
+    expect((await readdir(shared)).filter((f) => f !== '.claude').sort()).toEqual(['context', 'kept.txt', 'outputs']);
+    expect((await readdir(path.join(shared, '.claude')).catch(() => [])).filter((f) => f !== '.cc-writes')).toEqual([]);
+    expect(existsSync(path.join(shared, '.agent-pipeline'))).toBe(false);
+    expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
+    // `logs` finds the transcript there, though the run's workspace is the lent folder.
+    const logs = await runCli(['logs', handle.workflowId, '--stage', 'notes'], { ...harness.env, PATH: process.env.PATH });
+    expect(logs.exitCode, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain('→ Bash');
+    expect(logs.stdout).toContain('Wrote the notes.');
+  });
+
+  test('lets one run at a time work in a folder: a second run waits, visibly in status, until the first has ended', async () => {
+    const shared = path.join(allowed, 'one-at-a-time');
+    await mkdir(shared, { recursive: true });
+    const stage = (which: string): string => `
+  - id: write
+    backend: anthropic-api
+    model: haiku
+    contract: none
+    prompt: "${which} run: write the notes."
+    output: "outputs/${which}.md"`;
+    // The first run keeps the folder while it waits for a person at its gate: the folder is held for the run's life.
+    const first = await harness.writePipeline('holds-folder', `name: holds-folder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:${stage('slow')}\n  - { id: gate, needs: [write], approval: true }\n`);
+    const second = await harness.writePipeline('waits-for-folder', `name: waits-for-folder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:${stage('fast')}\n`);
+    harness.modelServer.reset();
+    const holder = await harness.start(first);
+    await waitForWaiting(holder, 'gate', 'approval');
+    const waiter = await harness.start(second);
+    // The second run's stage says what it waits for; its agent has not started.
+    const waiting = await waitForState(waiter, (s) => stageOf(s, 'write').leaseWait !== undefined);
+    expect(stageOf(waiting, 'write').leaseWait).toMatchObject({ key: `workspace.dir:${await realpath(shared)}`, ahead: 0, holders: 1, limit: 1 });
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'fast')).toEqual([]);
+    await holder.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [holderState, waiterState] = await Promise.all([harness.finish(holder), harness.finish(waiter)]);
+    expect(holderState.status, JSON.stringify(holderState.error)).toBe('completed');
+    expect(waiterState.status, JSON.stringify(waiterState.error)).toBe('completed');
+    expect(stageOf(waiterState, 'write').leaseWait).toBeUndefined();
+    expect(await readFile(path.join(shared, 'outputs', 'slow.md'), 'utf8')).toBe('First notes.');
+    expect(await readFile(path.join(shared, 'outputs', 'fast.md'), 'utf8')).toBe('Fast notes.');
+    // The second run's agent started only once the first run had ended: never two runs working in the folder.
+    const fastRequest = harness.modelServer.requests().find((r) => r.rule === 'fast')!;
+    expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(holderState, 'gate').finishedAt!);
+  });
+
+  test('a run that was terminated while holding the folder does not keep it locked', async () => {
+    const shared = path.join(allowed, 'terminated-holder');
+    await mkdir(shared, { recursive: true });
+    const first = await harness.writePipeline('terminated-holder', `name: terminated-holder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "slow run: write the notes." }\n  - { id: gate, needs: [write], approval: true }\n`);
+    const second = await harness.writePipeline('after-terminated', `name: after-terminated\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "fast run: write the notes." }\n`);
+    const holder = await harness.start(first);
+    await waitForWaiting(holder, 'gate', 'approval');
+    const waiter = await harness.start(second);
+    await waitForState(waiter, (s) => stageOf(s, 'write').leaseWait !== undefined);
+    // Terminated: no code of the run runs again, nothing gives the folder back but the waiting run's check.
+    await holder.terminate('the test ends it without clean-up');
+    const state = await harness.finish(waiter);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    expect(await readFile(path.join(shared, 'outputs', 'write.md'), 'utf8')).toBe('Fast notes.');
+  });
+
+  test('refuses a folder outside AGENT_PIPELINE_ALLOWED_PATHS, and a symlink inside that leads out', async () => {
+    for (const dir of [outside, path.join(allowed, 'link-out')]) {
+      if (dir.endsWith('link-out')) await symlink(outside, dir);
+      harness.modelServer.reset();
+      const state = await harness.finish(await startIn(dir));
+      expect(state.status).toBe('failed');
+      expect(state.error?.type).toBe('CONFIG_INVALID');
+      expect(state.error?.message).toContain(`workspace.dir names ${dir}, a folder this worker does not lend to runs`);
+      expect(state.error?.message).toContain('AGENT_PIPELINE_ALLOWED_PATHS');
+      // At once: one attempt, and no agent ever ran.
+      expect(stageOf(state, 'notes').totals?.attempts ?? 1).toBe(1);
+      expect(harness.modelServer.requests().filter((r) => r.path.startsWith('/v1/messages'))).toEqual([]);
+      expect(await readdir(outside)).toEqual([]);
+    }
+  });
+
+  test('fails at once, naming the folder, when it does not exist', async () => {
+    const missing = path.join(allowed, 'no-such-folder');
+    const state = await harness.finish(await startIn(missing));
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('FILE_NOT_FOUND');
+    expect(state.error?.message).toContain(`workspace.dir ${missing} does not exist`);
+    expect(existsSync(missing)).toBe(false);
+  });
+});
