@@ -5,7 +5,8 @@ export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusRepor
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent } from './run-events.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
-export { definePipeline, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+export type { PrepareRunOptions } from './pipeline-source.js';
+export { definePipeline, type BackendName, type PipelineDefinition, type PipelineSource, type StageDefaults, type StageDefinition } from './pipeline-definition.js';
 export type { InputValue } from './input-files.js';
 export { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
 export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus } from './list-runs.js';
@@ -26,6 +27,6 @@ export {
 export { ConfigError } from '../config.js';
 export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
-export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, BackendName } from '../pipeline/schema.js';
+export type { McpServer, Duration, DurationText, DurationUnit } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';
 export type { LiveAttempt } from './run-reader.js';
