@@ -3,7 +3,8 @@
 export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
 export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
-export type { RunEvent } from './run-events.js';
+export type { RunEvent, StageProgress } from './run-events.js';
+export type { AgentActivity } from '../activities/backends/agent-activity.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
 export type { PrepareRunOptions } from './pipeline-source.js';
 export { definePipeline, type BackendName, type PipelineDefinition, type PipelineSource, type StageDefaults, type StageDefinition } from './pipeline-definition.js';
