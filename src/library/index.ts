@@ -4,6 +4,8 @@ export { PipelineClient, type PipelineClientOptions, type StartOptions } from '.
 export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
+export type { TranscriptEntry, TranscriptOptions } from './run-transcript.js';
+export type { TranscriptFile } from './transcript-files.js';
 export type { AgentActivity } from '../activities/backends/agent-activity.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
 export type { PrepareRunOptions } from './pipeline-source.js';

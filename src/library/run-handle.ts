@@ -13,6 +13,7 @@ import {
 import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
 import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
 import { HistoryWatch } from './history-watch.js';
+import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
 
 /** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
 export type RunStatusReport = RunSnapshot;
@@ -135,6 +136,15 @@ export class RunHandle {
       // The long-poll failed (a server restart, a lost connection): the next read tells whether that lasts.
     }
     await sleep(maxMs ?? RETRY_DELAY_MS, undefined, { signal: options.signal }).catch(() => undefined);
+  }
+
+  /**
+   * A stage's agent transcripts (stream-json lines, as saved), read from the run's workspace: this host must see the
+   * workers' workspaces folder. With `follow`, lines come as the agent writes them, until the stage ends: what
+   * `agent-pipeline logs --follow` prints. @throws InvalidRequestError (`INVALID_REQUEST`, `TRANSCRIPT_NOT_FOUND`)
+   */
+  transcript(options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
+    return readTranscript(this.client, this.id, options);
   }
 
   /**

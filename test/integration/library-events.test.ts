@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { PipelineClient, type RunEvent } from '../../src/library/index.js';
+import { PipelineClient, type RunEvent, type TranscriptEntry } from '../../src/library/index.js';
 
 /*
  * `run.events()` streams a stage as its agent works (issue 21): the real claude binary calls a tool, the scripted
@@ -41,6 +41,12 @@ describe('run.events() streams what the agent does', () => {
         await sleep(500);
       }
     })();
+    // A client that sees the workspaces follows the agent's transcript as it is written, as `logs --follow` does.
+    const transcript = (async () => {
+      const entries: TranscriptEntry[] = [];
+      for await (const entry of run.transcript({ stage: 'look', follow: true, workspacesRoot: harness.workspacesRoot })) entries.push(entry);
+      return entries;
+    })();
     for await (const event of run.events({ intervalMs: 500 })) {
       seen.push(event);
       if (event.type === 'stage_progress' && event.progress.agent?.tool) toolSeen = true;
@@ -56,6 +62,11 @@ describe('run.events() streams what the agent does', () => {
     // Before the stage completed, and the run went on to complete.
     expect(types.indexOf('stage_progress look')).toBeLessThan(types.indexOf('stage_completed look'));
     expect(types.at(-1)).toBe('run_ended');
+    const entries = await transcript;
+    expect(entries[0]).toMatchObject({ type: 'transcript', round: 1, attempt: 1 });
+    const lines = entries.flatMap((e) => (e.type === 'line' ? [e.text] : []));
+    expect(lines.some((l) => l.includes('"tool_use"') && l.includes('"Glob"'))).toBe(true);
+    expect(lines.some((l) => l.includes('"type":"result"'))).toBe(true);
     // Several heartbeats reached the server while the agent waited; the history stayed as it was.
     expect(new Set(readings.map((r) => r.heartbeatAt)).size, JSON.stringify(readings)).toBeGreaterThanOrEqual(2);
     expect(new Set(readings.map((r) => r.historyLength)).size, JSON.stringify(readings)).toBe(1);
