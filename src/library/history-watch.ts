@@ -14,18 +14,23 @@ import { pageSizeFor } from './history-pages.js';
 const LONG_POLL_MS = 60_000;
 /** gRPC DEADLINE_EXCEEDED: our own bound on the request passed. */
 const DEADLINE_EXCEEDED = 4;
+/** gRPC RESOURCE_EXHAUSTED: a page over the message limit; it is asked for again at half the size. */
+const RESOURCE_EXHAUSTED = 8;
 
 /** The execution whose state was last read, as `readRun` saw it. */
 export interface SeenExecution {
   runId: string;
   /** Events in its history when the state was read: an event after these is a change. */
   historyLength: number;
+  /** The history's size then, to size the pages read. @unit bytes */
+  historyBytes?: number;
 }
 
 /** Follows one run's history across calls, so the history is read once and each wait continues where the last ended. */
 export class HistoryWatch {
   private runId: string | undefined;
   private pageToken: Uint8Array | undefined;
+  private pageSize = pageSizeFor(0);
 
   constructor(
     private readonly client: Client,
@@ -41,6 +46,8 @@ export class HistoryWatch {
       // A new execution (the run continued as new): its history is read from its start.
       this.runId = seen.runId;
       this.pageToken = undefined;
+      // Pages stay far under gRPC's message limit (see history-pages.ts); the first ones catch up with the history.
+      this.pageSize = pageSizeFor(seen.historyBytes && seen.historyLength ? seen.historyBytes / seen.historyLength : 0);
     }
     const until = options.maxMs === undefined ? undefined : Date.now() + options.maxMs;
     for (;;) {
@@ -63,8 +70,7 @@ export class HistoryWatch {
         execution: { workflowId: this.workflowId, runId: this.runId },
         nextPageToken: this.pageToken,
         waitNewEvent: true,
-        // Pages stay far under gRPC's message limit (see history-pages.ts); the first ones catch up with the history.
-        maximumPageSize: pageSizeFor(4_096),
+        maximumPageSize: this.pageSize,
       });
     try {
       const response = await client.connection.withDeadline(Date.now() + ms, () => (signal ? client.connection.withAbortSignal(signal, request) : request()));
@@ -72,10 +78,17 @@ export class HistoryWatch {
       const last = response.history?.events?.at(-1)?.eventId;
       return { lastEventId: last ? Number(last.toString()) : 0 };
     } catch (err) {
-      if (signal?.aborted || (isGrpcServiceError(err) && err.code === DEADLINE_EXCEEDED) || (err instanceof Error && isGrpcServiceError(err.cause) && err.cause.code === DEADLINE_EXCEEDED)) {
-        return undefined;
-      }
-      throw err;
+      const code = grpcCode(err);
+      if (code === RESOURCE_EXHAUSTED && this.pageSize > 1) this.pageSize = Math.max(1, Math.floor(this.pageSize / 2));
+      else if (!signal?.aborted && code !== DEADLINE_EXCEEDED) throw err;
+      return undefined;
     }
   }
+}
+
+function grpcCode(err: unknown): number | undefined {
+  for (let current = err; current instanceof Error; current = current.cause) {
+    if (isGrpcServiceError(current)) return current.code;
+  }
+  return undefined;
 }

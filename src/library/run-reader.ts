@@ -44,7 +44,7 @@ export interface RunSnapshot {
   /** The files the run carries (from its memo); undefined when its workers read them from disk. */
   bundle?: RunBundleSummary;
   /** The execution read (a run that continued as new has several), and the length of its history then. */
-  execution?: { runId: string; historyLength: number };
+  execution?: { runId: string; historyLength: number; historyBytes?: number };
 }
 
 /** How long the status query may take before the state is rebuilt from history instead. @unit milliseconds */
@@ -114,7 +114,7 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
   }
   const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
-  const execution = { runId: description.runId, historyLength: description.historyLength };
+  const execution = { runId: description.runId, historyLength: description.historyLength, historyBytes: description.historySize };
   return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle, execution };
 }
 
