@@ -97,6 +97,28 @@ describe('run.events() streams what the agent does', () => {
     }
     expect(types).toEqual(['stage_waiting', 'stage_completed', 'run_ended']);
   }, 120_000);
+
+  test('events() follows a run across continue-as-new: every stage once, then the end', async () => {
+    const stages = Array.from({ length: 30 }, (_, i) => ({ id: `s${i + 1}`, prompt: `Do step ${i + 1}.`, ...(i > 0 ? { needs: [`s${i}`] } : {}) }));
+    const run = await client.start({
+      name: 'library-long',
+      continueAsNew: { afterEvents: 100 },
+      defaults: { backend: 'anthropic-api', model: 'haiku', retries: 0, maxTokens: 500, heartbeatTimeout: '10s' },
+      stages,
+    });
+    const completed: string[] = [];
+    let ended: RunEvent | undefined;
+    for await (const event of run.events()) {
+      if (event.type === 'stage_completed') completed.push(event.stage);
+      if (event.type === 'run_ended') ended = event;
+    }
+    expect(completed).toEqual(stages.map((s) => s.id));
+    expect(ended).toMatchObject({ status: 'completed' });
+    // The run did hand over to new executions on the way.
+    const latest = await harness.client.workflow.getHandle(run.id).describe();
+    const first = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: run.id, runId: latest.runId }, maximumPageSize: 1 });
+    expect(first.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId).toBeTruthy();
+  }, 300_000);
 });
 
 /** The run's history length and its pending attempt's last heartbeat time, while one is pending. */
