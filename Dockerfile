@@ -10,7 +10,7 @@ ARG NODE_VERSION=20.20
 FROM node:${NODE_VERSION}-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Scripts off for the install (`prepare` would build before the sources are here); the Claude Code package's own
+# Scripts off for the install (dependencies' scripts are allowed one by one); the Claude Code package's own
 # install script then puts the native `claude` binary for this platform in place.
 RUN npm ci --ignore-scripts && npm rebuild @anthropic-ai/claude-code
 COPY tsconfig.json tsconfig.build.json ./

@@ -26,6 +26,12 @@ function describe(event: RunEvent): string {
       return `↷ ${event.stage} skipped`;
     case 'stage_cancelled':
       return `■ ${event.stage} cancelled`;
+    case 'stage_progress': {
+      // What the agent is doing, from its heartbeats: its latest tool call, else its latest text.
+      const { agent, usage } = event.progress;
+      const doing = agent?.tool ? `${agent.tool.name} ${agent.tool.input}` : (agent?.text ?? '');
+      return `  ${event.stage}: ${doing} (${(usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0)} tokens)`;
+    }
     case 'run_ended':
       return `run ended: ${event.status}`;
   }

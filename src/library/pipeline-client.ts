@@ -7,17 +7,22 @@ import { connectTemporal, type ConnectionOptions, type TemporalConnection } from
 import { typedErrors } from './errors.js';
 import { clientCodecs } from './history-codec.js';
 import { listRuns, type RunListFilter, type RunListItem } from './list-runs.js';
-import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
+import type { PipelineSource } from './pipeline-definition.js';
+import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
+import { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
 import { signerFrom, type RunSigner, type SignatureTtls } from '../trust/signer.js';
 
 /** Options of {@link PipelineClient.connect}. */
-export interface PipelineClientOptions extends ConnectionOptions {
+export interface PipelineClientOptions<B extends string = never> extends ConnectionOptions {
   /** Task queue new runs and schedules go to. @default `AGENT_PIPELINE_TASK_QUEUE`, else `agent-pipeline` */
   taskQueue?: string;
-  /** Backend names the workers were given besides the built-in ones, so pipelines may select them. */
-  backends?: readonly string[];
+  /**
+   * Backend names the workers were given besides the built-in ones, so pipelines may select them. Their names become
+   * the client's type parameter: `start()` then accepts `backend: 'echo'` and still refuses a misspelt one.
+   */
+  backends?: readonly B[];
   /**
    * Signs runs, schedules and decisions, for workers with AGENT_PIPELINE_TRUSTED_KEYS / _DECISION_KEYS: an Ed25519
    * key in the form `agent-pipeline keys generate signing` prints (`<keyId>:<base64>`).
@@ -40,7 +45,7 @@ export interface StartOptions extends PrepareRunOptions {
  * Starts, finds, lists and schedules pipeline runs. The `agent-pipeline` command is built on this class, so the
  * library and the commands behave alike.
  */
-export class PipelineClient {
+export class PipelineClient<B extends string = never> {
   /** Schedules that start pipeline runs. */
   readonly schedules: PipelineSchedules;
 
@@ -59,11 +64,11 @@ export class PipelineClient {
    * variables and temporal.toml profiles, unless `options` say otherwise.
    * @throws TemporalUnavailableError when nothing answers; ConfigError when the settings cannot be read.
    */
-  static async connect(options: PipelineClientOptions = {}): Promise<PipelineClient> {
+  static async connect<B extends string = never>(options: PipelineClientOptions<B> = {}): Promise<PipelineClient<B>> {
     // Read before connecting: a key that cannot be read is a setting to fix, whatever the server says.
     const signer = signerFrom(options.signingKey, options.env ?? process.env, options.signatureTtls);
     const connection = await connectTemporal(options);
-    return new PipelineClient(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue, signer);
+    return new PipelineClient<B>(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue, signer);
   }
 
   /** The Temporal client underneath, for what the library does not cover. */
@@ -82,16 +87,26 @@ export class PipelineClient {
   }
 
   /**
-   * Starts a run of a pipeline file or definition, or returns the run already running under `options.id`.
+   * Checks a pipeline file or definition as `agent-pipeline validate` does (the same checks and problems), without
+   * starting anything: the schema and stage graph, the files it names, every template variable. Resolves with the
+   * report whatever it finds; the pipeline is valid when `problems` is empty. Needs no worker.
+   */
+  validate(source: PipelineSource<B>, options: Pick<ValidateOptions, 'baseDir' | 'checkFiles'> = {}): Promise<ValidationReport> {
+    return validatePipeline(source, { ...options, backends: this.backends });
+  }
+
+  /**
+   * Starts a run of a pipeline file or definition, or returns the run already running under `options.id`. Runs the
+   * checks of {@link validate} first and starts nothing when they find a problem.
    * @throws PipelineInvalidError listing every problem; InvalidRequestError (`INPUT_INVALID`, `FILE_UNREADABLE`)
    */
-  async start(source: PipelineSource, options: StartOptions = {}): Promise<RunHandle> {
+  async start(source: PipelineSource<B>, options: StartOptions = {}): Promise<RunHandle> {
     const input = await this.prepare(source, options);
     return this.startPrepared(input, options);
   }
 
-  /** Loads and validates what `start` would run, without starting it. */
-  prepare(source: PipelineSource, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
+  /** Loads and validates what `start` would run (the checks of {@link validate}, then the inputs), without starting it. */
+  prepare(source: PipelineSource<B>, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
     return prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.temporal));
   }
 

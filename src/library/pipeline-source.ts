@@ -1,6 +1,5 @@
 import type { PayloadCodec } from '@temporalio/common';
 import path from 'node:path';
-import { stringify } from 'yaml';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { checkRunInputSize } from './input-size.js';
 import { inputOrigins, readInputValues, type InputValue } from './input-files.js';
@@ -9,20 +8,13 @@ import { extraBackendNames } from '../config.js';
 import { payloadCodecsFromEnv } from '../codec/data-converter.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
-import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { PipelineInvalidError } from './errors.js';
+import { definitionName, definitionYaml, type PipelineSource as PipelineSourceOf } from './pipeline-definition.js';
+import { assertValid, validatePipeline } from './validate-pipeline.js';
 
-/**
- * Types an in-memory pipeline definition with the schema the YAML files use, so an editor checks field names and
- * values as you write. Returns the definition unchanged; `client.start` validates it as `validate` would a file.
- */
-export function definePipeline<const T extends PipelineDefinition>(definition: T): T {
-  return definition;
-}
-
-/** What to run: the path of a pipeline YAML file, or a definition (see {@link definePipeline}). */
-export type PipelineSource = string | PipelineDefinition;
+/** What to run, as the library's own modules take it: a file's path, or a definition with any backend name. */
+export type PipelineSource = PipelineSourceOf<string>;
 
 /** How to turn a pipeline source into a run's input. */
 export interface PrepareRunOptions {
@@ -48,11 +40,18 @@ export interface PrepareRunOptions {
   filesFromWorker?: boolean;
   /** Cap on the bundled files. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
   maxBundleBytes?: number;
+  /**
+   * Check the files the pipeline names before starting, as `validate` does (agent, prompt, context and system prompt
+   * files, folders, the templates in them). `false` for files only the workers' host has: the pipeline and its inline
+   * templates are still checked. @default true
+   */
+  checkFiles?: boolean;
 }
 
 /**
- * Loads and validates a pipeline (file or definition) and checks the inputs against its declared ones, and the input's
- * size as `codecs` (the client's payload codecs; by default those of `AGENT_PIPELINE_ENCRYPTION_KEY`) will send it.
+ * Loads and validates a pipeline (file or definition) with the checks of `agent-pipeline validate`, checks the
+ * inputs against its declared ones, and the input's size as `codecs` (the client's payload codecs; by default those
+ * of `AGENT_PIPELINE_ENCRYPTION_KEY`) will send it.
  * @throws PipelineInvalidError listing every problem; InvalidRequestError (`FILE_UNREADABLE`, `INPUT_INVALID`,
  *   `INPUT_TOO_LARGE`); ConfigError when the encryption key is malformed.
  */
@@ -68,6 +67,7 @@ export async function prepareRunInput(
   try {
     if (typeof source === 'string') {
       const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
+      assertValid(await validatePipeline(source, { backends, checkFiles: options.checkFiles }));
       const inputs = resolveInputs(pipeline, source, given, origin);
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
       return await checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) }, undefined, codecs);
@@ -75,14 +75,10 @@ export async function prepareRunInput(
     const name = definitionName(source);
     // The same parser as for files, so a definition is held to exactly the rules a YAML file is.
     const pipeline = parsePipeline(definitionYaml(source, name), name, { backends });
+    const baseDir = path.resolve(options.baseDir ?? process.cwd());
+    assertValid(await validatePipeline(source, { baseDir, backends, checkFiles: options.checkFiles }));
     return await checkRunInputSize(
-      {
-        pipeline,
-        baseDir: path.resolve(options.baseDir ?? process.cwd()),
-        pipelineFile: name,
-        inputs: resolveInputs(pipeline, name, given, origin),
-        ...withBackends(backends),
-      },
+      { pipeline, baseDir, pipelineFile: name, inputs: resolveInputs(pipeline, name, given, origin), ...withBackends(backends) },
       undefined,
       codecs,
     );
@@ -95,18 +91,4 @@ export async function prepareRunInput(
 /** The custom backend names the run may use, for the workflow's own check of its input (absent when there are none). */
 function withBackends(backends: readonly string[]): { backends?: string[] } {
   return backends.length > 0 ? { backends: [...new Set(backends)] } : {};
-}
-
-/** How problems name an in-memory definition, which has no file: `<definition NAME>`. */
-export function definitionName(definition: PipelineDefinition): string {
-  return `<definition ${typeof definition?.name === 'string' ? definition.name : '?'}>`;
-}
-
-/** A definition as the YAML a file would hold, for the parser. @throws PipelineValidationError when it cannot be written as YAML */
-export function definitionYaml(definition: PipelineDefinition, name: string): string {
-  try {
-    return stringify(definition);
-  } catch (err) {
-    throw new PipelineValidationError(name, [{ path: '', message: `cannot be written as YAML: ${(err as Error).message}` }]);
-  }
 }

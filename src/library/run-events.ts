@@ -1,5 +1,7 @@
 import type { RunState, RunStatus, StageState, WaitingFor } from '../pipeline/run-state.js';
-import type { StageResult } from '../pipeline/stage-result.js';
+import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
+import type { AgentActivity } from '../activities/backends/agent-activity.js';
+import type { LiveAttempt } from './run-reader.js';
 
 /** Fields every event carries. */
 interface EventBase {
@@ -16,7 +18,45 @@ export type RunEvent =
   | (EventBase & { type: 'stage_waiting'; stage: string; waitingFor: WaitingFor })
   | (EventBase & { type: 'stage_skipped'; stage: string; reason?: string })
   | (EventBase & { type: 'stage_cancelled'; stage: string })
+  | (EventBase & { type: 'stage_progress'; stage: string; attempt: number; progress: StageProgress })
   | (EventBase & { type: 'run_ended'; status: RunStatus });
+
+/**
+ * What a running stage's agent has done so far, from its attempt's last heartbeat: a frontend can stream the stage
+ * as it works. Heartbeats are not written to the run's history, so following a stage costs the run nothing.
+ */
+export interface StageProgress {
+  /** The end of the agent's latest text, and its latest tool call with the input summarised. */
+  agent?: AgentActivity;
+  /** Tokens of the stage so far (earlier attempts included). */
+  usage?: TokenUsage;
+  /** Cost of the stage so far, earlier attempts included. @unit US dollars */
+  costUsd?: number;
+  /** Model messages so far in this attempt. */
+  turns?: number;
+  /** When the agent last produced output. @unit milliseconds since the epoch */
+  lastEventAt?: number;
+}
+
+/** What was last reported of each running stage's progress, so each change is told once. */
+export class StageProgressTracker {
+  private readonly seen = new Map<string, string>();
+
+  /** A `stage_progress` event for each running stage whose heartbeat says something new, in stage order. */
+  next(state: RunState, live: ReadonlyMap<string, LiveAttempt>): RunEvent[] {
+    const events: RunEvent[] = [];
+    for (const stage of state.stages) {
+      const attempt = live.get(stage.id);
+      if (stage.status !== 'running' || !attempt || (attempt.turns === undefined && !attempt.agent)) continue;
+      const progress: StageProgress = { agent: attempt.agent, usage: attempt.usage, costUsd: attempt.costUsd, turns: attempt.turns, lastEventAt: attempt.lastEventAt };
+      const key = JSON.stringify([attempt.attempt, progress]);
+      if (this.seen.get(stage.id) === key) continue;
+      this.seen.set(stage.id, key);
+      events.push({ runId: state.runId, state, type: 'stage_progress', stage: stage.id, attempt: attempt.attempt, progress });
+    }
+    return events;
+  }
+}
 
 /** What was last reported for each stage, so each change is told once. */
 export class StageEventTracker {

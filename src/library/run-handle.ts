@@ -11,7 +11,9 @@ import {
   skipStageUpdate,
 } from '../workflows/messages.js';
 import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
-import { StageEventTracker, type RunEvent } from './run-events.js';
+import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
+import { HistoryWatch } from './history-watch.js';
+import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
 import type { RunSigner } from '../trust/signer.js';
 
 /** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
@@ -35,8 +37,13 @@ export interface ApproveOptions {
 export interface EventsOptions {
   /** Stops the iteration (the run goes on). */
   signal?: AbortSignal;
-  /** Time between polls of the run's state. @unit milliseconds @default 1000 */
+  /**
+   * While an agent works, how often its last heartbeat is read for `stage_progress` events. Changes of the run's
+   * state (a stage starts, ends, waits) arrive as they happen, whatever this is. @unit milliseconds @default 2000
+   */
   intervalMs?: number;
+  /** Yield `stage_progress` events (what the agent is doing while its stage runs). @default true */
+  progress?: boolean;
 }
 
 /** How long a decision may wait for a worker to take it. @unit milliseconds */
@@ -45,6 +52,10 @@ const UPDATE_TIMEOUT_MS = 60_000;
 const MAX_HAND_OVER_RETRIES = 3;
 /** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
 const MAX_FAILED_POLLS = 30;
+/** Between two reads of a working agent's heartbeat by `events()`. @unit milliseconds */
+const PROGRESS_INTERVAL_MS = 2_000;
+/** After a failed read, before the next. @unit milliseconds */
+const RETRY_DELAY_MS = 2_000;
 
 /** Temporal's closed statuses and how the library names them. */
 const FAILURE_KIND: Record<string, RunFailureKind> = { FAILED: 'failed', CANCELLED: 'cancelled', TERMINATED: 'terminated', TIMED_OUT: 'timed_out' };
@@ -88,16 +99,20 @@ export class RunHandle {
   }
 
   /**
-   * What happens in the run, as it happens: stage started, completed, failed, waiting for a person, skipped, then
-   * `run_ended`, after which the iteration ends. For a run that already ended it yields its stages' final events
-   * and `run_ended`. A lost connection is retried for about a minute; calling `events()` again resumes from the
-   * run's current state.
+   * What happens in the run, as it happens: stage started, progress of its agent (latest text, tool call, tokens),
+   * completed, failed, waiting for a person, skipped, then `run_ended`, after which the iteration ends. No fixed
+   * poll: it waits on Temporal's history long-poll, which answers when the run's state changes, and reads a working
+   * agent's heartbeat every `intervalMs`. For a run that already ended it yields its stages' final events and
+   * `run_ended`. A lost connection is retried for about a minute; calling `events()` again resumes from the run's
+   * current state.
    */
   async *events(options: EventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
     const tracker = new StageEventTracker();
+    const progress = new StageProgressTracker();
     const cache = new ActivityStageCache();
+    const watch = new HistoryWatch(this.client, this.id);
     let failedPolls = 0;
-    for (;;) {
+    while (!options.signal?.aborted) {
       let snapshot: RunSnapshot | undefined;
       try {
         snapshot = await readRun(this.client, this.id, cache);
@@ -108,18 +123,36 @@ export class RunHandle {
       }
       if (snapshot) {
         yield* tracker.next(snapshot.state);
+        if (options.progress !== false) yield* progress.next(snapshot.state, snapshot.live);
         if (snapshot.executionStatus !== 'RUNNING') {
           const state = snapshot.state;
           yield { type: 'run_ended', runId: state.runId, state, status: endStatus(snapshot) };
           return;
         }
       }
-      try {
-        await sleep(options.intervalMs ?? 1_000, undefined, { signal: options.signal });
-      } catch {
-        return;
-      }
+      await this.untilChange(watch, snapshot, options);
     }
+  }
+
+  /** Waits for the run's next change after `snapshot` (bounded while an agent works, so its progress is read). */
+  private async untilChange(watch: HistoryWatch, snapshot: RunSnapshot | undefined, options: EventsOptions): Promise<void> {
+    const working = options.progress !== false && (snapshot?.live.size ?? 0) > 0;
+    const maxMs = working ? (options.intervalMs ?? PROGRESS_INTERVAL_MS) : undefined;
+    try {
+      if (snapshot?.execution) return await watch.changeAfter(snapshot.execution, { maxMs, signal: options.signal });
+    } catch {
+      // The long-poll failed (a server restart, a lost connection): the next read tells whether that lasts.
+    }
+    await sleep(maxMs ?? RETRY_DELAY_MS, undefined, { signal: options.signal }).catch(() => undefined);
+  }
+
+  /**
+   * A stage's agent transcripts (stream-json lines, as saved), read from the run's workspace: this host must see the
+   * workers' workspaces folder. With `follow`, lines come as the agent writes them, until the stage ends: what
+   * `agent-pipeline logs --follow` prints. @throws InvalidRequestError (`INVALID_REQUEST`, `TRANSCRIPT_NOT_FOUND`)
+   */
+  transcript(options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
+    return readTranscript(this.client, this.id, options);
   }
 
   /**

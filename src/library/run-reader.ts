@@ -1,6 +1,9 @@
 import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
+import type { TokenUsage } from '../pipeline/stage-result.js';
+import type { AgentActivity } from '../activities/backends/agent-activity.js';
+import type { AttemptProgress } from '../activities/backends/stage-backend.js';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { InvalidRequestError } from '../errors.js';
 import { clientCodecs, decodeFailure } from './history-codec.js';
@@ -21,6 +24,12 @@ export interface LiveAttempt {
   lastHeartbeatAt?: number;
   /** Why the previous attempt failed, while a retry is pending. */
   lastFailure?: string;
+  /** Tokens of the stage so far (earlier attempts included), from the last heartbeat. */
+  usage?: TokenUsage;
+  /** When the agent last produced output. @unit milliseconds since the epoch */
+  lastEventAt?: number;
+  /** What the agent is doing: its latest text and tool call (input summarised), from the last heartbeat. */
+  agent?: AgentActivity;
 }
 
 /** A run as `status` and `watch` show it. */
@@ -36,6 +45,8 @@ export interface RunSnapshot {
   live: Map<string, LiveAttempt>;
   /** The files the run carries (from its memo); undefined when its workers read them from disk. */
   bundle?: RunBundleSummary;
+  /** The execution read (a run that continued as new has several), and the length of its history then. */
+  execution?: { runId: string; historyLength: number; historyBytes?: number };
 }
 
 /** How long the status query may take before the state is rebuilt from history instead. @unit milliseconds */
@@ -105,7 +116,8 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
   }
   const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
-  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle };
+  const execution = { runId: description.runId, historyLength: description.historyLength, historyBytes: description.historySize };
+  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle, execution };
 }
 
 async function queryWithDeadline(client: Client, handle: WorkflowHandle): Promise<RunState | undefined> {
@@ -141,12 +153,15 @@ async function readLiveAttempts(
   for (const activity of pending) {
     const stageId = stages.get(activity.activityId ?? '')?.stageId;
     if (!stageId) continue;
-    const progress = decodeFirst<{ costUsd?: number; turns?: number }>(await decodePayloadList(codecs, activity.heartbeatDetails));
+    const progress = decodeFirst<Partial<AttemptProgress>>(await decodePayloadList(codecs, activity.heartbeatDetails));
     const lastFailure = await decodeFailure(codecs, activity.lastFailure);
     live.set(stageId, {
       attempt: activity.attempt ?? 1,
       costUsd: progress?.costUsd,
       turns: progress?.turns,
+      usage: progress?.usage,
+      lastEventAt: progress?.lastEventAt,
+      agent: progress?.agent,
       lastHeartbeatAt: timestampMs(activity.lastHeartbeatTime),
       lastFailure: lastFailure?.message ?? undefined,
     });

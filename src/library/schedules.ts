@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { RunSigner } from '../trust/signer.js';
 import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
 import { toMilliseconds } from '../pipeline/duration.js';
-import { durationSchema } from '../pipeline/schema.js';
+import { durationSchema, type DurationText } from '../pipeline/schema.js';
 import { InvalidRequestError, typedErrors } from './errors.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
@@ -21,7 +21,7 @@ export interface CreateScheduleOptions extends PrepareRunOptions {
   /** A cron expression, e.g. `0 2 * * *`. */
   cron?: string;
   /** An interval, e.g. `1h` or `30m`. */
-  every?: string;
+  every?: DurationText;
   /** @default 'skip' */
   overlap?: OverlapPolicy;
   /** A note shown with the schedule. */

@@ -13,7 +13,7 @@ import { resolveStage } from '../pipeline/stage-options.js';
 import { stageMayUseBash } from '../pipeline/stage-tools.js';
 import { CONTEXT_VARIABLE, isReservedVariable, listTemplateVariables, RUN_DELIVERY_VARIABLES } from '../pipeline/template.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
-import { definitionName, definitionYaml, type PipelineSource } from './pipeline-source.js';
+import { definitionName, definitionYaml, type PipelineSource } from './pipeline-definition.js';
 
 /** What {@link validatePipeline} found. The pipeline is valid when `problems` is empty. */
 export interface ValidationReport {
@@ -31,6 +31,11 @@ export interface ValidateOptions {
   baseDir?: string;
   /** Backend names the workers were given besides the built-in ones (added to `AGENT_PIPELINE_BACKENDS`). */
   backends?: readonly string[];
+  /**
+   * Check the files the pipeline names (agent, prompt, context, system prompt files, folders). `false` checks only
+   * the pipeline itself and its inline templates, for files that only the workers' host has. @default true
+   */
+  checkFiles?: boolean;
 }
 
 /**
@@ -39,7 +44,7 @@ export interface ValidateOptions {
  * the stage will have (declared inputs, stages it runs after, run and attempt fields). The same checks and problems as
  * `agent-pipeline validate`; needs no Temporal server.
  */
-export async function validatePipeline(source: PipelineSource, options: ValidateOptions = {}): Promise<ValidationReport> {
+export async function validatePipeline(source: PipelineSource<string>, options: ValidateOptions = {}): Promise<ValidationReport> {
   if (typeof source === 'string') return validatePipelineFile(source, options);
   const file = definitionName(source);
   const baseDir = path.resolve(options.baseDir ?? process.cwd());
@@ -50,7 +55,7 @@ export async function validatePipeline(source: PipelineSource, options: Validate
 }
 
 /** {@link validatePipeline} for a pipeline file; paths in it resolve against its folder. */
-export async function validatePipelineFile(file: string, options: Pick<ValidateOptions, 'backends'> = {}): Promise<ValidationReport> {
+export async function validatePipelineFile(file: string, options: Pick<ValidateOptions, 'backends' | 'checkFiles'> = {}): Promise<ValidationReport> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -71,8 +76,8 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
     if (!(err instanceof PipelineValidationError)) throw err;
     return { file, problems: PipelineInvalidError.from(err).problems, notes: [] };
   }
-  const checks = new PipelineChecks(pipeline, file, baseDir, text);
-  await checks.checkPipelineFiles();
+  const checks = new PipelineChecks(pipeline, file, baseDir, text, options.checkFiles ?? true);
+  if (options.checkFiles ?? true) await checks.checkPipelineFiles();
   checks.checkRunTemplates();
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
   return { file, pipeline, problems: checks.problems, notes: checks.notes };
@@ -99,6 +104,8 @@ class PipelineChecks {
     private readonly file: string,
     private readonly baseDir: string,
     text: string,
+    /** False: leave out the checks that read the files the pipeline names. */
+    private readonly checkFiles: boolean,
   ) {
     this.locator = new FieldLocator(text);
     this.mainIds = new Set(pipeline.stages.map((s) => s.id));
@@ -168,12 +175,12 @@ class PipelineChecks {
       const where = stage.appendSystemPrompt === undefined ? `appendSystemPrompt (from defaults)` : 'appendSystemPrompt';
       for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
     }
-    if (stage.agent) {
+    if (stage.agent && this.checkFiles) {
       await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
     }
     if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, known);
     if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
-    for (const [j, dir] of (stage.addDirs ?? []).entries()) {
+    for (const [j, dir] of this.checkFiles ? (stage.addDirs ?? []).entries() : []) {
       if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
     }
     for (const [j, input] of (stage.inputs ?? []).entries()) {
@@ -232,6 +239,7 @@ class PipelineChecks {
       }
     };
     const source = resolvePromptSource(this.baseDir, prompt, this.pipeline.promptsDir);
+    if (source.kind !== 'inline' && !this.checkFiles) return;
     if (source.kind === 'missing') this.problemAt([list, i, 'prompt'], missingPromptMessage(prompt, source.tried));
     else if (source.kind === 'file') {
       const promptFile = path.resolve(this.baseDir, source.relative);
@@ -351,4 +359,19 @@ async function isFile(file: string): Promise<boolean> {
 
 async function isDirectory(dir: string): Promise<boolean> {
   return (await stat(dir).catch(() => undefined))?.isDirectory() ?? false;
+}
+
+/**
+ * Throws when `report` lists problems, with every one of them: what `start` does before a run begins, so it refuses
+ * what `validate` would. @throws PipelineInvalidError
+ */
+export function assertValid(report: ValidationReport): void {
+  if (report.problems.length === 0) return;
+  const lines = report.problems.map((p) => `  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(document)'}: ${p.message}`);
+  const count = `${report.problems.length} problem${report.problems.length === 1 ? '' : 's'}`;
+  throw new PipelineInvalidError(
+    report.file,
+    report.problems,
+    `[PIPELINE_INVALID] ${report.file} is not a valid pipeline (${count}; \`agent-pipeline validate\` lists the same):\n${lines.join('\n')}`,
+  );
 }

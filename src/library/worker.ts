@@ -1,5 +1,7 @@
 // `agent-pipeline/worker`: a pipeline worker to embed in your own program, with backends of your own.
-import type { Worker, WorkerOptions } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type Logger, type LogLevel, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { ConfigError } from '../config.js';
+import { formatLogEntry, loggingOptionsFromEnv } from '../logging.js';
 import type { StageBackend } from '../activities/backends/stage-backend.js';
 import { createPipelineWorker as createWorker } from '../run-worker.js';
 
@@ -29,6 +31,44 @@ export interface PipelineWorkerOptions {
    * first key encrypting; the clients need the same keys (docs/security.md). @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else off
    */
   encryptionKey?: string;
+  /**
+   * How much the worker logs (Temporal's lines and the stages'): `'silent'` in tests, or the least severe level
+   * shown. Temporal's logging is one per process, set before its first worker or connection: give the same value to
+   * every worker of the process. @default the SDK's own logging (INFO to the console)
+   */
+  logLevel?: WorkerLogLevel;
+  /** A logger of your own (Temporal's `Logger` interface) instead of `logLevel`; the same rule of one per process applies. */
+  logger?: Logger;
+}
+
+/** Levels of {@link PipelineWorkerOptions.logLevel}: Temporal's, least severe first, or `silent`. */
+export type WorkerLogLevel = LogLevel | 'silent';
+
+/** What each Temporal runtime this library installed was asked for; the runtime is one per process, so is its logging. */
+const installedLogging = new WeakMap<Runtime, WorkerLogLevel | Logger>();
+
+/** A logger at `level` writing as the worker command does (`AGENT_PIPELINE_LOG_FORMAT`), or one that drops everything. */
+function levelLogger(level: WorkerLogLevel, env: NodeJS.ProcessEnv): Logger {
+  if (level === 'silent') return new DefaultLogger('ERROR', () => undefined);
+  const { format } = loggingOptionsFromEnv({ ...env, AGENT_PIPELINE_LOG_LEVEL: undefined }, Boolean(process.stderr.isTTY));
+  return new DefaultLogger(level, (entry) => void process.stderr.write(`${formatLogEntry(entry, format)}\n`));
+}
+
+/** Installs Temporal's runtime with the logging `options` ask for, once per process. @throws ConfigError when another was installed already */
+function installLogging(options: PipelineWorkerOptions): void {
+  const choice = options.logger ?? options.logLevel;
+  if (choice === undefined) return;
+  const current = Runtime._instance;
+  if (current) {
+    if (installedLogging.get(current) === choice) return;
+    throw new ConfigError(
+      `[CONFIG_INVALID] logLevel/logger: Temporal's logging was already set in this process (by an earlier worker or connection); ` +
+        'give the same logLevel to every createPipelineWorker, and create them before any other Temporal worker or connection',
+    );
+  }
+  const logger = typeof choice === 'string' ? levelLogger(choice, options.env ?? process.env) : choice;
+  const filter = choice === 'silent' ? 'ERROR' : 'WARN';
+  installedLogging.set(Runtime.install({ logger, telemetryOptions: { logging: { forward: {}, filter: { core: filter, other: 'ERROR' } } } }), choice);
 }
 
 /**
@@ -37,7 +77,8 @@ export interface PipelineWorkerOptions {
  * connection with `await worker.connection?.close()`.
  * @throws ConfigError for settings it cannot use (a built-in backend name taken, a bad variable).
  */
-export function createPipelineWorker(options: PipelineWorkerOptions = {}): Promise<Worker> {
+export async function createPipelineWorker(options: PipelineWorkerOptions = {}): Promise<Worker> {
+  installLogging(options);
   return createWorker(options);
 }
 

@@ -2,8 +2,11 @@ import type { Duration } from './schema.js';
 
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** Converts a file duration (`"30m"`, `90000`) to milliseconds. The schema has already checked the format. */
-export function toMilliseconds(duration: Duration): number {
+/**
+ * Converts a file duration (`"30m"`, `90000`) to milliseconds. The schema has usually checked the format already;
+ * text from elsewhere (a variable, a flag) is checked here. @throws Error naming the format for text that is not one
+ */
+export function toMilliseconds(duration: Duration | string): number {
   if (typeof duration === 'number') return duration;
   const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(duration);
   if (!match) throw new Error(`invalid duration "${duration}": write a number and a unit (ms, s, m, h or d), such as "90s", "30m" or "2h"`);

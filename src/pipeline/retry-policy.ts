@@ -1,4 +1,5 @@
 import { toMilliseconds } from './duration.js';
+import type { Duration } from './schema.js';
 
 /*
  * A stage's retry policy as the pipeline file writes it (`retry:` on a stage or in `defaults`), and the Temporal retry
@@ -42,11 +43,11 @@ export type FailureTypeName = (typeof FAILURE_TYPES)[number];
 /** `retry:` of a stage or of `defaults` (see `retrySchema` in schema.ts): Temporal's retry policy of the stage's activity. */
 export interface RetrySettings {
   /** The wait before the first retry: a duration as the file writes it. @default 1s */
-  initialInterval?: string | number;
+  initialInterval?: Duration;
   /** Each wait is the previous one times this. @default 2 */
   backoffCoefficient?: number;
   /** The longest wait between two attempts. @default 1m */
-  maximumInterval?: string | number;
+  maximumInterval?: Duration;
   /** Failure types never retried, on top of those the catalogue never retries. */
   nonRetryable?: FailureTypeName[];
 }

@@ -44,6 +44,24 @@ describe('bad input', () => {
     expect(start.stderr).not.toMatch(NO_STACK);
   });
 
+  test('start refuses what validate finds, with the same problems (issue 21)', async () => {
+    // A one-word prompt that names no file and an undeclared input: they used to pass start and fail at run time.
+    await writeFile(file('late.yaml'), ['name: late', 'stages:', '  - id: a', '    prompt: implemnt', '  - id: b', '    prompt: Use {{inputs.nope}}.', ''].join('\n'));
+    const validate = await runCli(['validate', file('late.yaml')], OFFLINE);
+    expect(validate.exitCode, validate.stderr).toBe(2);
+    const problems = validate.stdout.split('\n').filter((l) => l.startsWith('  '));
+    expect(problems).toEqual([
+      expect.stringContaining(`${file('late.yaml')}:4 stages[0].prompt: prompt "implemnt" looks like a file name but matches no file`),
+      expect.stringContaining(`${file('late.yaml')}:6 stages[1].prompt {{inputs.nope}}: unknown template variable`),
+    ]);
+
+    const start = await runCli(['start', file('late.yaml')], OFFLINE);
+    expect(start.exitCode, start.stderr).toBe(2);
+    expect(start.stderr).toContain(`[PIPELINE_INVALID] ${file('late.yaml')} is not a valid pipeline (2 problems`);
+    for (const problem of problems) expect(start.stderr).toContain(problem);
+    expect(start.stderr).not.toMatch(NO_STACK);
+  });
+
   test('a YAML alias bomb is exit 2 naming the file, in validate and start', async () => {
     const validate = await runCli(['validate', file('bomb.yaml'), '--json'], OFFLINE);
     expect(validate.exitCode, validate.stderr).toBe(2);

@@ -91,6 +91,17 @@ describe('PipelineClient', () => {
     }
   });
 
+  test('validate() reports what `agent-pipeline validate` does, and start() refuses it before a run exists (issue 21)', async () => {
+    const broken = { name: 'late-failure', stages: [{ id: 'a', prompt: 'implemnt' }, { id: 'b', prompt: 'Use {{inputs.nope}}.' }] };
+    const report = await client.validate(broken, { baseDir: CLI_FIXTURES });
+    expect(report.problems.map((p) => p.field)).toEqual(['stages[0].prompt', 'stages[1].prompt {{inputs.nope}}']);
+    const err = await client.start(broken, { baseDir: CLI_FIXTURES, id: 'never-started-late-failure' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PipelineInvalidError);
+    expect((err as PipelineInvalidError).problems).toEqual(report.problems);
+    await expect(client.getRun('never-started-late-failure').status()).rejects.toBeInstanceOf(RunNotFoundError);
+    expect((await client.validate(path.join(CLI_FIXTURES, 'gates.yaml'))).problems).toEqual([]);
+  });
+
   test('typed errors: invalid file, unknown run, unreachable server', async () => {
     const invalid = await client.start(path.join(CLI_FIXTURES, '..', 'pipelines', 'does-not-exist.yaml')).catch((e: unknown) => e);
     expect(invalid).toMatchObject({ code: 'FILE_UNREADABLE' });

@@ -1,3 +1,6 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   RUN_LIST_STATUSES,
@@ -28,4 +31,18 @@ describe('the library\'s types', () => {
     expectTypeOf<'RUN_CLOSD'>().not.toExtend<AgentPipelineErrorCode>();
     expectTypeOf<FollowOptions>().toBeObject();
   });
+});
+
+describe('what the compiler refuses', () => {
+  // Each `@ts-expect-error` in the fixture must meet an error: a type that loosens leaves one unused (TS2578).
+  it('compiles test/fixtures/library-types/literal-types.ts with every expected error found', () => {
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+    const config = ts.getParsedCommandLineOfConfigFile(path.join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
+    const fixture = path.join(root, 'test/fixtures/library-types/literal-types.ts');
+    const program = ts.createProgram([fixture], { ...config!.options, noEmit: true });
+    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(root, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+    expect(diagnostics).toEqual([]);
+    // The fixture does test something: it holds the expected errors the types must produce.
+    expect(ts.sys.readFile(fixture)!.match(/@ts-expect-error/g)!.length).toBeGreaterThanOrEqual(15);
+  }, 120_000);
 });

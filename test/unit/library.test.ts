@@ -23,7 +23,7 @@ describe('in-memory pipeline definitions', () => {
   });
 
   test('may name a backend registered with the worker only when the client is told its name', async () => {
-    const pipeline = definePipeline({ name: 'custom', stages: [{ id: 'a', prompt: 'x', backend: 'echo' }] });
+    const pipeline = definePipeline<'echo'>({ name: 'custom', stages: [{ id: 'a', prompt: 'Say hi.', backend: 'echo' }] });
     const err = (await prepareRunInput(pipeline).catch((e: unknown) => e)) as PipelineInvalidError;
     expect(err.problems).toEqual([
       expect.objectContaining({ field: 'stages[0].backend', message: expect.stringContaining('"echo" is not a backend; use claude-cli or anthropic-api (for a backend registered with the worker, tell the client its name') }),
@@ -32,7 +32,7 @@ describe('in-memory pipeline definitions', () => {
   });
 
   test('missing inputs are an INPUT_INVALID request error', async () => {
-    const pipeline = definePipeline({ name: 'needs-input', inputs: { feature: { required: true } }, stages: [{ id: 'a', prompt: 'x' }] });
+    const pipeline = definePipeline({ name: 'needs-input', inputs: { feature: { required: true } }, stages: [{ id: 'a', prompt: 'Build {{inputs.feature}}.' }] });
     await expect(prepareRunInput(pipeline)).rejects.toMatchObject({ code: 'INPUT_INVALID' });
   });
 });
@@ -73,6 +73,42 @@ describe('validatePipeline', () => {
     expect(bad).toMatchObject({ file: '<definition bad>', problems: [{ file: '<definition bad>', field: 'stages[0].retries' }] });
     expect(bad.pipeline).toBeUndefined();
     await expect(validatePipeline(definePipeline({ name: 'ok', stages: [{ id: 'a', prompt: 'Hello.' }] }))).resolves.toMatchObject({ problems: [], notes: [] });
+  });
+});
+
+describe('start runs the checks of validate first', () => {
+  // A one-word prompt that names no file, and an input the pipeline does not declare: both used to pass `start`.
+  const broken = definePipeline({ name: 'broken', stages: [{ id: 'a', prompt: 'implemnt' }, { id: 'b', needs: ['a'], prompt: 'Use {{inputs.nope}}.' }] });
+
+  test('refuses with PipelineInvalidError listing the problems validate reports, and starts nothing', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'start-checks-'));
+    try {
+      const report = await validatePipeline(broken, { baseDir: dir });
+      expect(report.problems.map((p) => p.field)).toEqual(['stages[0].prompt', 'stages[1].prompt {{inputs.nope}}']);
+      const err = (await prepareRunInput(broken, { baseDir: dir }).catch((e: unknown) => e)) as PipelineInvalidError;
+      expect(err).toBeInstanceOf(PipelineInvalidError);
+      expect(err.code).toBe('PIPELINE_INVALID');
+      expect(err.problems).toEqual(report.problems);
+      expect(err.message).toContain('stages[0].prompt: prompt "implemnt" looks like a file name but matches no file');
+      expect(err.message).toContain('stages[1].prompt {{inputs.nope}}: unknown template variable');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('checks a file the same way, and with checkFiles: false still the inline templates', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'start-checks-'));
+    try {
+      const file = path.join(dir, 'p.yaml');
+      await writeFile(file, 'name: p\nstages:\n  - id: a\n    prompt: implemnt\n  - id: b\n    prompt: Use {{inputs.nope}}.\n');
+      const err = (await prepareRunInput(file).catch((e: unknown) => e)) as PipelineInvalidError;
+      expect(err.problems).toEqual((await validatePipeline(file)).problems);
+      expect(err.problems.map((p) => [p.line, p.field])).toEqual([[4, 'stages[0].prompt'], [6, 'stages[1].prompt {{inputs.nope}}']]);
+      const unchecked = (await prepareRunInput(file, { checkFiles: false }).catch((e: unknown) => e)) as PipelineInvalidError;
+      expect(unchecked.problems.map((p) => p.field)).toEqual(['stages[1].prompt {{inputs.nope}}']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -2,7 +2,7 @@ import { appendFile, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { readLines } from '../../src/cli/tail-file.js';
+import { readLines } from '../../src/library/tail-file.js';
 
 async function collect(lines: AsyncIterable<string>): Promise<string[]> {
   const out: string[] = [];

@@ -1,4 +1,5 @@
 import type { BackendName, BuiltinBackendName, McpServer } from '../../pipeline/schema.js';
+import type { AgentActivity } from './agent-activity.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
 import type { StagePrompt } from '../prompt/compose.js';
@@ -15,6 +16,8 @@ export interface AttemptProgress {
   usage?: TokenUsage;
   /** Warnings of the execution's earlier attempts, added by the stage runner so a retry still reports them. */
   warnings?: string[];
+  /** What the agent is doing: its latest text and tool call, bounded and redacted (see `agent-activity.ts`). */
+  agent?: AgentActivity;
 }
 
 /** A stage that becomes ready after this one, as the CLI backend pre-spawns its agent (warm start). */

@@ -9,10 +9,11 @@ import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { collect, parseDurationMs, readInputFlags, parseOverlap } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
 import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
+import type { DurationText } from '../../pipeline/schema.js';
 
 interface CreateOptions {
   cron?: string;
-  every?: { text: string; ms: number };
+  every?: { text: DurationText; ms: number };
   id?: string;
   input?: string[];
   overlap: OverlapFlag;
@@ -58,7 +59,7 @@ export function addScheduleCommands(program: Command): void {
     .description('create a schedule that starts a run of a pipeline file on a cron expression or an interval')
     .argument('<file>', 'pipeline YAML file; it and every file it names are bundled now, and every run carries that bundle (`schedule update FILE` re-bundles)')
     .option('--cron <expr>', 'cron expression, e.g. "0 9 * * MON-FRI" (UTC)')
-    .option('--every <duration>', 'interval, e.g. 30m, 1h, 1d', (text: string) => ({ text, ms: parseDurationMs(text) }))
+    .option('--every <duration>', 'interval, e.g. 30m, 1h, 1d', (text: string) => ({ text: text.trim() as DurationText, ms: parseDurationMs(text) }))
     .option('--id <id>', 'schedule id (default: the pipeline name)')
     .option('-i, --input <key=value>', 'a pipeline input for every run (repeatable); key=@FILE reads the value from a file now, key=@- from standard input, key=@@text is the literal @text', collect)
     .option('--overlap <policy>', 'when a run is due while the last still runs: skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all', parseOverlap, 'skip')

@@ -1,6 +1,7 @@
 import type { TokenUsage } from '../../../pipeline/stage-result.js';
 import { fileWrittenBy } from '../../outputs/file-claims.js';
 import type { AttemptProgress } from '../stage-backend.js';
+import { AgentActivityTracker } from '../agent-activity.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from '../models.js';
 
 /** The `result` line `claude -p --output-format stream-json` ends with (fields we use; key order varies). */
@@ -82,6 +83,8 @@ export class CliEventReader {
   /** The wait the CLI last announced before retrying a 429 itself (only with `CLAUDE_CODE_MAX_RETRIES` > 0). @unit milliseconds */
   rateLimitDelayMs: number | undefined;
   private readonly messages = new Map<string, MessageUsage>();
+  /** The agent's latest text and tool call, for the heartbeats of a client following the stage. */
+  private readonly activity = new AgentActivityTracker();
 
   constructor(
     sessionId: string,
@@ -159,6 +162,7 @@ export class CliEventReader {
       costUsd: this.costUsd,
       lastEventAt: this.lastOutputAt,
       usage: this.usage,
+      ...(this.activity.activity ? { agent: this.activity.activity } : {}),
     };
   }
 
@@ -181,9 +185,13 @@ export class CliEventReader {
     for (const block of message.content ?? []) {
       const file = block.type === 'tool_use' ? fileWrittenBy(block.name, block.input) : undefined;
       if (file) this.onFileWrite(file);
+      if (block.type === 'tool_use' && block.name) this.activity.toolCall(block.name, block.input);
     }
     const text = (message.content ?? []).filter((b) => b.type === 'text').map((b) => b.text ?? '').join('');
-    if (text) this.lastAssistantText = text;
+    if (text) {
+      this.lastAssistantText = text;
+      this.activity.text(text);
+    }
     return true;
   }
 

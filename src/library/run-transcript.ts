@@ -1,0 +1,97 @@
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
+import { runFolder } from '../activities/workspace/run-folder.js';
+import { loadConfig } from '../config.js';
+import type { StageStatus } from '../pipeline/run-state.js';
+import { InvalidRequestError } from './errors.js';
+import { readRun } from './run-reader.js';
+import { readLines } from './tail-file.js';
+import { listTranscripts, stageFolder, type TranscriptFile } from './transcript-files.js';
+
+/** Options of `run.transcript()`. */
+export interface TranscriptOptions {
+  stage: string;
+  /** Only this attempt. @default every attempt of every round, oldest first */
+  attempt?: number;
+  /** Keep reading while the stage runs, moving on to retries and new rounds (as `logs --follow`). @default false */
+  follow?: boolean;
+  signal?: AbortSignal;
+  /** The workers' workspaces folder, for a run that has not reported its workspace yet. @default `AGENT_PIPELINE_WORKSPACES`, else `.agent-pipeline/workspaces` */
+  workspacesRoot?: string;
+}
+
+/** What `run.transcript()` yields: each attempt's transcript file as it is reached, then its lines (stream-json, as saved). */
+export type TranscriptEntry = ({ type: 'transcript' } & TranscriptFile) | { type: 'line'; file: string; text: string };
+
+/** How often a follow re-reads the run to learn whether the stage still runs. @unit milliseconds */
+const RUN_POLL_MS = 2_000;
+const FINISHED: ReadonlySet<StageStatus> = new Set(['completed', 'failed', 'skipped', 'cancelled']);
+
+/**
+ * A stage's agent transcripts from the run's workspace, which this host must see (a worker host, or one mounting the
+ * same workspaces folder): what `agent-pipeline logs` prints. With `follow`, lines come as the agent writes them.
+ * @throws InvalidRequestError `INVALID_REQUEST` for a stage the run does not have; `TRANSCRIPT_NOT_FOUND` when none is found
+ */
+export async function* readTranscript(client: Client, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
+  const { state } = await readRun(client, runId);
+  const stage = state.stages.find((s) => s.id === options.stage);
+  if (!stage) {
+    throw new InvalidRequestError('INVALID_REQUEST', `run ${runId} has no stage "${options.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
+  }
+  // The workspace the worker reported; before any stage has, where this machine's settings put it.
+  const ownFolder = runFolder(options.workspacesRoot ?? loadConfig().workspacesRoot, runId);
+  const workspace = state.workspace ?? stage.result?.workspace ?? ownFolder;
+  // A run in a lent folder (`workspace.dir`) keeps its transcripts in its own folder, not in the lent one.
+  const folder = existsSync(stageFolder(workspace, options.stage)) ? stageFolder(workspace, options.stage) : stageFolder(ownFolder, options.stage);
+  const status = new StageStatusReader(client, runId, options.stage, stage.status);
+  const wanted = async (): Promise<TranscriptFile[]> => (await listTranscripts(folder)).filter((t) => options.attempt === undefined || t.attempt === options.attempt);
+  const { signal } = options;
+  const read = new Set<string>();
+  while (!signal?.aborted) {
+    const pending = (await wanted()).filter((t) => !read.has(t.file));
+    if (pending.length === 0) {
+      // A pending stage has yet to start and a waiting one may resume (an answer, a retry): only these are over.
+      if (!options.follow || FINISHED.has(await status.now())) break;
+      await sleep(RUN_POLL_MS / 4, undefined, { signal }).catch(() => undefined);
+      continue;
+    }
+    for (const [i, transcript] of pending.entries()) {
+      read.add(transcript.file);
+      // Only the newest transcript can still grow; it is over when a newer one appears or the stage stops running.
+      const follow = Boolean(options.follow) && i === pending.length - 1;
+      // The status may lag the file by a poll: a transcript that exists belongs to a stage that has started.
+      const isDone = async (): Promise<boolean> => (await wanted()).some((t) => !read.has(t.file)) || !['pending', 'running'].includes(await status.now());
+      yield { type: 'transcript', ...transcript };
+      for await (const text of readLines(transcript.file, { follow, isDone, signal })) yield { type: 'line', file: transcript.file, text };
+    }
+    if (!options.follow) break;
+  }
+  if (read.size === 0 && !signal?.aborted) {
+    const which = options.attempt === undefined ? 'no transcript' : `no transcript of attempt ${options.attempt}`;
+    throw new InvalidRequestError(
+      'TRANSCRIPT_NOT_FOUND',
+      `[TRANSCRIPT_NOT_FOUND] ${which} in ${folder}. The stage has not run yet, or this machine does not see the workers' workspaces folder (set AGENT_PIPELINE_WORKSPACES to it, or run logs on a worker host)`,
+    );
+  }
+}
+
+/** The stage's status, read from the run at most every RUN_POLL_MS. */
+class StageStatusReader {
+  private lastRead = 0;
+
+  constructor(
+    private readonly client: Client,
+    private readonly runId: string,
+    private readonly stageId: string,
+    private status: StageStatus,
+  ) {}
+
+  async now(): Promise<StageStatus> {
+    if (Date.now() - this.lastRead >= RUN_POLL_MS) {
+      this.lastRead = Date.now();
+      this.status = (await readRun(this.client, this.runId)).state.stages.find((s) => s.id === this.stageId)?.status ?? this.status;
+    }
+    return this.status;
+  }
+}
