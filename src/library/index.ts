@@ -28,4 +28,5 @@ export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '.
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, BackendName } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';
+export type { AgentPromptDecision, AgentPromptRequest, AgentQuestion } from '../pipeline/agent-prompt.js';
 export type { LiveAttempt } from './run-reader.js';

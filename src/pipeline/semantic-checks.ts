@@ -2,7 +2,10 @@ import { ConditionSyntaxError, listConditionReferences, parseCondition, type Con
 import { allowedFailures, findAncestors } from './graph.js';
 import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
-import type { PipelineDefinition } from './schema.js';
+import { promptSettings } from './agent-prompt.js';
+import { formatDuration, toMilliseconds } from './duration.js';
+import type { PipelineDefinition, StageDefinition } from './schema.js';
+import { STAGE_DEFAULTS } from './stage-options.js';
 
 /**
  * Checks that need the whole pipeline, after the schema and the stage graph passed: reviews name stages the
@@ -57,6 +60,7 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
         });
       }
     }
+    problems.push(...checkPromptDeadline(pipeline, stage, i));
     problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
     problems.push(...checkOutput(stage.output, ['stages', i, 'output']));
     if (stage.review && (stage.contract ?? pipeline.defaults?.contract) === 'none') {
@@ -65,6 +69,20 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
   });
   problems.push(...checkFinallyStages(pipeline));
   return problems;
+}
+
+/**
+ * A mid-turn prompt holds the attempt (its agent and worker slot) while it waits: the stage's start-to-close `timeout`
+ * must outlast the prompt's deadline, or Temporal would end the attempt in the middle of a person's decision.
+ */
+function checkPromptDeadline(pipeline: PipelineDefinition, stage: StageDefinition, i: number): { path: PropertyKey[]; message: string }[] {
+  const merged = { ...pipeline.defaults, ...stage };
+  if (merged.onPermissionRequest !== 'ask') return [];
+  const wait = promptSettings(merged).timeoutMs;
+  const stageTimeout = toMilliseconds(merged.timeout ?? STAGE_DEFAULTS.timeout);
+  if (wait < stageTimeout) return [];
+  const path = stage.permissionRequest?.timeout !== undefined ? ['stages', i, 'permissionRequest', 'timeout'] : ['stages', i, 'timeout'];
+  return [{ path, message: `a permission request waits up to ${formatDuration(wait)}, which the stage's timeout of ${formatDuration(stageTimeout)} does not outlast; raise \`timeout\` or lower \`permissionRequest.timeout\`` }];
 }
 
 /** `finally` stages run one after another once the run has ended: ids of their own, no `needs` or `review`. */

@@ -13,6 +13,7 @@ import { ReviewLoop } from './review-loop.js';
 import { CARRY_OVER_VERSION, handOverLimits, readCarryOver, type HandOverLimits, type RunCarryOver } from './run-carry-over.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
+import { AgentPrompts } from './agent-prompts.js';
 import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
@@ -22,6 +23,11 @@ import { HumanWaits } from './waits.js';
  * is recorded where a run first finds a hand-over due, so a replay of any earlier history takes the old path.
  */
 const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
+/**
+ * Patch: stages with `onPermissionRequest: ask` ask people mid-turn (agent-prompts.ts). Only runs with such a stage call
+ * patched(), and such stages did not exist before, so every recorded history replays unchanged.
+ */
+export const MID_TURN_PROMPTS_PATCH = 'perm25-mid-turn-prompts';
 
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
@@ -44,6 +50,7 @@ export class PipelineRun {
   readonly tracker: RunTracker;
   readonly waits: HumanWaits;
   readonly budget: BudgetGuard;
+  readonly prompts: AgentPrompts;
   private readonly stages: ResolvedStage[];
   /** The pipeline's `finally:` stages, run one after another once the run has ended. */
   private readonly finallyStages: ResolvedStage[];
@@ -81,11 +88,14 @@ export class PipelineRun {
     const byReference = patched(TEMPLATE_VALUES_PATCH);
     this.visibility = new RunVisibility(this.tracker, patched(BOUNDED_STAGES_PATCH));
     this.waits = new HumanWaits(this.tracker, this.publish);
+    const all = [...this.stages, ...this.finallyStages];
+    const asks = all.some((s) => s.onPermissionRequest === 'ask') && patched(MID_TURN_PROMPTS_PATCH);
+    this.prompts = new AgentPrompts(this.tracker, this.waits, (id) => all.find((s) => s.id === id), asks);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     this.rounds = new Map(carried?.rounds);
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference });
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, prompts: this.prompts, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference });
     this.runner.runEnd = carried?.runEnd;
     this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
     this.failure = carried?.failure;

@@ -13,7 +13,9 @@ import type { createActivities } from '../activities/index.js';
 import { formatRunInputProblems } from '../pipeline/run-input-problems.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
+  agentPromptUpdate,
   answerStageUpdate,
+  denyStageUpdate,
   approveStageUpdate,
   getStatusQuery,
   rejectStageUpdate,
@@ -99,4 +101,6 @@ function registerHandlers(run: PipelineRun): void {
   setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });
   setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
   setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
+  setHandler(denyStageUpdate, (i) => controls.deny(i), { validator: (i) => controls.validateDeny(i) });
+  setHandler(agentPromptUpdate, (i) => run.prompts.ask(i), { validator: (i) => run.prompts.validate(i) });
 }

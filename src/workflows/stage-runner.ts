@@ -87,6 +87,7 @@ export class StageRunner {
     this.ctx.publish();
     let continuation = this.ctx.reviews.takeContinuation(stage, round);
     const current: Round = { number: round, granted: [], artifacts: [] };
+    this.ctx.prompts?.resetStage(stage.id);
     try {
       // A gate-only stage runs no agent: it is only a person's approval.
       if (stage.gateOnly) return (await this.complete(stage, undefined)).outcome;
@@ -126,7 +127,7 @@ export class StageRunner {
         baseDir: input.baseDir,
         // Only the hash: the activity reads the files from the run's start event, so history holds them once.
         bundleHash: input.bundle?.hash,
-        stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
+        stage: this.withGranted(stage, round),
         ...values,
         pipeline: {
           context: input.pipeline.context,
@@ -144,12 +145,15 @@ export class StageRunner {
         prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
       });
     } catch (err) {
+      // A prompt of the attempt still open (its worker died while its agent waited) can no longer be answered.
+      this.ctx.waits.closePrompt(stage.id);
       const failure = readStageFailure(err, stage);
       tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
       if (failure.sessionId) this.ctx.sessions.set(stage.id, failure.sessionId);
       if (failure.cancelled) throw err;
       return this.onFailure(stage, round, failure);
     }
+    this.ctx.waits.closePrompt(stage.id);
     tracker.recordCost(stage.id, { usage: result.usage, costUsd: result.costUsd, attempts: result.attempt, durationMs: Date.now() - startedAt });
     round.artifacts = mergeArtifacts(round.artifacts, result.artifacts);
     if (round.artifacts.length > MAX_LISTED_ARTIFACTS && patched(ARTIFACT_CAP_PATCH)) {
@@ -162,6 +166,12 @@ export class StageRunner {
     tracker.recordResult(stage.id, result);
     if (result.sessionId) this.ctx.sessions.set(stage.id, result.sessionId);
     return this.onResult(stage, round, result);
+  }
+
+  /** The stage with the tools people allowed in this round: after denials, and mid-turn with `approve --allow-all`. */
+  private withGranted(stage: ResolvedStage, round: Round): ResolvedStage {
+    const granted = [...round.granted, ...(this.ctx.prompts?.allowedTools(stage.id) ?? [])];
+    return granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...granted])] } : stage;
   }
 
   private async onResult(stage: ResolvedStage, round: Round, result: StageResult): Promise<Step> {
