@@ -78,6 +78,10 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
 function checkPromptDeadline(pipeline: PipelineDefinition, stage: StageDefinition, i: number): { path: PropertyKey[]; message: string }[] {
   const merged = { ...pipeline.defaults, ...stage };
   if (merged.onPermissionRequest !== 'ask') return [];
+  const backend = merged.backend ?? STAGE_DEFAULTS.backend;
+  if (backend !== 'claude-cli') {
+    return [{ path: ['stages', i, 'onPermissionRequest'], message: `only the claude-cli backend asks mid-turn; stage "${stage.id}" runs on ${backend}, so drop \`onPermissionRequest: ask\` or use backend claude-cli` }];
+  }
   const wait = promptSettings(merged).timeoutMs;
   const stageTimeout = toMilliseconds(merged.timeout ?? STAGE_DEFAULTS.timeout);
   if (wait < stageTimeout) return [];
