@@ -178,7 +178,8 @@ export class StageRunner {
     const { tracker, waits } = this.ctx;
     const runId = tracker.state.runId;
     const sessionId = result.sessionId;
-    const denials = result.permissionDenials ?? [];
+    // A stage that asks mid-turn had each of its calls decided by a person (or the deadline) already: not asked again.
+    const denials = stage.onPermissionRequest === 'ask' ? [] : (result.permissionDenials ?? []);
     if (denials.length > 0 && stage.onPermissionDenied === 'ask' && result.status !== 'needs_input') {
       const tools = [...new Set(denials.map((d) => d.tool))];
       const decision = await waits.waitFor(stage.id, {
