@@ -124,7 +124,8 @@ describe('mid-turn permission prompts with the real CLI', () => {
   });
 
   test('`deny --message` makes the agent go on without the call, and the model reads the message', { timeout: 240_000 }, async () => {
-    const handle = await harness.startYaml('denied', pipeline('denied'));
+    // With `onPermissionDenied: ask` too: the call a person denied mid-turn is not asked about again after the turn.
+    const handle = await harness.startYaml('denied', pipeline('denied', '    onPermissionDenied: ask\n'));
     await waitForWaiting(handle, 'work', 'tool_request', 120_000);
     const denied = await runCli(['deny', handle.workflowId, '--stage', 'work', '--message', 'use the test script'], harness.env);
     expect(denied.exitCode, denied.stderr).toBe(0);
