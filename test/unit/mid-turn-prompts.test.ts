@@ -99,6 +99,7 @@ describe('the deadline of a prompt and the stage timeout', () => {
     expect(pipelineProblems(stage('    timeout: 5m'))).toEqual([expect.stringMatching(/^stages\[0\]\.timeout: a permission request waits up to 10m.*timeout of 5m/)]);
     expect(pipelineProblems(stage('    timeout: 1h\n    permissionRequest: { timeout: 2h, onTimeout: fail }'))).toEqual([expect.stringMatching(/^stages\[0\]\.permissionRequest\.timeout: /)]);
     expect(pipelineProblems(stage('    permissionRequest: { onTimeout: allow }'))).toEqual([expect.stringContaining('permissionRequest.onTimeout')]);
+    expect(pipelineProblems(`${stage('')}\nfinally:\n  - { id: f, prompt: y, onPermissionRequest: ask, timeout: 1m }`)).toEqual([expect.stringMatching(/^finally\[0\]\.timeout: /)]);
     expect(pipelineProblems(stage('    backend: anthropic-api'))).toEqual([expect.stringMatching(/^stages\[0\]\.onPermissionRequest: only the claude-cli backend asks mid-turn/)]);
   });
 });
