@@ -32,6 +32,9 @@ beforeAll(async () => {
         { name: 'approved', match: 'Pipeline: approved ·', turns: [bash('echo made > approved.txt'), { text: report('Wrote approved.txt.') }] },
         { name: 'denied', match: 'Pipeline: denied ·', turns: [bash('make build > built.txt'), { text: report('Did without make.') }] },
         { name: 'late', match: 'Pipeline: late ·', turns: [bash('echo late > late.txt'), { text: report('Went on.') }] },
+        // The first stage takes a moment, so the asking stage's agent is started ahead of time (warm start) meanwhile.
+        { name: 'warm-first', match: 'Pipeline: warm · Stage: first ·', turns: [{ text: report('First done.'), delayMs: 1_500 }] },
+        { name: 'warm', match: 'Pipeline: warm · Stage: work ·', turns: [bash('echo warm > warm.txt'), { text: report('Wrote warm.txt.') }] },
         { name: 'asked', match: 'Pipeline: asked ·', turns: [{ tool: { name: 'AskUserQuestion', input: { questions: [QUESTION] } } }, { text: report('Used the answer.') }] },
       ],
     },
@@ -148,6 +151,20 @@ describe('mid-turn permission prompts with the real CLI', () => {
     expect(result.is_error).toBe(true);
     expect(JSON.stringify(result.content)).toMatch(/Nobody decided within 5(\.0)?s/);
     expect(state.warnings?.join('\n')).toContain('nobody decided the agent');
+  });
+
+  test('an agent started ahead of time (warm start) asks and is answered the same way', { timeout: 240_000 }, async () => {
+    const yaml =
+      'name: warm\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, stallTimeout: 2m, retries: 0, allowedTools: [Read] }\n' +
+      'stages:\n  - id: first\n    prompt: Do the first part.\n  - id: work\n    needs: [first]\n    prompt: Do the work.\n    onPermissionRequest: ask\n';
+    const handle = await harness.startYaml('warm', yaml);
+    await waitForWaiting(handle, 'work', 'tool_request', 120_000);
+    const approved = await runCli(['approve', handle.workflowId, '--stage', 'work'], harness.env);
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    expect(stageOf(state, 'work').result).toMatchObject({ warmStart: true, summary: 'Wrote warm.txt.' });
+    expect(await readFile(path.join(state.workspace!, 'warm.txt'), 'utf8')).toBe('warm\n');
   });
 
   test("the agent's own question waits with its suggested answers; `answer` reaches the same agent", { timeout: 240_000 }, async () => {
