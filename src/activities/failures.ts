@@ -49,6 +49,10 @@ export const FAILURES = {
   SERVER_ERROR: { nonRetryable: false, hint: 'a server-side problem; the attempt is retried with backoff while the stage has `retries` left' },
   /** Thrown when the API could not be reached or the connection broke. */
   CONNECTION_ERROR: { nonRetryable: false, hint: 'check the network and ANTHROPIC_BASE_URL of the worker; the attempt is retried with backoff while the stage has `retries` left' },
+  /** Thrown when nobody decided a mid-turn permission request or question within `permissionRequest.timeout` and its `onTimeout` is `fail`; the agent was stopped. */
+  PERMISSION_TIMED_OUT: { nonRetryable: true, hint: 'decide sooner, raise `permissionRequest.timeout`, or set `permissionRequest.onTimeout: deny`' },
+  /** Thrown when a person rejected what the agent asked mid-turn (`reject`); the agent was stopped. */
+  REJECTED: { nonRetryable: true, hint: 'start a new run once the stage asks for what it should' },
   /** Thrown when the agent produced no output for the stall timeout and was stopped. */
   AGENT_STALLED: { nonRetryable: false, hint: 'raise `stallTimeout` (or `firstOutputTimeout`) if the agent needs longer silences' },
   /** Thrown when the CLI exited without a final result (crash, signal, unexpected exit code). */

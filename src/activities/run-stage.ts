@@ -16,6 +16,7 @@ import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/o
 import { commitStageWork } from './delivery/commit-stage-work.js';
 import { openStageWorktree } from './workspace/stage-isolation.js';
 import { AttemptLog, type AttemptFailure } from './attempt/log.js';
+import { askPersonThroughRun } from './attempt/ask-person.js';
 import { attemptBudgetCap } from './attempt/budget-cap.js';
 import { addSpending, spentBefore, withEarlierSpending, type Spending } from './attempt/spending.js';
 import { mergeWarnings, warningsBefore, withEarlierWarnings } from './attempt/warnings.js';
@@ -300,6 +301,7 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
+    askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     prewarm: input.prewarm?.length
       ? () =>

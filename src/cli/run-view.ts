@@ -89,6 +89,8 @@ export function waitLines(state: RunState): string[] {
   return runWait.concat(...listWaits(state).map((wait) => [
     `⏸ ${wait.stage} waits for ${wait.kind.replace('_', ' ')}: ${wait.question ?? wait.message}`,
     ...(wait.denials ?? []).map((d) => `    denied: ${d.tool} ${summariseInput(d.input)}`),
+    ...(wait.request ? [`    wants to run: ${wait.request.tool} ${oneLine(wait.request.input, 200)}`, ...(wait.request.reason ? [`    because: ${oneLine(wait.request.reason, 200)}`] : [])] : []),
+    ...(wait.questions ?? []).flatMap((q) => (q.options.length > 0 ? [`    suggested answers${wait.questions!.length > 1 ? ` to "${oneLine(q.header ?? q.question, 60)}"` : ''}: ${q.options.map((o) => `"${oneLine(o, 60)}"`).join(', ')}`] : [])),
     // An absolute time: the live view prints these lines again only when they change.
     ...(wait.timeoutAt === undefined ? [] : [`    deadline ${formatDeadline(wait.timeoutAt)}${wait.onTimeout ? `; then ${wait.onTimeout}` : ''}`]),
     ...wait.commands.map((command) => `    → ${command}`),

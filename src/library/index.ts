@@ -33,4 +33,5 @@ export type { LeaseEntry, LeaseKeyState } from '../activities/leases/lease-clien
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { McpServer, Duration, DurationText, DurationUnit } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';
+export type { AgentPromptDecision, AgentPromptRequest, AgentQuestion } from '../pipeline/agent-prompt.js';
 export type { LiveAttempt } from './run-reader.js';

@@ -6,6 +6,7 @@ import type { RunState } from '../pipeline/run-state.js';
 import {
   answerStageUpdate,
   approveStageUpdate,
+  denyStageUpdate,
   rejectStageUpdate,
   retryStageUpdate,
   skipStageUpdate,
@@ -194,6 +195,14 @@ export class RunHandle {
         ],
       }),
     );
+  }
+
+  /**
+   * Denies the tool call (or question) a stage's agent waits on mid-turn (`tool_request` and `question` waits, with
+   * `onPermissionRequest: ask`): the same agent goes on without it and reads `message` as the call's result.
+   */
+  deny(options: { stage?: string; message?: string } = {}): Promise<RunState> {
+    return this.decide((h) => h.executeUpdate(denyStageUpdate, { args: [this.signed(denyStageUpdate.name, { stage: options.stage, message: options.message })] }));
   }
 
   /** Rejects what a stage waits for; the stage fails with `reason`. */

@@ -29,6 +29,7 @@ const ENUM_NOUNS: Record<string, string> = {
   backend: 'a backend',
   permissionMode: 'a permission mode',
   onPermissionDenied: 'a choice for onPermissionDenied',
+  onPermissionRequest: 'a choice for onPermissionRequest',
   onFailure: 'a choice for onFailure',
   onBlocked: 'a choice for onBlocked',
   nonRetryable: 'a failure type',

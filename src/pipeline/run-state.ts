@@ -1,3 +1,4 @@
+import type { AgentQuestion } from './agent-prompt.js';
 import type { ReviewLedger } from './review-ledger.js';
 import type { StageResult } from './stage-result.js';
 
@@ -18,11 +19,16 @@ export function isTimeoutFailure(type: string): boolean {
 
 /** Why a run waits for a person, and what moves it on. */
 export interface WaitingFor {
-  kind: 'answer' | 'approval' | 'budget' | 'permission' | 'review_rounds' | 'failure';
+  /** `tool_request` and `question`: the agent asks mid-turn and its process waits (docs/permission-prompts.md). */
+  kind: 'answer' | 'approval' | 'budget' | 'permission' | 'review_rounds' | 'failure' | 'tool_request' | 'question';
   /** What the person is asked, in a sentence. */
   message: string;
   /** The agent's question (`answer`). */
   question?: string;
+  /** The tool call the agent waits to make (`tool_request`), its input summarised, and why the CLI asks. */
+  request?: { tool: string; input: string; reason?: string };
+  /** The agent's questions with the answers it suggests (`question`). */
+  questions?: AgentQuestion[];
   /** Tool calls the CLI denied (`permission`). */
   denials?: { tool: string; input: unknown }[];
   /** The exact commands that move the run on, e.g. `agent-pipeline answer RUN --stage S "..."`. */

@@ -73,6 +73,14 @@ export const answerWaitSchema = z.strictObject({
   note: z.string().min(1).optional(),
 });
 
+/** How long a mid-turn permission request or question (`onPermissionRequest: ask`) waits, and what then. */
+export const permissionRequestSchema = z.strictObject({
+  /** How long the agent waits for a person's decision. @default 10m; it must stay under the stage's `timeout` */
+  timeout: durationSchema.optional(),
+  /** `deny` the call (default; the agent goes on without it) or `fail` the stage. */
+  onTimeout: z.enum(['deny', 'fail']).optional(),
+});
+
 /** A host name (or IP address) an agent's sandboxed Bash may reach, optionally with a leading `*.` wildcard. */
 const domainSchema = z
   .string()
@@ -149,6 +157,13 @@ const stageOptionsShape = {
   bare: z.boolean().optional(),
   /** What to do when the CLI denied tool calls: `fail` the stage, `ask` a person, or `ignore`. */
   onPermissionDenied: z.enum(['fail', 'ask', 'ignore']).optional(),
+  /**
+   * CLI backend: what happens when the agent calls a tool its `allowedTools` and permission mode do not settle, or asks
+   * a question: `deny` it (default), or `ask` a person while the agent waits mid-turn (docs/permission-prompts.md).
+   */
+  onPermissionRequest: z.enum(['deny', 'ask']).optional(),
+  /** The deadline of each `onPermissionRequest: ask` wait. */
+  permissionRequest: permissionRequestSchema.optional(),
   /** What to do when the stage fails for good: `fail` the run, or `ask` a person (retry / skip / cancel). */
   onFailure: z.enum(['fail', 'ask']).optional(),
   /** Bound the wait for an answer to the agent's question; without it the run waits indefinitely. */

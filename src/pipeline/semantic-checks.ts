@@ -3,7 +3,10 @@ import { allowedFailures, findAncestors } from './graph.js';
 import { findLimitProblems } from './limits.js';
 import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
-import type { PipelineDefinition } from './schema.js';
+import { promptSettings } from './agent-prompt.js';
+import { formatDuration, toMilliseconds } from './duration.js';
+import type { PipelineDefinition, StageDefinition } from './schema.js';
+import { STAGE_DEFAULTS } from './stage-options.js';
 import { findInputDefaultProblems } from './object-inputs.js';
 
 /**
@@ -59,14 +62,34 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
         });
       }
     }
+    problems.push(...checkPromptDeadline(pipeline, stage, i));
     problems.push(...checkExpects(stage.expects, ['stages', i, 'expects']));
     problems.push(...checkOutput(stage.output, ['stages', i, 'output']));
     if (stage.review && (stage.contract ?? pipeline.defaults?.contract) === 'none') {
       problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
     }
   });
+  (pipeline.finally ?? []).forEach((stage, i) => problems.push(...checkPromptDeadline(pipeline, stage, i, 'finally')));
   problems.push(...checkFinallyStages(pipeline), ...findAllLimitProblems(pipeline));
   return problems;
+}
+
+/**
+ * A mid-turn prompt holds the attempt (its agent and worker slot) while it waits: the stage's start-to-close `timeout`
+ * must outlast the prompt's deadline, or Temporal would end the attempt in the middle of a person's decision.
+ */
+function checkPromptDeadline(pipeline: PipelineDefinition, stage: StageDefinition, i: number, list: 'stages' | 'finally' = 'stages'): { path: PropertyKey[]; message: string }[] {
+  const merged = { ...pipeline.defaults, ...stage };
+  if (merged.onPermissionRequest !== 'ask') return [];
+  const backend = merged.backend ?? STAGE_DEFAULTS.backend;
+  if (backend !== 'claude-cli') {
+    return [{ path: [list, i, 'onPermissionRequest'], message: `only the claude-cli backend asks mid-turn; stage "${stage.id}" runs on ${backend}, so drop \`onPermissionRequest: ask\` or use backend claude-cli` }];
+  }
+  const wait = promptSettings(merged).timeoutMs;
+  const stageTimeout = toMilliseconds(merged.timeout ?? STAGE_DEFAULTS.timeout);
+  if (wait < stageTimeout) return [];
+  const path = stage.permissionRequest?.timeout !== undefined ? [list, i, 'permissionRequest', 'timeout'] : [list, i, 'timeout'];
+  return [{ path, message: `a permission request waits up to ${formatDuration(wait)}, which the stage's timeout of ${formatDuration(stageTimeout)} does not outlast; raise \`timeout\` or lower \`permissionRequest.timeout\`` }];
 }
 
 /** `finally` stages run one after another once the run has ended: ids of their own, no `needs` or `review`. */

@@ -1,4 +1,5 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import type { AgentPromptDecision, AgentPromptRequest } from '../pipeline/agent-prompt.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
@@ -96,6 +97,13 @@ export interface RejectStageInput {
   stage?: string;
   reason: string;
 }
+/** Denies what a stage's agent asks mid-turn (`tool_request` and `question` waits); the agent reads `message`. */
+export interface DenyStageInput {
+  /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
+  signature?: TrustSignature;
+  stage?: string;
+  message?: string;
+}
 export interface RetryStageInput {
   /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
   signature?: TrustSignature;
@@ -124,3 +132,11 @@ export const rejectStageUpdate = defineUpdate<RunState, [RejectStageInput]>('rej
 export const retryStageUpdate = defineUpdate<RunState, [RetryStageInput]>('retryStage');
 /** Skips a failed stage (waiting with `onFailure: ask`); its dependents run as if it had completed. */
 export const skipStageUpdate = defineUpdate<RunState, [SkipStageInput]>('skipStage');
+/** Denies the tool call (or question) a stage's agent waits on mid-turn; the agent goes on without it. */
+export const denyStageUpdate = defineUpdate<RunState, [DenyStageInput]>('denyStage');
+/**
+ * Sent by a stage attempt, not by people: its agent asks mid-turn (`onPermissionRequest: ask`). The stage waits; the
+ * update completes with the decision (a person's, or the deadline's), which the attempt passes to the waiting agent.
+ * The attempt long-polls it from its own client, heartbeating meanwhile (docs/permission-prompts.md).
+ */
+export const agentPromptUpdate = defineUpdate<AgentPromptDecision, [AgentPromptRequest]>('agentPrompt');

@@ -14,6 +14,7 @@ import { CARRY_OVER_VERSION, handOverLimits, readCarryOver, type HandOverLimits,
 import { RunLimits } from './run-limits.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
+import { AgentPrompts } from './agent-prompts.js';
 import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
 import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
@@ -29,6 +30,11 @@ const CONTINUE_AS_NEW_PATCH = 'continue-as-new';
  * `AGENT_BLOCKED`, and `finally` stages get `{{run.error.type}}`. Runs recorded before it keep the fixed policy.
  */
 export const STAGE_KNOBS_PATCH = 'knobs24-retry-policy-and-on-blocked';
+/**
+ * Patch: stages with `onPermissionRequest: ask` ask people mid-turn (agent-prompts.ts). Only runs with such a stage call
+ * patched(), and such stages did not exist before, so every recorded history replays unchanged.
+ */
+export const MID_TURN_PROMPTS_PATCH = 'perm25-mid-turn-prompts';
 
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
@@ -55,6 +61,7 @@ export class PipelineRun {
   readonly trust: RunTrust;
   /** The pipeline's and the stages' concurrency keys (`limits:`), and what the run waits for among them. */
   readonly keys: RunLimits;
+  readonly prompts: AgentPrompts;
   private readonly stages: ResolvedStage[];
   /** The pipeline's `finally:` stages, run one after another once the run has ended. */
   private readonly finallyStages: ResolvedStage[];
@@ -92,13 +99,16 @@ export class PipelineRun {
     const byReference = patched(TEMPLATE_VALUES_PATCH);
     this.visibility = new RunVisibility(this.tracker, patched(BOUNDED_STAGES_PATCH));
     this.waits = new HumanWaits(this.tracker, this.publish);
+    const all = [...this.stages, ...this.finallyStages];
+    const asks = all.some((s) => s.onPermissionRequest === 'ask') && patched(MID_TURN_PROMPTS_PATCH);
+    this.prompts = new AgentPrompts(this.tracker, this.waits, (id) => all.find((s) => s.id === id), asks);
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     this.rounds = new Map(carried?.rounds);
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
     const knobs = patched(STAGE_KNOBS_PATCH);
     this.keys = new RunLimits(input, this.tracker, this.publish, carried?.leases);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys });
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys, prompts: this.prompts });
     this.runner.runEnd = carried?.runEnd;
     this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
     this.failure = carried?.failure;

@@ -13,7 +13,9 @@ import type { createActivities } from '../activities/index.js';
 import { formatRunInputProblems } from '../pipeline/run-input-problems.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
+  agentPromptUpdate,
   answerStageUpdate,
+  denyStageUpdate,
   approveStageUpdate,
   getStatusQuery,
   rejectStageUpdate,
@@ -108,4 +110,6 @@ function registerHandlers(run: PipelineRun): void {
   setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
   setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
   setHandler(leaseWaitSignal, (report) => run.keys.onWait(report));
+  setHandler(denyStageUpdate, (i) => controls.deny(i), { validator: (i) => controls.validateDeny(i) });
+  setHandler(agentPromptUpdate, (i) => run.prompts.ask(i), { validator: (i) => run.prompts.validate(i) });
 }

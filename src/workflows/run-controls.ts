@@ -1,6 +1,6 @@
 import type { RunState } from '../pipeline/run-state.js';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
-import type { AnswerStageInput, ApproveStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from './messages.js';
+import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from './messages.js';
 import type { PipelineRun } from './pipeline-run.js';
 import { rejectUpdate, type OpenWait } from './waits.js';
 
@@ -25,12 +25,12 @@ export class RunControls {
   validateAnswer(input: AnswerStageInput): void {
     this.run.trust.requireSignature(input.signature);
     requireText(input.text, 'the answer', 'answer RUN [--stage S] "TEXT"');
-    this.run.waits.resolve('answer', input.stage, ['answer']);
+    this.run.waits.resolve('answer', input.stage, ['answer', 'question']);
   }
 
   async answer(input: AnswerStageInput): Promise<RunState> {
     await this.run.trust.verify('answerStage', input);
-    await this.run.waits.decide(this.run.waits.resolve('answer', input.stage, ['answer']), { kind: 'answer', text: input.text });
+    await this.run.waits.decide(this.run.waits.resolve('answer', input.stage, ['answer', 'question']), { kind: 'answer', text: input.text });
     return this.state;
   }
 
@@ -55,7 +55,7 @@ export class RunControls {
       }
       return waits.resolve('approve --budget-usd', input.stage, ['budget']);
     }
-    const targets = waits.resolve('approve', input.stage, ['approval', 'permission', 'review_rounds', 'budget']);
+    const targets = waits.resolve('approve', input.stage, ['approval', 'permission', 'review_rounds', 'budget', 'tool_request']);
     const { kind, stage } = targets[0];
     const suffix = stage ? ` --stage ${stage}` : '';
     if (kind === 'budget') {
@@ -67,7 +67,10 @@ export class RunControls {
     }
     const badTool = (input.allowTools ?? []).map(findToolNameProblem).find(Boolean);
     if (badTool) throw rejectUpdate(`--allow: ${badTool}`);
-    if ((input.allowAll || input.allowTools?.length) && kind !== 'permission') {
+    if (kind === 'tool_request' && input.allowTools?.length) {
+      throw rejectUpdate(`stage ${stage}'s agent waits to run one call: approve it, or allow its tool for the rest of the stage with --allow-all`);
+    }
+    if ((input.allowAll || input.allowTools?.length) && kind !== 'permission' && kind !== 'tool_request') {
       throw rejectUpdate(`stage ${stage} waits for ${kind.replace('_', ' ')}, not for tool permissions; drop --allow/--allow-all`);
     }
     if (input.rounds !== undefined) {
@@ -90,7 +93,19 @@ export class RunControls {
   }
 
   private rejectTargets(input: RejectStageInput): OpenWait[] {
-    return this.run.waits.resolve('reject', input.stage, ['approval', 'permission', 'review_rounds', 'budget', 'answer']);
+    return this.run.waits.resolve('reject', input.stage, ['approval', 'permission', 'review_rounds', 'budget', 'answer', 'tool_request', 'question']);
+  }
+
+  validateDeny(input: DenyStageInput): void {
+    this.run.trust.requireSignature(input.signature);
+    if (input.message !== undefined && typeof input.message !== 'string') throw rejectUpdate('--message must be text');
+    this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']);
+  }
+
+  async deny(input: DenyStageInput): Promise<RunState> {
+    await this.run.trust.verify('denyStage', input);
+    await this.run.waits.decide(this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']), { kind: 'deny', message: input.message });
+    return this.state;
   }
 
   validateRetry(input: RetryStageInput): void {

@@ -4,6 +4,7 @@ import type { PipelineRunInput } from './messages.js';
 import type { ReviewLoop } from './review-loop.js';
 import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';
+import type { AgentPrompts } from './agent-prompts.js';
 import type { HumanWaits } from './waits.js';
 
 /** What the stage runner and the merge-conflict wait work with; owned by the PipelineRun. */
@@ -11,6 +12,8 @@ export interface StageRunnerContext {
   input: PipelineRunInput;
   tracker: RunTracker;
   waits: HumanWaits;
+  /** Mid-turn prompts of the stages' agents; absent in tests that build a runner without them. */
+  prompts?: AgentPrompts;
   budget: BudgetGuard;
   reviews: ReviewLoop;
   /** The last agent session of each stage, to continue it. */

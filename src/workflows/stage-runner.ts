@@ -93,6 +93,7 @@ export class StageRunner {
     this.ctx.publish();
     let continuation = this.ctx.reviews.takeContinuation(stage, round);
     const current: Round = { number: round, granted: [], artifacts: [] };
+    this.ctx.prompts?.resetStage(stage.id);
     try {
       // A gate-only stage runs no agent: it is only a person's approval.
       if (stage.gateOnly) return (await this.complete(stage, undefined)).outcome;
@@ -135,7 +136,7 @@ export class StageRunner {
         baseDir: input.baseDir,
         // Only the hash: the activity reads the files from the run's start event, so history holds them once.
         bundleHash: input.bundle?.hash,
-        stage: round.granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...round.granted])] } : stage,
+        stage: this.withGranted(stage, round),
         ...values,
         pipeline: {
           context: input.pipeline.context,
@@ -155,12 +156,15 @@ export class StageRunner {
         ...(leases ? { leases } : {}),
       }, this.knobs);
     } catch (err) {
+      // A prompt of the attempt still open (its worker died while its agent waited) can no longer be answered.
+      this.ctx.waits.closePrompt(stage.id);
       const failure = readStageFailure(err, stage);
       tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
       if (failure.sessionId) this.ctx.sessions.set(stage.id, failure.sessionId);
       if (failure.cancelled) throw err;
       return this.onFailure(stage, round, failure);
     }
+    this.ctx.waits.closePrompt(stage.id);
     tracker.recordCost(stage.id, { usage: result.usage, costUsd: result.costUsd, attempts: result.attempt, durationMs: Date.now() - startedAt });
     round.artifacts = mergeArtifacts(round.artifacts, result.artifacts);
     if (round.artifacts.length > MAX_LISTED_ARTIFACTS && patched(ARTIFACT_CAP_PATCH)) {
@@ -175,11 +179,18 @@ export class StageRunner {
     return this.onResult(stage, round, result);
   }
 
+  /** The stage with the tools people allowed in this round: after denials, and mid-turn with `approve --allow-all`. */
+  private withGranted(stage: ResolvedStage, round: Round): ResolvedStage {
+    const granted = [...round.granted, ...(this.ctx.prompts?.allowedTools(stage.id) ?? [])];
+    return granted.length > 0 ? { ...stage, allowedTools: [...new Set([...(stage.allowedTools ?? []), ...granted])] } : stage;
+  }
+
   private async onResult(stage: ResolvedStage, round: Round, result: StageResult): Promise<Step> {
     const { tracker, waits } = this.ctx;
     const runId = tracker.state.runId;
     const sessionId = result.sessionId;
-    const denials = result.permissionDenials ?? [];
+    // A stage that asks mid-turn had each of its calls decided by a person (or the deadline) already: not asked again.
+    const denials = stage.onPermissionRequest === 'ask' ? [] : (result.permissionDenials ?? []);
     if (denials.length > 0 && stage.onPermissionDenied === 'ask' && result.status !== 'needs_input') {
       const tools = [...new Set(denials.map((d) => d.tool))];
       const decision = await waits.waitFor(stage.id, {

@@ -10,7 +10,11 @@ export type Decision =
   | { kind: 'reject'; reason: string }
   | { kind: 'retry'; feedback?: string }
   | { kind: 'skip' }
-  | { kind: 'timeout' };
+  | { kind: 'timeout' }
+  /** A mid-turn prompt refused (`deny [--message]`). */
+  | { kind: 'deny'; message?: string }
+  /** A mid-turn prompt whose attempt ended, or that a later attempt's ask replaced: nobody can answer it any more. */
+  | { kind: 'closed' };
 
 export type WaitKind = WaitingFor['kind'];
 
@@ -40,6 +44,10 @@ export function commandsFor(kind: WaitKind, runId: string, stage: string, extra:
       return [`${cli} approve ${target} --rounds 1`, `${cli} approve ${target}`, rejectCommand];
     case 'budget':
       return [`${cli} approve ${runId} --budget-usd ${extra.budgetUsd ?? 'N'}`, `${cli} reject ${runId} --reason "..."`];
+    case 'tool_request':
+      return [`${cli} approve ${target}`, `${cli} approve ${target} --allow-all`, `${cli} deny ${target} --message "..."`];
+    case 'question':
+      return [`${cli} answer ${target} "..."`, `${cli} deny ${target} --message "..."`];
     case 'failure':
       return [`${cli} retry ${target}`, `${cli} retry ${target} --feedback "..."`, `${cli} skip ${target}`, `${cli} cancel ${runId}`];
   }
@@ -52,6 +60,8 @@ const DESCRIBE: Record<WaitKind, string> = {
   review_rounds: 'a decision on more review rounds',
   budget: 'more budget',
   failure: 'a decision on its failure (retry or skip)',
+  tool_request: 'permission for a tool call, while its agent waits',
+  question: 'an answer to its question, while its agent waits',
 };
 
 /**
@@ -79,9 +89,13 @@ export class HumanWaits {
       else await condition(() => wait.decision !== undefined, timeoutMs, { summary: `stage ${stage} waits for ${DESCRIBE[waiting.kind]}` });
       return wait.decision ?? { kind: 'timeout' };
     } finally {
-      this.open.delete(stage);
-      this.tracker.markResumed(stage);
-      this.onChange();
+      // A later wait of the stage may have taken this one's place (a mid-turn prompt asked again by a retried attempt):
+      // that one is the stage's now, and stays shown.
+      if (this.open.get(stage) === wait) {
+        this.open.delete(stage);
+        this.tracker.markResumed(stage);
+        this.onChange();
+      }
     }
   }
 
@@ -116,6 +130,21 @@ export class HumanWaits {
       throw rejectUpdate(`stage "${chosen.stage}" waits for ${DESCRIBE[chosen.kind]}, which \`${command}\` does not give; use ${commands.join(' or ')}`);
     }
     return chosen.kind === 'budget' ? open.filter((w) => w.kind === 'budget') : [chosen];
+  }
+
+  /** The stage's open wait, if it has one. */
+  openFor(stage: string): OpenWait | undefined {
+    return this.open.get(stage);
+  }
+
+  /** Ends the stage's open mid-turn prompt, if any, as `closed`: its attempt ended, so nobody can answer it now. */
+  closePrompt(stage: string): void {
+    const wait = this.open.get(stage);
+    if (!wait || wait.decision || (wait.kind !== 'tool_request' && wait.kind !== 'question')) return;
+    wait.decision = { kind: 'closed' };
+    this.open.delete(stage);
+    this.tracker.markResumed(stage);
+    this.onChange();
   }
 
   /** Records a decision, then waits until every decided stage has moved on, so the caller sees the new state. */

@@ -3,6 +3,7 @@ import type { AgentActivity } from './agent-activity.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
 import type { StagePrompt } from '../prompt/compose.js';
+import type { AskPerson } from './claude-cli/control-protocol.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
 /** Progress a stage attempt reports with each heartbeat; what a retried attempt needs to resume. */
@@ -64,6 +65,11 @@ export interface BackendRequest {
   heartbeat(progress: AttemptProgress): void;
   /** The stages that become ready after this one, for a backend that starts their agents ahead of time. */
   prewarm?: () => Promise<PrewarmTarget[]>;
+  /**
+   * Asks a person, through the workflow, what the agent asks mid-turn (`onPermissionRequest: ask`); resolves to the
+   * decision. Set for stages that ask; a backend that cannot pause its agent mid-turn ignores it.
+   */
+  askPerson?: AskPerson;
   /** Other stages start as soon as this one completes: a backend may then leave its agent's shutdown to the background. */
   stagesFollow?: boolean;
 }

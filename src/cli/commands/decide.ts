@@ -41,12 +41,12 @@ export function addDecisionCommands(program: Command): void {
 
   program
     .command('approve')
-    .description('approve a gate, more budget, denied tools or more review rounds')
+    .description("approve a gate, more budget, denied tools, more review rounds, or a tool call an agent waits on")
     .argument('<id>', 'run id')
     .option('--stage <stage>', stageHelp)
     .option('--budget-usd <n>', 'raise the pipeline budget to this many US dollars (budget waits)', parsePositiveNumber)
     .addOption(new Option('--allow <tool>', 'allow this tool and resume (permission waits; repeatable)').argParser(collectToolName).conflicts('allowAll'))
-    .option('--allow-all', 'allow every tool the stage was denied')
+    .option('--allow-all', 'allow every tool the stage was denied; mid-turn: allow this tool for the rest of the stage')
     .option('--rounds <n>', 'grant this many more review rounds (review-round waits)', parsePositiveInt)
     .option('--comment <text>', 'a note kept with the decision')
     .option('--json', jsonHelp)
@@ -67,6 +67,18 @@ export function addDecisionCommands(program: Command): void {
     .addHelpText('after', exitHelp)
     .action((id: string, opts: { stage?: string; reason: string; json?: boolean }) =>
       decide(id, opts.json, `rejected${opts.stage ? ` stage ${opts.stage}` : ''}`, (run) => run.reject(opts.reason, { stage: opts.stage })),
+    );
+
+  program
+    .command('deny')
+    .description("deny the tool call (or question) a stage's agent waits on mid-turn; the agent goes on without it")
+    .argument('<id>', 'run id')
+    .option('--stage <stage>', stageHelp)
+    .option('--message <text>', 'what the agent is told instead of the call\'s result, e.g. "use the test script"')
+    .option('--json', jsonHelp)
+    .addHelpText('after', exitHelp)
+    .action((id: string, opts: { stage?: string; message?: string; json?: boolean }) =>
+      decide(id, opts.json, `denied${opts.stage ? ` stage ${opts.stage}` : ''}`, (run) => run.deny({ stage: opts.stage, message: opts.message })),
     );
 
   program

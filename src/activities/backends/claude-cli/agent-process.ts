@@ -1,5 +1,6 @@
 import type { ResultPromise } from 'execa';
 import type { AttemptProgress } from '../stage-backend.js';
+import { controlResponseLine, isControlRequest, type ControlRequest, type PromptBridge, type PromptOutcome } from './control-protocol.js';
 import type { CliEventReader } from './events.js';
 import { listProcessGroup, stopGracefully, type StopReport } from '../../process/stop.js';
 import { findMarkedProcesses } from '../../process/sweep.js';
@@ -48,6 +49,11 @@ export interface CliProcessOptions {
    * it stalls) in the background.
    */
   settleOnResult?: (reader: CliEventReader) => boolean;
+  /**
+   * Answers the CLI's permission requests (`--permission-prompt-tool stdio`, docs/permission-prompts.md). With it,
+   * stdin stays open for the answers until the agent's result; stall detection pauses while a person decides.
+   */
+  prompts?: PromptBridge;
 }
 
 /** How the process ended. */
@@ -55,8 +61,10 @@ export interface CliProcessResult {
   exitCode?: number;
   /** The signal that ended it, e.g. `SIGTERM`. */
   exitSignal?: string;
-  /** Why we stopped it, if we did. */
-  stoppedFor?: 'cancelled' | 'stalled';
+  /** Why we stopped it, if we did: cancelled, stalled, or a person's decision (or its deadline) ended the attempt. */
+  stoppedFor?: 'cancelled' | 'stalled' | 'decided';
+  /** The failure a decision ended the attempt with (`stoppedFor: 'decided'`). */
+  decided?: NonNullable<PromptOutcome['fail']>;
   /** The error code when it could not be started (`ENOENT`, `EACCES`). */
   spawnError?: string;
   stderrTail: string;
@@ -82,6 +90,13 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
 
 /** A new `claude` process that reads the prompt from stdin, or the warm one waiting for it. */
 function startOrAdopt(o: CliProcessOptions): ResultPromise {
+  if (o.prompts) {
+    // The answers to permission requests follow the prompt on stdin: it stays open until the result.
+    const child = o.spawned ?? spawnAgent(o);
+    child.stdin?.on('error', () => {});
+    child.stdin?.write(o.stdin);
+    return child;
+  }
   if (!o.spawned) return spawnAgent(o, o.stdin);
   // An adopted warm process has started up already; writing its prompt and closing stdin is all that is left.
   // A process that died while it waited makes the write fail with EPIPE; its exit is what the attempt reports.
@@ -114,6 +129,9 @@ class CliProcessRun {
     };
   });
   private readonly onAbort = (): void => this.stop('cancelled');
+  /** Permission requests a person is deciding: while any is open the agent is silent by design, not stalled. */
+  private openPrompts = 0;
+  private outputEnded = false;
 
   constructor(
     private readonly o: CliProcessOptions,
@@ -141,6 +159,7 @@ class CliProcessRun {
       failure = err;
       this.terminate();
     } finally {
+      this.outputEnded = true;
       clearTimeout(this.stallTimer);
       clearInterval(this.beatTimer);
       this.o.signal.removeEventListener('abort', this.onAbort);
@@ -180,7 +199,10 @@ class CliProcessRun {
     if (piece.kind === 'long-line' && piece.truncatedStrings > 0 && (type === 'assistant' || type === 'result')) {
       this.result.truncatedAnswerBytes = Math.max(this.result.truncatedAnswerBytes, piece.bytes);
     }
+    if (this.o.prompts && isControlRequest(event)) this.answerPrompt(event, this.o.prompts);
     if (this.o.reader.read(event)) this.armStallTimer();
+    // The turn is over: nothing more to answer, and a closed stdin lets the CLI exit.
+    if (type === 'result' && this.o.prompts) this.child.stdin?.end();
     if (type === 'result' && this.o.settleOnResult?.(this.o.reader)) this.settle();
     // Deltas come by the hundred per answer and add nothing the next whole event does not carry; each heartbeat
     // call converts its details to a payload, so they only prompt one now and then.
@@ -193,12 +215,38 @@ class CliProcessRun {
     this.o.heartbeat(this.o.reader.progress());
   }
 
+  /** Asks for a decision off the read loop (the CLI goes on writing), writes it back, and resumes stall detection. */
+  private answerPrompt(request: ControlRequest, prompts: PromptBridge): void {
+    this.openPrompts += 1;
+    clearTimeout(this.stallTimer);
+    prompts
+      .answer(request)
+      .then(
+        (outcome) => {
+          if (!this.exited) this.child.stdin?.write(outcome.line);
+          if (outcome.fail) {
+            this.result.decided = outcome.fail;
+            this.stop('decided');
+          }
+        },
+        // Nobody could be asked (the attempt is being cancelled, the workflow refused): the call is not run.
+        (err: unknown) => {
+          if (!this.exited) this.child.stdin?.write(controlResponseLine(request.request_id, { behavior: 'deny', message: `No person could be asked: ${(err as Error).message}` }));
+        },
+      )
+      .finally(() => {
+        this.openPrompts -= 1;
+        this.armStallTimer();
+      });
+  }
+
   private armStallTimer(): void {
     clearTimeout(this.stallTimer);
+    if (this.openPrompts > 0 || this.outputEnded) return;
     this.stallTimer = setTimeout(() => this.stop('stalled'), this.o.reader.sawOutput ? this.o.stallTimeoutMs : this.o.firstOutputTimeoutMs);
   }
 
-  private stop(why: 'cancelled' | 'stalled'): void {
+  private stop(why: NonNullable<CliProcessResult['stoppedFor']>): void {
     if (this.result.stoppedFor) return;
     this.result.stoppedFor = why;
     this.terminate();

@@ -54,7 +54,10 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   // No hooks, plugins, auto-memory or CLAUDE.md discovery: the stage's context all comes in through the flags below and stdin.
   if (stage.bare) args.push('--bare');
   args.push(...(session.resume ? ['--resume', session.sessionId] : ['--session-id', session.sessionId]));
-  args.push('--permission-mode', stage.permissionMode ?? 'dontAsk');
+  const asks = asksMidTurn(stage);
+  args.push('--permission-mode', cliPermissionMode(stage));
+  // The CLI's permission requests come to us on stdout and our answers go back on stdin (docs/permission-prompts.md).
+  if (asks) args.push('--permission-prompt-tool', 'stdio');
   args.push(...flagValues('--allowedTools', stage.allowedTools), ...flagValues('--disallowedTools', stage.disallowedTools));
   if (stage.fallbackModel) args.push(`--fallback-model=${stage.fallbackModel}`);
   const budget = request.maxBudgetUsd ?? stage.maxBudgetUsd;
@@ -63,8 +66,22 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   args.push(...flagValues('--add-dir', request.addDirs));
   if (files.systemPrompt) args.push(`--append-system-prompt-file=${files.systemPrompt}`);
   if (files.settings) args.push(`--settings=${files.settings}`);
-  if (files.streamInput) args.push('--input-format', 'stream-json');
+  if (files.streamInput || asks) args.push('--input-format', 'stream-json');
   return args;
+}
+
+/** Whether the stage's agent asks a person mid-turn (`onPermissionRequest: ask`). */
+export function asksMidTurn(stage: Pick<BackendRequest['stage'], 'onPermissionRequest'>): boolean {
+  return stage.onPermissionRequest === 'ask';
+}
+
+/**
+ * The CLI's `--permission-mode`. `dontAsk` (the default) refuses whatever its rules do not allow without asking anyone,
+ * so a stage that asks runs in `manual`, where those calls come to us as permission requests instead.
+ */
+function cliPermissionMode(stage: BackendRequest['stage']): string {
+  const mode = stage.permissionMode ?? 'dontAsk';
+  return asksMidTurn(stage) && mode === 'dontAsk' ? 'manual' : mode;
 }
 
 /** What marks an agent's processes, so they can be found and stopped (see process/sweep.ts). */

@@ -9,7 +9,8 @@ import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, ty
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
 import type { ExitingAgents } from './agent-exits.js';
-import { agentEnvironment, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
+import { agentEnvironment, asksMidTurn, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
+import { PromptBridge } from './control-protocol.js';
 import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
@@ -189,6 +190,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
   const started = Date.now();
   const attemptDone = options.warmPool ? await options.warmPool.attemptStarted() : undefined;
   let prewarming: Promise<string[]> | undefined;
+  const prompts = request.askPerson && asksMidTurn(stage) ? new PromptBridge(request.askPerson) : undefined;
   const finishAttempt = async (): Promise<void> => {
     await transcript.close().catch(() => undefined);
     // Whatever the agent left running (a background server a tool started) goes with the attempt.
@@ -203,7 +205,8 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
       binary: launch.binary,
       args: launch.args,
       spawned: launch.adopted,
-      stdin: launch.adopted ? streamJsonPrompt(session.stdin) : session.stdin,
+      stdin: launch.adopted || prompts ? streamJsonPrompt(session.stdin) : session.stdin,
+      prompts,
       cwd: workspace.dir,
       env: launch.env,
       reader,
@@ -257,7 +260,7 @@ async function attemptOutcome(request: BackendRequest, options: ClaudeCliOptions
   const { stage } = request;
   const { run, reader } = ended;
   request.heartbeat(reader.progress());
-  const failure = run.stoppedFor === 'cancelled' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
+  const failure = run.stoppedFor === 'cancelled' || run.stoppedFor === 'decided' || run.spawnError ? undefined : classifyCliRun({ stageId: stage.id, run, reader, stallTimeoutMs: stage.stallTimeoutMs, firstOutputTimeoutMs: stage.firstOutputTimeoutMs });
   if (options.warmPool && ended.prewarming && (run.stoppedFor || run.spawnError || failure)) {
     // The stages after this one will not start now: their waiting agents go at once instead of at their TTL.
     await options.warmPool.discardAll(await ended.prewarming);
@@ -266,6 +269,7 @@ async function attemptOutcome(request: BackendRequest, options: ClaudeCliOptions
   if (run.spawnError) {
     throw stageFailure({ type: 'CLI_NOT_INSTALLED', stageId: stage.id, message: `cannot start the Claude Code CLI ${launch.binary} (${run.spawnError})`, details: { binary: launch.binary } });
   }
+  if (run.stoppedFor === 'decided' && run.decided) throw stageFailure({ type: run.decided.type, stageId: stage.id, message: `${run.decided.message}; the agent was stopped` });
   if (failure) throw failure;
   const warnings = [...launch.guard.warnings, ...launch.session.warnings, ...launch.warnings];
   return { ...toOutcome(reader, run, ended.durationMs, warnings), warmStart: launch.adopted !== undefined };

@@ -1,0 +1,187 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { listTranscripts, stageFolder } from '../../src/library/transcript-files.js';
+import type { RecordedRequest } from '../../src/dev/request-log.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { emptyHome } from './claude-cli-world.js';
+import { eventually, runCli } from './cli-helpers.js';
+import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
+
+/*
+ * Issue 25: a person decides what the agent asks mid-turn while the same agent process waits. The real `claude`
+ * (started with `--permission-prompt-tool stdio`), a real worker, the real `agent-pipeline` commands; only the model is
+ * scripted. Each scripted agent makes one Bash call that its `allowedTools` do not allow, then reports.
+ */
+
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+const bash = (command: string) => ({ tool: { name: 'Bash', input: { command, description: 'run it' } } });
+const QUESTION = { question: 'Which test runner should the project use?', header: 'Runner', multiSelect: false, options: [{ label: 'vitest', description: 'fast' }, { label: 'jest', description: 'common' }] };
+
+let harness: Harness;
+let scratch: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-mid-turn-'));
+  harness = await createHarness('claude-cli-mid-turn', {
+    env: { HOME: await emptyHome(scratch) },
+    scenario: {
+      rules: [
+        { name: 'approved', match: 'Pipeline: approved ·', turns: [bash('echo made > approved.txt'), { text: report('Wrote approved.txt.') }] },
+        { name: 'denied', match: 'Pipeline: denied ·', turns: [bash('make build > built.txt'), { text: report('Did without make.') }] },
+        { name: 'late', match: 'Pipeline: late ·', turns: [bash('echo late > late.txt'), { text: report('Went on.') }] },
+        // The first stage takes a moment, so the asking stage's agent is started ahead of time (warm start) meanwhile.
+        { name: 'warm-first', match: 'Pipeline: warm · Stage: first ·', turns: [{ text: report('First done.'), delayMs: 1_500 }] },
+        { name: 'warm', match: 'Pipeline: warm · Stage: work ·', turns: [bash('echo warm > warm.txt'), { text: report('Wrote warm.txt.') }] },
+        { name: 'asked', match: 'Pipeline: asked ·', turns: [{ tool: { name: 'AskUserQuestion', input: { questions: [QUESTION] } } }, { text: report('Used the answer.') }] },
+      ],
+    },
+  });
+});
+afterAll(async () => {
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+const pipeline = (name: string, extra = ''): string =>
+  `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, stallTimeout: 2m, retries: 0 }\n` +
+  `stages:\n  - id: work\n    prompt: Do the work.\n    allowedTools: [Read]\n    onPermissionRequest: ask\n${extra}`;
+
+function requestsOf(rule: string): RecordedRequest[] {
+  return harness.modelServer.requests().filter((r) => r.rule === rule);
+}
+
+/** The tool result the model was sent after the agent's call: the last message of the turn's second request. */
+function toolResultSent(requests: RecordedRequest[]): { content: unknown; is_error?: boolean } {
+  const messages = (requests[1].body as { messages: { content: unknown }[] }).messages;
+  const content = messages.at(-1)!.content as { type: string; content: unknown; is_error?: boolean }[];
+  const result = content.find((c) => c.type === 'tool_result');
+  expect(result, JSON.stringify(content)).toBeDefined();
+  return result!;
+}
+
+/** Every stage attempt writes its own transcript, and every `claude` process writes one `system/init` event. */
+async function processStarts(workspace: string): Promise<{ transcripts: number; inits: number }> {
+  const files = await listTranscripts(stageFolder(workspace, 'work'));
+  const texts = await Promise.all(files.map((f) => readFile(f.file, 'utf8')));
+  return { transcripts: files.length, inits: texts.join('\n').split('\n').filter((l) => l.includes('"type":"system"') && l.includes('"subtype":"init"')).length };
+}
+
+/** Files named `name` anywhere under `root`. */
+async function findFiles(root: string, name: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries.filter((e) => e.isFile() && e.name === name).map((e) => path.join(e.parentPath, e.name));
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('mid-turn permission prompts with the real CLI', () => {
+  test('the run shows the waiting Bash call; `approve` lets the same agent process run it', { timeout: 240_000 }, async () => {
+    const handle = await harness.startYaml('approved', pipeline('approved'));
+    const waiting = await waitForWaiting(handle, 'work', 'tool_request', 120_000);
+    const wait = stageOf(waiting, 'work').waitingFor!;
+    expect(waiting.status).toBe('waiting');
+    expect(wait.request).toMatchObject({ tool: 'Bash', input: 'echo made > approved.txt' });
+    expect(wait.timeoutAt).toBeGreaterThan(wait.since);
+    expect(wait.commands).toContain(`agent-pipeline deny ${handle.workflowId} --stage work --message "..."`);
+    // The agent that asked is alive, waiting for the answer, and the call has not run.
+    const runDir = harness.runDir(handle.workflowId);
+    expect(await findFiles(runDir, 'approved.txt')).toEqual([]);
+    const [lockFile] = await findFiles(runDir, 'agent.lock');
+    const lock = JSON.parse(await readFile(lockFile, 'utf8')) as { pid: number };
+    expect(isAlive(lock.pid)).toBe(true);
+
+    const status = await runCli(['status', handle.workflowId], harness.env);
+    expect(status.stdout).toContain('wants to run: Bash echo made > approved.txt');
+    expect(status.stdout).toMatch(/deadline .*; then the call is denied and the agent goes on/);
+    const listed = await eventually(() => runCli(['list', '--status', 'waiting'], harness.env), (r) => r.stdout.includes(handle.workflowId), 60_000, 'the run in `list --status waiting`');
+    expect(listed.exitCode).toBe(0);
+
+    const approved = await runCli(['approve', handle.workflowId, '--stage', 'work'], harness.env);
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('completed');
+    expect(await readFile(path.join(state.workspace!, 'approved.txt'), 'utf8')).toBe('made\n');
+    // One attempt, one process, one turn: the model got the call's result in the same conversation, right after it.
+    expect(stageOf(state, 'work').totals?.attempts).toBe(1);
+    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+    const requests = requestsOf('approved');
+    expect(requests).toHaveLength(2);
+    expect(toolResultSent(requests).is_error).toBeFalsy();
+    expect(new Set(requests.map((r) => r.headers['x-claude-code-session-id'])).size).toBe(1);
+
+    // The stage waits no more: a late decision is refused with a clear error.
+    const late = await runCli(['deny', handle.workflowId, '--stage', 'work'], harness.env);
+    expect(late.exitCode).toBe(2);
+    expect(late.stderr).not.toBe('');
+  });
+
+  test('`deny --message` makes the agent go on without the call, and the model reads the message', { timeout: 240_000 }, async () => {
+    // With `onPermissionDenied: ask` too: the call a person denied mid-turn is not asked about again after the turn.
+    const handle = await harness.startYaml('denied', pipeline('denied', '    onPermissionDenied: ask\n'));
+    await waitForWaiting(handle, 'work', 'tool_request', 120_000);
+    const denied = await runCli(['deny', handle.workflowId, '--stage', 'work', '--message', 'use the test script'], harness.env);
+    expect(denied.exitCode, denied.stderr).toBe(0);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    expect(stageOf(state, 'work').result?.summary).toBe('Did without make.');
+    expect(existsSync(path.join(state.workspace!, 'built.txt'))).toBe(false);
+    const result = toolResultSent(requestsOf('denied'));
+    expect(result.is_error).toBe(true);
+    expect(JSON.stringify(result.content)).toContain('use the test script');
+    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+  });
+
+  test('a request left past its deadline is denied and the stage goes on', { timeout: 240_000 }, async () => {
+    const handle = await harness.startYaml('late', pipeline('late', '    permissionRequest: { timeout: 5s }\n'));
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    expect(existsSync(path.join(state.workspace!, 'late.txt'))).toBe(false);
+    const result = toolResultSent(requestsOf('late'));
+    expect(result.is_error).toBe(true);
+    expect(JSON.stringify(result.content)).toMatch(/Nobody decided within 5(\.0)?s/);
+    expect(state.warnings?.join('\n')).toContain('nobody decided the agent');
+  });
+
+  test('an agent started ahead of time (warm start) asks and is answered the same way', { timeout: 240_000 }, async () => {
+    const yaml =
+      'name: warm\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, stallTimeout: 2m, retries: 0, allowedTools: [Read] }\n' +
+      'stages:\n  - id: first\n    prompt: Do the first part.\n  - id: work\n    needs: [first]\n    prompt: Do the work.\n    onPermissionRequest: ask\n';
+    const handle = await harness.startYaml('warm', yaml);
+    await waitForWaiting(handle, 'work', 'tool_request', 120_000);
+    const approved = await runCli(['approve', handle.workflowId, '--stage', 'work'], harness.env);
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    expect(stageOf(state, 'work').result).toMatchObject({ warmStart: true, summary: 'Wrote warm.txt.' });
+    expect(await readFile(path.join(state.workspace!, 'warm.txt'), 'utf8')).toBe('warm\n');
+  });
+
+  test("the agent's own question waits with its suggested answers; `answer` reaches the same agent", { timeout: 240_000 }, async () => {
+    const handle = await harness.startYaml('asked', pipeline('asked'));
+    const waiting = await waitForWaiting(handle, 'work', 'question', 120_000);
+    const wait = stageOf(waiting, 'work').waitingFor!;
+    expect(wait.question).toBe(QUESTION.question);
+    expect(wait.questions?.[0].options).toEqual(['vitest', 'jest']);
+    const status = await runCli(['status', handle.workflowId], harness.env);
+    expect(status.stdout).toContain('suggested answers: "vitest", "jest"');
+
+    const answered = await runCli(['answer', handle.workflowId, '--stage', 'work', 'vitest'], harness.env);
+    expect(answered.exitCode, answered.stderr).toBe(0);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const result = toolResultSent(requestsOf('asked'));
+    expect(JSON.stringify(result.content)).toContain('vitest');
+    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+  });
+});
