@@ -61,9 +61,10 @@ export function encryptionKeysFromEnv(env: NodeJS.ProcessEnv = process.env): Enc
   return value ? parseEncryptionKeys(value) : undefined;
 }
 
-/** What to redact for the keys of `value`: the whole setting and each key's base64, whatever else surrounds them. */
+/** What to redact for the keys of `value`: the whole setting, each `<keyId>:<base64>` entry and each key's base64. */
 export function encryptionSecretValues(value: string | undefined): string[] {
   if (!value?.trim()) return [];
-  const parts = value.split(',').map((entry) => entry.trim().slice(entry.trim().indexOf(':') + 1));
-  return [value, ...parts.filter(Boolean)];
+  const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const parts = entries.map((entry) => entry.slice(entry.indexOf(':') + 1));
+  return [value, ...entries, ...parts.filter(Boolean)];
 }

@@ -36,6 +36,9 @@ export const FAILURE_TYPES = [
   'WORKSPACE_ERROR',
   'GIT_FAILED',
   'PUSH_FAILED',
+  'PERMISSION_TIMED_OUT',
+  'REJECTED',
+  'LIMIT_INVALID',
   'INTERNAL_ERROR',
 ] as const;
 export type FailureTypeName = (typeof FAILURE_TYPES)[number];
