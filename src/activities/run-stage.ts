@@ -32,7 +32,7 @@ import { openRunBundle } from './prompt/run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
 import { customCommitMessage, stageCommitMessage } from './delivery/stage-commit.js';
 import { checkExpectedFiles, missingFilesContinuation, resolveOutputPath } from './outputs/stage-outputs.js';
-import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
+import { checkAllowedPath, type RunPlace, type AllowedPaths } from './workspace/allowed-paths.js';
 import { collectArtifacts, type RunWorkspace } from './workspace/run-workspace.js';
 import { holdLentFolder } from './workspace/folder-lease.js';
 import { WaitReports } from './leases/wait-reports.js';
@@ -150,7 +150,7 @@ async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAtte
     ...(input.objectInputs?.length ? { objectInputs: input.objectInputs } : {}),
   };
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
-  if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+  if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, placeOf(deps, input), repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
   let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
@@ -296,7 +296,7 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
     outputPath: backendTraits(stage.backend).writesAnswerFile ? resolveOutputPath(stage, setup.context, workspace.dir) : undefined,
     maxBudgetUsd: call.maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
-    addDirs: resolveAddDirs(input.baseDir, stage, setup.deps),
+    addDirs: resolveAddDirs(placeOf(setup.deps, input), stage, setup.deps),
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
@@ -309,7 +309,7 @@ async function callBackend(setup: AttemptSetup, call: BackendCall): Promise<Back
             baseDir: setup.filesDir,
             systemPromptFile: input.pipeline.systemPrompt,
             budgetRemainingUsd: input.budgetRemainingUsd,
-            resolveAddDirs: (next) => resolveAddDirs(input.baseDir, next, setup.deps),
+            resolveAddDirs: (next) => resolveAddDirs(placeOf(setup.deps, input), next, setup.deps),
           })
       : undefined,
   });
@@ -424,12 +424,17 @@ function executionFolder(info: Info, round: number): string {
   return `round-${round}-${info.activityId}-${run}`.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
+/** Where a run lives, for {@link checkAllowedPath}. */
+function placeOf(deps: Pick<RunStageDependencies, 'workspacesRoot'>, input: { runId: string; baseDir: string }): RunPlace {
+  return { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir };
+}
+
 /** `addDirs` resolved against the pipeline file's folder. @throws FILE_NOT_FOUND for a folder that does not exist */
-function resolveAddDirs(baseDir: string, stage: ResolvedStage, deps: Pick<RunStageDependencies, 'allowedPaths' | 'workspacesRoot'>): string[] | undefined {
+function resolveAddDirs(place: RunPlace, stage: ResolvedStage, deps: Pick<RunStageDependencies, 'allowedPaths'>): string[] | undefined {
   if (!stage.addDirs?.length) return undefined;
   return stage.addDirs.map((dir) => {
-    const full = path.resolve(baseDir, dir);
-    checkAllowedPath(deps.allowedPaths, deps.workspacesRoot, full, 'addDirs', stage.id);
+    const full = path.resolve(place.baseDir, dir);
+    checkAllowedPath(deps.allowedPaths, place, full, 'addDirs', stage.id);
     if (!existsSync(full)) {
       throw stageFailure({ type: 'FILE_NOT_FOUND', stageId: stage.id, message: `addDirs entry ${dir} (${full}) does not exist`, details: { field: 'addDirs', path: full } });
     }

@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runFolder } from '../../src/activities/workspace/run-folder.js';
 import { workerOptionsFromEnv } from '../../src/worker-env.js';
 import { initRepo } from '../helpers/git-repo.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
@@ -49,5 +50,17 @@ describe('AGENT_PIPELINE_ALLOWED_PATHS', () => {
     expect(failure.message).toContain('addDirs names /etc');
     const allowed = await failureOf(attempt(`name: p\nworkspace: { repo: ${repo} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, [repo]));
     expect(allowed.message).not.toContain('does not lend');
+  });
+
+  it('lends a run nothing of the workspaces root but its own: not the root, not another run\'s folder', async () => {
+    const other = runFolder(root, 'someone-else');
+    await mkdir(other, { recursive: true });
+    for (const dir of [root, other]) {
+      const failure = await failureOf(attempt(`name: p\nstages: [{ id: a, prompt: Write the notes., addDirs: [${dir}] }]\n`, []));
+      expect(failure.type).toBe('CONFIG_INVALID');
+      expect(failure.message).toContain(`addDirs names ${dir}, a folder this worker does not lend to runs`);
+    }
+    const lent = await failureOf(attempt(`name: p\nworkspace: { dir: ${other} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, []));
+    expect(lent.message).toContain(`workspace.dir names ${other}, a folder this worker does not lend to runs`);
   });
 });

@@ -1,12 +1,31 @@
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
+import { runFolder } from './run-folder.js';
 
 /*
  * The host folders a run may name (`workspace.repo`, `workspace.dir`, `addDirs`). Whoever can start a run on a task queue would
  * otherwise choose any folder of the worker's host as the agents' repository or extra folder. The worker's setting
- * lists the folders it lends out; the workspaces root is always allowed.
+ * lists the folders it lends out. Of the workspaces root a run may name only what is its own (its run folder, and the
+ * folder its carried files were unpacked in): never the root itself or another run's folder.
  */
+
+/** Where the run whose paths are checked lives: the workspaces root, its id, and the folder its pipeline's paths are relative to. */
+export interface RunPlace {
+  workspacesRoot: string;
+  runId: string;
+  baseDir: string;
+}
+
+/** The folders under the workspaces root that belong to the run: its own folder, and its unpacked bundle's. */
+function ownFolders(place: RunPlace): string[] {
+  return [runFolder(place.workspacesRoot, place.runId), ...(isInside(place.workspacesRoot, place.baseDir) ? [place.baseDir] : [])];
+}
+
+function isInside(root: string, folder: string): boolean {
+  const rel = path.relative(realOrSelf(root), realOrSelf(folder));
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
+}
 
 /** The variable that lists them, separated like PATH (`:` on Linux and macOS), or `*` for any folder. */
 export const ALLOWED_PATHS_VARIABLE = 'AGENT_PIPELINE_ALLOWED_PATHS';
@@ -22,22 +41,17 @@ export function parseAllowedPaths(value: string | undefined): AllowedPaths | und
 }
 
 /**
- * Fails the stage (for good) when `folder`, after following symlinks, is neither in the workspaces root nor in one
- * of the allowed folders. @throws CONFIG_INVALID naming the field, the folder and the setting
+ * Fails the stage (for good) when `folder`, after following symlinks, is neither one of the run's own folders nor in
+ * one of the allowed folders. @throws CONFIG_INVALID naming the field, the folder and the setting
  */
-export function checkAllowedPath(allowed: AllowedPaths, workspacesRoot: string, folder: string, field: string, stageId: string): void {
+export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder: string, field: string, stageId: string): void {
   if (allowed === 'any') return;
-  const real = realOrSelf(folder);
-  const inside = [workspacesRoot, ...allowed].some((root) => {
-    const rel = path.relative(realOrSelf(root), real);
-    return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
-  });
-  if (inside) return;
+  if ([...ownFolders(place), ...allowed].some((root) => isInside(root, folder))) return;
   throw stageFailure({
     type: 'CONFIG_INVALID',
     stageId,
-    message: `${field} names ${folder}, a folder this worker does not lend to runs; it allows only the workspaces root${allowed.length ? ` and ${allowed.join(', ')}` : ''}`,
-    hint: `add the folder to ${ALLOWED_PATHS_VARIABLE} on the worker (folders separated by "${path.delimiter}", or * for any), or use a folder already allowed`,
+    message: `${field} names ${folder}, a folder this worker does not lend to runs; it allows only the run's own folder${allowed.length ? ` and ${allowed.join(', ')}` : ''}`,
+    hint: `add the folder to ${ALLOWED_PATHS_VARIABLE} on the worker (folders separated by "${path.delimiter}", or * for any), or use a folder already allowed; another run's folder, or the workspaces root itself, is never lent`,
     details: { field, path: folder },
   });
 }

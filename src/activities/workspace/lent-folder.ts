@@ -31,7 +31,7 @@ export interface LentFolderOptions {
  * the worker allows. @throws CONFIG_INVALID naming AGENT_PIPELINE_ALLOWED_PATHS, or when it is not a folder;
  *   FILE_NOT_FOUND when it does not exist; TEMPLATE_VARIABLE_UNKNOWN
  */
-export async function resolveLentFolder(options: Omit<LentFolderOptions, 'runId'>): Promise<string> {
+export async function resolveLentFolder(options: LentFolderOptions): Promise<string> {
   const { stageId } = options;
   const rendered = withTemplateErrors(stageId, () => renderTemplate(options.dir, options.context, 'workspace.dir')).trim();
   if (rendered === '') {
@@ -39,7 +39,7 @@ export async function resolveLentFolder(options: Omit<LentFolderOptions, 'runId'
   }
   const folder = path.resolve(options.baseDir, rendered);
   // Checked on the real path: a symlink inside an allowed folder that leads elsewhere is refused.
-  checkAllowedPath(options.allowedPaths, options.root, folder, 'workspace.dir', stageId);
+  checkAllowedPath(options.allowedPaths, { workspacesRoot: options.root, runId: options.runId, baseDir: options.baseDir }, folder, 'workspace.dir', stageId);
   const info = await stat(folder).catch((err: NodeJS.ErrnoException) => {
     throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: `workspace.dir ${folder} does not exist (${err.code ?? 'error'}); the worker works in an existing folder and never creates it`, details: { field: 'workspace.dir', path: folder } });
   });
