@@ -19,6 +19,11 @@ export interface LiveAttempt {
   lastHeartbeatAt?: number;
   /** Why the previous attempt failed, while a retry is pending. */
   lastFailure?: string;
+  /**
+   * What the attempt waits for before its next model call, a wait that costs nothing: its API key (named by a hash)
+   * paused after a 429/529, or the worker's `requestsPerMinute` / `concurrentRequests` on it.
+   */
+  throttled?: { apiKey: string; reason: 'paused' | 'requestsPerMinute' | 'concurrentRequests'; until?: number };
 }
 
 /** A run as `status` and `watch` show it. */
@@ -138,13 +143,14 @@ async function readLiveAttempts(
   for (const activity of pending) {
     const stageId = stages.get(activity.activityId ?? '')?.stageId;
     if (!stageId) continue;
-    const progress = decodeFirst<{ costUsd?: number; turns?: number }>(activity.heartbeatDetails);
+    const progress = decodeFirst<{ costUsd?: number; turns?: number; throttled?: LiveAttempt['throttled'] }>(activity.heartbeatDetails);
     live.set(stageId, {
       attempt: activity.attempt ?? 1,
       costUsd: progress?.costUsd,
       turns: progress?.turns,
       lastHeartbeatAt: timestampMs(activity.lastHeartbeatTime),
       lastFailure: activity.lastFailure?.message ?? undefined,
+      throttled: progress?.throttled,
     });
   }
   return live;

@@ -1,2 +1,3 @@
 // Everything the worker bundles into the workflow sandbox. Deterministic code only.
 export { pipelineWorkflow } from './pipeline.js';
+export { apiKeyLimitWorkflow } from './api-key-limit.js';
