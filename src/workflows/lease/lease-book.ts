@@ -1,0 +1,154 @@
+/**
+ * The book of one lease key: who holds it and who waits, first come first served. Pure and deterministic (the lease
+ * workflow keeps one in memory and hands its snapshot across continue-as-new), so it is tested without Temporal.
+ *
+ * Every entry has a time limit unless it is held for a run's life: a holder that is not renewed within its `ttlMs`
+ * expires and the key goes to the next waiter; a waiter that stops asking (its process died) drops out the same way.
+ */
+
+/** One holder or waiter of a key. */
+export interface LeaseEntry {
+  /** Unique id of whoever holds or waits (a stage attempt, a run); the same id asking again is the same entry. */
+  holder: string;
+  /** How many holders the key may have at once, as this holder asked (the head waiter's limit decides its grant). */
+  limit: number;
+  /** How long the lease lives without a renewal; absent: held until released (a run's life). @unit milliseconds */
+  ttlMs?: number;
+  /** What `limits` and `status` show for it, e.g. `run fix-12 stage build attempt 2`. */
+  label?: string;
+  /** When it first asked. @unit milliseconds since the epoch */
+  since: number;
+  /** When a holder was granted the key. @unit milliseconds since the epoch */
+  grantedAt?: number;
+  /** When it expires unless renewed (holders) or asked again (waiters). @unit milliseconds since the epoch */
+  expiresAt?: number;
+}
+
+/** The whole book, as carried across continue-as-new and shown by the describe query. */
+export interface LeaseBookState {
+  holders: LeaseEntry[];
+  waiters: LeaseEntry[];
+  /** The limit the latest request named: what `limits` shows as the key's limit. */
+  limit: number;
+}
+
+/** What one request to take the key answers. */
+export type LeaseAnswer =
+  | { granted: true; expiresAt?: number }
+  | { granted: false; /** Waiters before this one. */ ahead: number; holders: number; limit: number };
+
+/** A request to take a key. */
+export interface LeaseRequest {
+  holder: string;
+  limit: number;
+  ttlMs?: number;
+  label?: string;
+}
+
+/** How long a waiter without a `ttlMs` (a run's life) stays queued after its last request. @unit milliseconds */
+export const UNTIMED_WAITER_GRACE_MS = 60_000;
+
+export class LeaseBook {
+  private readonly holders: LeaseEntry[];
+  private readonly waiters: LeaseEntry[];
+  private limit: number;
+
+  constructor(state?: LeaseBookState) {
+    this.holders = [...(state?.holders ?? [])];
+    this.waiters = [...(state?.waiters ?? [])];
+    this.limit = state?.limit ?? 1;
+  }
+
+  /**
+   * Takes the key or queues for it. Asking again is idempotent: a holder's lease is renewed, a waiter keeps its place
+   * (and its deadline moves on, so it is not dropped while it keeps asking).
+   */
+  request(req: LeaseRequest, now: number, waitMs = 0): LeaseAnswer {
+    this.limit = req.limit;
+    const held = this.holders.find((h) => h.holder === req.holder);
+    if (held) {
+      if (held.ttlMs !== undefined) held.expiresAt = now + held.ttlMs;
+      return { granted: true, expiresAt: held.expiresAt };
+    }
+    const waiting = this.waiters.find((w) => w.holder === req.holder);
+    const grace = (req.ttlMs ?? UNTIMED_WAITER_GRACE_MS) + waitMs;
+    if (waiting) {
+      Object.assign(waiting, { limit: req.limit, ttlMs: req.ttlMs, label: req.label ?? waiting.label, expiresAt: now + grace });
+    } else {
+      this.waiters.push({ holder: req.holder, limit: req.limit, ttlMs: req.ttlMs, label: req.label, since: now, expiresAt: now + grace });
+    }
+    this.promote(now);
+    return this.answer(req.holder);
+  }
+
+  /** Where a holder stands now: granted, or how many wait before it. */
+  answer(holder: string): LeaseAnswer {
+    const held = this.holders.find((h) => h.holder === holder);
+    if (held) return { granted: true, expiresAt: held.expiresAt };
+    const index = this.waiters.findIndex((w) => w.holder === holder);
+    return { granted: false, ahead: index < 0 ? this.waiters.length : index, holders: this.holders.length, limit: this.limit };
+  }
+
+  holds(holder: string): boolean {
+    return this.holders.some((h) => h.holder === holder);
+  }
+
+  isWaiting(holder: string): boolean {
+    return this.waiters.some((w) => w.holder === holder);
+  }
+
+  /** Moves a holder's deadline on. False when it holds nothing (it expired or was released): its lease is lost. */
+  renew(holder: string, now: number): { held: boolean; expiresAt?: number } {
+    const held = this.holders.find((h) => h.holder === holder);
+    if (!held) return { held: false };
+    if (held.ttlMs !== undefined) held.expiresAt = now + held.ttlMs;
+    return { held: true, expiresAt: held.expiresAt };
+  }
+
+  /** Gives the key back, or leaves the queue; the next waiters are granted. True when the holder was in the book. */
+  release(holder: string, now: number): boolean {
+    const before = this.holders.length + this.waiters.length;
+    remove(this.holders, (h) => h.holder === holder);
+    remove(this.waiters, (w) => w.holder === holder);
+    this.promote(now);
+    return this.holders.length + this.waiters.length < before;
+  }
+
+  /** Drops holders and waiters past their deadline, then grants the key to the next waiters. Returns who was dropped. */
+  expire(now: number): string[] {
+    const gone = [...remove(this.holders, (h) => h.expiresAt !== undefined && h.expiresAt <= now), ...remove(this.waiters, (w) => w.expiresAt !== undefined && w.expiresAt <= now)];
+    this.promote(now);
+    return gone.map((e) => e.holder);
+  }
+
+  /** The earliest deadline in the book, when one entry will expire unless renewed. */
+  nextDeadline(): number | undefined {
+    let next: number | undefined;
+    for (const entry of [...this.holders, ...this.waiters]) {
+      if (entry.expiresAt !== undefined && (next === undefined || entry.expiresAt < next)) next = entry.expiresAt;
+    }
+    return next;
+  }
+
+  isEmpty(): boolean {
+    return this.holders.length === 0 && this.waiters.length === 0;
+  }
+
+  snapshot(): LeaseBookState {
+    return { holders: this.holders.map((h) => ({ ...h })), waiters: this.waiters.map((w) => ({ ...w })), limit: this.limit };
+  }
+
+  /** First come first served: the head waiter is granted when the holders are fewer than its limit; nobody jumps it. */
+  private promote(now: number): void {
+    while (this.waiters.length > 0 && this.holders.length < this.waiters[0].limit) {
+      const next = this.waiters.shift()!;
+      this.holders.push({ ...next, grantedAt: now, expiresAt: next.ttlMs === undefined ? undefined : now + next.ttlMs });
+    }
+  }
+}
+
+function remove<T>(list: T[], match: (item: T) => boolean): T[] {
+  const removed = list.filter(match);
+  if (removed.length > 0) list.splice(0, list.length, ...list.filter((item) => !match(item)));
+  return removed;
+}

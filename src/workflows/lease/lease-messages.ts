@@ -1,0 +1,38 @@
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import type { LeaseAnswer, LeaseBookState, LeaseRequest } from './lease-book.js';
+
+/** The workflow type of the one long-lived workflow per key that keeps its book (see lease-workflow.ts). */
+export const LEASE_WORKFLOW_TYPE = 'leaseWorkflow';
+
+/** Lease workflows' ids start with this; the rest is the key, so the id names the key in the Web UI. */
+export const LEASE_WORKFLOW_ID_PREFIX = 'agent-pipeline-lease:';
+
+/** The longest key: a workflow id is at most 1,000 bytes, and a key is shown in lists. @unit characters */
+export const MAX_LEASE_KEY_LENGTH = 200;
+
+/** The id of the lease workflow that keeps `key`'s book. */
+export function leaseWorkflowId(key: string): string {
+  return `${LEASE_WORKFLOW_ID_PREFIX}${key}`;
+}
+
+/** What starts (or continues) a lease workflow: its key, and the book an earlier execution handed over. */
+export interface LeaseWorkflowInput {
+  key: string;
+  book?: LeaseBookState;
+  /** Hand the book to a fresh execution past this many history events (tests set it low). @default 2000 */
+  handOverAfterEvents?: number;
+}
+
+export interface AcquireLeaseInput extends LeaseRequest {
+  /** How long the update may wait for the grant before it answers with the queue position. @unit milliseconds @default 0 */
+  waitMs?: number;
+}
+
+/** Takes the key or joins its queue; answers at once when granted, else after at most `waitMs` with the position. */
+export const acquireLeaseUpdate = defineUpdate<LeaseAnswer, [AcquireLeaseInput]>('acquireLease');
+/** Moves a holder's deadline on; `held: false` when its lease expired or was released. */
+export const renewLeaseUpdate = defineUpdate<{ held: boolean; expiresAt?: number }, [{ holder: string }]>('renewLease');
+/** Gives the key back or leaves its queue; true when the holder was in the book. */
+export const releaseLeaseUpdate = defineUpdate<boolean, [{ holder: string }]>('releaseLease');
+/** The key's book: holders and waiters in order, and its limit. Costs no history. */
+export const describeLeaseQuery = defineQuery<LeaseBookState & { key: string }>('describeLease');

@@ -1,0 +1,163 @@
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
+import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/workflows/lease/lease-messages.js';
+import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+
+// The lock workflow of one key on a real dev server, through the typed client the stages and runs use.
+let connection: Connection;
+let client: Client;
+let worker: Worker;
+let running: Promise<void>;
+let leases: LeaseClient;
+const taskQueue = `test-leases-${Math.random().toString(36).slice(2, 8)}`;
+const uniqueKey = (name: string): string => `test:${name}:${Math.random().toString(36).slice(2, 10)}`;
+
+async function waitFor<T>(read: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+beforeAll(async () => {
+  const address = inject('temporalAddress');
+  worker = await Worker.create({
+    connection: await NativeConnection.connect({ address }),
+    taskQueue,
+    workflowBundle: { codePath: WORKFLOW_BUNDLE },
+    maxCachedWorkflows: 0,
+  });
+  running = worker.run();
+  connection = await Connection.connect({ address });
+  client = new Client({ connection });
+  leases = new LeaseClient(client, taskQueue);
+});
+
+afterAll(async () => {
+  worker?.shutdown();
+  await running;
+  await connection?.close();
+});
+
+describe('lease workflow', () => {
+  it('grants up to the limit, then first come first served as holders release', async () => {
+    const key = uniqueKey('fifo');
+    const a = await leases.acquire({ key, limit: 2, holder: 'a', ttlMs: 60_000 });
+    const b = await leases.acquire({ key, limit: 2, holder: 'b', ttlMs: 60_000 });
+    const granted: string[] = [];
+    const waits: LeaseWait[] = [];
+    const c = leases.acquire({ key, limit: 2, holder: 'c', ttlMs: 60_000 }, { pollMs: 1_000, onWait: (w) => waits.push(w) }).then((l) => (granted.push('c'), l));
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 1, 'c to queue');
+    const d = leases.acquire({ key, limit: 2, holder: 'd', ttlMs: 60_000 }, { pollMs: 1_000 }).then((l) => (granted.push('d'), l));
+    const book = await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 2, 'd to queue');
+    expect(book!.holders.map((h) => h.holder)).toEqual(['a', 'b']);
+    expect(book!.waiters.map((w) => w.holder)).toEqual(['c', 'd']);
+    expect(book!.limit).toBe(2);
+    expect(granted).toEqual([]);
+    await a.release();
+    const cLease = await c;
+    expect(granted).toEqual(['c']);
+    // c waited with nobody ahead of it; d waits behind c until a second holder leaves.
+    expect(waits.every((w) => w.ahead === 0 && w.limit === 2)).toBe(true);
+    await b.release();
+    const dLease = await d;
+    expect(granted).toEqual(['c', 'd']);
+    await Promise.all([cLease.release(), dLease.release()]);
+    expect(await leases.describe(key)).toBeUndefined();
+  });
+
+  it('takes the key back from a holder that stops renewing, within its ttl, and gives it to the next waiter', async () => {
+    const key = uniqueKey('expiry');
+    // Never renewed: as if its worker was killed.
+    await leases.acquire({ key, limit: 1, holder: 'dead', ttlMs: 3_000 });
+    const started = Date.now();
+    const next = await leases.acquire({ key, limit: 1, holder: 'next', ttlMs: 30_000 }, { pollMs: 1_000 });
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(2_000);
+    const book = await leases.describe(key);
+    expect(book!.holders.map((h) => h.holder)).toEqual(['next']);
+    await next.release();
+  });
+
+  it('keeps a renewed lease past its ttl', async () => {
+    const key = uniqueKey('renew');
+    const lease = await leases.acquire({ key, limit: 1, holder: 'kept', ttlMs: 2_000 });
+    const stop = lease.keepAlive();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      expect((await leases.describe(key))!.holders.map((h) => h.holder)).toEqual(['kept']);
+    } finally {
+      stop();
+      await lease.release();
+    }
+    expect(await lease.renew()).toBe(false);
+  });
+
+  it('takes a waiter out of the queue when its wait is aborted (a cancelled stage), so it never takes the key', async () => {
+    const key = uniqueKey('cancel');
+    const holder = await leases.acquire({ key, limit: 1, holder: 'holder', ttlMs: 60_000 });
+    const abort = new AbortController();
+    const cancelled = leases.acquire({ key, limit: 1, holder: 'cancelled', ttlMs: 60_000 }, { signal: abort.signal, pollMs: 1_000 });
+    const third = leases.acquire({ key, limit: 1, holder: 'third', ttlMs: 60_000 }, { pollMs: 1_000 });
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 2, 'two waiters');
+    abort.abort(new Error('stage cancelled'));
+    await expect(cancelled).rejects.toThrow('stage cancelled');
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.map((w) => w.holder).join() === 'third', 'the cancelled waiter to leave');
+    await holder.release();
+    const lease = await third;
+    expect((await leases.describe(key))!.holders.map((h) => h.holder)).toEqual(['third']);
+    await lease.release();
+  });
+
+  it('drops a waiter that stops asking (its process died) instead of granting it the key', async () => {
+    const key = uniqueKey('dead-waiter');
+    const holder = await leases.acquire({ key, limit: 1, holder: 'holder', ttlMs: 60_000 });
+    // One request with no wait, never repeated: the waiter's grace is its ttl.
+    const handle = client.workflow.getHandle(leaseWorkflowId(key));
+    const { acquireLeaseUpdate } = await import('../../src/workflows/lease/lease-messages.js');
+    const answer = await handle.executeUpdate(acquireLeaseUpdate, { args: [{ holder: 'gone', limit: 1, ttlMs: 2_000 }] });
+    expect(answer).toMatchObject({ granted: false, ahead: 0 });
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 0, 'the silent waiter to drop out');
+    await holder.release();
+    expect(await leases.describe(key)).toBeUndefined();
+  });
+
+  it('hands holders and waiters, in order, to its next execution when it continues as new', async () => {
+    const key = uniqueKey('handover');
+    const first = await client.workflow.start(LEASE_WORKFLOW_TYPE, { workflowId: leaseWorkflowId(key), taskQueue, args: [{ key, handOverAfterEvents: 30 }] });
+    const held: Lease[] = [await leases.acquire({ key, limit: 1, holder: 'h1', ttlMs: 120_000 })];
+    const waiting = [leases.acquire({ key, limit: 1, holder: 'w1', ttlMs: 120_000 }, { pollMs: 1_000 })];
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 1, 'w1 to queue');
+    waiting.push(leases.acquire({ key, limit: 1, holder: 'w2', ttlMs: 120_000 }, { pollMs: 1_000 }));
+    await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 2, 'w2 to queue behind w1');
+    // Renewals grow the history past the hand-over point.
+    for (let i = 0; i < 12; i++) await held[0].renew();
+    const described = await waitFor(
+      async () => ({ runId: (await client.workflow.getHandle(leaseWorkflowId(key)).describe()).runId, book: await leases.describe(key) }),
+      (s) => s.runId !== first.firstExecutionRunId,
+      'the lease workflow to continue as new',
+    );
+    expect(described.book!.holders.map((h) => h.holder)).toEqual(['h1']);
+    expect(described.book!.waiters.map((w) => w.holder)).toEqual(['w1', 'w2']);
+    expect(await held[0].renew()).toBe(true);
+    await held[0].release();
+    const w1 = await waiting[0];
+    expect((await leases.describe(key))!.holders.map((h) => h.holder)).toEqual(['w1']);
+    await w1.release();
+    await (await waiting[1]).release();
+    const state = await client.workflow.getHandle(leaseWorkflowId(key)).query(describeLeaseQuery);
+    expect(state.holders).toEqual([]);
+  });
+
+  it('refuses a bad request with the value and the rule', async () => {
+    await expect(leases.acquire({ key: uniqueKey('bad'), limit: 0, holder: 'x', ttlMs: 10_000 })).rejects.toThrow(LeaseRequestError);
+    await expect(leases.acquire({ key: uniqueKey('bad'), limit: 0, holder: 'x', ttlMs: 10_000 })).rejects.toThrow(/limit must be a whole number of at least 1, not 0/);
+    await expect(leases.acquire({ key: '', limit: 1, holder: 'x' })).rejects.toThrow(/1 to 200 characters/);
+  });
+});
