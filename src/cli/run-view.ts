@@ -76,7 +76,8 @@ const THROTTLE_REASONS: Record<NonNullable<LiveAttempt['throttled']>['reason'], 
 /** A stage waiting, at no cost, for its API key: `throttled: api key 3f2a9c1b0d4e (paused after a 429) until 14:03:05 UTC`. */
 export function throttledNote(wait: NonNullable<LiveAttempt['throttled']>): string {
   const until = wait.until ? ` until ${new Date(wait.until).toISOString().slice(11, 19)} UTC` : '';
-  return `throttled: api key ${wait.apiKey} (${THROTTLE_REASONS[wait.reason] ?? wait.reason})${until}`;
+  const ahead = wait.ahead ? `, ${wait.ahead} ahead` : '';
+  return `throttled: api key ${wait.apiKey} (${THROTTLE_REASONS[wait.reason] ?? wait.reason}${ahead})${until}`;
 }
 
 /** The run's one-line header: id, pipeline, state, elapsed, cost against budget. */

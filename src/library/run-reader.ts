@@ -23,7 +23,7 @@ export interface LiveAttempt {
    * What the attempt waits for before its next model call, a wait that costs nothing: its API key (named by a hash)
    * paused after a 429/529, or the worker's `requestsPerMinute` / `concurrentRequests` on it.
    */
-  throttled?: { apiKey: string; reason: 'paused' | 'requestsPerMinute' | 'concurrentRequests'; until?: number };
+  throttled?: { apiKey: string; reason: 'paused' | 'requestsPerMinute' | 'concurrentRequests'; until?: number; ahead?: number };
 }
 
 /** A run as `status` and `watch` show it. */

@@ -17,11 +17,13 @@ export interface ThrottledWait {
   reason: 'paused' | 'requestsPerMinute' | 'concurrentRequests';
   /** When the wait ends, where it is known. @unit milliseconds since the epoch */
   until?: number;
+  /** Calls queued before this one for a slot of `concurrentRequests`, on every worker. */
+  ahead?: number;
 }
 
 /** Slots of `concurrentRequests` shared by every worker on the key: take one, and give it back with the function returned. */
 export interface KeySlots {
-  acquire(signal: AbortSignal): Promise<() => Promise<void>>;
+  acquire(signal: AbortSignal, options?: { label?: string; onQueued?: (ahead: number) => void }): Promise<() => Promise<void>>;
 }
 
 export interface ApiKeyLimiterOptions {
@@ -34,6 +36,13 @@ export interface ApiKeyLimiterOptions {
   refreshMs?: number;
   /** Where failures to reach the shared state go; they never fail a call (the API's own 429s still protect it). */
   warn?: (message: string) => void;
+}
+
+export interface AcquireOptions {
+  /** What `agent-pipeline limits` shows for the slot's holder. */
+  label?: string;
+  /** For a CLI agent rather than one model call: `requestsPerMinute` does not apply. */
+  agent?: boolean;
 }
 
 /** What a waiting call is told, for its heartbeat; `undefined` once it may go. */
@@ -103,19 +112,24 @@ export class ApiKeyLimiter {
 
   /**
    * Waits until a new model call may start: a slot of `concurrentRequests`, a start time under `requestsPerMinute`, the
-   * end of the key's pause. Without limits or pause it returns at once. Resolves to the release of the slot.
+   * end of the key's pause. Without limits or pause it returns at once. Resolves to the release of the slot (call it
+   * when the call or the agent has ended, on every path).
    * @throws the abort reason when `signal` aborts while waiting
    */
-  async acquire(signal: AbortSignal, onThrottled: OnThrottled): Promise<() => Promise<void>> {
-    const { requestsPerMinute, concurrentRequests } = this.options.limits;
+  async acquire(signal: AbortSignal, onThrottled: OnThrottled, options: AcquireOptions = {}): Promise<() => Promise<void>> {
+    const { concurrentRequests } = this.options.limits;
+    // An agent makes its many calls itself: it takes a slot and waits out a pause, but is given no start time.
+    const requestsPerMinute = options.agent ? undefined : this.options.limits.requestsPerMinute;
+    const { label } = options;
     if (requestsPerMinute === undefined && concurrentRequests === undefined && this.pausedUntil <= Date.now()) return NO_RELEASE;
     let release = NO_RELEASE;
     try {
       if (concurrentRequests !== undefined) {
         // A free slot is taken in one round trip; only a call that has to queue for one says so.
         const queued = setTimeout(() => onThrottled({ apiKey: this.keyId, reason: 'concurrentRequests' }), SLOT_QUEUED_AFTER_MS);
+        const onQueued = (ahead: number): void => onThrottled({ apiKey: this.keyId, reason: 'concurrentRequests', ahead });
         try {
-          release = await this.options.slots!.acquire(signal);
+          release = await this.options.slots!.acquire(signal, { label, onQueued });
         } finally {
           clearTimeout(queued);
         }

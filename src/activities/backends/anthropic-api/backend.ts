@@ -158,6 +158,7 @@ async function streamCall(
   const keepAlive = setInterval(() => report(progress), quietHeartbeatIntervalMs(stage));
   const limits: CallLimits | undefined = using.limiter && {
     limiter: using.limiter,
+    label: `model call of stage ${stage.id}`,
     onThrottled: (wait) => {
       throttled = wait;
       report(progress);

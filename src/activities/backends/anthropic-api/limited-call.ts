@@ -6,6 +6,8 @@ import { readRetryAfterMs } from './api-error.js';
 export interface CallLimits {
   limiter: ApiKeyLimiter;
   onThrottled: OnThrottled;
+  /** What `agent-pipeline limits` shows for a call holding a slot of `concurrentRequests`. */
+  label?: string;
   /** Told of each 429/529 the call waits out instead of failing (for the transcript). */
   onRateLimited?: (status: number, retryAfterMs: number) => void;
 }
@@ -24,7 +26,7 @@ const MAX_WAITED_OUT = 5;
 export async function callWithinLimits<T>(limits: CallLimits | undefined, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
   if (!limits) return call();
   for (let waited = 0; ; waited++) {
-    const release = await limits.limiter.acquire(signal, limits.onThrottled);
+    const release = await limits.limiter.acquire(signal, limits.onThrottled, { label: limits.label });
     try {
       return await call();
     } catch (err) {
