@@ -189,6 +189,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
   });
+  // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
+  await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
   return { worker, resources };
 }
 

@@ -117,22 +117,25 @@ describe('ApiKeyLimiter', () => {
     expect(store.window.pausedUntil).toBe(until);
   });
 
-  it("learns another worker's pause in the background while an attempt uses the key", async () => {
+  it("learns another worker's pause at start, and in the background, more often while an attempt uses the key", async () => {
     const store = new MemoryStore();
     const other = new ApiKeyLimiter({ keyId: 'k', limits: {}, store });
-    const limiter = new ApiKeyLimiter({ keyId: 'k', limits: {}, store, refreshMs: 20 });
+    other.reportRateLimited(100);
+    const limiter = new ApiKeyLimiter({ keyId: 'k', limits: {}, store, refreshMs: 20, idleRefreshMs: 60_000 });
+    await limiter.start();
+    expect(limiter.pauseEnd).toBe(other.pauseEnd);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Idle, the worker does not read again before idleRefreshMs.
+    expect(store.calls.filter((call) => call === 'read')).toHaveLength(1);
     const done = limiter.use();
-    other.reportRateLimited(200);
+    other.reportRateLimited(300);
     await expect.poll(() => limiter.pauseEnd, { timeout: 10_000 }).toBe(other.pauseEnd);
     const waits: (ThrottledWait | undefined)[] = [];
     await limiter.acquire(never, (wait) => waits.push(wait));
     expect(waits[0]).toMatchObject({ reason: 'paused', until: other.pauseEnd });
     expect(Date.now()).toBeGreaterThanOrEqual(other.pauseEnd);
     done();
-    const reads = store.calls.filter((call) => call === 'read').length;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    // With no attempt on the key, the worker stops reading.
-    expect(store.calls.filter((call) => call === 'read').length).toBe(reads);
+    limiter.stop();
   });
 
   it('asks the shared window for a start time under requestsPerMinute, and waits for it', async () => {

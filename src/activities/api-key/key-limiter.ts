@@ -34,6 +34,8 @@ export interface ApiKeyLimiterOptions {
   slots?: KeySlots;
   /** How often the shared pause is read while attempts use the key. @unit milliseconds @default 1000 */
   refreshMs?: number;
+  /** How often it is read while none does. @unit milliseconds @default 5000 */
+  idleRefreshMs?: number;
   /** Where failures to reach the shared state go; they never fail a call (the API's own 429s still protect it). */
   warn?: (message: string) => void;
 }
@@ -55,13 +57,14 @@ const NO_RELEASE = async (): Promise<void> => {};
 
 /**
  * One worker's side of an API key's shared limits. It keeps a local view of the key's pause, refreshed in the
- * background while attempts use the key, so that a call on a key with no limits and no recent 429 starts at once,
+ * background (see `start`), so that a call on a key with no limits and no recent 429 starts at once,
  * with no round trip; a pause this worker reports applies here at once and reaches the others through Temporal.
  */
 export class ApiKeyLimiter {
   readonly keyId: string;
   private pausedUntil = 0;
   private users = 0;
+  private lastRead = 0;
   private refresher?: NodeJS.Timeout;
 
   constructor(private readonly options: ApiKeyLimiterOptions) {
@@ -78,23 +81,36 @@ export class ApiKeyLimiter {
     return this.pausedUntil;
   }
 
-  /** An attempt uses the key until the function returned is called; meanwhile the shared pause is read in the background. */
+  /**
+   * Reads the key's shared pause now, then keeps reading it in the background until `stop()`: every `refreshMs` while
+   * attempts use the key, every `idleRefreshMs` otherwise, as long as `alive()` (the worker has not stopped). The
+   * worker awaits the first read once, when it starts.
+   */
+  async start(alive: () => boolean = () => true): Promise<void> {
+    await this.refresh();
+    clearInterval(this.refresher);
+    this.refresher = setInterval(() => {
+      if (!alive()) return this.stop();
+      const every = this.users > 0 ? 0 : (this.options.idleRefreshMs ?? 5_000);
+      if (Date.now() - this.lastRead >= every) void this.refresh();
+    }, this.options.refreshMs ?? 1_000);
+    this.refresher.unref();
+  }
+
+  /** An attempt uses the key until the function returned is called: meanwhile the shared pause is read more often. */
   use(): () => void {
-    if (this.users++ === 0) {
-      void this.refresh();
-      this.refresher = setInterval(() => void this.refresh(), this.options.refreshMs ?? 1_000);
-      this.refresher.unref();
-    }
+    this.users++;
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      if (--this.users === 0) clearInterval(this.refresher);
+      this.users--;
     };
   }
 
   /** Reads the shared pause into the local view (a pause only grows, so the later of both wins). */
   async refresh(): Promise<void> {
+    this.lastRead = Date.now();
     try {
       this.pausedUntil = Math.max(this.pausedUntil, await this.options.store.readPausedUntil());
     } catch (err) {
