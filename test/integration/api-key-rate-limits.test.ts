@@ -142,3 +142,23 @@ async function waitForThrottled(client: Client, runId: string): Promise<LiveAtte
   return throttled;
 }
 
+
+describe('CLI stages under the key limits', () => {
+  it("start no more agents at once than the key's concurrentRequests", { timeout: 300_000 }, async () => {
+    const replyMs = 1_500;
+    const stages = ['one', 'two', 'three'];
+    const { harness: h, server: s } = await world('rate-cli', {
+      scenario: { rules: stages.map((id) => ({ name: id, match: `Pipeline: cli-slots · Stage: ${id} ·`, turns: [{ text: REPORT(id), delayMs: replyMs }] })) },
+    });
+    await startWorker(h, { apiKeyLimits: { concurrentRequests: 1 } });
+    const yaml = ['name: cli-slots', 'stages:', ...stages.flatMap((id) => [`  - id: ${id}`, '    backend: claude-cli', '    model: haiku', `    prompt: Do ${id}.`])].join('\n');
+    const state = await h.finish(await h.startYaml('cli-slots', yaml));
+    expect(state.stages.map((stage) => stage.status)).toEqual(['completed', 'completed', 'completed']);
+
+    // Each agent's answer takes `replyMs`; with one slot the next agent can only start once the previous one's attempt
+    // has ended, so the stages' calls reach the server at least that far apart (unlimited, they arrive together).
+    const firstCall = stages.map((id) => Math.min(...s.requests().filter((request) => request.rule === id).map((request) => Date.parse(request.time))));
+    const ordered = [...firstCall].sort((a, b) => a - b);
+    for (let i = 1; i < ordered.length; i++) expect(ordered[i] - ordered[i - 1]).toBeGreaterThanOrEqual(replyMs);
+  });
+});
