@@ -16,6 +16,8 @@ export const PAUSED_UNTIL_MEMO = 'pausedUntil';
 export interface ApiKeyLimitInput {
   keyId: string;
   window?: ApiKeyWindow;
+  /** Continue as new past this many history events (tests set it low). @default 2000 */
+  continueAsNewAfterEvents?: number;
 }
 
 /** A stage saw a 429/529 with `retry-after`: new calls on the key wait until `until`. @unit milliseconds since the epoch */

@@ -36,9 +36,9 @@ export async function apiKeyLimitWorkflow(input: ApiKeyLimitInput): Promise<void
       upsertMemo({ [PAUSED_UNTIL_MEMO]: window.pausedUntil });
       published = window.pausedUntil;
     }
-    if (workflowInfo().historyLength > CONTINUE_AS_NEW_AFTER_EVENTS || workflowInfo().continueAsNewSuggested) {
+    if (workflowInfo().historyLength > (input.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS) || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof apiKeyLimitWorkflow>({ keyId: input.keyId, window });
+      return continueAsNew<typeof apiKeyLimitWorkflow>({ ...input, window });
     }
     changed = false;
     const rest = idleAt(window) - Date.now();

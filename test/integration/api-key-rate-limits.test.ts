@@ -3,13 +3,13 @@ import type { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { apiKeyId } from '../../src/activities/api-key/key-id.js';
-import { keyLimitWorkflowId } from '../../src/activities/api-key/key-limit-store.js';
+import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
 import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { PAUSED_UNTIL_MEMO } from '../../src/workflows/api-key-limit-messages.js';
+import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/workflows/api-key-limit-messages.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 
 /*
@@ -160,5 +160,26 @@ describe('CLI stages under the key limits', () => {
     const firstCall = stages.map((id) => Math.min(...s.requests().filter((request) => request.rule === id).map((request) => Date.parse(request.time))));
     const ordered = [...firstCall].sort((a, b) => a - b);
     for (let i = 1; i < ordered.length; i++) expect(ordered[i] - ordered[i - 1]).toBeGreaterThanOrEqual(replyMs);
+  });
+});
+
+describe("an API key's limiter workflow", () => {
+  it('keeps the pause and the request window across continue-as-new', { timeout: 300_000 }, async () => {
+    const { apiKey, harness: h } = await world('rate-can', { scenario: { rules: [] } });
+    await startWorker(h);
+    const keyId = apiKeyId(apiKey);
+    const workflowId = keyLimitWorkflowId(h.taskQueue, keyId);
+    const first = await h.client.workflow.start(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue: h.taskQueue, args: [{ keyId, continueAsNewAfterEvents: 20 }] });
+    const store = temporalKeyLimitStore(h.client, h.taskQueue, keyId);
+    const pausedUntil = Date.now() + 5 * 60_000;
+    await store.reportPause(pausedUntil);
+    const starts: number[] = [];
+    for (let i = 0; i < 12; i++) starts.push(await store.reserve(4));
+
+    const description = await h.client.workflow.getHandle(workflowId).describe();
+    expect(description.runId).not.toBe(first.firstExecutionRunId);
+    expect(await store.readPausedUntil()).toBe(pausedUntil);
+    // Four start times per minute from the end of the pause, first come first served, whichever execution granted them.
+    expect(starts).toEqual([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2].map((minute) => pausedUntil + minute * 60_000));
   });
 });

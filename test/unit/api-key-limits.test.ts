@@ -176,6 +176,21 @@ describe('ApiKeyLimiter', () => {
   });
 });
 
+describe('ApiKeyLimiter when Temporal cannot answer', () => {
+  it('lets the call go with a warning rather than fail the stage', async () => {
+    const store = new MemoryStore();
+    store.reserve = async () => Promise.reject(new Error('connection refused'));
+    const warnings: string[] = [];
+    const broken: KeySlots = { acquire: async () => Promise.reject(new Error('connection refused')) };
+    const limiter = new ApiKeyLimiter({ keyId: 'k', limits: { requestsPerMinute: 10, concurrentRequests: 1 }, store, slots: broken, warn: (m) => warnings.push(m) });
+    await (await limiter.acquire(never, () => {}))();
+    expect(warnings).toEqual([
+      'could not take a slot on api key k, so the call goes on without it: connection refused',
+      'could not get a start time on api key k, so the call goes on without it: connection refused',
+    ]);
+  });
+});
+
 function apiError(status: number, headers: Record<string, string>): Error {
   return Anthropic.APIError.generate(status, { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } }, 'slow down', new Headers(headers));
 }

@@ -1,4 +1,4 @@
-import { WithStartWorkflowOperation, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import {
   API_KEY_LIMIT_WORKFLOW_TYPE,
   pauseKeySignal,
@@ -16,6 +16,9 @@ export interface KeyLimitStore {
   /** A start time for one request under `perMinute`, granted to it alone. @unit milliseconds since the epoch */
   reserve(perMinute: number): Promise<number>;
 }
+
+/** Tries of one request for a start time, while the key's workflow hands over to its next execution. */
+const RESERVE_TRIES = 4;
 
 /** The limiter workflow of a key on a task queue: the workers of one queue share it. */
 export function keyLimitWorkflowId(taskQueue: string, keyId: string): string {
@@ -44,9 +47,19 @@ export function temporalKeyLimitStore(client: Client, taskQueue: string, keyId: 
       await client.workflow.signalWithStart(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue, args, signal: pauseKeySignal, signalArgs: [{ until }] });
     },
     async reserve(perMinute) {
-      const startWorkflowOperation = new WithStartWorkflowOperation(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue, args, workflowIdConflictPolicy: 'USE_EXISTING' });
-      const { startAt } = await client.workflow.executeUpdateWithStart(reserveRequestUpdate, { args: [{ perMinute }], startWorkflowOperation });
-      return startAt;
+      for (let attempt = 1; ; attempt++) {
+        // An operation serves one call only, so each try makes its own.
+        const startWorkflowOperation = new WithStartWorkflowOperation(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue, args, workflowIdConflictPolicy: 'USE_EXISTING' });
+        try {
+          const { startAt } = await client.workflow.executeUpdateWithStart(reserveRequestUpdate, { args: [{ perMinute }], startWorkflowOperation });
+          return startAt;
+        } catch (err) {
+          // The workflow refused the request (its validator): asking again changes nothing.
+          if (err instanceof WorkflowUpdateFailedError || attempt >= RESERVE_TRIES) throw err;
+          // Otherwise the key's workflow was ending or continuing as new between the start and the update: ask the next one.
+          await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+        }
+      }
     },
   };
 }

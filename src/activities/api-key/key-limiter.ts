@@ -145,12 +145,13 @@ export class ApiKeyLimiter {
         const queued = setTimeout(() => onThrottled({ apiKey: this.keyId, reason: 'concurrentRequests' }), SLOT_QUEUED_AFTER_MS);
         const onQueued = (ahead: number): void => onThrottled({ apiKey: this.keyId, reason: 'concurrentRequests', ahead });
         try {
-          release = await this.options.slots!.acquire(signal, { label, onQueued });
+          release = (await this.shared(signal, 'take a slot', () => this.options.slots!.acquire(signal, { label, onQueued }))) ?? NO_RELEASE;
         } finally {
           clearTimeout(queued);
         }
       }
-      if (requestsPerMinute !== undefined) await this.waitUntil(await this.options.store.reserve(requestsPerMinute), 'requestsPerMinute', signal, onThrottled);
+      const startAt = requestsPerMinute === undefined ? undefined : await this.shared(signal, 'get a start time', () => this.options.store.reserve(requestsPerMinute));
+      if (startAt !== undefined) await this.waitUntil(startAt, 'requestsPerMinute', signal, onThrottled);
       // A pause may have begun meanwhile; the slot is kept, as no call on the key may start before the pause ends anyway.
       while (this.pausedUntil > Date.now()) await this.waitUntil(this.pausedUntil, 'paused', signal, onThrottled);
     } catch (err) {
@@ -160,6 +161,21 @@ export class ApiKeyLimiter {
       onThrottled(undefined);
     }
     return release;
+  }
+
+  /**
+   * A step on the key's shared state. When Temporal cannot answer it the call goes on without it, with a warning: the
+   * API's own 429s still protect the key, and a stage must not fail for its limiter.
+   * @throws the abort reason when the attempt is cancelled
+   */
+  private async shared<T>(signal: AbortSignal, what: string, step: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await step();
+    } catch (err) {
+      signal.throwIfAborted();
+      this.options.warn?.(`could not ${what} on api key ${this.keyId}, so the call goes on without it: ${(err as Error).message}`);
+      return undefined;
+    }
   }
 
   private async waitUntil(until: number, reason: ThrottledWait['reason'], signal: AbortSignal, onThrottled: OnThrottled): Promise<void> {
