@@ -7,6 +7,8 @@ import { createCloseWorkspace } from './close-workspace.js';
 import { createDeliverRun } from './deliver-run.js';
 import { createMergeStage } from './merge-stage.js';
 import { createRunStage } from './run-stage.js';
+import { acquireRunLeases, releaseRunLeases } from './leases/run-leases.js';
+import { withStageLeases } from './leases/stage-leases.js';
 import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
@@ -39,7 +41,8 @@ export function createActivities(deps: ActivityDependencies) {
       secrets.run(() => activity(...args));
   return {
     checkRunInput: withSecrets(checkRunInput),
-    runStage: withSecrets(
+    // A stage with `limits:` holds its keys while an attempt runs; without, the stage runs as it did.
+    runStage: withSecrets(withStageLeases(
       createRunStage({
         workspacesRoot: deps.workspacesRoot,
         allowedPaths: deps.allowedPaths,
@@ -50,7 +53,9 @@ export function createActivities(deps: ActivityDependencies) {
           'anthropic-api': (request) => runAnthropicApi(request, deps.api),
         },
       }),
-    ),
+    )),
+    acquireRunLeases,
+    releaseRunLeases,
     // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),

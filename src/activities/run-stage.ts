@@ -5,6 +5,7 @@ import path from 'node:path';
 import { readAgentOutput, readFreeAnswer } from '../pipeline/contract.js';
 import { needIds } from '../pipeline/graph.js';
 import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
+import type { LeaseKey } from '../pipeline/limits.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
@@ -66,6 +67,8 @@ export interface StageAttemptInput {
   budgetRemainingUsd?: number;
   /** Stages that become ready when this one completes, whose agents the worker may start ahead of time (warm start). */
   prewarm?: ResolvedStage[];
+  /** The stage's `limits:` keys, rendered and sorted: the attempt holds them while it runs (activities/leases/). */
+  leases?: LeaseKey[];
 }
 
 export interface RunStageDependencies {

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describeOmittedArtifacts } from '../pipeline/output-caps.js';
 import { formatDuration } from '../pipeline/duration.js';
-import type { RunState, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+import type { LeaseWaitState, RunState, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 import { formatColumns, formatUsd } from './output.js';
 import type { LiveAttempt, RunSnapshot } from '../library/run-reader.js';
 
@@ -51,6 +51,7 @@ export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt
     const throttled = stage.status === 'running' ? live.get(stage.id)?.throttled : undefined;
     const note =
       stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
+      stage.status === 'running' && stage.leaseWait ? describeLeaseWait(stage.leaseWait) :
       throttled ? throttledNote(throttled) :
       stage.status === 'running' && live.get(stage.id)?.lastFailure ? `retrying after: ${live.get(stage.id)!.lastFailure}` :
       stage.status === 'completed' ? (stage.result?.summary ?? '') : '';
@@ -92,15 +93,21 @@ export function formatDeadline(at: number): string {
   return `${new Date(at).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }
 
+/** A wait for a concurrency key in a few words: `waits for key repo:acme (1 ahead, 2 of 2 held)`. */
+export function describeLeaseWait(wait: LeaseWaitState): string {
+  return `waits for key ${wait.key} (${wait.ahead} ahead, ${wait.holders} of ${wait.limit} held)`;
+}
+
 /** What the run waits for and how to move it on, ready to print. */
 export function waitLines(state: RunState): string[] {
-  return listWaits(state).flatMap((wait) => [
+  const runWait = state.status === 'running' && state.leaseWait ? [`⏳ the run ${describeLeaseWait(state.leaseWait)}; its stages start once it holds the key`] : [];
+  return runWait.concat(...listWaits(state).map((wait) => [
     `⏸ ${wait.stage} waits for ${wait.kind.replace('_', ' ')}: ${wait.question ?? wait.message}`,
     ...(wait.denials ?? []).map((d) => `    denied: ${d.tool} ${summariseInput(d.input)}`),
     // An absolute time: the live view prints these lines again only when they change.
     ...(wait.timeoutAt === undefined ? [] : [`    deadline ${formatDeadline(wait.timeoutAt)}${wait.onTimeout ? `; then ${wait.onTimeout}` : ''}`]),
     ...wait.commands.map((command) => `    → ${command}`),
-  ]);
+  ]));
 }
 
 /** The live block `start --wait` and `watch` redraw: header, stage table, waits. */

@@ -24,7 +24,8 @@ export {
   type RunFailureKind,
 } from './errors.js';
 export { ConfigError } from '../config.js';
-export type { RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+export type { LeaseWaitState, RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+export type { LeaseEntry, LeaseKeyState } from '../activities/leases/lease-client.js';
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { PipelineDefinition, StageDefinition, StageDefaults, McpServer, Duration, BackendName } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../workflows/messages.js';

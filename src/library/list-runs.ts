@@ -1,4 +1,5 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { LEASE_WAITS_MEMO_KEY } from '../workflows/lease/lease-wait.js';
 import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { RUN_STARTED_AT_MEMO_KEY } from '../workflows/run-carry-over.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
@@ -63,6 +64,8 @@ export interface RunListItem {
   costUsd: number | null;
   /** Stages running at the last update. */
   currentStages: string[];
+  /** What the run (no `stage`) or its stages wait for among concurrency keys (`limits:`), and how many are ahead. */
+  leaseWaits: { stage?: string; key: string; ahead: number }[];
 }
 
 /** The visibility query for the filter, on our search attributes and Temporal's built-in ones. */
@@ -96,7 +99,13 @@ function toItem(info: WorkflowExecutionInfo): RunListItem {
     closedAt: info.closeTime?.getTime() ?? null,
     costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
     currentStages: info.typedSearchAttributes.get(CURRENT_STAGES_ATTRIBUTE) ?? [],
+    leaseWaits: execution === 'running' ? readLeaseWaits(info.memo) : [],
   };
+}
+
+function readLeaseWaits(memo: Record<string, unknown> | undefined): RunListItem['leaseWaits'] {
+  const value = memo?.[LEASE_WAITS_MEMO_KEY];
+  return Array.isArray(value) ? (value as RunListItem['leaseWaits']) : [];
 }
 
 function readStartedAt(memo: Record<string, unknown> | undefined): number | undefined {

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
 import { startRun } from './runs.js';
 import type { PipelineRunInput } from '../workflows/messages.js';
@@ -97,6 +98,15 @@ export class PipelineClient {
   /** Runs, newest first, filtered by pipeline, status and start time. */
   list(filter: RunListFilter = {}): Promise<RunListItem[]> {
     return typedErrors(() => listRuns(this.temporal, filter), this.address);
+  }
+
+  /**
+   * Concurrency keys (`limits:`) somebody holds or waits for, each with its limit, holders and waiters in order;
+   * with `key`, that key only (an empty list when nobody holds or waits for it). See docs/limits.md.
+   */
+  limits(key?: string): Promise<LeaseKeyState[]> {
+    const leases = new LeaseClient(this.temporal, this.taskQueue);
+    return typedErrors(async () => (key === undefined ? leases.list() : [await leases.describe(key)].filter((s): s is LeaseKeyState => s !== undefined)), this.address);
   }
 
   /** The run's page in the Temporal Web UI, when its address is known (`AGENT_PIPELINE_WEB_UI`, or the dev server's). */

@@ -35,6 +35,18 @@ export interface WaitingFor {
   onTimeout?: string;
 }
 
+/** A wait for a concurrency key (`limits:`): which key, and how many wait before this one. */
+export interface LeaseWaitState {
+  key: string;
+  /** Waiters before this one (first come first served). */
+  ahead: number;
+  /** Holders of the key when last told, and its limit. */
+  holders: number;
+  limit: number;
+  /** @unit milliseconds since the epoch */
+  since: number;
+}
+
 /** One stage as the status query reports it. */
 export interface StageState {
   id: string;
@@ -54,6 +66,8 @@ export interface StageState {
   error?: { type: string; message: string };
   /** Set while the stage waits for a person. */
   waitingFor?: WaitingFor;
+  /** Set while a running stage's attempt waits for a concurrency key (`limits:`) before its agent starts. */
+  leaseWait?: LeaseWaitState;
   /** Why a skipped stage did not run, and whether its dependents still run (condition false, skipped by a person). */
   skip?: { reason: string; dependentsRun: boolean };
   /** Tokens and cost of every attempt of the stage, killed ones included. */
@@ -74,6 +88,10 @@ export interface RunState {
   warnings?: string[];
   /** Why the run failed, cancelled or timed out. */
   error?: { type: string; message: string };
+  /** Set while the run waits for a key of the pipeline's `limits:` before its first stage starts. */
+  leaseWait?: LeaseWaitState;
+  /** The pipeline's `limits:` keys the run holds for its life. */
+  leases?: string[];
   /** What the run delivered: the pushed `branch` and `commit`, the `pullRequestUrl` (or a `compareUrl` to open one). */
   outputs?: Record<string, string>;
   /** Each reviewer's findings across rounds, by reviewer stage id. */

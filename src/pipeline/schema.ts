@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { limitsSchema } from './limits.js';
 import { TOOL_NAME } from './tool-names.js';
 
 /**
@@ -205,6 +206,8 @@ export const stageSchema = z.strictObject({
   expects: z.array(z.string().min(1)).min(1).optional(),
   /** Overrides the pipeline's `templateSyntax` for this stage's prompt. */
   templateSyntax: z.enum(TEMPLATE_SYNTAXES).optional(),
+  /** Concurrency keys shared by every run, held while an attempt of this stage runs (docs/limits.md). */
+  limits: limitsSchema.optional(),
   ...stageOptionsShape,
 }).check((ctx) => {
   const stage = ctx.value;
@@ -272,6 +275,8 @@ export const pipelineSchema = z.strictObject({
   concurrency: z.number().int().min(1).optional(),
   /** Bound on the whole run. */
   timeout: durationSchema.optional(),
+  /** Concurrency keys shared by every run, held for this run's whole life (docs/limits.md). */
+  limits: limitsSchema.optional(),
   budgetUsd: z.number().positive().optional(),
   /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
   onBudgetExceeded: z.enum(['ask', 'fail']).optional(),

@@ -1,5 +1,6 @@
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
 import { allowedFailures, findAncestors } from './graph.js';
+import { findLimitProblems } from './limits.js';
 import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
 import type { PipelineDefinition } from './schema.js';
@@ -63,7 +64,7 @@ export function findSemanticProblems(pipeline: PipelineDefinition): { path: Prop
       problems.push({ path: ['stages', i, 'review'], message: 'a reviewer gives its verdict in the report block; set `contract: json` on this stage' });
     }
   });
-  problems.push(...checkFinallyStages(pipeline));
+  problems.push(...checkFinallyStages(pipeline), ...findAllLimitProblems(pipeline));
   return problems;
 }
 
@@ -183,4 +184,14 @@ function findSharedOutputs(pipeline: PipelineDefinition): { path: PropertyKey[];
     }
   });
   return problems;
+}
+
+/** Every `limits:` list: the pipeline's, each stage's and each `finally` stage's. */
+function findAllLimitProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
+  const inputs = Object.keys(pipeline.inputs ?? {});
+  return [
+    ...findLimitProblems(pipeline.limits, inputs, ['limits']),
+    ...pipeline.stages.flatMap((stage, i) => findLimitProblems(stage.limits, inputs, ['stages', i, 'limits'])),
+    ...(pipeline.finally ?? []).flatMap((stage, i) => findLimitProblems(stage.limits, inputs, ['finally', i, 'limits'])),
+  ];
 }

@@ -11,6 +11,7 @@ import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput, TemplateValues, TemplateValuesRequest } from './messages.js';
 import { ReviewLoop } from './review-loop.js';
 import { CARRY_OVER_VERSION, handOverLimits, readCarryOver, type HandOverLimits, type RunCarryOver } from './run-carry-over.js';
+import { RunLimits } from './run-limits.js';
 import { RunTracker } from './run-tracker.js';
 import { StageRunner, type StageOutcome } from './stage-runner.js';
 import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.js';
@@ -44,6 +45,8 @@ export class PipelineRun {
   readonly tracker: RunTracker;
   readonly waits: HumanWaits;
   readonly budget: BudgetGuard;
+  /** The pipeline's and the stages' concurrency keys (`limits:`), and what the run waits for among them. */
+  readonly keys: RunLimits;
   private readonly stages: ResolvedStage[];
   /** The pipeline's `finally:` stages, run one after another once the run has ended. */
   private readonly finallyStages: ResolvedStage[];
@@ -85,7 +88,8 @@ export class PipelineRun {
     this.rounds = new Map(carried?.rounds);
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference });
+    this.keys = new RunLimits(input, this.tracker, this.publish, carried?.leases);
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, limits: this.keys });
     this.runner.runEnd = carried?.runEnd;
     this.delivery = new RunDelivery(input, this.tracker, this.waits, byReference);
     this.failure = carried?.failure;
@@ -107,6 +111,7 @@ export class PipelineRun {
       runEnd: this.runner.runEnd,
       deadlineAt: this.deadlineAt,
       executions: this.executions,
+      leases: this.keys.heldKeys(),
     };
   }
 
@@ -122,7 +127,21 @@ export class PipelineRun {
    * @throws ApplicationFailure when the run fails (its `type` says why), CancelledFailure when it was cancelled.
    */
   async run(): Promise<RunState | HandOver> {
+    let outcome: RunState | HandOver | undefined;
+    try {
+      outcome = await this.conduct();
+      return outcome;
+    } finally {
+      // The pipeline's keys are held for the run's life: given back however it ends, kept across a hand-over.
+      if (!(outcome && 'handOver' in outcome)) await this.keys.release();
+    }
+  }
+
+  private async conduct(): Promise<RunState | HandOver> {
     const timer = this.startTimeout();
+    // The pipeline's `limits:` keys before any stage starts; the pipeline `timeout` counts the wait.
+    const refused = await this.stageScope.run(() => this.keys.acquire());
+    if (refused) this.fail(refused);
     for (;;) {
       // Once the history is long, no new stage starts: the rounds in flight (and their waits for people) finish,
       // then the run hands over to a fresh execution of itself.
@@ -217,6 +236,7 @@ export class PipelineRun {
       .finally(() => {
         this.settledHere++;
         this.inFlight.delete(stage.id);
+        this.keys.stageEnded(stage.id);
         this.publish();
       });
     this.inFlight.set(stage.id, done);

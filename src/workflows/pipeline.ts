@@ -22,6 +22,7 @@ import {
   templateValuesQuery,
   type PipelineRunInput,
 } from './messages.js';
+import { leaseWaitSignal } from './lease/lease-wait.js';
 import { PipelineRun } from './pipeline-run.js';
 import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from './run-carry-over.js';
 import { RunControls } from './run-controls.js';
@@ -99,4 +100,5 @@ function registerHandlers(run: PipelineRun): void {
   setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });
   setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
   setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
+  setHandler(leaseWaitSignal, (report) => run.keys.onWait(report));
 }

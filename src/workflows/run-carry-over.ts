@@ -35,6 +35,11 @@ export interface RunCarryOver {
   deadlineAt: number | undefined;
   /** Executions of this run so far, this one included (1 for a run that never continued). */
   executions: number;
+  /**
+   * The pipeline `limits:` keys the run holds for its life (taken before its first stage, so before any hand-over);
+   * the next execution holds them under the same holder id and does not ask again. Absent in older hand-overs.
+   */
+  leases: string[] | undefined;
 }
 
 /**

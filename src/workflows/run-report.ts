@@ -6,6 +6,7 @@ const usd = (value: number): string => `$${value.toFixed(4)}`;
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
 
 function describeState(stage: StageState): string {
+  if (stage.status === 'running' && stage.leaseWait) return `waiting for key ${stage.leaseWait.key} (${stage.leaseWait.ahead} ahead)`;
   if (stage.status === 'waiting' && stage.waitingFor) return `waiting (${stage.waitingFor.kind.replace('_', ' ')})`;
   if (stage.status === 'skipped' && stage.skip) return `skipped: ${stage.skip.reason}`;
   if ((stage.status === 'failed' || stage.status === 'cancelled') && stage.error) return `${stage.status}: ${stage.error.type}`;
@@ -20,6 +21,7 @@ export function renderRunReport(state: RunState, now: number): string {
   const budget = state.budgetUsd !== undefined ? ` of ${usd(state.budgetUsd)} budget` : '';
   const lines = [`**${state.pipeline}** · ${state.status} · cost ${usd(state.costUsd)}${budget}`];
   if (state.error) lines.push('', `**${state.error.type}**: ${cell(state.error.message)}`);
+  if (state.leaseWait) lines.push('', `**Waiting** · for key \`${cell(state.leaseWait.key)}\` · ${state.leaseWait.ahead} ahead`);
   for (const stage of state.stages) {
     const waiting = stage.waitingFor;
     if (stage.status !== 'waiting' || !waiting) continue;

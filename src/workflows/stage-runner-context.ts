@@ -2,6 +2,7 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { BudgetGuard } from './budget.js';
 import type { PipelineRunInput } from './messages.js';
 import type { ReviewLoop } from './review-loop.js';
+import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';
 import type { HumanWaits } from './waits.js';
 
@@ -19,4 +20,6 @@ export interface StageRunnerContext {
   publish(): void;
   /** Template values go by reference (see template-values.ts); false for runs recorded before. */
   byReference?: boolean;
+  /** Renders the stages' `limits:` keys for their attempts. */
+  limits?: RunLimits;
 }

@@ -118,6 +118,9 @@ export class StageRunner {
     const ended = stage.isFinally === true;
     const values = byReference ? inlineTemplateValues(tracker, input.inputs, needIds(stage), ended) : { inputs: input.inputs, priorStages: tracker.templateStages(ended) };
     const prewarm = this.ctx.stages && !stage.isFinally ? stagesReadyAfter(this.ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined;
+    // The attempt takes the stage's `limits:` keys before its agent starts (activities/leases/stage-leases.ts).
+    const leases = this.ctx.limits?.stageKeys(stage);
+    if (leases && !Array.isArray(leases)) return this.failed(stage, leases);
     let result: StageResult;
     try {
       result = await runStageActivity({
@@ -142,6 +145,7 @@ export class StageRunner {
         reworkHistory: this.ctx.reviews.reworkHistory(stage.id),
         budgetRemainingUsd: stage.isFinally ? undefined : this.ctx.budget.remainingUsd(),
         prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
+        ...(leases ? { leases } : {}),
       });
     } catch (err) {
       const failure = readStageFailure(err, stage);

@@ -4,6 +4,7 @@ import { addDecisionCommands } from './decide.js';
 import { addDeployCommands } from './deploy.js';
 import { addDemoCommand } from './demo.js';
 import { addDevCommand } from './dev.js';
+import { addLimitsCommand } from './limits.js';
 import { addListCommand } from './list.js';
 import { addLogsCommand } from './logs.js';
 import { addPruneCommand } from './prune.js';
@@ -20,6 +21,7 @@ export function addCommands(program: Command): void {
   addWatchCommand(program);
   addStatusCommand(program);
   addListCommand(program);
+  addLimitsCommand(program);
   addLogsCommand(program);
   addDecisionCommands(program);
   addCancelCommand(program);

@@ -47,7 +47,7 @@ export function addListCommand(program: Command): void {
           formatTime(r.startedAt),
           formatDuration((r.closedAt ?? now) - r.startedAt),
           formatUsd(r.costUsd),
-          r.currentStages.join(','),
+          [...r.currentStages, ...r.leaseWaits.map((w) => `${w.stage ?? 'run'} waits for ${w.key} (${w.ahead} ahead)`)].join(','),
         ]);
         formatColumns([['RUN', 'PIPELINE', 'STATUS', 'STARTED', 'DURATION', 'COST', 'RUNNING STAGES'], ...rows]).forEach((l) => printLine(l));
       });

@@ -1,0 +1,49 @@
+import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { LeaseKey } from '../../pipeline/limits.js';
+import { LeaseClient, LeaseRequestError, type Lease } from './lease-client.js';
+import { WaitReports } from './wait-reports.js';
+
+/** What a run sends to take or give back the keys of its pipeline's `limits:`. */
+export interface RunLeasesInput {
+  /** The run's workflow id, which the wait is reported to. */
+  runId: string;
+  /** The run's holder id: the same in every execution of the run (its first execution's run id is in it). */
+  holder: string;
+  /** Rendered and sorted. */
+  keys: LeaseKey[];
+}
+
+/**
+ * Takes the run's keys, in sorted order, waiting first come first served while one is full and heartbeating while
+ * it waits. They are held for the run's life: no time limit, given back by `releaseRunLeases` when the run ends.
+ * Asking again is idempotent, so a retry of this activity (its worker died) keeps its place in each queue.
+ * @throws LIMIT_INVALID for a key the lease workflow refuses; the cancellation, with the keys taken so far given back
+ */
+export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]> {
+  const leases = new LeaseClient(Context.current().client, activityInfo().taskQueue);
+  const reports = new WaitReports(input.runId, undefined);
+  const held: Lease[] = [];
+  try {
+    for (const { key, concurrency } of input.keys) {
+      held.push(
+        await leases.acquire(
+          { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}` },
+          { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs: 10_000 },
+        ),
+      );
+    }
+    await reports.over();
+    return held.map((lease) => lease.key);
+  } catch (err) {
+    if (cancellationSignal().aborted) await Promise.all(held.map((lease) => lease.release().catch(() => undefined)));
+    if (err instanceof LeaseRequestError) throw ApplicationFailure.create({ type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] pipeline limits: ${err.message}`, nonRetryable: true });
+    throw err;
+  }
+}
+
+/** Gives back the run's keys (and leaves any queue it is still in); a key it does not hold is no error. */
+export async function releaseRunLeases(input: { holder: string; keys: string[] }): Promise<void> {
+  const leases = new LeaseClient(Context.current().client, activityInfo().taskQueue);
+  await Promise.all(input.keys.map((key) => leases.release(key, input.holder)));
+}

@@ -1,0 +1,52 @@
+import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporalio/activity';
+import { TemplateError } from '../../pipeline/template.js';
+import type { StageResult } from '../../pipeline/stage-result.js';
+import { stageFailure } from '../failures.js';
+import type { StageAttemptInput } from '../run-stage.js';
+import { holdLeases, LeaseClient, LeaseRequestError, type LeaseRequest } from './lease-client.js';
+import { WaitReports } from './wait-reports.js';
+
+/**
+ * Wraps the stage activity: an attempt of a stage with `limits:` takes its keys (in sorted order) before anything
+ * else, waiting first come first served while a key is full, heartbeating all the while; it renews them while it
+ * runs and gives them back however it ends. The lease is per attempt with the stage's heartbeat timeout as its time
+ * limit: Temporal retries an attempt on the server, so the workflow never sees one attempt die, but the attempt's
+ * renewals stop with its heartbeats and the key goes to the next waiter within that time.
+ */
+export function withStageLeases(runStage: (input: StageAttemptInput) => Promise<StageResult>): (input: StageAttemptInput) => Promise<StageResult> {
+  return async (input) => {
+    if (!input.leases?.length) return runStage(input);
+    const info = activityInfo();
+    const { workflowId, runId } = info.workflowExecution ?? { workflowId: input.runId, runId: 'local' };
+    const holder = `${workflowId}/${input.stage.id}/${info.activityId}/${runId.slice(0, 8)}/${info.attempt}`;
+    const label = `run ${workflowId} stage ${input.stage.id} attempt ${info.attempt}`;
+    const requests: LeaseRequest[] = input.leases.map(({ key, concurrency }) => ({ key, limit: concurrency, holder, ttlMs: input.stage.heartbeatTimeoutMs, label }));
+    const reports = new WaitReports(workflowId, input.stage.id);
+    const leases = new LeaseClient(Context.current().client, info.taskQueue);
+    const earlier = info.heartbeatDetails;
+    try {
+      return await holdLeases(
+        leases,
+        requests,
+        async () => {
+          await reports.over();
+          return runStage(input);
+        },
+        {
+          signal: cancellationSignal(),
+          // The earlier attempts' progress (cost, session) stays in the heartbeat for the next attempt to read.
+          onWait: (wait) => {
+            heartbeat(earlier);
+            reports.waiting(wait);
+          },
+          pollMs: Math.min(10_000, Math.floor(input.stage.heartbeatTimeoutMs / 3)),
+        },
+      );
+    } catch (err) {
+      if (err instanceof LeaseRequestError || err instanceof TemplateError) {
+        throw stageFailure({ type: 'LIMIT_INVALID', stageId: input.stage.id, message: err.message });
+      }
+      throw err;
+    }
+  };
+}

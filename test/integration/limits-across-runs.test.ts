@@ -1,0 +1,153 @@
+import { execa } from 'execa';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { LeaseKeyState } from '../../src/activities/leases/lease-client.js';
+import { listRuns } from '../../src/library/list-runs.js';
+import { getStatusQuery } from '../../src/workflows/messages.js';
+import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { emptyHome, REPORT, waitFor } from './claude-cli-world.js';
+import { WorkerProcesses } from './fault-helpers.js';
+
+/*
+ * Concurrency keys across runs, end to end: real worker processes (`node dist/worker.js`), the real `claude` CLI
+ * against the scripted model, real Temporal. Each stage's Bash tool writes when it starts and ends (in the run's
+ * workspace), so how many stages held the key at once is read from what the tools did, not from our own records.
+ */
+
+const TASK = 'Task: work on the shared repository';
+const HOLD_TASK = 'Task: hold the key until the worker dies';
+const STAMP = (what: string): string => `echo ${what} $(date +%s%3N) >> stamps.txt`;
+
+let harness: Harness;
+let scratch: string;
+const workers = new WorkerProcesses();
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'limits-across-runs-'));
+  harness = await createHarness('limits', {
+    worker: false,
+    env: { HOME: await emptyHome(scratch) },
+    scenario: {
+      rules: [
+        { name: 'work', match: TASK, turns: [{ text: 'Working.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 3 && ${STAMP('end')}` } } }, { text: `Done.\n${REPORT}` }] },
+        {
+          name: 'hold',
+          match: HOLD_TASK,
+          repeatLastTurn: true,
+          turns: [{ text: 'Holding.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 300` } } }, { text: `Resumed.\n${REPORT}` }],
+        },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await workers.killAll();
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+function pipelineYaml(task: string, concurrency: number): string {
+  return [
+    'name: shared-repo',
+    'inputs: { repo: { description: the repository } }',
+    'defaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 5s, retries: 2, permissionMode: dontAsk }',
+    'stages:',
+    '  - id: build',
+    `    prompt: "${task}"`,
+    '    allowedTools: [Bash]',
+    `    limits: [{ key: "repo:{{inputs.repo}}", concurrency: ${concurrency} }]`,
+    '',
+  ].join('\n');
+}
+
+/** `[start, end]` of the run's Bash tool, in milliseconds since the epoch (end absent while it runs). */
+async function stamps(runId: string): Promise<{ start?: number; end?: number }> {
+  const text = await readFile(path.join(harness.runDir(runId), 'stamps.txt'), 'utf8').catch(() => '');
+  const read = (what: string): number | undefined => {
+    const line = text.split('\n').find((l) => l.startsWith(`${what} `));
+    return line ? Number(line.split(' ')[1]) : undefined;
+  };
+  return { start: read('start'), end: read('end') };
+}
+
+/** The most intervals open at one moment. */
+function mostAtOnce(intervals: { start: number; end: number }[]): number {
+  const edges = intervals.flatMap((i) => [[i.start, 1] as const, [i.end, -1] as const]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let most = 0;
+  for (const [, step] of edges) most = Math.max(most, (open += step));
+  return most;
+}
+
+/** `agent-pipeline limits KEY --json`, the real command line. */
+async function limitsCommand(key: string): Promise<LeaseKeyState[]> {
+  const { stdout } = await execa('node', [path.join(PROJECT_ROOT, 'bin', 'agent-pipeline.js'), 'limits', key, '--json'], { env: harness.env, extendEnv: false });
+  return (JSON.parse(stdout) as { keys: LeaseKeyState[] }).keys;
+}
+
+describe('a stage limit shared by every run', () => {
+  test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async () => {
+    workers.start(harness.env);
+    workers.start(harness.env);
+    const repo = `X-${Math.random().toString(36).slice(2, 8)}`;
+    const file = await harness.writePipeline('shared-repo', pipelineYaml(TASK, 2));
+    const handles = await Promise.all(Array.from({ length: 6 }, (_, i) => harness.start(file, { repo }, `limits-six-${repo}-${i}`)));
+    // While they run, the key never has more than 2 holders, and at some point stages wait for it.
+    const seen = { mostHolders: 0, waiters: 0, statusWaits: 0 };
+    const watching = (async () => {
+      for (let done = 0; done < 6; ) {
+        const [book] = await limitsCommand(`repo:${repo}`);
+        seen.mostHolders = Math.max(seen.mostHolders, book?.holders.length ?? 0);
+        seen.waiters = Math.max(seen.waiters, book?.waiters.length ?? 0);
+        const states = await Promise.all(handles.map((h) => h.query(getStatusQuery)));
+        seen.statusWaits = Math.max(seen.statusWaits, states.filter((s) => s.stages[0].leaseWait?.key === `repo:${repo}`).length);
+        done = states.filter((s) => s.status !== 'running').length;
+      }
+    })();
+    const states = await Promise.all(handles.map((h) => harness.finish(h)));
+    await watching;
+    expect(states.map((s) => s.status)).toEqual(Array(6).fill('completed'));
+    const intervals = await Promise.all(handles.map((h) => stamps(h.workflowId)));
+    expect(intervals.every((i) => i.start !== undefined && i.end !== undefined)).toBe(true);
+    expect(mostAtOnce(intervals as { start: number; end: number }[])).toBeLessThanOrEqual(2);
+    expect(seen.mostHolders).toBeLessThanOrEqual(2);
+    expect(seen.waiters).toBeGreaterThan(0);
+    expect(seen.statusWaits).toBeGreaterThan(0);
+    // Every lease was given back.
+    expect(await limitsCommand(`repo:${repo}`)).toEqual([]);
+    await workers.killAll();
+  });
+
+  test('SIGKILLing the worker that holds the key frees it within the heartbeat timeout, and the waiting stage runs', { timeout: 300_000 }, async () => {
+    const repo = `Y-${Math.random().toString(36).slice(2, 8)}`;
+    const key = `repo:${repo}`;
+    // The first worker takes one stage at a time, so the waiting stage goes to the second.
+    const holderWorker = workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
+    const holding = await harness.start(await harness.writePipeline('hold', pipelineYaml(HOLD_TASK, 1)), { repo }, `limits-hold-${repo}`);
+    await waitFor(() => stamps(holding.workflowId), (s) => s.start !== undefined, 'the holding stage to run its tool', 120_000);
+    workers.start(harness.env);
+    const waiting = await harness.start(await harness.writePipeline('wait', pipelineYaml(TASK, 1)), { repo }, `limits-wait-${repo}`);
+    const state = await waitFor(() => waiting.query(getStatusQuery), (s) => s.stages[0].leaseWait !== undefined, 'the second run to wait for the key', 120_000);
+    expect(state.stages[0].leaseWait).toMatchObject({ key, ahead: 0, holders: 1, limit: 1 });
+    // `list` says so too (from the run's memo).
+    const listed = await waitFor(() => listRuns(harness.client, { pipeline: 'shared-repo' }), (runs) => runs.some((r) => r.runId === waiting.workflowId && r.leaseWaits.length > 0), 'list to show the wait');
+    expect(listed.find((r) => r.runId === waiting.workflowId)!.leaseWaits).toEqual([{ stage: 'build', key, ahead: 0 }]);
+    const [book] = await limitsCommand(key);
+    expect(book.holders.map((h) => h.label)).toEqual([`run ${holding.workflowId} stage build attempt 1`]);
+    expect(book.waiters.map((w) => w.label)).toEqual([`run ${waiting.workflowId} stage build attempt 1`]);
+
+    const killedAt = Date.now();
+    holderWorker.kill('SIGKILL');
+    await holderWorker;
+    const ran = await waitFor(() => stamps(waiting.workflowId), (s) => s.start !== undefined, 'the waiting stage to run', 120_000);
+    // The heartbeat timeout is 5 s; a few more seconds for the lease workflow's timer and the grant to reach the stage.
+    expect(ran.start! - killedAt).toBeLessThan(5_000 + 25_000);
+    expect((await harness.finish(waiting)).status).toBe('completed');
+    // The killed attempt's retry queued behind it, then resumed and completed.
+    expect((await harness.finish(holding)).status).toBe('completed');
+    expect(await limitsCommand(key)).toEqual([]);
+  });
+});
