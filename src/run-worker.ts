@@ -122,7 +122,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ? createWorkerLimiter({
         apiKey,
         limits: options.apiKeyLimits ?? settings.apiKeyLimits,
-        client: new Client({ connection, namespace: workerNamespace }),
+        // Its signals, updates and memo must be encoded as the worker's own payloads are.
+        client: new Client({ connection, namespace: workerNamespace, dataConverter: options.workerOptions?.dataConverter }),
         taskQueue,
         warn: (message) => Runtime.instance().logger.warn(message),
       })
