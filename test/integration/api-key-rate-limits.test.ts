@@ -5,6 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { apiKeyId } from '../../src/activities/api-key/key-id.js';
 import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
 import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
+import { slotLeaseKey } from '../../src/activities/api-key/lease-slots.js';
+import { leaseWorkflowId } from '../../src/workflows/lease/lease-messages.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
@@ -63,7 +65,7 @@ async function startWorker(h: Harness, options: { apiKeyLimits?: ApiKeyLimits; m
 
 describe('rate limits shared by every run on an API key', () => {
   it('4 runs x 3 parallel API stages on two workers all complete under a server limit of 2 concurrent requests per key', { timeout: 300_000 }, async () => {
-    const { harness: h, server: s } = await world('rate-shared', { concurrentRequestsPerKey: 2, scenario: { rules: [], fallback: { text: REPORT('Reviewed.'), delayMs: 300, chunks: 3, chunkDelayMs: 50 } } });
+    const { apiKey, harness: h, server: s } = await world('rate-shared', { concurrentRequestsPerKey: 2, scenario: { rules: [], fallback: { text: REPORT('Reviewed.'), delayMs: 300, chunks: 3, chunkDelayMs: 50 } } });
     await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
     await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
     const file = await h.writePipeline('reviews', parallelApiStages('reviews', ['security', 'style', 'tests']));
@@ -78,6 +80,10 @@ describe('rate limits shared by every run on an API key', () => {
     const refused = messages.filter((request) => request.status === 429);
     expect(messages.filter((request) => request.status === 200)).toHaveLength(12);
     expect(refused.length).toBeLessThan(10);
+    // The slots were leases on the key's hash: the key itself is nowhere in their history.
+    const history = await h.client.workflow.getHandle(leaseWorkflowId(slotLeaseKey(h.taskQueue, apiKeyId(apiKey)))).fetchHistory();
+    expect(history.events?.length).toBeGreaterThan(0);
+    expect(JSON.stringify(history)).not.toContain(apiKey);
   });
 
   it("a 429 seen by one worker pauses the other worker's new calls until its retry-after has passed, and status says so", { timeout: 300_000 }, async () => {
@@ -107,6 +113,8 @@ describe('rate limits shared by every run on an API key', () => {
     // The other worker never saw the 429, yet its call waited for the pause to pass.
     expect(Date.parse(secondCalls[0].time)).toBeGreaterThanOrEqual(pausedUntil);
     expect(s.requests().filter((request) => request.status === 429)).toHaveLength(1);
+    const history = await h.client.workflow.getHandle(keyLimitWorkflowId(h.taskQueue, apiKeyId(apiKey))).fetchHistory();
+    expect(JSON.stringify(history)).not.toContain(apiKey);
   });
 });
 
