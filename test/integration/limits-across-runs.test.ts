@@ -90,8 +90,8 @@ async function limitsCommand(key: string): Promise<LeaseKeyState[]> {
 
 describe('a stage limit shared by every run', () => {
   test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async () => {
-    workers.start(harness.env);
-    workers.start(harness.env);
+    void workers.start(harness.env);
+    void workers.start(harness.env);
     const repo = `X-${Math.random().toString(36).slice(2, 8)}`;
     const file = await harness.writePipeline('shared-repo', pipelineYaml(TASK, 2));
     const handles = await Promise.all(Array.from({ length: 6 }, (_, i) => harness.start(file, { repo }, `limits-six-${repo}-${i}`)));
@@ -128,7 +128,7 @@ describe('a stage limit shared by every run', () => {
     const holderWorker = workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
     const holding = await harness.start(await harness.writePipeline('hold', pipelineYaml(HOLD_TASK, 1)), { repo }, `limits-hold-${repo}`);
     await waitFor(() => stamps(holding.workflowId), (s) => s.start !== undefined, 'the holding stage to run its tool', 120_000);
-    workers.start(harness.env);
+    void workers.start(harness.env);
     const waiting = await harness.start(await harness.writePipeline('wait', pipelineYaml(TASK, 1)), { repo }, `limits-wait-${repo}`);
     const state = await waitFor(() => waiting.query(getStatusQuery), (s) => s.stages[0].leaseWait !== undefined, 'the second run to wait for the key', 120_000);
     expect(state.stages[0].leaseWait).toMatchObject({ key, ahead: 0, holders: 1, limit: 1 });

@@ -227,7 +227,6 @@ export async function holdLeases<T>(leases: LeaseClient, requests: LeaseRequest[
 
 /** Checks a key before it names a workflow. @throws LeaseRequestError naming the key and the rule */
 export function checkLeaseKey(key: string): void {
-  // eslint-disable-next-line no-control-regex
   if (typeof key !== 'string' || key.length === 0 || key.length > MAX_LEASE_KEY_LENGTH || /[\u0000-\u001f\u007f]/.test(key)) {
     throw new LeaseRequestError(`lease key ${JSON.stringify(key)} must be 1 to ${MAX_LEASE_KEY_LENGTH} characters without control characters`);
   }

@@ -19,7 +19,7 @@ export class WaitReports {
     const changed = JSON.stringify([wait.key, wait.ahead]);
     if (changed === this.last) return;
     this.last = changed;
-    this.send(report);
+    void this.send(report);
   }
 
   async over(): Promise<void> {
