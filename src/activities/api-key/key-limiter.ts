@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MAX_PAUSE_MS } from '../../workflows/api-key-window.js';
 import type { KeyLimitStore } from './key-limit-store.js';
 
 /** A worker's optional limits on its API key (`AGENT_PIPELINE_API_REQUESTS_PER_MINUTE`, `AGENT_PIPELINE_API_CONCURRENT_REQUESTS`). */
@@ -65,6 +66,7 @@ export class ApiKeyLimiter {
   private pausedUntil = 0;
   private users = 0;
   private lastRead = 0;
+  private reading = false;
   private refresher?: NodeJS.Timeout;
 
   constructor(private readonly options: ApiKeyLimiterOptions) {
@@ -110,17 +112,23 @@ export class ApiKeyLimiter {
 
   /** Reads the shared pause into the local view (a pause only grows, so the later of both wins). */
   async refresh(): Promise<void> {
+    // A slow server must not pile reads up: the next tick reads again once this one is answered.
+    if (this.reading) return;
+    this.reading = true;
     this.lastRead = Date.now();
     try {
       this.pausedUntil = Math.max(this.pausedUntil, await this.options.store.readPausedUntil());
     } catch (err) {
       this.options.warn?.(`could not read the shared limits of api key ${this.keyId}: ${(err as Error).message}`);
+    } finally {
+      this.reading = false;
     }
   }
 
   /** A 429/529 with `retry-after`: new calls wait it out here at once, and on the other workers once they read it. */
   reportRateLimited(retryAfterMs: number): void {
-    const until = Date.now() + retryAfterMs;
+    // Capped here as in the key's workflow, so a wrong header cannot stop this worker for longer than the others.
+    const until = Date.now() + Math.min(retryAfterMs, MAX_PAUSE_MS);
     if (until <= this.pausedUntil) return;
     this.pausedUntil = until;
     this.options.store.reportPause(until).catch((err: unknown) => this.options.warn?.(`could not share the pause of api key ${this.keyId}: ${(err as Error).message}`));
