@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { Client } from '@temporalio/client';
+import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { rm, stat, writeFile } from 'node:fs/promises';
@@ -9,6 +10,8 @@ import { ExitingAgents } from './activities/backends/claude-cli/agent-exits.js';
 import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
 import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
+import type { ApiKeyLimiter, ApiKeyLimits } from './activities/api-key/key-limiter.js';
+import { createWorkerLimiter } from './activities/api-key/worker-limiter.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
 import { SANDBOX_INSTALL, SANDBOX_VARIABLE, sandboxHostOnce, type SandboxHost, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
@@ -20,7 +23,7 @@ import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
 import { workerTrustFromEnv } from './trust/worker-trust.js';
-import { payloadCodecsFor, workerDataConverter } from './codec/data-converter.js';
+import { clientDataConverter, payloadCodecsFor, workerDataConverter } from './codec/data-converter.js';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
@@ -58,6 +61,8 @@ export interface StartWorkerOptions {
    * encryption off. @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else none
    */
   encryptionKey?: string;
+  /** Overrides `AGENT_PIPELINE_API_REQUESTS_PER_MINUTE` and `AGENT_PIPELINE_API_CONCURRENT_REQUESTS` (docs/rate-limits.md). */
+  apiKeyLimits?: ApiKeyLimits;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -96,6 +101,8 @@ interface WorkerResources {
   exitingAgents: ExitingAgents;
   /** What this host offers Claude Code's sandbox, checked once. */
   sandboxHost: () => Promise<SandboxHost>;
+  /** The shared limits of the worker's API key; none without a key. */
+  apiKeyLimiter?: ApiKeyLimiter;
 }
 
 function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv, encryptionKey: string | undefined): WorkerResources {
@@ -112,6 +119,7 @@ function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEn
 
 /** Stops what the worker's resources still hold (after `worker.run()` resolved). */
 async function releaseWorkerResources(resources: WorkerResources): Promise<void> {
+  resources.apiKeyLimiter?.stop();
   // Agents started ahead of time for stages this worker will not run now.
   await resources.warmPool?.stopAll();
   // Agents whose stages completed on their result, still shutting down.
@@ -132,6 +140,18 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const resources = createWorkerResources(settings, env, encryptionKey);
+  const workerNamespace = options.namespace ?? namespace ?? 'default';
+  const taskQueue = options.taskQueue ?? config.taskQueue;
+  resources.apiKeyLimiter = apiKey
+    ? createWorkerLimiter({
+        apiKey,
+        limits: options.apiKeyLimits ?? settings.apiKeyLimits,
+        // Its signals, updates and memo must be encoded as the worker's own payloads are.
+        client: new Client({ connection, namespace: workerNamespace, dataConverter: clientDataConverter(codecs) }),
+        taskQueue,
+        warn: (message) => Runtime.instance().logger.warn(message),
+      })
+    : undefined;
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
@@ -152,10 +172,11 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
       // Temporal owns retries; the SDK would otherwise retry 429/5xx twice on its own, invisibly.
       client: apiKey ? new Anthropic({ apiKey, baseURL: env.ANTHROPIC_BASE_URL || undefined, maxRetries: 0 }) : undefined,
       models: loadModelCatalog(env),
+      limiter: resources.apiKeyLimiter,
     },
   });
   const telemetry = options.telemetry ?? NO_TELEMETRY;
-  await telemetry.serve(connection, options.namespace ?? namespace ?? 'default');
+  await telemetry.serve(connection, workerNamespace);
   const traced = Boolean(telemetry.tracing);
   const encrypted = codecs.length > 0;
   const prebuilt = prebuiltBundle(traced, encrypted);
@@ -168,8 +189,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const { activityInterceptors, sinks } = telemetry.workerOptions();
   const worker = await Worker.create({
     connection,
-    namespace: options.namespace ?? namespace ?? 'default',
-    taskQueue: options.taskQueue ?? config.taskQueue,
+    namespace: workerNamespace,
+    taskQueue,
     ...workflowSource,
     activities,
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentStages,
@@ -197,6 +218,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
   });
+  // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
+  await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
   return { worker, resources };
 }
 

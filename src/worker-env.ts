@@ -3,6 +3,8 @@ import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
 import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
 import { ConfigError } from './config.js';
+import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
+import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
@@ -39,6 +41,11 @@ export interface WorkerEnvOptions {
    * @default auto (the container image sets required)
    */
   sandbox: SandboxMode;
+  /**
+   * Limits on the worker's `ANTHROPIC_API_KEY`, shared with every worker using the key (`AGENT_PIPELINE_API_REQUESTS_PER_MINUTE`,
+   * `AGENT_PIPELINE_API_CONCURRENT_REQUESTS`); unset, none. See docs/rate-limits.md.
+   */
+  apiKeyLimits: ApiKeyLimits;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -67,6 +74,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     prewarm: readWarmStart(env),
     allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
     sandbox: readSetting(() => sandboxModeFromEnv(env)),
+    apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),
   };
 }
 

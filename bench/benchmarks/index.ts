@@ -6,6 +6,7 @@ import { benchCost } from './cost.js';
 import { benchEncryption } from './encryption.js';
 import { benchCliConcurrency } from './cli-concurrency.js';
 import { runKillTrials, type KillTrial } from './kill-trials.js';
+import { benchLeases } from './leases.js';
 import { benchOverhead } from './overhead.js';
 import { recoveryResult, resumeResult } from './recovery.js';
 import { benchScale } from './scale.js';
@@ -63,6 +64,12 @@ export const BENCHMARKS: Benchmark[] = [
       context.shared.calls = outcome.calls;
       return outcome.result;
     },
+  },
+  {
+    name: 'leases',
+    title: 'Free lease',
+    goal: 'report',
+    run: (context) => benchLeases(context.stack, context.quick ? 5 : 40),
   },
   {
     name: 'overhead',

@@ -1,6 +1,7 @@
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
+import { withAgentSlot } from './backends/claude-cli/key-slot.js';
 import { checkRunInput } from './check-run-input.js';
 import { createTrustActivities } from './check-trust.js';
 import { TRUST_EVERYONE, trustSecretValues, type WorkerTrust } from '../trust/worker-trust.js';
@@ -54,7 +55,8 @@ export function createActivities(deps: ActivityDependencies) {
         allowedPaths: deps.allowedPaths,
         backends: {
           ...deps.extraBackends,
-          'claude-cli': (request) => runClaudeCli(request, deps.cli),
+          // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.
+          'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, deps.cli)),
           'anthropic-api': (request) => runAnthropicApi(request, deps.api),
         },
       }),

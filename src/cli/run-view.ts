@@ -48,9 +48,11 @@ function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
 export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt>, now: number): string[][] {
   return state.stages.map((stage) => {
     const attempt = live.get(stage.id)?.attempt ?? stage.attempt;
+    const throttled = stage.status === 'running' ? live.get(stage.id)?.throttled : undefined;
     const note =
       stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
       stage.status === 'running' && stage.leaseWait ? describeLeaseWait(stage.leaseWait) :
+      throttled ? throttledNote(throttled) :
       stage.status === 'running' && live.get(stage.id)?.lastFailure ? `retrying after: ${live.get(stage.id)!.lastFailure}` :
       stage.status === 'completed' ? (stage.result?.summary ?? '') : '';
     return [
@@ -64,6 +66,19 @@ export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt
       note,
     ];
   });
+}
+
+const THROTTLE_REASONS: Record<NonNullable<LiveAttempt['throttled']>['reason'], string> = {
+  paused: 'paused after a 429',
+  requestsPerMinute: 'requestsPerMinute',
+  concurrentRequests: 'concurrentRequests',
+};
+
+/** A stage waiting, at no cost, for its API key: `throttled: api key 3f2a9c1b0d4e (paused after a 429) until 14:03:05 UTC`. */
+export function throttledNote(wait: NonNullable<LiveAttempt['throttled']>): string {
+  const until = wait.until ? ` until ${new Date(wait.until).toISOString().slice(11, 19)} UTC` : '';
+  const ahead = wait.ahead ? `, ${wait.ahead} ahead` : '';
+  return `throttled: api key ${wait.apiKey} (${THROTTLE_REASONS[wait.reason] ?? wait.reason}${ahead})${until}`;
 }
 
 /** The run's one-line header: id, pipeline, state, elapsed, cost against budget. */

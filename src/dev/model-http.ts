@@ -64,7 +64,7 @@ export function redactHeaders(req: IncomingMessage): Record<string, string> {
 }
 
 /** The API key the request presents: `x-api-key`, else a bearer token. */
-function presentedKey(req: IncomingMessage): string | undefined {
+export function presentedKey(req: IncomingMessage): string | undefined {
   const key = req.headers['x-api-key'];
   if (typeof key === 'string' && key !== '') return key;
   const match = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '');

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { authError, readBody, redactHeaders, RequestRefusedError, sendApiError } from './model-http.js';
+import { authError, presentedKey, readBody, redactHeaders, RequestRefusedError, sendApiError } from './model-http.js';
+import { KeyConcurrency } from './key-concurrency.js';
 import { makeId, planReply, sendReplyJson, streamReply } from './model-reply.js';
 import { ScriptedPromptCache } from './prompt-cache.js';
 import { RequestLog, type RequestBase } from './request-log.js';
@@ -14,6 +15,10 @@ export interface ModelRoutesSettings {
   /** @unit bytes */
   maxBodyBytes: number;
   maxRecordedRequests: number;
+  /** Messages requests one API key may have open at once; beyond, 429 with `retry-after`. Unset: no limit. */
+  concurrentRequestsPerKey?: number;
+  /** The `retry-after` of those 429s. @unit seconds @default 1 */
+  rateLimitRetryAfterSeconds?: number;
 }
 
 /** Rough token estimate for `count_tokens`: a quarter of the characters of the prompt parts. */
@@ -31,12 +36,16 @@ export class ModelRoutes {
   // How many requests each scripted turn has seen, for `failFirst`. Key: `<ruleIndex|fallback>:<turn>`.
   private turnHits = new Map<string, number>();
   private readonly promptCache = new ScriptedPromptCache();
+  private readonly keyConcurrency?: KeyConcurrency;
 
   constructor(
     private scenario: Scenario,
     private readonly settings: ModelRoutesSettings,
   ) {
     this.requests = new RequestLog(settings.maxRecordedRequests);
+    if (settings.concurrentRequestsPerKey !== undefined) {
+      this.keyConcurrency = new KeyConcurrency(settings.concurrentRequestsPerKey, settings.rateLimitRetryAfterSeconds ?? 1);
+    }
   }
 
   /** Replaces the scenario (already validated) and resets records and `failFirst` counters. */
@@ -79,7 +88,17 @@ export class ModelRoutes {
       res.writeHead(200, { ...headers, 'content-type': 'application/json' });
       return void res.end(JSON.stringify({ input_tokens: estimateTokens(body) }));
     }
-    return this.handleMessages(res, body, base, headers, signal);
+    // Authenticated above, so a key is present.
+    const leave = this.keyConcurrency?.enter(presentedKey(req) ?? '');
+    if (this.keyConcurrency && !leave) {
+      this.requests.add({ ...base, status: 429, outcome: 'rate-limited' });
+      return sendApiError(res, this.keyConcurrency.refusal(), headers);
+    }
+    try {
+      return await this.handleMessages(res, body, base, headers, signal);
+    } finally {
+      leave?.();
+    }
   }
 
   /**

@@ -1,23 +1,24 @@
 #!/usr/bin/env node
 /**
  * Runs the scripted model server from the command line:
- * `node dist/dev/model-server-main.js --scenario FILE [--port N] [--host H]`.
+ * `node dist/dev/model-server-main.js --scenario FILE [--port N] [--host H] [--concurrent-requests-per-key N]`.
  * Prints `model server listening on <url>` on stdout and runs until SIGTERM or SIGINT.
  */
 import { parseArgs } from 'node:util';
 import { startModelServer } from './model-server.js';
 import { ScenarioValidationError } from './scenario.js';
 
-const USAGE = 'usage: model-server --scenario FILE [--port N] [--host 127.0.0.1]';
+const USAGE = 'usage: model-server --scenario FILE [--port N] [--host 127.0.0.1] [--concurrent-requests-per-key N (429 with retry-after beyond)]';
 
 async function main(): Promise<number> {
-  let values: { scenario?: string; port?: string; host?: string; help?: boolean };
+  let values: { scenario?: string; port?: string; host?: string; 'concurrent-requests-per-key'?: string; help?: boolean };
   try {
     ({ values } = parseArgs({
       options: {
         scenario: { type: 'string', short: 's' },
         port: { type: 'string', short: 'p' },
         host: { type: 'string' },
+        'concurrent-requests-per-key': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -39,9 +40,15 @@ async function main(): Promise<number> {
     process.stderr.write(`invalid --port ${JSON.stringify(values.port)}: expected an integer from 0 to 65535\n`);
     return 2;
   }
+  const perKey = values['concurrent-requests-per-key'];
+  const concurrentRequestsPerKey = perKey === undefined ? undefined : Number(perKey);
+  if (concurrentRequestsPerKey !== undefined && (!Number.isInteger(concurrentRequestsPerKey) || concurrentRequestsPerKey < 1)) {
+    process.stderr.write(`invalid --concurrent-requests-per-key ${JSON.stringify(perKey)}: expected a whole number of 1 or more\n`);
+    return 2;
+  }
   let server;
   try {
-    server = await startModelServer({ scenario: values.scenario, port, host: values.host });
+    server = await startModelServer({ scenario: values.scenario, port, host: values.host, concurrentRequestsPerKey });
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n`);
     return error instanceof ScenarioValidationError ? 2 : 1;

@@ -22,6 +22,13 @@ export interface ModelServerOptions {
   maxBodyBytes?: number;
   /** Only the newest this many requests are kept in the record. @default 1000 */
   maxRecordedRequests?: number;
+  /**
+   * Messages requests one API key may have open at once, like the real API's concurrency limit: a request beyond it
+   * is answered 429 `rate_limit_error` with `retry-after`. @default no limit
+   */
+  concurrentRequestsPerKey?: number;
+  /** The `retry-after` of those 429s. @unit seconds @default 1 */
+  rateLimitRetryAfterSeconds?: number;
 }
 
 /** A running scripted model server. */
@@ -50,6 +57,8 @@ export async function startModelServer(options: ModelServerOptions): Promise<Mod
     log,
     maxBodyBytes: options.maxBodyBytes ?? 32 * 1024 * 1024,
     maxRecordedRequests: options.maxRecordedRequests ?? 1000,
+    concurrentRequestsPerKey: options.concurrentRequestsPerKey,
+    rateLimitRetryAfterSeconds: options.rateLimitRetryAfterSeconds,
   });
   const host = options.host ?? '127.0.0.1';
   const server = await listen(routes, log, { port: options.port ?? 0, host });

@@ -16,7 +16,7 @@ export interface RecordedRequest {
   /** The HTTP status the server answered with. */
   status: number;
   /** What the server did with the request. */
-  outcome: 'reply' | 'scripted-error' | 'no-match' | 'exhausted' | 'rejected' | 'count-tokens' | 'not-found';
+  outcome: 'reply' | 'scripted-error' | 'no-match' | 'exhausted' | 'rejected' | 'count-tokens' | 'not-found' | 'rate-limited';
   /** For `/v1/messages`: the rule chosen (`fallback` for the fallback turn). */
   rule?: string;
   /** For `/v1/messages`: the conversation's turn index (assistant messages so far). */

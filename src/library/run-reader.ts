@@ -30,6 +30,11 @@ export interface LiveAttempt {
   lastEventAt?: number;
   /** What the agent is doing: its latest text and tool call (input summarised), from the last heartbeat. */
   agent?: AgentActivity;
+  /**
+   * What the attempt waits for before its next model call, a wait that costs nothing: its API key (named by a hash)
+   * paused after a 429/529, or the worker's `requestsPerMinute` / `concurrentRequests` on it.
+   */
+  throttled?: { apiKey: string; reason: 'paused' | 'requestsPerMinute' | 'concurrentRequests'; until?: number; ahead?: number };
 }
 
 /** A run as `status` and `watch` show it. */
@@ -153,7 +158,7 @@ async function readLiveAttempts(
   for (const activity of pending) {
     const stageId = stages.get(activity.activityId ?? '')?.stageId;
     if (!stageId) continue;
-    const progress = decodeFirst<Partial<AttemptProgress>>(await decodePayloadList(codecs, activity.heartbeatDetails));
+    const progress = decodeFirst<Partial<AttemptProgress> & { throttled?: LiveAttempt['throttled'] }>(await decodePayloadList(codecs, activity.heartbeatDetails));
     const lastFailure = await decodeFailure(codecs, activity.lastFailure);
     live.set(stageId, {
       attempt: activity.attempt ?? 1,
@@ -164,6 +169,7 @@ async function readLiveAttempts(
       agent: progress?.agent,
       lastHeartbeatAt: timestampMs(activity.lastHeartbeatTime),
       lastFailure: lastFailure?.message ?? undefined,
+      throttled: progress?.throttled,
     });
   }
   return live;

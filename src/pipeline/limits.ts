@@ -1,10 +1,9 @@
-import { z } from 'zod';
 import { listTemplateVariables, renderTemplate } from './template.js';
 
 /**
  * Concurrency keys shared by every run (`limits:` on a pipeline or a stage): at most `concurrency` holders of a key
- * at once, across runs and workers; the rest wait, first come first served (docs/limits.md). Pure: the schema, the
- * checks `validate` reports, and the rendering of key templates.
+ * at once, across runs and workers; the rest wait, first come first served (docs/limits.md). Pure, and free of zod
+ * (the workflow renders keys): the checks `validate` reports and the rendering of key templates.
  */
 
 /** The longest key once rendered (a key names its lease workflow and is listed). @unit characters */
@@ -14,16 +13,13 @@ export const MAX_LIMITS = 8;
 /** The variables a key template may use: the run's inputs, its id and its pipeline's name. */
 const KEY_VARIABLES = /^(inputs\.[A-Za-z0-9_-]+|run\.id|run\.pipeline)$/;
 
-export const limitSchema = z.strictObject({
-  /** The key, a template over `{{inputs.…}}`, `{{run.id}}` and `{{run.pipeline}}`, e.g. `repo:{{inputs.repo}}`. */
-  key: z.string().min(1).max(MAX_LIMIT_KEY_LENGTH),
+/** One entry of `limits:` as written (limit-schema.ts checks it). */
+export interface LimitDefinition {
+  /** A template over `{{inputs.…}}`, `{{run.id}}` and `{{run.pipeline}}`, e.g. `repo:{{inputs.repo}}`. */
+  key: string;
   /** How many holders the key may have at once, across every run. */
-  concurrency: z.number().int().min(1).max(1000),
-});
-
-export const limitsSchema = z.array(limitSchema).min(1).max(MAX_LIMITS, `at most ${MAX_LIMITS} keys; one key per shared resource is enough`);
-
-export type LimitDefinition = z.infer<typeof limitSchema>;
+  concurrency: number;
+}
 
 /** A key as a run holds it: rendered, with its limit. */
 export interface LeaseKey {

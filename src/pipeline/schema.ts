@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitsSchema } from './limits.js';
+import { limitsSchema } from './limit-schema.js';
 import { TOOL_NAME } from './tool-names.js';
 import { FAILURE_TYPES } from './retry-policy.js';
 import { objectInputValueSchema } from './object-inputs.js';

@@ -24,6 +24,7 @@ describe('worker settings from the environment', () => {
       killGraceMs: 5_000,
       prewarm: { enabled: true, ttlMs: 120_000 },
       sandbox: 'auto',
+      apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
     });
   });
 
@@ -39,6 +40,8 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_PREWARM: 'off',
         AGENT_PIPELINE_PREWARM_TTL: '30s',
         AGENT_PIPELINE_SANDBOX: 'required',
+        AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
+        AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
       }),
     ).toEqual({
       maxConcurrentStages: 3,
@@ -49,7 +52,16 @@ describe('worker settings from the environment', () => {
       killGraceMs: 2_000,
       prewarm: { enabled: false, ttlMs: 30_000 },
       sandbox: 'required',
+      apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
     });
+  });
+
+  test('refuse an API key limit that is not a whole number in range, naming the variable', () => {
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '-1' })).toThrow(
+      new ConfigError(
+        "[CONFIG_INVALID] AGENT_PIPELINE_API_CONCURRENT_REQUESTS=-1 is not a whole number from 1 to 1000; set the limit of your API key's plan, or unset it for no limit",
+      ),
+    );
   });
 
   test('refuse a sandbox mode other than required, auto or off, naming the variable', () => {

@@ -5,6 +5,7 @@ import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
 import type { StagePrompt } from '../prompt/compose.js';
 import type { AskPerson } from './claude-cli/control-protocol.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
+import type { ThrottledWait } from '../api-key/key-limiter.js';
 
 /** Progress a stage attempt reports with each heartbeat; what a retried attempt needs to resume. */
 export interface AttemptProgress {
@@ -15,6 +16,8 @@ export interface AttemptProgress {
   lastEventAt: number;
   /** Tokens so far, where the backend knows them while streaming (the API backend). */
   usage?: TokenUsage;
+  /** What the attempt waits for before its next model call: the API key's pause or limits (`status` shows it). */
+  throttled?: ThrottledWait;
   /** Warnings of the execution's earlier attempts, added by the stage runner so a retry still reports them. */
   warnings?: string[];
   /** What the agent is doing: its latest text and tool call, bounded and redacted (see `agent-activity.ts`). */

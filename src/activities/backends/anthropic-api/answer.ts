@@ -2,6 +2,7 @@ import type Anthropic from '@anthropic-ai/sdk';
 import type { TokenUsage } from '../../../pipeline/stage-result.js';
 import type { ApiTranscript } from './transcript.js';
 import { withCacheBreakpoints } from './prompt-cache.js';
+import { callWithinLimits, type CallLimits } from './limited-call.js';
 
 /*
  * One answer of the Messages API backend, continued while it is cut off. An answer that stops at `max_tokens`
@@ -39,6 +40,8 @@ export interface AnswerRequest {
   transcript: ApiTranscript;
   /** The conversation's id, as the transcript's `session_id`. */
   sessionId: string;
+  /** The API key's shared limits each call waits for (limited-call.ts); none when the worker has no limiter. */
+  limits?: CallLimits;
   /** Called on every streamed event with the tokens of the whole answer so far (estimated while streaming). */
   onProgress(usage: TokenUsage): void;
 }
@@ -68,7 +71,7 @@ export async function streamAnswer(request: AnswerRequest): Promise<Answer> {
   const continueMessage = request.contract === 'none' ? CONTINUE_FREE_MESSAGE : CONTINUE_MESSAGE;
   let text = '';
   for (let call = 1; ; call++) {
-    const message = await streamOnce(request, messages, usage);
+    const message = await callWithinLimits(request.limits, request.signal, () => streamOnce(request, messages, usage));
     const part = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
     addUsage(usage, usageOf(message.usage));
     text += part;

@@ -29,7 +29,7 @@ export function classifyApiError(stageId: string, model: string, err: unknown): 
 }
 
 /** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date. */
-function readRetryAfterMs(headers: Headers | undefined): number | undefined {
+export function readRetryAfterMs(headers: Headers | undefined): number | undefined {
   const ms = Number(headers?.get('retry-after-ms'));
   if (Number.isFinite(ms) && ms > 0) return ms;
   const value = headers?.get('retry-after');

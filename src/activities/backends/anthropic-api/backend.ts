@@ -12,11 +12,15 @@ import { ApiTranscript } from './transcript.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { computeCostUsd, resolveModelId, type ModelCatalog } from '../models.js';
 import { systemBlocksOf } from './prompt-cache.js';
+import type { ApiKeyLimiter, ThrottledWait } from '../../api-key/key-limiter.js';
+import type { CallLimits } from './limited-call.js';
 
 export interface AnthropicApiOptions {
   /** Built by the worker with `maxRetries: 0`: Temporal owns retries. Absent when no API key is configured. */
   client?: Anthropic;
   models: ModelCatalog;
+  /** The shared limits of the worker's API key (src/activities/api-key/); absent without a key. */
+  limiter?: ApiKeyLimiter;
 }
 
 /** Answer length when the stage sets no `maxTokens`. @unit tokens */
@@ -40,7 +44,9 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   const transcript = await ApiTranscript.open(request.transcriptPath);
   recordRequest(transcript, call, request.continuation?.kind);
   const started = Date.now();
-  const answer = await streamCall(request, call, { client: options.client, models: options.models, transcript, started });
+  // While the attempt runs, the worker keeps its view of the key's shared pause fresh.
+  const doneWithKey = options.limiter?.use();
+  const answer = await streamCall(request, call, { client: options.client, models: options.models, limiter: options.limiter, transcript, started }).finally(doneWithKey);
   const { text, usage, stopReason, calls } = answer;
   const costUsd = computeCostUsd(call.model, usage, options.models);
   const durationMs = Date.now() - started;
@@ -135,19 +141,30 @@ function recordRequest(transcript: ApiTranscript, call: ApiCall, continuation: s
 async function streamCall(
   request: BackendRequest,
   call: ApiCall,
-  using: { client: Anthropic; models: ModelCatalog; transcript: ApiTranscript; started: number },
+  using: { client: Anthropic; models: ModelCatalog; limiter?: ApiKeyLimiter; transcript: ApiTranscript; started: number },
 ): Promise<Answer> {
   const { stage, signal } = request;
   const { model, sessionId } = call;
   let progress: AttemptProgress = { sessionId, turns: 0, costUsd: 0, lastEventAt: using.started };
+  let throttled: ThrottledWait | undefined;
+  // A throttled wait rides along every heartbeat until the call may go, so `status` can say what the stage waits for.
   const report = (next: AttemptProgress): void => {
     progress = next;
-    request.heartbeat(next);
+    request.heartbeat(throttled ? { ...next, throttled } : next);
   };
   report(progress);
   // A cancellation arrives only in a heartbeat's answer: a model that has not sent a byte yet must not keep the attempt
   // deaf to it, so the last progress is repeated.
-  const keepAlive = setInterval(() => request.heartbeat(progress), quietHeartbeatIntervalMs(stage));
+  const keepAlive = setInterval(() => report(progress), quietHeartbeatIntervalMs(stage));
+  const limits: CallLimits | undefined = using.limiter && {
+    limiter: using.limiter,
+    label: `model call of stage ${stage.id}`,
+    onThrottled: (wait) => {
+      throttled = wait;
+      report(progress);
+    },
+    onRateLimited: (status, retryAfterMs) => using.transcript.write({ type: 'system', subtype: 'rate_limited', session_id: sessionId, status, retry_after_ms: retryAfterMs, api_key: using.limiter?.keyId }),
+  };
   try {
     return await streamAnswer({
       client: using.client,
@@ -161,6 +178,7 @@ async function streamCall(
       transcript: using.transcript,
       sessionId,
       contract: stage.contract,
+      limits,
       // The SDK throttles heartbeats, so one per event is cheap.
       onProgress: (soFar) => report({ sessionId, turns: 0, costUsd: computeCostUsd(model, soFar, using.models) ?? 0, lastEventAt: Date.now(), usage: soFar }),
     });

@@ -1,0 +1,193 @@
+import type { Client } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import { existsSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { apiKeyId } from '../../src/activities/api-key/key-id.js';
+import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
+import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
+import { slotLeaseKey } from '../../src/activities/api-key/lease-slots.js';
+import { leaseWorkflowId } from '../../src/workflows/lease/lease-messages.js';
+import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/workflows/api-key-limit-messages.js';
+import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+
+/*
+ * Shared rate limits per API key, end to end: real Temporal, real workers, the real SDK, and the scripted model server
+ * refusing, like the real API, what goes past its limit.
+ */
+
+const REPORT = (summary: string): string => `Done.\n\`\`\`json\n{"success": true, "summary": "${summary}"}\n\`\`\``;
+
+/** A pipeline of `stages` API stages that all run at once. */
+function parallelApiStages(name: string, stages: string[]): string {
+  return [
+    `name: ${name}`,
+    'stages:',
+    ...stages.flatMap((id) => [`  - id: ${id}`, '    backend: anthropic-api', '    model: haiku', '    maxTokens: 200', `    prompt: Review part ${id}.`]),
+  ].join('\n');
+}
+
+let harness: Harness | undefined;
+let server: ModelServer | undefined;
+const workers: { worker: Worker; running: Promise<void> }[] = [];
+
+afterEach(async () => {
+  for (const { worker } of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+  await Promise.all(workers.splice(0).map(({ running }) => running));
+  await harness?.close();
+  await server?.close();
+  harness = undefined;
+  server = undefined;
+});
+
+/** A world of its own: a scripted server (limited per key or not), a key no other test uses, and no worker yet. */
+async function world(name: string, serverOptions: { concurrentRequestsPerKey?: number; scenario: Parameters<typeof startModelServer>[0]['scenario'] }) {
+  server = await startModelServer({ ...serverOptions, rateLimitRetryAfterSeconds: 1, log: () => {} });
+  const apiKey = `sk-test-${name}-${Math.random().toString(36).slice(2, 10)}`;
+  harness = await createHarness(name, { scenario: { rules: [] }, worker: false, env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: apiKey } });
+  return { apiKey, harness, server };
+}
+
+/** Starts one more worker on the harness's task queue: another host sharing the key. */
+async function startWorker(h: Harness, options: { apiKeyLimits?: ApiKeyLimits; maxConcurrentStages?: number } = {}): Promise<Worker> {
+  const worker = await createPipelineWorker({
+    env: h.env,
+    taskQueue: h.taskQueue,
+    workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined,
+    ...options,
+  });
+  workers.push({ worker, running: worker.run() });
+  return worker;
+}
+
+describe('rate limits shared by every run on an API key', () => {
+  it('4 runs x 3 parallel API stages on two workers all complete under a server limit of 2 concurrent requests per key', { timeout: 300_000 }, async () => {
+    const { apiKey, harness: h, server: s } = await world('rate-shared', { concurrentRequestsPerKey: 2, scenario: { rules: [], fallback: { text: REPORT('Reviewed.'), delayMs: 300, chunks: 3, chunkDelayMs: 50 } } });
+    await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
+    await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
+    const file = await h.writePipeline('reviews', parallelApiStages('reviews', ['security', 'style', 'tests']));
+    const handles = await Promise.all([1, 2, 3, 4].map((n) => h.start(file, {}, `rate-shared-${n}-${Math.random().toString(36).slice(2, 8)}`)));
+    const states: RunState[] = await Promise.all(handles.map((handle) => h.finish(handle)));
+
+    for (const state of states) {
+      expect(state.status, JSON.stringify(state.stages.map((stage) => [stage.id, stage.status, stage.error?.message]))).toBe('completed');
+      expect(state.stages.map((stage) => stage.status)).toEqual(['completed', 'completed', 'completed']);
+    }
+    const messages = s.requests().filter((request) => request.path === '/v1/messages');
+    const refused = messages.filter((request) => request.status === 429);
+    expect(messages.filter((request) => request.status === 200)).toHaveLength(12);
+    expect(refused.length).toBeLessThan(10);
+    // The slots were leases on the key's hash: the key itself is nowhere in their history.
+    const history = await h.client.workflow.getHandle(leaseWorkflowId(slotLeaseKey(h.taskQueue, apiKeyId(apiKey)))).fetchHistory();
+    expect(history.events?.length).toBeGreaterThan(0);
+    expect(JSON.stringify(history)).not.toContain(apiKey);
+  });
+
+  it("a 429 seen by one worker pauses the other worker's new calls until its retry-after has passed, and status says so", { timeout: 300_000 }, async () => {
+    const retryAfter = 12;
+    const { apiKey, harness: h, server: s } = await world('rate-pause', {
+      scenario: {
+        rules: [{ match: 'Review part first.', turns: [{ text: REPORT('First.'), failFirst: [{ status: 429, retryAfter, message: 'rate limited' }] }] }],
+        fallback: { text: REPORT('Second.') },
+      },
+    });
+    // The first worker takes one stage at a time, so that while it waits out its 429 the next stage goes to the other.
+    await startWorker(h, { maxConcurrentStages: 1 });
+    const first = await h.startYaml('first', parallelApiStages('first', ['first']));
+    await expect.poll(() => s.requests().some((request) => request.status === 429), { timeout: 120_000, interval: 200 }).toBe(true);
+    const pausedUntil = await sharedPauseEnd(h.client, h.taskQueue, apiKey);
+    expect(pausedUntil).toBeGreaterThan(Date.now());
+
+    await startWorker(h);
+    const second = await h.startYaml('second', parallelApiStages('second', ['second']));
+    const throttled = await waitForThrottled(h.client, second.workflowId);
+    expect(throttled).toMatchObject({ apiKey: apiKeyId(apiKey), reason: 'paused', until: pausedUntil });
+
+    const [firstState, secondState] = await Promise.all([h.finish(first), h.finish(second)]);
+    expect([firstState.status, secondState.status]).toEqual(['completed', 'completed']);
+    const secondCalls = s.requests().filter((request) => JSON.stringify(request.body).includes('Review part second.'));
+    expect(secondCalls).toHaveLength(1);
+    // The other worker never saw the 429, yet its call waited for the pause to pass.
+    expect(Date.parse(secondCalls[0].time)).toBeGreaterThanOrEqual(pausedUntil);
+    expect(s.requests().filter((request) => request.status === 429)).toHaveLength(1);
+    const history = await h.client.workflow.getHandle(keyLimitWorkflowId(h.taskQueue, apiKeyId(apiKey))).fetchHistory();
+    expect(JSON.stringify(history)).not.toContain(apiKey);
+  });
+});
+
+/** The key's pause as its limiter workflow publishes it to every worker (its memo). */
+async function sharedPauseEnd(client: Client, taskQueue: string, apiKey: string): Promise<number> {
+  let until = 0;
+  await expect
+    .poll(
+      async () => {
+        const description = await client.workflow.getHandle(keyLimitWorkflowId(taskQueue, apiKeyId(apiKey))).describe().catch(() => undefined);
+        until = Number(description?.memo?.[PAUSED_UNTIL_MEMO] ?? 0);
+        return until > 0;
+      },
+      { timeout: 60_000, interval: 200 },
+    )
+    .toBe(true);
+  return until;
+}
+
+/** What `status` shows of the run's one running stage once it reports a throttled wait. */
+async function waitForThrottled(client: Client, runId: string): Promise<LiveAttempt['throttled']> {
+  let throttled: LiveAttempt['throttled'];
+  await expect
+    .poll(
+      async () => {
+        const snapshot = await readRun(client, runId);
+        throttled = [...snapshot.live.values()].find((live) => live.throttled)?.throttled;
+        return throttled !== undefined;
+      },
+      { timeout: 60_000, interval: 300 },
+    )
+    .toBe(true);
+  return throttled;
+}
+
+
+describe('CLI stages under the key limits', () => {
+  it("start no more agents at once than the key's concurrentRequests", { timeout: 300_000 }, async () => {
+    const replyMs = 1_500;
+    const stages = ['one', 'two', 'three'];
+    const { harness: h, server: s } = await world('rate-cli', {
+      scenario: { rules: stages.map((id) => ({ name: id, match: `Pipeline: cli-slots · Stage: ${id} ·`, turns: [{ text: REPORT(id), delayMs: replyMs }] })) },
+    });
+    await startWorker(h, { apiKeyLimits: { concurrentRequests: 1 } });
+    const yaml = ['name: cli-slots', 'stages:', ...stages.flatMap((id) => [`  - id: ${id}`, '    backend: claude-cli', '    model: haiku', `    prompt: Do ${id}.`])].join('\n');
+    const state = await h.finish(await h.startYaml('cli-slots', yaml));
+    expect(state.stages.map((stage) => stage.status)).toEqual(['completed', 'completed', 'completed']);
+
+    // Each agent's answer takes `replyMs`; with one slot the next agent can only start once the previous one's attempt
+    // has ended, so the stages' calls reach the server at least that far apart (unlimited, they arrive together).
+    const firstCall = stages.map((id) => Math.min(...s.requests().filter((request) => request.rule === id).map((request) => Date.parse(request.time))));
+    const ordered = [...firstCall].sort((a, b) => a - b);
+    for (let i = 1; i < ordered.length; i++) expect(ordered[i] - ordered[i - 1]).toBeGreaterThanOrEqual(replyMs);
+  });
+});
+
+describe("an API key's limiter workflow", () => {
+  it('keeps the pause and the request window across continue-as-new', { timeout: 300_000 }, async () => {
+    const { apiKey, harness: h } = await world('rate-can', { scenario: { rules: [] } });
+    await startWorker(h);
+    const keyId = apiKeyId(apiKey);
+    const workflowId = keyLimitWorkflowId(h.taskQueue, keyId);
+    const first = await h.client.workflow.start(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue: h.taskQueue, args: [{ keyId, continueAsNewAfterEvents: 20 }] });
+    const store = temporalKeyLimitStore(h.client, h.taskQueue, keyId);
+    const pausedUntil = Date.now() + 5 * 60_000;
+    await store.reportPause(pausedUntil);
+    const starts: number[] = [];
+    for (let i = 0; i < 12; i++) starts.push(await store.reserve(4));
+
+    const description = await h.client.workflow.getHandle(workflowId).describe();
+    expect(description.runId).not.toBe(first.firstExecutionRunId);
+    expect(await store.readPausedUntil()).toBe(pausedUntil);
+    // Four start times per minute from the end of the pause, first come first served, whichever execution granted them.
+    expect(starts).toEqual([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2].map((minute) => pausedUntil + minute * 60_000));
+  });
+});
