@@ -65,11 +65,15 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
   const continued = input.carryOver !== undefined && workflowInfo().continuedFromExecutionRunId !== undefined;
   // Who may start runs comes first: a run the worker does not trust is refused before anything of it is looked at.
   // Once per run: a continued run carries the verdict (RunCarryOver.trust), its start signature may have expired since.
-  if (!continued && patched(SIGNED_RUNS_PATCH)) {
+  // Both patches are asked before the first local activity is awaited: a patch marker recorded after a local
+  // activity's marker in the same workflow task does not replay (the SDK's core reports nondeterminism).
+  const checksTrust = !continued && patched(SIGNED_RUNS_PATCH);
+  const checksInput = !continued && patched(INPUT_CHECK_PATCH);
+  if (checksTrust) {
     const verdict = await checkRunTrusted(input, (error) => run?.tracker.finish('failed', error));
     run?.trust.accept(verdict);
   }
-  if (!continued && patched(INPUT_CHECK_PATCH)) {
+  if (checksInput) {
     const problems = await checkRunInput(input);
     if (problems.length > 0) {
       throw ApplicationFailure.create({ type: 'PIPELINE_INVALID', message: formatRunInputProblems(problems), nonRetryable: true, details: [{ problems }] });

@@ -74,7 +74,7 @@ describe('the claude-code-runner example', () => {
 
   test('returns the agent\'s final answer, as ClaudeCodeRunner returns its Output', async () => {
     harness.modelServer.setScenario(scenario);
-    const state = await harness.finish(await harness.start(PIPELINE));
+    const state = await harness.finish(await harness.start(PIPELINE, { worktree: await newWorktree() }));
     expect(state.status).toBe('completed');
     // The answer text without the report block, in the stage result (`status --json`, the library's results).
     expect(stageOf(state, 'validate').result?.answer).toBe('It prints 1.4.2.');
