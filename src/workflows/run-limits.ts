@@ -1,4 +1,4 @@
-import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, patched, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import { renderLimitKeys, type LeaseKey } from '../pipeline/limits.js';
 import type { LeaseWaitState } from '../pipeline/run-state.js';
@@ -7,8 +7,6 @@ import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease/lease-wait.j
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 
-/** Runs with pipeline `limits:` record this marker where they first take their keys (no earlier run had the field). */
-export const RUN_LIMITS_PATCH = 'keys22-run-limits';
 /** The most waits the memo lists; a run with more waits still shows them all in `status`. */
 const MAX_MEMO_WAITS = 10;
 
@@ -66,7 +64,9 @@ export class RunLimits {
    */
   async acquire(): Promise<{ type: string; message: string } | undefined> {
     const limits = this.input.pipeline.limits;
-    if (!limits?.length || this.held || !patched(RUN_LIMITS_PATCH)) return undefined;
+    // No patch: only runs whose pipeline has `limits:` take this path, and no run started before the field existed has
+    // it (the pipeline schema is strict), so no recorded history reaches it.
+    if (!limits?.length || this.held) return undefined;
     let keys: LeaseKey[];
     try {
       keys = renderLimitKeys(limits, this.run(), 'pipeline');

@@ -28,7 +28,7 @@ export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]>
     for (const { key, concurrency } of input.keys) {
       held.push(
         await leases.acquire(
-          { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}` },
+          { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}`, run: input.runId },
           { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs: 10_000 },
         ),
       );
