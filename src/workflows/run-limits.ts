@@ -3,7 +3,7 @@ import type { createActivities } from '../activities/index.js';
 import { renderLimitKeys, type LeaseKey } from '../pipeline/limits.js';
 import type { LeaseWaitState } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease/lease-wait.js';
+import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease-wait.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 
@@ -54,7 +54,7 @@ export class RunLimits {
     try {
       return renderLimitKeys(stage.limits, this.run(), `stage ${stage.id}`);
     } catch (err) {
-      return { type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] ${(err as Error).message}` };
+      return { type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] ${(err as Error).message}` };
     }
   }
 
@@ -71,7 +71,7 @@ export class RunLimits {
     try {
       keys = renderLimitKeys(limits, this.run(), 'pipeline');
     } catch (err) {
-      return { type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] ${(err as Error).message}` };
+      return { type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] ${(err as Error).message}` };
     }
     try {
       this.held = await acquireRunLeases({ runId: workflowInfo().workflowId, holder: this.holder, keys });
@@ -79,7 +79,7 @@ export class RunLimits {
       // Cancelled: whatever was taken was given back by the activity; the run ends as it was going to.
       if (isCancellation(err)) return undefined;
       const cause = err instanceof Error && err.cause instanceof ApplicationFailure ? err.cause : undefined;
-      return { type: cause?.type ?? 'LIMIT_INVALID', message: cause?.message ?? String(err) };
+      return { type: cause?.type ?? 'CONFIG_INVALID', message: cause?.message ?? String(err) };
     } finally {
       this.onWait({});
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseBook } from '../../src/workflows/lease/lease-book.js';
+import { LeaseBook } from '../../src/workflows/lease-book.js';
 import { renderLimitKeys } from '../../src/pipeline/limits.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';

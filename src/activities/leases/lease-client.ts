@@ -1,6 +1,6 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
-import type { LeaseAnswer, LeaseBookState, LeaseEntry } from '../../workflows/lease/lease-book.js';
+import type { LeaseAnswer, LeaseBookState, LeaseEntry } from '../../workflows/lease-book.js';
 import {
   acquireLeaseUpdate,
   describeLeaseQuery,
@@ -11,7 +11,7 @@ import {
   releaseLeaseUpdate,
   renewLeaseUpdate,
   type LeaseWorkflowInput,
-} from '../../workflows/lease/lease-messages.js';
+} from '../../workflows/lease-messages.js';
 
 export type { LeaseEntry };
 

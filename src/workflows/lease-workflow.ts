@@ -1,5 +1,5 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { createActivities } from '../../activities/index.js';
+import type { createActivities } from '../activities/index.js';
 import { LeaseBook } from './lease-book.js';
 import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate, type AcquireLeaseInput, type LeaseWorkflowInput } from './lease-messages.js';
 
