@@ -65,8 +65,6 @@ export const FAILURES = {
   GIT_FAILED: { nonRetryable: false, hint: 'git\'s message says why; fix it in the run\'s worktree (see `agent-pipeline status`), then `agent-pipeline retry RUN --stage STAGE`' },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
-  /** Thrown when a `limits:` key renders to a key that cannot be used (empty, too long, control characters). */
-  LIMIT_INVALID: { nonRetryable: true, hint: 'fix the `limits` key in the pipeline file or the run input it uses (a key is 1 to 200 characters), then start a new run' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
   INTERNAL_ERROR: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; please report it with the cause if it persists' },
 } as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;

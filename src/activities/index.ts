@@ -9,6 +9,7 @@ import { createCloseWorkspace } from './close-workspace.js';
 import { createDeliverRun } from './deliver-run.js';
 import { createMergeStage } from './merge-stage.js';
 import { createRunStage } from './run-stage.js';
+import { closedRuns } from './leases/closed-runs.js';
 import { acquireRunLeases, releaseRunLeases } from './leases/run-leases.js';
 import { withStageLeases } from './leases/stage-leases.js';
 import type { StageBackend } from './backends/stage-backend.js';
@@ -63,6 +64,8 @@ export function createActivities(deps: ActivityDependencies) {
     )),
     acquireRunLeases,
     releaseRunLeases,
+    // For the lease workflows: a run terminated while it held a key for its life loses it.
+    closedRuns,
     // The worker's environment (the agents' too): its PATH finds `gh`, its GH_TOKEN authenticates it.
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),

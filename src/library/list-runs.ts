@@ -1,5 +1,5 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { LEASE_WAITS_MEMO_KEY } from '../workflows/lease/lease-wait.js';
+import { LEASE_WAITS_MEMO_KEY } from '../workflows/lease-wait.js';
 import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
 import { RUN_STARTED_AT_MEMO_KEY } from '../workflows/run-carry-over.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';

@@ -24,7 +24,7 @@ import {
   templateValuesQuery,
   type PipelineRunInput,
 } from './messages.js';
-import { leaseWaitSignal } from './lease/lease-wait.js';
+import { leaseWaitSignal } from './lease-wait.js';
 import { PipelineRun } from './pipeline-run.js';
 import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from './run-carry-over.js';
 import { RunControls } from './run-controls.js';

@@ -1,14 +1,12 @@
-import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, patched, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import { renderLimitKeys, type LeaseKey } from '../pipeline/limits.js';
 import type { LeaseWaitState } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease/lease-wait.js';
+import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease-wait.js';
 import type { PipelineRunInput } from './messages.js';
 import type { RunTracker } from './run-tracker.js';
 
-/** Runs with pipeline `limits:` record this marker where they first take their keys (no earlier run had the field). */
-export const RUN_LIMITS_PATCH = 'keys22-run-limits';
 /** The most waits the memo lists; a run with more waits still shows them all in `status`. */
 const MAX_MEMO_WAITS = 10;
 
@@ -56,7 +54,7 @@ export class RunLimits {
     try {
       return renderLimitKeys(stage.limits, this.run(), `stage ${stage.id}`);
     } catch (err) {
-      return { type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] ${(err as Error).message}` };
+      return { type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] ${(err as Error).message}` };
     }
   }
 
@@ -66,12 +64,14 @@ export class RunLimits {
    */
   async acquire(): Promise<{ type: string; message: string } | undefined> {
     const limits = this.input.pipeline.limits;
-    if (!limits?.length || this.held || !patched(RUN_LIMITS_PATCH)) return undefined;
+    // No patch: only runs whose pipeline has `limits:` take this path, and no run started before the field existed has
+    // it (the pipeline schema is strict), so no recorded history reaches it.
+    if (!limits?.length || this.held) return undefined;
     let keys: LeaseKey[];
     try {
       keys = renderLimitKeys(limits, this.run(), 'pipeline');
     } catch (err) {
-      return { type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] ${(err as Error).message}` };
+      return { type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] ${(err as Error).message}` };
     }
     try {
       this.held = await acquireRunLeases({ runId: workflowInfo().workflowId, holder: this.holder, keys });
@@ -79,7 +79,7 @@ export class RunLimits {
       // Cancelled: whatever was taken was given back by the activity; the run ends as it was going to.
       if (isCancellation(err)) return undefined;
       const cause = err instanceof Error && err.cause instanceof ApplicationFailure ? err.cause : undefined;
-      return { type: cause?.type ?? 'LIMIT_INVALID', message: cause?.message ?? String(err) };
+      return { type: cause?.type ?? 'CONFIG_INVALID', message: cause?.message ?? String(err) };
     } finally {
       this.onWait({});
     }

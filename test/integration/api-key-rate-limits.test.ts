@@ -6,7 +6,7 @@ import { apiKeyId } from '../../src/activities/api-key/key-id.js';
 import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
 import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
 import { slotLeaseKey } from '../../src/activities/api-key/lease-slots.js';
-import { leaseWorkflowId } from '../../src/workflows/lease/lease-messages.js';
+import { leaseWorkflowId } from '../../src/workflows/lease-messages.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';

@@ -144,6 +144,7 @@ describe('a stage limit shared by every run', () => {
     await holderWorker;
     const ran = await waitFor(() => stamps(waiting.workflowId), (s) => s.start !== undefined, 'the waiting stage to run', 120_000);
     // The heartbeat timeout is 5 s; a few more seconds for the lease workflow's timer and the grant to reach the stage.
+    console.info(`limits: the waiting stage's tool started ${ran.start! - killedAt} ms after the holder's worker was killed`);
     expect(ran.start! - killedAt).toBeLessThan(5_000 + 25_000);
     expect((await harness.finish(waiting)).status).toBe('completed');
     // The killed attempt's retry queued behind it, then resumed and completed.

@@ -100,4 +100,21 @@ describe('pipeline-level keys', () => {
     expect(final.leases).toBeUndefined();
     expect(await leases.describe(key)).toBeUndefined();
   });
+
+  test('are taken back from a run that was terminated (it could not give them back) once another run waits', { timeout: 300_000 }, async () => {
+    const tenant = `x-${Math.random().toString(36).slice(2, 8)}`;
+    const key = `tenant:${tenant}`;
+    const file = await harness.writePipeline('terminated', header('terminated') + '  - id: gate\n    prompt: Do the work.\n    approval: true\n');
+    const first = await harness.start(file, { tenant }, `terminated-first-${tenant}`);
+    await waitForWaiting(first, 'gate', 'approval');
+    const second = await harness.start(file, { tenant }, `terminated-second-${tenant}`);
+    await waitForState(second, (s) => s.leaseWait !== undefined);
+    await first.terminate('gone without a word');
+    // Within RUN_CHECK_MS (15 s) of the wait, the key's workflow finds the holder closed and grants the next run.
+    await waitForWaiting(second, 'gate', 'approval', 120_000);
+    expect(await holders(key)).toEqual([`run ${second.workflowId}`]);
+    await new RunHandle(harness.client, second.workflowId).approve({ stage: 'gate' });
+    expect((await harness.finish(second)).status).toBe('completed');
+    expect(await leases.describe(key)).toBeUndefined();
+  });
 });

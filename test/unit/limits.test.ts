@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseBook } from '../../src/workflows/lease/lease-book.js';
+import { LeaseBook } from '../../src/workflows/lease-book.js';
 import { renderLimitKeys } from '../../src/pipeline/limits.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
+import { stageRows, waitLines } from '../../src/cli/run-view.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
 
 const pipeline = (limits: string, stageLimits = ''): string =>
   ['name: p', 'inputs: { repo: { description: r } }', `limits: ${limits}`, 'stages:', `  - { id: a, prompt: x${stageLimits ? `, limits: ${stageLimits}` : ''} }`].join('\n');
@@ -71,5 +73,28 @@ describe('the lease book of one key', () => {
     expect(book.expire(10 ** 12)).toEqual([]);
     expect(book.nextDeadline()).toBeUndefined();
     expect(book.release('run', 1)).toBe(true);
+  });
+});
+
+describe('status of runs waiting for a key', () => {
+  const wait = { key: 'repo:acme', ahead: 1, holders: 2, limit: 2, since: 0 };
+  const state = (extra: Partial<RunState>, stage: Partial<RunState['stages'][number]> = {}): RunState => ({
+    runId: 'r',
+    pipeline: 'p',
+    status: 'running',
+    inputs: {},
+    stages: [{ id: 'build', status: 'running', backend: 'claude-cli', model: 'sonnet', ...stage }],
+    costUsd: 0,
+    startedAt: 0,
+    ...extra,
+  });
+
+  it('says what a stage waits for and how many are ahead', () => {
+    expect(stageRows(state({}, { leaseWait: wait }), new Map(), 1_000)[0].at(-1)).toBe('waits for key repo:acme (1 ahead, 2 of 2 held)');
+  });
+
+  it('says what the run waits for before its first stage', () => {
+    expect(waitLines(state({ leaseWait: wait }, { status: 'pending' }))).toEqual(['⏳ the run waits for key repo:acme (1 ahead, 2 of 2 held); its stages start once it holds the key']);
+    expect(waitLines(state({ status: 'completed', leaseWait: wait }))).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
-import type { LeaseAnswer, LeaseBookState, LeaseEntry } from '../../workflows/lease/lease-book.js';
+import type { LeaseAnswer, LeaseBookState, LeaseEntry } from '../../workflows/lease-book.js';
 import {
   acquireLeaseUpdate,
   describeLeaseQuery,
@@ -11,7 +11,7 @@ import {
   releaseLeaseUpdate,
   renewLeaseUpdate,
   type LeaseWorkflowInput,
-} from '../../workflows/lease/lease-messages.js';
+} from '../../workflows/lease-messages.js';
 
 export type { LeaseEntry };
 
@@ -30,6 +30,8 @@ export interface LeaseRequest {
   ttlMs?: number;
   /** What `agent-pipeline limits` shows for this holder. */
   label?: string;
+  /** For a lease without `ttlMs`: the workflow id of the run it is held for; if that run closes without releasing it (terminated), the key's workflow takes it back while somebody waits. */
+  run?: string;
 }
 
 /** Where a waiting request stands, after each answer of the key's workflow. */
@@ -138,7 +140,7 @@ export class LeaseClient {
 
   /** One acquire update (starting the key's workflow if it has none), retried while the workflow hands over or closes. */
   private async ask(request: LeaseRequest, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseAnswer> {
-    const { key, holder, limit, ttlMs, label } = request;
+    const { key, holder, limit, ttlMs, label, run } = request;
     for (let attempt = 1; ; attempt++) {
       const start = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
         workflowId: leaseWorkflowId(key),
@@ -148,7 +150,7 @@ export class LeaseClient {
       });
       try {
         return await this.client.workflow.executeUpdateWithStart(acquireLeaseUpdate, {
-          args: [{ holder, limit, ttlMs, label, waitMs }],
+          args: [{ holder, limit, ttlMs, label, run, waitMs }],
           startWorkflowOperation: start,
         });
       } catch (err) {

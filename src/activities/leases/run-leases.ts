@@ -18,7 +18,7 @@ export interface RunLeasesInput {
  * Takes the run's keys, in sorted order, waiting first come first served while one is full and heartbeating while
  * it waits. They are held for the run's life: no time limit, given back by `releaseRunLeases` when the run ends.
  * Asking again is idempotent, so a retry of this activity (its worker died) keeps its place in each queue.
- * @throws LIMIT_INVALID for a key the lease workflow refuses; the cancellation, with the keys taken so far given back
+ * @throws CONFIG_INVALID for a key the lease workflow refuses; the cancellation, with the keys taken so far given back
  */
 export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]> {
   const leases = new LeaseClient(Context.current().client, activityInfo().taskQueue);
@@ -28,7 +28,7 @@ export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]>
     for (const { key, concurrency } of input.keys) {
       held.push(
         await leases.acquire(
-          { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}` },
+          { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}`, run: input.runId },
           { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs: 10_000 },
         ),
       );
@@ -37,7 +37,7 @@ export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]>
     return held.map((lease) => lease.key);
   } catch (err) {
     if (cancellationSignal().aborted) await Promise.all(held.map((lease) => lease.release().catch(() => undefined)));
-    if (err instanceof LeaseRequestError) throw ApplicationFailure.create({ type: 'LIMIT_INVALID', message: `[LIMIT_INVALID] pipeline limits: ${err.message}`, nonRetryable: true });
+    if (err instanceof LeaseRequestError) throw ApplicationFailure.create({ type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] pipeline limits: ${err.message}`, nonRetryable: true });
     throw err;
   }
 }

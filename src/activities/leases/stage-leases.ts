@@ -44,7 +44,7 @@ export function withStageLeases(runStage: (input: StageAttemptInput) => Promise<
       );
     } catch (err) {
       if (err instanceof LeaseRequestError || err instanceof TemplateError) {
-        throw stageFailure({ type: 'LIMIT_INVALID', stageId: input.stage.id, message: err.message });
+        throw stageFailure({ type: 'CONFIG_INVALID', stageId: input.stage.id, message: `limits: ${err.message}`, hint: 'fix the `limits` key in the pipeline file or the run input it uses (a key is 1 to 200 characters), then start a new run' });
       }
       throw err;
     }

@@ -16,6 +16,8 @@ export interface LeaseEntry {
   ttlMs?: number;
   /** What `limits` and `status` show for it, e.g. `run fix-12 stage build attempt 2`. */
   label?: string;
+  /** For a lease without `ttlMs`: the workflow id of the run it is held for; a run that closed without giving it back (terminated) loses it. */
+  run?: string;
   /** When it first asked. @unit milliseconds since the epoch */
   since: number;
   /** When a holder was granted the key. @unit milliseconds since the epoch */
@@ -43,6 +45,7 @@ export interface LeaseRequest {
   limit: number;
   ttlMs?: number;
   label?: string;
+  run?: string;
 }
 
 /** How long a waiter without a `ttlMs` (a run's life) stays queued after its last request. @unit milliseconds */
@@ -73,9 +76,9 @@ export class LeaseBook {
     const waiting = this.waiters.find((w) => w.holder === req.holder);
     const grace = (req.ttlMs ?? UNTIMED_WAITER_GRACE_MS) + waitMs;
     if (waiting) {
-      Object.assign(waiting, { limit: req.limit, ttlMs: req.ttlMs, label: req.label ?? waiting.label, expiresAt: now + grace });
+      Object.assign(waiting, { limit: req.limit, ttlMs: req.ttlMs, label: req.label ?? waiting.label, run: req.run ?? waiting.run, expiresAt: now + grace });
     } else {
-      this.waiters.push({ holder: req.holder, limit: req.limit, ttlMs: req.ttlMs, label: req.label, since: now, expiresAt: now + grace });
+      this.waiters.push({ holder: req.holder, limit: req.limit, ttlMs: req.ttlMs, label: req.label, run: req.run, since: now, expiresAt: now + grace });
     }
     this.promote(now);
     return this.answer(req.holder);
@@ -128,6 +131,19 @@ export class LeaseBook {
       if (entry.expiresAt !== undefined && (next === undefined || entry.expiresAt < next)) next = entry.expiresAt;
     }
     return next;
+  }
+
+  /** The runs that hold the key without a time limit, when somebody waits for it: worth checking that they still run. */
+  runsToCheck(): string[] {
+    if (this.waiters.length === 0) return [];
+    return [...new Set(this.holders.flatMap((h) => (h.ttlMs === undefined && h.run ? [h.run] : [])))];
+  }
+
+  /** Takes the key back from runs that closed without giving it back (terminated). Returns the holders dropped. */
+  dropRuns(closed: readonly string[], now: number): string[] {
+    const gone = remove(this.holders, (h) => h.ttlMs === undefined && h.run !== undefined && closed.includes(h.run));
+    this.promote(now);
+    return gone.map((h) => h.holder);
   }
 
   isEmpty(): boolean {

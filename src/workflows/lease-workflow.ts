@@ -1,4 +1,5 @@
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { createActivities } from '../activities/index.js';
 import { LeaseBook } from './lease-book.js';
 import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate, type AcquireLeaseInput, type LeaseWorkflowInput } from './lease-messages.js';
 
@@ -8,6 +9,11 @@ export const LEASE_HISTORY_EVENTS = 2_000;
 export const LEASE_IDLE_MS = 10 * 60_000;
 /** The longest an acquire update waits before it answers with the queue position. @unit milliseconds */
 export const MAX_ACQUIRE_WAIT_MS = 60_000;
+
+/** How often a key somebody waits for checks that the runs holding it for their life still run. @unit milliseconds */
+export const RUN_CHECK_MS = 15_000;
+
+const { closedRuns } = proxyActivities<ReturnType<typeof createActivities>>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 3 } });
 
 /**
  * One key's lock: the mutex pattern of Temporal's samples, with updates instead of signals so that every request
@@ -40,11 +46,13 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
     return book.release(holder, Date.now());
   });
   setHandler(describeLeaseQuery, () => ({ key: input.key, ...book.snapshot() }));
+  let checkedAt = Date.now();
   for (;;) {
     book.expire(Date.now());
+    checkedAt = await reclaimFromClosedRuns(book, checkedAt);
     const info = workflowInfo();
     if (info.continueAsNewSuggested || info.historyLength >= handOverAt) break;
-    const deadline = book.nextDeadline();
+    const deadline = book.runsToCheck().length > 0 ? Math.min(book.nextDeadline() ?? Infinity, checkedAt + RUN_CHECK_MS) : book.nextDeadline();
     const wait = deadline === undefined ? LEASE_IDLE_MS : Math.max(1, deadline - Date.now());
     changed = false;
     const woken = await condition(() => changed, wait);
@@ -55,6 +63,21 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   // A request may have come in while the handlers finished: then the book is not empty and goes on.
   if (book.isEmpty() && workflowInfo().historyLength < handOverAt) return;
   await continueAsNew<typeof leaseWorkflow>({ ...input, book: book.snapshot() });
+}
+
+/**
+ * A run holds its pipeline's keys for its life and gives them back when it ends; a run that was terminated cannot.
+ * While somebody waits, the runs holding the key are checked every RUN_CHECK_MS, and the closed ones lose it.
+ */
+async function reclaimFromClosedRuns(book: LeaseBook, checkedAt: number): Promise<number> {
+  const runs = book.runsToCheck();
+  if (runs.length === 0 || Date.now() < checkedAt + RUN_CHECK_MS) return runs.length === 0 ? Date.now() : checkedAt;
+  try {
+    book.dropRuns(await closedRuns(runs.slice(0, 50)), Date.now());
+  } catch {
+    // No worker could tell: check again at the next interval.
+  }
+  return Date.now();
 }
 
 function validateAcquire(req: AcquireLeaseInput): void {
