@@ -3,6 +3,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
+import { gitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
 export interface WorktreeOptions {
@@ -27,7 +28,7 @@ export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return run;
 }
 
-/** Thrown when a git command the workspace needs failed for a reason git explains (a hook, a lock, local changes). */
+/** Thrown when a git command the workspace needs failed for a reason git explains (a lock, local changes). */
 export class GitError extends Error {
   override readonly name = 'GitError';
   constructor(
@@ -39,9 +40,13 @@ export class GitError extends Error {
   }
 }
 
-/** Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). */
-export async function git(cwd: string, args: string[]) {
-  return execa('git', args, { cwd, reject: false, stripFinalNewline: true, env: { GIT_TERMINAL_PROMPT: '0' } });
+/**
+ * Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). Nothing the
+ * workspace plants runs (no hooks, no fsmonitor, no external diff or ssh command from its config), and git gets a
+ * minimal environment: no worker secret, except the credentials a `remote` command (push, pull) needs. See git-safety.ts.
+ */
+export async function git(cwd: string, args: string[], access: GitAccess = 'local') {
+  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env: gitEnvironment(process.env, access), extendEnv: false });
 }
 
 /**
@@ -97,7 +102,7 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
 /**
  * Commits everything that changed in the worktree (our bookkeeping folder ignores itself) with
  * `message`. Returns the new commit, or `undefined` when there was nothing to commit.
- * @throws GitError with git's stderr when staging or committing fails (hooks, locks)
+ * @throws GitError with git's stderr when staging or committing fails (a lock)
  */
 export async function commitAll(dir: string, message: string): Promise<string | undefined> {
   return withLock(dir, async () => {

@@ -39,7 +39,7 @@ export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflic
 /**
  * Merges the stage's branch into the run's branch, in the run's worktree (a fast-forward when nothing else landed
  * meanwhile). A conflict is aborted, leaving the run's branch as it was, and reported for a person to resolve.
- * @throws GitError when the merge failed without a conflict (local changes in the way, a hook), with git's message
+ * @throws GitError when the merge failed without a conflict (local changes in the way, a lock), with git's message
  */
 export async function mergeStageBranch(run: RunWorkspace, stageId: string): Promise<MergeOutcome> {
   const branch = stageBranchOf(run.branch!, stageId);
