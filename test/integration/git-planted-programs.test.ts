@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pushBranch, branchDiff } from '../../src/activities/delivery/push.js';
 import { commitAll } from '../../src/activities/workspace/git.js';
 import { removeRunWorkspace } from '../../src/activities/workspace/remove-workspace.js';
+import { runFolder } from '../../src/activities/workspace/run-folder.js';
 import { openRunWorkspace, type RunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { mergeStageBranch, openStageWorktree } from '../../src/activities/workspace/stage-isolation.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
@@ -112,6 +113,33 @@ describe('the worker\'s git in a workspace with planted programs', () => {
     expect(await removeRunWorkspace(root, stage.dir, true)).toEqual([]);
     expect(await readdir(marks)).toEqual([]);
   }, 120_000);
+
+  it('keeps to the worktree\'s own git directory when the agent points its .git at one of its making', async () => {
+    const run = await openRunWorkspace(root, 'run-3', { git: { repo, branch: 'agent/run-3' } });
+    await rm(marks, { recursive: true, force: true });
+    await mkdir(marks);
+    // The agent's git directory: hooks, an fsmonitor, and a clean filter its .gitattributes picks for every file.
+    const forged = path.join(base, 'forged');
+    await execa('git', ['init', '--quiet', forged]);
+    for (const hook of HOOKS) await planted(path.join(forged, '.git', 'hooks', hook), `forged-hook-${hook}`);
+    const forgedConfig = ['config', '--file', path.join(forged, '.git', 'config')];
+    await execa('git', [...forgedConfig, 'core.fsmonitor', await planted(path.join(base, 'forged-fsmonitor.sh'), 'forged-fsmonitor')]);
+    await execa('git', [...forgedConfig, 'filter.planted.clean', await planted(path.join(base, 'forged-clean.sh'), 'forged-clean')]);
+    await writeFile(path.join(run.dir, '.gitattributes'), '* filter=planted\n');
+    await writeFile(path.join(run.dir, '.git'), `gitdir: ${path.join(forged, '.git')}\n`);
+
+    await writeFile(path.join(run.dir, 'after.md'), 'after\n');
+    const commit = await commitAll(run.dir, 'Stage after the rewrite');
+    expect(await git(repo, 'rev-parse', 'agent/run-3')).toBe(commit);
+    expect(await git(repo, 'show', 'agent/run-3:after.md')).toBe('after');
+    expect(await readdir(marks)).toEqual([]);
+  }, 60_000);
+
+  it('runs no git in a run folder whose .git belongs to no worktree of the repository', async () => {
+    const dir = runFolder(root, 'run-4');
+    await execa('git', ['init', '--quiet', dir]);
+    await expect(openRunWorkspace(root, 'run-4', { git: { repo, branch: 'agent/run-4' } })).rejects.toThrow(`${dir} holds a .git, but no worktree of ${repo} is there`);
+  }, 60_000);
 
   it('the plants are live: git run the ordinary way runs them with the worker\'s secrets', async () => {
     const run = await openRunWorkspace(root, 'run-2', { git: { repo, branch: 'agent/run-2' } });

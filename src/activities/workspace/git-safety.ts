@@ -58,6 +58,29 @@ const REMOTE_VARIABLES = [
   ...['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'ALL_PROXY'].flatMap((name) => [name, name.toLowerCase()]),
 ];
 
+/**
+ * The git directory of each worktree the worker opened, found from its repository (`pinWorktree` in git.ts), never
+ * from the worktree's own `.git` file: that file is in the agent's reach, and pointed at a git directory of the
+ * agent's making it would hand git a config, hooks and attributes drivers of the agent's choosing.
+ */
+const pinnedGitDirs = new Map<string, string>();
+
+/** Records `gitDir` as the git directory of the worktree `dir`, for every later git there. */
+export function pinGitDir(dir: string, gitDir: string): void {
+  pinnedGitDirs.set(dir, gitDir);
+}
+
+/** Forgets `dir`'s git directory (its worktree was removed). */
+export function unpinGitDir(dir: string): void {
+  pinnedGitDirs.delete(dir);
+}
+
+/** `GIT_DIR` and `GIT_WORK_TREE` for a git in `dir` when the worker opened it as a worktree; otherwise nothing. */
+export function pinnedGitEnvironment(dir: string): Record<string, string> {
+  const gitDir = pinnedGitDirs.get(dir);
+  return gitDir ? { GIT_DIR: gitDir, GIT_WORK_TREE: dir } : {};
+}
+
 /** What a git command does with the network: only `remote` commands (push, pull) get credentials. */
 export type GitAccess = 'local' | 'remote';
 

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, withLock } from './git.js';
 import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
 
 /**
@@ -24,6 +24,7 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
   const branch = stageBranchOf(run.branch, stageId);
   const dir = path.join(run.dir, INTERNAL_DIR, 'worktrees', stageId);
   if (existsSync(path.join(dir, '.git'))) {
+    await pinWorktree(dir, repo, stageId);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
     if (merged) await git(dir, ['merge', '--ff-only', '--quiet', '--', run.branch]);
   } else {
