@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { gitEnvironment, safeGitArgs } from './activities/workspace/git-safety.js';
 import { ConfigError } from './config.js';
 import { WORKFLOW_CODE_VERSION } from './workflows/code-version.js';
 
@@ -62,7 +63,7 @@ export function defaultBuildId(workflowBundle?: string): string {
 
 function gitCommit(): string | undefined {
   try {
-    const commit = execFileSync('git', ['-C', PACKAGE_ROOT, 'rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 }).trim();
+    const commit = execFileSync('git', ['-C', PACKAGE_ROOT, ...safeGitArgs(['rev-parse', '--short=12', 'HEAD'])], { env: gitEnvironment(process.env), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 }).trim();
     return /^[0-9a-f]{7,40}$/.test(commit) ? commit : undefined;
   } catch {
     return undefined;

@@ -21,7 +21,7 @@ export async function commitStageWork(workspace: RunWorkspace, stageId: string, 
     if (merged.kind === 'merged') return { commit: merged.commit };
     return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: merged.files, message: merged.message } };
   } catch (err) {
-    // Not a conflict (a lock, a hook): a person decides as for a conflict, with git's own words.
+    // Not a conflict (a lock, local changes in the way): a person decides as for a conflict, with git's own words.
     return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: [], message: (err as Error).message.slice(0, 500) } };
   }
 }

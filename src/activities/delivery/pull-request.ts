@@ -1,6 +1,7 @@
 import { execa } from 'execa';
 import { findExecutable } from '../process/find-executable.js';
 import { git } from '../workspace/git.js';
+import { gitEnvironment, pinnedGitEnvironment } from '../workspace/git-safety.js';
 
 export interface PullRequestOptions {
   /** The run's worktree; `gh` reads the repository from it. */
@@ -13,7 +14,7 @@ export interface PullRequestOptions {
   /** The branch to merge into; `gh` picks the repository's default when absent. */
   base?: string;
   draft: boolean;
-  /** The worker's environment (PATH to find `gh`, its `GH_TOKEN`). */
+  /** The worker's environment (PATH to find `gh`, its `GH_TOKEN`); gh gets only what it needs of it. */
   env: NodeJS.ProcessEnv;
 }
 
@@ -41,7 +42,8 @@ export async function openPullRequest(options: PullRequestOptions): Promise<Pull
   });
   const gh = await findExecutable('gh', options.env);
   if (!gh) return fallback('`gh` is not installed on the worker');
-  const run = (args: string[]) => execa(gh, args, { cwd: options.dir, env: { ...options.env, GH_PROMPT_DISABLED: '1' }, extendEnv: false, reject: false, timeout: GH_TIMEOUT_MS, stdin: 'ignore' });
+  const env = { ...ghEnvironment(options.env), ...pinnedGitEnvironment(options.dir) };
+  const run = (args: string[]) => execa(gh, args, { cwd: options.dir, env, extendEnv: false, reject: false, timeout: GH_TIMEOUT_MS, stdin: 'ignore' });
   if ((await run(['auth', 'status'])).failed) return fallback('`gh` is not authenticated on the worker (run `gh auth login` or set GH_TOKEN)');
   // Values as `--flag=value`: a title or body from a template may start with `-`, and must never read as a flag.
   const args = ['pr', 'create', `--head=${options.branch}`, `--title=${options.title}`, `--body=${options.body}`];
@@ -51,6 +53,16 @@ export async function openPullRequest(options: PullRequestOptions): Promise<Pull
   const url = created.stdout.split('\n').map((line) => line.trim()).reverse().find((line) => /^https?:\/\//.test(line));
   if (created.failed || !url) return fallback(`\`gh pr create\` failed: ${(created.stderr || created.stdout).split('\n')[0]?.slice(0, 300)}`);
   return { url, compareUrl, warnings: [] };
+}
+
+/**
+ * `gh`'s whole environment: what a push gets (its token, proxy, certificates) and gh's own `GH_*` settings, nothing
+ * else of the worker's. gh runs git in the workspace, and that git gets the same overrides (and pinned git directory)
+ * as the worker's own.
+ */
+function ghEnvironment(env: NodeJS.ProcessEnv): Record<string, string> {
+  const settings = Object.entries(env).filter((entry): entry is [string, string] => entry[0].startsWith('GH_') && entry[1] !== undefined);
+  return { ...gitEnvironment(env, 'remote'), ...Object.fromEntries(settings), GH_PROMPT_DISABLED: '1' };
 }
 
 /** The remote's URL as configured, before `insteadOf` rewriting (which may point at a mirror). */

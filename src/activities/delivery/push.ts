@@ -39,7 +39,7 @@ export async function pushBranch(options: PushOptions): Promise<PushOutcome> {
   return withLock(options.dir, async () => {
     const first = await push(options);
     if (first.kind !== 'rejected' || !options.rebaseOnce) return first;
-    const pulled = await git(options.dir, [...(await identityArgs(options.dir)), 'pull', '--rebase', '--no-autostash', '--', options.remote, options.branch]);
+    const pulled = await git(options.dir, [...(await identityArgs(options.dir)), 'pull', '--rebase', '--no-autostash', '--', options.remote, options.branch], 'remote');
     if (pulled.failed) {
       const files = (await git(options.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
       await git(options.dir, ['rebase', '--abort']);
@@ -57,7 +57,7 @@ export async function pushBranch(options: PushOptions): Promise<PushOutcome> {
 
 async function push(options: PushOptions): Promise<PushOutcome> {
   const ref = `refs/heads/${options.branch}`;
-  const result = await git(options.dir, ['push', '--porcelain', '--set-upstream', '--', options.remote, `${ref}:${ref}`]);
+  const result = await git(options.dir, ['push', '--porcelain', '--set-upstream', '--', options.remote, `${ref}:${ref}`], 'remote');
   if (!result.failed) return { kind: 'pushed', commit: (await git(options.dir, ['rev-parse', ref])).stdout, rebased: false };
   // Porcelain output marks a refused ref with `!` and the reason in brackets: [rejected] (fetch first | non-fast-forward).
   const refused = result.stdout.split('\n').find((line) => line.startsWith('!') && line.includes('[rejected]'));
@@ -105,7 +105,7 @@ export async function branchDiff(dir: string, repo: string, base: string): Promi
   const baseCommit = await git(repo, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${base}^{commit}`]);
   if (baseCommit.failed) return '';
   // `A...B` diffs from their merge base, so commits the base gained since the run started do not show as removals.
-  const diff = await git(dir, ['diff', '--no-color', '--no-ext-diff', `${baseCommit.stdout}...HEAD`]);
+  const diff = await git(dir, ['diff', '--no-color', `${baseCommit.stdout}...HEAD`]);
   if (diff.failed) return '';
   if (diff.stdout.length <= MAX_DIFF_CHARS) return diff.stdout;
   return `${diff.stdout.slice(0, MAX_DIFF_CHARS)}\n[… diff cut at ${MAX_DIFF_CHARS} characters of ${diff.stdout.length}; run \`git diff ${base}...HEAD\` in the worktree for all of it]\n`;

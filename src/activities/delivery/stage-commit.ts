@@ -15,7 +15,7 @@ export function stageCommitMessage(stageId: string, summary: string, runId: stri
 /**
  * Commits a completed stage's changes on the workspace's branch (the run's, or under `isolation: stage` the stage's
  * own). Never throws: the stage's work is done
- * and stays in the worktree, so a failed commit (a hook, a lock) is a warning, not a reason to run
+ * and stays in the worktree, so a failed commit (a lock) is a warning, not a reason to run
  * the agent again.
  */
 export async function commitStageChanges(

@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
+import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
 export interface WorktreeOptions {
@@ -27,7 +28,7 @@ export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return run;
 }
 
-/** Thrown when a git command the workspace needs failed for a reason git explains (a hook, a lock, local changes). */
+/** Thrown when a git command the workspace needs failed for a reason git explains (a lock, local changes). */
 export class GitError extends Error {
   override readonly name = 'GitError';
   constructor(
@@ -39,9 +40,45 @@ export class GitError extends Error {
   }
 }
 
-/** Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). */
-export async function git(cwd: string, args: string[]) {
-  return execa('git', args, { cwd, reject: false, stripFinalNewline: true, env: { GIT_TERMINAL_PROMPT: '0' } });
+/**
+ * Runs git in `cwd` without prompting for credentials; never throws for a git failure (`reject: false`). Nothing the
+ * workspace plants runs (no hooks, no fsmonitor, no external diff or ssh command from its config), and git gets a
+ * minimal environment: no worker secret, except the credentials a `remote` command (push, pull) needs. In a worktree
+ * the worker opened, git uses the git directory {@link pinWorktree} found, not the one `cwd/.git` names. See git-safety.ts.
+ */
+export async function git(cwd: string, args: string[], access: GitAccess = 'local') {
+  const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd) };
+  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false });
+}
+
+/** Upper bound of a worktree's `gitdir` record, a path. @unit bytes */
+const MAX_GITDIR_RECORD_BYTES = 4_096;
+
+/**
+ * Pins the git directory of the worktree `dir` of `repo`: the one of `repo`'s worktree records (`<common dir>/worktrees/
+ * <name>/gitdir`, outside any workspace) that names `dir`. Every later git in `dir` uses it, whatever `dir/.git` says.
+ * @throws WORKSPACE_ERROR when no worktree of `repo` is at `dir` (its `.git` was replaced, or it belongs elsewhere)
+ */
+export async function pinWorktree(dir: string, repo: string, stageId: string): Promise<void> {
+  const common = await git(repo, ['rev-parse', '--path-format=absolute', '--git-common-dir']);
+  const records = common.failed ? '' : path.join(common.stdout, 'worktrees');
+  const expected = path.join(await realpath(dir), '.git');
+  for (const name of existsSync(records) ? await readdir(records) : []) {
+    const file = path.join(records, name, 'gitdir');
+    const info = await lstat(file).catch(() => undefined);
+    if (!info?.isFile() || info.size > MAX_GITDIR_RECORD_BYTES) continue;
+    if ((await readFile(file, 'utf8')).trim() === expected) {
+      pinGitDir(dir, path.join(records, name));
+      return;
+    }
+  }
+  throw stageFailure({
+    type: 'WORKSPACE_ERROR',
+    stageId,
+    message: `${dir} holds a .git, but no worktree of ${repo} is there (\`git -C ${repo} worktree list\` does not name it); the worker runs no git in it`,
+    hint: `remove the folder ${dir} (or start the run with another id), and check what replaced its .git`,
+    details: { repo, dir },
+  });
 }
 
 /**
@@ -51,7 +88,7 @@ export async function git(cwd: string, args: string[]) {
  */
 export async function ensureWorktree(dir: string, options: WorktreeOptions, stageId: string): Promise<void> {
   await withLock(dir, async () => {
-    if (existsSync(path.join(dir, '.git'))) return;
+    if (existsSync(path.join(dir, '.git'))) return pinWorktree(dir, options.repo, stageId);
     const fail = (message: string, stderr?: string) =>
       stageFailure({ type: 'CONFIG_INVALID', stageId, message, details: { repo: options.repo, branch: options.branch, stderr: stderr?.slice(-2_000) } });
 
@@ -91,13 +128,14 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
         details: { repo: options.repo, branch: options.branch, stderr: add.stderr.slice(-2_000) },
       });
     }
+    await pinWorktree(dir, options.repo, stageId);
   });
 }
 
 /**
  * Commits everything that changed in the worktree (our bookkeeping folder ignores itself) with
  * `message`. Returns the new commit, or `undefined` when there was nothing to commit.
- * @throws GitError with git's stderr when staging or committing fails (hooks, locks)
+ * @throws GitError with git's stderr when staging or committing fails (a lock)
  */
 export async function commitAll(dir: string, message: string): Promise<string | undefined> {
   return withLock(dir, async () => {

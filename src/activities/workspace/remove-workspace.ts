@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { lstat, readFile, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { git } from './git.js';
+import { unpinGitDir } from './git-safety.js';
 import { ENDED_MARKER, INTERNAL_DIR } from './run-folder.js';
 import { writeFileAtomic } from './run-workspace.js';
 
@@ -59,6 +60,7 @@ export async function removeRunWorkspace(root: string, dir: string, pushed?: boo
       }
     }
   }
+  unpinGitDir(dir);
   await rm(dir, { recursive: true, force: true });
   return warnings;
 }

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, withLock } from './git.js';
 import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
 
 /**
@@ -24,6 +24,7 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
   const branch = stageBranchOf(run.branch, stageId);
   const dir = path.join(run.dir, INTERNAL_DIR, 'worktrees', stageId);
   if (existsSync(path.join(dir, '.git'))) {
+    await pinWorktree(dir, repo, stageId);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
     if (merged) await git(dir, ['merge', '--ff-only', '--quiet', '--', run.branch]);
   } else {
@@ -39,7 +40,7 @@ export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflic
 /**
  * Merges the stage's branch into the run's branch, in the run's worktree (a fast-forward when nothing else landed
  * meanwhile). A conflict is aborted, leaving the run's branch as it was, and reported for a person to resolve.
- * @throws GitError when the merge failed without a conflict (local changes in the way, a hook), with git's message
+ * @throws GitError when the merge failed without a conflict (local changes in the way, a lock), with git's message
  */
 export async function mergeStageBranch(run: RunWorkspace, stageId: string): Promise<MergeOutcome> {
   const branch = stageBranchOf(run.branch!, stageId);
