@@ -1,6 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { INTERNAL_DIR } from '../activities/workspace/run-workspace.js';
+import { INTERNAL_DIR } from '../activities/workspace/run-folder.js';
 
 /** One saved attempt transcript of a stage. */
 export interface TranscriptFile {

@@ -41,7 +41,7 @@ describe('AGENT_PIPELINE_ENCRYPTION_KEY', () => {
 
   it('gives the whole setting and each key to redact', () => {
     const [a, b] = [key(), key()];
-    expect(encryptionSecretValues(`new:${a},old:${b}`)).toEqual([`new:${a},old:${b}`, a, b]);
+    expect(encryptionSecretValues(`new:${a},old:${b}`)).toEqual([`new:${a},old:${b}`, `new:${a}`, `old:${b}`, a, b]);
     expect(encryptionSecretValues(undefined)).toEqual([]);
   });
 });
