@@ -38,7 +38,6 @@ export const FAILURE_TYPES = [
   'PUSH_FAILED',
   'PERMISSION_TIMED_OUT',
   'REJECTED',
-  'LIMIT_INVALID',
   'INTERNAL_ERROR',
 ] as const;
 export type FailureTypeName = (typeof FAILURE_TYPES)[number];

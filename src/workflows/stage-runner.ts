@@ -28,6 +28,11 @@ const ARTIFACT_CAP_PATCH = 'cap-round-artifacts';
  * before it never went past the bounds, so their replays take the unpatched branch unchanged.
  */
 const LOOP_BOUNDS_PATCH = 'bound-answer-and-retry-loops';
+/**
+ * Patch: `onPermissionDenied: fail` fails the stage when its agent's calls were denied (the schema took the value, but
+ * the stage completed with a warning). Called only for such a stage with denials, so other histories carry no marker.
+ */
+const PERMISSION_DENIED_FAIL_PATCH = 'permission-denied-fail';
 /** Questions in one round that may time out with `onTimeout: continue` before the stage fails `ANSWER_TIMED_OUT`. */
 export const MAX_UNANSWERED_QUESTIONS = 10;
 /** Retries a person may ask for in one round (`onFailure: ask`) before the next failure is the stage's last. */
@@ -204,6 +209,11 @@ export class StageRunner {
       round.granted.push(...allowed);
       const message = `A person allowed ${allowed.join(', ')}. Make the calls that were denied again and finish the task.`;
       return { kind: 'again', continuation: { kind: 'permission', sessionId, message } };
+    }
+    if (denials.length > 0 && stage.onPermissionDenied === 'fail' && result.status !== 'needs_input' && patched(PERMISSION_DENIED_FAIL_PATCH)) {
+      const tools = [...new Set(denials.map((d) => d.tool))].join(', ');
+      const message = `[PERMISSION_DENIED] stage ${stage.id}: the agent's calls to ${tools} were denied; add them to allowedTools (or permissionMode), or set onPermissionDenied: ask to decide while the run waits`;
+      return this.onFailure(stage, round, { type: 'PERMISSION_DENIED', message, sessionId });
     }
     if (result.status === 'needs_input' && result.blocked && stage.onBlocked === 'fail' && this.knobs) {
       // A terminal outcome, not a wait: the run fails with the agent's reason (`onFailure: ask` does not apply).

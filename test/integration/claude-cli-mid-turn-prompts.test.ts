@@ -9,6 +9,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { emptyHome } from './claude-cli-world.js';
 import { eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
+import { isAlive } from '../helpers/process-alive.js';
 
 /*
  * Issue 25: a person decides what the agent asks mid-turn while the same agent process waits. The real `claude`
@@ -73,15 +74,6 @@ async function processStarts(workspace: string): Promise<{ transcripts: number; 
 async function findFiles(root: string, name: string): Promise<string[]> {
   const entries = await readdir(root, { recursive: true, withFileTypes: true });
   return entries.filter((e) => e.isFile() && e.name === name).map((e) => path.join(e.parentPath, e.name));
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('mid-turn permission prompts with the real CLI', () => {

@@ -27,6 +27,7 @@ beforeAll(async () => {
     scenario: {
       rules: [
         { name: 'plan', match: 'Pipeline: planned ·', turns: [write('plan-output.md', 'should not be written\n'), { text: report('Planned only.') }] },
+        { name: 'refused', match: 'Pipeline: refused ·', turns: [write('notes.md', 'never written\n'), { text: report('Could not write.') }] },
         {
           name: 'ask',
           match: 'Pipeline: asked ·',
@@ -80,5 +81,16 @@ describe('permission settings of a CLI stage', () => {
     const requests = harness.modelServer.requests().filter((r) => r.rule === 'ask');
     // One session throughout: the continuation resumed it rather than starting over.
     expect(new Set(requests.map((r) => r.headers['x-claude-code-session-id'])).size).toBe(1);
+  });
+
+  test('onPermissionDenied: fail fails the stage, naming the denied tool and the fix', { timeout: 180_000 }, async () => {
+    const yaml = `${HEADER('refused')}  - id: notes\n    prompt: Write notes.\n    permissionMode: dontAsk\n    allowedTools: [Read]\n    onPermissionDenied: fail\n`;
+    const state = await harness.finish(await harness.startYaml('refused', yaml));
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('PERMISSION_DENIED');
+    expect(state.error?.message).toContain("the agent's calls to Write were denied");
+    expect(state.error?.message).toContain('allowedTools');
+    expect(existsSync(path.join(state.workspace!, 'notes.md'))).toBe(false);
   });
 });

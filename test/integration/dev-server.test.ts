@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { DevServerErrorCode, startDevServer, type DevServer, type DevServerOptions } from '../../src/dev/dev-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
 import { COST_USD_ATTRIBUTE, SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes.js';
+import { isAlive } from '../helpers/process-alive.js';
 
 // IndexedValueType numbers the operator service reports (temporal.api.enums.v1.IndexedValueType).
 const INDEXED_TYPE: Record<SearchAttributeType, number> = { TEXT: 1, KEYWORD: 2, INT: 3, DOUBLE: 4, BOOL: 5, DATETIME: 6, KEYWORD_LIST: 7 };
@@ -41,15 +42,6 @@ async function withConnection<T>(address: string, fn: (connection: Connection) =
     return await fn(connection);
   } finally {
     await connection.close();
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
