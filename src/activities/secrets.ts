@@ -43,6 +43,11 @@ export class SecretRegistry {
     return redactValue(value, this.secrets, new Set()) as T;
   }
 
+  /** Every secret registered, for writers that redact a byte stream themselves (transcripts). */
+  values(): string[] {
+    return [...this.secrets];
+  }
+
   /** Runs `work` with this registry as the one `redactSecrets` uses, in `work` and everything it awaits or starts. */
   run<T>(work: () => T): T {
     return current.run(this, work);
@@ -57,10 +62,11 @@ export function redactSecrets<T>(value: T): T {
   return current.getStore()?.redact(value) ?? value;
 }
 
-/**
- * Redacts at any depth (an agent's `outputs` may nest as deep as it likes). A value met again on the path from the root
- * (a cycle) is left as it is; objects other than plain ones and arrays are not entered.
- */
+/** The secrets of the activity running now; undefined outside an activity. */
+export function currentSecretValues(): string[] | undefined {
+  return current.getStore()?.values();
+}
+
 /**
  * The redaction of the activity running now, kept for later: work an activity leaves running after it completed (an
  * agent followed to its exit) still redacts with its worker's secrets, whatever async context it then runs in.
@@ -70,6 +76,10 @@ export function currentRedaction(): <T>(value: T) => T {
   return (value) => registry?.redact(value) ?? value;
 }
 
+/**
+ * Redacts at any depth (an agent's `outputs` may nest as deep as it likes). A value met again on the path from the root
+ * (a cycle) is left as it is; objects other than plain ones and arrays are not entered.
+ */
 function redactValue(value: unknown, secrets: ReadonlySet<string>, path: Set<object>): unknown {
   if (typeof value === 'string') {
     let out = value;

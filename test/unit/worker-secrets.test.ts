@@ -5,7 +5,7 @@ import { attemptWarn, followToExit } from '../../src/activities/backends/claude-
 import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
 import { createActivities } from '../../src/activities/index.js';
-import { REDACTED, SecretRegistry } from '../../src/activities/secrets.js';
+import { currentSecretValues, REDACTED, SecretRegistry } from '../../src/activities/secrets.js';
 
 /*
  * Issue 19, reproduction 5: secrets that slipped past redaction on main.
@@ -98,4 +98,12 @@ describe('an agent followed to its exit after its result', () => {
     expect(written.join('')).toContain(REDACTED);
     expect(written.join('')).not.toContain(SECRET);
   });
+
+  test('the transcript writer gets every secret the activity\'s registry holds, not only the environment\'s', () => {
+    // The API client's key, given as an option, is in no environment variable the transcript used to scan.
+    const registry = new SecretRegistry([SECRET, 'sk-ant-client-option-key-0001']);
+    expect(currentSecretValues()).toBeUndefined();
+    expect(registry.run(() => currentSecretValues())).toEqual([SECRET, 'sk-ant-client-option-key-0001']);
+  });
 });
+

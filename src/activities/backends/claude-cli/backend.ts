@@ -3,7 +3,7 @@ import type { ResultPromise } from 'execa';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../../failures.js';
-import { currentRedaction, redactSecrets } from '../../secrets.js';
+import { currentRedaction, currentSecretValues, redactSecrets } from '../../secrets.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
@@ -186,7 +186,9 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
   const { stage, workspace } = request;
   const { guard, session } = launch;
   const reader = new CliEventReader(session.sessionId, options.models ?? loadModelCatalog(options.env), request.claimFile);
-  const transcript = await TranscriptWriter.open(request.transcriptPath, workerSecretValues(options.env));
+  // Every secret the worker registered (the signing key and the API client's key included); a backend called outside
+  // an activity still hides the environment's.
+  const transcript = await TranscriptWriter.open(request.transcriptPath, currentSecretValues() ?? workerSecretValues(options.env));
   const started = Date.now();
   const attemptDone = options.warmPool ? await options.warmPool.attemptStarted() : undefined;
   let prewarming: Promise<string[]> | undefined;
