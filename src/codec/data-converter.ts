@@ -2,7 +2,7 @@ import type { DataConverter, LoadedDataConverter, Payload, PayloadCodec } from '
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
-import { ENCRYPTION_KEY_VARIABLE, encryptionKeysFromEnv, parseEncryptionKeys } from './encryption-key.js';
+import { ENCRYPTION_KEY_VARIABLE, parseEncryptionKeys } from './encryption-key.js';
 
 /*
  * Where the encryption codec is wired in: the data converter of clients and workers, and the decoding of payloads that
@@ -32,8 +32,7 @@ export function payloadCodecsFor(encryptionKey: string | undefined, source = ENC
 
 /** The payload codecs of the environment's `AGENT_PIPELINE_ENCRYPTION_KEY`, none when it is unset. */
 export function payloadCodecsFromEnv(env: NodeJS.ProcessEnv = process.env): PayloadCodec[] {
-  const keys = encryptionKeysFromEnv(env);
-  return keys ? [new EncryptionCodec(keys)] : [];
+  return payloadCodecsFor(env[ENCRYPTION_KEY_VARIABLE]);
 }
 
 /** A client's data converter: the codecs only (decoding an encoded failure needs no option). */

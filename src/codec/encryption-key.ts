@@ -19,8 +19,8 @@ export interface EncryptionKey {
 }
 
 /** Key ids travel in payload metadata and in error messages: short and plain. */
-const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
-const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+export const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+export const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 const HOW_TO_FIX =
   `set ${ENCRYPTION_KEY_VARIABLE}="<keyId>:<base64 of 32 random bytes>" (several keys separated by ",", the first one encrypts), ` +
@@ -50,15 +50,6 @@ export function parseEncryptionKeys(value: string, variable = ENCRYPTION_KEY_VAR
     keys.push({ id, key });
   });
   return keys;
-}
-
-/**
- * The keys from the environment, or undefined when encryption is off (the variable unset or empty).
- * @throws ConfigError `CONFIG_INVALID` naming the variable
- */
-export function encryptionKeysFromEnv(env: NodeJS.ProcessEnv = process.env): EncryptionKey[] | undefined {
-  const value = env[ENCRYPTION_KEY_VARIABLE]?.trim();
-  return value ? parseEncryptionKeys(value) : undefined;
 }
 
 /** What to redact for the keys of `value`: the whole setting, each `<keyId>:<base64>` entry and each key's base64. */

@@ -1,4 +1,4 @@
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
 
 /*
@@ -12,9 +12,7 @@ export const SIGNING_KEY_VARIABLE = 'AGENT_PIPELINE_SIGNING_KEY';
 export const TRUSTED_KEYS_VARIABLE = 'AGENT_PIPELINE_TRUSTED_KEYS';
 export const DECISION_KEYS_VARIABLE = 'AGENT_PIPELINE_DECISION_KEYS';
 export { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
-
-const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
-const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+import { BASE64, KEY_ID } from '../codec/encryption-key.js';
 
 /** A private key that signs runs and decisions. */
 export interface SigningKey {
@@ -81,25 +79,12 @@ export function checkKeyId(keyId: string): string {
 
 /** A new Ed25519 key pair: the private line to set in AGENT_PIPELINE_SIGNING_KEY, the public line to trust. */
 export function generateSigningKey(keyId: string): { privateLine: string; publicLine: string } {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const { privateKey } = generateKeyPairSync('ed25519');
   const der = privateKey.export({ format: 'der', type: 'pkcs8' }).toString('base64');
-  return { privateLine: `${keyId}:${der}`, publicLine: `${keyId}:${publicKey.export({ format: 'der', type: 'spki' }).toString('base64')}` };
+  return { privateLine: `${keyId}:${der}`, publicLine: publicKeyLine({ keyId, privateKey }) };
 }
 
-/** A new 256-bit encryption key in AGENT_PIPELINE_ENCRYPTION_KEY's form, and a fingerprint that names it safely. */
-export function generateEncryptionKey(keyId: string): { line: string; fingerprint: string } {
-  const key = randomBytes(32);
-  return { line: `${keyId}:${key.toString('base64')}`, fingerprint: createHash('sha256').update(key).digest('hex').slice(0, 16) };
-}
-
-/** The parts of a key variable's value to redact: the whole value, each key, and each key's base64 alone. */
-export function keySecretParts(value: string | undefined): string[] {
-  if (!value) return [];
-  const parts = [value];
-  for (const entry of value.split(',')) {
-    parts.push(entry.trim());
-    const at = entry.indexOf(':');
-    if (at >= 0) parts.push(entry.slice(at + 1).trim());
-  }
-  return parts.filter(Boolean);
+/** A new 256-bit encryption key in AGENT_PIPELINE_ENCRYPTION_KEY's form. */
+export function generateEncryptionKey(keyId: string): { line: string } {
+  return { line: `${keyId}:${randomBytes(32).toString('base64')}` };
 }

@@ -38,24 +38,19 @@ export class RunSigner {
   /** The input with its signature for `workflowId`. */
   signRun<T extends object>(input: T, workflowId: string): T & { signature: TrustSignature } {
     const expiresAt = Date.now() + (this.ttls.runMs ?? RUN_SIGNATURE_TTL_MS);
-    return { ...input, signature: signRunInput(this.key, withoutSignature(input), workflowId, expiresAt) };
+    return { ...input, signature: signRunInput(this.key, input, workflowId, expiresAt) };
   }
 
   /** The input with its signature for every run of the schedule whose action's workflow id is `actionWorkflowId`. */
   signSchedule<T extends object>(input: T, actionWorkflowId: string): T & { signature: TrustSignature } {
     const expiresAt = Date.now() + (this.ttls.scheduleMs ?? SCHEDULE_SIGNATURE_TTL_MS);
-    return { ...input, signature: signRunInput(this.key, withoutSignature(input), actionWorkflowId, expiresAt, true) };
+    return { ...input, signature: signRunInput(this.key, input, actionWorkflowId, expiresAt, true) };
   }
 
   /** A decision's arguments with their signature for `runId`. */
   signDecision<T extends object>(runId: string, decision: string, args: T): T & { signature: TrustSignature } {
-    return { ...args, signature: signDecision(this.key, runId, decision, withoutSignature(args), Date.now() + DECISION_SIGNATURE_TTL_MS) };
+    return { ...args, signature: signDecision(this.key, runId, decision, args, Date.now() + DECISION_SIGNATURE_TTL_MS) };
   }
-}
-
-function withoutSignature<T extends object>(value: T): T {
-  const { signature: _signature, ...rest } = value as T & { signature?: unknown };
-  return rest as T;
 }
 
 /**

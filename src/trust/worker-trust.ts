@@ -1,6 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError } from '../errors.js';
-import { DECISION_KEYS_VARIABLE, keySecretParts, parsePublicKeys, SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE } from './keys.js';
+import { encryptionSecretValues } from '../codec/encryption-key.js';
+import { DECISION_KEYS_VARIABLE, parsePublicKeys, SIGNING_KEY_VARIABLE, TRUSTED_KEYS_VARIABLE } from './keys.js';
 
 export const ALLOW_WORKER_FILES_VARIABLE = 'AGENT_PIPELINE_ALLOW_WORKER_FILES';
 
@@ -36,5 +37,6 @@ export function workerTrustFromEnv(env: NodeJS.ProcessEnv): WorkerTrust {
 
 /** The signing key material a process may hold, to register for redaction (the encryption keys: codec/encryption-key.ts). */
 export function trustSecretValues(env: NodeJS.ProcessEnv): string[] {
-  return keySecretParts(env[SIGNING_KEY_VARIABLE]);
+  // The same parts as an encryption key's: the whole value, each `<keyId>:<base64>` entry and each key alone.
+  return encryptionSecretValues(env[SIGNING_KEY_VARIABLE]);
 }
