@@ -143,17 +143,16 @@ function checkWorkspaceKind(pipeline: PipelineDefinition): { path: PropertyKey[]
     return [{ path: ['workspace'], message: 'workspace needs `repo` (a git repository: each run gets its own worktree) or `dir` (an existing folder the run works in)' }];
   }
   if (workspace.repo === undefined) {
+    // `dir` is given (both missing returned above).
     const problems: { path: PropertyKey[]; message: string }[] = [];
-    if (workspace.dir !== undefined) {
-      for (const field of GIT_ONLY_FIELDS) {
-        if (workspace[field] !== undefined) problems.push({ path: ['workspace', field], message: `\`${field}\` needs \`workspace.repo\`; a run in an existing folder (\`workspace.dir\`) is never branched, pushed or removed by the worker` });
-      }
-      [...pipeline.stages, ...(pipeline.finally ?? [])].forEach((stage, i) => {
-        if (!stage.commit) return;
-        const list = i < pipeline.stages.length ? 'stages' : 'finally';
-        problems.push({ path: [list, list === 'stages' ? i : i - pipeline.stages.length, 'commit'], message: '`commit: true` needs `workspace.repo`; the worker does not commit in a folder it was lent (`workspace.dir`): commit there yourself after the run' });
-      });
+    for (const field of GIT_ONLY_FIELDS) {
+      if (workspace[field] !== undefined) problems.push({ path: ['workspace', field], message: `\`${field}\` needs \`workspace.repo\`; a run in an existing folder (\`workspace.dir\`) is never branched, pushed or removed by the worker` });
     }
+    [...pipeline.stages, ...(pipeline.finally ?? [])].forEach((stage, i) => {
+      if (!stage.commit) return;
+      const list = i < pipeline.stages.length ? 'stages' : 'finally';
+      problems.push({ path: [list, list === 'stages' ? i : i - pipeline.stages.length, 'commit'], message: '`commit: true` needs `workspace.repo`; the worker does not commit in a folder it was lent (`workspace.dir`): commit there yourself after the run' });
+    });
     return problems;
   }
   if (workspace.dir !== undefined) return [{ path: ['workspace', 'dir'], message: 'give either `repo` or `dir`, not both: `repo` gives each run a worktree of its own, `dir` runs in an existing folder' }];

@@ -7,8 +7,8 @@ export const LEASE_WORKFLOW_TYPE = 'leaseWorkflow';
 /** Lease workflows' ids start with this; the rest is the key, so the id names the key in the Web UI. */
 export const LEASE_WORKFLOW_ID_PREFIX = 'agent-pipeline-lease:';
 
-/** The longest key: a workflow id is at most 1,000 bytes, and a key is shown in lists. @unit characters */
-export const MAX_LEASE_KEY_LENGTH = 200;
+/** The longest key: a workflow id is at most 1,000 bytes, and a key is shown in lists (the pipeline's `limits` rule). */
+export { MAX_LIMIT_KEY_LENGTH as MAX_LEASE_KEY_LENGTH } from '../pipeline/limits.js';
 
 /** The id of the lease workflow that keeps `key`'s book. */
 export function leaseWorkflowId(key: string): string {

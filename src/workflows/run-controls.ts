@@ -25,13 +25,17 @@ export class RunControls {
   validateAnswer(input: AnswerStageInput): void {
     this.run.trust.requireSignature(input.signature);
     requireText(input.text, 'the answer', 'answer RUN [--stage S] "TEXT"');
-    this.run.waits.resolve('answer', input.stage, ['answer', 'question']);
+    this.answerTargets(input);
   }
 
   async answer(input: AnswerStageInput): Promise<RunState> {
     await this.run.trust.verify('answerStage', input);
-    await this.run.waits.decide(this.run.waits.resolve('answer', input.stage, ['answer', 'question']), { kind: 'answer', text: input.text });
+    await this.run.waits.decide(this.answerTargets(input), { kind: 'answer', text: input.text });
     return this.state;
+  }
+
+  private answerTargets(input: AnswerStageInput): OpenWait[] {
+    return this.run.waits.resolve('answer', input.stage, ['answer', 'question']);
   }
 
   validateApprove(input: ApproveStageInput): void {
@@ -99,13 +103,17 @@ export class RunControls {
   validateDeny(input: DenyStageInput): void {
     this.run.trust.requireSignature(input.signature);
     if (input.message !== undefined && typeof input.message !== 'string') throw rejectUpdate('--message must be text');
-    this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']);
+    this.denyTargets(input);
   }
 
   async deny(input: DenyStageInput): Promise<RunState> {
     await this.run.trust.verify('denyStage', input);
-    await this.run.waits.decide(this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']), { kind: 'deny', message: input.message });
+    await this.run.waits.decide(this.denyTargets(input), { kind: 'deny', message: input.message });
     return this.state;
+  }
+
+  private denyTargets(input: DenyStageInput): OpenWait[] {
+    return this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']);
   }
 
   validateRetry(input: RetryStageInput): void {

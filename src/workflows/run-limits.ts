@@ -30,6 +30,8 @@ const { releaseRunLeases } = proxyActivities<Activities>({ startToCloseTimeout: 
  */
 export class RunLimits {
   private held: string[] | undefined;
+  /** The waits last written to the memo, as JSON, so an unchanged list is not written again. */
+  private publishedWaits = '';
   private readonly holder: string;
 
   constructor(
@@ -124,7 +126,13 @@ export class RunLimits {
       ...(state.leaseWait ? [{ key: state.leaseWait.key, ahead: state.leaseWait.ahead }] : []),
       ...state.stages.flatMap((s) => (s.leaseWait ? [{ stage: s.id, key: s.leaseWait.key, ahead: s.leaseWait.ahead }] : [])),
     ];
-    upsertMemo({ [LEASE_WAITS_MEMO_KEY]: waits.slice(0, MAX_MEMO_WAITS) });
+    const listed = waits.slice(0, MAX_MEMO_WAITS);
+    // Only a changed list is written: each upsert is a history event, and most reports change only the status.
+    const text = JSON.stringify(listed);
+    if (text !== this.publishedWaits) {
+      this.publishedWaits = text;
+      upsertMemo({ [LEASE_WAITS_MEMO_KEY]: listed });
+    }
     this.publish();
   }
 

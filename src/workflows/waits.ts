@@ -132,11 +132,6 @@ export class HumanWaits {
     return chosen.kind === 'budget' ? open.filter((w) => w.kind === 'budget') : [chosen];
   }
 
-  /** The stage's open wait, if it has one. */
-  openFor(stage: string): OpenWait | undefined {
-    return this.open.get(stage);
-  }
-
   /** Ends the stage's open mid-turn prompt, if any, as `closed`: its attempt ended, so nobody can answer it now. */
   closePrompt(stage: string): void {
     const wait = this.open.get(stage);
