@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
 import { ConfigError } from './errors.js';
-import { DEFAULT_TASK_QUEUE } from './workflows/messages.js';
+import { DEFAULT_TASK_QUEUE } from './contracts/messages.js';
 
 // Defined with the base errors (src/errors.ts) so bundle/ throws the same class; exported here, where settings are read.
 export { ConfigError };

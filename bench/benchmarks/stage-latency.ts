@@ -1,4 +1,4 @@
-import { getStatusQuery } from '../../src/workflows/messages.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
 import { readCapturedCalls, writeClaudeWrapper, type CapturedCall } from '../lib/claude-capture.js';
 import { INSTANT_REPORT_SCENARIO, linearPipeline } from '../lib/fixtures.js';
 import { readTimeline } from '../lib/history.js';

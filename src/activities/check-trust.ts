@@ -2,7 +2,7 @@ import { activityInfo } from '@temporalio/activity';
 import { TRUSTED_KEYS_VARIABLE } from '../trust/keys.js';
 import { findDecisionSignatureProblem, findRunSignatureProblem } from '../trust/signatures.js';
 import { ALLOW_WORKER_FILES_VARIABLE, type WorkerTrust } from '../trust/worker-trust.js';
-import type { DecisionVerdict, RunTrustVerdict } from '../workflows/trust-types.js';
+import type { DecisionVerdict, RunTrustVerdict } from '../contracts/trust-types.js';
 
 /*
  * The worker's checks of signatures, run as local activities by the worker that runs the workflow task: the workflow

@@ -2,20 +2,7 @@ import { activityInfo } from '@temporalio/activity';
 import { existsSync } from 'node:fs';
 import { readEndedMarker, removeRunWorkspace, writeEndedMarker } from './workspace/remove-workspace.js';
 import { runFolder } from './workspace/run-folder.js';
-
-/** What the workflow sends when a run with `workspace.keep` has ended. */
-export interface CloseWorkspaceInput {
-  runId: string;
-  status: 'completed' | 'failed' | 'cancelled';
-  keep: 'always' | 'onFailure' | 'never';
-  /** The branch was pushed (`workspace.push`), so it stays when the worktree goes. */
-  pushed: boolean;
-}
-
-export interface CloseWorkspaceResult {
-  removed: boolean;
-  warnings: string[];
-}
+import type { CloseWorkspaceInput, CloseWorkspaceResult } from '../contracts/activities.js';
 
 /**
  * Creates the activity that ends a run's workspace: records that the run ended (for `agent-pipeline prune`), then

@@ -1,51 +1,15 @@
 import { checkAllowedPath, type AllowedPaths } from './workspace/allowed-paths.js';
 import { activityInfo, heartbeat } from '@temporalio/activity';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
-import type { PipelineDefinition } from '../pipeline/schema.js';
-import { renderTemplate, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { renderTemplate, type TemplateContext } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
 import { pushBranch, PushError, RemoteNotConfiguredError } from './delivery/push.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
-import { stagesReadBy, withWithheldValues, type WithheldValues } from './prompt/template-values.js';
+import { stagesReadBy, withWithheldValues } from './prompt/template-values.js';
 import { openPullRequest } from './delivery/pull-request.js';
 import { redactSecrets } from './secrets.js';
-
-/** What the workflow sends to deliver a run's branch. */
-export interface DeliverRunInput {
-  runId: string;
-  pipelineName: string;
-  baseDir: string;
-  /** The run's inputs; empty when `withheld.inputs`. */
-  inputs: Record<string, string>;
-  /** Completed stages, for the pull request's templates; empty when `withheld.stages` (they are read from the run). */
-  priorStages: Record<string, TemplateStage>;
-  /** What the workflow left out; the activity reads what the branch and pull request templates use from the run. */
-  withheld?: WithheldValues;
-  workspace: NonNullable<PipelineDefinition['workspace']>;
-  /** Try `git pull --rebase` once when the push is rejected. */
-  rebaseOnce: boolean;
-}
-
-/** How delivery ended. A rejection or conflict is an outcome the workflow decides about, not a failure. */
-export interface DeliverRunResult {
-  status: 'pushed' | 'rejected' | 'conflict';
-  branch: string;
-  remote: string;
-  /** The worktree a person resolves a conflict in. */
-  workspace: string;
-  /** The pushed commit. */
-  commit?: string;
-  /** The branch was rebased onto the remote's before it was pushed. */
-  rebased?: boolean;
-  /** Why the push was refused (`rejected`, `conflict`). */
-  message?: string;
-  /** Files in conflict. */
-  files?: string[];
-  pullRequestUrl?: string;
-  compareUrl?: string;
-  warnings: string[];
-}
+import type { DeliverRunInput, DeliverRunResult } from '../contracts/activities.js';
 
 export interface DeliverRunDependencies {
   workspacesRoot: string;

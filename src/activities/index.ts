@@ -1,3 +1,4 @@
+import type { PipelineActivities } from '../contracts/activities.js';
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
@@ -33,7 +34,7 @@ export interface ActivityDependencies {
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
-export function createActivities(deps: ActivityDependencies) {
+export function createActivities(deps: ActivityDependencies): PipelineActivities {
   const { secrets } = deps;
   // The keys never appear in failures, results or the transcripts the activities write.
   // Every secret the worker holds, whatever its agents are given: the agents' credentials, GH_TOKEN, TEMPORAL_API_KEY,

@@ -1,19 +1,10 @@
-import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { TemplateContext } from '../pipeline/template.js';
 import { openPipelineWorkspace } from './workspace/open-workspace.js';
-import { mergeStageBranch, type MergeOutcome } from './workspace/stage-isolation.js';
+import { mergeStageBranch } from './workspace/stage-isolation.js';
+import type { MergeOutcome } from '../contracts/activities.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
-
-/** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
-export interface MergeStageInput {
-  runId: string;
-  pipelineName: string;
-  baseDir: string;
-  inputs: Record<string, string>;
-  workspace: NonNullable<PipelineDefinition['workspace']>;
-  stageId: string;
-}
+import type { MergeStageInput } from '../contracts/activities.js';
 
 /** Creates the activity that merges a stage's branch into the run's (`isolation: stage`), as a person's `retry` asks. */
 export function createMergeStage(deps: { workspacesRoot: string }) {

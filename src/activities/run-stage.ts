@@ -5,13 +5,12 @@ import path from 'node:path';
 import { readAgentOutput, readFreeAnswer, withoutReportBlock } from '../pipeline/contract.js';
 import { needIds } from '../pipeline/graph.js';
 import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../pipeline/output-caps.js';
-import type { LeaseKey } from '../pipeline/limits.js';
-import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
-import { renderTemplate, type RunDeliveryOutcome, type TemplateContext, type TemplateStage } from '../pipeline/template.js';
+import { renderTemplate, type TemplateContext } from '../pipeline/template.js';
 import { mentionsWorkspaceVariables, readPromptTemplates } from './prompt/workspace-variables.js';
-import { stagesReadBy, withWithheldValues, type WithheldValues } from './prompt/template-values.js';
+import { stagesReadBy, withWithheldValues } from './prompt/template-values.js';
+import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
 import { commitStageWork } from './delivery/commit-stage-work.js';
 import { openStageWorktree } from './workspace/stage-isolation.js';
@@ -26,7 +25,6 @@ import { FileClaims } from './outputs/file-claims.js';
 import { removeStaleIndexLock } from './workspace/git-index-lock.js';
 import { assemblePrompt, withTemplateErrors, type StagePrompt } from './prompt/stage-prompt.js';
 import { prewarmTargets } from './prompt/prewarm-targets.js';
-import type { ReworkRound } from './prompt/compose.js';
 import { checkReportedPaths } from './outputs/reported-paths.js';
 import { openRunBundle } from './prompt/run-bundle-files.js';
 import { redactSecrets } from './secrets.js';
@@ -38,43 +36,6 @@ import { holdLentFolder } from './workspace/folder-lease.js';
 import { WaitReports } from './leases/wait-reports.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
-
-/** What the workflow sends for one stage attempt. */
-export interface StageAttemptInput {
-  runId: string;
-  pipelineName: string;
-  baseDir: string;
-  /** Set when the run carries its files: they are read from that bundle instead of `baseDir` (see run-bundle-files.ts). */
-  bundleHash?: string;
-  stage: ResolvedStage;
-  /** The run's inputs; empty when `withheld.inputs` (they are read from the run). */
-  inputs: Record<string, string>;
-  /**
-   * Earlier stages' results, as step templates and the prompt refer to them: every completed one in runs recorded
-   * before template values went by reference, now those of the stages it `needs` (the others are read from the run).
-   */
-  priorStages: Record<string, TemplateStage>;
-  /** What the workflow left out of `inputs` and `priorStages`; the attempt reads what its templates use from the run. */
-  withheld?: WithheldValues;
-  /** Pipeline-level settings every stage shares. */
-  pipeline: Pick<PipelineDefinition, 'context' | 'systemPrompt' | 'mcpServers' | 'workspace' | 'promptsDir' | 'isolation'>;
-  /** For `finally` stages: how the run ended (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
-  runEnd?: { status: string; error: string; errorType?: string; delivery?: RunDeliveryOutcome };
-  /** The run's inputs declared `type: object` (their values are JSON text): prompts show them as `key: value` lines. */
-  objectInputs?: string[];
-  /** Review round: 1 the first time, +1 for each rework. */
-  round: number;
-  /** Continue this stage's earlier session with a message: a person's answer, granted tools, rework feedback. */
-  continuation?: { kind: 'answer' | 'permission' | 'rework' | 'retry'; sessionId?: string; message: string };
-  /** Reviewer feedback from earlier rounds, oldest first. */
-  reworkHistory?: ReworkRound[];
-  /** What is left of the pipeline budget; the stage's own cap never exceeds it. @unit US dollars */
-  budgetRemainingUsd?: number;
-  /** Stages that become ready when this one completes, whose agents the worker may start ahead of time (warm start). */
-  prewarm?: ResolvedStage[];
-  /** The stage's `limits:` keys, rendered and sorted: the attempt holds them while it runs (activities/leases/). */
-  leases?: LeaseKey[];
-}
 
 export interface RunStageDependencies {
   /** Folder under which each run gets its workspace. */

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import type { SearchAttributeType } from '@temporalio/common';
 import { execa, type Result } from 'execa';
-import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
+import { SEARCH_ATTRIBUTES } from '../contracts/search-attributes.js';
 import { findTemporalCli, resolveStateDir } from './temporal-cli.js';
 
 const HOST = '127.0.0.1';

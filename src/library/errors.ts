@@ -7,7 +7,7 @@ import {
 } from '@temporalio/client';
 import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
-import { DECISION_NOT_TRUSTED } from '../workflows/trust-types.js';
+import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 import { ConfigError } from '../config.js';

@@ -32,6 +32,6 @@ export type { LeaseWaitState, RunState, RunStatus, StageState, StageStatus, Wait
 export type { LeaseEntry, LeaseKeyState } from '../activities/leases/lease-client.js';
 export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { McpServer, Duration, DurationText, DurationUnit } from '../pipeline/schema.js';
-export type { PipelineRunInput } from '../workflows/messages.js';
+export type { PipelineRunInput } from '../contracts/messages.js';
 export type { AgentPromptDecision, AgentPromptRequest, AgentQuestion } from '../pipeline/agent-prompt.js';
 export type { LiveAttempt } from './run-reader.js';

@@ -1,6 +1,6 @@
 import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import { encodePayloads } from '../codec/data-converter.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError } from '../errors.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { LEASE_WAITS_MEMO_KEY } from '../workflows/lease-wait.js';
-import { PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
-import { RUN_STARTED_AT_MEMO_KEY } from '../workflows/run-carry-over.js';
-import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { LEASE_WAITS_MEMO_KEY } from '../contracts/lease-wait.js';
+import { PIPELINE_WORKFLOW_TYPE } from '../contracts/messages.js';
+import { RUN_STARTED_AT_MEMO_KEY } from '../contracts/run-carry-over.js';
+import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { InvalidRequestError } from './errors.js';
 
 const TIMED_OUT = `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`;

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
 import { startRun } from './runs.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
 import { typedErrors } from './errors.js';
 import { clientCodecs } from './history-codec.js';

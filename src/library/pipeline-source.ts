@@ -8,7 +8,7 @@ import { extraBackendNames } from '../config.js';
 import { payloadCodecsFromEnv } from '../codec/data-converter.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import { PipelineInvalidError } from './errors.js';
 import { definitionName, definitionYaml, type PipelineSource as PipelineSourceOf } from './pipeline-definition.js';
 import { assertValid, validatePipeline } from './validate-pipeline.js';

@@ -10,7 +10,7 @@ import {
   rejectStageUpdate,
   retryStageUpdate,
   skipStageUpdate,
-} from '../workflows/messages.js';
+} from '../contracts/messages.js';
 import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
 import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
 import { HistoryWatch } from './history-watch.js';

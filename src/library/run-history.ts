@@ -3,7 +3,7 @@ import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { RunState, RunStatus, StageState } from '../pipeline/run-state.js';
 import type { StageResult } from '../pipeline/stage-result.js';
 import { resolveStage } from '../pipeline/stage-options.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 
 type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
 type HistoryEvent = NonNullable<History['events']>[number];

@@ -4,7 +4,7 @@ import type { RunState } from '../pipeline/run-state.js';
 import type { TokenUsage } from '../pipeline/stage-result.js';
 import type { AgentActivity } from '../activities/backends/agent-activity.js';
 import type { AttemptProgress } from '../activities/backends/stage-backend.js';
-import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../workflows/messages.js';
+import { getStatusQuery, PIPELINE_WORKFLOW_TYPE } from '../contracts/messages.js';
 import { InvalidRequestError } from '../errors.js';
 import { clientCodecs, decodeFailure } from './history-codec.js';
 import { readHistoryEvents } from './history-pages.js';

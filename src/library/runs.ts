@@ -4,8 +4,8 @@ import { findRunIdProblem } from '../pipeline/run-id.js';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { summarizeBundle } from '../bundle/create-run-bundle.js';
 import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
-import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
-import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../contracts/messages.js';
+import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
 import type { RunSigner } from '../trust/signer.js';
 
 export interface StartRunOptions {

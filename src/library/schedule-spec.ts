@@ -1,7 +1,7 @@
 import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary, type ScheduleUpdateOptions } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
-import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../workflows/messages.js';
-import { PIPELINE_NAME_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../contracts/messages.js';
+import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import { runMemo, runSummary } from './runs.js';
 import type { RunSigner } from '../trust/signer.js';

@@ -4,7 +4,7 @@ import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, with
 import { toMilliseconds } from '../pipeline/duration.js';
 import { durationSchema, type DurationText } from '../pipeline/schema.js';
 import { InvalidRequestError, typedErrors } from './errors.js';
-import type { PipelineRunInput } from '../workflows/messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { readInputValues } from './input-files.js';
 import { clientCodecs } from './history-codec.js';

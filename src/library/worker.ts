@@ -89,4 +89,5 @@ export type { StagePrompt } from '../activities/prompt/stage-prompt.js';
 export type { RunWorkspace } from '../activities/workspace/run-workspace.js';
 export type { ResolvedStage } from '../pipeline/stage-options.js';
 export type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
-export { FAILURES, stageFailure, type FailureType, type StageFailureOptions } from '../activities/failures.js';
+export { stageFailure, type StageFailureOptions } from '../activities/failures.js';
+export { FAILURES, type FailureType } from '../failure-types.js';

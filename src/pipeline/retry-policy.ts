@@ -1,46 +1,10 @@
-import { toMilliseconds } from './duration.js';
-import type { Duration } from './schema.js';
+import { toMilliseconds, type Duration } from './duration.js';
+import type { FailureType } from '../failure-types.js';
 
 /*
  * A stage's retry policy as the pipeline file writes it (`retry:` on a stage or in `defaults`), and the Temporal retry
  * policy of the stage's activity it becomes. Pure: the workflow maps it, `validate` checks it.
  */
-
-/**
- * Every failure type a stage attempt can throw: the names of the catalogue in activities/failures.ts (a unit test keeps
- * the two lists equal). Listed here because the pipeline layer, which validates `retry.nonRetryable`, sits below it.
- */
-export const FAILURE_TYPES = [
-  'CONFIG_INVALID',
-  'FILE_NOT_FOUND',
-  'BUNDLE_INVALID',
-  'INPUT_NOT_FOUND',
-  'TEMPLATE_VARIABLE_UNKNOWN',
-  'CLI_NOT_INSTALLED',
-  'SANDBOX_UNAVAILABLE',
-  'API_KEY_MISSING',
-  'API_KEY_REJECTED',
-  'INVALID_REQUEST',
-  'BUDGET_EXCEEDED',
-  'OUTPUT_CONTRACT_VIOLATION',
-  'OUTPUT_TOO_LARGE',
-  'OUTPUT_MISSING',
-  'AGENT_REPORTED_FAILURE',
-  'RATE_LIMITED',
-  'OVERLOADED',
-  'SERVER_ERROR',
-  'CONNECTION_ERROR',
-  'AGENT_STALLED',
-  'CLI_CRASHED',
-  'RESPONSE_EMPTY',
-  'WORKSPACE_ERROR',
-  'GIT_FAILED',
-  'PUSH_FAILED',
-  'PERMISSION_TIMED_OUT',
-  'REJECTED',
-  'INTERNAL_ERROR',
-] as const;
-export type FailureTypeName = (typeof FAILURE_TYPES)[number];
 
 /** `retry:` of a stage or of `defaults` (see `retrySchema` in schema.ts): Temporal's retry policy of the stage's activity. */
 export interface RetrySettings {
@@ -51,7 +15,7 @@ export interface RetrySettings {
   /** The longest wait between two attempts. @default 1m */
   maximumInterval?: Duration;
   /** Failure types never retried, on top of those the catalogue never retries. */
-  nonRetryable?: FailureTypeName[];
+  nonRetryable?: FailureType[];
 }
 
 /** The built-in retry policy: what every stage had before `retry:` existed. */

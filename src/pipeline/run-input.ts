@@ -46,7 +46,7 @@ export const runInputSchema = z.strictObject({
       blobs: z.record(z.string(), z.strictObject({ encoding: z.enum(['utf8', 'base64']), data: z.string() })),
     })
     .optional(),
-  /** The client's signature (workflows/trust-types.ts); checked against the worker's trusted keys before this check. */
+  /** The client's signature (contracts/trust-types.ts); checked against the worker's trusted keys before this check. */
   signature: z
     .strictObject({ keyId: z.string(), nonce: z.string(), expiresAt: z.number(), schedule: z.boolean().optional(), value: z.string() })
     .optional(),

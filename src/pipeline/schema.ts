@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { limitsSchema } from './limit-schema.js';
 import { TOOL_NAME } from './tool-names.js';
-import { FAILURE_TYPES } from './retry-policy.js';
+import { FAILURE_TYPES } from '../failure-types.js';
+import { durationSchema } from './duration.js';
 import { objectInputValueSchema } from './object-inputs.js';
 
 /**
@@ -9,22 +10,7 @@ import { objectInputValueSchema } from './object-inputs.js';
  * applied by `resolveStage`, not here, so a parsed pipeline still shows what the author wrote.
  */
 
-/** The units a duration ends with: milliseconds, seconds, minutes, hours, days. */
-export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
-/**
- * A duration as text: a number and a unit, `90s`, `1.5h`, `30 m`. A template-literal type, so `'1 minute'` or `'30'`
- * in a definition fails to compile instead of at `start`.
- */
-export type DurationText = `${number}${DurationUnit}` | `${number} ${DurationUnit}`;
-/** A duration as written in the file: `90s`, `30m`, `2h`, `1d`, or a number of milliseconds. */
-export type Duration = number | DurationText;
-
-/** A duration as written in the file: `90s`, `30m`, `2h`, `1d`, or a number of milliseconds. */
-// Typed as `Duration`: the regex accepts exactly the texts the template-literal type describes (and runs of spaces).
-export const durationSchema = z.union([
-  z.number().int().positive(),
-  z.string().regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'expected a duration such as "90s", "30m" or "2h"'),
-]) as unknown as z.ZodType<Duration>;
+export { durationSchema, type Duration, type DurationText, type DurationUnit } from './duration.js';
 
 /** The backends every worker has. A worker may register more (`createPipelineWorker({ backends })`). */
 export const BACKENDS = ['claude-cli', 'anthropic-api'] as const;

@@ -37,7 +37,7 @@ export class PipelineMetrics {
   });
   readonly stageFailures = new Counter({
     name: 'agent_pipeline_stage_failures_total',
-    help: 'Stage attempts that failed, by failure type (the catalogue in src/activities/failures.ts, or CANCELLED).',
+    help: 'Stage attempts that failed, by failure type (the catalogue in src/failure-types.ts, or CANCELLED).',
     labelNames: ['pipeline', 'stage', 'backend', 'type'] as const,
     registers: [this.registry],
   });

@@ -7,7 +7,7 @@ import { Client } from '@temporalio/client';
 import type { ActivityInterceptorsFactory, MetricsExporterConfig, NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { createRequire } from 'node:module';
 import type http from 'node:http';
-import { RUN_STATUS_ATTRIBUTE } from '../workflows/search-attributes.js';
+import { RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { PipelineMetrics } from './metrics.js';
 import { freeLoopbackPort, parseMetricsAddress, serveMetrics } from './metrics-server.js';
 import { stageTelemetryInterceptor } from './stage-interceptor.js';

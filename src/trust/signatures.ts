@@ -1,5 +1,5 @@
 import { createHash, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
-import type { TrustSignature } from '../workflows/trust-types.js';
+import type { TrustSignature } from '../contracts/trust-types.js';
 import { canonicalJson } from './canonical-json.js';
 import type { SigningKey } from './keys.js';
 

@@ -1,6 +1,6 @@
 import { parseSigningKey, SIGNING_KEY_VARIABLE, type SigningKey } from './keys.js';
 import { signDecision, signRunInput } from './signatures.js';
-import type { TrustSignature } from '../workflows/trust-types.js';
+import type { TrustSignature } from '../contracts/trust-types.js';
 
 /** How long a run's start signature holds: a worker must pick the run up within it. @unit milliseconds */
 export const RUN_SIGNATURE_TTL_MS = 60 * 60 * 1000;

@@ -1,6 +1,7 @@
 import { allHandlersFinished, condition, continueAsNew, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
-import { extendPause, emptyWindow, idleAt, MAX_REQUESTS_PER_MINUTE, reserveStart } from './api-key-window.js';
-import { keyWindowQuery, pauseKeySignal, PAUSED_UNTIL_MEMO, reserveRequestUpdate, type ApiKeyLimitInput } from './api-key-limit-messages.js';
+import { MAX_REQUESTS_PER_MINUTE } from '../contracts/api-key-limit-messages.js';
+import { extendPause, emptyWindow, idleAt, reserveStart } from './api-key-window.js';
+import { keyWindowQuery, pauseKeySignal, PAUSED_UNTIL_MEMO, reserveRequestUpdate, type ApiKeyLimitInput } from '../contracts/api-key-limit-messages.js';
 
 /** History length past which the workflow continues as new, so that a busy key's history stays small. */
 const CONTINUE_AS_NEW_AFTER_EVENTS = 2_000;

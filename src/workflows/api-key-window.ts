@@ -3,22 +3,7 @@
  * workflow replays it deterministically and the unit tests check it without Temporal.
  */
 
-/** The request window of `requestsPerMinute`. @unit milliseconds */
-export const REQUEST_WINDOW_MS = 60_000;
-
-/** The highest `requestsPerMinute` a worker may set: each request is one update of the key's workflow. */
-export const MAX_REQUESTS_PER_MINUTE = 1_000;
-
-/** The longest pause one `retry-after` may impose, so a wrong header cannot stop a key for hours. @unit milliseconds */
-export const MAX_PAUSE_MS = 10 * 60_000;
-
-/** A key's shared state: a pause after a 429/529, and the start times granted within the last window. */
-export interface ApiKeyWindow {
-  /** New model calls wait until then. @unit milliseconds since the epoch (0: never paused) */
-  pausedUntil: number;
-  /** Start times granted to requests, ascending; only those of the last window (and later) are kept. @unit milliseconds since the epoch */
-  starts: number[];
-}
+import { MAX_PAUSE_MS, MAX_REQUESTS_PER_MINUTE, REQUEST_WINDOW_MS, type ApiKeyWindow } from '../contracts/api-key-limit-messages.js';
 
 export function emptyWindow(): ApiKeyWindow {
   return { pausedUntil: 0, starts: [] };

@@ -1,25 +1,24 @@
 import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
-import type { DeliverRunResult } from '../activities/deliver-run.js';
+import type { PipelineActivities } from '../contracts/activities.js';
+import type { DeliverRunResult } from '../contracts/activities.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
-import type { PipelineRunInput } from './messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
 import { inlineTemplateValues } from './template-values.js';
 import { commandsFor, type HumanWaits } from './waits.js';
 
-type Activities = ReturnType<typeof createActivities>;
 
 /** Attempts of one delivery (push and pull request) before its failure reaches the run. */
 const DELIVERY_MAXIMUM_ATTEMPTS = 3;
 
 /** Git needs no model, so a delivery's attempts are short: a few minutes covers a slow remote. */
-const deliveryActivities = proxyActivities<Activities>({
+const deliveryActivities = proxyActivities<PipelineActivities>({
   startToCloseTimeout: '10m',
   retry: { maximumAttempts: DELIVERY_MAXIMUM_ATTEMPTS, initialInterval: '5s', backoffCoefficient: 2 },
 });
 
-const closingActivities = proxyActivities<Activities>({
+const closingActivities = proxyActivities<PipelineActivities>({
   startToCloseTimeout: '5m',
   retry: { maximumAttempts: 3, initialInterval: '2s' },
 });

@@ -6,47 +6,7 @@
  * expires and the key goes to the next waiter; a waiter that stops asking (its process died) drops out the same way.
  */
 
-/** One holder or waiter of a key. */
-export interface LeaseEntry {
-  /** Unique id of whoever holds or waits (a stage attempt, a run); the same id asking again is the same entry. */
-  holder: string;
-  /** How many holders the key may have at once, as this holder asked (the head waiter's limit decides its grant). */
-  limit: number;
-  /** How long the lease lives without a renewal; absent: held until released (a run's life). @unit milliseconds */
-  ttlMs?: number;
-  /** What `limits` and `status` show for it, e.g. `run fix-12 stage build attempt 2`. */
-  label?: string;
-  /** For a lease without `ttlMs`: the workflow id of the run it is held for; a run that closed without giving it back (terminated) loses it. */
-  run?: string;
-  /** When it first asked. @unit milliseconds since the epoch */
-  since: number;
-  /** When a holder was granted the key. @unit milliseconds since the epoch */
-  grantedAt?: number;
-  /** When it expires unless renewed (holders) or asked again (waiters). @unit milliseconds since the epoch */
-  expiresAt?: number;
-}
-
-/** The whole book, as carried across continue-as-new and shown by the describe query. */
-export interface LeaseBookState {
-  holders: LeaseEntry[];
-  waiters: LeaseEntry[];
-  /** The limit the latest request named: what `limits` shows as the key's limit. */
-  limit: number;
-}
-
-/** What one request to take the key answers. */
-export type LeaseAnswer =
-  | { granted: true; expiresAt?: number }
-  | { granted: false; /** Waiters before this one. */ ahead: number; holders: number; limit: number };
-
-/** A request to take a key. */
-export interface LeaseRequest {
-  holder: string;
-  limit: number;
-  ttlMs?: number;
-  label?: string;
-  run?: string;
-}
+import type { LeaseAnswer, LeaseBookState, LeaseEntry, LeaseRequest } from '../contracts/lease-messages.js';
 
 /** How long a waiter without a `ttlMs` (a run's life) stays queued after its last request. @unit milliseconds */
 export const UNTIMED_WAITER_GRACE_MS = 60_000;

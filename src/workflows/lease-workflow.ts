@@ -1,7 +1,7 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { PipelineActivities } from '../contracts/activities.js';
 import { LeaseBook } from './lease-book.js';
-import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate, type AcquireLeaseInput, type LeaseWorkflowInput } from './lease-messages.js';
+import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate, type AcquireLeaseInput, type LeaseWorkflowInput } from '../contracts/lease-messages.js';
 
 /** A lease workflow hands its book to a fresh execution past this many events, keeping its history small. */
 export const LEASE_HISTORY_EVENTS = 2_000;
@@ -13,7 +13,7 @@ export const MAX_ACQUIRE_WAIT_MS = 60_000;
 /** How often a key somebody waits for checks that the runs holding it for their life still run. @unit milliseconds */
 export const RUN_CHECK_MS = 15_000;
 
-const { closedRuns } = proxyActivities<ReturnType<typeof createActivities>>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 3 } });
+const { closedRuns } = proxyActivities<PipelineActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 3 } });
 
 /**
  * One key's lock: the mutex pattern of Temporal's samples, with updates instead of signals so that every request

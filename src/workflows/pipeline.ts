@@ -9,7 +9,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { PipelineActivities } from '../contracts/activities.js';
 import { formatRunInputProblems } from '../pipeline/run-input-problems.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
@@ -23,10 +23,10 @@ import {
   skipStageUpdate,
   templateValuesQuery,
   type PipelineRunInput,
-} from './messages.js';
-import { leaseWaitSignal } from './lease-wait.js';
+} from '../contracts/messages.js';
+import { leaseWaitSignal } from '../contracts/lease-wait.js';
 import { PipelineRun } from './pipeline-run.js';
-import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from './run-carry-over.js';
+import { RUN_STARTED_AT_MEMO_KEY, type RunCarryOver } from '../contracts/run-carry-over.js';
 import { RunControls } from './run-controls.js';
 import { checkRunTrusted, SIGNED_RUNS_PATCH } from './run-trust.js';
 
@@ -36,7 +36,7 @@ import { checkRunTrusted, SIGNED_RUNS_PATCH } from './run-trust.js';
  */
 const INPUT_CHECK_PATCH = 'input-check-local-activity';
 
-const { checkRunInput } = proxyLocalActivities<ReturnType<typeof createActivities>>({
+const { checkRunInput } = proxyLocalActivities<PipelineActivities>({
   // Pure and quick; the timeout only bounds a worker that is stuck.
   startToCloseTimeout: '1m',
   // A check that throws is a bug, not bad luck: the run fails with it instead of retrying for ever.

@@ -1,4 +1,4 @@
-import type { StageAttemptInput } from '../activities/run-stage.js';
+import type { ReviewLoopState, StageAttemptInput } from '../contracts/stage-attempt.js';
 import { findReworkStages } from '../pipeline/graph.js';
 import { diffArtifacts, recordReview, renderReviewerBrief, renderReworkBrief, type ReviewLedger } from '../pipeline/review-ledger.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
@@ -12,13 +12,6 @@ export const DEFAULT_MAX_ROUNDS = 3;
 type Continuation = NonNullable<StageAttemptInput['continuation']>;
 type ReworkEntry = NonNullable<StageAttemptInput['reworkHistory']>[number];
 
-/** What the review loops remember between rounds, as a run carries it to its next execution (see RunCarryOver). */
-export interface ReviewLoopState {
-  extraRounds: [reviewer: string, rounds: number][];
-  artifactsAtReview: [reviewer: string, [stage: string, ArtifactRef[]][]][];
-  history: [stage: string, ReworkEntry[]][];
-  continuations: [stage: string, Continuation][];
-}
 
 /** What a reviewer's result means for the run. */
 export type ReviewOutcome = { kind: 'approved' } | { kind: 'rework'; stages: string[] } | { kind: 'failed'; type: string; message: string };

@@ -1,6 +1,6 @@
 import type { RunState } from '../pipeline/run-state.js';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
-import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from './messages.js';
+import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from '../contracts/messages.js';
 import type { PipelineRun } from './pipeline-run.js';
 import { rejectUpdate, type OpenWait } from './waits.js';
 

@@ -1,18 +1,17 @@
 import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { PipelineActivities } from '../contracts/activities.js';
 import { renderLimitKeys, type LeaseKey } from '../pipeline/limits.js';
 import type { LeaseWaitState } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from './lease-wait.js';
-import type { PipelineRunInput } from './messages.js';
+import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from '../contracts/lease-wait.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 
 /** The most waits the memo lists; a run with more waits still shows them all in `status`. */
 const MAX_MEMO_WAITS = 10;
 
-type Activities = ReturnType<typeof createActivities>;
 
-const { acquireRunLeases } = proxyActivities<Activities>({
+const { acquireRunLeases } = proxyActivities<PipelineActivities>({
   // The run waits as long as the keys are busy; the pipeline `timeout` or a cancel ends the wait.
   startToCloseTimeout: '3650d',
   // The activity heartbeats at every answer of the key's workflow (every 10 s); a dead worker's wait is retried.
@@ -21,7 +20,7 @@ const { acquireRunLeases } = proxyActivities<Activities>({
   // The queues are left before the run goes on ending.
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 });
-const { releaseRunLeases } = proxyActivities<Activities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 10, maximumInterval: '30s' } });
+const { releaseRunLeases } = proxyActivities<PipelineActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 10, maximumInterval: '30s' } });
 
 /**
  * The run's side of concurrency keys (docs/limits.md): renders the keys, takes the pipeline's keys for the run's

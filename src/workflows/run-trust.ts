@@ -1,6 +1,6 @@
 import { ApplicationFailure, proxyLocalActivities } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
-import { DECISION_NOT_TRUSTED, RUN_NOT_TRUSTED, type RunTrustVerdict } from './trust-types.js';
+import type { PipelineActivities } from '../contracts/activities.js';
+import { DECISION_NOT_TRUSTED, RUN_NOT_TRUSTED, type RunTrustVerdict, type RunTrustCarryOver } from '../contracts/trust-types.js';
 
 /**
  * Runs started before signed runs existed were never checked for a signature, and their decisions never needed one;
@@ -16,19 +16,13 @@ export const MAX_DECISION_SIGNATURE_MS = 60 * 60 * 1000;
 /** Decisions a run remembers at once (all within MAX_DECISION_SIGNATURE_MS); more are refused until some expire. */
 const MAX_REMEMBERED_NONCES = 1000;
 
-const { checkRunTrust, verifyDecision } = proxyLocalActivities<ReturnType<typeof createActivities>>({
+const { checkRunTrust, verifyDecision } = proxyLocalActivities<PipelineActivities>({
   // Pure and quick; the timeout only bounds a worker that is stuck.
   startToCloseTimeout: '1m',
   // A check that throws is a bug, not bad luck: the run fails with it instead of retrying for ever.
   retry: { maximumAttempts: 3 },
 });
 
-/** What a run carries across continue-as-new of its trust: the verdict of its first execution and the nonces used. */
-export interface RunTrustCarryOver {
-  verdict: RunTrustVerdict;
-  /** Nonces of the decisions taken, with when their signatures expire. @unit milliseconds since the epoch */
-  usedNonces: [nonce: string, expiresAt: number][];
-}
 
 const notTrusted = (message: string): ApplicationFailure => ApplicationFailure.create({ type: DECISION_NOT_TRUSTED, message, nonRetryable: true });
 

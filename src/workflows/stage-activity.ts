@@ -6,14 +6,13 @@ import {
   proxyActivities,
   TimeoutFailure,
 } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
-import type { StageAttemptInput } from '../activities/run-stage.js';
+import type { PipelineActivities } from '../contracts/activities.js';
+import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import { formatDuration } from '../pipeline/duration.js';
 import { temporalRetryPolicy } from '../pipeline/retry-policy.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 
-type Activities = ReturnType<typeof createActivities>;
 
 /**
  * Runs one stage attempt (with Temporal's retries) as an activity with the stage's options. `retryFromFile`: the
@@ -24,7 +23,7 @@ export function runStageActivity(input: StageAttemptInput, retryFromFile = false
   const summary = [`stage ${stage.id}`, stage.backend, stage.model, round > 1 ? `round ${round}` : '', continuation?.kind ?? '']
     .filter(Boolean)
     .join(' · ');
-  return proxyActivities<Activities>({
+  return proxyActivities<PipelineActivities>({
     summary,
     startToCloseTimeout: stage.timeoutMs,
     // Heartbeats are how a dead worker is noticed: without them a crashed stage would wait out the whole timeout.

@@ -1,13 +1,12 @@
 import { proxyActivities } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { PipelineActivities } from '../contracts/activities.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
 import { commandsFor, type Decision } from './waits.js';
 
-type Activities = ReturnType<typeof createActivities>;
 
-const mergeActivities = proxyActivities<Activities>({
+const mergeActivities = proxyActivities<PipelineActivities>({
   startToCloseTimeout: '5m',
   retry: { maximumAttempts: 3, initialInterval: '2s' },
 });

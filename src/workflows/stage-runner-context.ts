@@ -1,6 +1,6 @@
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { BudgetGuard } from './budget.js';
-import type { PipelineRunInput } from './messages.js';
+import type { PipelineRunInput } from '../contracts/messages.js';
 import type { ReviewLoop } from './review-loop.js';
 import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';

@@ -1,5 +1,5 @@
 import { isCancellation, patched } from '@temporalio/workflow';
-import type { StageAttemptInput } from '../activities/run-stage.js';
+import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import { needIds } from '../pipeline/graph.js';

@@ -2,7 +2,8 @@ import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import { findAncestors } from '../pipeline/graph.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { TemplateStage } from '../pipeline/template.js';
-import type { TemplateValues, TemplateValuesRequest } from './messages.js';
+import type { TemplateValues, TemplateValuesRequest } from '../contracts/messages.js';
+import type { WithheldValues } from '../contracts/stage-attempt.js';
 import type { RunTracker } from './run-tracker.js';
 
 /*
@@ -32,7 +33,7 @@ export interface InlineTemplateValues {
   inputs: Record<string, string>;
   priorStages: Record<string, TemplateStage>;
   /** Set when values were left out: the activity reads them with `templateValuesQuery` when its templates use them. */
-  withheld?: { stages?: boolean; inputs?: boolean };
+  withheld?: WithheldValues;
 }
 
 /** The template values of the stages `ids` (those that have a result, up to a size), and the inputs when they are small. */

@@ -1,7 +1,7 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import { renderRunReport } from './run-report.js';
 import type { RunTracker } from './run-tracker.js';
-import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from './search-attributes.js';
+import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 
 /** Runs recorded before it listed every current stage in the search attribute (see {@link boundCurrentStages}). */
 export const BOUNDED_STAGES_PATCH = 'bounded-current-stages';

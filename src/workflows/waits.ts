@@ -1,6 +1,6 @@
 import { ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow';
 import type { WaitingFor } from '../pipeline/run-state.js';
-import { UPDATE_REJECTED, type ApproveStageInput } from './messages.js';
+import { UPDATE_REJECTED, type ApproveStageInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 
 /** What a person decided about a wait. */

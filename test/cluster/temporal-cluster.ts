@@ -5,7 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { execa, type ResultPromise } from 'execa';
-import { SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes.js';
+import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import type { ServerBinaries } from './server-binaries.js';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');

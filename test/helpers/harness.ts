@@ -13,7 +13,7 @@ import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
-import { getStatusQuery } from '../../src/workflows/messages.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));

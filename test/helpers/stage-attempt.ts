@@ -6,7 +6,7 @@ import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
 import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { createActivities } from '../../src/activities/index.js';
 import { SecretRegistry } from '../../src/activities/secrets.js';
-import type { StageAttemptInput } from '../../src/activities/run-stage.js';
+import type { StageAttemptInput } from '../../src/contracts/stage-attempt.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { PipelineDefinition } from '../../src/pipeline/schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';

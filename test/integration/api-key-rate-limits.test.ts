@@ -6,12 +6,12 @@ import { apiKeyId } from '../../src/activities/api-key/key-id.js';
 import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
 import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
 import { slotLeaseKey } from '../../src/activities/api-key/lease-slots.js';
-import { leaseWorkflowId } from '../../src/workflows/lease-messages.js';
+import { leaseWorkflowId } from '../../src/contracts/lease-messages.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/workflows/api-key-limit-messages.js';
+import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/contracts/api-key-limit-messages.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 
 /*

@@ -7,7 +7,7 @@ import type { SearchAttributeType } from '@temporalio/common';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { DevServerErrorCode, startDevServer, type DevServer, type DevServerOptions } from '../../src/dev/dev-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
-import { COST_USD_ATTRIBUTE, SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes.js';
+import { COST_USD_ATTRIBUTE, SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { isAlive } from '../helpers/process-alive.js';
 
 // IndexedValueType numbers the operator service reports (temporal.api.enums.v1.IndexedValueType).

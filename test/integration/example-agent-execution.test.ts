@@ -2,7 +2,7 @@ import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { answerStageUpdate } from '../../src/workflows/messages.js';
+import { answerStageUpdate } from '../../src/contracts/messages.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';

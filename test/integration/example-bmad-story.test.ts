@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
 import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
 import { initRepo } from '../helpers/git-repo.js';
-import { answerStageUpdate } from '../../src/workflows/messages.js';
+import { answerStageUpdate } from '../../src/contracts/messages.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 

@@ -7,7 +7,7 @@ import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { loadPipelineFile, resolveInputs } from '../../src/library/load-pipeline.js';
 import { startRun } from '../../src/library/runs.js';
-import { getStatusQuery } from '../../src/workflows/messages.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
 import { expectNoStageLeftRunning } from './workflow-helpers.js';
 

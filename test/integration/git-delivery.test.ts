@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
-import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { retryStageUpdate } from '../../src/contracts/messages.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';

@@ -3,7 +3,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
-import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/workflows/lease-messages.js';
+import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/contracts/lease-messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
 
 // The lock workflow of one key on a real dev server, through the typed client the stages and runs use.
@@ -120,7 +120,7 @@ describe('lease workflow', () => {
     const holder = await leases.acquire({ key, limit: 1, holder: 'holder', ttlMs: 60_000 });
     // One request with no wait, never repeated: the waiter's grace is its ttl.
     const handle = client.workflow.getHandle(leaseWorkflowId(key));
-    const { acquireLeaseUpdate } = await import('../../src/workflows/lease-messages.js');
+    const { acquireLeaseUpdate } = await import('../../src/contracts/lease-messages.js');
     const answer = await handle.executeUpdate(acquireLeaseUpdate, { args: [{ holder: 'gone', limit: 1, ttlMs: 2_000 }] });
     expect(answer).toMatchObject({ granted: false, ahead: 0 });
     await waitFor(() => leases.describe(key), (s) => s?.waiters.length === 0, 'the silent waiter to drop out');

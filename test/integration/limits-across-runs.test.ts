@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { LeaseKeyState } from '../../src/activities/leases/lease-client.js';
 import { listRuns } from '../../src/library/list-runs.js';
-import { getStatusQuery } from '../../src/workflows/messages.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { emptyHome, REPORT, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';

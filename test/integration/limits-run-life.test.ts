@@ -2,7 +2,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { LeaseClient } from '../../src/activities/leases/lease-client.js';
 import { RunHandle } from '../../src/library/run-handle.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 

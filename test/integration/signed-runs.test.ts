@@ -6,7 +6,7 @@ import { startRun } from '../../src/library/runs.js';
 import { generateSigningKey, parseSigningKey } from '../../src/trust/keys.js';
 import { RunSigner } from '../../src/trust/signer.js';
 import { signRunInput } from '../../src/trust/signatures.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { stageOf, waitForWaiting } from './workflow-helpers.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { retryStageUpdate } from '../../src/contracts/messages.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-helpers.js';

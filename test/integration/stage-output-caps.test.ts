@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { OUTPUT_CAPS } from '../../src/pipeline/output-caps.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { retryStageUpdate } from '../../src/workflows/messages.js';
+import { retryStageUpdate } from '../../src/contracts/messages.js';
 import { MAX_PERSON_RETRIES } from '../../src/workflows/stage-runner.js';
 import { stageOf, waitForState } from './workflow-helpers.js';
 

@@ -2,7 +2,7 @@ import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { answerStageUpdate } from '../../src/workflows/messages.js';
+import { answerStageUpdate } from '../../src/contracts/messages.js';
 import { MAX_UNANSWERED_QUESTIONS } from '../../src/workflows/stage-runner.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { runCli } from './cli-helpers.js';

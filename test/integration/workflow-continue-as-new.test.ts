@@ -6,7 +6,7 @@ import { listRuns } from '../../src/library/list-runs.js';
 import { RunHandle } from '../../src/library/run-handle.js';
 import { rebuildRunState } from '../../src/library/run-history.js';
 import { readRun } from '../../src/library/run-reader.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 

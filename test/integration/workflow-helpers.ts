@@ -2,7 +2,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'vitest';
 import type { RunState, StageState } from '../../src/pipeline/run-state.js';
-import { getStatusQuery } from '../../src/workflows/messages.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
 
 /** Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. */
 export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000): Promise<RunState> {

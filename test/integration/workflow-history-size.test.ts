@@ -1,7 +1,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { StageAttemptInput } from '../../src/activities/run-stage.js';
+import type { StageAttemptInput } from '../../src/contracts/stage-attempt.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, summarize } from './workflow-helpers.js';

@@ -11,8 +11,8 @@ import {
   rejectStageUpdate,
   retryStageUpdate,
   skipStageUpdate,
-} from '../../src/workflows/messages.js';
-import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../../src/workflows/search-attributes.js';
+} from '../../src/contracts/messages.js';
+import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../../src/contracts/search-attributes.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 

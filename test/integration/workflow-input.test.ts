@@ -4,7 +4,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { inject } from 'vitest';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
-import { PIPELINE_WORKFLOW_TYPE } from '../../src/workflows/messages.js';
+import { PIPELINE_WORKFLOW_TYPE } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 
 /*

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
-import { approveStageUpdate } from '../../src/workflows/messages.js';
+import { approveStageUpdate } from '../../src/contracts/messages.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 
 const EXAMPLE = path.join(PROJECT_ROOT, 'examples', 'work-and-review');

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { answerStageUpdate, approveStageUpdate, rejectStageUpdate } from '../../src/workflows/messages.js';
+import { answerStageUpdate, approveStageUpdate, rejectStageUpdate } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 

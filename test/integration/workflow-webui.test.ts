@@ -10,7 +10,7 @@ import { startRun } from '../../src/library/runs.js';
 import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { approveStageUpdate, getStatusQuery } from '../../src/workflows/messages.js';
+import { approveStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
 import { CHROMIUM as CHROMIUM_PACKAGE, hasSystemPackage } from '../helpers/system-package.js';
 import { expectNoStageLeftRunning, waitForWaiting } from './workflow-helpers.js';

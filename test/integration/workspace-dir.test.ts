@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { runCli } from './cli-helpers.js';
-import { approveStageUpdate } from '../../src/workflows/messages.js';
+import { approveStageUpdate } from '../../src/contracts/messages.js';
 import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*

@@ -7,7 +7,8 @@ import { apiKeyLimitsFromEnv } from '../../src/activities/api-key/limits-env.js'
 import { callWithinLimits } from '../../src/activities/backends/anthropic-api/limited-call.js';
 import { throttledNote } from '../../src/cli/run-view.js';
 import { KeyConcurrency } from '../../src/dev/key-concurrency.js';
-import { emptyWindow, extendPause, idleAt, MAX_PAUSE_MS, REQUEST_WINDOW_MS, reserveStart } from '../../src/workflows/api-key-window.js';
+import { MAX_PAUSE_MS, REQUEST_WINDOW_MS } from '../../src/contracts/api-key-limit-messages.js';
+import { emptyWindow, extendPause, idleAt, reserveStart } from '../../src/workflows/api-key-window.js';
 
 const NOW = 1_800_000_000_000;
 

@@ -10,7 +10,7 @@ import { buildSchedule } from '../../src/library/schedule-spec.js';
 import { ConfigError } from '../../src/config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { workerOptionsFromEnv } from '../../src/worker-env.js';
 
 describe('worker settings from the environment', () => {

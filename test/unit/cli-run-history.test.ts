@@ -3,7 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { describe, expect, test } from 'vitest';
 import { mapActivitiesToStages, rebuildRunState } from '../../src/library/run-history.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 
 const T0 = 1_700_000_000;
 const payloads = (value: unknown) => ({ payloads: [defaultPayloadConverter.toPayload(value)] });

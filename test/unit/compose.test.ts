@@ -9,7 +9,7 @@ import { validate as lintDockerfile } from 'dockerfile-utils';
 import { DockerfileParser } from 'dockerfile-ast';
 import { parse } from 'yaml';
 import { describe, expect, test } from 'vitest';
-import { SEARCH_ATTRIBUTES } from '../../src/workflows/search-attributes.js';
+import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 
 /*
  * No Docker engine runs here, so the deployment files are checked statically: the compose file against the Compose

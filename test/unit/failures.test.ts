@@ -1,7 +1,8 @@
 import { ApplicationFailure, DefaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { FAILURES, failureTypeForStatus, stageFailure, type FailureType } from '../../src/activities/failures.js';
+import { failureTypeForStatus, stageFailure } from '../../src/activities/failures.js';
+import { FAILURES, type FailureType } from '../../src/failure-types.js';
 import { redactSecrets, SecretRegistry } from '../../src/activities/secrets.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 
@@ -11,7 +12,7 @@ const secrets = new SecretRegistry([SECRET, 'short']);
 
 describe('the failure catalogue', () => {
   it('documents every type with "Thrown when…" (or "Used for…") in one table', async () => {
-    const source = await readFile(`${PROJECT_ROOT}src/activities/failures.ts`, 'utf8');
+    const source = await readFile(`${PROJECT_ROOT}src/failure-types.ts`, 'utf8');
     for (const type of Object.keys(FAILURES)) {
       const doc = new RegExp(`/\\*\\*\\s*(?:\\*\\s*)?(Thrown when|Used for)[^]*?\\*/\\s*${type}:`);
       expect(source, `${type} needs a doc comment`).toMatch(doc);

@@ -3,7 +3,7 @@ import { InvalidRequestError } from '../../src/errors.js';
 import { randomBytes } from 'node:crypto';
 import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 import { checkRunInputSize, encodedSize, formatBytes, sizeOnTheWire, TEMPORAL_PAYLOAD_LIMIT_BYTES } from '../../src/library/input-size.js';
-import type { PipelineRunInput } from '../../src/workflows/messages.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
 
 const input = (feature: string): PipelineRunInput => ({
   pipeline: { name: 'p', stages: [{ id: 'a', prompt: 'Build {{inputs.feature}}.' }] },

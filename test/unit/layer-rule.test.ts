@@ -24,10 +24,11 @@ describe('the lint rule that keeps imports pointing down the layers', () => {
     expect(problems[0]).toContain('pipeline/ may import only the layers below it');
   });
 
-  it('rejects a type-only import from a higher layer too, except activity types in workflows', async () => {
-    const typeImport = "import type { StageAttemptInput } from '../activities/run-stage.js';\nexport type Probe = StageAttemptInput;\n";
+  it('rejects a type-only import from a higher layer too, workflows importing activities included', async () => {
+    const typeImport = "import type { RunStageDependencies } from '../activities/run-stage.js';\nexport type Probe = RunStageDependencies;\n";
     expect(await importProblems('src/config.ts', typeImport.replaceAll('../', './'))).toHaveLength(1);
-    expect(await importProblems('src/workflows/probe.ts', typeImport)).toEqual([]);
+    expect(await importProblems('src/workflows/probe.ts', typeImport)).toEqual([expect.stringContaining('workflows/ may import only the layers below it')]);
+    expect(await importProblems('src/contracts/probe.ts', typeImport)).toEqual([expect.stringContaining('contracts/ may import only the layers below it')]);
   });
 
   it('lets only library/testing.ts import dev/', async () => {

@@ -4,7 +4,8 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createCloseWorkspace, type CloseWorkspaceInput, type CloseWorkspaceResult } from '../../src/activities/close-workspace.js';
+import { createCloseWorkspace } from '../../src/activities/close-workspace.js';
+import type { CloseWorkspaceInput, CloseWorkspaceResult } from '../../src/contracts/activities.js';
 import { readEndedMarker, writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { INTERNAL_DIR, openRunWorkspace, toFolderName } from '../../src/activities/workspace/run-workspace.js';
 import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';

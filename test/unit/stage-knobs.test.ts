@@ -1,19 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { FAILURES } from '../../src/activities/failures.js';
 import { readAgentOutput, readFreeAnswer } from '../../src/pipeline/contract.js';
 import { findOversizedField, OUTPUT_CAPS } from '../../src/pipeline/output-caps.js';
 import { formatObjectInput, parseObjectInput } from '../../src/pipeline/object-inputs.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
-import { FAILURE_TYPES, temporalRetryPolicy } from '../../src/pipeline/retry-policy.js';
+import { temporalRetryPolicy } from '../../src/pipeline/retry-policy.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { renderTemplate, type TemplateContext } from '../../src/pipeline/template.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
 describe('retry policy in the file', () => {
-  it('lists exactly the failure catalogue\'s types', () => {
-    expect([...FAILURE_TYPES].sort()).toEqual(Object.keys(FAILURES).sort());
-  });
-
   it('merges a stage\'s `retry` over the defaults\' field by field and maps it onto Temporal\'s policy', () => {
     const pipeline = parsePipeline(
       'name: p\ndefaults: { retries: 2, retry: { initialInterval: 5s, nonRetryable: [RESPONSE_EMPTY, CLI_CRASHED] } }\nstages:\n  - { id: a, prompt: x, retry: { backoffCoefficient: 1.5, maximumInterval: 2m } }\n  - { id: b, prompt: x }\n',

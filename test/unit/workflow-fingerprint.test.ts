@@ -48,7 +48,7 @@ describe('workflow code and recorded histories', () => {
 
   test('the fingerprint covers exactly the modules the workflow bundle holds', () => {
     if (!existsSync(WORKFLOW_BUNDLE)) throw new Error(`run \`npm run build\` first: ${WORKFLOW_BUNDLE} is missing`);
-    const bundled = new Set([...readFileSync(WORKFLOW_BUNDLE, 'utf8').matchAll(/\.\/dist\/((?:workflows|pipeline)\/[a-z0-9/-]+)\.js/g)].map((m) => `src/${m[1]}.ts`));
+    const bundled = new Set([...readFileSync(WORKFLOW_BUNDLE, 'utf8').matchAll(/\.\/dist\/((?:workflows|pipeline|contracts)\/[a-z0-9/-]+|failure-types)\.js/g)].map((m) => `src/${m[1]}.ts`));
     expect(Object.keys(workflowFingerprint(PROJECT_ROOT).files).sort()).toEqual([...bundled].sort());
   });
 

@@ -5,7 +5,7 @@ import {
   PAUSED_UNTIL_MEMO,
   reserveRequestUpdate,
   type ApiKeyLimitInput,
-} from '../../workflows/api-key-limit-messages.js';
+} from '../../contracts/api-key-limit-messages.js';
 
 /** Where an API key's shared limits live, as one worker's limiter (key-limiter.ts) sees them. */
 export interface KeyLimitStore {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MAX_PAUSE_MS } from '../../workflows/api-key-window.js';
+import { MAX_PAUSE_MS } from '../../contracts/api-key-limit-messages.js';
 import type { KeyLimitStore } from './key-limit-store.js';
 
 /** A worker's optional limits on its API key (`AGENT_PIPELINE_API_REQUESTS_PER_MINUTE`, `AGENT_PIPELINE_API_CONCURRENT_REQUESTS`). */

@@ -1,4 +1,4 @@
-import { MAX_REQUESTS_PER_MINUTE } from '../../workflows/api-key-window.js';
+import { MAX_REQUESTS_PER_MINUTE } from '../../contracts/api-key-limit-messages.js';
 import type { ApiKeyLimits } from './key-limiter.js';
 
 /** Model calls started per minute on the worker's API key, by every worker using it. */

@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import type { AgentPromptDecision } from '../../pipeline/agent-prompt.js';
-import { agentPromptUpdate } from '../../workflows/messages.js';
+import { agentPromptUpdate } from '../../contracts/messages.js';
 import type { AskPerson } from '../backends/claude-cli/control-protocol.js';
 import { currentRedaction } from '../secrets.js';
 

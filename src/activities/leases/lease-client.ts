@@ -1,6 +1,5 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
-import type { LeaseAnswer, LeaseBookState, LeaseEntry } from '../../workflows/lease-book.js';
 import {
   acquireLeaseUpdate,
   describeLeaseQuery,
@@ -10,8 +9,11 @@ import {
   MAX_LEASE_KEY_LENGTH,
   releaseLeaseUpdate,
   renewLeaseUpdate,
+  type LeaseAnswer,
+  type LeaseBookState,
+  type LeaseEntry,
   type LeaseWorkflowInput,
-} from '../../workflows/lease-messages.js';
+} from '../../contracts/lease-messages.js';
 
 export type { LeaseEntry };
 

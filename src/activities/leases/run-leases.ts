@@ -1,18 +1,8 @@
 import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { LeaseKey } from '../../pipeline/limits.js';
 import { LeaseClient, LeaseRequestError, type Lease } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
-
-/** What a run sends to take or give back the keys of its pipeline's `limits:`. */
-export interface RunLeasesInput {
-  /** The run's workflow id, which the wait is reported to. */
-  runId: string;
-  /** The run's holder id: the same in every execution of the run (its first execution's run id is in it). */
-  holder: string;
-  /** Rendered and sorted. */
-  keys: LeaseKey[];
-}
+import type { RunLeasesInput } from '../../contracts/activities.js';
 
 /**
  * Takes the run's keys, in sorted order, waiting first come first served while one is full and heartbeating while

@@ -2,7 +2,7 @@ import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporali
 import { TemplateError } from '../../pipeline/template.js';
 import type { StageResult } from '../../pipeline/stage-result.js';
 import { stageFailure } from '../failures.js';
-import type { StageAttemptInput } from '../run-stage.js';
+import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { holdLeases, LeaseClient, LeaseRequestError, type LeaseRequest } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
 

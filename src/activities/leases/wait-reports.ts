@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { leaseWaitSignal, type LeaseWaitReport } from '../../workflows/lease-wait.js';
+import { leaseWaitSignal, type LeaseWaitReport } from '../../contracts/lease-wait.js';
 import type { LeaseWait } from './lease-client.js';
 
 /**

@@ -1,3 +1,4 @@
+import type { ReworkRound } from '../../contracts/stage-attempt.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import { listTemplateVariables, renderTemplate, type TemplateContext } from '../../pipeline/template.js';
 import type { FileExcerpt } from './file-excerpt.js';
@@ -32,14 +33,6 @@ export interface PromptFile {
   excerpt?: FileExcerpt;
   /** Set when the content was not inlined because the prompt's size bound was reached. */
   omitted?: boolean;
-}
-
-/** Reviewer feedback from an earlier round, as the workflow hands it over. */
-export interface ReworkRound {
-  round: number;
-  reviewer: string;
-  summary: string;
-  feedback: unknown[];
 }
 
 /** Everything a stage prompt is built from. */

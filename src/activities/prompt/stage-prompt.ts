@@ -9,7 +9,8 @@ import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent
 import { stageFailure } from '../failures.js';
 import { readFileExcerpt, type FileExcerpt } from './file-excerpt.js';
 import { readPipelineFile } from './pipeline-file.js';
-import { composePrompt, type PromptFile, type PromptParts, type ReworkRound, type StagePrompt } from './compose.js';
+import { composePrompt, type PromptFile, type PromptParts, type StagePrompt } from './compose.js';
+import type { ReworkRound } from '../../contracts/stage-attempt.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
 import { loadSystemPrompt } from './system-prompt.js';

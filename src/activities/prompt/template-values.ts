@@ -1,11 +1,8 @@
 import { Context, type Info } from '@temporalio/activity';
 import { listTemplateVariables, type TemplateContext } from '../../pipeline/template.js';
-import { templateValuesQuery } from '../../workflows/messages.js';
-import type { InlineTemplateValues } from '../../workflows/template-values.js';
+import { templateValuesQuery } from '../../contracts/messages.js';
+import type { WithheldValues } from '../../contracts/stage-attempt.js';
 import { stageFailure } from '../failures.js';
-
-/** What the workflow left out of an activity input, to be read by reference (see workflows/template-values.ts). */
-export type WithheldValues = InlineTemplateValues['withheld'];
 
 /** The ids of the stages that templates read as `{{stages.ID…}}` (outside `{{raw}}` spans). */
 export function stagesReadBy(templates: readonly (string | undefined)[]): string[] {
@@ -33,7 +30,7 @@ export interface TemplateValuesSource {
  * answer for stays unknown, so rendering reports it exactly as before.
  * @throws INTERNAL_ERROR (retried) when the run cannot be asked
  */
-export async function withWithheldValues(context: TemplateContext, withheld: WithheldValues, stageIds: readonly string[], source: TemplateValuesSource): Promise<TemplateContext> {
+export async function withWithheldValues(context: TemplateContext, withheld: WithheldValues | undefined, stageIds: readonly string[], source: TemplateValuesSource): Promise<TemplateContext> {
   if (!withheld) return context;
   const stages = withheld.stages ? stageIds.filter((id) => !Object.hasOwn(context.stages, id)) : [];
   if (stages.length === 0 && !withheld.inputs) return context;

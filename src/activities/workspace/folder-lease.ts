@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import { LeaseClient, type LeaseWait } from '../leases/lease-client.js';
-import { MAX_LEASE_KEY_LENGTH } from '../../workflows/lease-messages.js';
+import { MAX_LEASE_KEY_LENGTH } from '../../contracts/lease-messages.js';
 
 /*
  * One run at a time in a lent folder (`workspace.dir`). The folder's key (a hash of its real path) is a lease of

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, withLock } from './git.js';
 import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
+import type { MergeOutcome } from '../../contracts/activities.js';
 
 /**
  * `isolation: stage`: each stage works in its own worktree on its own branch (`<run branch>--<stage>`), made from
@@ -33,9 +34,6 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
   }
   return { ...run, dir, branch, parent: run };
 }
-
-/** How merging a stage's branch into the run's went. */
-export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflict'; files: string[]; message: string };
 
 /**
  * Merges the stage's branch into the run's branch, in the run's worktree (a fast-forward when nothing else landed

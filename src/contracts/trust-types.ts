@@ -38,3 +38,10 @@ export interface RunTrustVerdict {
 
 /** What the decision check found: the signature's nonce and expiry, to remember, or why it was refused. */
 export type DecisionVerdict = { refused: string } | { nonce: string; expiresAt: number; keyId: string };
+
+/** What a run carries across continue-as-new of its trust: the verdict of its first execution and the nonces used. */
+export interface RunTrustCarryOver {
+  verdict: RunTrustVerdict;
+  /** Nonces of the decisions taken, with when their signatures expire. @unit milliseconds since the epoch */
+  usedNonces: [nonce: string, expiresAt: number][];
+}

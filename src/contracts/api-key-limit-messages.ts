@@ -1,5 +1,4 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ApiKeyWindow } from './api-key-window.js';
 
 /*
  * The messages of an API key's limiter workflow (api-key-limit.ts), apart from it so that the worker's side
@@ -28,3 +27,20 @@ export const reserveRequestUpdate = defineUpdate<{ startAt: number }, [{ perMinu
 
 /** The key's state, for people and tests. */
 export const keyWindowQuery = defineQuery<ApiKeyWindow>('keyWindow');
+
+/** The request window of `requestsPerMinute`. @unit milliseconds */
+export const REQUEST_WINDOW_MS = 60_000;
+
+/** The highest `requestsPerMinute` a worker may set: each request is one update of the key's workflow. */
+export const MAX_REQUESTS_PER_MINUTE = 1_000;
+
+/** The longest pause one `retry-after` may impose, so a wrong header cannot stop a key for hours. @unit milliseconds */
+export const MAX_PAUSE_MS = 10 * 60_000;
+
+/** A key's shared state: a pause after a 429/529, and the start times granted within the last window. */
+export interface ApiKeyWindow {
+  /** New model calls wait until then. @unit milliseconds since the epoch (0: never paused) */
+  pausedUntil: number;
+  /** Start times granted to requests, ascending; only those of the last window (and later) are kept. @unit milliseconds since the epoch */
+  starts: number[];
+}
