@@ -4,7 +4,7 @@
  * binary and the scripted model server, and writes bench/results/latest.json and latest.md.
  * `-- --only overhead,throughput` runs a subset and `-- --quick` a smoke test with fewer repetitions;
  * both write bench/results/partial.* instead, so latest.* always holds one complete run. A complete run also
- * refreshes the summary table in the top-level README.md.
+ * refreshes the summary table in docs/performance.md.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -91,5 +91,6 @@ const report = {
   benchmarks: results,
 };
 const files = await writeReport(report, path.join(PROJECT_ROOT, 'bench', 'results'), partial ? 'partial' : 'latest');
-if (!partial && (await updateReadmeSummary(path.join(PROJECT_ROOT, 'README.md'), report))) files.push(path.join(PROJECT_ROOT, 'README.md'));
+const summaryPage = path.join(PROJECT_ROOT, 'docs', 'performance.md');
+if (!partial && (await updateReadmeSummary(summaryPage, report))) files.push(summaryPage);
 log(`wrote ${files.map((f) => path.relative(PROJECT_ROOT, f)).join(', ')}`);

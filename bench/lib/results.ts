@@ -39,7 +39,7 @@ export interface BenchEnvironment {
   temporalSdkVersion: string;
   platform: string;
   gitCommit: string;
-  /** Nice value the benchmark and everything it started ran at (see BENCH_NICE in the README's Performance section). */
+  /** Nice value the benchmark and everything it started ran at (see BENCH_NICE in docs/performance.md). */
   niceness: number;
   /** 1-minute load average when the run started and ended: other work on the machine skews figures. */
   loadAverage: { start: number; end: number };
@@ -107,7 +107,7 @@ export async function writeReport(report: BenchReport, dir: string, base: string
 const TABLE_START = '<!-- bench:latest:start -->';
 const TABLE_END = '<!-- bench:latest:end -->';
 
-/** Replaces the summary between the bench:latest markers in `readme`, so the README shows the latest full run. */
+/** Replaces the summary between the bench:latest markers in `readme`, so the page (docs/performance.md) shows the latest full run. */
 export async function updateReadmeSummary(readme: string, report: BenchReport): Promise<boolean> {
   const text = await readFile(readme, 'utf8').catch(() => undefined);
   const start = text?.indexOf(TABLE_START) ?? -1;

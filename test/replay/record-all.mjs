@@ -111,7 +111,7 @@ if (recorded?.workflowCodeVersion === WORKFLOW_CODE_VERSION && !process.argv.inc
   } catch {
     console.error(
       `The recorded histories no longer replay on this code, and WORKFLOW_CODE_VERSION is still ${WORKFLOW_CODE_VERSION}: this change would break runs in flight.\n` +
-        'Keep them replaying with patched() (see the README), or bump WORKFLOW_CODE_VERSION in src/workflows/code-version.ts (a new build id, so old runs stay pinned to old workers) and record again.',
+        'Keep them replaying with patched() (see docs/development.md#changing-the-workflow-safely), or bump WORKFLOW_CODE_VERSION in src/workflows/code-version.ts (a new build id, so old runs stay pinned to old workers) and record again.',
     );
     process.exit(1);
   }

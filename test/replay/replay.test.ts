@@ -8,7 +8,7 @@ import { parseHistory, readHistory } from './load-history.js';
 /*
  * Recorded runs replayed against the current workflow code (the bundle `npm run build` writes): a change that
  * would break runs already in flight fails here. After a deliberate change, re-record the histories
- * (`npm run build && node test/replay/record-all.mjs`, see the README).
+ * (`npm run build && node test/replay/record-all.mjs`, see docs/development.md).
  */
 
 // `long-before-continue-as-new` was recorded on the code before continue-as-new, on a server that suggested continuing
