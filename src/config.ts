@@ -6,7 +6,7 @@ import { DEFAULT_TASK_QUEUE } from './contracts/messages.js';
 // Defined with the base errors (src/errors.ts) so bundle/ throws the same class; exported here, where settings are read.
 export { ConfigError };
 
-/** Settings shared by the client and the worker, from the environment (documented in the README). */
+/** Settings shared by the client and the worker, from the environment (documented in docs/configuration.md). */
 export interface AgentPipelineConfig {
   taskQueue: string;
   /** Absolute folder holding one workspace per run. */

@@ -27,7 +27,7 @@ import { clientDataConverter, payloadCodecsFor, workerDataConverter } from './co
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 
-/** Options for a worker; everything else comes from the environment (see the README). */
+/** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** Overrides `TEMPORAL_ADDRESS`, e.g. for the embedded dev server. */

@@ -3,7 +3,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 /**
  * Custom search attributes the workflow keeps current, so runs can be filtered in the Web UI and by `list`.
  * The dev server launcher registers exactly these; a self-hosted cluster needs them created once
- * (`temporal operator search-attribute create`, see the README).
+ * (`temporal operator search-attribute create`, see docs/deployment.md).
  */
 export const PIPELINE_NAME_ATTRIBUTE = defineSearchAttributeKey('AgentPipeline', SearchAttributeType.KEYWORD);
 export const CURRENT_STAGES_ATTRIBUTE = defineSearchAttributeKey('AgentPipelineStages', SearchAttributeType.KEYWORD_LIST);

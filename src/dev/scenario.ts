@@ -4,7 +4,7 @@ import { z } from 'zod';
 
 /*
  * The scenario file of the scripted model server: which canned replies to give to which request.
- * The README carries the user-facing reference; keep the two in step.
+ * docs/testing.md carries the user-facing reference (the scenario file); keep the two in step.
  */
 
 const nonNegativeMs = z.int().min(0);
