@@ -25,7 +25,7 @@ describe('the lint rule that keeps imports pointing down the layers', () => {
   });
 
   it('rejects a type-only import from a higher layer too, workflows importing activities included', async () => {
-    const typeImport = "import type { RunStageDependencies } from '../activities/run-stage.js';\nexport type Probe = RunStageDependencies;\n";
+    const typeImport = "import type { RunStageDependencies } from '../activities/run-stage/attempt-setup.js';\nexport type Probe = RunStageDependencies;\n";
     expect(await importProblems('src/config.ts', typeImport.replaceAll('../', './'))).toHaveLength(1);
     expect(await importProblems('src/workflows/probe.ts', typeImport)).toEqual([expect.stringContaining('workflows/ may import only the layers below it')]);
     expect(await importProblems('src/contracts/probe.ts', typeImport)).toEqual([expect.stringContaining('contracts/ may import only the layers below it')]);

@@ -1,0 +1,42 @@
+import type { Info } from '@temporalio/activity';
+import type { StageResult } from '../../pipeline/stage-result.js';
+import type { TemplateContext } from '../../pipeline/template.js';
+import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
+import type { AttemptLog } from '../attempt/log.js';
+import type { Spending } from '../attempt/spending.js';
+import type { StageBackend } from '../backends/stage-backend.js';
+import type { AllowedPaths, RunPlace } from '../workspace/allowed-paths.js';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+
+/** What the stage attempt activity is built from (`createRunStage`). */
+export interface RunStageDependencies {
+  /** Folder under which each run gets its workspace. */
+  workspacesRoot: string;
+  /** The built-in backends and any the worker was given, by the name a stage's `backend:` selects. */
+  backends: Record<string, StageBackend>;
+  /** Host folders a run may name in `workspace.repo`, `workspace.dir` and `addDirs` besides the workspaces root. */
+  allowedPaths: AllowedPaths;
+}
+
+/** One attempt as `runStage` prepared it: its workspace open, its log read. */
+export interface AttemptSetup {
+  deps: RunStageDependencies;
+  input: StageAttemptInput;
+  info: Info;
+  /** Where agent, step and context files are read: the run's bundle, else `baseDir`. */
+  filesDir: string;
+  context: TemplateContext;
+  workspace: RunWorkspace;
+  log: AttemptLog;
+  /** What the execution's earlier attempts spent, and the warnings they gave. */
+  earlier: Spending;
+  earlierWarnings: string[];
+}
+
+/** What the agent did, before its answer is read: the fields every stage result has. */
+export type AttemptRecord = Omit<StageResult, 'status' | 'summary' | 'outputs'>;
+
+/** Where a run lives, for `checkAllowedPath` (workspace/allowed-paths.ts). */
+export function placeOf(deps: Pick<RunStageDependencies, 'workspacesRoot'>, input: { runId: string; baseDir: string }): RunPlace {
+  return { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir };
+}

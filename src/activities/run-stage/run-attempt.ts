@@ -1,0 +1,85 @@
+import path from 'node:path';
+import type { ResolvedStage } from '../../pipeline/stage-options.js';
+import type { ArtifactRef, StageResult } from '../../pipeline/stage-result.js';
+import { renderTemplate } from '../../pipeline/template.js';
+import { attemptBudgetCap } from '../attempt/budget-cap.js';
+import { addSpending } from '../attempt/spending.js';
+import { mergeWarnings } from '../attempt/warnings.js';
+import { commitStageWork } from '../delivery/commit-stage-work.js';
+import { customCommitMessage, stageCommitMessage } from '../delivery/stage-commit.js';
+import { FileClaims } from '../outputs/file-claims.js';
+import { assemblePrompt, withTemplateErrors } from '../prompt/stage-prompt.js';
+import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
+import { collectArtifacts, type RunWorkspace } from '../workspace/run-workspace.js';
+import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
+import { callBackend } from './call-backend.js';
+import { readAnswer } from './read-answer.js';
+
+/** The attempt itself: its budget cap, the prompt, the backend call, the answer read, and the commit. */
+export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
+  const { input, workspace, log, earlier } = setup;
+  const maxBudgetUsd = attemptBudgetCap({
+    stageId: input.stage.id,
+    attempt: setup.info.attempt,
+    stageCapUsd: input.stage.maxBudgetUsd,
+    budgetRemainingUsd: input.budgetRemainingUsd,
+    spentBeforeUsd: earlier.costUsd,
+  });
+  // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
+  // Only in the run's own worktree: a lent folder's git is its owner's (who may be running git in it right now).
+  const staleLock = input.pipeline.workspace?.repo !== undefined ? await removeStaleIndexLock(workspace.dir) : undefined;
+  const baseline = await log.baseline(workspace.dir);
+  const claims = new FileClaims(workspace.dir, log.dir);
+  const assembled = await assemblePrompt({
+    stage: input.stage,
+    baseDir: setup.filesDir,
+    workspaceDir: workspace.dir,
+    context: setup.context,
+    contextFiles: input.pipeline.context,
+    promptsDir: input.pipeline.promptsDir,
+    systemPromptFile: input.pipeline.systemPrompt,
+    reworkHistory: input.reworkHistory,
+    maxBudgetUsd,
+  });
+  const { stage } = assembled;
+  const transcriptPath = log.transcriptPath(setup.info.attempt);
+  const outcome = await callBackend(setup, { stage, prompt: assembled.prompt, maxBudgetUsd, transcriptPath, claims });
+  const collected = await collectArtifacts(workspace.dir, baseline.files);
+  const record: AttemptRecord = {
+    artifacts: await withoutOtherStagesFiles(collected.artifacts, workspace, stage.id, claims, baseline.takenAtMs),
+    ...(collected.omitted ? { artifactsOmitted: collected.omitted } : {}),
+    sessionId: outcome.sessionId,
+    ...addSpending({ usage: outcome.usage, costUsd: outcome.costUsd }, earlier),
+    numTurns: outcome.numTurns,
+    durationMs: outcome.durationMs,
+    // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
+    warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
+    permissionDenials: outcome.permissionDenials,
+    ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
+    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open; with
+    // `workspace.dir` the transcript is in the run's own folder, not in the lent one.
+    transcript: path.relative(workspace.runFolder ?? workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    workspace: workspace.parent?.dir ?? workspace.dir,
+    attempt: setup.info.attempt,
+  };
+  const result = await readAnswer(setup, stage, outcome, record);
+  if (result.status === 'completed' && (stage.commit || workspace.parent)) Object.assign(result, await commitWork(setup, stage, result));
+  return result;
+}
+
+/** A completed stage's work committed with its `commitMessage` (or the default message), and merged under isolation. */
+async function commitWork(setup: AttemptSetup, stage: ResolvedStage, result: StageResult): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
+  const { input, context } = setup;
+  const attempt = setup.info.attempt;
+  const message = stage.commitMessage
+    ? withTemplateErrors(stage.id, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stage.id} commitMessage`, { 'stage.id': stage.id }), input.runId, stage.id, attempt))
+    : stageCommitMessage(stage.id, result.summary, input.runId, attempt);
+  return commitStageWork(setup.workspace, stage.id, message, result.warnings);
+}
+
+/** `artifacts` less the files that only stages running alongside this one claimed (see file-claims.ts). */
+async function withoutOtherStagesFiles(artifacts: ArtifactRef[], workspace: RunWorkspace, stageId: string, claims: FileClaims, sinceMs: number): Promise<ArtifactRef[]> {
+  if (artifacts.length === 0) return artifacts;
+  const elsewhere = await FileClaims.ofOtherStages(path.dirname(workspace.stageDir(stageId)), stageId, sinceMs);
+  return artifacts.filter((artifact) => claims.has(artifact.path) || !elsewhere.has(artifact.path));
+}
