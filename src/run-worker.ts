@@ -15,7 +15,7 @@ import { createWorkerLimiter } from './activities/api-key/worker-limiter.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
 import { SANDBOX_INSTALL, SANDBOX_VARIABLE, sandboxHostOnce, type SandboxHost, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
-import { BACKENDS } from './pipeline/schema.js';
+import { BACKENDS } from './pipeline/stage-options-schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';

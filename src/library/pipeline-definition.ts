@@ -1,6 +1,8 @@
 import { stringify } from 'yaml';
 import { PipelineValidationError } from '../pipeline/errors.js';
-import type { BuiltinBackendName, PipelineDefinition as ParsedPipeline, StageDefaults as ParsedDefaults, StageDefinition as ParsedStage } from '../pipeline/schema.js';
+import type { PipelineDefinition as ParsedPipeline } from '../pipeline/schema.js';
+import type { BuiltinBackendName, StageDefaults as ParsedDefaults } from '../pipeline/stage-options-schema.js';
+import type { StageDefinition as ParsedStage } from '../pipeline/stage-schema.js';
 
 /*
  * The types a program writes a pipeline in. They are the schema's types with the backend narrowed to a literal union:

@@ -1,6 +1,6 @@
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
-import { BACKENDS } from './schema.js';
+import { BACKENDS } from './stage-options-schema.js';
 
 /*
  * The frontmatter of an agent definition file, read by the worker that runs the agent and by the client that bundles

@@ -1,5 +1,6 @@
 import { describeUnknownChoice } from './issue-messages.js';
-import { BACKENDS, type PipelineDefinition } from './schema.js';
+import type { PipelineDefinition } from './schema.js';
+import { BACKENDS } from './stage-options-schema.js';
 
 /**
  * Stage and default `backend:` values that are neither built in nor among `registered` (the names the worker was

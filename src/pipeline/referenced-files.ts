@@ -1,5 +1,6 @@
 import { promptCandidates } from './prompt-names.js';
-import type { PipelineDefinition, StageDefinition } from './schema.js';
+import type { PipelineDefinition } from './schema.js';
+import type { StageDefinition } from './stage-schema.js';
 
 /**
  * The files a pipeline names, as one list, so that whatever carries a run's files (the run bundle the client

@@ -6,7 +6,7 @@ import type { FailureType } from '../failure-types.js';
  * policy of the stage's activity it becomes. Pure: the workflow maps it, `validate` checks it.
  */
 
-/** `retry:` of a stage or of `defaults` (see `retrySchema` in schema.ts): Temporal's retry policy of the stage's activity. */
+/** `retry:` of a stage or of `defaults` (see `retrySchema` in stage-options-schema.ts): Temporal's retry policy of the stage's activity. */
 export interface RetrySettings {
   /** The wait before the first retry: a duration as the file writes it. @default 1s */
   initialInterval?: Duration;

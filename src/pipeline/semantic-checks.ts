@@ -5,7 +5,8 @@ import { listReferencedFiles } from './referenced-files.js';
 import { leavesFolder } from './relative-paths.js';
 import { promptSettings } from './agent-prompt.js';
 import { formatDuration, toMilliseconds } from './duration.js';
-import type { PipelineDefinition, StageDefinition } from './schema.js';
+import type { PipelineDefinition } from './schema.js';
+import type { StageDefinition } from './stage-schema.js';
 import { STAGE_DEFAULTS } from './stage-options.js';
 import { findInputDefaultProblems } from './object-inputs.js';
 

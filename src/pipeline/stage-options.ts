@@ -1,6 +1,8 @@
 import { toMilliseconds } from './duration.js';
 import { mergeRetry } from './retry-policy.js';
-import type { BackendName, PipelineDefinition, StageDefinition, StageNeed, TemplateSyntax } from './schema.js';
+import type { PipelineDefinition } from './schema.js';
+import type { BackendName } from './stage-options-schema.js';
+import type { StageDefinition, StageNeed, TemplateSyntax } from './stage-schema.js';
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
 export interface ResolvedStage

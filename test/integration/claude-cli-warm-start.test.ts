@@ -5,7 +5,7 @@ import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
-import type { StageDefinition } from '../../src/pipeline/schema.js';
+import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';

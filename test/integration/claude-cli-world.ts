@@ -12,7 +12,7 @@ import { SecretRegistry } from '../../src/activities/secrets.js';
 import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import type { StageDefinition } from '../../src/pipeline/schema.js';
+import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 

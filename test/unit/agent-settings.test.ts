@@ -12,7 +12,7 @@ import {
 } from '../../src/activities/backends/claude-cli/agent-settings.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
-import type { StageDefinition } from '../../src/pipeline/schema.js';
+import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
 
 const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import type { BackendRequest } from '../../src/activities/backends/stage-backend.js';
 import { agentEnvironment, buildCliArgs, streamJsonPrompt } from '../../src/activities/backends/claude-cli/args.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
-import type { StageDefinition } from '../../src/pipeline/schema.js';
+import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 
 function requestFor(stage: Partial<StageDefinition>, extra: Partial<BackendRequest> = {}): BackendRequest {
   const definition: StageDefinition = { id: 'work', prompt: 'x', ...stage };

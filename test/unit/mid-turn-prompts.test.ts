@@ -3,7 +3,7 @@ import type { BackendRequest } from '../../src/activities/backends/stage-backend
 import { buildCliArgs } from '../../src/activities/backends/claude-cli/args.js';
 import { PromptBridge, type ControlRequest, type PromptAsk } from '../../src/activities/backends/claude-cli/control-protocol.js';
 import { PROMPT_INPUT_CAP, summariseToolInput, type AgentPromptDecision } from '../../src/pipeline/agent-prompt.js';
-import type { StageDefinition } from '../../src/pipeline/schema.js';
+import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
 

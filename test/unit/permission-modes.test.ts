@@ -1,7 +1,7 @@
 import { execa } from 'execa';
 import { describe, expect, it } from 'vitest';
 import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
-import { PERMISSION_MODES } from '../../src/pipeline/schema.js';
+import { PERMISSION_MODES } from '../../src/pipeline/agent-access-schema.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
 
 /* `permissionMode` accepts every mode the pinned Claude Code CLI accepts, read from its own --help. */

@@ -1,4 +1,5 @@
-import type { BackendName, BuiltinBackendName, McpServer } from '../../pipeline/schema.js';
+import type { McpServer } from '../../pipeline/agent-access-schema.js';
+import type { BackendName, BuiltinBackendName } from '../../pipeline/stage-options-schema.js';
 import type { AgentActivity } from './agent-activity.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';

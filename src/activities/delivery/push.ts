@@ -1,4 +1,4 @@
-import { REMOTE_NAME } from '../../pipeline/schema.js';
+import { REMOTE_NAME } from '../../pipeline/workspace-schema.js';
 import { FALLBACK_IDENTITY, git, withLock } from '../workspace/git.js';
 
 /** How a push of the run's branch ended. */

@@ -1,5 +1,5 @@
 import { stat } from 'node:fs/promises';
-import type { StageInput } from '../../pipeline/schema.js';
+import type { StageInput } from '../../pipeline/stage-schema.js';
 import type { TemplateStage } from '../../pipeline/template.js';
 import { stageFailure } from '../failures.js';
 import { resolveExistingInside, resolveInside, workspacePath } from '../workspace/run-workspace.js';

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { McpServer } from '../../../pipeline/schema.js';
+import type { McpServer } from '../../../pipeline/agent-access-schema.js';
 import { stageFailure } from '../../failures.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import { findExecutable } from '../../process/find-executable.js';

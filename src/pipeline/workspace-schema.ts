@@ -1,0 +1,50 @@
+import { z } from 'zod';
+
+/*
+ * `workspace:` of the pipeline file: where a run works (a worktree of a repository, or an existing folder), its
+ * branch, and how its work is delivered (push, pull request) and cleaned up. Part of the pipeline file schema
+ * (schema.ts).
+ */
+
+/**
+ * The name of a git remote configured in the repository (`origin`), never a URL or a path: a value git could read as
+ * an option (`--receive-pack=…`) or as somewhere else to push to.
+ */
+export const REMOTE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/** `workspace:`: the run works in a worktree of `repo`, or in the existing folder `dir`; without either, in a folder of its own. */
+export const workspaceSchema = z.strictObject({
+  /** A git repository (relative to the pipeline file); each run works in its own worktree of it. */
+  repo: z.string().min(1).optional(),
+  /**
+   * An existing folder the run works in instead of a folder of its own (a caller's worktree, a shared folder): a
+   * path relative to the pipeline file, or a template such as `{{inputs.worktree}}`. It must lie inside a folder the
+   * worker allows (`AGENT_PIPELINE_ALLOWED_PATHS`); one run at a time writes in it. Exclusive with `repo`.
+   */
+  dir: z.string().min(1).optional(),
+  /** The run's branch; a template, e.g. `agent/{{run.id}}`. */
+  branch: z.string().min(1).optional(),
+  /** The commit or branch the worktree starts from. @default HEAD */
+  base: z.string().min(1).optional(),
+  /** Push the run's branch once the run has completed (after `finally`). */
+  push: z
+    .strictObject({
+      /** @default origin */
+      remote: z.string().regex(REMOTE_NAME, 'expected the name of a remote configured in the repository, such as origin (not a URL or a path)').optional(),
+      /** A rejected push: `rebase-once` (pull --rebase once, push again, a conflict fails), `ask` (same, a conflict waits for a person), `fail`. @default rebase-once */
+      onConflict: z.enum(['rebase-once', 'ask', 'fail']).optional(),
+    })
+    .optional(),
+  /** Open a pull request after the push (templates); needs `push`. */
+  pullRequest: z
+    .strictObject({
+      title: z.string().min(1),
+      body: z.string().optional(),
+      /** The branch to merge into. @default the repository's default branch */
+      base: z.string().min(1).optional(),
+      draft: z.boolean().optional(),
+    })
+    .optional(),
+  /** When the run's worktree is removed at the end of the run. @default always (kept) */
+  keep: z.enum(['always', 'onFailure', 'never']).optional(),
+});
