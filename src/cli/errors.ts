@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander';
 import { PipelineValidationError } from '../pipeline/errors.js';
-import { DevServerError } from '../dev/dev-server.js';
+import { DevServerError } from '../dev/dev-server-error.js';
 import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError, type InvalidRequestCode } from '../library/errors.js';
 
 /** Exit codes of the `agent-pipeline` command (DESIGN.md; docs/cli.md). */

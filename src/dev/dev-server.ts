@@ -1,14 +1,12 @@
-import { access, mkdir, readFile, stat } from 'node:fs/promises';
-import net from 'node:net';
+import { access, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Connection } from '@temporalio/client';
-import type { SearchAttributeType } from '@temporalio/common';
 import { execa, type Result } from 'execa';
 import { SEARCH_ATTRIBUTES } from '../contracts/search-attributes.js';
+import { ATTRIBUTE_TYPES, registerMissingAttributes, type SearchAttributeDefinition } from './dev-server-search-attributes.js';
+import { assertPortsFree, assertValidPort, DEV_SERVER_HOST, pickFreePort } from './dev-server-ports.js';
+import { waitUntilReady } from './dev-server-readiness.js';
 import { findTemporalCli, resolveStateDir } from './temporal-cli.js';
 
-const HOST = '127.0.0.1';
 const SETPRIV = '/usr/bin/setpriv';
 
 /** Options for {@link startDevServer}. */
@@ -41,12 +39,6 @@ export interface DevServerOptions {
   log?: (line: string) => void;
 }
 
-/** A search attribute to register: what `defineSearchAttributeKey` returns. */
-export interface SearchAttributeDefinition {
-  readonly name: string;
-  readonly type: SearchAttributeType;
-}
-
 /** A running `temporal server start-dev`, started by {@link startDevServer}. */
 export interface DevServer {
   /** gRPC address for `Connection.connect({ address })`, e.g. `127.0.0.1:7233`. */
@@ -61,47 +53,6 @@ export interface DevServer {
   /** Sends SIGTERM, then SIGKILL after `stopGraceMs`; resolves once the process has exited. Safe to call twice. */
   stop(): Promise<void>;
 }
-
-/** Machine-readable reasons {@link DevServerError} carries in `code`. */
-export const DevServerErrorCode = {
-  /** Another program holds the gRPC or UI port. */
-  PORT_IN_USE: 'DEV_SERVER_PORT_IN_USE',
-  /** A Temporal server already answers on the gRPC port. */
-  ALREADY_RUNNING: 'DEV_SERVER_ALREADY_RUNNING',
-  /** The server process exited before it was ready. */
-  EXITED: 'DEV_SERVER_EXITED',
-  /** `port` or `uiPort` is not a TCP port number. */
-  INVALID_PORT: 'DEV_SERVER_INVALID_PORT',
-  /** The server did not answer within `readyTimeoutMs`. */
-  NOT_READY: 'DEV_SERVER_NOT_READY',
-  /** A search attribute in `dbFile` has another type than the project defines. */
-  SEARCH_ATTRIBUTE_CONFLICT: 'DEV_SERVER_SEARCH_ATTRIBUTE_CONFLICT',
-} as const;
-export type DevServerErrorCode = (typeof DevServerErrorCode)[keyof typeof DevServerErrorCode];
-
-/** Thrown when the dev server cannot be started; `details` holds the tail of the server log when there is one. */
-export class DevServerError extends Error {
-  constructor(
-    readonly code: DevServerErrorCode,
-    message: string,
-    readonly details?: string,
-  ) {
-    super(`[${code}] ${message}`);
-    this.name = 'DevServerError';
-  }
-}
-
-// `temporal server start-dev --search-attribute Name=Type` spellings, and the proto IndexedValueType numbers
-// the operator service speaks (temporal.api.enums.v1.IndexedValueType).
-const ATTRIBUTE_TYPES: Record<SearchAttributeType, { flag: string; indexed: number }> = {
-  TEXT: { flag: 'Text', indexed: 1 },
-  KEYWORD: { flag: 'Keyword', indexed: 2 },
-  INT: { flag: 'Int', indexed: 3 },
-  DOUBLE: { flag: 'Double', indexed: 4 },
-  BOOL: { flag: 'Bool', indexed: 5 },
-  DATETIME: { flag: 'Datetime', indexed: 6 },
-  KEYWORD_LIST: { flag: 'KeywordList', indexed: 7 },
-};
 
 /**
  * Starts `temporal server start-dev` on 127.0.0.1 with the project's search attributes and resolves once it
@@ -123,7 +74,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const dbFile = options.dbFile === null ? undefined : path.resolve(options.dbFile ?? path.join(stateDir, 'temporal.db'));
   const logFile = path.resolve(options.logFile ?? path.join(stateDir, 'temporal-server.log'));
   const attributes = options.searchAttributes ?? SEARCH_ATTRIBUTES;
-  const address = `${HOST}:${port}`;
+  const address = `${DEV_SERVER_HOST}:${port}`;
 
   await assertPortsFree(address, port, uiPort);
   const cli = options.temporalCli ?? (await findTemporalCli({ env, log: options.log }));
@@ -131,7 +82,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   if (dbFile) await mkdir(path.dirname(dbFile), { recursive: true });
   await mkdir(path.dirname(logFile), { recursive: true });
 
-  const args = ['server', 'start-dev', '--ip', HOST, '--port', String(port), '--namespace', namespace];
+  const args = ['server', 'start-dev', '--ip', DEV_SERVER_HOST, '--port', String(port), '--namespace', namespace];
   args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
   if (uiPort !== undefined && options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
   if (dbFile) args.push('--db-filename', dbFile);
@@ -179,153 +130,13 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
 
   return {
     address,
-    uiUrl: uiPort === undefined ? undefined : `http://${HOST}:${uiPort}`,
+    uiUrl: uiPort === undefined ? undefined : `http://${DEV_SERVER_HOST}:${uiPort}`,
     namespace,
     dbFile,
     logFile,
     pid: subprocess.pid ?? -1,
     stop,
   };
-}
-
-async function waitUntilReady(
-  address: string,
-  namespace: string,
-  port: number,
-  deadline: number,
-  getExit: () => Result | undefined,
-  logFile: string,
-  logStart: number,
-): Promise<Connection> {
-  let lastError: unknown;
-  for (;;) {
-    const exit = getExit();
-    if (exit) {
-      const tail = await readLogTail(logFile, logStart);
-      throw new DevServerError(
-        DevServerErrorCode.EXITED,
-        `The Temporal dev server for ${address} exited (${exit.signal ?? `exit code ${exit.exitCode}`}) before it was ready: ${lastLogMessage(tail)}. ` +
-          `Full log: ${logFile}. If a port is taken, choose another one (\`--port N\`, or port: 'auto').`,
-        tail,
-      );
-    }
-    if (Date.now() > deadline) {
-      throw new DevServerError(
-        DevServerErrorCode.NOT_READY,
-        `The Temporal dev server at ${address} did not become ready in time (last error: ${lastError instanceof Error ? lastError.message : String(lastError)}). ` +
-          `See ${logFile}; on a slow machine raise readyTimeoutMs.`,
-        await readLogTail(logFile, logStart),
-      );
-    }
-    // Probe the socket cheaply first: a gRPC channel that saw "connection refused" backs off for a second or more.
-    if (await canConnect(port)) {
-      const connection = Connection.lazy({ address, connectTimeout: Math.max(1_000, Math.min(5_000, deadline - Date.now())) });
-      try {
-        await connection.ensureConnected();
-        await connection.workflowService.describeNamespace({ namespace });
-        return connection;
-      } catch (error) {
-        lastError = error;
-        await connection.close();
-      }
-    }
-    await sleep(100);
-  }
-}
-
-/**
- * The server registers `--search-attribute`s only when it creates the database, so a `dbFile` from before an
- * attribute was added would silently lack it; add the missing ones through the operator service.
- */
-async function registerMissingAttributes(
-  connection: Connection,
-  namespace: string,
-  attributes: readonly SearchAttributeDefinition[],
-  dbFile: string | undefined,
-): Promise<void> {
-  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-  const missing: Record<string, number> = {};
-  for (const key of attributes) {
-    const existing = customAttributes?.[key.name];
-    const wanted = ATTRIBUTE_TYPES[key.type].indexed;
-    if (existing === undefined || existing === null) {
-      missing[key.name] = wanted;
-    } else if (existing !== wanted) {
-      throw new DevServerError(
-        DevServerErrorCode.SEARCH_ATTRIBUTE_CONFLICT,
-        `Search attribute ${key.name} is registered in ${dbFile ?? 'the database'} with indexed type ${existing}, but the project defines it as ${key.type}. ` +
-          `Delete that database file (losing its workflows) or start with another dbFile.`,
-      );
-    }
-  }
-  if (Object.keys(missing).length > 0) await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });
-}
-
-function assertValidPort(option: string, port: number): void {
-  if (!Number.isInteger(port) || port < 1 || port > 65_535) {
-    throw new DevServerError(DevServerErrorCode.INVALID_PORT, `${option} ${port} is not a TCP port; use an integer from 1 to 65535 (or port: 'auto').`);
-  }
-}
-
-async function assertPortsFree(address: string, port: number, uiPort: number | undefined): Promise<void> {
-  if (!(await isPortFree(port))) {
-    if (await isTemporalServer(address)) {
-      throw new DevServerError(
-        DevServerErrorCode.ALREADY_RUNNING,
-        `A Temporal server is already running at ${address}. Use it (TEMPORAL_ADDRESS=${address}), stop it, or choose another port (\`--port N\`, or port: 'auto').`,
-      );
-    }
-    throw new DevServerError(DevServerErrorCode.PORT_IN_USE, `Port ${port} on ${HOST} is in use by another program. Stop it or choose another port (\`--port N\`, or port: 'auto').`);
-  }
-  if (uiPort !== undefined && !(await isPortFree(uiPort))) {
-    throw new DevServerError(
-      DevServerErrorCode.PORT_IN_USE,
-      `Web UI port ${uiPort} on ${HOST} is in use by another program. Choose another UI port (uiPort), or run headless.`,
-    );
-  }
-}
-
-async function isTemporalServer(address: string): Promise<boolean> {
-  // Not Connection.connect(): when it fails it leaves its channel open, holding a socket to whatever listens.
-  const connection = Connection.lazy({ address, connectTimeout: 2_000 });
-  try {
-    await connection.ensureConnected();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await connection.close();
-  }
-}
-
-function isPortFree(port: number): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', (error: NodeJS.ErrnoException) => (error.code === 'EADDRINUSE' || error.code === 'EACCES' ? resolve(false) : reject(error)));
-    server.listen(port, HOST, () => server.close(() => resolve(true)));
-  });
-}
-
-function pickFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, HOST, () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ port, host: HOST });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 let pdeathsigSupport: Promise<boolean> | undefined;
@@ -336,23 +147,4 @@ function canUsePdeathsig(): Promise<boolean> {
     .then((result) => !result.failed)
     .catch(() => false);
   return pdeathsigSupport;
-}
-
-async function readLogTail(logFile: string, from: number): Promise<string> {
-  const text = await readFile(logFile, 'utf8').catch(() => '');
-  return text.slice(from).split('\n').filter(Boolean).slice(-20).join('\n');
-}
-
-/** The `msg` of the last ERROR line of the JSON log (the fatal one, when the server exits), else the last line. */
-function lastLogMessage(tail: string): string {
-  const lines = tail.split('\n').filter(Boolean);
-  const parsed = lines.map((line) => {
-    try {
-      return JSON.parse(line) as { level?: unknown; msg?: unknown };
-    } catch {
-      return { msg: line };
-    }
-  });
-  const fatal = parsed.findLast((entry) => entry.level === 'ERROR') ?? parsed.at(-1);
-  return fatal === undefined ? '(the log is empty)' : String(fatal.msg ?? JSON.stringify(fatal));
 }

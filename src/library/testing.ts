@@ -18,10 +18,6 @@ export {
   type ToolCall,
   type Turn,
 } from '../dev/scenario.js';
-export {
-  startDevServer,
-  DevServerError,
-  type DevServer,
-  type DevServerOptions,
-  type SearchAttributeDefinition,
-} from '../dev/dev-server.js';
+export { startDevServer, type DevServer, type DevServerOptions } from '../dev/dev-server.js';
+export { DevServerError } from '../dev/dev-server-error.js';
+export { type SearchAttributeDefinition } from '../dev/dev-server-search-attributes.js';
