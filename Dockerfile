@@ -4,7 +4,9 @@
 #   docker run --rm -e TEMPORAL_ADDRESS=host:7233 -e ANTHROPIC_API_KEY -v workspaces:/workspaces agent-pipeline
 # docker-compose.yml runs it next to a Temporal server; docs/deployment.md explains the settings.
 
-ARG NODE_VERSION=20.20
+# Node 22 LTS: the pinned Claude Code CLI requires Node >= 22. The same release .ci/run tests on (NODE_VERSION there;
+# test/unit/node-version.test.ts keeps them equal and within package.json's `engines`).
+ARG NODE_VERSION=22.23.3
 
 # Build stage: all dependencies, compile TypeScript and bundle the workflows, then drop the dev dependencies.
 FROM node:${NODE_VERSION}-bookworm-slim AS build

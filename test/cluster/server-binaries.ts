@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { access, chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -16,6 +17,18 @@ export interface ServerBinaries {
   sqlTool: string;
 }
 
+/** Where the server binaries are cached: `<state dir>/bin`. */
+export function cachedServerBinaries(env: NodeJS.ProcessEnv = process.env): ServerBinaries {
+  const bin = path.join(resolveStateDir(env), 'bin');
+  return { server: path.join(bin, `temporal-server-${TEMPORAL_SERVER_VERSION}`), sqlTool: path.join(bin, `temporal-sql-tool-${TEMPORAL_SERVER_VERSION}`) };
+}
+
+/** Whether the server binaries are cached, so that the cluster test needs no Go. */
+export function serverBinariesCached(env: NodeJS.ProcessEnv = process.env): boolean {
+  const { server, sqlTool } = cachedServerBinaries(env);
+  return existsSync(server) && existsSync(sqlTool);
+}
+
 /**
  * Returns the Temporal server and `temporal-sql-tool`, cached in `<state dir>/bin` like the Temporal CLI
  * (src/dev/temporal-cli.ts). A missing binary is built with
@@ -25,8 +38,7 @@ export interface ServerBinaries {
  */
 export async function provisionServerBinaries(log: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Promise<ServerBinaries> {
   const bin = path.join(resolveStateDir(env), 'bin');
-  const server = path.join(bin, `temporal-server-${TEMPORAL_SERVER_VERSION}`);
-  const sqlTool = path.join(bin, `temporal-sql-tool-${TEMPORAL_SERVER_VERSION}`);
+  const { server, sqlTool } = cachedServerBinaries(env);
   if ((await works(server, ['--version'])) && (await works(sqlTool, ['--version']))) return { server, sqlTool };
 
   const packages = ['go.temporal.io/server/cmd/server', 'go.temporal.io/server/cmd/tools/sql'].map((p) => `${p}@${TEMPORAL_SERVER_VERSION}`);

@@ -18,6 +18,15 @@ import { stageOf, waitForState } from './workflow-helpers.js';
 const TASK = 'Task: ask, crash and ask again';
 const CALL = { name: 'Bash', input: { command: 'echo made > crashed.txt', description: 'write it' } };
 
+/** Sends `name` to `pid`, which may be gone already. */
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Gone.
+  }
+}
+
 let harness: Harness;
 let scratch: string;
 const workers = new WorkerProcesses();
@@ -48,8 +57,16 @@ describe('a worker killed while its agent waits mid-turn', () => {
     const firstAsk = await waitForState(handle, (s) => stageOf(s, 'work').waitingFor?.kind === 'tool_request', 120_000);
     const firstSince = stageOf(firstAsk, 'work').waitingFor!.since;
 
+    // The agent goes with its worker, as when the worker's machine goes. Killed alone, the worker closes the agent's
+    // stdin before the kernel's SIGTERM (setpriv --pdeathsig) reaches it, and the agent may fail its own pending
+    // request and ask the model once more first, which changes the conversation this scenario scripts (seen on a
+    // loaded machine; claude-cli-worker-crash.test.ts covers the agent stopping after its worker). Frozen first, it
+    // cannot read that end of its input.
+    const agents = await processesWith(STAGE_MARKER, harness.workspacesRoot, 'prefix');
+    for (const pid of agents) signal(pid, 'SIGSTOP');
     first.kill('SIGKILL');
     await first;
+    for (const pid of agents) signal(pid, 'SIGKILL');
     await waitFor(() => processesWith(STAGE_MARKER, harness.workspacesRoot, 'prefix'), (pids) => pids.length === 0, 'the waiting agent to be gone', 10_000);
     void workers.start(harness.env);
 

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,6 +8,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { BUBBLEWRAP, linkPathWithout, SOCAT } from '../helpers/system-package.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -23,7 +24,7 @@ import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 const missing = MISSING_SANDBOX_PACKAGES;
 if (missing.length > 0) {
   // One plain line, so a developer's `npm test` says what it left out and how to get it (CI installs them).
-  console.warn(`SKIPPED the sandbox tests: ${missing.join(' and ')} not installed (Debian/Ubuntu: sudo apt-get install -y bubblewrap socat)`);
+  process.stderr.write(`skipped: the sandbox probe of test/integration/claude-cli-sandbox.test.ts needs ${missing.join(' and ')} (not on PATH): install with \`sudo apt-get install -y ${missing.join(' ')}\`\n`);
 }
 
 /** Secrets the worker holds and never gives its agents. */
@@ -154,34 +155,35 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
 describe('a worker whose host lacks socat', () => {
   let world: CliWorld;
   let bin: string;
+  /** What the worker must name: socat, and bubblewrap too on a host without it (any machine runs this). */
+  let lacking: string[];
+  let notInstalled: string;
   beforeAll(async () => {
     world = await createCliWorld({ rules: [{ name: 'work', match: 'Task: work', turns: [{ tool: { name: 'Bash', input: { command: 'echo ran > ran.txt' } } }, { text: REPORT }] }] });
     // Every program of this machine's PATH but socat (and so, to the sandbox, a host without it).
-    bin = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-'));
-    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).reverse()) {
-      for (const name of await readdir(dir).catch(() => [])) {
-        if (name !== 'socat') await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
-      }
-    }
+    bin = await linkPathWithout(SOCAT.commands, await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-')));
+    lacking = [BUBBLEWRAP, SOCAT].filter((pkg) => !pkg.locate({ PATH: bin })).map((pkg) => pkg.name);
+    notInstalled = `${lacking.join(' and ')} ${lacking.length > 1 ? 'are' : 'is'} not installed on the worker`;
   });
   afterAll(async () => {
     await world?.close();
     if (bin) await rm(bin, { recursive: true, force: true });
   });
 
-  test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat when it requires the sandbox, before any agent starts', async () => {
+  test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat (and bubblewrap where it lacks that too) when it requires the sandbox, before any agent starts', async () => {
     const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'required' } });
     const failure = await failureOf(attempt.outcome);
     expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
-    expect(failure.message).toContain('socat is not installed on the worker');
-    expect(failure.message).toContain('apt-get install -y socat');
+    expect(lacking).toContain('socat');
+    expect(failure.message).toContain(notInstalled);
+    expect(failure.message).toContain(`apt-get install -y ${lacking.join(' ')}`);
     expect(existsSync(path.join(attempt.dir, 'ran.txt'))).toBe(false);
   });
 
   test('runs it unsandboxed with `auto`, and says so in the stage result', async () => {
     const attempt = await world.start({ task: 'Task: work', env: { PATH: bin }, options: { sandbox: 'auto' } });
     const outcome = await attempt.outcome;
-    expect(outcome.warnings).toEqual([expect.stringContaining("the agent's Bash ran WITHOUT Claude Code's sandbox: socat is not installed on the worker")]);
+    expect(outcome.warnings).toEqual([expect.stringContaining(`the agent's Bash ran WITHOUT Claude Code's sandbox: ${notInstalled}`)]);
     expect(await readFile(path.join(attempt.dir, 'ran.txt'), 'utf8')).toBe('ran\n');
   });
 });

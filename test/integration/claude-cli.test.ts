@@ -62,7 +62,9 @@ beforeAll(async () => {
         repeatLastTurn: true,
         turns: [{ text: `First answer.\n${REPORT}` }, { text: `Second answer.\n${REPORT}` }, { text: `Third answer.\n${REPORT}` }],
       },
-      { name: 'guard 1', match: 'Task: guard, first', turns: [{ tool: { name: 'Bash', input: { command: 'echo busy && sleep 300' } } }, { text: 'never' }] },
+      // The agent must not finish before the second attempt stops it. Unsandboxed, the stop's SIGTERM can end the tool's
+      // sleep first and the agent asks again at once: that answer is held back longer than the stop's grace.
+      { name: 'guard 1', match: 'Task: guard, first', turns: [{ tool: { name: 'Bash', input: { command: 'echo busy && sleep 300' } } }, { text: 'never', delayMs: 60_000 }] },
       { name: 'guard 2', match: 'Task: guard, second', turns: [{ text: `Alone in the stage.\n${REPORT}` }] },
     ],
   });

@@ -212,7 +212,7 @@ describe('encrypted history', () => {
 
   test.skipIf(!hasSystemPackage(CHROMIUM))('the Web UI, through the codec server, shows the input and the result in plain text', { timeout: 180_000 }, async () => {
     const browser: Browser = await chromium.launch({
-      executablePath: CHROMIUM.file,
+      executablePath: CHROMIUM.file!,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     try {

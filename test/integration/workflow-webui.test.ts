@@ -22,7 +22,7 @@ import { expectNoStageLeftRunning, waitForWaiting } from './workflow-helpers.js'
  * in CI, which installs it.
  */
 
-const CHROMIUM = CHROMIUM_PACKAGE.file;
+const CHROMIUM = CHROMIUM_PACKAGE.file!;
 const SCREENSHOT = path.join(tmpdir(), 'agent-pipeline-webui.png');
 const TASK_QUEUE = 'webui';
 const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
