@@ -65,6 +65,8 @@ export const FAILURES = {
   WORKSPACE_ERROR: { nonRetryable: false, hint: 'check the workspaces folder (AGENT_PIPELINE_WORKSPACES) on the worker: space, permissions, git state' },
   /** Thrown when a git command on the run's worktree failed without a conflict (a stage's merge or commit: a hook, a lock, local changes in the way); the message is git's. */
   GIT_FAILED: { nonRetryable: false, hint: 'git\'s message says why; fix it in the run\'s worktree (see `agent-pipeline status`), then `agent-pipeline retry RUN --stage STAGE`' },
+  /** Thrown when a completed stage's worktree holds a git repository its agent made (a `.git` below the top): the worker commits nothing rather than run git over it (docs/security.md). */
+  NESTED_REPOSITORY: { nonRetryable: true, hint: "remove the .git the message names from the run's worktree, or have the agent keep clones outside the workspace; then retry the stage or start a new run" },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */

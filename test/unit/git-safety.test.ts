@@ -39,14 +39,50 @@ describe('the environment of the worker\'s git', () => {
     const pairs = Array.from({ length: Number(env.GIT_CONFIG_COUNT) }, (_, i) => `${env[`GIT_CONFIG_KEY_${i}`]}=${env[`GIT_CONFIG_VALUE_${i}`]}`);
     expect(pairs).toEqual(expect.arrayContaining(['core.hooksPath=/dev/null', 'core.fsmonitor=false', 'protocol.ext.allow=never']));
   });
+
+  it('tells a git another program starts to start no git inside a submodule', () => {
+    const env = gitEnvironment({});
+    const pairs = Array.from({ length: Number(env.GIT_CONFIG_COUNT) }, (_, i) => `${env[`GIT_CONFIG_KEY_${i}`]}=${env[`GIT_CONFIG_VALUE_${i}`]}`);
+    expect(pairs).toEqual(expect.arrayContaining(['submodule.recurse=false', 'diff.ignoreSubmodules=all', 'fetch.recurseSubmodules=false', 'push.recurseSubmodules=no']));
+  });
 });
+
+/** The command of `safeGitArgs`'s answer, after its `-c` overrides. */
+function commandOf(args: string[]): string[] {
+  let at = 0;
+  while (args[at] === '-c' && !args[at + 1]!.startsWith('user.')) at += 2;
+  return args.slice(at);
+}
 
 describe('the arguments of the worker\'s git', () => {
   it('puts the overrides first and keeps the command as it was', () => {
-    expect(safeGitArgs(['commit', '--quiet', '-m', 'x'])).toEqual(['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'protocol.ext.allow=never', 'commit', '--quiet', '-m', 'x']);
+    const args = safeGitArgs(['commit', '--quiet', '-m', 'x']);
+    expect(args.slice(0, 6)).toEqual(['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'protocol.ext.allow=never']);
+    expect(args).toContain('submodule.recurse=false');
+    expect(commandOf(args)).toEqual(['commit', '--quiet', '-m', 'x']);
   });
 
-  it('turns off external diffs and textconv for a diff, also behind -c identity pairs', () => {
-    expect(safeGitArgs(['-c', 'user.name=a', 'diff', '--cached', '--quiet']).slice(6)).toEqual(['-c', 'user.name=a', 'diff', '--no-ext-diff', '--no-textconv', '--cached', '--quiet']);
+  it('turns off external diffs, textconv and submodules for a diff, also behind -c identity pairs', () => {
+    expect(commandOf(safeGitArgs(['-c', 'user.name=a', 'diff', '--cached', '--quiet']))).toEqual([
+      '-c',
+      'user.name=a',
+      'diff',
+      '--no-ext-diff',
+      '--no-textconv',
+      '--ignore-submodules=all',
+      '--cached',
+      '--quiet',
+    ]);
+  });
+
+  it('keeps status out of submodules, and push, pull and fetch from recursing into them', () => {
+    expect(commandOf(safeGitArgs(['status', '--porcelain']))).toEqual(['status', '--ignore-submodules=all', '--porcelain']);
+    expect(commandOf(safeGitArgs(['push', '--porcelain', '--', 'origin', 'a:a']))).toEqual(['push', '--recurse-submodules=no', '--porcelain', '--', 'origin', 'a:a']);
+    expect(commandOf(safeGitArgs(['-c', 'user.name=a', 'pull', '--rebase', '--', 'origin', 'b']))).toEqual(['-c', 'user.name=a', 'pull', '--no-recurse-submodules', '--rebase', '--', 'origin', 'b']);
+    expect(commandOf(safeGitArgs(['fetch', 'origin']))).toEqual(['fetch', '--no-recurse-submodules', 'origin']);
+  });
+
+  it('reads a subcommand named like an object property as a plain subcommand', () => {
+    expect(commandOf(safeGitArgs(['constructor', 'x']))).toEqual(['constructor', 'x']);
   });
 });

@@ -6,7 +6,8 @@ import type { RunWorkspace } from '../workspace/run-workspace.js';
 /**
  * Commits a completed stage's work onto the run's branch (`commit: true`, or always under `isolation: stage`, where
  * the stage's branch is then merged into the run's). The run's own delivery, the push and pull request at its end,
- * is deliver-run.ts. Never throws: the work stays in the worktree.
+ * is deliver-run.ts. Never throws for git's failures (the work stays in the worktree).
+ * @throws NestedRepositoryError when the worktree holds a git repository the agent made (see stage-commit.ts)
  * @param warnings the result's warnings, to which this adds
  */
 export async function commitStageWork(workspace: RunWorkspace, stageId: string, message: string, warnings: string[]): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {

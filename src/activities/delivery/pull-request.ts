@@ -2,6 +2,7 @@ import { execa } from 'execa';
 import { findExecutable } from '../process/find-executable.js';
 import { git } from '../workspace/git.js';
 import { gitEnvironment, pinnedGitEnvironment } from '../workspace/git-safety.js';
+import { NestedRepositoryError, refuseNestedRepositories } from '../workspace/nested-repositories.js';
 
 export interface PullRequestOptions {
   /** The run's worktree; `gh` reads the repository from it. */
@@ -42,6 +43,12 @@ export async function openPullRequest(options: PullRequestOptions): Promise<Pull
   });
   const gh = await findExecutable('gh', options.env);
   if (!gh) return fallback('`gh` is not installed on the worker');
+  // gh runs its own `git status` in the worktree, which no option of ours reaches: not over a repository the agent made.
+  const refused = await refuseNestedRepositories(options.dir, 'run `gh pr create`').catch((err: unknown) => {
+    if (err instanceof NestedRepositoryError) return err;
+    throw err;
+  });
+  if (refused) return fallback(`${refused.reason} (${refused.fix})`);
   const env = { ...ghEnvironment(options.env), ...pinnedGitEnvironment(options.dir) };
   const run = (args: string[]) => execa(gh, args, { cwd: options.dir, env, extendEnv: false, reject: false, timeout: GH_TIMEOUT_MS, stdin: 'ignore' });
   if ((await run(['auth', 'status'])).failed) return fallback('`gh` is not authenticated on the worker (run `gh auth login` or set GH_TOKEN)');

@@ -1,4 +1,5 @@
 import { commitAll } from '../workspace/git.js';
+import { NestedRepositoryError } from '../workspace/nested-repositories.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
 /** Git's advice for a commit subject line. @unit characters */
@@ -14,9 +15,10 @@ export function stageCommitMessage(stageId: string, summary: string, runId: stri
 
 /**
  * Commits a completed stage's changes on the workspace's branch (the run's, or under `isolation: stage` the stage's
- * own). Never throws: the stage's work is done
- * and stays in the worktree, so a failed commit (a lock) is a warning, not a reason to run
- * the agent again.
+ * own). The stage's work is done and stays in the worktree, so a failed commit (a lock) is a warning, not a reason to
+ * run the agent again.
+ * @throws NestedRepositoryError when the worktree holds a git repository the agent made: that is the agent's doing,
+ * and a commit without it would not be the stage's work, so the stage fails (see nested-repositories.ts)
  */
 export async function commitStageChanges(
   workspace: RunWorkspace,
@@ -29,6 +31,7 @@ export async function commitStageChanges(
     const commit = await commitAll(workspace.dir, message);
     return commit ? { commit, warnings: [] } : { warnings: [`the stage changed no files, so nothing was committed on ${workspace.branch}`] };
   } catch (err) {
+    if (err instanceof NestedRepositoryError) throw err;
     return { warnings: [`committing the stage's changes on ${workspace.branch} failed, they stay uncommitted in ${workspace.dir}: ${(err as Error).message.slice(0, 500)}`] };
   }
 }

@@ -7,9 +7,11 @@ import { addSpending } from '../attempt/spending.js';
 import { mergeWarnings } from '../attempt/warnings.js';
 import { commitStageWork } from '../delivery/commit-stage-work.js';
 import { customCommitMessage, stageCommitMessage } from '../delivery/stage-commit.js';
+import { stageFailure } from '../failures.js';
 import { FileClaims } from '../outputs/file-claims.js';
 import { assemblePrompt, withTemplateErrors } from '../prompt/stage-prompt.js';
 import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
+import { NestedRepositoryError } from '../workspace/nested-repositories.js';
 import { collectArtifacts, type RunWorkspace } from '../workspace/run-workspace.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
 import { callBackend } from './call-backend.js';
@@ -67,14 +69,28 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
   return result;
 }
 
-/** A completed stage's work committed with its `commitMessage` (or the default message), and merged under isolation. */
+/**
+ * A completed stage's work committed with its `commitMessage` (or the default message), and merged under isolation.
+ * @throws NESTED_REPOSITORY when its worktree holds a git repository the agent made; the attempt's spending goes with it
+ */
 async function commitWork(setup: AttemptSetup, stage: ResolvedStage, result: StageResult): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
   const { input, context } = setup;
   const attempt = setup.info.attempt;
   const message = stage.commitMessage
     ? withTemplateErrors(stage.id, () => customCommitMessage(renderTemplate(stage.commitMessage!, context, `stage ${stage.id} commitMessage`, { 'stage.id': stage.id }), input.runId, stage.id, attempt))
     : stageCommitMessage(stage.id, result.summary, input.runId, attempt);
-  return commitStageWork(setup.workspace, stage.id, message, result.warnings);
+  try {
+    return await commitStageWork(setup.workspace, stage.id, message, result.warnings);
+  } catch (err) {
+    if (!(err instanceof NestedRepositoryError)) throw err;
+    throw stageFailure({
+      type: 'NESTED_REPOSITORY',
+      stageId: stage.id,
+      message: `${err.reason} (the worktree ${setup.workspace.dir})`,
+      hint: `${err.fix}; then retry the stage (\`agent-pipeline retry ${input.runId} --stage ${stage.id}\` when the run waits with onFailure: ask) or start a new run`,
+      details: { folders: err.scan.folders, sessionId: result.sessionId, costUsd: result.costUsd, usage: result.usage, transcript: result.transcript, warnings: result.warnings },
+    });
+  }
 }
 
 /** `artifacts` less the files that only stages running alongside this one claimed (see file-claims.ts). */

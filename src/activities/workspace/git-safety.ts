@@ -12,23 +12,51 @@
  *   Anything that still runs finds no worker secret.
  */
 
-/** Config that wins over every config file: no hook, no fsmonitor daemon, no `ext::` remote running a command. */
+/**
+ * Config that wins over every config file: no hook, no fsmonitor daemon, no `ext::` remote running a command, and no
+ * git started inside a submodule. A folder holding a `.git` that the index records as a submodule is one the agent
+ * can fill with a repository of its making; a git started there reads that repository's config (a clean filter
+ * runs). These settings reach such a child git too (git passes `-c` on), but cannot switch off what its own config
+ * names, so no child may start: no recursion (`submodule.recurse`, fetch and push), no dirtiness check
+ * (`diff.ignoreSubmodules`, which a `.gitmodules` in the worktree can override: the flags below cannot be), no
+ * summary, no submodule diff.
+ */
 const OVERRIDES: ReadonlyArray<readonly [string, string]> = [
   ['core.hooksPath', '/dev/null'],
   ['core.fsmonitor', 'false'],
   ['protocol.ext.allow', 'never'],
+  ['submodule.recurse', 'false'],
+  ['diff.ignoreSubmodules', 'all'],
+  ['status.submoduleSummary', 'false'],
+  ['diff.submodule', 'short'],
+  ['fetch.recurseSubmodules', 'false'],
+  ['push.recurseSubmodules', 'no'],
 ];
 
 /** Subcommands that print diffs: an external diff or a textconv driver from config would run for them. */
 const DIFFING = new Set(['diff', 'log', 'show']);
 
-/** `args` of one git command with the overrides before it, and `--no-ext-diff --no-textconv` after a diffing subcommand. */
+/**
+ * Options each subcommand gets right after its name. A diff never runs an external diff, a textconv driver or a git
+ * inside a submodule; a status neither; a push, pull or fetch never recurses into submodules. On the command line,
+ * they win over `submodule.<name>.ignore` in a `.gitmodules` the agent can write.
+ */
+const SUBCOMMAND_OPTIONS: Readonly<Record<string, readonly string[]>> = {
+  ...Object.fromEntries([...DIFFING].map((name) => [name, ['--no-ext-diff', '--no-textconv', '--ignore-submodules=all']])),
+  status: ['--ignore-submodules=all'],
+  push: ['--recurse-submodules=no'],
+  pull: ['--no-recurse-submodules'],
+  fetch: ['--no-recurse-submodules'],
+};
+
+/** `args` of one git command with the overrides before it, and its subcommand's {@link SUBCOMMAND_OPTIONS} after its name. */
 export function safeGitArgs(args: readonly string[]): string[] {
   // The subcommand is the first argument that is not a `-c name=value` pair (ours, or FALLBACK_IDENTITY's).
   let at = 0;
   while (args[at] === '-c') at += 2;
   const subcommand = args[at];
-  const rest = DIFFING.has(subcommand ?? '') ? [subcommand!, '--no-ext-diff', '--no-textconv', ...args.slice(at + 1)] : args.slice(at);
+  const options = subcommand !== undefined && Object.hasOwn(SUBCOMMAND_OPTIONS, subcommand) ? SUBCOMMAND_OPTIONS[subcommand] : [];
+  const rest = subcommand === undefined ? [] : [subcommand, ...options, ...args.slice(at + 1)];
   return [...OVERRIDES.flatMap(([name, value]) => ['-c', `${name}=${value}`]), ...args.slice(0, at), ...rest];
 }
 

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
 import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
+import { refuseNestedRepositories } from './nested-repositories.js';
+import { INTERNAL_DIR } from './run-folder.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
 export interface WorktreeOptions {
@@ -133,8 +135,16 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
 }
 
 /**
- * Commits everything that changed in the worktree (our bookkeeping folder ignores itself) with
- * `message`. Returns the new commit, or `undefined` when there was nothing to commit.
+ * What `git add` stages: the whole worktree but the worker's bookkeeping folder. That folder ignores itself, but the
+ * agent can rewrite its `.gitignore`; the pathspec holds whatever it says, so nothing in it (a repository planted
+ * there included, which the look for nested repositories skips) is ever staged.
+ */
+const STAGED_PATHS = ['--', '.', `:(top,exclude)${INTERNAL_DIR}`];
+
+/**
+ * Commits everything that changed in the worktree (our bookkeeping folder aside) with `message`. Returns the new
+ * commit, or `undefined` when there was nothing to commit.
+ * @throws NestedRepositoryError when the worktree holds a git repository the agent made: staging it would run its config
  * @throws GitError with git's stderr when staging or committing fails (a lock)
  */
 export async function commitAll(dir: string, message: string): Promise<string | undefined> {
@@ -144,7 +154,8 @@ export async function commitAll(dir: string, message: string): Promise<string | 
       if (result.failed) throw new GitError(`git ${args[0] === '-c' ? 'commit' : args[0]} failed: ${result.stderr || result.stdout}`, result.stderr || result.stdout);
       return result.stdout;
     };
-    await run(['add', '--all']);
+    await refuseNestedRepositories(dir, "commit the stage's work");
+    await run(['add', '--all', ...STAGED_PATHS]);
     if (!(await git(dir, ['diff', '--cached', '--quiet'])).failed) return undefined;
     const hasIdentity = !(await git(dir, ['config', 'user.email'])).failed;
     await run([...(hasIdentity ? [] : FALLBACK_IDENTITY), 'commit', '--quiet', '-m', message]);
