@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -7,7 +7,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -153,20 +153,17 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
 
 describe('a worker whose host lacks socat', () => {
   let world: CliWorld;
+  let hidden: HiddenPrograms;
   let bin: string;
   beforeAll(async () => {
     world = await createCliWorld({ rules: [{ name: 'work', match: 'Task: work', turns: [{ tool: { name: 'Bash', input: { command: 'echo ran > ran.txt' } } }, { text: REPORT }] }] });
     // Every program of this machine's PATH but socat (and so, to the sandbox, a host without it).
-    bin = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-'));
-    for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean).reverse()) {
-      for (const name of await readdir(dir).catch(() => [])) {
-        if (name !== 'socat') await symlink(path.join(dir, name), path.join(bin, name)).catch(() => undefined);
-      }
-    }
+    hidden = await pathWithout(['socat']);
+    bin = hidden.path;
   });
   afterAll(async () => {
     await world?.close();
-    if (bin) await rm(bin, { recursive: true, force: true });
+    await hidden?.remove();
   });
 
   test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat when it requires the sandbox, before any agent starts', async () => {
