@@ -21,8 +21,10 @@ export const FAILURES = {
   TEMPLATE_VARIABLE_UNKNOWN: { nonRetryable: true, hint: 'fix the variable name, or add the stage it refers to under `needs`' },
   /** Thrown when the `claude` binary cannot be found or started. */
   CLI_NOT_INSTALLED: { nonRetryable: true, hint: 'run `npm ci` in the agent-pipeline folder, or set CLAUDE_BIN to the claude binary' },
-  /** Thrown when the worker requires Claude Code's sandbox (`AGENT_PIPELINE_SANDBOX=required`) and the host cannot provide it (bubblewrap or socat missing, or no user namespaces). */
+  /** Thrown when the worker requires Claude Code's sandbox (`AGENT_PIPELINE_SANDBOX=required`, the default, or `permissive`) and the host cannot provide it (bubblewrap or socat missing, or no user namespaces). */
   SANDBOX_UNAVAILABLE: { nonRetryable: true, hint: 'install bubblewrap and socat on the worker (`apt-get install -y bubblewrap socat`); in a container see docs/deployment.md' },
+  /** Thrown when a stage that may run Bash says `sandbox: false` and the worker does not let pipelines switch its sandbox off (only `AGENT_PIPELINE_SANDBOX=permissive` does, with signed runs on only in signed runs); its agent was not started. */
+  SANDBOX_OPT_OUT_REFUSED: { nonRetryable: true, hint: 'drop `sandbox: false` from the stage, or run it on a worker whose operator set AGENT_PIPELINE_SANDBOX=permissive' },
   /** Thrown when no API key is configured for the backend. */
   API_KEY_MISSING: { nonRetryable: true, hint: 'set ANTHROPIC_API_KEY (or, for CLI stages, another way Claude Code authenticates) in the environment of the worker and restart it' },
   /** Thrown when the API rejects the key (401) or the account lacks permission (403). */

@@ -14,7 +14,8 @@ import type { ApiKeyLimiter, ApiKeyLimits } from './activities/api-key/key-limit
 import { createWorkerLimiter } from './activities/api-key/worker-limiter.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
 import { SecretRegistry } from './activities/secrets.js';
-import { SANDBOX_INSTALL, SANDBOX_VARIABLE, sandboxHostOnce, type SandboxHost, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
+import { SANDBOX_INSTALL, sandboxHostChecker, type SandboxHost } from './activities/backends/claude-cli/sandbox-host.js';
+import { describeSandboxMode, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
 import { BACKENDS } from './pipeline/stage-options-schema.js';
 import { ConfigError, loadConfig, loadTemporalConnection } from './config.js';
 import { installRuntimeLogging, stageLogInterceptor } from './logging.js';
@@ -63,6 +64,13 @@ export interface StartWorkerOptions {
   encryptionKey?: string;
   /** Overrides `AGENT_PIPELINE_API_REQUESTS_PER_MINUTE` and `AGENT_PIPELINE_API_CONCURRENT_REQUESTS` (docs/rate-limits.md). */
   apiKeyLimits?: ApiKeyLimits;
+  /** Overrides `AGENT_PIPELINE_SANDBOX`. @default `AGENT_PIPELINE_SANDBOX`, else `required` */
+  sandbox?: SandboxMode;
+  /**
+   * How long a host found unable to sandbox is believed before the worker checks it again (tests shorten it).
+   * @unit milliseconds @default SANDBOX_RECHECK_MS (5 s)
+   */
+  sandboxRecheckMs?: number;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -99,13 +107,13 @@ interface WorkerResources {
   warmPool?: WarmPool;
   /** Agents whose stages completed on their result, still shutting down. */
   exitingAgents: ExitingAgents;
-  /** What this host offers Claude Code's sandbox, checked once. */
+  /** What this host offers Claude Code's sandbox: checked when first asked, a host that cannot checked again within seconds. */
   sandboxHost: () => Promise<SandboxHost>;
   /** The shared limits of the worker's API key; none without a key. */
   apiKeyLimiter?: ApiKeyLimiter;
 }
 
-function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv, encryptionKey: string | undefined): WorkerResources {
+function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv, encryptionKey: string | undefined, sandboxRecheckMs?: number): WorkerResources {
   const { enabled, ttlMs } = settings.prewarm;
   return {
     // The encryption keys are redacted like any credential, though no agent is ever given them.
@@ -113,7 +121,7 @@ function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEn
     // Waiting agents count against the worker's stage limit, the one it was given or read from its environment.
     warmPool: enabled ? new WarmPool({ ttlMs, killGraceMs: settings.killGraceMs, limit: settings.maxConcurrentStages }) : undefined,
     exitingAgents: new ExitingAgents(),
-    sandboxHost: sandboxHostOnce(env),
+    sandboxHost: sandboxHostChecker(env, { recheckMs: sandboxRecheckMs }),
   };
 }
 
@@ -130,7 +138,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const env = options.env ?? process.env;
   const config = loadConfig(env);
   const fromEnv = workerOptionsFromEnv(env);
-  const settings = { ...fromEnv, maxConcurrentStages: options.maxConcurrentStages ?? fromEnv.maxConcurrentStages };
+  const settings = { ...fromEnv, maxConcurrentStages: options.maxConcurrentStages ?? fromEnv.maxConcurrentStages, sandbox: options.sandbox ?? fromEnv.sandbox };
   const { connectionOptions, namespace } = loadTemporalConnection(env);
   const taken = Object.keys(options.backends ?? {}).filter((name) => (BACKENDS as readonly string[]).includes(name));
   if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
@@ -139,7 +147,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const codecs = options.encryptionKey === undefined ? payloadCodecsFor(encryptionKey) : payloadCodecsFor(encryptionKey, 'the encryptionKey option');
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
-  const resources = createWorkerResources(settings, env, encryptionKey);
+  const resources = createWorkerResources(settings, env, encryptionKey, options.sandboxRecheckMs);
   const workerNamespace = options.namespace ?? namespace ?? 'default';
   const taskQueue = options.taskQueue ?? config.taskQueue;
   resources.apiKeyLimiter = apiKey
@@ -244,13 +252,13 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     maxConcurrentWorkflowTasks: settings.maxConcurrentWorkflowTasks,
     shutdownGraceMs: settings.shutdownGraceMs,
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
-    sandbox: settings.sandbox,
+    sandbox: describeSandboxMode(settings.sandbox, trust.runKeys.size > 0),
     trustedKeys: [...trust.runKeys.keys()].join(',') || '(any run)',
     decisionKeys: [...trust.decisionKeys.keys()].join(',') || '(any decision)',
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,
   });
-  await warnOfMissingSandbox(resources.sandboxHost, settings.sandbox, logger);
+  await warnOfSandbox(resources.sandboxHost, settings.sandbox, logger);
   const adopting = adoptFirstBuildInBackground(worker, logger);
   const onSignal = (signal: string): void =>
     logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });
@@ -292,14 +300,20 @@ export async function checkWorkerHealth(env: NodeJS.ProcessEnv = process.env): P
   return age > HEALTH_MAX_AGE_MS ? `the health file ${healthFile} is ${Math.round(age / 1000)}s old: the worker stopped polling` : undefined;
 }
 
-/** Says at start-up, loudly, when the agents' Bash cannot be sandboxed on this host. */
-async function warnOfMissingSandbox(host: () => Promise<SandboxHost>, mode: SandboxMode, logger: { warn(message: string, meta?: Record<string, unknown>): void }): Promise<void> {
+/**
+ * Says at start-up, loudly, when agents' Bash may run unsandboxed: the operator switched the sandbox off, lets
+ * pipelines switch it off, or the host cannot sandbox (checked again before each stage that needs it).
+ */
+async function warnOfSandbox(host: () => Promise<SandboxHost>, mode: SandboxMode, logger: { warn(message: string, meta?: Record<string, unknown>): void }): Promise<void> {
   if (mode === 'off') {
     logger.warn(`${SANDBOX_VARIABLE}=off: CLI agents' Bash runs WITHOUT Claude Code's sandbox and can read this worker's environment and files`);
     return;
   }
+  if (mode === 'permissive') {
+    logger.warn(`${SANDBOX_VARIABLE}=permissive: a pipeline's \`sandbox: false\` runs its agent's Bash WITHOUT Claude Code's sandbox, where it can read this worker's environment and files`);
+  }
   const { missing, refused } = await host();
-  const effect = mode === 'required' ? 'every CLI stage that may use Bash will fail with SANDBOX_UNAVAILABLE' : "CLI agents' Bash runs WITHOUT Claude Code's sandbox";
+  const effect = mode === 'auto' ? "CLI agents' Bash runs WITHOUT Claude Code's sandbox" : 'every CLI stage that may use Bash will fail with SANDBOX_UNAVAILABLE until it is fixed (no restart needed)';
   if (missing.length > 0) {
     logger.warn(`${missing.join(' and ')} not installed: ${effect}; install with \`${SANDBOX_INSTALL}\``, { sandbox: mode, missingPackages: missing });
   } else if (refused) {

@@ -1,7 +1,7 @@
 import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
-import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/agent-settings.js';
+import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
 import { ConfigError } from './config.js';
 import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
 import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
@@ -36,9 +36,10 @@ export interface WorkerEnvOptions {
    */
   allowedPaths?: AllowedPaths;
   /**
-   * Claude Code's sandbox around CLI agents' Bash (`AGENT_PIPELINE_SANDBOX=required|auto|off`): `required` fails a stage
-   * the host cannot sandbox (`SANDBOX_UNAVAILABLE`), `auto` sandboxes where it can and warns where it cannot.
-   * @default auto (the container image sets required)
+   * Claude Code's sandbox around CLI agents' Bash (`AGENT_PIPELINE_SANDBOX=required|permissive|auto|off`): `required`
+   * fails a stage the host cannot sandbox (`SANDBOX_UNAVAILABLE`) and refuses a stage's `sandbox: false`
+   * (`SANDBOX_OPT_OUT_REFUSED`); `permissive` honours it; `auto` sandboxes where it can and warns where it cannot.
+   * @default required: a worker serves others, so it fails closed (`agent-pipeline dev` and `demo` use auto)
    */
   sandbox: SandboxMode;
   /**

@@ -84,6 +84,8 @@ export class BenchStack {
       AGENT_PIPELINE_WORKSPACES: workspacesRoot,
       ANTHROPIC_BASE_URL: this.modelServer.url,
       ANTHROPIC_API_KEY: API_KEY,
+      // What the benchmarks measured before a worker's default became `required`: sandboxed where the host can.
+      AGENT_PIPELINE_SANDBOX: 'auto',
       ...extra,
     };
   }

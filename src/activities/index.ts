@@ -45,7 +45,11 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
       secrets.run(() => activity(...args));
-  const { checkRunTrust, verifyDecision } = createTrustActivities(deps.trust ?? TRUST_EVERYONE);
+  const trust = deps.trust ?? TRUST_EVERYONE;
+  const { checkRunTrust, verifyDecision } = createTrustActivities(trust);
+  // Whether `AGENT_PIPELINE_SANDBOX=permissive` honours a stage's `sandbox: false` in unsigned runs too: decided by the
+  // same key list that checks the runs' signatures, so the two can never disagree.
+  const cli: ClaudeCliOptions = { ...deps.cli, signedRunsOnly: trust.runKeys.size > 0 };
   return {
     checkRunInput: withSecrets(checkRunInput),
     checkRunTrust: withSecrets(checkRunTrust),
@@ -58,7 +62,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
         backends: {
           ...deps.extraBackends,
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.
-          'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, deps.cli)),
+          'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, cli)),
           'anthropic-api': (request) => runAnthropicApi(request, deps.api),
         },
       }),

@@ -3,6 +3,7 @@ import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths } from '../activities/workspace/allowed-paths.js';
 import { createPipelineWorker } from '../run-worker.js';
+import { SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
 export interface LocalStackOptions {
@@ -28,6 +29,9 @@ export interface LocalStack {
 /** Value of ANTHROPIC_API_KEY handed to agents talking to the local scripted server; it checks no key. */
 const SCRIPTED_SERVER_KEY = 'scripted-model-server';
 
+/** How the local worker's default sandbox mode is said. */
+const LOCAL_SANDBOX = `auto, as on one person's own machine: sandboxed where bubblewrap and socat are installed, else unsandboxed with a warning in each stage (set ${SANDBOX_VARIABLE}=required to fail instead)`;
+
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   // Traces and metrics when their variables are set, as for `agent-pipeline worker` (docs/observability.md).
   const telemetry = await startWorkerTelemetry(process.env);
@@ -51,9 +55,14 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let workerDone = Promise.resolve();
   if (options.worker ?? true) {
     // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise.
-    worker = await createPipelineWorker({ env, address: server.address, telemetry, allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any' });
+    // It also keeps `auto` unless AGENT_PIPELINE_SANDBOX says otherwise: on a machine without bubblewrap its agents run
+    // unsandboxed (each such stage says so) rather than failing; a worker serving others fails closed (`required`).
+    // (A value of the variable is read, and a bad one refused naming it, as for `agent-pipeline worker`.)
+    const chosen = env[SANDBOX_VARIABLE]?.trim();
+    const sandbox = chosen ? undefined : 'auto';
+    worker = await createPipelineWorker({ env, address: server.address, telemetry, allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any', sandbox });
     workerDone = worker.run();
-    options.log(`Worker polling task queue "${worker.options.taskQueue}"`);
+    options.log(`Worker polling task queue "${worker.options.taskQueue}"; agents' Bash sandbox: ${chosen ? `${chosen} (${SANDBOX_VARIABLE})` : LOCAL_SANDBOX}`);
   }
 
   return {

@@ -58,6 +58,12 @@ export interface StageAttemptInput {
   prewarm?: ResolvedStage[];
   /** The stage's `limits:` keys, rendered and sorted: the attempt holds them while it runs (activities/leases/). */
   leases?: LeaseKey[];
+  /**
+   * The id of the key that signed the run, from the trust verdict of its start (`RunTrustVerdict.signedBy`): a worker
+   * with `AGENT_PIPELINE_SANDBOX=permissive` and trusted keys honours a stage's `sandbox: false` only with it. Absent in
+   * runs no worker verified, and in runs recorded before the workflow sent it.
+   */
+  signedBy?: string;
 }
 
 

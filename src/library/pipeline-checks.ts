@@ -8,7 +8,7 @@ import { findAncestors } from '../pipeline/graph.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
-import { stageMayUseBash } from '../pipeline/stage-tools.js';
+import { stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
 import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
 import { FieldLocator } from './field-locator.js';
@@ -132,9 +132,18 @@ export class PipelineChecks {
     this.noteAt([list, i, field], lost + contractLost);
   }
 
-  /** A CLI stage whose Bash runs sandboxed, with no word on its network: whatever it fetched before (git, npm) now fails. */
+  /**
+   * A CLI stage whose Bash runs sandboxed, with no word on its network: whatever it fetched before (git, npm) now fails.
+   * A stage that asks to go unsandboxed: only some workers run it.
+   */
   private noteSandboxNetwork(list: StageList, i: number, stage: StageDefinition): void {
     const resolved = resolveStage(this.pipeline, stage);
+    if (resolved.backend === 'claude-cli' && stageOptsOutOfSandbox(resolved)) {
+      this.noteAt(
+        [list, i, stage.sandbox === undefined ? 'id' : 'sandbox'],
+        '`sandbox: false` runs only on workers whose operator set AGENT_PIPELINE_SANDBOX=permissive (with trusted keys, only in signed runs); any other worker fails the stage with SANDBOX_OPT_OUT_REFUSED before its agent starts',
+      );
+    }
     // A pipeline that says anything about the sandbox (here or in `defaults`) has made its choice.
     if (resolved.backend !== 'claude-cli' || !stageMayUseBash(resolved) || resolved.sandbox !== undefined) return;
     this.noteAt(

@@ -4,6 +4,7 @@ import { ConfigError } from '../config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../logging.js';
 import type { StageBackend } from '../activities/backends/stage-backend.js';
 import { createPipelineWorker as createWorker } from '../run-worker.js';
+import type { SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
 
 /** Options of {@link createPipelineWorker}. Anything left out comes from the environment, as for `agent-pipeline worker`. */
 export interface PipelineWorkerOptions {
@@ -39,6 +40,14 @@ export interface PipelineWorkerOptions {
   logLevel?: WorkerLogLevel;
   /** A logger of your own (Temporal's `Logger` interface) instead of `logLevel`; the same rule of one per process applies. */
   logger?: Logger;
+  /**
+   * Claude Code's sandbox around CLI agents' Bash: `'required'` fails a stage the host cannot sandbox and refuses a
+   * stage's `sandbox: false`; `'permissive'` honours it (in signed runs only, with trusted keys); `'auto'` runs
+   * unsandboxed, with a warning, where the host cannot sandbox; `'off'` leaves it to the operator's Claude Code settings
+   * (docs/security.md). Until this release the default was `'auto'`: set it on machines without bubblewrap and socat.
+   * @default `AGENT_PIPELINE_SANDBOX`, else `'required'`
+   */
+  sandbox?: SandboxMode;
 }
 
 /** Levels of {@link PipelineWorkerOptions.logLevel}: Temporal's, least severe first, or `silent`. */
@@ -86,6 +95,7 @@ export type { AttemptProgress, BackendOutcome, BackendRequest, StageBackend } fr
 /** @deprecated use StageBackend */
 export type Backend = StageBackend;
 export type { StagePrompt } from '../activities/prompt/stage-prompt.js';
+export type { SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
 export type { RunWorkspace } from '../activities/workspace/run-workspace.js';
 export type { ResolvedStage } from '../pipeline/stage-options.js';
 export type { StageResult, TokenUsage } from '../pipeline/stage-result.js';

@@ -2,6 +2,7 @@ import { CancellationScope, patched, sleep, workflowInfo } from '@temporalio/wor
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
+import { sandboxOptionOff } from '../pipeline/stage-tools.js';
 import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
 import type { PipelineRunInput, TemplateValues, TemplateValuesRequest } from '../contracts/messages.js';
@@ -34,6 +35,13 @@ export const STAGE_KNOBS_PATCH = 'knobs24-retry-policy-and-on-blocked';
  * patched(), and such stages did not exist before, so every recorded history replays unchanged.
  */
 export const MID_TURN_PROMPTS_PATCH = 'perm25-mid-turn-prompts';
+/**
+ * Patch: in a run with a stage that asks to go unsandboxed (`sandbox: false`), every attempt carries the key that signed
+ * the run, which a `permissive` worker with trusted keys requires for such a stage. Only runs with such a stage call
+ * patched(), so other histories carry no marker; replays of earlier runs send no signer, and such a worker refuses the
+ * stage (it fails closed).
+ */
+export const SANDBOX_SIGNER_PATCH = 'trust33-sandbox-signer';
 
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
@@ -93,8 +101,9 @@ export class PipelineRun {
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);
     const knobs = patched(STAGE_KNOBS_PATCH);
+    const sendsSigner = all.some((s) => sandboxOptionOff(s.sandbox)) && patched(SANDBOX_SIGNER_PATCH);
     this.keys = new RunLimits(input, this.tracker, this.publish, carried?.leases);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys, prompts: this.prompts });
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys, prompts: this.prompts, signedBy: sendsSigner ? () => this.trust.signedBy() : undefined });
     this.runner.runEnd = carried?.runEnd;
     const { tracker, runner, publish } = this;
     this.scheduler = new StageScheduler({ stages: this.stages, concurrency: input.pipeline.concurrency, tracker, runner, keys: this.keys, publish, carried });

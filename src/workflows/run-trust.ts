@@ -54,6 +54,11 @@ export class RunTrust {
     this.usedNonces = new Map(carried?.usedNonces);
   }
 
+  /** The key that signed the run, when a worker with trusted keys verified its start. */
+  signedBy(): string | undefined {
+    return this.verdict?.signedBy;
+  }
+
   /** Records the verdict of the run's start. */
   accept(verdict: RunTrustVerdict): void {
     this.verdict = verdict;

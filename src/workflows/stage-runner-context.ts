@@ -30,4 +30,9 @@ export interface StageRunnerContext {
   knobs?: boolean;
   /** Renders the stages' `limits:` keys for their attempts. */
   limits?: RunLimits;
+  /**
+   * The key that signed the run, as its trust verdict says, for the attempts of a run with a stage that asks to go
+   * unsandboxed (`SANDBOX_SIGNER_PATCH`); absent in runs without such stages and in runs recorded before.
+   */
+  signedBy?: () => string | undefined;
 }

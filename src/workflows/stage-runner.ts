@@ -121,6 +121,15 @@ export class StageRunner {
     }
   }
 
+  /**
+   * The run's signer, in a run with a stage that asks to go unsandboxed (the worker honours that only in signed runs):
+   * every attempt carries it, so that an attempt starting the next stages' agents ahead of time decides as they will.
+   */
+  private signer(): Pick<StageAttemptInput, 'signedBy'> {
+    const signedBy = this.ctx.signedBy?.();
+    return signedBy === undefined ? {} : { signedBy };
+  }
+
   private async attempt(stage: ResolvedStage, round: Round, continuation: Continuation): Promise<Step> {
     const { tracker, input } = this.ctx;
     const startedAt = Date.now();
@@ -159,6 +168,7 @@ export class StageRunner {
         prewarm: byReference ? prewarmHints(stage, prewarm) : prewarm,
         ...objectInputsOf(input.pipeline.inputs),
         ...(leases ? { leases } : {}),
+        ...this.signer(),
       }, this.knobs);
     } catch (err) {
       // A prompt of the attempt still open (its worker died while its agent waited) can no longer be answered.

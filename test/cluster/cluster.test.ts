@@ -16,6 +16,7 @@ import { startPostgres, type Postgres } from './postgres.js';
 import { provisionServerBinaries, provisionUiServer, serverBinariesCached, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_SERVER_VERSION } from './server-binaries.js';
 import { setupNamespace, setupSchema, startTemporalCluster, type TemporalCluster } from './temporal-cluster.js';
 import { startUiServer, type UiServer } from './ui-server.js';
+import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 
 const PROJECT_ROOT = path.resolve(import.meta.dirname, '..', '..');
 const CLI = path.join(PROJECT_ROOT, 'bin', 'agent-pipeline.js');
@@ -103,6 +104,8 @@ describe.skipIf(!runnable)('a real cluster: Temporal server on PostgreSQL, three
     AGENT_PIPELINE_SHUTDOWN_GRACE: '5s',
     AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, `${name}.health`),
     AGENT_PIPELINE_LOG_LEVEL: 'WARN',
+    // Set, since a worker's default (`required`) fails Bash stages where bubblewrap and socat are missing.
+    AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
     ANTHROPIC_BASE_URL: modelServer.url,
     ANTHROPIC_API_KEY: 'sk-cluster-test-key',
   });

@@ -7,8 +7,8 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
-import { BUBBLEWRAP, linkPathWithout, SOCAT } from '../helpers/system-package.js';
+import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
+import { BUBBLEWRAP, SOCAT } from '../helpers/system-package.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI, eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -154,6 +154,7 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
 
 describe('a worker whose host lacks socat', () => {
   let world: CliWorld;
+  let hidden: HiddenPrograms;
   let bin: string;
   /** What the worker must name: socat, and bubblewrap too on a host without it (any machine runs this). */
   let lacking: string[];
@@ -161,13 +162,14 @@ describe('a worker whose host lacks socat', () => {
   beforeAll(async () => {
     world = await createCliWorld({ rules: [{ name: 'work', match: 'Task: work', turns: [{ tool: { name: 'Bash', input: { command: 'echo ran > ran.txt' } } }, { text: REPORT }] }] });
     // Every program of this machine's PATH but socat (and so, to the sandbox, a host without it).
-    bin = await linkPathWithout(SOCAT.commands, await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-bin-')));
+    hidden = await pathWithout(SOCAT.commands);
+    bin = hidden.path;
     lacking = [BUBBLEWRAP, SOCAT].filter((pkg) => !pkg.locate({ PATH: bin })).map((pkg) => pkg.name);
     notInstalled = `${lacking.join(' and ')} ${lacking.length > 1 ? 'are' : 'is'} not installed on the worker`;
   });
   afterAll(async () => {
     await world?.close();
-    if (bin) await rm(bin, { recursive: true, force: true });
+    await hidden?.remove();
   });
 
   test('fails a Bash stage with SANDBOX_UNAVAILABLE naming socat (and bubblewrap where it lacks that too) when it requires the sandbox, before any agent starts', async () => {

@@ -16,6 +16,7 @@ import { findTemporalCli } from '../../src/dev/temporal-cli.js';
 import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunListItem } from '../../src/library/list-runs.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
+import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
@@ -129,6 +130,7 @@ describe('encrypted history', () => {
       TEMPORAL_ADDRESS: server.address,
       AGENT_PIPELINE_TASK_QUEUE: TASK_QUEUE,
       AGENT_PIPELINE_WORKSPACES: path.join(dir, 'workspaces'),
+      AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
       ANTHROPIC_BASE_URL: model.url,
       ANTHROPIC_API_KEY: 'sk-test-encrypted',
     };

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/agent-settings.js';
+import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/harness.js';
 import { testSandboxMode } from '../helpers/sandbox-host.js';
 import {

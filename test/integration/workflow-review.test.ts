@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { TEST_PERMISSIVE_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { approveStageUpdate } from '../../src/contracts/messages.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 
@@ -15,7 +16,8 @@ describe('the work-and-review example', () => {
   let project: string;
   let remote: string;
   beforeAll(async () => {
-    harness = await createHarness('work-review', { scenario: path.join(EXAMPLE, 'scenario.yaml') });
+    // Its `record` stage runs `bd sync` unsandboxed (`sandbox: false`), which only a `permissive` worker honours.
+    harness = await createHarness('work-review', { scenario: path.join(EXAMPLE, 'scenario.yaml'), env: { AGENT_PIPELINE_SANDBOX: TEST_PERMISSIVE_SANDBOX_MODE } });
     // The example lives at the root of a project's repository, which pushes to a (here: bare) remote.
     base = await mkdtemp(path.join(tmpdir(), 'work-review-'));
     project = path.join(base, 'project');

@@ -10,6 +10,7 @@ import { startRun } from '../../src/library/runs.js';
 import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
+import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { approveStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
 import { CHROMIUM as CHROMIUM_PACKAGE, hasSystemPackage } from '../helpers/system-package.js';
@@ -50,6 +51,7 @@ describe.skipIf(!hasSystemPackage(CHROMIUM_PACKAGE))('the Temporal Web UI', () =
       AGENT_PIPELINE_WORKSPACES: path.join(dir, 'workspaces'),
       ANTHROPIC_BASE_URL: model.url,
       ANTHROPIC_API_KEY: 'sk-test-webui',
+      AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
     };
     worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE, workflowBundlePath: WORKFLOW_BUNDLE });
     running = worker.run();

@@ -127,6 +127,8 @@ const env = {
   AGENT_PIPELINE_WORKSPACES: path.join(scratch, 'workspaces'),
   ANTHROPIC_BASE_URL: model.url,
   ANTHROPIC_API_KEY: 'sk-replay-record',
+  // As the histories were recorded: sandboxed where the host can, without failing where it cannot.
+  AGENT_PIPELINE_SANDBOX: 'auto',
 };
 const worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE });
 const signedWorker = await createPipelineWorker({ env: { ...env, AGENT_PIPELINE_TRUSTED_KEYS: KEY.publicLine, AGENT_PIPELINE_ALLOW_WORKER_FILES: '1' }, taskQueue: SIGNED_TASK_QUEUE });

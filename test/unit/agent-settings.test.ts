@@ -2,14 +2,10 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import {
-  decideSandbox,
-  mergeAgentSettings,
-  missingSandboxPackages,
-  prepareAgentSettings,
-  probeSandbox,
-  sandboxModeFromEnv,
-} from '../../src/activities/backends/claude-cli/agent-settings.js';
+import { mergeAgentSettings, prepareAgentSettings } from '../../src/activities/backends/claude-cli/agent-settings.js';
+import { decideSandbox } from '../../src/activities/backends/claude-cli/sandbox-decision.js';
+import { missingSandboxPackages, probeSandbox, sandboxHostChecker, type SandboxHost } from '../../src/activities/backends/claude-cli/sandbox-host.js';
+import { describeSandboxMode, sandboxModeFromEnv } from '../../src/activities/backends/claude-cli/sandbox-mode.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
@@ -38,10 +34,20 @@ afterAll(async () => {
 });
 
 describe('AGENT_PIPELINE_SANDBOX', () => {
-  test('is required, auto or off, auto by default; anything else names the variable and the choices', () => {
-    expect(sandboxModeFromEnv({})).toBe('auto');
+  test('is required, permissive, auto or off, required by default; anything else names the variable and the choices', () => {
+    expect(sandboxModeFromEnv({})).toBe('required');
+    expect(sandboxModeFromEnv({}, 'auto')).toBe('auto');
     expect(sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: ' Required ' })).toBe('required');
-    expect(() => sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: 'yes' })).toThrow('AGENT_PIPELINE_SANDBOX=yes is not one of required, auto, off');
+    expect(sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: 'permissive' }, 'auto')).toBe('permissive');
+    expect(() => sandboxModeFromEnv({ AGENT_PIPELINE_SANDBOX: 'yes' })).toThrow('AGENT_PIPELINE_SANDBOX=yes is not one of required, permissive, auto, off; unset it for the default (required)');
+  });
+
+  test('is stated in the start-up line, with whether pipelines may switch the sandbox off', () => {
+    expect(describeSandboxMode('required', false)).toContain("`sandbox: false` is refused");
+    expect(describeSandboxMode('permissive', false)).toContain('pipelines MAY SWITCH IT OFF with `sandbox: false` (in any run');
+    expect(describeSandboxMode('permissive', true)).toContain('(in signed runs only)');
+    expect(describeSandboxMode('auto', false)).toMatch(/^auto \(the operator's choice\).*WITHOUT the sandbox where it cannot/);
+    expect(describeSandboxMode('off', false)).toContain('WITHOUT');
   });
 });
 
@@ -64,13 +70,11 @@ describe('which stages are sandboxed', () => {
     expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'auto', READY).enabled).toBe(false);
   });
 
-  test('`required` overrules `sandbox: false` and fails a Bash stage without the packages; `auto` warns and goes on', () => {
-    const optedOut = decideSandbox(stageOf({ ...BASH, sandbox: false }), 'required', READY);
-    expect(optedOut.enabled).toBe(true);
-    expect(optedOut.warnings[0]).toContain('overruled');
+  test('`required` fails a Bash stage without the packages; `auto` warns and goes on', () => {
     expect(decideSandbox(stageOf(BASH), 'required', { missing: ['socat'] }).unavailable).toEqual({ reason: 'socat is not installed on the worker', missing: ['socat'] });
     const refused = { missing: [], refused: 'bwrap: setting up uid map: Permission denied' };
     expect(decideSandbox(stageOf(BASH), 'required', refused).unavailable?.reason).toContain('cannot create the sandbox\'s namespaces on the worker (bwrap: setting up uid map');
+    expect(decideSandbox(stageOf(BASH), 'permissive', refused).unavailable).toBeDefined();
     // A stage that cannot run Bash is not slowed by a sandbox it has no use for, unless it asks; nor failed for the host.
     expect(decideSandbox(stageOf({ allowedTools: ['Read'] }), 'required', READY).enabled).toBe(false);
     expect(decideSandbox(stageOf({ allowedTools: ['Read'], sandbox: true }), 'required', READY).enabled).toBe(true);
@@ -80,6 +84,28 @@ describe('which stages are sandboxed', () => {
     expect(auto.warnings[0]).toContain('WITHOUT');
     expect(auto.warnings[0]).toContain('apt-get install -y bubblewrap socat');
     expect(decideSandbox(stageOf(BASH), 'auto', refused)).toMatchObject({ enabled: false, warnings: [expect.stringContaining('docs/deployment.md')] });
+  });
+
+  test("a Bash stage's `sandbox: false` is refused unless the worker is `permissive`, and there only in signed runs when it requires them", () => {
+    const optedOut = stageOf({ ...BASH, sandbox: false });
+    for (const mode of ['required', 'auto'] as const) {
+      const decision = decideSandbox(optedOut, mode, READY);
+      expect(decision.refused?.message).toContain(`its \`sandbox: false\` (the stage's, or the pipeline's \`defaults\`)`);
+      expect(decision.refused?.message).toContain(`does not let pipelines switch its sandbox off (AGENT_PIPELINE_SANDBOX=${mode})`);
+      expect(decision.refused?.hint).toContain('AGENT_PIPELINE_SANDBOX=permissive');
+      // Whatever the host offers: the refusal is about who decides, not about what is installed.
+      expect(decideSandbox(optedOut, mode, { missing: ['bubblewrap'] }).refused).toBeDefined();
+    }
+    expect(decideSandbox(stageOf({ ...BASH, sandbox: { enabled: false } }), 'required', READY).refused).toBeDefined();
+    const honoured = decideSandbox(optedOut, 'permissive', READY);
+    expect(honoured).toEqual({ enabled: false, warnings: [expect.stringContaining("ran WITHOUT Claude Code's sandbox: the stage says `sandbox: false` and the worker lets pipelines switch it off (AGENT_PIPELINE_SANDBOX=permissive)")] });
+    const unsigned = decideSandbox(optedOut, 'permissive', READY, { required: true });
+    expect(unsigned.refused?.message).toContain('honours it only in runs whose signature it verified when they started');
+    expect(decideSandbox(optedOut, 'permissive', READY, { required: true, signedBy: 'ci' })).toMatchObject({ enabled: false, warnings: [expect.stringContaining('in a run signed by ci')] });
+    // `off`: the operator switched it off for every agent; the stage says so.
+    expect(decideSandbox(optedOut, 'off', READY)).toEqual({ enabled: false, warnings: [expect.stringContaining('AGENT_PIPELINE_SANDBOX=off')] });
+    // A stage that cannot run Bash has nothing to switch off: its `sandbox: false` is neither refused nor warned about.
+    expect(decideSandbox(stageOf({ allowedTools: ['Read'], sandbox: false }), 'required', READY)).toEqual({ enabled: false, warnings: [] });
   });
 
   test('missing packages are found on PATH, and only on Linux', async () => {
@@ -131,32 +157,44 @@ describe('the settings an attempt gets', () => {
   test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
     const stageDir = path.join(scratch, 'stages', 'work');
     const env = { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) };
-    const first = await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    const first = await prepareAgentSettings(stageOf(BASH), env, stageDir, { mode: 'auto' });
     expect(first.file).toBe(path.join(stageDir, 'settings.json'));
     expect((await stat(first.file)).mode & 0o777).toBe(0o600);
     const written = JSON.parse(await readFile(first.file, 'utf8')) as typeof operator;
     expect(written.apiKeyHelper).toBe('/usr/local/bin/key');
     const before = (await stat(first.file)).mtimeMs;
     await new Promise((resolve) => setTimeout(resolve, 20));
-    await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    await prepareAgentSettings(stageOf(BASH), env, stageDir, { mode: 'auto' });
     expect((await stat(first.file)).mtimeMs).toBe(before);
   });
 
   test('fail a Bash stage with SANDBOX_UNAVAILABLE naming the packages when the worker requires the sandbox', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, 'required', path.join(scratch, 'stages', 'b')).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, path.join(scratch, 'stages', 'b'), { mode: 'required' }).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
     expect((failure as Error).message).toContain('socat is not installed');
     expect((failure as Error).message).toContain('apt-get install -y socat');
     // Packages there, namespaces refused (a container's defaults): failed too, pointing at the container settings.
     const refusedHost = async () => ({ missing: [], refused: 'bwrap: No permissions to creating new namespace' });
-    const refused = await prepareAgentSettings(stageOf(BASH), process.env, 'required', path.join(scratch, 'stages', 'b'), refusedHost).catch((err: unknown) => err as Error);
+    const refused = await prepareAgentSettings(stageOf(BASH), process.env, path.join(scratch, 'stages', 'b'), { mode: 'required', host: refusedHost }).catch((err: unknown) => err as Error);
     expect(refused).toMatchObject({ type: 'SANDBOX_UNAVAILABLE' });
     expect((refused as Error).message).toContain('No permissions to creating new namespace');
     expect((refused as Error).message).toContain('docs/deployment.md');
   });
 
+  test('fail a stage whose `sandbox: false` the worker does not allow with SANDBOX_OPT_OUT_REFUSED, writing no settings', async () => {
+    const stageDir = path.join(scratch, 'stages', 'optout');
+    const failure = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), process.env, stageDir, { mode: 'required', host: async () => READY }).then(() => new Error('not refused'), (err: unknown) => err as Error);
+    expect(failure).toMatchObject({ type: 'SANDBOX_OPT_OUT_REFUSED', nonRetryable: true });
+    expect(failure.message).toMatch(/^\[SANDBOX_OPT_OUT_REFUSED\] stage work: its `sandbox: false`/);
+    await expect(stat(path.join(stageDir, 'settings.json'))).rejects.toThrow();
+    // `permissive` writes settings that switch the sandbox off, and says so.
+    const honoured = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) }, stageDir, { mode: 'permissive', host: async () => READY });
+    expect(JSON.parse(await readFile(honoured.file, 'utf8'))).toMatchObject({ sandbox: { enabled: false } });
+    expect(honoured.sandbox.warnings).toEqual([expect.stringContaining('WITHOUT')]);
+  });
+
   test('name the variable when the operator\'s settings are not JSON', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', path.join(scratch, 'stages', 'c')).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, path.join(scratch, 'stages', 'c'), { mode: 'auto' }).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
     expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
   });
@@ -182,6 +220,61 @@ describe('validate', () => {
     const sandboxNotes = report.notes.filter((n) => n.message.includes('sandbox'));
     expect(sandboxNotes.map((n) => n.field)).toEqual(['stages[0].allowedTools']);
     expect(sandboxNotes[0].message).toContain('allowedDomains');
+  });
+});
+
+describe('validate, for a stage that asks to go unsandboxed', () => {
+  test('notes which workers run it, on its `sandbox` field or (from `defaults`) its id; a stage without Bash gets nothing', async () => {
+    const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
+    const report = await validatePipeline(
+      {
+        name: 'off',
+        defaults: { sandbox: false },
+        stages: [
+          { id: 'sync', prompt: 'Do the work.', allowedTools: ['Bash'], sandbox: { enabled: false } },
+          { id: 'also', prompt: 'Do the work.', allowedTools: ['Bash'] },
+          { id: 'read', prompt: 'Do the work.', allowedTools: ['Read'] },
+        ],
+      },
+      { baseDir: scratch },
+    );
+    const notes = report.notes.filter((n) => n.message.includes('SANDBOX_OPT_OUT_REFUSED'));
+    expect(notes.map((n) => n.field)).toEqual(['stages[0].sandbox', 'stages[1].id']);
+    expect(notes[0].message).toContain('AGENT_PIPELINE_SANDBOX=permissive');
+  });
+});
+
+describe("a worker's view of its host", () => {
+  test('believes a host that can sandbox for good, and checks one that cannot again once its answer is old', async () => {
+    let clock = 0;
+    let installed = false;
+    const checks: number[] = [];
+    const check = async (): Promise<SandboxHost> => {
+      checks.push(clock);
+      return installed ? { missing: [] } : { missing: ['bubblewrap'] };
+    };
+    const host = sandboxHostChecker({}, { recheckMs: 5_000, check, now: () => clock });
+    expect(await host()).toEqual({ missing: ['bubblewrap'] });
+    // Callers at the same time share one check; a recent negative answer stands.
+    await Promise.all([host(), host()]);
+    clock = 4_999;
+    expect(await host()).toEqual({ missing: ['bubblewrap'] });
+    expect(checks).toEqual([0]);
+    // Installed while the worker runs: the next caller after the recheck time sees it.
+    installed = true;
+    clock = 5_000;
+    expect(await host()).toEqual({ missing: [] });
+    installed = false;
+    clock = 1_000_000;
+    expect(await host()).toEqual({ missing: [] });
+    expect(checks).toEqual([0, 5_000]);
+  });
+
+  test('checks again after a check that failed', async () => {
+    let calls = 0;
+    const host = sandboxHostChecker({}, { recheckMs: 60_000, check: async () => (++calls === 1 ? Promise.reject(new Error('boom')) : { missing: [] }) });
+    await expect(host()).rejects.toThrow('boom');
+    expect(await host()).toEqual({ missing: [] });
   });
 });
 

@@ -14,7 +14,7 @@ import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { workerOptionsFromEnv } from '../../src/worker-env.js';
 
 describe('worker settings from the environment', () => {
-  test('have defaults for a worker on a laptop', () => {
+  test('have defaults for a worker, which fails closed: the sandbox is required', () => {
     expect(workerOptionsFromEnv({})).toEqual({
       maxConcurrentStages: 8,
       maxConcurrentWorkflowTasks: 40,
@@ -23,7 +23,7 @@ describe('worker settings from the environment', () => {
       healthFile: undefined,
       killGraceMs: 5_000,
       prewarm: { enabled: true, ttlMs: 120_000 },
-      sandbox: 'auto',
+      sandbox: 'required',
       apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
     });
   });
@@ -39,7 +39,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_KILL_GRACE: '2s',
         AGENT_PIPELINE_PREWARM: 'off',
         AGENT_PIPELINE_PREWARM_TTL: '30s',
-        AGENT_PIPELINE_SANDBOX: 'required',
+        AGENT_PIPELINE_SANDBOX: 'auto',
         AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
         AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
       }),
@@ -51,7 +51,7 @@ describe('worker settings from the environment', () => {
       healthFile: '/tmp/health',
       killGraceMs: 2_000,
       prewarm: { enabled: false, ttlMs: 30_000 },
-      sandbox: 'required',
+      sandbox: 'auto',
       apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
     });
   });
@@ -64,9 +64,9 @@ describe('worker settings from the environment', () => {
     );
   });
 
-  test('refuse a sandbox mode other than required, auto or off, naming the variable', () => {
+  test('refuse a sandbox mode other than required, permissive, auto or off, naming the variable', () => {
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SANDBOX: 'strict' })).toThrow(
-      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_SANDBOX=strict is not one of required, auto, off; unset it for the default (auto)'),
+      new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_SANDBOX=strict is not one of required, permissive, auto, off; unset it for the default (required)'),
     );
   });
 

@@ -22,12 +22,13 @@ describe('the failure catalogue', () => {
   it('lists the non-retryable types DESIGN.md names, and only those', () => {
     // Plus BUNDLE_INVALID: a run whose carried files do not match their hashes cannot be mended by a retry; and
     // OUTPUT_TOO_LARGE: the same prompt gives an answer as large again; and
-    // SANDBOX_UNAVAILABLE: a worker without its sandbox stays without it until someone installs it; and
+    // SANDBOX_UNAVAILABLE: a worker without its sandbox stays without it until someone installs it;
+    // SANDBOX_OPT_OUT_REFUSED: the worker's mode does not change between attempts; and
     // PERMISSION_TIMED_OUT and REJECTED: a person's decision (or its deadline, `onTimeout: fail`) ended the attempt; and
     // NESTED_REPOSITORY: the repository the agent left in the worktree is still there on a retry.
     const nonRetryable = (Object.keys(FAILURES) as FailureType[]).filter((type) => FAILURES[type].nonRetryable);
     expect(new Set(nonRetryable)).toEqual(
-      new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'BUNDLE_INVALID', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE', 'OUTPUT_TOO_LARGE', 'SANDBOX_UNAVAILABLE', 'PERMISSION_TIMED_OUT', 'REJECTED', 'NESTED_REPOSITORY']),
+      new Set(['CONFIG_INVALID', 'FILE_NOT_FOUND', 'BUNDLE_INVALID', 'INPUT_NOT_FOUND', 'TEMPLATE_VARIABLE_UNKNOWN', 'CLI_NOT_INSTALLED', 'API_KEY_MISSING', 'API_KEY_REJECTED', 'INVALID_REQUEST', 'BUDGET_EXCEEDED', 'AGENT_REPORTED_FAILURE', 'OUTPUT_TOO_LARGE', 'SANDBOX_UNAVAILABLE', 'SANDBOX_OPT_OUT_REFUSED', 'PERMISSION_TIMED_OUT', 'REJECTED', 'NESTED_REPOSITORY']),
     );
   });
 

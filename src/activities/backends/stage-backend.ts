@@ -76,6 +76,11 @@ export interface BackendRequest {
   askPerson?: AskPerson;
   /** Other stages start as soon as this one completes: a backend may then leave its agent's shutdown to the background. */
   stagesFollow?: boolean;
+  /**
+   * The id of the key that signed the run, as the worker verified it when the run started (workers with
+   * `AGENT_PIPELINE_TRUSTED_KEYS`); absent for a run no worker verified. Set by the workflow, never by the run's input.
+   */
+  runSignedBy?: string;
 }
 
 /**

@@ -60,6 +60,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
     askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
+    runSignedBy: input.signedBy,
     prewarm: input.prewarm?.length
       ? () =>
           prewarmTargets(input.prewarm!, {

@@ -1,129 +1,18 @@
-import { execa } from 'execa';
 import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
-import { stageMayUseBash } from '../../../pipeline/stage-tools.js';
 import { stageFailure } from '../../failures.js';
-import { findExecutable } from '../../process/find-executable.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
+import { decideSandbox, type RunSigning, type SandboxDecision } from './sandbox-decision.js';
+import { checkSandboxHost, type SandboxHost } from './sandbox-host.js';
+import { SANDBOX_VARIABLE, sandboxRequired, type SandboxMode } from './sandbox-mode.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
  * then the pipeline's `sandbox` options, then what the worker enforces, merged in that order so the later wins. It is
  * written with mode 0600 next to the stage's other files; neither it nor its content ever reaches the command line.
  */
-
-/** `AGENT_PIPELINE_SANDBOX`: whether a worker insists on Claude Code's sandbox. */
-export const SANDBOX_MODES = ['required', 'auto', 'off'] as const;
-export type SandboxMode = (typeof SANDBOX_MODES)[number];
-
-/** The worker setting naming the sandbox mode. */
-export const SANDBOX_VARIABLE = 'AGENT_PIPELINE_SANDBOX';
-
-/** What the sandbox needs on Linux (Debian package names, which are also the command names). */
-export const SANDBOX_PACKAGES = ['bubblewrap', 'socat'] as const;
-/** How to install them on Debian or Ubuntu. */
-export const SANDBOX_INSTALL = 'apt-get install -y bubblewrap socat';
-
-/**
- * Reads `AGENT_PIPELINE_SANDBOX`. @default `auto`
- * @throws Error naming the variable, its value and what is allowed
- */
-export function sandboxModeFromEnv(env: NodeJS.ProcessEnv): SandboxMode {
-  const raw = (env[SANDBOX_VARIABLE] ?? '').trim().toLowerCase();
-  if (raw === '') return 'auto';
-  if ((SANDBOX_MODES as readonly string[]).includes(raw)) return raw as SandboxMode;
-  throw new Error(`[CONFIG_INVALID] ${SANDBOX_VARIABLE}=${env[SANDBOX_VARIABLE]} is not one of ${SANDBOX_MODES.join(', ')}; unset it for the default (auto)`);
-}
-
-/** The sandbox's programs missing on this host (always none outside Linux: macOS has Seatbelt built in). */
-export async function missingSandboxPackages(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<string[]> {
-  if (platform !== 'linux') return [];
-  const commands: Record<(typeof SANDBOX_PACKAGES)[number], string> = { bubblewrap: 'bwrap', socat: 'socat' };
-  const found = await Promise.all(SANDBOX_PACKAGES.map(async (pkg) => ((await findExecutable(commands[pkg], env)) ? undefined : pkg)));
-  return found.filter((pkg): pkg is (typeof SANDBOX_PACKAGES)[number] => pkg !== undefined);
-}
-
-/**
- * Whether bubblewrap can make the namespaces the sandbox needs on this host: a container's default seccomp profile, a
- * masked /proc or a kernel that restricts unprivileged user namespaces stops it even with the packages installed.
- * Resolves to what bubblewrap said when it could not, else undefined (also outside Linux).
- */
-export async function probeSandbox(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<string | undefined> {
-  if (platform !== 'linux') return undefined;
-  const bwrap = await findExecutable('bwrap', env);
-  if (!bwrap) return 'bubblewrap is not installed';
-  const probe = await execa(bwrap, ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--unshare-all', '--die-with-parent', '--', 'true'], {
-    reject: false,
-    timeout: 10_000,
-    stdin: 'ignore',
-    env: { PATH: env.PATH ?? '' },
-    extendEnv: false,
-  });
-  return probe.exitCode === 0 ? undefined : (String(probe.stderr).trim().split('\n').at(-1) ?? '') || `bwrap exited with code ${probe.exitCode}`;
-}
-
-/** What a host offers the sandbox: the packages it lacks, or why bubblewrap cannot make its namespaces there. */
-export interface SandboxHost {
-  missing: string[];
-  refused?: string;
-}
-
-/** Checks a host: its packages, then (with them) whether bubblewrap can start there. */
-export async function checkSandboxHost(env: NodeJS.ProcessEnv, platform: NodeJS.Platform = process.platform): Promise<SandboxHost> {
-  const missing = await missingSandboxPackages(env, platform);
-  if (missing.length > 0) return { missing };
-  const refused = await probeSandbox(env, platform);
-  return refused ? { missing, refused } : { missing };
-}
-
-/** A check of the host made once, when first asked, for a worker's life: the host does not change under it. */
-export function sandboxHostOnce(env: NodeJS.ProcessEnv): () => Promise<SandboxHost> {
-  let checked: Promise<SandboxHost> | undefined;
-  return () => (checked ??= checkSandboxHost(env));
-}
-
-/** What the worker decided about one attempt's sandbox. */
-export interface SandboxDecision {
-  /** Whether the settings turn the sandbox on. */
-  enabled: boolean;
-  /** Said in the stage result (and so in `status`) when the stage runs with less than it asked for. */
-  warnings: string[];
-  /** With `required`: why the host cannot sandbox the stage, which fails it (`SANDBOX_UNAVAILABLE`). */
-  unavailable?: { reason: string; missing: string[] };
-}
-
-/** Why a host cannot sandbox, in words, with what to do. */
-function describeUnavailable(host: SandboxHost): string | undefined {
-  if (host.missing.length > 0) return `${host.missing.join(' and ')} ${host.missing.length > 1 ? 'are' : 'is'} not installed on the worker`;
-  if (host.refused) return `bubblewrap cannot create the sandbox's namespaces on the worker (${host.refused})`;
-  return undefined;
-}
-
-/** Decides whether an attempt is sandboxed, from the worker's mode, the stage's option and the host. */
-export function decideSandbox(stage: ResolvedStage, mode: SandboxMode, host: SandboxHost): SandboxDecision {
-  const option = stage.sandbox;
-  const asked = option === undefined ? stageMayUseBash(stage) : typeof option === 'boolean' ? option : option.enabled !== false;
-  const unavailable = describeUnavailable(host);
-  if (mode === 'off') return { enabled: false, warnings: [] };
-  if (mode === 'required') {
-    // A stage that cannot run Bash has nothing to sandbox: it is never failed for the host, and not slowed by the
-    // sandbox's start-up (its proxy adds about 0.1 s to every agent's start) unless the pipeline asks for it.
-    if (!stageMayUseBash(stage)) return { enabled: option !== undefined && asked && unavailable === undefined, warnings: [] };
-    const warnings = asked ? [] : [`the worker requires the sandbox (${SANDBOX_VARIABLE}=required), so the stage's \`sandbox: false\` was overruled`];
-    return { enabled: true, warnings, ...(unavailable ? { unavailable: { reason: unavailable, missing: host.missing } } : {}) };
-  }
-  if (!asked) return { enabled: false, warnings: [] };
-  if (unavailable) {
-    const fix = host.missing.length > 0 ? `install with \`${SANDBOX_INSTALL}\`` : 'see docs/deployment.md for containers';
-    return {
-      enabled: false,
-      warnings: [`the agent's Bash ran WITHOUT Claude Code's sandbox: ${unavailable} (${fix}, or set ${SANDBOX_VARIABLE}=required to fail such stages instead)`],
-    };
-  }
-  return { enabled: true, warnings: [] };
-}
 
 type Json = Record<string, unknown>;
 
@@ -148,7 +37,7 @@ const objectAt = (value: unknown): Json => (value !== null && typeof value === '
 /**
  * The merged settings: the operator's, then the pipeline's sandbox options, then the worker's rules. With the sandbox
  * on nothing below weakens it: no unsandboxed escape hatch, Bash still limited by `allowedTools` and the permission
- * mode unless the pipeline asks for `autoAllowBash`, and with `required` the CLI refuses to start without a sandbox.
+ * mode unless the pipeline asks for `autoAllowBash`, and with `required` (or `permissive`) the CLI refuses to start without a sandbox.
  */
 export function mergeAgentSettings(operator: Json, stage: ResolvedStage, decision: SandboxDecision, mode: SandboxMode): Json {
   const option = typeof stage.sandbox === 'object' ? stage.sandbox : {};
@@ -166,9 +55,9 @@ export function mergeAgentSettings(operator: Json, stage: ResolvedStage, decisio
     network: { ...network, allowedDomains },
     allowUnsandboxedCommands: false,
     autoAllowBashIfSandboxed: option.autoAllowBash === true,
-    failIfUnavailable: mode === 'required',
+    failIfUnavailable: sandboxRequired(mode),
   };
-  if (mode === 'required') Object.assign(enforced, REQUIRED_OVERRIDES, { filesystem: { ...objectAt(sandbox.filesystem), disabled: false } });
+  if (sandboxRequired(mode)) Object.assign(enforced, REQUIRED_OVERRIDES, { filesystem: { ...objectAt(sandbox.filesystem), disabled: false } });
   return { ...operator, sandbox: enforced };
 }
 
@@ -210,27 +99,34 @@ export interface AgentSettingsFile {
   sandbox: SandboxDecision;
 }
 
+/** What decides an attempt's sandbox besides its stage: the worker's mode and host, and the run's signature. */
+export interface AttemptSandbox {
+  mode: SandboxMode;
+  /** What the host offers the sandbox (`sandboxHostChecker`). @default checked on every call */
+  host?: () => Promise<SandboxHost>;
+  /** For a stage's `sandbox: false` under `permissive`. @default a worker that requires no signed runs */
+  signing?: RunSigning;
+}
+
 /**
  * Decides the attempt's sandbox, merges its settings and writes them in `stageDir`.
- * @throws the `SANDBOX_UNAVAILABLE` failure when the worker requires the sandbox and the host lacks its packages,
- * `CONFIG_INVALID` when the operator's settings cannot be read
+ * @throws the `SANDBOX_OPT_OUT_REFUSED` failure when the stage says `sandbox: false` where the worker does not allow it,
+ * `SANDBOX_UNAVAILABLE` when the worker requires the sandbox and the host cannot provide it, `CONFIG_INVALID` when
+ * the operator's settings cannot be read
  */
-export async function prepareAgentSettings(
-  stage: ResolvedStage,
-  env: NodeJS.ProcessEnv,
-  mode: SandboxMode,
-  stageDir: string,
-  host: () => Promise<SandboxHost> = () => checkSandboxHost(env),
-): Promise<AgentSettingsFile> {
-  const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host());
+export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, stageDir: string, attempt: AttemptSandbox): Promise<AgentSettingsFile> {
+  const { mode, host = () => checkSandboxHost(env) } = attempt;
+  const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host(), attempt.signing);
+  if (sandbox.refused) throw stageFailure({ type: 'SANDBOX_OPT_OUT_REFUSED', stageId: stage.id, ...sandbox.refused });
   if (sandbox.unavailable) {
     const { reason, missing } = sandbox.unavailable;
-    const install = missing.length > 0 ? `install ${missing.join(' and ')} on the worker (\`apt-get install -y ${missing.join(' ')}\` on Debian or Ubuntu) and restart it` : 'give the worker user namespaces (in a container: docs/deployment.md)';
+    const install = missing.length > 0 ? `install ${missing.join(' and ')} on the worker (\`apt-get install -y ${missing.join(' ')}\` on Debian or Ubuntu)` : 'give the worker user namespaces (in a container: docs/deployment.md)';
     throw stageFailure({
       type: 'SANDBOX_UNAVAILABLE',
       stageId: stage.id,
-      message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=required), and ${reason}`,
-      hint: `${install}, or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
+      message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=${mode}), and ${reason}`,
+      // The worker checks its host again within seconds: no restart needed once the packages are there.
+      hint: `${install}, then retry the stage; or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
       details: { missingPackages: missing },
     });
   }

@@ -11,7 +11,9 @@ import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-au
 import type { ExitingAgents } from './agent-exits.js';
 import { agentEnvironment, asksMidTurn, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
 import { PromptBridge } from './control-protocol.js';
-import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
+import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
+import type { SandboxHost } from './sandbox-host.js';
+import { DEFAULT_SANDBOX_MODE, type SandboxMode } from './sandbox-mode.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
@@ -51,12 +53,23 @@ export interface ClaudeCliOptions {
   agentTelemetryEnv?: AgentTelemetryEnv;
   /**
    * Claude Code's sandbox around the agents' Bash (`AGENT_PIPELINE_SANDBOX`): `required` fails a stage the host cannot
-   * sandbox, `auto` sandboxes where it can and warns where it cannot, `off` leaves it to the operator's settings.
-   * @default auto
+   * sandbox and refuses a stage's `sandbox: false`; `permissive` honours it; `auto` sandboxes where it can and warns where
+   * it cannot; `off` leaves it to the operator's settings. @default required
    */
   sandbox?: SandboxMode;
-  /** What this host offers the sandbox, checked once per worker (`sandboxHostOnce`). @default checked on every attempt */
+  /** What this host offers the sandbox, as the worker last checked it (`sandboxHostChecker`). @default checked on every attempt */
   sandboxHost?: () => Promise<SandboxHost>;
+  /** Whether the worker requires signed runs: `permissive` then honours `sandbox: false` only in runs signed. @default false */
+  signedRunsOnly?: boolean;
+}
+
+/** The attempt's sandbox inputs: the worker's mode and host, and whether its run was signed. */
+export function attemptSandbox(options: ClaudeCliOptions, runSignedBy: string | undefined): AttemptSandbox {
+  return {
+    mode: options.sandbox ?? DEFAULT_SANDBOX_MODE,
+    host: options.sandboxHost,
+    signing: { required: options.signedRunsOnly === true, signedBy: runSignedBy },
+  };
 }
 
 /**
@@ -162,7 +175,7 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 /** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
-  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost);
+  const settings = await prepareAgentSettings(stage, options.env, stageDir, attemptSandbox(options, request.runSignedBy));
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
@@ -250,7 +263,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
 function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
   const pool = options.warmPool;
   if (!pool || !request.prewarm) return undefined;
-  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto', sandboxHost: options.sandboxHost };
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: attemptSandbox(options, request.runSignedBy) };
   return request
     .prewarm()
     .then((targets) => prewarmStages(pool, targets, context))

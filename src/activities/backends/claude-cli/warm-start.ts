@@ -8,7 +8,7 @@ import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspac
 import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
-import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
+import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
@@ -85,9 +85,8 @@ export interface PrewarmContext {
   killGraceMs: number;
   workspace: RunWorkspace;
   mcpServers?: BackendRequest['mcpServers'];
-  /** The worker's sandbox mode: the waiting process gets the settings file its stage's attempt will write. */
-  sandbox: SandboxMode;
-  sandboxHost?: () => Promise<SandboxHost>;
+  /** The worker's sandbox mode and host, and the run's signature: the waiting process gets the settings file its stage's attempt will write. */
+  sandbox: AttemptSandbox;
 }
 
 /**
@@ -104,8 +103,9 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     if (pool.peek(key) || existsSync(path.join(stageDir, 'agent.lock'))) continue;
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
-    // A stage that cannot start (its sandbox unavailable) is not started ahead of time: its attempt reports why.
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost).catch(() => undefined);
+    // A stage that cannot start (its sandbox unavailable or its `sandbox: false` refused) is not started ahead of time:
+    // its attempt reports why.
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, stageDir, ctx.sandbox).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
