@@ -46,6 +46,8 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     (...args: A): Promise<R> =>
       secrets.run(() => activity(...args));
   const { checkRunTrust, verifyDecision } = createTrustActivities(deps.trust ?? TRUST_EVERYONE);
+  // Its agents may not read the root's other runs nor the worker's reserved folder there (agent-reads.ts).
+  const cli: ClaudeCliOptions = { ...deps.cli, workspacesRoot: deps.cli.workspacesRoot ?? deps.workspacesRoot };
   return {
     checkRunInput: withSecrets(checkRunInput),
     checkRunTrust: withSecrets(checkRunTrust),
@@ -58,7 +60,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
         backends: {
           ...deps.extraBackends,
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.
-          'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, deps.cli)),
+          'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, cli)),
           'anthropic-api': (request) => runAnthropicApi(request, deps.api),
         },
       }),

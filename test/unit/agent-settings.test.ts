@@ -10,6 +10,7 @@ import {
   probeSandbox,
   sandboxModeFromEnv,
 } from '../../src/activities/backends/claude-cli/agent-settings.js';
+import type { AgentReadScope } from '../../src/activities/backends/claude-cli/agent-reads.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
@@ -20,6 +21,14 @@ const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
   return resolveStage({ name: 'p', stages: [full] }, full);
 };
 const BASH = { allowedTools: ['Read', 'Bash'] };
+/** Where an attempt whose bookkeeping is `stageDir` works: a run folder in the test's folder. */
+const scopeIn = (stageDir: string): AgentReadScope => ({
+  workspaceDir: path.join(scratch, 'run'),
+  addDirs: [],
+  workspacesRoot: scratch,
+  claudeConfigDir: path.join(scratch, 'run', '.agent-pipeline', 'claude'),
+  stageDir,
+});
 const READY = { missing: [] };
 /** This host's missing sandbox packages: the real probe is checked only where they are installed. */
 const missing = await missingSandboxPackages(process.env);
@@ -131,32 +140,32 @@ describe('the settings an attempt gets', () => {
   test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
     const stageDir = path.join(scratch, 'stages', 'work');
     const env = { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) };
-    const first = await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    const first = await prepareAgentSettings(stageOf(BASH), env, 'auto', scopeIn(stageDir));
     expect(first.file).toBe(path.join(stageDir, 'settings.json'));
     expect((await stat(first.file)).mode & 0o777).toBe(0o600);
     const written = JSON.parse(await readFile(first.file, 'utf8')) as typeof operator;
     expect(written.apiKeyHelper).toBe('/usr/local/bin/key');
     const before = (await stat(first.file)).mtimeMs;
     await new Promise((resolve) => setTimeout(resolve, 20));
-    await prepareAgentSettings(stageOf(BASH), env, 'auto', stageDir);
+    await prepareAgentSettings(stageOf(BASH), env, 'auto', scopeIn(stageDir));
     expect((await stat(first.file)).mtimeMs).toBe(before);
   });
 
   test('fail a Bash stage with SANDBOX_UNAVAILABLE naming the packages when the worker requires the sandbox', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, 'required', path.join(scratch, 'stages', 'b')).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, 'required', scopeIn(path.join(scratch, 'stages', 'b'))).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
     expect((failure as Error).message).toContain('socat is not installed');
     expect((failure as Error).message).toContain('apt-get install -y socat');
     // Packages there, namespaces refused (a container's defaults): failed too, pointing at the container settings.
     const refusedHost = async () => ({ missing: [], refused: 'bwrap: No permissions to creating new namespace' });
-    const refused = await prepareAgentSettings(stageOf(BASH), process.env, 'required', path.join(scratch, 'stages', 'b'), refusedHost).catch((err: unknown) => err as Error);
+    const refused = await prepareAgentSettings(stageOf(BASH), process.env, 'required', scopeIn(path.join(scratch, 'stages', 'b')), refusedHost).catch((err: unknown) => err as Error);
     expect(refused).toMatchObject({ type: 'SANDBOX_UNAVAILABLE' });
     expect((refused as Error).message).toContain('No permissions to creating new namespace');
     expect((refused as Error).message).toContain('docs/deployment.md');
   });
 
   test('name the variable when the operator\'s settings are not JSON', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', path.join(scratch, 'stages', 'c')).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, 'auto', scopeIn(path.join(scratch, 'stages', 'c'))).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
     expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
   });
@@ -192,5 +201,47 @@ describe('the start-up probe', () => {
     await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\necho "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n', { mode: 0o755 });
     expect(await probeSandbox({ PATH: noSandboxPath }, 'linux')).toBe('bwrap: setting up uid map: Permission denied');
     if (missing.length === 0) expect(await probeSandbox(process.env)).toBeUndefined();
+  });
+});
+
+describe('what an agent may read', () => {
+  const home = '/home/worker';
+  const settingsFor = async (env: NodeJS.ProcessEnv, scope: AgentReadScope = scopeIn(path.join(scratch, 'run', '.agent-pipeline', 'stages', 'r'))) => {
+    const written = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, ...env }, 'auto', scope, async () => READY);
+    return JSON.parse(await readFile(written.file, 'utf8')) as { permissions: { deny: string[]; blockFileToolReadsOutsideWorkingDirectories: boolean }; sandbox: { filesystem: { denyRead: string[]; allowRead: string[] } } };
+  };
+
+  test("keeps the file tools to the working folders and out of the worker's home, its credentials, other runs and the run's bookkeeping", async () => {
+    const settings = await settingsFor({
+      HOME: home,
+      TEMPORAL_TLS_CLIENT_KEY_PATH: '/etc/temporal/client.key',
+      AGENT_PIPELINE_SIGNING_KEY_FILE: '/etc/agent-pipeline/signing.key',
+      AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify({ permissions: { deny: ['Bash(rm:*)'] } }),
+    });
+    const { deny, blockFileToolReadsOutsideWorkingDirectories } = settings.permissions;
+    expect(blockFileToolReadsOutsideWorkingDirectories).toBe(true);
+    expect(deny).toEqual(expect.arrayContaining([
+      'Bash(rm:*)',
+      `Read(/${home}/**)`, `Read(/${home}/.ssh/**)`, `Read(/${home}/.config/gh/**)`, `Read(/${home}/.claude.json)`,
+      'Read(//etc/temporal/client.key)', 'Read(//etc/agent-pipeline/signing.key)',
+      `Read(/${path.join(scratch, 'run', '.agent-pipeline', 'claude', '.credentials.json')})`,
+      `Read(/${path.join(scratch, 'run', '.agent-pipeline', 'stages')}/**)`,
+    ]));
+    // The workspaces root holds the agent's own folder: a deny rule would shut it out of its own work. The block on
+    // reads outside the working folders keeps the file tools out of the other runs instead.
+    expect(deny.filter((rule) => rule.startsWith(`Read(/${scratch})`) || rule.startsWith(`Read(/${scratch}/**)`))).toEqual([]);
+    // Bash: the same folders hidden by the sandbox, the working folder let back through.
+    expect(settings.sandbox.filesystem.denyRead).toEqual(expect.arrayContaining([home, `${home}/.ssh`, scratch, '/etc/temporal/client.key']));
+    expect(settings.sandbox.filesystem.allowRead).toEqual([path.join(scratch, 'run')]);
+  });
+
+  test('writes no deny rule over a home that holds the workspaces, nor denies a home of /', async () => {
+    const held = await settingsFor({ HOME: path.dirname(scratch) });
+    expect(held.permissions.deny).not.toContain(`Read(/${path.dirname(scratch)}/**)`);
+    expect(held.permissions.deny).toContain(`Read(/${path.dirname(scratch)}/.ssh/**)`);
+    expect(held.sandbox.filesystem.denyRead).toContain(path.dirname(scratch));
+    const root = await settingsFor({ HOME: '/' });
+    expect(root.sandbox.filesystem.denyRead).not.toContain('/');
+    expect(root.permissions.deny).toContain('Read(//.ssh/**)');
   });
 });

@@ -7,6 +7,7 @@ import { stageMayUseBash } from '../../../pipeline/stage-tools.js';
 import { stageFailure } from '../../failures.js';
 import { findExecutable } from '../../process/find-executable.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
+import { applyReadLimits, readLimitsFor, type AgentReadScope } from './agent-reads.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -211,7 +212,8 @@ export interface AgentSettingsFile {
 }
 
 /**
- * Decides the attempt's sandbox, merges its settings and writes them in `stageDir`.
+ * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works) and
+ * writes them in the stage's folder.
  * @throws the `SANDBOX_UNAVAILABLE` failure when the worker requires the sandbox and the host lacks its packages,
  * `CONFIG_INVALID` when the operator's settings cannot be read
  */
@@ -219,7 +221,7 @@ export async function prepareAgentSettings(
   stage: ResolvedStage,
   env: NodeJS.ProcessEnv,
   mode: SandboxMode,
-  stageDir: string,
+  scope: AgentReadScope,
   host: () => Promise<SandboxHost> = () => checkSandboxHost(env),
 ): Promise<AgentSettingsFile> {
   const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host());
@@ -240,6 +242,7 @@ export async function prepareAgentSettings(
   } catch (err) {
     throw stageFailure({ type: 'CONFIG_INVALID', stageId: stage.id, message: (err as Error).message, hint: `fix ${SETTINGS_VARIABLE} in the environment of the worker and restart it` });
   }
-  const file = await writeAgentSettings(stageDir, mergeAgentSettings(operator, stage, sandbox, mode));
+  const settings = applyReadLimits(mergeAgentSettings(operator, stage, sandbox, mode), await readLimitsFor(env, scope), sandbox.enabled);
+  const file = await writeAgentSettings(scope.stageDir, settings);
   return { file, sandbox };
 }

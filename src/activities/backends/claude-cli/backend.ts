@@ -12,6 +12,7 @@ import type { ExitingAgents } from './agent-exits.js';
 import { agentEnvironment, asksMidTurn, buildCliArgs, streamJsonPrompt, type CliFiles } from './args.js';
 import { PromptBridge } from './control-protocol.js';
 import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
+import { readScopeOf } from './agent-reads.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
@@ -57,6 +58,11 @@ export interface ClaudeCliOptions {
   sandbox?: SandboxMode;
   /** What this host offers the sandbox, checked once per worker (`sandboxHostOnce`). @default checked on every attempt */
   sandboxHost?: () => Promise<SandboxHost>;
+  /**
+   * The worker's workspaces root, whose other runs and reserved folder its agents may not read.
+   * @default the folder holding the run's folder
+   */
+  workspacesRoot?: string;
 }
 
 /**
@@ -162,7 +168,8 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 /** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
-  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost);
+  const scope = readScopeOf(workspace, stage.id, request.addDirs, options.workspacesRoot);
+  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', scope, options.sandboxHost);
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
@@ -250,7 +257,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
 function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
   const pool = options.warmPool;
   if (!pool || !request.prewarm) return undefined;
-  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto', sandboxHost: options.sandboxHost };
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: options.sandbox ?? 'auto', sandboxHost: options.sandboxHost, workspacesRoot: options.workspacesRoot };
   return request
     .prewarm()
     .then((targets) => prewarmStages(pool, targets, context))

@@ -9,6 +9,7 @@ import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
 import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
+import { readScopeOf } from './agent-reads.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
@@ -88,6 +89,8 @@ export interface PrewarmContext {
   /** The worker's sandbox mode: the waiting process gets the settings file its stage's attempt will write. */
   sandbox: SandboxMode;
   sandboxHost?: () => Promise<SandboxHost>;
+  /** The worker's workspaces root (see `ClaudeCliOptions.workspacesRoot`): part of the read limits in the settings file. */
+  workspacesRoot?: string;
 }
 
 /**
@@ -105,7 +108,8 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable) is not started ahead of time: its attempt reports why.
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost).catch(() => undefined);
+    const scope = readScopeOf(ctx.workspace, stage.id, target.addDirs, ctx.workspacesRoot);
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, scope, ctx.sandboxHost).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
