@@ -3,7 +3,8 @@ import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { withAgentSlot } from './backends/claude-cli/key-slot.js';
-import { checkRunInput } from './check-run-input.js';
+import { createCheckRunInput } from './check-run-input.js';
+import { sandboxAllowLocalFromEnv } from '../config.js';
 import { createTrustActivities } from './check-trust.js';
 import { TRUST_EVERYONE, trustSecretValues, type WorkerTrust } from '../trust/worker-trust.js';
 import { createCloseWorkspace } from './close-workspace.js';
@@ -49,7 +50,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
   // Its agents may not read the root's other runs nor the worker's reserved folder there (agent-reads.ts).
   const cli: ClaudeCliOptions = { ...deps.cli, workspacesRoot: deps.cli.workspacesRoot ?? deps.workspacesRoot };
   return {
-    checkRunInput: withSecrets(checkRunInput),
+    checkRunInput: withSecrets(createCheckRunInput({ allowLocalHosts: sandboxAllowLocalFromEnv(deps.cli.env) })),
     checkRunTrust: withSecrets(checkRunTrust),
     verifyDecision: withSecrets(verifyDecision),
     // A stage with `limits:` holds its keys while an attempt runs; without, the stage runs as it did.

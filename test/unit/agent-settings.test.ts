@@ -204,6 +204,58 @@ describe('the start-up probe', () => {
   });
 });
 
+describe('loopback and link-local hosts in `sandbox.allowedDomains`', () => {
+  const REFUSED = [
+    'localhost', 'LOCALHOST.', 'ui.localhost', '*.localhost', 'localhost.localdomain', 'ip6-localhost',
+    '127.0.0.1', '127.1', '0x7f.0.0.1', '0177.0.0.1', '2130706433', '0x7f000001', '127.255.255.254', '0.0.0.0', '0',
+    '::1', '[::1]', '::', '0:0:0:0:0:0:0:1', '[::ffff:127.0.0.1]', '::ffff:7f00:1', '::127.0.0.1', '64:ff9b::7f00:1',
+    '169.254.169.254', '169.254.0.1', '0xa9.0xfe.0xa9.0xfe', 'fe80::1', '[fe80::abcd]', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200',
+    'metadata.google.internal', '*.google.internal', '*.internal', 'metadata', 'instance-data', 'metadata.goog',
+    // Names without a domain resolve on the worker's own network: compose's services.
+    'temporal', 'codec-server',
+  ];
+  const ACCEPTED = ['github.com', '*.npmjs.org', 'registry.npmjs.org', '140.82.112.3', '10.0.0.5', '2001:db8::1', '128.0.0.1', '169.255.0.1', '127.example.com', '0x7f.example.com', '*.githubusercontent.com'];
+
+  test('are recognised in every spelling the sandbox would dial, and real hosts are not', async () => {
+    const { describeLocalHost } = await import('../../src/pipeline/local-hosts.js');
+    for (const host of REFUSED) expect(describeLocalHost(host), host).toBeDefined();
+    for (const host of ACCEPTED) expect(describeLocalHost(host), host).toBeUndefined();
+  });
+
+  test('are refused by validate (and so start) naming the field and the value, unless AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL allows them', async () => {
+    const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
+    const definition = {
+      name: 'loopback',
+      defaults: { sandbox: { allowedDomains: ['169.254.169.254'] } },
+      stages: [{ id: 'probe', prompt: 'Probe.', allowedTools: ['Bash'], sandbox: { allowedDomains: ['github.com', '0x7f.0.0.1'] } }],
+    };
+    const refused = await validatePipeline(definition, { baseDir: scratch, allowLocalHosts: false });
+    expect(refused.problems.map((p) => p.field)).toEqual(['defaults.sandbox.allowedDomains[0]', 'stages[0].sandbox.allowedDomains[1]']);
+    expect(refused.problems[1]!.message).toMatch(/^"0x7f\.0\.0\.1" is a loopback address .*AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1/);
+    expect((await validatePipeline(definition, { baseDir: scratch, allowLocalHosts: true })).problems).toEqual([]);
+  });
+
+  test("are refused by the worker's check of a run's input (a raw start skips validate), unless it allows them", async () => {
+    const { findRunInputProblems, RUN_INPUT_VERSION } = await import('../../src/pipeline/run-input.js');
+    const input = { version: RUN_INPUT_VERSION, baseDir: '/p', pipelineFile: 'p.yaml', inputs: {}, pipeline: { name: 'p', stages: [{ id: 'a', prompt: 'x', sandbox: { allowedDomains: ['[::ffff:127.0.0.1]'] } }] } };
+    expect(findRunInputProblems(input)).toEqual([{ path: 'pipeline.stages[0].sandbox.allowedDomains[0]', message: expect.stringContaining('"[::ffff:127.0.0.1]" is a loopback address') }]);
+    expect(findRunInputProblems(input, { allowLocalHosts: true })).toEqual([]);
+  });
+
+  test('fail the stage on the worker with CONFIG_INVALID naming the host and the setting; allowed, the settings list it', async () => {
+    const stage = stageOf({ ...BASH, sandbox: { allowedDomains: ['localhost'] } });
+    const env = { PATH: process.env.PATH };
+    const failure = await prepareAgentSettings(stage, env, 'auto', scopeIn(path.join(scratch, 'stages', 'local'))).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
+    expect((failure as Error).message).toMatch(/sandbox\.allowedDomains names "localhost" .*AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1/);
+    const allowed = await prepareAgentSettings(stage, { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1' }, 'auto', scopeIn(path.join(scratch, 'stages', 'local')), async () => READY);
+    expect(JSON.parse(await readFile(allowed.file, 'utf8'))).toMatchObject({ sandbox: { network: { allowedDomains: ['localhost'] } } });
+    await expect(prepareAgentSettings(stage, { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: 'yes' }, 'auto', scopeIn(path.join(scratch, 'stages', 'local')))).rejects.toThrow(
+      /AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=yes is not 1 or 0/,
+    );
+  });
+});
+
 describe('what an agent may read', () => {
   const home = '/home/worker';
   const settingsFor = async (env: NodeJS.ProcessEnv, scope: AgentReadScope = scopeIn(path.join(scratch, 'run', '.agent-pipeline', 'stages', 'r'))) => {

@@ -8,6 +8,7 @@ import { stageFailure } from '../../failures.js';
 import { findExecutable } from '../../process/find-executable.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
 import { applyReadLimits, readLimitsFor, type AgentReadScope } from './agent-reads.js';
+import { refuseLocalHosts } from './sandbox-network.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -215,7 +216,7 @@ export interface AgentSettingsFile {
  * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works) and
  * writes them in the stage's folder.
  * @throws the `SANDBOX_UNAVAILABLE` failure when the worker requires the sandbox and the host lacks its packages,
- * `CONFIG_INVALID` when the operator's settings cannot be read
+ * `CONFIG_INVALID` when the operator's settings cannot be read or the stage lists a local host the worker refuses
  */
 export async function prepareAgentSettings(
   stage: ResolvedStage,
@@ -224,6 +225,7 @@ export async function prepareAgentSettings(
   scope: AgentReadScope,
   host: () => Promise<SandboxHost> = () => checkSandboxHost(env),
 ): Promise<AgentSettingsFile> {
+  refuseLocalHosts(stage, env);
   const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host());
   if (sandbox.unavailable) {
     const { reason, missing } = sandbox.unavailable;
