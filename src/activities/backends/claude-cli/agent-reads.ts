@@ -35,7 +35,10 @@ export interface AgentReadScope {
   claudeConfigDir: string;
   /** The stage's bookkeeping folder: its parent holds every stage's settings (the operator's among them) and transcripts. */
   stageDir: string;
-  /** For a git worktree, the repository's git directory (`<repo>/.git`): the agent's own `git status` reads it. */
+  /**
+   * For a git worktree, the repository's git directory (`<repo>/.git`): the agent's own `git status` reads it. The
+   * pinned CLI lets a worktree's git data through by itself too; listing it keeps that from depending on the release.
+   */
   gitCommonDir?: string;
 }
 
