@@ -2,6 +2,7 @@ import path from 'node:path';
 import { loadClientConnectConfig, type ClientConnectConfig } from '@temporalio/envconfig';
 import { ConfigError } from './errors.js';
 import { DEFAULT_TASK_QUEUE } from './contracts/messages.js';
+import { SANDBOX_ALLOW_LOCAL_VARIABLE } from './pipeline/local-hosts.js';
 
 // Defined with the base errors (src/errors.ts) so bundle/ throws the same class; exported here, where settings are read.
 export { ConfigError };
@@ -59,4 +60,17 @@ export function loadTemporalConnection(env: NodeJS.ProcessEnv = process.env): Cl
  */
 export function extraBackendNames(env: NodeJS.ProcessEnv = process.env): string[] {
   return (env.AGENT_PIPELINE_BACKENDS ?? '').split(',').map((name) => name.trim()).filter(Boolean);
+}
+
+/**
+ * `AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL`: whether pipelines may list loopback and link-local hosts (`localhost`,
+ * `127.0.0.1`, `169.254.169.254`) in `sandbox.allowedDomains`. Workers refuse such pipelines without it; `validate` and
+ * `start` read it too, so that a client of such workers accepts what they run. @default false
+ * @throws ConfigError naming the variable, its value and what it may be
+ */
+export function sandboxAllowLocalFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = (env[SANDBOX_ALLOW_LOCAL_VARIABLE] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new ConfigError(`[CONFIG_INVALID] ${SANDBOX_ALLOW_LOCAL_VARIABLE}=${env[SANDBOX_ALLOW_LOCAL_VARIABLE]} is not 1 or 0; set it to 1 to let pipelines list loopback and link-local hosts, or unset it`);
 }

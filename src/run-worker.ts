@@ -259,6 +259,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     ...worker.options.workerDeploymentOptions?.version,
   });
   await warnOfSandbox(resources.sandboxHost, settings.sandbox, logger);
+  if (settings.sandboxAllowLocal) logger.warn("AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1: pipelines may let agents' Bash reach this host's own services (Temporal, the codec server) and the cloud's metadata service");
   const adopting = adoptFirstBuildInBackground(worker, logger);
   const onSignal = (signal: string): void =>
     logger.info('shutting down: running stages get the grace time, then are cancelled and retried on another worker', { signal, shutdownGraceMs: settings.shutdownGraceMs });

@@ -2,7 +2,7 @@ import { toMilliseconds } from './pipeline/duration.js';
 import { durationSchema } from './pipeline/schema.js';
 import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
 import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
-import { ConfigError } from './config.js';
+import { ConfigError, sandboxAllowLocalFromEnv } from './config.js';
 import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
 import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
@@ -43,6 +43,12 @@ export interface WorkerEnvOptions {
    */
   sandbox: SandboxMode;
   /**
+   * Let pipelines list loopback and link-local hosts (`localhost`, `127.0.0.1`, `169.254.169.254`) in
+   * `sandbox.allowedDomains`, so their agents reach this host's own services (`AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1`).
+   * @default false: such runs fail their input check, and such stages `CONFIG_INVALID`
+   */
+  sandboxAllowLocal: boolean;
+  /**
    * Limits on the worker's `ANTHROPIC_API_KEY`, shared with every worker using the key (`AGENT_PIPELINE_API_REQUESTS_PER_MINUTE`,
    * `AGENT_PIPELINE_API_CONCURRENT_REQUESTS`); unset, none. See docs/rate-limits.md.
    */
@@ -75,6 +81,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     prewarm: readWarmStart(env),
     allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
     sandbox: readSetting(() => sandboxModeFromEnv(env)),
+    sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),
   };
 }

@@ -3,7 +3,8 @@ import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { withAgentSlot } from './backends/claude-cli/key-slot.js';
-import { checkRunInput } from './check-run-input.js';
+import { createCheckRunInput } from './check-run-input.js';
+import { sandboxAllowLocalFromEnv } from '../config.js';
 import { createTrustActivities } from './check-trust.js';
 import { TRUST_EVERYONE, trustSecretValues, type WorkerTrust } from '../trust/worker-trust.js';
 import { createCloseWorkspace } from './close-workspace.js';
@@ -48,10 +49,11 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
   const trust = deps.trust ?? TRUST_EVERYONE;
   const { checkRunTrust, verifyDecision } = createTrustActivities(trust);
   // Whether `AGENT_PIPELINE_SANDBOX=permissive` honours a stage's `sandbox: false` in unsigned runs too: decided by the
-  // same key list that checks the runs' signatures, so the two can never disagree.
-  const cli: ClaudeCliOptions = { ...deps.cli, signedRunsOnly: trust.runKeys.size > 0 };
+  // same key list that checks the runs' signatures, so the two can never disagree. Its agents may not read the root's
+  // other runs nor the worker's reserved folder there (agent-reads.ts).
+  const cli: ClaudeCliOptions = { ...deps.cli, signedRunsOnly: trust.runKeys.size > 0, workspacesRoot: deps.cli.workspacesRoot ?? deps.workspacesRoot };
   return {
-    checkRunInput: withSecrets(checkRunInput),
+    checkRunInput: withSecrets(createCheckRunInput({ allowLocalHosts: sandboxAllowLocalFromEnv(deps.cli.env) })),
     checkRunTrust: withSecrets(checkRunTrust),
     verifyDecision: withSecrets(verifyDecision),
     // A stage with `limits:` holds its keys while an attempt runs; without, the stage runs as it did.

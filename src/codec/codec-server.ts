@@ -9,7 +9,9 @@ import { decodePayloads, encodePayloads } from './data-converter.js';
  * `POST /encode` take `{"payloads": [...]}` (payloads in protobuf JSON: metadata values and data in base64) and answer
  * the same shape, run through the codecs. The UI calls it from the person's browser, with the `X-Namespace` header and
  * a CORS preflight; only the configured origin is answered with CORS headers. With a token, every request must carry
- * `Authorization: Bearer <token>`.
+ * `Authorization: Bearer <token>`. Every request must name, in its Host header, a host the server was started for
+ * (`allowedHosts`): a web page whose name was pointed at 127.0.0.1 (DNS rebinding) sends its own name there and gets
+ * 421, as does a request relayed by a proxy that names the host it dialled (the sandbox's proxy does).
  */
 
 export interface CodecServerOptions {
@@ -22,6 +24,12 @@ export interface CodecServerOptions {
   origin?: string;
   /** A bearer token every request must carry. */
   token?: string;
+  /**
+   * The names the server answers to in the Host header, each `host` or `host:port` (without a port: the port it listens
+   * on); others get 421. `localhost`, `127.0.0.1` and `[::1]` at its port always, and `host` when it names one address.
+   * @default none besides those
+   */
+  allowedHosts?: readonly string[];
   /** Largest request body. @unit bytes @default 16 MiB */
   maxBodyBytes?: number;
 }
@@ -92,7 +100,40 @@ function corsHeaders(request: http.IncomingMessage, origin: string | undefined):
   };
 }
 
-async function handle(request: http.IncomingMessage, options: CodecServerOptions): Promise<{ status: number; body?: unknown }> {
+/** Addresses that mean "every interface": a Host header never names them. */
+const ANY_ADDRESS = new Set(['0.0.0.0', '::', '[::]', '']);
+
+/** `host:port` as a Host header names it: lower case, an IPv6 address in brackets, the port always written. */
+function hostKey(name: string, defaultPort: number): string {
+  let host = name.trim().toLowerCase();
+  let port = String(defaultPort);
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    if (host.slice(end + 1).startsWith(':')) port = host.slice(end + 2);
+    host = host.slice(0, end + 1);
+  } else if (host.includes(':') && host.indexOf(':') === host.lastIndexOf(':')) {
+    [host, port] = host.split(':') as [string, string];
+  } else if (host.includes(':')) {
+    // A bare IPv6 address, as `--host ::1` names it.
+    host = `[${host}]`;
+  }
+  return `${host.replace(/\.$/, '')}:${port}`;
+}
+
+/** The Host header values the server answers: the defaults and the configured names, at the port it listens on. */
+export function allowedHostKeys(options: Pick<CodecServerOptions, 'host' | 'allowedHosts'>, port: number): Set<string> {
+  const listening = options.host ?? '127.0.0.1';
+  const names = ['localhost', '127.0.0.1', '[::1]', ...(ANY_ADDRESS.has(listening) ? [] : [listening]), ...(options.allowedHosts ?? [])];
+  return new Set(names.map((name) => hostKey(name, port)));
+}
+
+async function handle(request: http.IncomingMessage, options: CodecServerOptions, hosts: ReadonlySet<string>): Promise<{ status: number; body?: unknown }> {
+  // Before anything else, the preflight included: a browser talking to another name than ours is a page that rebound
+  // its own name to this address, and a proxy's relayed request names what it dialled.
+  const host = request.headers.host;
+  if (!host || !hosts.has(hostKey(host, 80))) {
+    throw new HttpError(421, `this codec server answers only requests for ${[...hosts].join(', ')}; start it with --allowed-host NAME for a name the Web UI uses`);
+  }
   // A preflight carries no credentials by the Fetch standard: it is answered before the token is checked.
   if (request.method === 'OPTIONS') return { status: 204 };
   if (!authorized(request, options.token)) throw new HttpError(401, 'missing or wrong bearer token');
@@ -118,9 +159,11 @@ async function handle(request: http.IncomingMessage, options: CodecServerOptions
 
 /** Starts the codec server; resolves once it listens. */
 export async function startCodecServer(options: CodecServerOptions): Promise<CodecServer> {
+  // Known once the server listens (port 0 picks one); until then no Host is accepted.
+  let hosts: ReadonlySet<string> = new Set();
   const server = http.createServer((request, response) => {
     const cors = corsHeaders(request, options.origin);
-    handle(request, options).then(
+    handle(request, options, hosts).then(
       ({ status, body }) => {
         response.writeHead(status, { ...cors, ...(body ? { 'Content-Type': 'application/json' } : {}) });
         response.end(body ? JSON.stringify(body) : undefined);
@@ -138,6 +181,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
     server.listen(options.port ?? 8888, host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
+  hosts = allowedHostKeys(options, port);
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,

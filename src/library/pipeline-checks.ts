@@ -5,6 +5,7 @@ import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
+import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
@@ -60,6 +61,15 @@ export class PipelineChecks {
     if (dir !== undefined && listTemplateVariables(dir).length === 0 && !(await isDirectory(path.resolve(baseDir, dir)))) {
       this.problemAt(['workspace', 'dir'], `folder ${path.resolve(baseDir, dir)} does not exist; \`workspace.dir\` names an existing folder (the worker never creates it)`);
     }
+  }
+
+  /**
+   * Hosts of `sandbox.allowedDomains` that are this machine or its link-local network (`localhost`, `127.1`,
+   * `169.254.169.254`): refused unless `allowLocal` (AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL), as the workers refuse them.
+   */
+  checkSandboxHosts(allowLocal: boolean): void {
+    if (allowLocal) return;
+    for (const entry of findLocalHosts(this.pipeline)) this.problemAt(entry.path, localHostMessage(entry));
   }
 
   /** The templates filled once per run: the workspace branch (when the run starts) and the pull request (at the end). */

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { extraBackendNames } from '../config.js';
+import { extraBackendNames, sandboxAllowLocalFromEnv } from '../config.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
@@ -30,6 +30,11 @@ export interface ValidateOptions {
    * the pipeline itself and its inline templates, for files that only the workers' host has. @default true
    */
   checkFiles?: boolean;
+  /**
+   * Accept loopback and link-local hosts (`localhost`, `127.0.0.1`, `169.254.169.254`) in `sandbox.allowedDomains`, as
+   * workers with `AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1` do. @default that variable of this process's environment
+   */
+  allowLocalHosts?: boolean;
 }
 
 /**
@@ -49,7 +54,7 @@ export async function validatePipeline(source: PipelineSource<string>, options: 
 }
 
 /** {@link validatePipeline} for a pipeline file; paths in it resolve against its folder. */
-export async function validatePipelineFile(file: string, options: Pick<ValidateOptions, 'backends' | 'checkFiles'> = {}): Promise<ValidationReport> {
+export async function validatePipelineFile(file: string, options: Pick<ValidateOptions, 'backends' | 'checkFiles' | 'allowLocalHosts'> = {}): Promise<ValidationReport> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -73,6 +78,7 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
   const checks = new PipelineChecks(pipeline, file, baseDir, text, options.checkFiles ?? true);
   if (options.checkFiles ?? true) await checks.checkPipelineFiles();
   checks.checkRunTemplates();
+  checks.checkSandboxHosts(options.allowLocalHosts ?? sandboxAllowLocalFromEnv());
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
   return { file, pipeline, problems: checks.problems, notes: checks.notes };
 }

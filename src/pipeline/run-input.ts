@@ -7,6 +7,7 @@ import { describeIssues } from './issue-messages.js';
 import { pipelineSchema } from './schema.js';
 import type { RunInputProblem } from './run-input-problems.js';
 import { findSemanticProblems } from './semantic-checks.js';
+import { findLocalHosts, localHostMessage } from './local-hosts.js';
 import { objectInputNames, parseObjectInput } from './object-inputs.js';
 
 /*
@@ -58,6 +59,11 @@ export interface RunInputCheckOptions {
   backends?: readonly string[];
   /** The run (workflow) id, checked as `start` checks it: `.`, `..` and empty would name a folder, not a run. */
   runId?: string;
+  /**
+   * Accept loopback and link-local hosts in `sandbox.allowedDomains` (the worker's AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL).
+   * @default false: a raw start skips our client's `validate`, so the worker refuses them itself
+   */
+  allowLocalHosts?: boolean;
 }
 
 /**
@@ -89,6 +95,8 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   if (graph.length > 0) return graph;
   const semantic = inPipeline(findSemanticProblems(pipeline));
   if (semantic.length > 0) return semantic;
+  const local = options.allowLocalHosts ? [] : inPipeline(findLocalHosts(pipeline).map((entry) => ({ path: entry.path, message: localHostMessage(entry) })));
+  if (local.length > 0) return local;
   return findObjectInputProblems(pipeline.inputs, parsed.data.inputs);
 }
 

@@ -98,6 +98,8 @@ async function runProbe(mode: 'required' | 'off'): Promise<{ output: string; wor
     GH_TOKEN,
     WORKER_DB_PASSWORD: DB_PASSWORD,
     AGENT_PIPELINE_SANDBOX: mode,
+    // The allowed host the probe reaches is a listener on this machine, which pipelines may list only with this setting.
+    AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1',
     AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, `worker-${mode}.health`),
   };
   const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });

@@ -6,6 +6,7 @@ import { mergeAgentSettings, prepareAgentSettings } from '../../src/activities/b
 import { decideSandbox } from '../../src/activities/backends/claude-cli/sandbox-decision.js';
 import { missingSandboxPackages, probeSandbox, sandboxHostChecker, type SandboxHost } from '../../src/activities/backends/claude-cli/sandbox-host.js';
 import { describeSandboxMode, sandboxModeFromEnv } from '../../src/activities/backends/claude-cli/sandbox-mode.js';
+import type { AgentReadScope } from '../../src/activities/backends/claude-cli/agent-reads.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { stageMayUseBash } from '../../src/pipeline/stage-tools.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
@@ -16,6 +17,14 @@ const stageOf = (definition: Partial<StageDefinition>): ResolvedStage => {
   return resolveStage({ name: 'p', stages: [full] }, full);
 };
 const BASH = { allowedTools: ['Read', 'Bash'] };
+/** Where an attempt whose bookkeeping is `stageDir` works: a run folder in the test's folder. */
+const scopeIn = (stageDir: string): AgentReadScope => ({
+  workspaceDir: path.join(scratch, 'run'),
+  addDirs: [],
+  workspacesRoot: scratch,
+  claudeConfigDir: path.join(scratch, 'run', '.agent-pipeline', 'claude'),
+  stageDir,
+});
 const READY = { missing: [] };
 /** This host's missing sandbox packages: the real probe is checked only where they are installed. */
 const missing = await missingSandboxPackages(process.env);
@@ -157,25 +166,25 @@ describe('the settings an attempt gets', () => {
   test('are one 0600 file per stage, never JSON on the command line, rewritten only when they change', async () => {
     const stageDir = path.join(scratch, 'stages', 'work');
     const env = { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) };
-    const first = await prepareAgentSettings(stageOf(BASH), env, stageDir, { mode: 'auto' });
+    const first = await prepareAgentSettings(stageOf(BASH), env, scopeIn(stageDir), { mode: 'auto' });
     expect(first.file).toBe(path.join(stageDir, 'settings.json'));
     expect((await stat(first.file)).mode & 0o777).toBe(0o600);
     const written = JSON.parse(await readFile(first.file, 'utf8')) as typeof operator;
     expect(written.apiKeyHelper).toBe('/usr/local/bin/key');
     const before = (await stat(first.file)).mtimeMs;
     await new Promise((resolve) => setTimeout(resolve, 20));
-    await prepareAgentSettings(stageOf(BASH), env, stageDir, { mode: 'auto' });
+    await prepareAgentSettings(stageOf(BASH), env, scopeIn(stageDir), { mode: 'auto' });
     expect((await stat(first.file)).mtimeMs).toBe(before);
   });
 
   test('fail a Bash stage with SANDBOX_UNAVAILABLE naming the packages when the worker requires the sandbox', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, path.join(scratch, 'stages', 'b'), { mode: 'required' }).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: noSandboxPath }, scopeIn(path.join(scratch, 'stages', 'b')), { mode: 'required' }).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'SANDBOX_UNAVAILABLE', nonRetryable: true });
     expect((failure as Error).message).toContain('socat is not installed');
     expect((failure as Error).message).toContain('apt-get install -y socat');
     // Packages there, namespaces refused (a container's defaults): failed too, pointing at the container settings.
     const refusedHost = async () => ({ missing: [], refused: 'bwrap: No permissions to creating new namespace' });
-    const refused = await prepareAgentSettings(stageOf(BASH), process.env, path.join(scratch, 'stages', 'b'), { mode: 'required', host: refusedHost }).catch((err: unknown) => err as Error);
+    const refused = await prepareAgentSettings(stageOf(BASH), process.env, scopeIn(path.join(scratch, 'stages', 'b')), { mode: 'required', host: refusedHost }).catch((err: unknown) => err as Error);
     expect(refused).toMatchObject({ type: 'SANDBOX_UNAVAILABLE' });
     expect((refused as Error).message).toContain('No permissions to creating new namespace');
     expect((refused as Error).message).toContain('docs/deployment.md');
@@ -183,18 +192,18 @@ describe('the settings an attempt gets', () => {
 
   test('fail a stage whose `sandbox: false` the worker does not allow with SANDBOX_OPT_OUT_REFUSED, writing no settings', async () => {
     const stageDir = path.join(scratch, 'stages', 'optout');
-    const failure = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), process.env, stageDir, { mode: 'required', host: async () => READY }).then(() => new Error('not refused'), (err: unknown) => err as Error);
+    const failure = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), process.env, scopeIn(stageDir), { mode: 'required', host: async () => READY }).then(() => new Error('not refused'), (err: unknown) => err as Error);
     expect(failure).toMatchObject({ type: 'SANDBOX_OPT_OUT_REFUSED', nonRetryable: true });
     expect(failure.message).toMatch(/^\[SANDBOX_OPT_OUT_REFUSED\] stage work: its `sandbox: false`/);
     await expect(stat(path.join(stageDir, 'settings.json'))).rejects.toThrow();
     // `permissive` writes settings that switch the sandbox off, and says so.
-    const honoured = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) }, stageDir, { mode: 'permissive', host: async () => READY });
+    const honoured = await prepareAgentSettings(stageOf({ ...BASH, sandbox: false }), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify(operator) }, scopeIn(stageDir), { mode: 'permissive', host: async () => READY });
     expect(JSON.parse(await readFile(honoured.file, 'utf8'))).toMatchObject({ sandbox: { enabled: false } });
     expect(honoured.sandbox.warnings).toEqual([expect.stringContaining('WITHOUT')]);
   });
 
   test('name the variable when the operator\'s settings are not JSON', async () => {
-    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, path.join(scratch, 'stages', 'c'), { mode: 'auto' }).catch((err: unknown) => err as Error & { type?: string });
+    const failure = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, AGENT_PIPELINE_CLAUDE_SETTINGS: '{ nope' }, scopeIn(path.join(scratch, 'stages', 'c')), { mode: 'auto' }).catch((err: unknown) => err as Error & { type?: string });
     expect(failure).toMatchObject({ type: 'CONFIG_INVALID' });
     expect((failure as Error).message).toContain('AGENT_PIPELINE_CLAUDE_SETTINGS: cannot read its inline JSON');
   });
@@ -285,5 +294,99 @@ describe('the start-up probe', () => {
     await writeFile(path.join(noSandboxPath, 'bwrap'), '#!/bin/sh\necho "bwrap: setting up uid map: Permission denied" >&2\nexit 1\n', { mode: 0o755 });
     expect(await probeSandbox({ PATH: noSandboxPath }, 'linux')).toBe('bwrap: setting up uid map: Permission denied');
     if (missing.length === 0) expect(await probeSandbox(process.env)).toBeUndefined();
+  });
+});
+
+describe('loopback and link-local hosts in `sandbox.allowedDomains`', () => {
+  const REFUSED = [
+    'localhost', 'LOCALHOST.', 'ui.localhost', '*.localhost', 'localhost.localdomain', 'ip6-localhost',
+    '127.0.0.1', '127.1', '0x7f.0.0.1', '0177.0.0.1', '2130706433', '0x7f000001', '127.255.255.254', '0.0.0.0', '0',
+    '::1', '[::1]', '::', '0:0:0:0:0:0:0:1', '[::ffff:127.0.0.1]', '::ffff:7f00:1', '::127.0.0.1', '64:ff9b::7f00:1',
+    '169.254.169.254', '169.254.0.1', '0xa9.0xfe.0xa9.0xfe', 'fe80::1', '[fe80::abcd]', '::ffff:169.254.169.254', 'fd00:ec2::254', '100.100.100.200',
+    'metadata.google.internal', '*.google.internal', '*.internal', 'metadata', 'instance-data', 'metadata.goog',
+    // Names without a domain resolve on the worker's own network: compose's services.
+    'temporal', 'codec-server',
+  ];
+  const ACCEPTED = ['github.com', '*.npmjs.org', 'registry.npmjs.org', '140.82.112.3', '10.0.0.5', '2001:db8::1', '128.0.0.1', '169.255.0.1', '127.example.com', '0x7f.example.com', '*.githubusercontent.com'];
+
+  test('are recognised in every spelling the sandbox would dial, and real hosts are not', async () => {
+    const { describeLocalHost } = await import('../../src/pipeline/local-hosts.js');
+    for (const host of REFUSED) expect(describeLocalHost(host), host).toBeDefined();
+    for (const host of ACCEPTED) expect(describeLocalHost(host), host).toBeUndefined();
+  });
+
+  test('are refused by validate (and so start) naming the field and the value, unless AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL allows them', async () => {
+    const { validatePipeline } = await import('../../src/library/validate-pipeline.js');
+    const definition = {
+      name: 'loopback',
+      defaults: { sandbox: { allowedDomains: ['169.254.169.254'] } },
+      stages: [{ id: 'probe', prompt: 'Probe.', allowedTools: ['Bash'], sandbox: { allowedDomains: ['github.com', '0x7f.0.0.1'] } }],
+    };
+    const refused = await validatePipeline(definition, { baseDir: scratch, allowLocalHosts: false });
+    expect(refused.problems.map((p) => p.field)).toEqual(['defaults.sandbox.allowedDomains[0]', 'stages[0].sandbox.allowedDomains[1]']);
+    expect(refused.problems[1]!.message).toMatch(/^"0x7f\.0\.0\.1" is a loopback address .*AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1/);
+    expect((await validatePipeline(definition, { baseDir: scratch, allowLocalHosts: true })).problems).toEqual([]);
+  });
+
+  test("are refused by the worker's check of a run's input (a raw start skips validate), unless it allows them", async () => {
+    const { findRunInputProblems, RUN_INPUT_VERSION } = await import('../../src/pipeline/run-input.js');
+    const input = { version: RUN_INPUT_VERSION, baseDir: '/p', pipelineFile: 'p.yaml', inputs: {}, pipeline: { name: 'p', stages: [{ id: 'a', prompt: 'x', sandbox: { allowedDomains: ['[::ffff:127.0.0.1]'] } }] } };
+    expect(findRunInputProblems(input)).toEqual([{ path: 'pipeline.stages[0].sandbox.allowedDomains[0]', message: expect.stringContaining('"[::ffff:127.0.0.1]" is a loopback address') }]);
+    expect(findRunInputProblems(input, { allowLocalHosts: true })).toEqual([]);
+  });
+
+  test('fail the stage on the worker with CONFIG_INVALID naming the host and the setting; allowed, the settings list it', async () => {
+    const stage = stageOf({ ...BASH, sandbox: { allowedDomains: ['localhost'] } });
+    const env = { PATH: process.env.PATH };
+    const failure = await prepareAgentSettings(stage, env, scopeIn(path.join(scratch, 'stages', 'local')), { mode: 'auto' }).catch((err: unknown) => err as Error & { type?: string });
+    expect(failure).toMatchObject({ type: 'CONFIG_INVALID', nonRetryable: true });
+    expect((failure as Error).message).toMatch(/sandbox\.allowedDomains names "localhost" .*AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1/);
+    const allowed = await prepareAgentSettings(stage, { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1' }, scopeIn(path.join(scratch, 'stages', 'local')), { mode: 'auto', host: async () => READY });
+    expect(JSON.parse(await readFile(allowed.file, 'utf8'))).toMatchObject({ sandbox: { network: { allowedDomains: ['localhost'] } } });
+    await expect(prepareAgentSettings(stage, { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: 'yes' }, scopeIn(path.join(scratch, 'stages', 'local')), { mode: 'auto' })).rejects.toThrow(
+      /AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=yes is not 1 or 0/,
+    );
+  });
+});
+
+describe('what an agent may read', () => {
+  const home = '/home/worker';
+  const settingsFor = async (env: NodeJS.ProcessEnv, scope: AgentReadScope = scopeIn(path.join(scratch, 'run', '.agent-pipeline', 'stages', 'r'))) => {
+    const written = await prepareAgentSettings(stageOf(BASH), { PATH: process.env.PATH, ...env }, scope, { mode: 'auto', host: async () => READY });
+    return JSON.parse(await readFile(written.file, 'utf8')) as { permissions: { deny: string[]; blockFileToolReadsOutsideWorkingDirectories: boolean }; sandbox: { filesystem: { denyRead: string[]; allowRead: string[] } } };
+  };
+
+  test("keeps the file tools to the working folders and out of the worker's home, its credentials, other runs and the run's bookkeeping", async () => {
+    const settings = await settingsFor({
+      HOME: home,
+      TEMPORAL_TLS_CLIENT_KEY_PATH: '/etc/temporal/client.key',
+      AGENT_PIPELINE_SIGNING_KEY_FILE: '/etc/agent-pipeline/signing.key',
+      AGENT_PIPELINE_CLAUDE_SETTINGS: JSON.stringify({ permissions: { deny: ['Bash(rm:*)'] } }),
+    });
+    const { deny, blockFileToolReadsOutsideWorkingDirectories } = settings.permissions;
+    expect(blockFileToolReadsOutsideWorkingDirectories).toBe(true);
+    expect(deny).toEqual(expect.arrayContaining([
+      'Bash(rm:*)',
+      `Read(/${home}/**)`, `Read(/${home}/.ssh/**)`, `Read(/${home}/.config/gh/**)`, `Read(/${home}/.claude.json)`,
+      'Read(//etc/temporal/client.key)', 'Read(//etc/agent-pipeline/signing.key)',
+      `Read(/${path.join(scratch, 'run', '.agent-pipeline', 'claude', '.credentials.json')})`,
+      `Read(/${path.join(scratch, 'run', '.agent-pipeline', 'stages')}/**)`,
+    ]));
+    // The workspaces root holds the agent's own folder: a deny rule would shut it out of its own work. The block on
+    // reads outside the working folders keeps the file tools out of the other runs instead.
+    expect(deny.filter((rule) => rule.startsWith(`Read(/${scratch})`) || rule.startsWith(`Read(/${scratch}/**)`))).toEqual([]);
+    // Bash: the same folders hidden by the sandbox, the working folder let back through.
+    expect(settings.sandbox.filesystem.denyRead).toEqual(expect.arrayContaining([home, `${home}/.ssh`, scratch, '/etc/temporal/client.key']));
+    expect(settings.sandbox.filesystem.allowRead).toEqual([path.join(scratch, 'run')]);
+  });
+
+  test('writes no deny rule over a home that holds the workspaces, nor denies a home of /', async () => {
+    const held = await settingsFor({ HOME: path.dirname(scratch) });
+    expect(held.permissions.deny).not.toContain(`Read(/${path.dirname(scratch)}/**)`);
+    expect(held.permissions.deny).toContain(`Read(/${path.dirname(scratch)}/.ssh/**)`);
+    expect(held.sandbox.filesystem.denyRead).toContain(path.dirname(scratch));
+    const root = await settingsFor({ HOME: '/' });
+    expect(root.sandbox.filesystem.denyRead).not.toContain('/');
+    expect(root.permissions.deny).toContain('Read(//.ssh/**)');
   });
 });

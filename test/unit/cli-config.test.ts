@@ -24,6 +24,7 @@ describe('worker settings from the environment', () => {
       killGraceMs: 5_000,
       prewarm: { enabled: true, ttlMs: 120_000 },
       sandbox: 'required',
+      sandboxAllowLocal: false,
       apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
     });
   });
@@ -40,6 +41,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_PREWARM: 'off',
         AGENT_PIPELINE_PREWARM_TTL: '30s',
         AGENT_PIPELINE_SANDBOX: 'auto',
+        AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1',
         AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
         AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
       }),
@@ -52,6 +54,7 @@ describe('worker settings from the environment', () => {
       killGraceMs: 2_000,
       prewarm: { enabled: false, ttlMs: 30_000 },
       sandbox: 'auto',
+      sandboxAllowLocal: true,
       apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
     });
   });

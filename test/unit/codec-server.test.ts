@@ -1,7 +1,8 @@
 import { defaultPayloadConverter } from '@temporalio/common';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCodecServer, type CodecServer } from '../../src/codec/codec-server.js';
+import { allowedHostKeys, startCodecServer, type CodecServer } from '../../src/codec/codec-server.js';
 import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 
 const ORIGIN = 'http://localhost:8080';
@@ -86,5 +87,42 @@ describe('the codec server', () => {
     });
     expect(undecryptable.status).toBe(400);
     expect(((await undecryptable.json()) as { error: string }).error).toMatch(/key "gone", which AGENT_PIPELINE_ENCRYPTION_KEY does not hold/);
+  });
+
+  /** A POST to the server that names `host` in its Host header (fetch always sends the URL's own). */
+  const postAs = (host: string, route: string, body: unknown, method = 'POST'): Promise<{ status: number; text: string }> =>
+    new Promise((resolve, reject) => {
+      const request = http.request(
+        { host: '127.0.0.1', port: server.port, path: route, method, headers: { Host: host, 'Content-Type': 'application/json', Authorization: `Bearer ${TOKEN}`, Origin: ORIGIN } },
+        (response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+        },
+      );
+      request.on('error', reject);
+      request.end(method === 'OPTIONS' ? undefined : JSON.stringify(body));
+    });
+
+  it('refuses with 421 a request whose Host header names another host (DNS rebinding, a proxy that names what it dialled)', async () => {
+    const sealed = (await (await post('/encode', { payloads: [asJson({ prompt: MARKER })] })).json()) as { payloads: unknown[] };
+    // The same encrypted payload, asked for under names the server was not started for: nothing decrypted.
+    for (const host of [`evil.example:${server.port}`, 'evil.example', `localhost:${server.port + 1}`, `metadata.google.internal:${server.port}`]) {
+      const refused = await postAs(host, '/decode', sealed);
+      expect(refused.status, host).toBe(421);
+      expect(refused.text).not.toContain(Buffer.from(MARKER).toString('base64').slice(0, 12));
+      expect(refused.text).toContain('--allowed-host');
+    }
+    expect((await postAs(`evil.example:${server.port}`, '/decode', {}, 'OPTIONS')).status).toBe(421);
+    // The names of this machine, at its port, are served.
+    for (const host of [`localhost:${server.port}`, `127.0.0.1:${server.port}`, `[::1]:${server.port}`, `LOCALHOST:${server.port}`]) {
+      expect((await postAs(host, '/decode', sealed)).status, host).toBe(200);
+    }
+  });
+
+  it('serves the names it was started for, at its port unless one is given', () => {
+    const keys = allowedHostKeys({ host: '0.0.0.0', allowedHosts: ['ui.example.com', 'proxy.example:443', '::1'] }, 8888);
+    expect([...keys].sort()).toEqual(['127.0.0.1:8888', '[::1]:8888', 'localhost:8888', 'proxy.example:443', 'ui.example.com:8888']);
+    expect(allowedHostKeys({ host: '10.0.0.5' }, 8888).has('10.0.0.5:8888')).toBe(true);
   });
 });

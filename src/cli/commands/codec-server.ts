@@ -10,6 +10,14 @@ function parseListenPort(value: string): number {
   return port;
 }
 
+/** `--allowed-host NAME[:PORT]`, repeatable: a host name or address, no scheme or path. */
+function collectHost(value: string, previous: string[] = []): string[] {
+  if (!/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.test(value)) {
+    throw new InvalidArgumentError(`expected a host name or address with an optional port, such as ui.example.com or localhost:9888, got "${value}"`);
+  }
+  return [...previous, value];
+}
+
 function parseOrigin(value: string): string {
   try {
     const url = new URL(value);
@@ -28,13 +36,20 @@ export function addCodecServerCommand(program: Command): void {
     .option('--host <address>', 'address to listen on; 0.0.0.0 only inside a container or behind your own access control', '127.0.0.1')
     .option('--origin <url>', "the Web UI's origin (e.g. http://localhost:8080), the one origin the browser may call from", parseOrigin)
     .option('--token <token>', `a bearer token every request must carry (or set ${TOKEN_VARIABLE}, which keeps it out of the process list)`)
+    .option(
+      '--allowed-host <name[:port]>',
+      'a name the browser calls the server by, besides localhost, 127.0.0.1 and [::1] (repeatable; without a port: the one it listens on); requests naming others get 421',
+      collectHost,
+    )
     .addHelpText(
       'after',
       '\nKeys: AGENT_PIPELINE_ENCRYPTION_KEY, the same as the workers and clients have. Point the Web UI at it with\n' +
         'TEMPORAL_CODEC_ENDPOINT=http://localhost:8888 (its browser calls the endpoint). Whoever reaches the server reads\n' +
-        'every run in plain text: keep it on 127.0.0.1 or behind the same access control as the UI. docs/security.md.',
+        'every run in plain text: keep it on 127.0.0.1 or behind the same access control as the UI. It answers only requests\n' +
+        'whose Host header names localhost, 127.0.0.1, [::1], --host or an --allowed-host, which a web page that points its\n' +
+        'own name at this address (DNS rebinding) cannot send. docs/security.md.',
     )
-    .action(async (opts: { port: number; host: string; origin?: string; token?: string }) => {
+    .action(async (opts: { port: number; host: string; origin?: string; token?: string; allowedHost?: string[] }) => {
       const { payloadCodecsFromEnv } = await import('../../codec/data-converter.js');
       const { ENCRYPTION_KEY_VARIABLE } = await import('../../codec/encryption-key.js');
       const { startCodecServer } = await import('../../codec/codec-server.js');
@@ -43,7 +58,7 @@ export function addCodecServerCommand(program: Command): void {
       // or not runs are encrypted; it says so, since a person who meant to decrypt has forgotten the keys.
       if (codecs.length === 0) printNote(`${ENCRYPTION_KEY_VARIABLE} is not set: payloads pass through unchanged; set it to the keys the workers use to decrypt`);
       const token = opts.token ?? (process.env[TOKEN_VARIABLE] || undefined);
-      const server = await startCodecServer({ codecs, port: opts.port, host: opts.host, origin: opts.origin, token });
+      const server = await startCodecServer({ codecs, port: opts.port, host: opts.host, origin: opts.origin, token, allowedHosts: opts.allowedHost });
       printNote(
         `Codec server at ${server.url} (POST /encode, /decode)${opts.origin ? `, for the Web UI at ${opts.origin}` : ', no CORS origin (give --origin for the Web UI)'}` +
           `${token ? ', bearer token required' : ''}. Ctrl-C stops.`,

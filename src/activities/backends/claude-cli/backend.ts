@@ -14,6 +14,7 @@ import { PromptBridge } from './control-protocol.js';
 import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import type { SandboxHost } from './sandbox-host.js';
 import { DEFAULT_SANDBOX_MODE, type SandboxMode } from './sandbox-mode.js';
+import { readScopeOf } from './agent-reads.js';
 import { CliEventReader } from './events.js';
 import { classifyCliRun } from './failure.js';
 import { runCliProcess, type CliProcessResult } from './agent-process.js';
@@ -61,6 +62,11 @@ export interface ClaudeCliOptions {
   sandboxHost?: () => Promise<SandboxHost>;
   /** Whether the worker requires signed runs: `permissive` then honours `sandbox: false` only in runs signed. @default false */
   signedRunsOnly?: boolean;
+  /**
+   * The worker's workspaces root, whose other runs and reserved folder its agents may not read.
+   * @default the folder holding the run's folder
+   */
+  workspacesRoot?: string;
 }
 
 /** The attempt's sandbox inputs: the worker's mode and host, and whether its run was signed. */
@@ -175,7 +181,8 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 /** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
-  const settings = await prepareAgentSettings(stage, options.env, stageDir, attemptSandbox(options, request.runSignedBy));
+  const scope = readScopeOf(workspace, stage.id, request.addDirs, options.workspacesRoot);
+  const settings = await prepareAgentSettings(stage, options.env, scope, attemptSandbox(options, request.runSignedBy));
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
@@ -263,7 +270,7 @@ async function runAgent(request: BackendRequest, options: ClaudeCliOptions, laun
 function prewarmNextStages(request: BackendRequest, options: ClaudeCliOptions, launch: AgentLaunch): Promise<string[]> | undefined {
   const pool = options.warmPool;
   if (!pool || !request.prewarm) return undefined;
-  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: attemptSandbox(options, request.runSignedBy) };
+  const context = { binary: launch.binary, workerEnv: options.env, killGraceMs: launch.killGraceMs, workspace: request.workspace, mcpServers: request.mcpServers, sandbox: attemptSandbox(options, request.runSignedBy), workspacesRoot: options.workspacesRoot };
   return request
     .prewarm()
     .then((targets) => prewarmStages(pool, targets, context))

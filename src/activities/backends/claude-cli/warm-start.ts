@@ -9,6 +9,7 @@ import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
 import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
+import { readScopeOf } from './agent-reads.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
@@ -87,6 +88,8 @@ export interface PrewarmContext {
   mcpServers?: BackendRequest['mcpServers'];
   /** The worker's sandbox mode and host, and the run's signature: the waiting process gets the settings file its stage's attempt will write. */
   sandbox: AttemptSandbox;
+  /** The worker's workspaces root (see `ClaudeCliOptions.workspacesRoot`): part of the read limits in the settings file. */
+  workspacesRoot?: string;
 }
 
 /**
@@ -105,7 +108,8 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable or its `sandbox: false` refused) is not started ahead of time:
     // its attempt reports why.
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, stageDir, ctx.sandbox).catch(() => undefined);
+    const scope = readScopeOf(ctx.workspace, stage.id, target.addDirs, ctx.workspacesRoot);
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
