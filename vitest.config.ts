@@ -1,4 +1,5 @@
 import { configDefaults, defineConfig } from 'vitest/config';
+import SlowFirstSequencer from './test/helpers/slow-first-sequencer.js';
 
 export default defineConfig({
   test: {
@@ -17,5 +18,7 @@ export default defineConfig({
     // webpack bundling and the agent CLI processes still get a core; more only adds timeouts on a 2-core box.
     fileParallelism: true,
     maxWorkers: 2,
+    // The slow files first, so that they overlap the short ones rather than run alone at the end (issue 32).
+    sequence: { sequencer: SlowFirstSequencer },
   },
 });

@@ -2,13 +2,17 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
 import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+import { waitForState } from './workflow-helpers.js';
 
 const GATES = path.join(CLI_FIXTURES, 'gates.yaml');
 const SLOW = path.join(CLI_FIXTURES, 'slow.yaml');
 const RETRY = path.join(CLI_FIXTURES, 'retry.yaml');
 
-describe('answer, approve, reject and cancel as a user runs them', () => {
+// The tests share one worker and model server but each drives runs of its own (the scripted replies follow each
+// conversation), so they run at once: most of their time is spent waiting for agents and for people's decisions.
+describe.concurrent('answer, approve, reject and cancel as a user runs them', () => {
   let harness: Harness;
   let env: NodeJS.ProcessEnv;
 
@@ -19,8 +23,21 @@ describe('answer, approve, reject and cancel as a user runs them', () => {
   afterAll(async () => harness?.close());
 
   const status = async (runId: string): Promise<RunJson> => parseJson<RunJson>(await runCli(['status', runId, '--json'], env));
+  /**
+   * Waits on the run's own status query (a gRPC call, cheap), then reads `status --json` as a user would. Polling the
+   * command itself started a Node process every half second, which on a loaded 2-core machine cost more than the run.
+   */
+  const until = async (runId: string, ready: (state: RunState) => boolean, accept: (run: RunJson) => boolean, what: string): Promise<RunJson> => {
+    await waitForState(harness.client.workflow.getHandle(runId), ready, 90_000);
+    return eventually(() => status(runId), accept, 60_000, what);
+  };
   const waitsFor = (runId: string, stage: string, kind: string): Promise<RunJson> =>
-    eventually(() => status(runId), (run) => run.waiting.some((w) => w.stage === stage && w.kind === kind), 60_000, `${stage} waiting for ${kind}`);
+    until(
+      runId,
+      (state) => state.stages.some((s) => s.id === stage && s.waitingFor?.kind === kind),
+      (run) => run.waiting.some((w) => w.stage === stage && w.kind === kind),
+      `${stage} waiting for ${kind}`,
+    );
 
   /** Starts the gates pipeline and answers its question, leaving it at the approval gate. */
   async function startAndAnswer(): Promise<string> {
@@ -105,7 +122,7 @@ describe('answer, approve, reject and cancel as a user runs them', () => {
     const first = parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env));
     expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId), bundle: expect.objectContaining({ files: 1 }) });
     expect(parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
-    await eventually(() => status(runId), (run) => run.stages[0].status === 'running', 30_000, 'crawl running');
+    await until(runId, (state) => state.stages[0]?.status === 'running', (run) => run.stages[0].status === 'running', 'crawl running');
 
     const cancelled = await runCli(['cancel', runId], env);
     expect(cancelled.exitCode, cancelled.stderr).toBe(0);

@@ -31,14 +31,19 @@ export function parseJson<T = Record<string, unknown>>(result: CliResult): T {
   }
 }
 
-/** Calls `probe` until `accept` holds for its value, failing with the last value after `timeoutMs`. */
+/**
+ * Calls `probe` until `accept` holds for its value, failing with the last value after `timeoutMs`. Between calls it
+ * waits half a second, or as long as the call took when that was longer: a probe that starts the command line costs a
+ * Node process, and on a loaded 2-core machine back-to-back ones would take a core from the run being waited for.
+ */
 export async function eventually<T>(probe: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 60_000, what = 'the condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;
   while (Date.now() < deadline) {
+    const probedAt = Date.now();
     last = await probe();
     if (accept(last)) return last;
-    await sleep(500);
+    await sleep(Math.min(Math.max(500, Date.now() - probedAt), 3_000));
   }
   throw new Error(`${what} did not hold within ${timeoutMs} ms; last value: ${JSON.stringify(last, null, 2)?.slice(0, 3000)}`);
 }

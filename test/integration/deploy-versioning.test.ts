@@ -11,6 +11,7 @@ import type { DeploymentStatus } from '../../src/deployment-control.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
+import { waitForState } from './workflow-helpers.js';
 
 const INCOMPATIBLE_WORKFLOWS = fileURLToPath(new URL('../fixtures/versioning/incompatible-workflows.ts', import.meta.url));
 
@@ -37,7 +38,8 @@ async function workflowTaskBuilds(handle: WorkflowHandle): Promise<{ builds: str
   };
 }
 
-describe('deploys that never break a waiting run', () => {
+// The second test has a deployment of its own and starts nothing: it runs beside the first.
+describe.concurrent('deploys that never break a waiting run', () => {
   let harness: Harness;
   let scratch: string;
   let workerA: ResultPromise | undefined;
@@ -61,6 +63,17 @@ describe('deploys that never break a waiting run', () => {
     const deployment = `deploy-test-${Math.random().toString(36).slice(2, 8)}`;
     const env = { ...harness.env, AGENT_PIPELINE_DEPLOYMENT: deployment };
     const file = await harness.writePipeline('deploy-pinned', PIPELINE);
+    // Build B's bundle (webpack, the slowest step on a loaded machine) is made while build A starts and its run waits.
+    const bundlingB = bundleWorkflowCode({ workflowsPath: INCOMPATIBLE_WORKFLOWS, logger: new DefaultLogger('WARN') });
+    bundlingB.catch(() => undefined);
+    /**
+     * Waits on the run's status query (cheap; build A's workflows answer it), then reads `status --json` as a user
+     * would: polling the command itself started a Node process every half second.
+     */
+    const waitsForApproval = async (runId: string, what: string): Promise<void> => {
+      await waitForState(harness.client.workflow.getHandle(runId), (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000);
+      await eventually(async () => parseJson<RunJson>(await runCli(['status', runId, '--json'], env)).waiting.length, (n) => n === 1, 60_000, what);
+    };
 
     // Build A: the worker as users run it. The deployment has no current build, so A makes itself current.
     workerA = execa('node', [CLI, 'worker'], { env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-a' }, extendEnv: false, reject: false, stdin: 'ignore' });
@@ -76,10 +89,10 @@ describe('deploys that never break a waiting run', () => {
     );
 
     const first = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
-    await eventually(async () => parseJson<RunJson>(await runCli(['status', first, '--json'], env)).waiting.length, (n) => n === 1, 90_000, 'run 1 waiting for approval');
+    await waitsForApproval(first, 'run 1 waiting for approval');
 
     // Build B: the same workflow type, but it starts with a timer, so it cannot replay what A recorded.
-    const { code } = await bundleWorkflowCode({ workflowsPath: INCOMPATIBLE_WORKFLOWS, logger: new DefaultLogger('WARN') });
+    const { code } = await bundlingB;
     const replayOnB = await Worker.runReplayHistory({ workflowBundle: { code } }, await harness.client.workflow.getHandle(first).fetchHistory()).then(
       () => undefined,
       (e: unknown) => e as Error,
@@ -107,6 +120,7 @@ describe('deploys that never break a waiting run', () => {
     expect(new Set(run1.builds)).toEqual(new Set(['build-a']));
 
     const second = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
+    // Build B's workflows answer no status query (status reads run 2 from its history), so this one polls the command.
     await eventually(async () => parseJson<RunJson>(await runCli(['status', second, '--json'], env)).waiting.length, (n) => n === 1, 90_000, 'run 2 waiting for approval');
     expect((await runCli(['approve', second], env)).exitCode).toBe(0);
     expect(parseJson<RunJson>(await runCli(['watch', second, '--json'], env, 120_000)).status).toBe('completed');

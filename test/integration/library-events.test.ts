@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { PipelineClient, type RunEvent, type TranscriptEntry } from '../../src/library/index.js';
 
@@ -14,7 +14,9 @@ import { PipelineClient, type RunEvent, type TranscriptEntry } from '../../src/l
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/library-events');
 
-describe('run.events() streams what the agent does', () => {
+// Each test follows a run of its own; they run at once, overlapping the agent's slow turns, the quiet wait of the
+// second test and the hand-overs of the third. The second counts its client's reads, so it has a client of its own.
+describe.concurrent('run.events() streams what the agent does', () => {
   let harness: Harness;
   let client: PipelineClient;
 
@@ -73,6 +75,8 @@ describe('run.events() streams what the agent does', () => {
   }, 240_000);
 
   test('a run waiting for a person is followed by a long-poll, not a read a second, and its approval arrives at once', async () => {
+    const client = await PipelineClient.connect({ env: harness.env });
+    onTestFinished(() => client.close());
     const run = await client.start(path.join(FIXTURES, 'gate.yaml'));
     // Counts the reads of the run's state: a poll a second would make one each second of the wait.
     const service = client.temporal.workflowService;

@@ -36,7 +36,9 @@ async function waiters(key: string): Promise<string[]> {
   return ((await leases.describe(key))?.waiters ?? []).map((h) => h.label ?? h.holder);
 }
 
-describe('pipeline-level keys', () => {
+// Each test has its own tenant (so its own keys), runs and pipeline files: they run at once, overlapping their waits
+// (for people, for hand-overs, for the key's workflow to check on a terminated holder).
+describe.concurrent('pipeline-level keys', () => {
   test('are held for the run\'s life, through a wait for a person; the next run waits (and says so), a cancelled one leaves the queue', { timeout: 300_000 }, async () => {
     const tenant = `t-${Math.random().toString(36).slice(2, 8)}`;
     const key = `tenant:${tenant}`;

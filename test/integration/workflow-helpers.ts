@@ -4,11 +4,16 @@ import { expect } from 'vitest';
 import type { RunState, StageState } from '../../src/pipeline/run-state.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 
-/** Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. */
+/**
+ * Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. Between queries it
+ * waits a quarter second, or as long as the query took when that was longer: with `maxCachedWorkflows: 0` each query
+ * replays the run's whole history on the worker, and back-to-back ones would slow the run being waited for.
+ */
 export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000): Promise<RunState> {
   const deadline = Date.now() + timeoutMs;
   let state: RunState | undefined;
   while (Date.now() < deadline) {
+    const queriedAt = Date.now();
     try {
       state = await handle.query(getStatusQuery);
       if (predicate(state)) return state;
@@ -16,7 +21,7 @@ export async function waitForState(handle: WorkflowHandle, predicate: (state: Ru
       // The first workflow task may not have run yet; anything else is a real problem.
       if (!String(err).includes('no poller') && !String(err).includes('not found')) throw err;
     }
-    await sleep(250);
+    await sleep(Math.min(Math.max(250, Date.now() - queriedAt), 2_000));
   }
   throw new Error(`the run did not reach the expected state within ${timeoutMs} ms; last state:\n${JSON.stringify(summarize(state), null, 2)}`);
 }

@@ -37,7 +37,9 @@ afterAll(async () => {
 
 const requestsOf = (name: string) => harness.modelServer.requests().filter((r) => r.rule === name);
 
-describe('stage failures and retries in a real run', () => {
+// Each test runs a pipeline of its own, answered by its own rule and read back by it: they run at once, so the
+// others do not wait behind the 15 s rate-limit pause and the 18 s watch of the cancel test.
+describe.concurrent('stage failures and retries in a real run', () => {
   test('when retries run out, the stage fails with the last attempt’s failure type and the run’s error names it', async () => {
     const yaml = 'name: exhausted\ndefaults: { backend: anthropic-api, model: haiku, retries: 2, maxTokens: 200 }\nstages:\n  - id: build\n    prompt: Build it.\n';
     const handle = await harness.startYaml('exhausted', yaml);
