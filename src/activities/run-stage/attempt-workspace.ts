@@ -9,7 +9,9 @@ import { openPipelineWorkspace, repoOf, workspaceVariables } from '../workspace/
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
-import { holdLentFolder } from '../workspace/folder-lease.js';
+import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';
+import { claimFolderNesting } from '../workspace/folder-nesting.js';
+import { recheckLentFolder } from '../workspace/lent-folder.js';
 import { WaitReports } from '../leases/wait-reports.js';
 import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 
@@ -46,7 +48,13 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  if (workspace.runFolder !== undefined) await waitForLentFolder(workspace.dir, input, info);
+  if (workspace.runFolder !== undefined) {
+    await waitForLentFolder(workspace.dir, input, info);
+    // Checked again now that the run holds it: while it waited, the folder (or one above it) may have been replaced by
+    // a symlink leading elsewhere. The agent starts in the real path checked, never in what the name leads to now.
+    const lent = { root: deps.workspacesRoot, runId: input.runId, dir: pipeline.workspace!.dir!, baseDir: input.baseDir, context, allowedPaths: deps.allowedPaths, stageId };
+    await recheckLentFolder(lent, workspace.dir);
+  }
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
   // git workspace there is nothing to compute.
   const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
@@ -62,18 +70,23 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
  */
 async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
   const workflowId = info.workflowExecution?.workflowId ?? input.runId;
-  // `status` shows the stage waiting for the folder's key, and how many runs are ahead.
+  // `status` shows the stage waiting for the folder's key (or the key of a folder around or inside it), and how many
+  // runs are ahead.
   const reports = new WaitReports(workflowId, input.stage.id);
-  await holdLentFolder(folder, {
+  const options = {
     client: Context.current().client,
     taskQueue: info.taskQueue,
     workflowId,
     label: `run ${workflowId} (stage ${input.stage.id})`,
     signal: cancellationSignal(),
-    onWait: (wait) => {
+    onWait: (wait: FolderWait) => {
       heartbeat(info.heartbeatDetails);
       reports.waiting(wait);
     },
-  });
+  };
+  await holdLentFolder(folder, options);
+  // Then no other run may hold a folder inside or around it (folder-nesting.ts).
+  const attemptHolder = `${workflowId}/${info.activityId}/${info.attempt}`;
+  await claimFolderNesting(folder, { ...options, holder: runHolder(workflowId), attemptHolder });
   await reports.over();
 }
