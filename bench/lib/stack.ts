@@ -84,6 +84,8 @@ export class BenchStack {
       AGENT_PIPELINE_WORKSPACES: workspacesRoot,
       ANTHROPIC_BASE_URL: this.modelServer.url,
       ANTHROPIC_API_KEY: API_KEY,
+      // Runs are started without a bundle (startPipeline): the worker reads their pipelines from the scratch folder.
+      AGENT_PIPELINE_PIPELINE_DIRS: this.scratch,
       ...extra,
     };
   }

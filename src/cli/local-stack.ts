@@ -2,6 +2,7 @@ import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths } from '../activities/workspace/allowed-paths.js';
+import { parsePipelineDirs, PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
 import { createPipelineWorker } from '../run-worker.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
@@ -50,8 +51,16 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let worker: Worker | undefined;
   let workerDone = Promise.resolve();
   if (options.worker ?? true) {
-    // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise.
-    worker = await createPipelineWorker({ env, address: server.address, telemetry, allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any' });
+    // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise;
+    // `--files-from-worker` runs of pipelines in the folder it was started in (the project), unless
+    // AGENT_PIPELINE_PIPELINE_DIRS says otherwise.
+    worker = await createPipelineWorker({
+      env,
+      address: server.address,
+      telemetry,
+      allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any',
+      pipelineDirs: parsePipelineDirs(env[PIPELINE_DIRS_VARIABLE]) ?? [process.cwd()],
+    });
     workerDone = worker.run();
     options.log(`Worker polling task queue "${worker.options.taskQueue}"`);
   }

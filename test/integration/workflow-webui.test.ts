@@ -50,6 +50,8 @@ describe.skipIf(!hasSystemPackage(CHROMIUM_PACKAGE))('the Temporal Web UI', () =
       AGENT_PIPELINE_WORKSPACES: path.join(dir, 'workspaces'),
       ANTHROPIC_BASE_URL: model.url,
       ANTHROPIC_API_KEY: 'sk-test-webui',
+      // Its run is started without a bundle: the worker reads the pipeline from this folder.
+      AGENT_PIPELINE_PIPELINE_DIRS: dir,
     };
     worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE, workflowBundlePath: WORKFLOW_BUNDLE });
     running = worker.run();

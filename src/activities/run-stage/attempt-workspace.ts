@@ -1,10 +1,12 @@
 import { cancellationSignal, Context, heartbeat, type Info } from '@temporalio/activity';
+import { realpath } from 'node:fs/promises';
 import { needIds } from '../../pipeline/graph.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { mentionsWorkspaceVariables, readPromptTemplates } from '../prompt/workspace-variables.js';
 import { stagesReadBy, withWithheldValues } from '../prompt/template-values.js';
 import { openRunBundle } from '../prompt/run-bundle-files.js';
+import { openWorkerPipelineFolder } from '../prompt/worker-files.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from '../workspace/open-workspace.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
@@ -22,9 +24,12 @@ import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
   const stageId = input.stage.id;
   const { stage, pipeline } = input;
-  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host, only
+  // inside a folder the worker lists. Either way by its real path, which every read checks again (pipeline-file.ts).
   // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
+  const filesDir = input.bundleHash
+    ? await realpath(await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId))
+    : await openWorkerPipelineFolder(deps.pipelineDirs, input.baseDir, stageId);
   // Read only when needed: to find the values the workflow left out that they use, and `{{workspace.…}}` in them.
   const templates = input.withheld || pipeline.workspace ? await readPromptTemplates(filesDir, stage, pipeline.systemPrompt, pipeline.promptsDir) : [];
   // The prompt shows the work of the stages it needs, so those count as read too (a join after a wide fan-out is sent
