@@ -10,6 +10,7 @@ import { ExitingAgents } from './activities/backends/claude-cli/agent-exits.js';
 import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
 import { createActivities } from './activities/index.js';
 import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
+import type { PipelineDirs } from './activities/prompt/worker-files.js';
 import type { ApiKeyLimiter, ApiKeyLimits } from './activities/api-key/key-limiter.js';
 import { createWorkerLimiter } from './activities/api-key/worker-limiter.js';
 import type { StageBackend } from './activities/backends/stage-backend.js';
@@ -57,6 +58,11 @@ export interface StartWorkerOptions {
    * @default `AGENT_PIPELINE_ALLOWED_PATHS`, else none
    */
   allowedPaths?: AllowedPaths;
+  /**
+   * Host folders whose pipelines runs that carry no files (`--files-from-worker`) may have read, or `'any'`.
+   * @default `AGENT_PIPELINE_PIPELINE_DIRS`, else none (such runs are refused)
+   */
+  pipelineDirs?: PipelineDirs;
   /**
    * Keys that encrypt and decrypt payloads (`"<keyId>:<base64>[,...]"`, the first encrypting); an empty string turns
    * encryption off. @default `AGENT_PIPELINE_ENCRYPTION_KEY`, else none
@@ -134,6 +140,14 @@ async function releaseWorkerResources(resources: WorkerResources): Promise<void>
   await resources.exitingAgents.allExited();
 }
 
+/**
+ * A worker shared by several people lends none of its host's folders to runs, and reads no pipeline from its own disk
+ * for runs that carry none, unless its operator says which.
+ */
+function hostFolders(options: StartWorkerOptions, settings: WorkerEnvOptions): { allowedPaths: AllowedPaths; pipelineDirs: PipelineDirs } {
+  return { allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [], pipelineDirs: options.pipelineDirs ?? settings.pipelineDirs ?? [] };
+}
+
 async function createWorkerWithResources(options: StartWorkerOptions): Promise<{ worker: Worker; resources: WorkerResources }> {
   const env = options.env ?? process.env;
   const config = loadConfig(env);
@@ -163,8 +177,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const activities = createActivities({
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
-    // A worker shared by several people lends none of its host's folders unless its operator says which.
-    allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [],
+    ...hostFolders(options, settings),
     secrets: resources.secrets,
     trust: workerTrustFromEnv(env),
     cli: {
@@ -254,6 +267,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     prewarm: settings.prewarm.enabled ? `on (ttl ${settings.prewarm.ttlMs} ms)` : 'off',
     sandbox: describeSandboxMode(settings.sandbox, trust.runKeys.size > 0),
     trustedKeys: [...trust.runKeys.keys()].join(',') || '(any run)',
+    pipelineDirs: settings.pipelineDirs === 'any' ? '*' : settings.pipelineDirs?.join(path.delimiter) || '(none: --files-from-worker runs refused)',
     decisionKeys: [...trust.decisionKeys.keys()].join(',') || '(any decision)',
     workspacesRoot: loadConfig(env).workspacesRoot,
     ...worker.options.workerDeploymentOptions?.version,

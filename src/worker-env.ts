@@ -6,6 +6,7 @@ import { ConfigError, sandboxAllowLocalFromEnv } from './config.js';
 import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
 import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
+import { parsePipelineDirs, PIPELINE_DIRS_VARIABLE, type PipelineDirs } from './activities/prompt/worker-files.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
 export interface WorkerEnvOptions {
@@ -35,6 +36,11 @@ export interface WorkerEnvOptions {
    * (`AGENT_PIPELINE_ALLOWED_PATHS`, separated like PATH, `*` for any); unset, the caller decides (none for a worker).
    */
   allowedPaths?: AllowedPaths;
+  /**
+   * Host folders whose pipelines runs that carry no files (`--files-from-worker`) may have read from the worker's disk
+   * (`AGENT_PIPELINE_PIPELINE_DIRS`, separated like PATH, `*` for any); unset, the caller decides (none for a worker).
+   */
+  pipelineDirs?: PipelineDirs;
   /**
    * Claude Code's sandbox around CLI agents' Bash (`AGENT_PIPELINE_SANDBOX=required|permissive|auto|off`): `required`
    * fails a stage the host cannot sandbox (`SANDBOX_UNAVAILABLE`) and refuses a stage's `sandbox: false`
@@ -80,6 +86,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
     prewarm: readWarmStart(env),
     allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
+    pipelineDirs: parsePipelineDirs(env[PIPELINE_DIRS_VARIABLE]),
     sandbox: readSetting(() => sandboxModeFromEnv(env)),
     sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),

@@ -86,6 +86,8 @@ export class BenchStack {
       ANTHROPIC_API_KEY: API_KEY,
       // What the benchmarks measured before a worker's default became `required`: sandboxed where the host can.
       AGENT_PIPELINE_SANDBOX: 'auto',
+      // Runs are started without a bundle (startPipeline): the worker reads their pipelines from the scratch folder.
+      AGENT_PIPELINE_PIPELINE_DIRS: this.scratch,
       ...extra,
     };
   }

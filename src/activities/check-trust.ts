@@ -2,6 +2,7 @@ import { activityInfo } from '@temporalio/activity';
 import { TRUSTED_KEYS_VARIABLE } from '../trust/keys.js';
 import { findDecisionSignatureProblem, findRunSignatureProblem } from '../trust/signatures.js';
 import { ALLOW_WORKER_FILES_VARIABLE, type WorkerTrust } from '../trust/worker-trust.js';
+import { findWorkerFilesProblem, type PipelineDirs } from './prompt/worker-files.js';
 import type { DecisionVerdict, RunTrustVerdict } from '../contracts/trust-types.js';
 
 /*
@@ -15,8 +16,11 @@ function workflowId(): string {
 }
 
 /** Whether this worker runs the run: its signature (with trusted keys), and whether it reads files from the worker. */
-function checkRunTrust(trust: WorkerTrust, input: unknown): RunTrustVerdict {
+async function checkRunTrust(trust: WorkerTrust, pipelineDirs: PipelineDirs, input: unknown): Promise<RunTrustVerdict> {
   const decisionsSigned = trust.decisionKeys.size > 0;
+  // Signed or not: a run that carries no files reads them from the worker's disk, only in a folder its operator lists.
+  const workerFiles = await checkWorkerFiles(pipelineDirs, input);
+  if (workerFiles) return { refused: workerFiles, decisionsSigned };
   if (trust.runKeys.size === 0) return { decisionsSigned };
   const runId = workflowId();
   if (typeof input !== 'object' || input === null) return { refused: `run ${runId} is not trusted: its input is not an object`, decisionsSigned };
@@ -31,6 +35,16 @@ function checkRunTrust(trust: WorkerTrust, input: unknown): RunTrustVerdict {
   return { signedBy: (input as { signature: { keyId: string } }).signature.keyId, decisionsSigned };
 }
 
+/** Why the run may not have its files read from the worker's disk, for a run that carries none (its `baseDir` outside the listed folders). */
+async function checkWorkerFiles(pipelineDirs: PipelineDirs, input: unknown): Promise<string | undefined> {
+  if (typeof input !== 'object' || input === null || (input as { bundle?: unknown }).bundle) return undefined;
+  const { baseDir } = input as { baseDir?: unknown };
+  // A run without a baseDir string fails the workflow's input check, which names the field.
+  if (typeof baseDir !== 'string' || baseDir === '') return undefined;
+  const problem = await findWorkerFilesProblem(pipelineDirs, baseDir);
+  return problem && `run ${workflowId()} is refused: ${problem.message}; ${problem.hint}`;
+}
+
 /** Whether a decision (an update's name and arguments) was signed for this run by a key that may decide. */
 function verifyDecision(trust: WorkerTrust, decision: string, args: unknown): DecisionVerdict {
   if (typeof args !== 'object' || args === null) return { refused: `the ${decision} decision is not an object` };
@@ -40,10 +54,10 @@ function verifyDecision(trust: WorkerTrust, decision: string, args: unknown): De
   return { nonce, expiresAt, keyId };
 }
 
-/** The trust activities of a worker, closed over its key lists. */
-export function createTrustActivities(trust: WorkerTrust) {
+/** The trust activities of a worker, closed over its key lists and the folders it reads pipelines from. */
+export function createTrustActivities(trust: WorkerTrust, pipelineDirs: PipelineDirs = []) {
   return {
-    checkRunTrust: async (input: unknown): Promise<RunTrustVerdict> => checkRunTrust(trust, input),
+    checkRunTrust: async (input: unknown): Promise<RunTrustVerdict> => checkRunTrust(trust, pipelineDirs, input),
     verifyDecision: async (decision: string, args: unknown): Promise<DecisionVerdict> => verifyDecision(trust, decision, args),
   };
 }

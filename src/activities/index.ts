@@ -17,6 +17,7 @@ import { withStageLeases } from './leases/stage-leases.js';
 import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
+import type { PipelineDirs } from './prompt/worker-files.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
@@ -30,6 +31,11 @@ export interface ActivityDependencies {
   extraBackends?: Record<string, StageBackend>;
   /** Host folders runs may name in `workspace.repo` and `addDirs` besides the workspaces root (`AGENT_PIPELINE_ALLOWED_PATHS`). */
   allowedPaths: AllowedPaths;
+  /**
+   * Host folders from which runs that carry no files (`--files-from-worker`) may have their pipeline files read
+   * (`AGENT_PIPELINE_PIPELINE_DIRS`). @default none: every such run is refused
+   */
+  pipelineDirs?: PipelineDirs;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
 }
@@ -47,7 +53,8 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     (...args: A): Promise<R> =>
       secrets.run(() => activity(...args));
   const trust = deps.trust ?? TRUST_EVERYONE;
-  const { checkRunTrust, verifyDecision } = createTrustActivities(trust);
+  const pipelineDirs = deps.pipelineDirs ?? [];
+  const { checkRunTrust, verifyDecision } = createTrustActivities(trust, pipelineDirs);
   // Whether `AGENT_PIPELINE_SANDBOX=permissive` honours a stage's `sandbox: false` in unsigned runs too: decided by the
   // same key list that checks the runs' signatures, so the two can never disagree. Its agents may not read the root's
   // other runs nor the worker's reserved folder there (agent-reads.ts).
@@ -61,6 +68,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
       createRunStage({
         workspacesRoot: deps.workspacesRoot,
         allowedPaths: deps.allowedPaths,
+        pipelineDirs,
         backends: {
           ...deps.extraBackends,
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.

@@ -2,6 +2,7 @@ import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
 import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths } from '../activities/workspace/allowed-paths.js';
+import { parsePipelineDirs, PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
 import { createPipelineWorker } from '../run-worker.js';
 import { SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
@@ -54,13 +55,21 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let worker: Worker | undefined;
   let workerDone = Promise.resolve();
   if (options.worker ?? true) {
-    // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise.
-    // It also keeps `auto` unless AGENT_PIPELINE_SANDBOX says otherwise: on a machine without bubblewrap its agents run
-    // unsandboxed (each such stage says so) rather than failing; a worker serving others fails closed (`required`).
-    // (A value of the variable is read, and a bad one refused naming it, as for `agent-pipeline worker`.)
+    // `dev` is one person's worker on their own machine: any folder, unless AGENT_PIPELINE_ALLOWED_PATHS says otherwise;
+    // `--files-from-worker` runs of pipelines in the folder it was started in (the project), unless
+    // AGENT_PIPELINE_PIPELINE_DIRS says otherwise. It also keeps `auto` unless AGENT_PIPELINE_SANDBOX says otherwise: on a
+    // machine without bubblewrap its agents run unsandboxed (each such stage says so) rather than failing; a worker
+    // serving others fails closed (`required`). (A value of the variable is read, and a bad one refused naming it, as
+    // for `agent-pipeline worker`.)
     const chosen = env[SANDBOX_VARIABLE]?.trim();
-    const sandbox = chosen ? undefined : 'auto';
-    worker = await createPipelineWorker({ env, address: server.address, telemetry, allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any', sandbox });
+    worker = await createPipelineWorker({
+      env,
+      address: server.address,
+      telemetry,
+      allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any',
+      pipelineDirs: parsePipelineDirs(env[PIPELINE_DIRS_VARIABLE]) ?? [process.cwd()],
+      sandbox: chosen ? undefined : 'auto',
+    });
     workerDone = worker.run();
     options.log(`Worker polling task queue "${worker.options.taskQueue}"; agents' Bash sandbox: ${chosen ? `${chosen} (${SANDBOX_VARIABLE})` : LOCAL_SANDBOX}`);
   }

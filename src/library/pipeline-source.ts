@@ -34,7 +34,8 @@ export interface PrepareRunOptions {
   backends?: readonly string[];
   /**
    * Leave the files out of the run: workers read the agent, prompt and context files from `baseDir` on their own
-   * host. Without it a pipeline file and every file it references travel in the run (see `bundle/create-run-bundle.ts`);
+   * host, only when it lies in a folder of their `AGENT_PIPELINE_PIPELINE_DIRS` (else the run fails `RUN_NOT_TRUSTED`).
+   * Without it a pipeline file and every file it references travel in the run (see `bundle/create-run-bundle.ts`);
    * an in-memory definition always reads its files on the worker. @default false
    */
   filesFromWorker?: boolean;

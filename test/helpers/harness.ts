@@ -75,6 +75,9 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     ANTHROPIC_API_KEY: 'sk-test-harness-key',
     // Tests keep their repositories and extra folders in the system's temp folder, outside the workspaces root.
     AGENT_PIPELINE_ALLOWED_PATHS: tmpdir(),
+    // The harness starts its runs without a bundle (the worker reads the pipeline's folder): test pipelines are written
+    // in the system's temp folder, the examples are in the project.
+    AGENT_PIPELINE_PIPELINE_DIRS: [tmpdir(), PROJECT_ROOT].join(path.delimiter),
     AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
     ...options.env,
   };

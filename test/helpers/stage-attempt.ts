@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { AllowedPaths } from '../../src/activities/workspace/allowed-paths.js';
+import type { PipelineDirs } from '../../src/activities/prompt/worker-files.js';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
@@ -28,6 +29,8 @@ export interface ActivityWorld {
   env?: NodeJS.ProcessEnv;
   /** Host folders runs may name; tests lend any folder, as `agent-pipeline dev` does, unless they say otherwise. @default 'any' */
   allowedPaths?: AllowedPaths;
+  /** Folders runs without a bundle may read their files from; tests' runs carry none, so any. @default 'any' */
+  pipelineDirs?: PipelineDirs;
 }
 
 /** The worker's activities for `world`, built as the worker builds them. */
@@ -35,6 +38,7 @@ export function activitiesFor(world: ActivityWorld) {
   return createActivities({
     workspacesRoot: world.workspacesRoot,
     allowedPaths: world.allowedPaths ?? 'any',
+    pipelineDirs: world.pipelineDirs ?? 'any',
     secrets: new SecretRegistry(),
     cli: { env: { ...process.env, ANTHROPIC_BASE_URL: world.baseURL, ANTHROPIC_API_KEY: world.apiKey, ...world.env }, exitingAgents: new ExitingAgents() },
     api: {

@@ -52,6 +52,8 @@ describe('a Temporal server restart in the middle of a run', () => {
       AGENT_PIPELINE_WORKSPACES: path.join(dir, 'workspaces'),
       ANTHROPIC_BASE_URL: model.url,
       ANTHROPIC_API_KEY: 'sk-test-fault-server',
+      // Its run is started without a bundle: the worker reads the pipeline from this folder.
+      AGENT_PIPELINE_PIPELINE_DIRS: dir,
     };
     worker = startWorkerProcess(env);
     const file = path.join(dir, 'restart.yaml');

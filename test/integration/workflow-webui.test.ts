@@ -52,6 +52,8 @@ describe.skipIf(!hasSystemPackage(CHROMIUM_PACKAGE))('the Temporal Web UI', () =
       ANTHROPIC_BASE_URL: model.url,
       ANTHROPIC_API_KEY: 'sk-test-webui',
       AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
+      // Its run is started without a bundle: the worker reads the pipeline from this folder.
+      AGENT_PIPELINE_PIPELINE_DIRS: dir,
     };
     worker = await createPipelineWorker({ env, taskQueue: TASK_QUEUE, workflowBundlePath: WORKFLOW_BUNDLE });
     running = worker.run();

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, realpath, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -31,23 +31,69 @@ stages:
     prompt: Write the launch notes into outputs/notes.md.
 `;
 
+/** A claude-cli stage that writes into its folder, without context files (so nothing but the agent touches the folder). */
+const NOTES_PIPELINE = `
+name: notes-in-folder
+inputs:
+  dir: { description: the folder to work in }
+workspace: { dir: "{{inputs.dir}}" }
+stages:
+  - id: notes
+    backend: claude-cli
+    model: haiku
+    permissionMode: acceptEdits
+    allowedTools: [Bash, Read, Write]
+    prompt: Write the launch notes into outputs/notes.md.
+`;
+
+/** A run whose agent replaces the folder \`a\` inside its own folder with a symlink leading out (the attack of issue 33, item 5). */
+const SWAP_PIPELINE = `
+name: swaps-a-folder
+inputs:
+  dir: { description: the folder to work in }
+workspace: { dir: "{{inputs.dir}}" }
+stages:
+  - id: swap
+    backend: claude-cli
+    model: haiku
+    permissionMode: acceptEdits
+    allowedTools: [Bash]
+    prompt: Swap the folder a for a link.
+`;
+
+/** A run that holds its folder at an approval gate until the test approves. */
+const holdingPipeline = (name: string, dir: string): string =>
+  `name: ${name}\nworkspace: { dir: ${JSON.stringify(dir)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "slow run: write the notes." }\n  - { id: gate, needs: [write], approval: true }\n`;
+
 describe('a run in an existing folder (workspace.dir)', () => {
   let harness: Harness;
   let base: string;
   let allowed: string;
   let outside: string;
+  /** Outside every allowed folder: where the swapped symlinks lead. Nothing may ever be written here. */
+  let away: string;
   beforeAll(async () => {
     base = await mkdtemp(path.join(tmpdir(), 'workspace-dir-'));
     allowed = path.join(base, 'allowed');
     outside = path.join(base, 'outside');
+    away = path.join(base, 'away');
     await mkdir(allowed, { recursive: true });
     await mkdir(outside, { recursive: true });
+    await mkdir(away, { recursive: true });
     harness = await createHarness('workspace-dir', {
       env: { AGENT_PIPELINE_ALLOWED_PATHS: allowed },
       scenario: {
         rules: [
           { name: 'slow', match: 'slow run: write', turns: [{ text: 'First notes.' }] },
           { name: 'fast', match: 'fast run: write', turns: [{ text: 'Fast notes.' }] },
+          {
+            name: 'swap',
+            match: 'Swap the folder a',
+            turns: [
+              { tool: { name: 'Bash', input: { command: `mv a a.orig && ln -s ${JSON.stringify(path.join(base, 'away'))} a`, description: 'Swap the folder' } } },
+              { text: `Swapped.\n${REPORT('Replaced a with a link.')}` },
+            ],
+          },
           {
             name: 'notes',
             match: 'Write the launch notes',
@@ -155,7 +201,8 @@ describe('a run in an existing folder (workspace.dir)', () => {
       const state = await harness.finish(await startIn(dir));
       expect(state.status).toBe('failed');
       expect(state.error?.type).toBe('CONFIG_INVALID');
-      expect(state.error?.message).toContain(`workspace.dir names ${dir}, a folder this worker does not lend to runs`);
+      expect(state.error?.message).toContain(`workspace.dir names ${dir}`);
+      expect(state.error?.message).toContain(dir === outside ? `names ${outside}, a folder this worker does not lend to runs` : `(which leads to ${outside}), a folder this worker does not lend to runs`);
       expect(state.error?.message).toContain('AGENT_PIPELINE_ALLOWED_PATHS');
       // At once: one attempt, and no agent ever ran.
       expect(stageOf(state, 'notes').totals?.attempts ?? 1).toBe(1);
@@ -171,5 +218,69 @@ describe('a run in an existing folder (workspace.dir)', () => {
     expect(state.error?.type).toBe('FILE_NOT_FOUND');
     expect(state.error?.message).toContain(`workspace.dir ${missing} does not exist`);
     expect(existsSync(missing)).toBe(false);
+  });
+
+  test('checks the folder again once the run holds it: a folder swapped for a symlink leading out while the run waited is refused, and nothing is written there', async () => {
+    const folder = path.join(allowed, 'swapped', 'a');
+    await mkdir(folder, { recursive: true });
+    harness.modelServer.reset();
+    const holder = await harness.start(await harness.writePipeline('holds-swapped', holdingPipeline('holds-swapped', folder)));
+    await waitForWaiting(holder, 'gate', 'approval');
+    const waiter = await harness.start(await harness.writePipeline('notes-in-folder', NOTES_PIPELINE), { dir: folder });
+    await waitForState(waiter, (s) => stageOf(s, 'notes').leaseWait !== undefined);
+    // While the run waits for the folder (checked, real path known), it is replaced by a symlink leading out.
+    await rename(folder, `${folder}.orig`);
+    await symlink(away, folder);
+    await holder.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [holderState, waiterState] = await Promise.all([harness.finish(holder), harness.finish(waiter)]);
+    // Nothing was written outside (before this fix, the agent wrote its notes there).
+    expect(await readdir(away)).toEqual([]);
+    expect(holderState.status, JSON.stringify(holderState.error)).toBe('completed');
+    expect(waiterState.status).toBe('failed');
+    expect(waiterState.error?.type).toBe('CONFIG_INVALID');
+    expect(waiterState.error?.message).toContain(`workspace.dir ${folder} changed while the run waited for it`);
+    expect(waiterState.error?.message).toContain(away);
+    // Refused for good, before its agent started: no model request was made.
+    expect(stageOf(waiterState, 'notes').totals?.attempts ?? 1).toBe(1);
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'notes')).toEqual([]);
+  });
+
+  test('never lends a folder inside, or around, a folder another run holds: each waits until the other has ended', async () => {
+    const parent = path.join(allowed, 'nested');
+    const child = path.join(parent, 'a');
+    await mkdir(child, { recursive: true });
+    harness.modelServer.reset();
+    // A run holds the child folder; a run lent the parent (whose agent would swap the child) must wait for it.
+    const holder = await harness.start(await harness.writePipeline('holds-child', holdingPipeline('holds-child', child)));
+    await waitForWaiting(holder, 'gate', 'approval');
+    const swapper = await harness.start(await harness.writePipeline('swaps-a-folder', SWAP_PIPELINE), { dir: parent });
+    // (Ended, it did not wait: the check below says so at once.)
+    const waiting = await waitForState(swapper, (s) => stageOf(s, 'swap').leaseWait !== undefined || s.status !== 'running');
+    expect(stageOf(waiting, 'swap').leaseWait).toMatchObject({ key: `workspace.dir.inside:${await realpath(parent)}`, holders: 1 });
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'swap')).toEqual([]);
+    await holder.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [holderState, swapperState] = await Promise.all([harness.finish(holder), harness.finish(swapper)]);
+    expect(holderState.status, JSON.stringify(holderState.error)).toBe('completed');
+    expect(swapperState.status, JSON.stringify(swapperState.error)).toBe('completed');
+    // Its agent started only once the run in the child had ended.
+    const swapRequest = harness.modelServer.requests().find((r) => r.rule === 'swap')!;
+    expect(Date.parse(swapRequest.time)).toBeGreaterThanOrEqual(stageOf(holderState, 'gate').finishedAt!);
+
+    // The other way round: a run holds the parent, a run lent a folder inside it waits.
+    const inner = path.join(parent, 'b');
+    await mkdir(inner);
+    const outer = await harness.start(await harness.writePipeline('holds-parent', holdingPipeline('holds-parent', parent)));
+    await waitForWaiting(outer, 'gate', 'approval');
+    const innerRun = await harness.start(await harness.writePipeline('waits-inside', `name: waits-inside\nworkspace: { dir: ${JSON.stringify(inner)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "fast run: write the notes." }\n`));
+    const innerWaiting = await waitForState(innerRun, (s) => stageOf(s, 'write').leaseWait !== undefined || s.status !== 'running');
+    expect(stageOf(innerWaiting, 'write').leaseWait).toMatchObject({ key: `workspace.dir:${await realpath(parent)}`, holders: 1 });
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'fast')).toEqual([]);
+    await outer.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [outerState, innerState] = await Promise.all([harness.finish(outer), harness.finish(innerRun)]);
+    expect(outerState.status, JSON.stringify(outerState.error)).toBe('completed');
+    expect(innerState.status, JSON.stringify(innerState.error)).toBe('completed');
+    const fastRequest = harness.modelServer.requests().find((r) => r.rule === 'fast')!;
+    expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(outerState, 'gate').finishedAt!);
+    expect(await readdir(away)).toEqual([]);
   });
 });

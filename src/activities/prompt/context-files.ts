@@ -1,3 +1,4 @@
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { ContextFile } from '../../pipeline/schema.js';
 import { stageFailure } from '../failures.js';
@@ -40,7 +41,8 @@ export async function readContextFiles(
   const found: ContextFileRead[] = [];
   for (const entry of entries) {
     const { path: relative, optional = false, from = 'pipeline' } = typeof entry === 'string' ? { path: entry } : entry;
-    const root = from === 'workspace' ? folders.workspaceDir : folders.pipelineDir;
+    // The workspace by its real path now (the pipeline's folder is real already): each read checks it stays that.
+    const root = from === 'workspace' ? await realpath(folders.workspaceDir) : folders.pipelineDir;
     const where = from === 'workspace' ? "the run's workspace" : "the pipeline's folder";
     const file = path.resolve(root, relative);
     const read = async (): Promise<FileExcerpt> => readFileExcerpt(await resolvePipelineFile(root, relative), budget.nextLimit());

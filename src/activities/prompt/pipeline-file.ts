@@ -27,7 +27,9 @@ export class PipelineFileError extends Error {
 
 /**
  * The real path of `relative` (taken from `from`, by default `root`), when it lies inside `root` after following
- * symlinks. @throws PipelineFileError `refused` when it leads outside, `missing` when it does not exist
+ * symlinks. `root` is the folder's real path as the attempt checked it (the run's bundle, a folder the worker lists for
+ * runs without one, the run's workspace): read now, it must still be that path.
+ * @throws PipelineFileError `refused` when it leads outside, or the folder changed; `missing` when it does not exist
  */
 export async function resolvePipelineFile(root: string, relative: string, from = root): Promise<string> {
   const file = path.resolve(from, relative);
@@ -38,6 +40,11 @@ export async function resolvePipelineFile(root: string, relative: string, from =
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw new PipelineFileError(`${file} cannot be read (${code ?? 'error'})`, 'missing', code);
+  }
+  // The folder was checked on its real path; one that now leads elsewhere (a folder on its way swapped for a
+  // symlink since) would vouch for files nobody checked.
+  if (realRoot !== path.resolve(root)) {
+    throw new PipelineFileError(`the folder ${root} now leads to ${realRoot}: it changed since the run checked it, and a run reads only from the folder it checked`, 'refused');
   }
   const rel = path.relative(realRoot, real);
   if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {

@@ -6,6 +6,7 @@ import type { AttemptLog } from '../attempt/log.js';
 import type { Spending } from '../attempt/spending.js';
 import type { StageBackend } from '../backends/stage-backend.js';
 import type { AllowedPaths, RunPlace } from '../workspace/allowed-paths.js';
+import type { PipelineDirs } from '../prompt/worker-files.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
 /** What the stage attempt activity is built from (`createRunStage`). */
@@ -16,6 +17,8 @@ export interface RunStageDependencies {
   backends: Record<string, StageBackend>;
   /** Host folders a run may name in `workspace.repo`, `workspace.dir` and `addDirs` besides the workspaces root. */
   allowedPaths: AllowedPaths;
+  /** Host folders a run that carries no files may read its pipeline files from (`AGENT_PIPELINE_PIPELINE_DIRS`). */
+  pipelineDirs: PipelineDirs;
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */

@@ -1,15 +1,19 @@
 import { cancellationSignal, Context, heartbeat, type Info } from '@temporalio/activity';
+import { realpath } from 'node:fs/promises';
 import { needIds } from '../../pipeline/graph.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { mentionsWorkspaceVariables, readPromptTemplates } from '../prompt/workspace-variables.js';
 import { stagesReadBy, withWithheldValues } from '../prompt/template-values.js';
 import { openRunBundle } from '../prompt/run-bundle-files.js';
+import { openWorkerPipelineFolder } from '../prompt/worker-files.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from '../workspace/open-workspace.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
-import { holdLentFolder } from '../workspace/folder-lease.js';
+import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';
+import { claimFolderNesting } from '../workspace/folder-nesting.js';
+import { recheckLentFolder } from '../workspace/lent-folder.js';
 import { WaitReports } from '../leases/wait-reports.js';
 import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 
@@ -20,9 +24,12 @@ import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
   const stageId = input.stage.id;
   const { stage, pipeline } = input;
-  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host.
+  // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host, only
+  // inside a folder the worker lists. Either way by its real path, which every read checks again (pipeline-file.ts).
   // `workspace.repo` and `addDirs` name folders on the worker's host, so they keep resolving against `baseDir`.
-  const filesDir = input.bundleHash ? await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId) : input.baseDir;
+  const filesDir = input.bundleHash
+    ? await realpath(await openRunBundle(deps.workspacesRoot, input.bundleHash, info, stageId))
+    : await openWorkerPipelineFolder(deps.pipelineDirs, input.baseDir, stageId);
   // Read only when needed: to find the values the workflow left out that they use, and `{{workspace.…}}` in them.
   const templates = input.withheld || pipeline.workspace ? await readPromptTemplates(filesDir, stage, pipeline.systemPrompt, pipeline.promptsDir) : [];
   // The prompt shows the work of the stages it needs, so those count as read too (a join after a wide fan-out is sent
@@ -46,7 +53,13 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  if (workspace.runFolder !== undefined) await waitForLentFolder(workspace.dir, input, info);
+  if (workspace.runFolder !== undefined) {
+    await waitForLentFolder(workspace.dir, input, info);
+    // Checked again now that the run holds it: while it waited, the folder (or one above it) may have been replaced by
+    // a symlink leading elsewhere. The agent starts in the real path checked, never in what the name leads to now.
+    const lent = { root: deps.workspacesRoot, runId: input.runId, dir: pipeline.workspace!.dir!, baseDir: input.baseDir, context, allowedPaths: deps.allowedPaths, stageId };
+    await recheckLentFolder(lent, workspace.dir);
+  }
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
   // git workspace there is nothing to compute.
   const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;
@@ -62,18 +75,23 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
  */
 async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
   const workflowId = info.workflowExecution?.workflowId ?? input.runId;
-  // `status` shows the stage waiting for the folder's key, and how many runs are ahead.
+  // `status` shows the stage waiting for the folder's key (or the key of a folder around or inside it), and how many
+  // runs are ahead.
   const reports = new WaitReports(workflowId, input.stage.id);
-  await holdLentFolder(folder, {
+  const options = {
     client: Context.current().client,
     taskQueue: info.taskQueue,
     workflowId,
     label: `run ${workflowId} (stage ${input.stage.id})`,
     signal: cancellationSignal(),
-    onWait: (wait) => {
+    onWait: (wait: FolderWait) => {
       heartbeat(info.heartbeatDetails);
       reports.waiting(wait);
     },
-  });
+  };
+  await holdLentFolder(folder, options);
+  // Then no other run may hold a folder inside or around it (folder-nesting.ts).
+  const attemptHolder = `${workflowId}/${info.activityId}/${info.attempt}`;
+  await claimFolderNesting(folder, { ...options, holder: runHolder(workflowId), attemptHolder });
   await reports.over();
 }

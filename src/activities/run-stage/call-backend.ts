@@ -13,6 +13,7 @@ import { missingFilesContinuation, resolveOutputPath } from '../outputs/stage-ou
 import { prewarmTargets } from '../prompt/prewarm-targets.js';
 import type { StagePrompt } from '../prompt/stage-prompt.js';
 import { checkAllowedPath, type RunPlace } from '../workspace/allowed-paths.js';
+import { confirmRealFolder } from '../workspace/lent-folder.js';
 import { placeOf, type AttemptSetup, type RunStageDependencies } from './attempt-setup.js';
 
 /** What the attempt decided before the backend runs: the stage with its agent file applied, the prompt, the cap. */
@@ -43,6 +44,9 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     });
   }
   const previous = setup.info.heartbeatDetails as AttemptProgress | undefined;
+  // A lent folder is used by its real path, checked when the run took it: at the moment the agent starts there, it
+  // must still be that path (no folder on the way swapped for a symlink since).
+  if (workspace.runFolder !== undefined) await confirmRealFolder(workspace.dir, stage.id);
   return backend({
     stage,
     prompt: call.prompt,

@@ -42,17 +42,19 @@ export function parseAllowedPaths(value: string | undefined): AllowedPaths | und
 
 /**
  * Fails the stage (for good) when `folder`, after following symlinks, is neither one of the run's own folders nor in
- * one of the allowed folders. @throws CONFIG_INVALID naming the field, the folder and the setting
+ * one of the allowed folders. `named` is the path as the run named it, when `folder` is its real path already.
+ * @throws CONFIG_INVALID naming the field, the folder and the setting
  */
-export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder: string, field: string, stageId: string): void {
+export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder: string, field: string, stageId: string, named = folder): void {
   if (allowed === 'any') return;
   if ([...ownFolders(place), ...allowed].some((root) => isInside(root, folder))) return;
+  const leadsTo = named === folder ? '' : ` (which leads to ${folder})`;
   throw stageFailure({
     type: 'CONFIG_INVALID',
     stageId,
-    message: `${field} names ${folder}, a folder this worker does not lend to runs; it allows only the run's own folder${allowed.length ? ` and ${allowed.join(', ')}` : ''}`,
+    message: `${field} names ${named}${leadsTo}, a folder this worker does not lend to runs; it allows only the run's own folder${allowed.length ? ` and ${allowed.join(', ')}` : ''}`,
     hint: `add the folder to ${ALLOWED_PATHS_VARIABLE} on the worker (folders separated by "${path.delimiter}", or * for any), or use a folder already allowed; another run's folder, or the workspaces root itself, is never lent`,
-    details: { field, path: folder },
+    details: { field, path: named },
   });
 }
 

@@ -11,7 +11,7 @@ import { MAX_LEASE_KEY_LENGTH } from '../../contracts/lease-messages.js';
  * no time limit, so a run waiting for a person keeps its folder. Nobody has to give it back on every path: a run that
  * waits for the key checks, on each poll, whether the runs holding it are still running, and releases the key of a
  * run that has ended however it ended (completed, failed, cancelled, terminated, timed out, or its worker gone), so
- * a crash never leaves a folder locked.
+ * a crash never leaves a folder locked. A folder inside or around one another run holds waits too (folder-nesting.ts).
  */
 
 const KEY_PREFIX = 'workspace.dir:';
@@ -21,8 +21,13 @@ const KEY_PREFIX = 'workspace.dir:';
  * path too long for a key (or with control characters) is hashed.
  */
 export function folderLeaseKey(realFolder: string): string {
-  if (KEY_PREFIX.length + realFolder.length <= MAX_LEASE_KEY_LENGTH && !/[\u0000-\u001f\u007f]/.test(realFolder)) return KEY_PREFIX + realFolder;
-  return `${KEY_PREFIX}sha256:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
+  return folderKey(KEY_PREFIX, realFolder);
+}
+
+/** A key naming a folder after `prefix`: the path itself when it fits, else its hash. */
+export function folderKey(prefix: string, realFolder: string): string {
+  if (prefix.length + realFolder.length <= MAX_LEASE_KEY_LENGTH && !/[\u0000-\u001f\u007f]/.test(realFolder)) return prefix + realFolder;
+  return `${prefix}sha256:${createHash('sha256').update(realFolder).digest('hex').slice(0, 32)}`;
 }
 
 /** The holder a run's stages ask as: its workflow id, which a continued-as-new run keeps. */
@@ -60,7 +65,7 @@ export async function holdLentFolder(realFolder: string, options: HoldFolderOpti
   const holder = runHolder(options.workflowId);
   let checking = false;
   await leases.acquire(
-    { key, limit: 1, holder, label: `${options.label} in ${realFolder}`.slice(0, 500) },
+    { key, limit: 1, holder, label: `${options.label} in ${realFolder}`.slice(0, 500), run: options.workflowId },
     {
       signal: options.signal,
       pollMs: options.pollMs ?? 2_000,
@@ -76,17 +81,26 @@ export async function holdLentFolder(realFolder: string, options: HoldFolderOpti
   );
 }
 
-/** Releases the key of every holder whose run has ended; returns the workflow ids of those still running. */
-async function releaseEndedHolders(leases: LeaseClient, client: Client, key: string, self: string): Promise<string[]> {
+/**
+ * Releases the key of the holders whose run has ended; returns those still holding it: the workflow ids of runs still
+ * running, and any holder that is not a run as it is (it cannot be checked, so it counts as holding). With `max`, only
+ * that many holders, picked at random, are looked at (a shared key of many runs is tidied a little at each visit).
+ */
+export async function releaseEndedHolders(leases: LeaseClient, client: Client, key: string, self: string, max = Infinity): Promise<string[]> {
   const state = await leases.describe(key);
-  const running: string[] = [];
-  for (const entry of state?.holders ?? []) {
-    if (entry.holder === self || !entry.holder.startsWith('run:')) continue;
+  const others = (state?.holders ?? []).filter((entry) => entry.holder !== self);
+  const looked = new Set(Number.isFinite(max) ? [...others].sort(() => Math.random() - 0.5).slice(0, max) : others);
+  const holding: string[] = [];
+  for (const entry of others) {
+    if (!entry.holder.startsWith('run:') || !looked.has(entry)) {
+      holding.push(entry.holder);
+      continue;
+    }
     const workflowId = entry.holder.slice('run:'.length);
-    if (await isRunning(client, workflowId)) running.push(workflowId);
+    if (await isRunning(client, workflowId)) holding.push(workflowId);
     else await leases.release(key, entry.holder);
   }
-  return running;
+  return holding;
 }
 
 async function isRunning(client: Client, workflowId: string): Promise<boolean> {

@@ -19,6 +19,8 @@ export function addWorkerCommand(program: Command): void {
         '  AGENT_PIPELINE_AGENT_ENV (more variables for agents, e.g. GH_TOKEN,SSH_AUTH_SOCK; kept secret).\n' +
         'Trust: AGENT_PIPELINE_TRUSTED_KEYS (who may start runs), AGENT_PIPELINE_DECISION_KEYS (who may decide),\n' +
         '  AGENT_PIPELINE_ALLOW_WORKER_FILES=1 (run --files-from-worker runs); docs/security.md.\n' +
+        'Host folders: AGENT_PIPELINE_ALLOWED_PATHS (lent to runs), AGENT_PIPELINE_PIPELINE_DIRS (pipelines that\n' +
+        '  --files-from-worker runs may read; unset, such runs are refused).\n' +
         'On SIGTERM or Ctrl-C running stages get the grace time to finish; then they are cancelled and another worker resumes them.',
     )
     .action(async (opts: { healthCheck?: boolean }) => {
