@@ -1,7 +1,7 @@
 import { activityInfo, Context } from '@temporalio/activity';
 import { TRUSTED_KEYS_VARIABLE } from '../trust/keys.js';
 import { findScheduleOrigin } from '../trust/schedule-origin.js';
-import { findDecisionSignatureProblem, findRunSignatureProblem, hasScheduleSignature, type RunScope } from '../trust/signatures.js';
+import { findDecisionSignatureProblem, findRunKeyProblem, findRunSignatureProblem, hasScheduleSignature, type RunScope } from '../trust/signatures.js';
 import { ALLOW_WORKER_FILES_VARIABLE, type WorkerTrust } from '../trust/worker-trust.js';
 import type { DecisionVerdict, RunTrustVerdict } from '../contracts/trust-types.js';
 
@@ -34,6 +34,9 @@ async function checkRunTrust(trust: WorkerTrust, input: unknown): Promise<RunTru
   if (trust.runKeys.size === 0) return { decisionsSigned };
   const runId = workflowId();
   if (typeof input !== 'object' || input === null) return { refused: `run ${runId} is not trusted: its input is not an object`, decisionsSigned };
+  // A signature no listed key made is refused before the server is asked which schedule started the run.
+  const keyProblem = findRunKeyProblem(input, trust.runKeys, TRUSTED_KEYS_VARIABLE, Date.now());
+  if (keyProblem) return { refused: `run ${runId} is not trusted: ${keyProblem}`, decisionsSigned };
   const scope = await runScope(input, runId);
   if (typeof scope === 'string') return { refused: `run ${runId} is not trusted: ${scope}`, decisionsSigned };
   const problem = findRunSignatureProblem(input, scope, trust.runKeys, TRUSTED_KEYS_VARIABLE, Date.now());

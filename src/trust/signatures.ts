@@ -82,6 +82,15 @@ function findKey(signature: TrustSignature | undefined, keys: ReadonlyMap<string
   return key;
 }
 
+/**
+ * Why a run input's signature is worth nothing whatever it was made for (none, a key not listed, expired), or
+ * undefined: checked before anything is asked of the server about the run.
+ */
+export function findRunKeyProblem(input: object, keys: ReadonlyMap<string, KeyObject>, variable: string, now: number): string | undefined {
+  const key = findKey(readSignature((input as { signature?: unknown }).signature), keys, variable, now);
+  return typeof key === 'string' ? key : undefined;
+}
+
 /** True when the input carries a schedule's signature: it holds only for a run that schedule started. */
 export function hasScheduleSignature(input: object): boolean {
   return readSignature((input as { signature?: unknown }).signature)?.schedule === true;
