@@ -83,6 +83,10 @@ describe('a schedule\'s signed action', () => {
       expect(copied.signature).toMatchObject({ keyId: 'starter', schedule: true });
       await own.terminate('seen');
 
+      // Copied into a plain manual start: no schedule started it.
+      const plain = await outcome(await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { taskQueue: harness.taskQueue, workflowId: `copy-${id}`, args: [copied] }));
+      expect(plain.refused, JSON.stringify(plain)).toMatchObject({ type: 'RUN_NOT_TRUSTED', message: expect.stringContaining('was not started by a schedule') });
+
       // Copied into a manual start that claims the live schedule: not among the runs the schedule started.
       const byHand = await outcome(await startCopy(copied, id, 2031));
       expect(byHand.refused, JSON.stringify(byHand)).toMatchObject({ type: 'RUN_NOT_TRUSTED', message: expect.stringContaining(`not among the runs schedule ${id} started`) });
