@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Entry point of the `agent-pipeline` command.
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { addCommands } from './cli/commands/index.js';
 import { exitCodeFor } from './cli/errors.js';
 
@@ -32,7 +32,9 @@ try {
   await program.parseAsync();
 } catch (err) {
   process.exitCode = exitCodeFor(err);
-  // Commander has printed its own message (usage errors, --help); everything else gets one line, no stack trace.
-  if (!(err instanceof CommanderError)) process.stderr.write(`agent-pipeline: ${(err as Error).message}\n`);
+  // Commander has printed its own message (usage errors, --help); everything else gets one line, no stack trace. An
+  // InvalidArgumentError that reaches here was thrown by a command's own code, not by commander's parsing, which
+  // prints its message and throws a CommanderError instead: nobody printed it yet.
+  if (!(err instanceof CommanderError) || err instanceof InvalidArgumentError) process.stderr.write(`agent-pipeline: ${(err as Error).message}\n`);
   if (process.env.AGENT_PIPELINE_DEBUG) console.error(err);
 }

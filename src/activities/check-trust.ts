@@ -1,6 +1,7 @@
-import { activityInfo } from '@temporalio/activity';
+import { activityInfo, Context } from '@temporalio/activity';
 import { TRUSTED_KEYS_VARIABLE } from '../trust/keys.js';
-import { findDecisionSignatureProblem, findRunSignatureProblem } from '../trust/signatures.js';
+import { findScheduleOrigin } from '../trust/schedule-origin.js';
+import { findDecisionSignatureProblem, findRunKeyProblem, findRunSignatureProblem, hasScheduleSignature, type RunScope } from '../trust/signatures.js';
 import { ALLOW_WORKER_FILES_VARIABLE, type WorkerTrust } from '../trust/worker-trust.js';
 import { findWorkerFilesProblem, type PipelineDirs } from './prompt/worker-files.js';
 import type { DecisionVerdict, RunTrustVerdict } from '../contracts/trust-types.js';
@@ -15,6 +16,19 @@ function workflowId(): string {
   return activityInfo().workflowExecution?.workflowId ?? '';
 }
 
+/**
+ * What the run's signature must be for: its workflow id, or for a schedule's signed action the schedule that started
+ * it, as Temporal reports it (see trust/schedule-origin.ts); a string says why the run is no schedule's action.
+ */
+async function runScope(input: object, runId: string): Promise<RunScope | string> {
+  if (!hasScheduleSignature(input)) return { workflowId: runId };
+  const context = Context.current();
+  // The check runs in the run's first execution, whose run id is the one the schedule recorded.
+  const execution = { workflowId: runId, runId: activityInfo().workflowExecution?.runId ?? '' };
+  const origin = await findScheduleOrigin(context.client, execution, { sleep: (ms) => context.sleep(ms) });
+  return 'refused' in origin ? origin.refused : { schedule: origin };
+}
+
 /** Whether this worker runs the run: its signature (with trusted keys), and whether it reads files from the worker. */
 async function checkRunTrust(trust: WorkerTrust, pipelineDirs: PipelineDirs, input: unknown): Promise<RunTrustVerdict> {
   const decisionsSigned = trust.decisionKeys.size > 0;
@@ -24,7 +38,12 @@ async function checkRunTrust(trust: WorkerTrust, pipelineDirs: PipelineDirs, inp
   if (trust.runKeys.size === 0) return { decisionsSigned };
   const runId = workflowId();
   if (typeof input !== 'object' || input === null) return { refused: `run ${runId} is not trusted: its input is not an object`, decisionsSigned };
-  const problem = findRunSignatureProblem(input, runId, trust.runKeys, TRUSTED_KEYS_VARIABLE, Date.now());
+  // A signature no listed key made is refused before the server is asked which schedule started the run.
+  const keyProblem = findRunKeyProblem(input, trust.runKeys, TRUSTED_KEYS_VARIABLE, Date.now());
+  if (keyProblem) return { refused: `run ${runId} is not trusted: ${keyProblem}`, decisionsSigned };
+  const scope = await runScope(input, runId);
+  if (typeof scope === 'string') return { refused: `run ${runId} is not trusted: ${scope}`, decisionsSigned };
+  const problem = findRunSignatureProblem(input, scope, trust.runKeys, TRUSTED_KEYS_VARIABLE, Date.now());
   if (problem) return { refused: `run ${runId} is not trusted: ${problem}`, decisionsSigned };
   if (!(input as { bundle?: unknown }).bundle && !trust.allowWorkerFiles) {
     return {
@@ -57,7 +76,7 @@ function verifyDecision(trust: WorkerTrust, decision: string, args: unknown): De
 /** The trust activities of a worker, closed over its key lists and the folders it reads pipelines from. */
 export function createTrustActivities(trust: WorkerTrust, pipelineDirs: PipelineDirs = []) {
   return {
-    checkRunTrust: async (input: unknown): Promise<RunTrustVerdict> => checkRunTrust(trust, pipelineDirs, input),
+    checkRunTrust: (input: unknown): Promise<RunTrustVerdict> => checkRunTrust(trust, pipelineDirs, input),
     verifyDecision: async (decision: string, args: unknown): Promise<DecisionVerdict> => verifyDecision(trust, decision, args),
   };
 }

@@ -76,16 +76,62 @@ export function currentRedaction(): <T>(value: T) => T {
   return (value) => registry?.redact(value) ?? value;
 }
 
+/** JSON's escapes: `\u0067` and the one-letter ones (`\/`, `\"`, `\n`…). */
+const JSON_ESCAPE = /\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))/g;
+/** Levels of JSON quoted in JSON that are unescaped to look for a secret. */
+const MAX_ESCAPE_LEVELS = 4;
+const ONE_LETTER: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+
+function replaceSecrets(text: string, secrets: ReadonlySet<string>): string {
+  let out = text;
+  for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  return out;
+}
+
 /**
- * Redacts at any depth (an agent's `outputs` may nest as deep as it likes). A value met again on the path from the root
- * (a cycle) is left as it is; objects other than plain ones and arrays are not entered.
+ * `text` with every secret replaced, also one spelled with JSON escapes (`\u0067hp_…`): such text is JSON waiting to
+ * be parsed (an agent's report quoted in a summary, a tool's output), and a parser, ours or a reader's, gives the
+ * secret back. Where unescaping reveals a secret, the text is kept unescaped, with the secret replaced.
+ */
+function redactText(text: string, secrets: ReadonlySet<string>): string {
+  const out = replaceSecrets(text, secrets);
+  // JSON quoted in JSON escapes its escapes again: a few levels, then no reader would go on.
+  let current = out;
+  for (let level = 0; level < MAX_ESCAPE_LEVELS && current.includes('\\'); level++) {
+    const unescaped = current.replace(JSON_ESCAPE, (_, hex: string | undefined, letter: string | undefined) => (hex ? String.fromCharCode(parseInt(hex, 16)) : ONE_LETTER[letter!]));
+    if (unescaped === current) break;
+    const revealed = replaceSecrets(unescaped, secrets);
+    if (revealed !== unescaped) return revealed;
+    current = unescaped;
+  }
+  return out;
+}
+
+/**
+ * An object's entries with keys and values redacted. Keys matter as much as values: an agent's `outputs` are keyed
+ * as it likes, and a report's keys (JSON-unescaped when it was parsed) may hold a secret. Two keys that redact alike
+ * stay apart (`<redacted>`, `<redacted> (2)`).
+ */
+function redactEntries(value: object, secrets: ReadonlySet<string>, path: Set<object>): [entries: [string, unknown][], changed: boolean] {
+  const used = new Set<string>();
+  let changed = false;
+  const entries = Object.entries(value).map(([key, item]): [string, unknown] => {
+    let next = redactText(key, secrets);
+    for (let n = 2; next !== key && (used.has(next) || Object.hasOwn(value, next)); n++) next = `${redactText(key, secrets)} (${n})`;
+    used.add(next);
+    const redacted = redactValue(item, secrets, path);
+    if (next !== key || redacted !== item) changed = true;
+    return [next, redacted];
+  });
+  return [entries, changed];
+}
+
+/**
+ * Redacts at any depth (an agent's `outputs` may nest as deep as it likes), keys included. A value met again on the
+ * path from the root (a cycle) is left as it is; objects other than plain ones and arrays are not entered.
  */
 function redactValue(value: unknown, secrets: ReadonlySet<string>, path: Set<object>): unknown {
-  if (typeof value === 'string') {
-    let out = value;
-    for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
-    return out;
-  }
+  if (typeof value === 'string') return redactText(value, secrets);
   if (value === null || typeof value !== 'object' || path.has(value)) return value;
   if (!Array.isArray(value) && Object.getPrototypeOf(value) !== Object.prototype) return value;
   path.add(value);
@@ -94,12 +140,7 @@ function redactValue(value: unknown, secrets: ReadonlySet<string>, path: Set<obj
       const items = value.map((item) => redactValue(item, secrets, path));
       return items.some((item, i) => item !== value[i]) ? items : value;
     }
-    let changed = false;
-    const entries = Object.entries(value).map(([key, item]) => {
-      const next = redactValue(item, secrets, path);
-      if (next !== item) changed = true;
-      return [key, next] as const;
-    });
+    const [entries, changed] = redactEntries(value, secrets, path);
     return changed ? Object.fromEntries(entries) : value;
   } finally {
     path.delete(value);

@@ -16,14 +16,19 @@ export function collectToolName(value: string, previous: string[] = []): string[
   return [...previous, value];
 }
 
-/** Parses a duration flag (`90s`, `30m`, `2h`, `1d`) to milliseconds. */
+/** Parses a duration flag (`90s`, `30m`, `2h`, `1d`) to milliseconds, above zero. */
 export function parseDurationMs(value: string): number {
+  const ms = parseAgeMs(value);
+  if (ms <= 0) throw new InvalidArgumentError(`expected a duration above zero, got "${value}"`);
+  return ms;
+}
+
+/** Parses an age flag (`0s`, `12h`, `7d`) to milliseconds: a duration, zero included (`prune --older-than 0s`). */
+export function parseAgeMs(value: string): number {
   if (!durationSchema.safeParse(value.trim()).success) {
     throw new InvalidArgumentError(`expected a duration such as 30s, 15m, 2h or 1d, got "${value}"`);
   }
-  const ms = toMilliseconds(value.trim());
-  if (ms <= 0) throw new InvalidArgumentError(`expected a duration above zero, got "${value}"`);
-  return ms;
+  return toMilliseconds(value.trim());
 }
 
 /** Parses a positive number flag (a budget in dollars). */

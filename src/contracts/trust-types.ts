@@ -13,8 +13,8 @@ export interface TrustSignature {
   /** After this the signature is refused. @unit milliseconds since the epoch */
   expiresAt: number;
   /**
-   * A schedule's signed action: it holds for every run the schedule starts (workflow ids `<schedule's id>-<time>`),
-   * not for one workflow id.
+   * A schedule's signed action: it holds for every run that schedule (its id and creation time) starts, as Temporal
+   * reports it, never for a run started by hand (see trust/schedule-origin.ts).
    */
   schedule?: boolean;
   /** The Ed25519 signature, base64. */

@@ -60,6 +60,8 @@ const RETRY_DELAY_MS = 2_000;
 
 /** Temporal's closed statuses and how the library names them. */
 const FAILURE_KIND: Record<string, RunFailureKind> = { FAILED: 'failed', CANCELLED: 'cancelled', TERMINATED: 'terminated', TIMED_OUT: 'timed_out' };
+/** Run statuses that name how a run failed (a run the pipeline's timeout ended is `timed_out` though Temporal says FAILED). */
+const FAILURE_KINDS: ReadonlySet<string> = new Set<RunFailureKind>(['failed', 'cancelled', 'terminated', 'timed_out']);
 
 /** One pipeline run: read it, follow it, answer it. Get one from `client.start()` or `client.getRun(id)`. */
 export class RunHandle {
@@ -127,7 +129,8 @@ export class RunHandle {
         if (options.progress !== false) yield* progress.next(snapshot.state, snapshot.live);
         if (snapshot.executionStatus !== 'RUNNING') {
           const state = snapshot.state;
-          yield { type: 'run_ended', runId: state.runId, state, status: endStatus(snapshot) };
+          // The snapshot's state is reconciled with the execution (run-end.ts): its status is how the run ended.
+          yield { type: 'run_ended', runId: state.runId, state, status: state.status };
           return;
         }
       }
@@ -169,7 +172,8 @@ export class RunHandle {
       } catch (err) {
         if (err instanceof WorkflowFailedError) {
           const { state, executionStatus } = await this.status();
-          throw new RunFailedError(FAILURE_KIND[executionStatus] ?? 'failed', state, { cause: err });
+          const kind = FAILURE_KINDS.has(state.status) ? (state.status as RunFailureKind) : (FAILURE_KIND[executionStatus] ?? 'failed');
+          throw new RunFailedError(kind, state, { cause: err });
         }
         // The result is a long poll that may last days: a server restart must not end it.
         if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, this.address);
@@ -291,9 +295,3 @@ export class RunHandle {
   }
 }
 
-/** How a closed run ended, in the run's own terms. */
-function endStatus(snapshot: RunSnapshot): RunState['status'] {
-  if (snapshot.executionStatus === 'COMPLETED') return snapshot.state.status;
-  if (snapshot.executionStatus === 'CANCELLED') return 'cancelled';
-  return snapshot.state.status === 'completed' || snapshot.state.status === 'running' || snapshot.state.status === 'waiting' ? 'failed' : snapshot.state.status;
-}

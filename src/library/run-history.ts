@@ -50,8 +50,8 @@ export function mapActivitiesToStages(events: readonly HistoryEvent[]): Map<stri
 const CLOSED_STATUS: Record<string, RunStatus> = {
   COMPLETED: 'completed',
   FAILED: 'failed',
-  TIMED_OUT: 'failed',
-  TERMINATED: 'failed',
+  TIMED_OUT: 'timed_out',
+  TERMINATED: 'terminated',
   CANCELLED: 'cancelled',
 };
 

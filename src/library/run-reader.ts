@@ -10,6 +10,7 @@ import { clientCodecs, decodeFailure } from './history-codec.js';
 import { readHistoryEvents } from './history-pages.js';
 import { decodePayloadList } from '../codec/data-converter.js';
 import { decodeFirst, RunStateBuilder, timestampMs } from './run-history.js';
+import { reconcileClosedRun } from './run-end.js';
 
 /** Where a run's state came from: the workflow's status query, the final result, or the event history. */
 export type RunStateSource = 'query' | 'result' | 'history';
@@ -119,6 +120,9 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
     state = await rebuildFromHistory(client, description);
     source = 'history';
   }
+  // A closed run's query replays a workflow that may never have tracked its end (terminated, refused at its input
+  // check): Temporal's word on the execution decides, so every reader says what `list` says.
+  state = await reconcileClosedRun(handle, state, { status: description.status.name, closeTime: description.closeTime?.getTime() });
   const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
   const execution = { runId: description.runId, historyLength: description.historyLength, historyBytes: description.historySize };

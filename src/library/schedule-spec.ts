@@ -5,6 +5,7 @@ import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import { runMemo, runSummary } from './runs.js';
 import type { RunSigner } from '../trust/signer.js';
+import type { ScheduleIdentity } from '../trust/signatures.js';
 
 /** `--overlap` values: what happens when a run is due while the previous one still runs. */
 export const OVERLAP_POLICIES = {
@@ -37,19 +38,20 @@ export interface ScheduleCreateOptions {
   overlap: OverlapFlag;
   note?: string;
   paused?: boolean;
-  /** Signs the action's input for the schedule's runs (AGENT_PIPELINE_SIGNING_KEY). */
-  signer?: RunSigner;
 }
 
 /**
- * The action's input, signed for every run the schedule starts (`<action workflow id>-<time>`) when the client has a
- * signing key. The same signed input starts each run, so its expiry is the schedule's: see docs/security.md.
+ * The action's input, signed for every run of this schedule (its id and creation time) when the client has a signing
+ * key. The same signed input starts each run, so its expiry is the schedule's: see docs/security.md.
  */
-function signedAction(input: PipelineRunInput, actionWorkflowId: string, signer: RunSigner | undefined): PipelineRunInput {
-  return signer ? signer.signSchedule(input, actionWorkflowId) : input;
+function signedAction(input: PipelineRunInput, schedule: ScheduleIdentity, signer: RunSigner | undefined): PipelineRunInput {
+  return signer ? signer.signSchedule(input, schedule) : input;
 }
 
-/** The Temporal Schedule that starts `pipelineWorkflow` with the file's pipeline and inputs on each action. */
+/**
+ * The Temporal Schedule that starts `pipelineWorkflow` with the file's pipeline and inputs on each action. Its action
+ * is unsigned: a signature names the schedule's creation time, which only the server knows (see `withRunInput`).
+ */
 export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
   const { input } = options;
   const memo: ScheduleMemo = {
@@ -66,7 +68,7 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
       type: 'startWorkflow',
       workflowType: PIPELINE_WORKFLOW_TYPE,
       taskQueue: options.taskQueue,
-      args: [signedAction({ version: RUN_INPUT_VERSION, ...input }, options.scheduleId, options.signer)],
+      args: [{ version: RUN_INPUT_VERSION, ...input }],
       // Temporal appends the scheduled time, so every run gets its own id: `<schedule id>-<time>`.
       workflowId: options.scheduleId,
       staticSummary: `${runSummary(input)} · schedule ${options.scheduleId}`,
@@ -84,15 +86,16 @@ export function buildSchedule(options: ScheduleCreateOptions): ScheduleOptions {
 
 /**
  * The schedule as it was, starting runs of `input` from now on: the re-bundled files (`schedule update FILE`),
- * the same timing, policies and state.
+ * the same timing, policies and state (`paused` given: that pause state instead).
  */
-export function withRunInput(previous: ScheduleDescription, input: PipelineRunInput, signer?: RunSigner): ScheduleUpdateOptions {
+export function withRunInput(previous: ScheduleDescription, input: PipelineRunInput, signer?: RunSigner, paused = previous.state.paused): ScheduleUpdateOptions {
   if (previous.action.type !== 'startWorkflow') throw new Error(`schedule ${previous.scheduleId} does not start workflows`);
+  const schedule = { scheduleId: previous.scheduleId, createdAt: previous.info.createdAt.getTime() };
   return {
     ...previous,
     // Signed again (a fresh expiry), so `schedule update` is also how a schedule's signature is renewed.
-    action: { ...previous.action, args: [signedAction(input, previous.action.workflowId, signer)], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
-    state: { paused: previous.state.paused, note: previous.state.note, remainingActions: previous.state.remainingActions },
+    action: { ...previous.action, args: [signedAction(input, schedule, signer)], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
+    state: { paused, note: previous.state.note, remainingActions: previous.state.remainingActions },
   };
 }
 

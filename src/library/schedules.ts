@@ -1,4 +1,5 @@
-import type { Client } from '@temporalio/client';
+import type { Client, ScheduleHandle } from '@temporalio/client';
+import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import type { RunSigner } from '../trust/signer.js';
 import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
 import { toMilliseconds } from '../pipeline/duration.js';
@@ -68,7 +69,11 @@ export class PipelineSchedules {
     return this.createPrepared(await prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.client)), options);
   }
 
-  /** Creates a schedule from an already prepared run input (`client.prepare()`). */
+  /**
+   * Creates a schedule from an already prepared run input (`client.prepare()`). With a signing key the schedule is
+   * created paused with an unsigned action, then its action is signed for the schedule's creation time and its pause
+   * state set as asked: no run starts before the action is signed.
+   */
   createPrepared(input: PipelineRunInput, options: Omit<CreateScheduleOptions, keyof PrepareRunOptions>): Promise<ScheduleInfo> {
     checkTiming(options);
     const scheduleId = options.id ?? input.pipeline.name;
@@ -82,12 +87,23 @@ export class PipelineSchedules {
           every: options.every === undefined ? undefined : { text: options.every, ms: toMilliseconds(options.every) },
           overlap: options.overlap ?? 'skip',
           note: options.note,
-          paused: options.paused,
-          signer: this.signer,
+          paused: this.signer ? true : options.paused,
         }),
       );
+      if (this.signer) await this.signCreated(handle, input, options.paused ?? false);
       return scheduleJson(await handle.describe());
     }, this.address);
+  }
+
+  /** Signs a schedule just created (paused) for its creation time, then pauses or unpauses it as asked; deletes it on failure. */
+  private async signCreated(handle: ScheduleHandle, input: PipelineRunInput, paused: boolean): Promise<void> {
+    try {
+      await handle.update((created) => withRunInput(created, { version: RUN_INPUT_VERSION, ...input }, this.signer, paused));
+    } catch (err) {
+      // A schedule left with an unsigned action would start runs every worker with trusted keys refuses.
+      await handle.delete().catch(() => undefined);
+      throw err;
+    }
   }
 
   /**

@@ -5,9 +5,12 @@ import type { StageResult } from './stage-result.js';
 export type StageStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'skipped' | 'cancelled';
 /**
  * `blocked`: a stage waits for an answer to its agent's question (other waits for a person are `waiting`).
- * `timed_out`: the pipeline `timeout` or a stage's timeouts ended the run (Temporal records it as failed).
+ * `timed_out`: the pipeline `timeout` or a stage's timeouts ended the run (Temporal records it as failed), or
+ * Temporal's own execution timeout did.
+ * `terminated`: someone terminated the run's workflow (`temporal workflow terminate`, `terminate()` of a Temporal
+ * client); the workflow never sets it, the readers do (library/run-end.ts).
  */
-export type RunStatus = 'running' | 'waiting' | 'blocked' | 'completed' | 'failed' | 'timed_out' | 'cancelled';
+export type RunStatus = 'running' | 'waiting' | 'blocked' | 'completed' | 'failed' | 'timed_out' | 'cancelled' | 'terminated';
 
 /** Failure types that mean a timeout ended the run: the pipeline's, or a stage's (attempt, heartbeat, stall, approval). */
 const TIMEOUT_FAILURES = new Set(['PIPELINE_TIMEOUT', 'ACTIVITY_START_TO_CLOSE', 'ACTIVITY_SCHEDULE_TO_CLOSE', 'ACTIVITY_HEARTBEAT', 'AGENT_STALLED', 'APPROVAL_TIMED_OUT']);

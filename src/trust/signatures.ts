@@ -8,8 +8,18 @@ import type { SigningKey } from './keys.js';
  * and an expiry, so a signature made for one run or one decision is worth nothing for another.
  */
 
-/** Temporal names a scheduled run `<the action's workflow id>-<the scheduled time>`. */
-const SCHEDULED_RUN_SUFFIX = /-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
+/**
+ * One schedule, as Temporal knows it: its id and when it was created. A schedule's action is signed for both, so a
+ * schedule deleted and created again under the same id (by someone who copied the signed action) is another one.
+ */
+export interface ScheduleIdentity {
+  scheduleId: string;
+  /** When the server created the schedule (its `createTime`). @unit milliseconds since the epoch */
+  createdAt: number;
+}
+
+/** What a run signature is for: one workflow id, or every run of one schedule. */
+export type RunScope = { workflowId: string } | { schedule: ScheduleIdentity };
 
 /** The run input without its signature, as the hash the statement carries. */
 function inputHash(input: object): string {
@@ -17,8 +27,11 @@ function inputHash(input: object): string {
   return createHash('sha256').update(canonicalJson(unsigned)).digest('hex');
 }
 
-function runStatement(input: object, scope: { workflowId: string } | { schedule: string }, nonce: string, expiresAt: number): Buffer {
-  return Buffer.from(canonicalJson({ type: 'agent-pipeline/run/v1', ...scope, nonce, expiresAt, input: inputHash(input) }));
+function runStatement(input: object, scope: RunScope, nonce: string, expiresAt: number): Buffer {
+  // A schedule's statement (v2) names the schedule and its creation; v1 named the action's workflow id alone, so an
+  // action signed before v2 no longer verifies and `schedule update` signs it again.
+  const named = 'workflowId' in scope ? { type: 'agent-pipeline/run/v1', workflowId: scope.workflowId } : { type: 'agent-pipeline/run/v2', schedule: scope.schedule.scheduleId, scheduleCreatedAt: scope.schedule.createdAt };
+  return Buffer.from(canonicalJson({ ...named, nonce, expiresAt, input: inputHash(input) }));
 }
 
 function decisionStatement(runId: string, decision: string, args: object, nonce: string, expiresAt: number): Buffer {
@@ -30,11 +43,11 @@ function envelope(key: SigningKey, statement: (nonce: string) => Buffer, nonce: 
   return { keyId: key.keyId, nonce, expiresAt, schedule, value: sign(null, statement(nonce), key.privateKey).toString('base64') };
 }
 
-/** Signs a run input for one workflow id (`schedule: true`: for every run of the schedule whose action has that id). */
-export function signRunInput(key: SigningKey, input: object, workflowId: string, expiresAt: number, schedule = false): TrustSignature {
+/** Signs a run input for one workflow id, or (`{ schedule }`) for every run that schedule starts. */
+export function signRunInput(key: SigningKey, input: object, scope: string | RunScope, expiresAt: number): TrustSignature {
   const nonce = randomBytes(16).toString('base64url');
-  const scope = schedule ? { schedule: workflowId } : { workflowId };
-  return envelope(key, (n) => runStatement(input, scope, n, expiresAt), nonce, expiresAt, schedule ? true : undefined);
+  const resolved = typeof scope === 'string' ? { workflowId: scope } : scope;
+  return envelope(key, (n) => runStatement(input, resolved, n, expiresAt), nonce, expiresAt, 'schedule' in resolved ? true : undefined);
 }
 
 /** Signs a decision (the update's name and its arguments) for one run. */
@@ -69,19 +82,33 @@ function findKey(signature: TrustSignature | undefined, keys: ReadonlyMap<string
   return key;
 }
 
-/** Why a run input is not trusted, or undefined when a listed key signed it for this workflow id and it has not expired. */
-export function findRunSignatureProblem(input: object, workflowId: string, keys: ReadonlyMap<string, KeyObject>, variable: string, now: number): string | undefined {
+/**
+ * Why a run input's signature is worth nothing whatever it was made for (none, a key not listed, expired), or
+ * undefined: checked before anything is asked of the server about the run.
+ */
+export function findRunKeyProblem(input: object, keys: ReadonlyMap<string, KeyObject>, variable: string, now: number): string | undefined {
+  const key = findKey(readSignature((input as { signature?: unknown }).signature), keys, variable, now);
+  return typeof key === 'string' ? key : undefined;
+}
+
+/** True when the input carries a schedule's signature: it holds only for a run that schedule started. */
+export function hasScheduleSignature(input: object): boolean {
+  return readSignature((input as { signature?: unknown }).signature)?.schedule === true;
+}
+
+/**
+ * Why a run input is not trusted, or undefined when a listed key signed it for this scope (the run's workflow id, or
+ * the schedule that started it) and it has not expired. A schedule's signature never holds for a workflow id.
+ */
+export function findRunSignatureProblem(input: object, scope: RunScope, keys: ReadonlyMap<string, KeyObject>, variable: string, now: number): string | undefined {
   const signature = readSignature((input as { signature?: unknown }).signature);
   const key = findKey(signature, keys, variable, now);
   if (typeof key === 'string' || !signature) return key as string;
-  let scope: { workflowId: string } | { schedule: string } = { workflowId };
-  if (signature.schedule) {
-    if (!SCHEDULED_RUN_SUFFIX.test(workflowId)) return `its signature is a schedule's, and run ${workflowId} was not started by a schedule`;
-    scope = { schedule: workflowId.replace(SCHEDULED_RUN_SUFFIX, '') };
-  }
+  if (signature.schedule && 'workflowId' in scope) return `its signature is a schedule's, and run ${scope.workflowId} was not started by that schedule`;
   const statement = runStatement(input, scope, signature.nonce, signature.expiresAt);
   if (!verifies(statement, key, signature.value)) {
-    return `its signature by key ${signature.keyId} does not match: it was made for another run id or another input`;
+    const what = 'workflowId' in scope ? 'another run id or another input' : `another schedule (or schedule ${scope.schedule.scheduleId} before it was deleted and created again) or another input; sign it again with \`agent-pipeline schedule update\``;
+    return `its signature by key ${signature.keyId} does not match: it was made for ${what}`;
   }
   return undefined;
 }

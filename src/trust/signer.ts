@@ -1,5 +1,5 @@
 import { parseSigningKey, SIGNING_KEY_VARIABLE, type SigningKey } from './keys.js';
-import { signDecision, signRunInput } from './signatures.js';
+import { signDecision, signRunInput, type ScheduleIdentity } from './signatures.js';
 import type { TrustSignature } from '../contracts/trust-types.js';
 
 /** How long a run's start signature holds: a worker must pick the run up within it. @unit milliseconds */
@@ -41,10 +41,13 @@ export class RunSigner {
     return { ...input, signature: signRunInput(this.key, input, workflowId, expiresAt) };
   }
 
-  /** The input with its signature for every run of the schedule whose action's workflow id is `actionWorkflowId`. */
-  signSchedule<T extends object>(input: T, actionWorkflowId: string): T & { signature: TrustSignature } {
+  /**
+   * The input with its signature for every run of one schedule (its id and creation time, so the signature is worth
+   * nothing to a schedule created again under that id).
+   */
+  signSchedule<T extends object>(input: T, schedule: ScheduleIdentity): T & { signature: TrustSignature } {
     const expiresAt = Date.now() + (this.ttls.scheduleMs ?? SCHEDULE_SIGNATURE_TTL_MS);
-    return { ...input, signature: signRunInput(this.key, input, actionWorkflowId, expiresAt, true) };
+    return { ...input, signature: signRunInput(this.key, input, { schedule }, expiresAt) };
   }
 
   /** A decision's arguments with their signature for `runId`. */

@@ -208,6 +208,8 @@ describe('signed runs and decisions', () => {
     };
     try {
       await starting.schedules.create(file, { id, every: '1d', paused: true });
+      // A paused schedule's runs are refused, its triggered ones too (schedule-replay.test.ts): unpaused, they run.
+      await schedule.unpause();
       const created = await actionSignature();
       expect(created).toMatchObject({ keyId: 'starter', schedule: true });
       const accepted = await triggered(1);

@@ -7,7 +7,7 @@ import { createActivities } from '../../src/activities/index.js';
 import { REDACTED, SecretRegistry } from '../../src/activities/secrets.js';
 import { canonicalJson } from '../../src/trust/canonical-json.js';
 import { generateEncryptionKey, generateSigningKey, parsePublicKeys, parseSigningKey, publicKeyLine } from '../../src/trust/keys.js';
-import { findDecisionSignatureProblem, findRunSignatureProblem } from '../../src/trust/signatures.js';
+import { findDecisionSignatureProblem, findRunSignatureProblem, hasScheduleSignature } from '../../src/trust/signatures.js';
 import { RunSigner, signerFrom } from '../../src/trust/signer.js';
 import { workerTrustFromEnv } from '../../src/trust/worker-trust.js';
 
@@ -61,18 +61,23 @@ describe('signatures', () => {
 
   test('a signed run input verifies for its workflow id after a JSON round trip, and for no other id or input', () => {
     const signed = JSON.parse(JSON.stringify(signer.signRun(INPUT, 'run-1'))) as typeof INPUT;
-    expect(findRunSignatureProblem(signed, 'run-1', keys, 'V', Date.now())).toBeUndefined();
-    expect(findRunSignatureProblem(signed, 'run-2', keys, 'V', Date.now())).toMatch(/does not match/);
-    expect(findRunSignatureProblem({ ...signed, inputs: { a: '1' } }, 'run-1', keys, 'V', Date.now())).toMatch(/does not match/);
-    expect(findRunSignatureProblem(signed, 'run-1', keys, 'V', Date.now() + 2 * 3600_000)).toMatch(/expired/);
-    expect(findRunSignatureProblem(INPUT, 'run-1', keys, 'V', Date.now())).toMatch(/not signed/);
+    const run = (workflowId: string) => ({ workflowId });
+    expect(findRunSignatureProblem(signed, run('run-1'), keys, 'V', Date.now())).toBeUndefined();
+    expect(findRunSignatureProblem(signed, run('run-2'), keys, 'V', Date.now())).toMatch(/does not match/);
+    expect(findRunSignatureProblem({ ...signed, inputs: { a: '1' } }, run('run-1'), keys, 'V', Date.now())).toMatch(/does not match/);
+    expect(findRunSignatureProblem(signed, run('run-1'), keys, 'V', Date.now() + 2 * 3600_000)).toMatch(/expired/);
+    expect(findRunSignatureProblem(INPUT, run('run-1'), keys, 'V', Date.now())).toMatch(/not signed/);
   });
 
-  test('a schedule\'s signature holds for the runs Temporal names after the schedule, and only those', () => {
-    const signed = signer.signSchedule(INPUT, 'nightly');
-    expect(findRunSignatureProblem(signed, 'nightly-2026-11-26T03:00:00Z', keys, 'V', Date.now())).toBeUndefined();
-    expect(findRunSignatureProblem(signed, 'nightly', keys, 'V', Date.now())).toMatch(/not started by a schedule/);
-    expect(findRunSignatureProblem(signed, 'other-2026-11-26T03:00:00Z', keys, 'V', Date.now())).toMatch(/does not match/);
+  test('a schedule\'s signature holds for runs of that schedule as created then, never for a workflow id or the same id created again', () => {
+    const nightly = { scheduleId: 'nightly', createdAt: 1_790_000_000_123 };
+    const signed = signer.signSchedule(INPUT, nightly);
+    expect(hasScheduleSignature(signed)).toBe(true);
+    expect(findRunSignatureProblem(signed, { schedule: nightly }, keys, 'V', Date.now())).toBeUndefined();
+    expect(findRunSignatureProblem(signed, { workflowId: 'nightly-2026-11-26T03:00:00Z' }, keys, 'V', Date.now())).toMatch(/not started by that schedule/);
+    expect(findRunSignatureProblem(signed, { schedule: { ...nightly, scheduleId: 'other' } }, keys, 'V', Date.now())).toMatch(/does not match/);
+    // Deleted and created again under its id by someone who copied the action: another schedule.
+    expect(findRunSignatureProblem(signed, { schedule: { ...nightly, createdAt: nightly.createdAt + 60_000 } }, keys, 'V', Date.now())).toMatch(/created again/);
   });
 
   test('a decision verifies for its run and its arguments only; a garbled signature is refused, not thrown', () => {

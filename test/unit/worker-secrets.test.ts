@@ -107,3 +107,26 @@ describe('an agent followed to its exit after its result', () => {
   });
 });
 
+
+describe('redaction of keys and escaped text (issue 33, item 13)', () => {
+  const escaped = (text: string): string => [...text].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+
+  test('redacts object keys at any depth, keeping keys that redact alike apart', () => {
+    const secrets = new SecretRegistry([SECRET]);
+    const parsed = JSON.parse(`{"${escaped(SECRET)}": 1, "a": {"b": [{"x-${escaped(SECRET)}": "v"}]}, "<redacted>": 0, "pre ${SECRET}": 2}`) as Record<string, unknown>;
+    // Main redacted values only: the parsed keys held the secret as it is.
+    const redacted = secrets.redact(parsed);
+    expect(JSON.stringify(redacted)).not.toContain(SECRET);
+    expect(redacted).toEqual({ '<redacted> (2)': 1, a: { b: [{ 'x-<redacted>': 'v' }] }, '<redacted>': 0, 'pre <redacted>': 2 });
+  });
+
+  test('redacts a secret spelled with JSON escapes in text, also quoted twice, and leaves other escapes alone', () => {
+    const secrets = new SecretRegistry([SECRET]);
+    expect(secrets.redact(`{"${escaped(SECRET)}": 1}`)).toBe('{"<redacted>": 1}');
+    expect(secrets.redact(`say \\"${SECRET.slice(0, 3)}\\u${SECRET.charCodeAt(3).toString(16).padStart(4, '0')}${SECRET.slice(4)}\\"`)).toBe('say "<redacted>"');
+    const twice = JSON.stringify(JSON.stringify({ [SECRET]: 1 }).replace(SECRET[0], escaped(SECRET[0])));
+    expect(secrets.redact(twice)).not.toContain(SECRET);
+    expect(secrets.redact(twice)).toContain(REDACTED);
+    expect(secrets.redact('a \\n b \\u0041')).toBe('a \\n b \\u0041');
+  });
+});

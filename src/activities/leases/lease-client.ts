@@ -1,4 +1,5 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { decryptionProblem } from '../../codec/data-converter.js';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import {
   acquireLeaseUpdate,
@@ -59,6 +60,23 @@ export interface LeaseKeyState extends LeaseBookState {
   key: string;
 }
 
+/** How long `list` waits for each key's workflow to answer. @unit milliseconds */
+const DESCRIBE_DEADLINE_MS = 5_000;
+/** gRPC DEADLINE_EXCEEDED. */
+const DEADLINE_EXCEEDED = 4;
+
+/** A key's workflow that did not answer in time (no worker takes its tasks). */
+export class LeaseQueryTimeoutError extends Error {
+  override readonly name = 'LeaseQueryTimeoutError';
+}
+
+function isDeadlineExceeded(err: unknown): boolean {
+  for (let current = err; current instanceof Error; current = current.cause) {
+    if ((current as { code?: unknown }).code === DEADLINE_EXCEEDED) return true;
+  }
+  return false;
+}
+
 /** A request the key's workflow refused (a bad key, limit or ttl): the message says which value and why. */
 export class LeaseRequestError extends Error {
   override readonly name = 'LeaseRequestError';
@@ -117,13 +135,21 @@ export class LeaseClient {
     }
   }
 
-  /** One key's holders and waiters (in order), or undefined when nobody holds or waits for it. */
-  async describe(key: string): Promise<LeaseKeyState | undefined> {
+  /**
+   * One key's holders and waiters (in order), or undefined when nobody holds or waits for it.
+   * @param deadlineMs how long the key's workflow may take to answer @unit milliseconds
+   * @throws LeaseQueryTimeoutError when it did not answer within `deadlineMs`
+   */
+  async describe(key: string, deadlineMs?: number): Promise<LeaseKeyState | undefined> {
+    const query = (): Promise<LeaseKeyState> => this.client.workflow.getHandle(leaseWorkflowId(key)).query(describeLeaseQuery);
     try {
-      const state = await this.client.workflow.getHandle(leaseWorkflowId(key)).query(describeLeaseQuery);
+      const state = deadlineMs === undefined ? await query() : await this.client.connection.withDeadline(Date.now() + deadlineMs, query);
       return state.holders.length + state.waiters.length > 0 ? state : undefined;
     } catch (err) {
       if (closedOrMissing(err)) return undefined;
+      if (deadlineMs !== undefined && isDeadlineExceeded(err)) {
+        throw new LeaseQueryTimeoutError(`the lease workflow of key "${key}" did not answer within ${deadlineMs / 1000}s: is a worker running on its task queue?`, { cause: err });
+      }
       throw err;
     }
   }
@@ -136,8 +162,17 @@ export class LeaseClient {
       if (info.workflowId.startsWith(LEASE_WORKFLOW_ID_PREFIX)) keys.push(info.workflowId.slice(LEASE_WORKFLOW_ID_PREFIX.length));
       if (keys.length >= limit) break;
     }
-    const states = await Promise.all([...new Set(keys)].sort().map((key) => this.describe(key)));
-    return states.filter((s): s is LeaseKeyState => s !== undefined);
+    // Every query settles before this returns, failed or not: the caller closes its connection next, and a query
+    // still in flight then is retried by the client on a closed channel, which throws outside any promise and ends
+    // the process. The deadline keeps a key whose workflow never answers (its worker gone mid-task) to seconds.
+    const settled = await Promise.allSettled([...new Set(keys)].sort().map((key) => this.describe(key, DESCRIBE_DEADLINE_MS)));
+    const failures = settled.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
+    // What this client must fix first (it cannot decrypt the answers: every key fails alike), then a key's own
+    // problem (its workflow's queue has no worker), then a key that did not answer in time.
+    if (failures.length > 0) {
+      throw failures.find((e) => decryptionProblem(e) !== undefined) ?? failures.find((e) => !(e instanceof LeaseQueryTimeoutError)) ?? failures[0];
+    }
+    return settled.flatMap((s) => (s.status === 'fulfilled' && s.value ? [s.value] : []));
   }
 
   /** One acquire update (starting the key's workflow if it has none), retried while the workflow hands over or closes. */

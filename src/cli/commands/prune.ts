@@ -9,7 +9,7 @@ import { recordedRunId } from '../../activities/workspace/run-folder.js';
 import { loadConfig } from '../../config.js';
 import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
-import { parseDurationMs } from '../options.js';
+import { parseAgeMs } from '../options.js';
 import { printJson, printLine, printNote } from '../output.js';
 
 /** What `prune` decided about one run folder. */
@@ -30,7 +30,8 @@ export function addPruneCommand(program: Command): void {
   program
     .command('prune')
     .description('remove the workspaces (git worktrees and run folders) of runs that ended long enough ago')
-    .option('--older-than <duration>', 'only runs that ended at least this long ago (e.g. 12h, 7d)', DEFAULT_AGE)
+    // Parsed by commander, so a bad value is reported with the flag's name (parsed in the action, it exited 2 silently).
+    .option('--older-than <duration>', `only runs that ended at least this long ago (e.g. 12h, 7d; 0s: every run that ended) (default: ${DEFAULT_AGE})`, parseAgeMs)
     .option('--dry-run', 'list what would be removed, remove nothing')
     .option('--json', 'print [{"runId", "dir", "status", "endedAt", "removed", "warnings"}]')
     .option('--force', 'do not ask Temporal: trust the record each run leaves in its folder when it ends')
@@ -43,8 +44,8 @@ export function addPruneCommand(program: Command): void {
         '(which keeps a branch with commits merged nowhere else).\n' +
         'Exit code: 0 done, 2 bad usage, 3 Temporal unreachable (nothing is removed; --force to trust the records).',
     )
-    .action(async (opts: { olderThan: string; dryRun?: boolean; json?: boolean; force?: boolean }) => {
-      const maxAgeMs = parseDurationMs(opts.olderThan);
+    .action(async (opts: { olderThan?: number; dryRun?: boolean; json?: boolean; force?: boolean }) => {
+      const maxAgeMs = opts.olderThan ?? parseAgeMs(DEFAULT_AGE);
       const root = loadConfig().workspacesRoot;
       const entries = await pruneWorkspaces(root, Date.now() - maxAgeMs, { dryRun: opts.dryRun ?? false, force: opts.force ?? false });
       if (opts.json) return printJson(entries);
