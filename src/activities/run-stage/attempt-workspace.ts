@@ -46,7 +46,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  if (workspace.runFolder !== undefined) await waitForLentFolder(workspace.dir, input, info);
+  if (workspace.lent) await waitForLentFolder(workspace.dir, input, info);
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a
   // git workspace there is nothing to compute.
   const gitWorkspace = pipeline.workspace !== undefined && workspace.branch !== undefined;

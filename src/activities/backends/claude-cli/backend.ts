@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { currentRedaction, currentSecretValues, redactSecrets } from '../../secrets.js';
-import { writeFileAtomic } from '../../workspace/run-workspace.js';
+import { openStageFolder, writeFileAtomic } from '../../workspace/run-workspace.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
@@ -127,7 +127,8 @@ interface AgentLaunch {
  */
 async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions, binary: string): Promise<AgentLaunch> {
   const { stage, workspace } = request;
-  const stageDir = workspace.stageDir(stage.id);
+  // Created here, never through a symlink: the settings, MCP config and system prompt files go in it.
+  const stageDir = await openStageFolder(workspace, stage.id);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const pool = options.warmPool;
   const key = warmKey(workspace, stage.id);
