@@ -7,6 +7,7 @@ import { stageMayUseBash } from '../../../pipeline/stage-tools.js';
 import { stageFailure } from '../../failures.js';
 import { findExecutable } from '../../process/find-executable.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
+import { withDeniedRules } from './own-folder-rules.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -211,7 +212,8 @@ export interface AgentSettingsFile {
 }
 
 /**
- * Decides the attempt's sandbox, merges its settings and writes them in `stageDir`.
+ * Decides the attempt's sandbox, merges its settings and writes them in `stageDir`, with the permission rules `denied`
+ * (see own-folder-rules.ts) added to what the file tools may never do.
  * @throws the `SANDBOX_UNAVAILABLE` failure when the worker requires the sandbox and the host lacks its packages,
  * `CONFIG_INVALID` when the operator's settings cannot be read
  */
@@ -221,6 +223,7 @@ export async function prepareAgentSettings(
   mode: SandboxMode,
   stageDir: string,
   host: () => Promise<SandboxHost> = () => checkSandboxHost(env),
+  denied: string[] = [],
 ): Promise<AgentSettingsFile> {
   const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host());
   if (sandbox.unavailable) {
@@ -240,6 +243,6 @@ export async function prepareAgentSettings(
   } catch (err) {
     throw stageFailure({ type: 'CONFIG_INVALID', stageId: stage.id, message: (err as Error).message, hint: `fix ${SETTINGS_VARIABLE} in the environment of the worker and restart it` });
   }
-  const file = await writeAgentSettings(stageDir, mergeAgentSettings(operator, stage, sandbox, mode));
+  const file = await writeAgentSettings(stageDir, withDeniedRules(mergeAgentSettings(operator, stage, sandbox, mode), denied));
   return { file, sandbox };
 }

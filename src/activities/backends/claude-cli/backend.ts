@@ -5,6 +5,8 @@ import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { currentRedaction, currentSecretValues, redactSecrets } from '../../secrets.js';
 import { openStageFolder, writeFileAtomic } from '../../workspace/run-workspace.js';
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
+import { ownFolderDenyRules } from './own-folder-rules.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
@@ -163,7 +165,7 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 /** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
-  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost);
+  const settings = await prepareAgentSettings(stage, options.env, options.sandbox ?? 'auto', stageDir, options.sandboxHost, ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping)));
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);

@@ -10,6 +10,8 @@ import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
 import { prepareAgentSettings, type SandboxHost, type SandboxMode } from './agent-settings.js';
 import { writeMcpConfig } from './mcp-config.js';
+import { ownFolderDenyRules } from './own-folder-rules.js';
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
 
@@ -105,7 +107,8 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable) is not started ahead of time: its attempt reports why.
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost).catch(() => undefined);
+    const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping));
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, ctx.sandbox, stageDir, ctx.sandboxHost, denied).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
