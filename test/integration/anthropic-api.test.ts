@@ -297,7 +297,8 @@ describe('the Anthropic API backend', () => {
     const failure = await failureOf(attempt.result);
     expect(failure.name).toBe('CancelledFailure');
     const stageFolder = path.join(root, '.agent-pipeline', 'runs', path.basename(workspace), 'stages', 'notes');
-    const [transcript] = await readdir(stageFolder).then(async (dirs) => Promise.all(dirs.map((d) => readFile(path.join(stageFolder, d, 'attempt-1.jsonl'), 'utf8'))));
+    const executions = (await readdir(stageFolder)).filter((d) => d.startsWith('round-'));
+    const [transcript] = await Promise.all(executions.map((d) => readFile(path.join(stageFolder, d, 'attempt-1.jsonl'), 'utf8')));
     expect(transcript).toContain('"text_delta","text":"chunk ');
     expect(transcript).toContain('"subtype":"cancelled"');
     await expect(readFile(path.join(workspace, 'outputs/notes.md'))).rejects.toMatchObject({ code: 'ENOENT' });

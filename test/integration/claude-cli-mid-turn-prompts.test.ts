@@ -88,7 +88,7 @@ describe('mid-turn permission prompts with the real CLI', () => {
     // The agent that asked is alive, waiting for the answer, and the call has not run.
     const runDir = harness.runDir(handle.workflowId);
     expect(await findFiles(runDir, 'approved.txt')).toEqual([]);
-    const [lockFile] = await findFiles(runDir, 'agent.lock');
+    const [lockFile] = await findFiles(harness.runBookkeeping(handle.workflowId), 'agent.lock');
     const lock = JSON.parse(await readFile(lockFile, 'utf8')) as { pid: number };
     expect(isAlive(lock.pid)).toBe(true);
 
