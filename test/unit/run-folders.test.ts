@@ -10,7 +10,9 @@ import { readEndedMarker, writeEndedMarker } from '../../src/activities/workspac
 import { openRunWorkspace, openStageFolder, toFolderName } from '../../src/activities/workspace/run-workspace.js';
 import { runFolder } from '../../src/activities/workspace/run-folder.js';
 import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
-import { initRepo } from '../helpers/git-repo.js';
+import { git, initRepo } from '../helpers/git-repo.js';
+import { commitAll } from '../../src/activities/workspace/git.js';
+import { openStageWorktree } from '../../src/activities/workspace/stage-isolation.js';
 
 /*
  * Issue 19, reproduction 1: a run id names a folder under the workspaces root, and that folder is what a clean-up
@@ -161,6 +163,23 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
     await writeFile(path.join(s2, 'settings.json'), '{}');
     expect(await readdir(path.join(outside, 'stages'))).toEqual([]);
     expect(existsSync(path.join(outside, 'settings.json'))).toBe(false);
+  });
+
+  it('keeps a stage worktree that moved along usable: its repository\'s record is pointed at its new place', async () => {
+    const repo = path.join(base, 'repo');
+    await initRepo(repo, { 'README.md': 'hello\n' });
+    const dir = path.join(root, toFolderName('isolated'));
+    await git(repo, 'worktree', 'add', '--quiet', '-b', 'agent/isolated', dir, 'main');
+    await mkdir(path.join(dir, INTREE, 'worktrees'), { recursive: true });
+    await writeFile(path.join(dir, INTREE, 'run.json'), JSON.stringify({ runId: 'isolated' }));
+    await git(repo, 'worktree', 'add', '--quiet', '-b', 'agent/isolated--s1', path.join(dir, INTREE, 'worktrees', 's1'), 'agent/isolated');
+    const run = await openRunWorkspace(root, 'isolated', { git: { repo, branch: 'agent/isolated' } });
+    expect(existsSync(path.join(dir, INTREE))).toBe(false);
+    const stage = await openStageWorktree(run, repo, 's1');
+    expect(stage.dir).toBe(path.join(run.bookkeeping, 'worktrees', 's1'));
+    await writeFile(path.join(stage.dir, 'stage.md'), 'from the stage\n');
+    expect(await commitAll(stage.dir, 'Stage s1')).toMatch(/^[0-9a-f]{40}$/);
+    expect(await git(repo, 'show', 'agent/isolated--s1:stage.md')).toBe('from the stage');
   });
 
   it('refuses to write a stage\'s bookkeeping through a symlink, naming it', async () => {
