@@ -74,5 +74,9 @@ describe('AGENT_PIPELINE_ALLOWED_PATHS', () => {
         expect(failure.message).toContain(`workspace.dir names ${dir}, which ${how} the workers' own folder ${path.join(root, '.agent-pipeline')}`);
       }
     }
+    // A repository may hold the workspaces folder (`repo: .` in a project that keeps it inside): agents work in worktrees.
+    await initRepo(base);
+    const repoHolding = await failureOf(attempt(`name: p\nworkspace: { repo: ${base} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, [base]));
+    expect(repoHolding.message).not.toContain('workers\' own folder');
   });
 });

@@ -50,7 +50,10 @@ export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder:
   // The workers' own folder (every run's bookkeeping, the unpacked bundles) is no run's, whatever the setting lends.
   // Resolved from the root's real path: the folder may not exist yet, and the root may be a symlink to a volume.
   const own = workerFolder(realOrSelf(place.workspacesRoot));
-  if (isInside(own, folder) || isInside(folder, own)) {
+  // A repository may hold it (`repo: .` with the workspaces folder in the project): agents work in a worktree of the
+  // repository in their run's folder, never in the repository itself. Folders agents work in may not.
+  const holds = field !== 'workspace.repo' && isInside(folder, own);
+  if (isInside(own, folder) || holds) {
     throw stageFailure({
       type: 'CONFIG_INVALID',
       stageId,
