@@ -1,6 +1,5 @@
 import { activityInfo, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import path from 'node:path';
 import type { StageResult } from '../pipeline/stage-result.js';
 import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import { AttemptLog, type AttemptFailure } from './attempt/log.js';
@@ -10,6 +9,8 @@ import { stageFailure } from './failures.js';
 import { redactSecrets } from './secrets.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
+import { OwnFolderError } from './workspace/own-files.js';
+import { openStageFolder } from './workspace/run-workspace.js';
 import type { AttemptSetup, RunStageDependencies } from './run-stage/attempt-setup.js';
 import { openAttemptWorkspace } from './run-stage/attempt-workspace.js';
 import { runAttempt } from './run-stage/run-attempt.js';
@@ -31,7 +32,7 @@ export function createRunStage(deps: RunStageDependencies) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
       }
       const { context, workspace, filesDir } = await openAttemptWorkspace(deps, input, info);
-      log = await AttemptLog.open(path.join(workspace.stageDir(stageId), executionFolder(info, input.round)));
+      log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
@@ -61,6 +62,8 @@ function toFailure(err: unknown, stageId: string): Error {
   if (err instanceof CancelledFailure || (err instanceof Error && err.name === 'AbortError')) return err;
   if (err instanceof ApplicationFailure) return err;
   if (err instanceof GitError) return gitFailure(err, stageId);
+  // A symlink where the worker keeps its own files does not go away by retrying: a person must look.
+  if (err instanceof OwnFolderError) return stageFailure({ type: 'WORKSPACE_ERROR', stageId, message: err.message, nonRetryable: true, cause: err });
   const error = err instanceof Error ? err : new Error(String(err));
   const code = (error as NodeJS.ErrnoException).code;
   return stageFailure({

@@ -1,13 +1,13 @@
-import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
+import { isRealDir } from '../activities/workspace/own-files.js';
 import { runFolder } from '../activities/workspace/run-folder.js';
 import { loadConfig } from '../config.js';
 import type { StageStatus } from '../pipeline/run-state.js';
 import { InvalidRequestError } from './errors.js';
 import { readRun } from './run-reader.js';
 import { readLines } from './tail-file.js';
-import { listTranscripts, stageFolder, type TranscriptFile } from './transcript-files.js';
+import { listTranscripts, oldStageFolder, stageFolder, type TranscriptFile } from './transcript-files.js';
 
 /** Options of `run.transcript()`. */
 export interface TranscriptOptions {
@@ -26,11 +26,13 @@ export type TranscriptEntry = ({ type: 'transcript' } & TranscriptFile) | { type
 
 /** How often a follow re-reads the run to learn whether the stage still runs. @unit milliseconds */
 const RUN_POLL_MS = 2_000;
+/** How much of one transcript is read: far above any agent's session, and an end to a file that never stops growing. @unit bytes */
+const MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024;
 const FINISHED: ReadonlySet<StageStatus> = new Set(['completed', 'failed', 'skipped', 'cancelled']);
 
 /**
- * A stage's agent transcripts from the run's workspace, which this host must see (a worker host, or one mounting the
- * same workspaces folder): what `agent-pipeline logs` prints. With `follow`, lines come as the agent writes them.
+ * A stage's agent transcripts from the run's bookkeeping in the workers' workspaces folder, which this host must see
+ * (a worker host, or one mounting the same workspaces folder): what `agent-pipeline logs` prints. With `follow`, lines come as the agent writes them.
  * @throws InvalidRequestError `INVALID_REQUEST` for a stage the run does not have; `TRANSCRIPT_NOT_FOUND` when none is found
  */
 export async function* readTranscript(client: Client, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
@@ -39,11 +41,8 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
   if (!stage) {
     throw new InvalidRequestError('INVALID_REQUEST', `run ${runId} has no stage "${options.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   }
-  // The workspace the worker reported; before any stage has, where this machine's settings put it.
-  const ownFolder = runFolder(options.workspacesRoot ?? loadConfig().workspacesRoot, runId);
-  const workspace = state.workspace ?? stage.result?.workspace ?? ownFolder;
-  // A run in a lent folder (`workspace.dir`) keeps its transcripts in its own folder, not in the lent one.
-  const folder = existsSync(stageFolder(workspace, options.stage)) ? stageFolder(workspace, options.stage) : stageFolder(ownFolder, options.stage);
+  const root = options.workspacesRoot ?? loadConfig().workspacesRoot;
+  const folder = await findStageFolder(root, runId, options.stage, [state.workspace, stage.result?.workspace]);
   const status = new StageStatusReader(client, runId, options.stage, stage.status);
   const wanted = async (): Promise<TranscriptFile[]> => (await listTranscripts(folder)).filter((t) => options.attempt === undefined || t.attempt === options.attempt);
   const { signal } = options;
@@ -63,7 +62,7 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
       // The status may lag the file by a poll: a transcript that exists belongs to a stage that has started.
       const isDone = async (): Promise<boolean> => (await wanted()).some((t) => !read.has(t.file)) || !['pending', 'running'].includes(await status.now());
       yield { type: 'transcript', ...transcript };
-      for await (const text of readLines(transcript.file, { follow, isDone, signal })) yield { type: 'line', file: transcript.file, text };
+      for await (const text of readLines(transcript.file, { follow, isDone, signal, maxBytes: MAX_TRANSCRIPT_BYTES })) yield { type: 'line', file: transcript.file, text };
     }
     if (!options.follow) break;
   }
@@ -74,6 +73,22 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
       `[TRANSCRIPT_NOT_FOUND] ${which} in ${folder}. The stage has not run yet, or this machine does not see the workers' workspaces folder (set AGENT_PIPELINE_WORKSPACES to it, or run logs on a worker host)`,
     );
   }
+}
+
+/**
+ * The stage's bookkeeping folder: in the worker's own folder under the workspaces root; for a run whose bookkeeping
+ * was never moved there (it ended before the worker was upgraded), the old folder inside its tree (its own folder
+ * under the root, or the workspace the worker reported), read only through real folders. Before any transcript
+ * exists, the new place, where the stage's will appear.
+ */
+async function findStageFolder(root: string, runId: string, stageId: string, reported: (string | undefined)[]): Promise<string> {
+  const folder = stageFolder(root, runId, stageId);
+  if (await isRealDir(folder)) return folder;
+  for (const workspace of [runFolder(root, runId), ...reported]) {
+    const old = workspace === undefined ? undefined : await oldStageFolder(workspace, stageId);
+    if (old) return old;
+  }
+  return folder;
 }
 
 /** The stage's status, read from the run at most every RUN_POLL_MS. */

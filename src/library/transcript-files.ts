@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { INTERNAL_DIR } from '../activities/workspace/run-folder.js';
+import { isRealDir } from '../activities/workspace/own-files.js';
+import { OLD_BOOKKEEPING_DIR, runPaths } from '../activities/workspace/run-folder.js';
 
 /** One saved attempt transcript of a stage. */
 export interface TranscriptFile {
@@ -13,9 +14,23 @@ export interface TranscriptFile {
   attempt: number;
 }
 
-/** Where a run's stage keeps its bookkeeping: `<workspace>/.agent-pipeline/stages/<stage>`. */
-export function stageFolder(workspace: string, stageId: string): string {
-  return path.join(workspace, INTERNAL_DIR, 'stages', stageId);
+/** Where a run's stage keeps its bookkeeping: `<workspaces root>/.agent-pipeline/runs/<run folder>/stages/<stage>`. */
+export function stageFolder(workspacesRoot: string, runId: string, stageId: string): string {
+  return path.join(runPaths(workspacesRoot, runId).bookkeeping, 'stages', stageId);
+}
+
+/**
+ * Where a stage kept its bookkeeping in releases before the worker's own folder: inside the run's folder
+ * (`<workspace>/.agent-pipeline/stages/<stage>`), where its agent could write. Read only, and only through real
+ * folders: `undefined` when a folder on the way is a symlink or missing.
+ */
+export async function oldStageFolder(workspace: string, stageId: string): Promise<string | undefined> {
+  let dir = workspace;
+  for (const part of [OLD_BOOKKEEPING_DIR, 'stages', stageId]) {
+    dir = path.join(dir, part);
+    if (!(await isRealDir(dir))) return undefined;
+  }
+  return dir;
 }
 
 /**
@@ -28,9 +43,10 @@ export async function listTranscripts(folder: string): Promise<TranscriptFile[]>
   for (const entry of executions) {
     const match = /^round-(\d+)-(.+)-[^-]+$/.exec(entry.name);
     if (!entry.isDirectory() || !match) continue;
-    for (const name of await readdir(path.join(folder, entry.name)).catch(() => [])) {
-      const attempt = /^attempt-(\d+)\.jsonl$/.exec(name)?.[1];
-      if (attempt) found.push({ file: path.join(folder, entry.name, name), round: Number(match[1]), execution: match[2], attempt: Number(attempt) });
+    // Regular files only (a Dirent says what the entry itself is: a symlink is never taken for its target).
+    for (const file of await readdir(path.join(folder, entry.name), { withFileTypes: true }).catch(() => [])) {
+      const attempt = /^attempt-(\d+)\.jsonl$/.exec(file.name)?.[1];
+      if (attempt && file.isFile()) found.push({ file: path.join(folder, entry.name, file.name), round: Number(match[1]), execution: match[2], attempt: Number(attempt) });
     }
   }
   const byNumber = (a: string, b: string): number => (Number(a) - Number(b)) || a.localeCompare(b);

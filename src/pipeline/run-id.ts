@@ -1,12 +1,17 @@
 /*
  * Which run (workflow) ids a run may have. Temporal accepts any non-empty string, but a run's id also names its
  * folder under the workspaces root: `.` and `..` would name the root itself or the folder above it, which a clean-up
- * then deletes. Pure, so `start`, the library and the workflow's input check agree.
+ * then deletes, and a name starting with a dot is the worker's own (`.agent-pipeline`, where it keeps every run's
+ * bookkeeping and the unpacked run bundles; `.bundles` in earlier releases), which a run must never get as its
+ * workspace. Pure, so `start`, the library and the workflow's input check agree.
  */
 
 /** Why `runId` cannot be a run id, or `undefined` when it can. */
 export function findRunIdProblem(runId: string): string | undefined {
   if (runId.trim() === '') return 'a run id must not be empty';
   if (runId === '.' || runId === '..') return `"${runId}" cannot be a run id: it names a folder, not a run (choose another --id)`;
+  if (runId.startsWith('.')) {
+    return `run id "${runId}" starts with ".": names starting with a dot under the workspaces folder are the workers' own (their bookkeeping and file cache), never a run's (choose an id that starts with a letter or digit)`;
+  }
   return undefined;
 }

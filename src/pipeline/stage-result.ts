@@ -43,7 +43,11 @@ export interface StageResult {
   warmStart?: boolean;
   /** Tool calls the CLI denied during the attempt. */
   permissionDenials?: { tool: string; input: unknown }[];
-  /** Path of this attempt's raw transcript relative to the run's folder (the workspace, except with `workspace.dir`). */
+  /**
+   * Path of this attempt's raw transcript relative to the workers' workspaces folder
+   * (`.agent-pipeline/runs/<run folder>/stages/<stage>/…/attempt-N.jsonl`); in results of releases before the
+   * worker's own folder, relative to the run's folder (`.agent-pipeline/stages/…`).
+   */
   transcript?: string;
   /** The commit a `commit: true` stage made on the run's branch. */
   commit?: string;

@@ -27,6 +27,8 @@ export interface Harness {
   workspacesRoot: string;
   /** The folder of run `runId` under `workspacesRoot`. */
   runDir(runId: string): string;
+  /** The bookkeeping folder of run `runId`: in the workers' own folder under `workspacesRoot`. */
+  runBookkeeping(runId: string): string;
   modelServer: ModelServer;
   /** The environment the worker (and so the agents) got. */
   env: NodeJS.ProcessEnv;
@@ -99,6 +101,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     taskQueue,
     workspacesRoot,
     runDir: (runId) => path.join(workspacesRoot, toFolderName(runId)),
+    runBookkeeping: (runId) => path.join(workspacesRoot, '.agent-pipeline', 'runs', toFolderName(runId)),
     modelServer,
     env,
     worker,

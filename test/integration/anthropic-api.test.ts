@@ -78,7 +78,7 @@ describe('the Anthropic API backend', () => {
     expect(attempt.heartbeats.at(-1)).toMatchObject({ sessionId: result.sessionId, usage: { inputTokens: 1000, outputTokens: 200 } });
     expect(attempt.heartbeats.at(-1)?.costUsd).toBeCloseTo(result.costUsd ?? 0);
 
-    const events = await readTranscript(workspace, result.transcript!);
+    const events = await readTranscript(root, result.transcript!);
     expect(events[0]).toMatchObject({ type: 'system', subtype: 'init', backend: 'anthropic-api', model: 'claude-haiku-5-5' });
     expect(events.filter((e) => e.type === 'stream_event')).toHaveLength(4);
     expect(events.at(-1)).toMatchObject({ type: 'result', subtype: 'success', result: REPORT('Wrote notes.'), total_cost_usd: result.costUsd });
@@ -296,9 +296,9 @@ describe('the Anthropic API backend', () => {
     });
     const failure = await failureOf(attempt.result);
     expect(failure.name).toBe('CancelledFailure');
-    const [transcript] = await readdir(path.join(workspace, '.agent-pipeline/stages/notes')).then(async (dirs) =>
-      Promise.all(dirs.map((d) => readFile(path.join(workspace, '.agent-pipeline/stages/notes', d, 'attempt-1.jsonl'), 'utf8'))),
-    );
+    const stageFolder = path.join(root, '.agent-pipeline', 'runs', path.basename(workspace), 'stages', 'notes');
+    const executions = (await readdir(stageFolder)).filter((d) => d.startsWith('round-'));
+    const [transcript] = await Promise.all(executions.map((d) => readFile(path.join(stageFolder, d, 'attempt-1.jsonl'), 'utf8')));
     expect(transcript).toContain('"text_delta","text":"chunk ');
     expect(transcript).toContain('"subtype":"cancelled"');
     await expect(readFile(path.join(workspace, 'outputs/notes.md'))).rejects.toMatchObject({ code: 'ENOENT' });

@@ -64,8 +64,8 @@ function toolResultSent(requests: RecordedRequest[]): { content: unknown; is_err
 }
 
 /** Every stage attempt writes its own transcript, and every `claude` process writes one `system/init` event. */
-async function processStarts(workspace: string): Promise<{ transcripts: number; inits: number }> {
-  const files = await listTranscripts(stageFolder(workspace, 'work'));
+async function processStarts(runId: string): Promise<{ transcripts: number; inits: number }> {
+  const files = await listTranscripts(stageFolder(harness.workspacesRoot, runId, 'work'));
   const texts = await Promise.all(files.map((f) => readFile(f.file, 'utf8')));
   return { transcripts: files.length, inits: texts.join('\n').split('\n').filter((l) => l.includes('"type":"system"') && l.includes('"subtype":"init"')).length };
 }
@@ -88,7 +88,7 @@ describe('mid-turn permission prompts with the real CLI', () => {
     // The agent that asked is alive, waiting for the answer, and the call has not run.
     const runDir = harness.runDir(handle.workflowId);
     expect(await findFiles(runDir, 'approved.txt')).toEqual([]);
-    const [lockFile] = await findFiles(runDir, 'agent.lock');
+    const [lockFile] = await findFiles(harness.runBookkeeping(handle.workflowId), 'agent.lock');
     const lock = JSON.parse(await readFile(lockFile, 'utf8')) as { pid: number };
     expect(isAlive(lock.pid)).toBe(true);
 
@@ -106,7 +106,7 @@ describe('mid-turn permission prompts with the real CLI', () => {
     expect(await readFile(path.join(state.workspace!, 'approved.txt'), 'utf8')).toBe('made\n');
     // One attempt, one process, one turn: the model got the call's result in the same conversation, right after it.
     expect(stageOf(state, 'work').totals?.attempts).toBe(1);
-    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+    expect(await processStarts(state.runId)).toEqual({ transcripts: 1, inits: 1 });
     const requests = requestsOf('approved');
     expect(requests).toHaveLength(2);
     expect(toolResultSent(requests).is_error).toBeFalsy();
@@ -131,7 +131,7 @@ describe('mid-turn permission prompts with the real CLI', () => {
     const result = toolResultSent(requestsOf('denied'));
     expect(result.is_error).toBe(true);
     expect(JSON.stringify(result.content)).toContain('use the test script');
-    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+    expect(await processStarts(state.runId)).toEqual({ transcripts: 1, inits: 1 });
   });
 
   test('a request left past its deadline is denied and the stage goes on', { timeout: 240_000 }, async () => {
@@ -174,6 +174,6 @@ describe('mid-turn permission prompts with the real CLI', () => {
     expect(state.status).toBe('completed');
     const result = toolResultSent(requestsOf('asked'));
     expect(JSON.stringify(result.content)).toContain('vitest');
-    expect(await processStarts(state.workspace!)).toEqual({ transcripts: 1, inits: 1 });
+    expect(await processStarts(state.runId)).toEqual({ transcripts: 1, inits: 1 });
   });
 });

@@ -83,7 +83,7 @@ describe('a worker that dies', () => {
     const turns = harness.modelServer.requests().filter((r) => r.rule === 'crash').map((r) => r.turn);
     expect(turns.filter((t) => t === 0)).toHaveLength(1);
     // The stage's cost counts the killed attempt too: what it had spent by its last heartbeat, plus the retry's own.
-    const transcript = await readFile(path.join(state.workspace!, build.result!.transcript!), 'utf8');
+    const transcript = await readFile(path.join(harness.workspacesRoot, build.result!.transcript!), 'utf8');
     const retryCost = (JSON.parse(transcript.trim().split('\n').at(-1)!) as { type: string; total_cost_usd: number }).total_cost_usd;
     expect(build.result!.costUsd).toBeCloseTo(live!.costUsd! + retryCost, 6);
   });

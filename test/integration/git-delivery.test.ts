@@ -165,13 +165,13 @@ describe('workspace.push to a bare remote', () => {
     expect(none.exitCode).toBe(0);
     const listed = parseJson<{ runId: string; status: string; removed: boolean; warnings: string[] }[]>(none);
     expect(listed.filter((e) => e.removed)).toEqual([]);
-    // Every folder is looked up in Temporal, by the run id it records.
+    // Every run is looked up in Temporal, by the run id its bookkeeping records; a folder no record names is kept.
     expect(listed.find((e) => e.runId === 'push-plain-1')?.status).toBe('completed');
-    expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no run with this id is known to Temporal');
+    expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no record names the run this folder belongs to; it is kept');
 
     // The conflicted run's record says it ended ten days ago; its branch was never pushed and holds its commit.
     // Temporal knows it ended just now, so only --force (trust the records) removes it.
-    await writeEndedMarker(harness.runDir('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
+    await writeEndedMarker(harness.runBookkeeping('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
     expect((await runCli(['prune'], harness.env)).stdout).toContain('kept  push-conflict-1 (failed, ended');
     const pruned = await runCli(['prune', '--force'], harness.env);
     expect(pruned.exitCode).toBe(0);

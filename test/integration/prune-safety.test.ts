@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { runCli } from './cli-helpers.js';
 
 /*
@@ -20,22 +21,35 @@ describe('prune with Temporal unreachable', () => {
   beforeAll(async () => {
     root = await mkdtemp(path.join(tmpdir(), 'prune-safety-'));
     env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1', AGENT_PIPELINE_WORKSPACES: root };
-    await mkdir(path.join(root, 'old-run'));
-    await writeEndedMarker(path.join(root, 'old-run'), { runId: 'old-run', status: 'completed', endedAt: Date.now() - TEN_DAYS_MS, pushed: true });
+    const ended = { status: 'completed', endedAt: Date.now() - TEN_DAYS_MS, pushed: true };
+    // A run as this release leaves it: its folder, and its records in the workers' own folder.
+    await mkdir(dir('old-run'));
+    await mkdir(bookkeeping('old-run'), { recursive: true });
+    await writeEndedMarker(bookkeeping('old-run'), { runId: 'old-run', ...ended });
+    // A run that ended before the records moved out of run folders: its only records are in its own tree.
+    await mkdir(path.join(dir('older-run'), '.agent-pipeline'), { recursive: true });
+    await writeEndedMarker(path.join(dir('older-run'), '.agent-pipeline'), { runId: 'older-run', ...ended });
   });
+  const dir = (runId: string): string => path.join(root, toFolderName(runId));
+  const bookkeeping = (runId: string): string => path.join(root, '.agent-pipeline', 'runs', toFolderName(runId));
   afterAll(async () => rm(root, { recursive: true, force: true }));
 
   test('deletes nothing and exits 3, naming --force', async () => {
     const pruned = await runCli(['prune'], env);
-    expect(existsSync(path.join(root, 'old-run')), 'prune deleted a workspace without asking Temporal').toBe(true);
+    expect(existsSync(dir('old-run')), 'prune deleted a workspace without asking Temporal').toBe(true);
     expect(pruned.exitCode, pruned.all).toBe(3);
     expect(pruned.stderr).toContain('Use --force to trust the records');
   });
 
-  test('with --force trusts the records and removes what ended long enough ago', async () => {
+  test('with --force trusts the records in the workers\' own folder, never those in a run\'s tree, and removes what ended long enough ago', async () => {
     const pruned = await runCli(['prune', '--force'], env);
     expect(pruned.exitCode, pruned.all).toBe(0);
     expect(pruned.stdout).toContain('removed  old-run (completed, ended');
-    expect(existsSync(path.join(root, 'old-run'))).toBe(false);
+    expect(existsSync(dir('old-run'))).toBe(false);
+    expect(existsSync(bookkeeping('old-run'))).toBe(false);
+    // Its agent could have written those records: kept, and prune says how to remove it.
+    expect(pruned.stdout).toContain('kept  older-run (completed, ended');
+    expect(pruned.stderr).toContain('its only records are inside its own folder, where its agent could have written them');
+    expect(existsSync(dir('older-run'))).toBe(true);
   });
 });

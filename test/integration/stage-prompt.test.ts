@@ -102,7 +102,7 @@ describe('stage prompts in a real run', () => {
 
     const [, announced] = state.stages;
     expect(announced.result?.artifacts.map((a) => a.path)).toEqual(['outputs/announce.md']);
-    const transcript = await readFile(path.join(state.workspace!, announced.result!.transcript!), 'utf8');
+    const transcript = await readFile(path.join(harness.workspacesRoot, announced.result!.transcript!), 'utf8');
     expect(JSON.parse(transcript.split('\n')[0])).toMatchObject({ type: 'system', subtype: 'init', backend: 'anthropic-api' });
   });
 

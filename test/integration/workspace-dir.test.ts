@@ -132,12 +132,14 @@ describe('a run in an existing folder (workspace.dir)', () => {
     // The context file was read from the folder when the stage ran (it is not in the pipeline's folder at all).
     const request = harness.modelServer.requests().find((r) => r.rule === 'notes' && r.status === 200);
     expect(JSON.stringify(request?.body)).toContain('Product: Tandem, read from the shared folder.');
-    // Nothing of the worker's own is left in the folder: transcripts and sessions stay in the run's own folder.
+    // Nothing of the worker's own is left in the folder: transcripts and sessions stay in the run's bookkeeping.
     // (Claude Code itself leaves `.claude/.cc-writes`, an empty file it probes the file system with.)
     expect((await readdir(shared)).filter((f) => f !== '.claude').sort()).toEqual(['context', 'kept.txt', 'outputs']);
     expect((await readdir(path.join(shared, '.claude')).catch(() => [])).filter((f) => f !== '.cc-writes')).toEqual([]);
     expect(existsSync(path.join(shared, '.agent-pipeline'))).toBe(false);
-    expect(existsSync(path.join(harness.runDir(handle.workflowId), result.transcript!))).toBe(true);
+    expect(existsSync(path.join(harness.workspacesRoot, result.transcript!))).toBe(true);
+    // And no run folder of its own is made for it under the workspaces root.
+    expect(existsSync(harness.runDir(handle.workflowId))).toBe(false);
     // `logs` finds the transcript there, though the run's workspace is the lent folder.
     const logs = await runCli(['logs', handle.workflowId, '--stage', 'notes'], { ...harness.env, PATH: process.env.PATH });
     expect(logs.exitCode, logs.stderr).toBe(0);

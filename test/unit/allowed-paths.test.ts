@@ -55,12 +55,28 @@ describe('AGENT_PIPELINE_ALLOWED_PATHS', () => {
   it('lends a run nothing of the workspaces root but its own: not the root, not another run\'s folder', async () => {
     const other = runFolder(root, 'someone-else');
     await mkdir(other, { recursive: true });
-    for (const dir of [root, other]) {
+    for (const [dir, why] of [[root, 'which holds the workers\' own folder'], [other, 'a folder this worker does not lend to runs']]) {
       const failure = await failureOf(attempt(`name: p\nstages: [{ id: a, prompt: Write the notes., addDirs: [${dir}] }]\n`, []));
       expect(failure.type).toBe('CONFIG_INVALID');
-      expect(failure.message).toContain(`addDirs names ${dir}, a folder this worker does not lend to runs`);
+      expect(failure.message).toContain(`addDirs names ${dir}, ${why}`);
     }
     const lent = await failureOf(attempt(`name: p\nworkspace: { dir: ${other} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, []));
     expect(lent.message).toContain(`workspace.dir names ${other}, a folder this worker does not lend to runs`);
+  });
+
+  it('never lends the workers\' own folder (bookkeeping, file cache), nor a folder holding it, whatever the setting allows (issue 33)', async () => {
+    const cache = path.join(root, '.agent-pipeline', 'bundles', 'a'.repeat(64), 'files');
+    await mkdir(cache, { recursive: true });
+    for (const allowed of [[base], 'any'] as const) {
+      for (const [dir, how] of [[cache, 'lies in'], [base, 'holds']]) {
+        const failure = await failureOf(attempt(`name: p\nworkspace: { dir: ${dir} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, allowed));
+        expect(failure.type).toBe('CONFIG_INVALID');
+        expect(failure.message).toContain(`workspace.dir names ${dir}, which ${how} the workers' own folder ${path.join(root, '.agent-pipeline')}`);
+      }
+    }
+    // A repository may hold the workspaces folder (`repo: .` in a project that keeps it inside): agents work in worktrees.
+    await initRepo(base);
+    const repoHolding = await failureOf(attempt(`name: p\nworkspace: { repo: ${base} }\nstages: [{ id: a, prompt: Write the notes., backend: anthropic-api }]\n`, [base]));
+    expect(repoHolding.message).not.toContain('workers\' own folder');
   });
 });

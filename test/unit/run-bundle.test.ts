@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { unpackRunBundle } from '../../src/activities/prompt/run-bundle-files.js';
+import { unpackRunBundle, verifyUnpackedBundle } from '../../src/activities/prompt/run-bundle-files.js';
 import { BundleTooLargeError, createRunBundle, summarizeBundle } from '../../src/bundle/create-run-bundle.js';
 import { InvalidRequestError } from '../../src/errors.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
@@ -90,6 +91,39 @@ describe('run bundles', () => {
     await unpackRunBundle(bundle, target, bundle.hash, 'a');
     expect(await readFile(path.join(target, 'files', bundle.pipelineDir, 'data.bin'))).toEqual(binary);
     expect(await readFile(path.join(target, 'files', bundle.pipelineDir, 'pipeline.yaml'), 'utf8')).toContain('name: bin');
+  });
+
+  test('a cached bundle is used only while every file matches its hash: changed, added, removed or linked files are caught (issue 33)', async () => {
+    await writeTree({ 'p/pipeline.yaml': 'name: t\nstages: [{ id: a, prompt: steps/a.md }]\n', 'p/steps/a.md': 'original' });
+    const bundle = await bundleOf(path.join(dir, 'p/pipeline.yaml'));
+    const target = path.join(dir, 'cache', bundle.hash);
+    await unpackRunBundle(bundle, target, bundle.hash, 'a');
+    expect(await verifyUnpackedBundle(target, bundle.hash)).toMatchObject({ pipelineDir: bundle.pipelineDir, files: bundle.files });
+    const step = path.join(target, 'files', bundle.pipelineDir, 'steps', 'a.md');
+    const tamperings: [string, () => Promise<unknown>, () => Promise<unknown>][] = [
+      ['changed', () => writeFile(step, 'injected'), () => writeFile(step, 'original')],
+      ['added', () => writeFile(path.join(path.dirname(step), 'extra.md'), 'x'), () => rm(path.join(path.dirname(step), 'extra.md'))],
+      ['removed', () => rm(step), () => writeFile(step, 'original')],
+      ['linked', async () => {
+        await writeFile(path.join(dir, 'same.md'), 'original');
+        await rm(step);
+        await symlink(path.join(dir, 'same.md'), step);
+      }, async () => {
+        await rm(step);
+        await writeFile(step, 'original');
+      }],
+      ['manifest edited to match', () => writeFile(path.join(target, '.complete'), JSON.stringify({ pipelineDir: bundle.pipelineDir, files: { ...bundle.files, 'steps/a.md': createHash('sha256').update('injected').digest('hex') } })), () => unpackRunBundle(bundle, target, bundle.hash, 'a')],
+    ];
+    for (const [what, tamper, restore] of tamperings) {
+      await tamper();
+      expect(await verifyUnpackedBundle(target, bundle.hash), what).toBeUndefined();
+      await restore();
+    }
+    // Unpacking again over a copy that does not match replaces it.
+    await writeFile(step, 'injected');
+    await unpackRunBundle(bundle, target, bundle.hash, 'a');
+    expect(await readFile(step, 'utf8')).toBe('original');
+    expect(await verifyUnpackedBundle(target, bundle.hash)).toBeDefined();
   });
 
   test('a worker refuses a bundle whose content does not match its hash', async () => {

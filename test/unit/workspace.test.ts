@@ -8,7 +8,7 @@ import { FileClaims } from '../../src/activities/outputs/file-claims.js';
 import { readFileExcerpt } from '../../src/activities/prompt/file-excerpt.js';
 import { checkReportedPaths, isPathOutput } from '../../src/activities/outputs/reported-paths.js';
 import { stageCommitMessage } from '../../src/activities/delivery/stage-commit.js';
-import { collectArtifacts, INTERNAL_DIR, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
+import { collectArtifacts, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 
 let root: string;
 beforeEach(async () => {
@@ -21,13 +21,17 @@ afterEach(async () => {
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
 describe('run workspaces', () => {
-  it('are one folder per run, reopened as they are, with a bookkeeping folder git never sees', async () => {
+  it('are one folder per run, reopened as they are, with their bookkeeping in the workers\' own folder, outside the tree', async () => {
     const first = await openRunWorkspace(root, 'demo/run:1');
     const again = await openRunWorkspace(root, 'demo/run:1');
     expect(path.basename(first.dir)).toMatch(/^demo_run_1-[0-9a-f]{10}$/);
     expect(again.dir).toBe(first.dir);
-    expect(first.stageDir('spec')).toBe(path.join(first.dir, INTERNAL_DIR, 'stages', 'spec'));
-    expect(await readFile(path.join(first.dir, INTERNAL_DIR, '.gitignore'), 'utf8')).toBe('*\n');
+    expect(first.bookkeeping).toBe(path.join(root, '.agent-pipeline', 'runs', path.basename(first.dir)));
+    expect(first.claudeConfigDir).toBe(path.join(first.bookkeeping, 'claude'));
+    expect(first.stageDir('spec')).toBe(path.join(first.bookkeeping, 'stages', 'spec'));
+    expect(JSON.parse(await readFile(path.join(first.bookkeeping, 'run.json'), 'utf8'))).toEqual({ runId: 'demo/run:1' });
+    // The agents' tree holds nothing of the worker's.
+    expect(await readdir(first.dir)).toEqual([]);
   });
 
   it('report files created or changed since the baseline, with size and sha256, and never bookkeeping', async () => {

@@ -1,40 +1,90 @@
 import { Context, type Info } from '@temporalio/activity';
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { hashManifest } from '../../bundle/manifest-hash.js';
 import { decodeFirstPayload } from '../../codec/data-converter.js';
 import type { RunBundle } from '../../pipeline/run-bundle.js';
 import { leavesFolder } from '../../pipeline/relative-paths.js';
 import { stageFailure } from '../failures.js';
+import { readOwnFile, readRecord } from '../workspace/own-files.js';
+import { openWorkerSubfolder } from '../workspace/worker-folder.js';
 
 /**
  * Worker side of "runs that carry their own files": the run's bundle lives in its first history event (the start
- * input), so a stage attempt reads it from there once per host and writes it out under the workspaces root, named
- * by its hash. Every stage then reads agent, step, context and system prompt files from that folder exactly as it
- * would from the client's, and every attempt and replay of the run sees the same bytes.
+ * input), so a stage attempt reads it from there once per host and writes it out in the worker's own folder
+ * (`<workspacesRoot>/.agent-pipeline/bundles/<hash>/`), which is no run's workspace. Every stage then reads agent,
+ * step, context and system prompt files from that folder exactly as it would from the client's, and every attempt and
+ * replay of the run sees the same bytes: each opening checks the cached files against the bundle's hashes first.
  */
 
-/** Folder under the workspaces root that holds unpacked bundles, one per hash. */
-export const BUNDLES_FOLDER = '.bundles';
-/** Written last into an unpacked bundle: its presence means the folder is complete. */
+/** Written last into an unpacked bundle: its presence means the folder is complete; it holds the manifest. */
 const COMPLETE_MARKER = '.complete';
+/** The largest cached file checked against its hash; anything larger was never part of a start input. @unit bytes */
+const MAX_CACHED_FILE_BYTES = 64 * 1024 * 1024;
+
+/** What the marker of an unpacked bundle records: the bundle's manifest, whose hash names the folder. */
+interface UnpackedManifest {
+  pipelineDir: string;
+  /** Path in the bundle → sha256 of its content. */
+  files: Record<string, string>;
+}
 
 /**
- * The folder that stands for the pipeline file's folder of a bundled run: the bundle unpacked under
- * `<workspacesRoot>/.bundles/<hash>/`, fetched from the run's history the first time this host needs it.
+ * The folder that stands for the pipeline file's folder of a bundled run: the bundle unpacked in the worker's own
+ * folder, fetched from the run's history the first time this host needs it, and again whenever the cached copy does
+ * not match the bundle's hashes (a file changed, added or removed on disk since): what a stage reads is always what
+ * the run was started with.
  * @throws BUNDLE_INVALID when the history holds no bundle with that hash, or its contents do not match their hashes
  */
 export async function openRunBundle(workspacesRoot: string, hash: string, info: Info, stageId: string): Promise<string> {
-  const folder = path.join(workspacesRoot, BUNDLES_FOLDER, hash);
-  if (!existsSync(path.join(folder, COMPLETE_MARKER))) {
-    const bundle = await readBundleFromHistory(info, stageId);
-    await unpackRunBundle(bundle, folder, hash, stageId);
+  if (!/^[0-9a-f]{64}$/.test(hash)) throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: `the run's bundle hash ${JSON.stringify(hash.slice(0, 80))} is not a sha256 in hex` });
+  const folder = path.join(await openWorkerSubfolder(workspacesRoot, 'bundles'), hash);
+  const cached = await verifyUnpackedBundle(folder, hash);
+  if (cached) return bundleFolderOf(folder, cached.pipelineDir, hash, stageId);
+  if (existsSync(folder)) {
+    Context.current().log.warn(`the cached copy of the run's file bundle ${hash.slice(0, 12)} in ${folder} does not match the bundle's hashes; it is unpacked again from the run's history`);
   }
-  // pipelineDir is known only from the bundle; it is recorded next to the files so a cached folder needs no fetch.
-  const { pipelineDir } = JSON.parse(await readFile(path.join(folder, COMPLETE_MARKER), 'utf8')) as { pipelineDir: string };
-  return bundleFolderOf(folder, pipelineDir, hash, stageId);
+  const bundle = await readBundleFromHistory(info, stageId);
+  await unpackRunBundle(bundle, folder, hash, stageId);
+  return bundleFolderOf(folder, bundle.pipelineDir, hash, stageId);
+}
+
+/**
+ * The manifest of the bundle unpacked in `folder` when every file there is a regular file whose content matches its
+ * hash in the manifest, no file is missing or extra, and the manifest hashes to `hash`; otherwise `undefined`.
+ */
+export async function verifyUnpackedBundle(folder: string, hash: string): Promise<UnpackedManifest | undefined> {
+  const marker = await readRecord<Partial<UnpackedManifest>>(path.join(folder, COMPLETE_MARKER));
+  const files = marker?.files;
+  if (typeof marker?.pipelineDir !== 'string' || !files || typeof files !== 'object') return undefined;
+  if (!Object.values(files).every((sha) => typeof sha === 'string') || hashManifest(marker.pipelineDir, files) !== hash) return undefined;
+  const found = await listRegularFiles(path.join(folder, 'files'));
+  if (!found || found.length !== Object.keys(files).length) return undefined;
+  for (const relative of found) {
+    const data = Object.hasOwn(files, relative) ? await readOwnFile(path.join(folder, 'files', ...relative.split('/')), MAX_CACHED_FILE_BYTES) : undefined;
+    if (!data || createHash('sha256').update(data).digest('hex') !== files[relative]) return undefined;
+  }
+  return { pipelineDir: marker.pipelineDir, files };
+}
+
+/** Every file under `dir` by its `/`-separated relative path; `undefined` when anything there is neither a folder nor a regular file. */
+async function listRegularFiles(dir: string, prefix = ''): Promise<string[] | undefined> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
+  if (!entries) return undefined;
+  const found: string[] = [];
+  for (const entry of entries) {
+    const relative = `${prefix}${entry.name}`;
+    if (entry.isFile()) found.push(relative);
+    else if (!entry.isDirectory()) return undefined;
+    else {
+      const inside = await listRegularFiles(path.join(dir, entry.name), `${relative}/`);
+      if (!inside) return undefined;
+      found.push(...inside);
+    }
+  }
+  return found;
 }
 
 /**
@@ -72,14 +122,30 @@ export async function unpackRunBundle(bundle: RunBundle, folder: string, hash: s
       await mkdir(path.dirname(file), { recursive: true });
       await writeFile(file, data);
     }
-    await writeFile(path.join(temp, COMPLETE_MARKER), JSON.stringify({ pipelineDir: bundle.pipelineDir }));
+    const manifest: UnpackedManifest = { pipelineDir: bundle.pipelineDir, files: bundle.files };
+    await writeFile(path.join(temp, COMPLETE_MARKER), JSON.stringify(manifest));
     await mkdir(path.dirname(folder), { recursive: true });
-    await rename(temp, folder).catch(async (err: NodeJS.ErrnoException) => {
-      // Another attempt (or host) unpacked the same content first: theirs is as good as ours.
-      if (!existsSync(path.join(folder, COMPLETE_MARKER))) throw err;
-    });
+    await placeUnpacked(temp, folder, hash);
   } finally {
     await rm(temp, { recursive: true, force: true });
+  }
+}
+
+/** Renames the unpacked `temp` to `folder`, putting aside a copy there that does not match its hashes. */
+async function placeUnpacked(temp: string, folder: string, hash: string): Promise<void> {
+  const placed = await rename(temp, folder).then(() => true, () => false);
+  // Another attempt (or host) unpacked the same content first: theirs is as good as ours.
+  if (placed || (await verifyUnpackedBundle(folder, hash))) return;
+  const stale = `${folder}.${randomUUID()}.stale`;
+  await rename(folder, stale).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'ENOENT') throw err;
+  });
+  try {
+    await rename(temp, folder).catch(async (err: unknown) => {
+      if (!(await verifyUnpackedBundle(folder, hash))) throw err;
+    });
+  } finally {
+    await rm(stale, { recursive: true, force: true });
   }
 }
 

@@ -53,7 +53,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
-  if (workspace.runFolder !== undefined) {
+  if (workspace.lent) {
     await waitForLentFolder(workspace.dir, input, info);
     // Checked again now that the run holds it: while it waited, the folder (or one above it) may have been replaced by
     // a symlink leading elsewhere. The agent starts in the real path checked, never in what the name leads to now.

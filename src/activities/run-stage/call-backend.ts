@@ -46,7 +46,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
   const previous = setup.info.heartbeatDetails as AttemptProgress | undefined;
   // A lent folder is used by its real path, checked when the run took it: at the moment the agent starts there, it
   // must still be that path (no folder on the way swapped for a symlink since).
-  if (workspace.runFolder !== undefined) await confirmRealFolder(workspace.dir, stage.id);
+  if (workspace.lent) await confirmRealFolder(workspace.dir, stage.id);
   return backend({
     stage,
     prompt: call.prompt,

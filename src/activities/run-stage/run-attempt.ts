@@ -58,9 +58,9 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
-    // Under `isolation: stage` the run's folder, not the stage's worktree inside it, is what people open; with
-    // `workspace.dir` the transcript is in the run's own folder, not in the lent one.
-    transcript: path.relative(workspace.runFolder ?? workspace.parent?.dir ?? workspace.dir, transcriptPath),
+    // The transcript is in the run's bookkeeping, in the worker's own folder under the workspaces root.
+    transcript: path.relative(setup.deps.workspacesRoot, transcriptPath).split(path.sep).join('/'),
+    // Under `isolation: stage` the run's folder, not the stage's worktree, is what people open.
     workspace: workspace.parent?.dir ?? workspace.dir,
     attempt: setup.info.attempt,
   };

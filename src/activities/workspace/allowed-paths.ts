@@ -2,12 +2,14 @@ import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 import { runFolder } from './run-folder.js';
+import { workerFolder } from './worker-folder.js';
 
 /*
  * The host folders a run may name (`workspace.repo`, `workspace.dir`, `addDirs`). Whoever can start a run on a task queue would
  * otherwise choose any folder of the worker's host as the agents' repository or extra folder. The worker's setting
  * lists the folders it lends out. Of the workspaces root a run may name only what is its own (its run folder, and the
- * folder its carried files were unpacked in): never the root itself or another run's folder.
+ * folder its carried files were unpacked in): never the root itself or another run's folder, and never (whatever the
+ * setting) the workers' own folder, nor a folder that holds it.
  */
 
 /** Where the run whose paths are checked lives: the workspaces root, its id, and the folder its pipeline's paths are relative to. */
@@ -46,6 +48,21 @@ export function parseAllowedPaths(value: string | undefined): AllowedPaths | und
  * @throws CONFIG_INVALID naming the field, the folder and the setting
  */
 export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder: string, field: string, stageId: string, named = folder): void {
+  // The workers' own folder (every run's bookkeeping, the unpacked bundles) is no run's, whatever the setting lends.
+  // Resolved from the root's real path: the folder may not exist yet, and the root may be a symlink to a volume.
+  const own = workerFolder(realOrSelf(place.workspacesRoot));
+  // A repository may hold it (`repo: .` with the workspaces folder in the project): agents work in a worktree of the
+  // repository in their run's folder, never in the repository itself. Folders agents work in may not.
+  const holds = field !== 'workspace.repo' && isInside(folder, own);
+  if (isInside(own, folder) || holds) {
+    throw stageFailure({
+      type: 'CONFIG_INVALID',
+      stageId,
+      message: `${field} names ${folder}, which ${isInside(own, folder) ? 'lies in' : 'holds'} the workers' own folder ${own} (every run's bookkeeping and file cache); it is never lent to a run`,
+      hint: 'name a folder of its own: not the workspaces root, nor a folder above it or in its .agent-pipeline',
+      details: { field, path: folder },
+    });
+  }
   if (allowed === 'any') return;
   if ([...ownFolders(place), ...allowed].some((root) => isInside(root, folder))) return;
   const leadsTo = named === folder ? '' : ` (which leads to ${folder})`;

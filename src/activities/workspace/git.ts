@@ -5,7 +5,7 @@ import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
 import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
-import { INTERNAL_DIR } from './run-folder.js';
+import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
 export interface WorktreeOptions {
@@ -139,7 +139,7 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
  * agent can rewrite its `.gitignore`; the pathspec holds whatever it says, so nothing in it (a repository planted
  * there included, which the look for nested repositories skips) is ever staged.
  */
-const STAGED_PATHS = ['--', '.', `:(top,exclude)${INTERNAL_DIR}`];
+const STAGED_PATHS = ['--', '.', `:(top,exclude)${OLD_BOOKKEEPING_DIR}`];
 
 /**
  * Commits everything that changed in the worktree (our bookkeeping folder aside) with `message`. Returns the new

@@ -9,8 +9,8 @@ import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 /*
  * `workspace.dir`: a run that works in an existing folder it was lent (a caller's worktree, a team's shared folder)
  * instead of a folder of its own. The agents work there and their outputs land there; everything the worker keeps
- * for itself (transcripts, sessions, baselines, Claude Code's config) stays in the run's own folder under the
- * workspaces root, so the lent folder gets no bookkeeping files. The worker never creates, branches, commits in,
+ * for itself (transcripts, sessions, baselines, Claude Code's config) stays in the run's bookkeeping folder in the
+ * worker's own folder, so the lent folder gets no bookkeeping files. The worker never creates, branches, commits in,
  * cleans or removes a lent folder.
  */
 
@@ -90,6 +90,6 @@ function renderLentFolder(options: LentFolderOptions): string {
 /** Opens a run in its lent folder: the agents' folder is the lent one, the bookkeeping the run's own. */
 export async function openLentFolder(options: LentFolderOptions): Promise<RunWorkspace> {
   const dir = await resolveLentFolder(options);
-  const own = await openRunWorkspace(options.root, options.runId);
-  return { ...own, dir, runFolder: own.dir };
+  const own = await openRunWorkspace(options.root, options.runId, { lent: true });
+  return { ...own, dir, lent: true };
 }

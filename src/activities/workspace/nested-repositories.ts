@@ -1,7 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { INTERNAL_DIR } from './run-folder.js';
+import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
 
 /*
  * A git repository an agent makes inside the run's worktree (`git init sub`, or a `.git` written into a folder the
@@ -63,7 +63,7 @@ export async function findNestedRepositories(dir: string, options: NestedReposit
       continue;
     }
     for (const entry of entries) {
-      if (!entry.isDirectory() || (folder === '' && (entry.name === '.git' || entry.name === INTERNAL_DIR))) continue;
+      if (!entry.isDirectory() || (folder === '' && (entry.name === '.git' || entry.name === OLD_BOOKKEEPING_DIR))) continue;
       pending.push(folder === '' ? entry.name : `${folder}/${entry.name}`);
     }
   }

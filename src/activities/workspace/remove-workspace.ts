@@ -1,9 +1,11 @@
 import { existsSync } from 'node:fs';
-import { lstat, readFile, realpath, rm } from 'node:fs/promises';
+import { lstat, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { git } from './git.js';
 import { unpinGitDir } from './git-safety.js';
-import { ENDED_MARKER, INTERNAL_DIR } from './run-folder.js';
+import { readRecord } from './own-files.js';
+import { ENDED_MARKER } from './run-folder.js';
+import { runsFolder } from './worker-folder.js';
 import { writeFileAtomic } from './run-workspace.js';
 
 /**
@@ -22,18 +24,15 @@ export interface EndedMarker {
   pushed: boolean;
 }
 
-const MARKER = ENDED_MARKER;
-
-export async function writeEndedMarker(dir: string, marker: EndedMarker): Promise<void> {
-  await writeFileAtomic(path.join(dir, INTERNAL_DIR, MARKER), `${JSON.stringify(marker, null, 2)}\n`);
+/** Writes the `ended` record into the run's bookkeeping folder `bookkeeping`. */
+export async function writeEndedMarker(bookkeeping: string, marker: EndedMarker): Promise<void> {
+  await writeFileAtomic(path.join(bookkeeping, ENDED_MARKER), `${JSON.stringify(marker, null, 2)}\n`);
 }
 
-export async function readEndedMarker(dir: string): Promise<EndedMarker | undefined> {
-  try {
-    return JSON.parse(await readFile(path.join(dir, INTERNAL_DIR, MARKER), 'utf8')) as EndedMarker;
-  } catch {
-    return undefined;
-  }
+/** The `ended` record of the run whose bookkeeping folder is `bookkeeping` (a small regular file, never through a symlink). */
+export async function readEndedMarker(bookkeeping: string): Promise<EndedMarker | undefined> {
+  const marker = await readRecord<EndedMarker>(path.join(bookkeeping, ENDED_MARKER));
+  return marker && typeof marker === 'object' && typeof marker.runId === 'string' ? marker : undefined;
 }
 
 /**
@@ -66,11 +65,25 @@ export async function removeRunWorkspace(root: string, dir: string, pushed?: boo
 }
 
 /**
+ * Removes a run's bookkeeping folder, when its real path lies strictly inside the worker's `runs` folder (never that
+ * folder, nor anything a symlink leads to). Stage worktrees inside it go with it; their repository forgets them at its
+ * next `git worktree prune`. @returns warnings for what could not be removed
+ */
+export async function removeBookkeeping(root: string, bookkeeping: string): Promise<string[]> {
+  const info = await lstat(bookkeeping).catch(() => undefined);
+  if (!info) return [];
+  const inside = info.isDirectory() && path.dirname(bookkeeping) === runsFolder(root) && (await whyNotRemovable(runsFolder(root), bookkeeping, false)) === undefined;
+  if (!inside) return [`${bookkeeping} was kept: it is not a folder of its own inside ${runsFolder(root)}`];
+  await rm(bookkeeping, { recursive: true, force: true });
+  return [];
+}
+
+/**
  * Why `dir` must not be deleted, or `undefined` when it may: its real path must lie strictly inside the workspaces
  * root's real path (never the root, never above it, never through a symlink leading out), and it must not be a
  * repository's main working tree (a `.git` folder rather than a linked worktree's `.git` file).
  */
-async function whyNotRemovable(root: string, dir: string): Promise<string | undefined> {
+async function whyNotRemovable(root: string, dir: string, worktree = true): Promise<string | undefined> {
   let realRoot: string;
   let realDir: string;
   try {
@@ -82,6 +95,7 @@ async function whyNotRemovable(root: string, dir: string): Promise<string | unde
   if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
     return `${dir} was kept: it is not inside the workspaces root ${root} (its real path is ${realDir})`;
   }
+  if (!worktree) return undefined;
   const dotGit = await lstat(path.join(realDir, '.git')).catch(() => undefined);
   if (dotGit?.isDirectory()) return `${dir} was kept: it is a repository's main working tree, not a run's worktree`;
   return undefined;

@@ -1,20 +1,26 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { isRealDirSync, readRecordSync } from './own-files.js';
+import { runsFolder } from './worker-folder.js';
 
 /*
- * Where a run's folder is. The folder is named after the run id made safe for a file name, plus a short hash of the
- * exact id, so two ids that read the same once made safe (`feature/x` and `feature_x`) never share a folder, and no
- * id names the workspaces root or the folder above it.
+ * Where a run's folder is, and where its bookkeeping is. The folder is named after the run id made safe for a file
+ * name, plus a short hash of the exact id, so two ids that read the same once made safe (`feature/x` and `feature_x`)
+ * never share a folder, and no id names the workspaces root or the folder above it. The bookkeeping lives in the
+ * worker's own folder, `<root>/.agent-pipeline/runs/<the same name>/`, outside every tree an agent works in.
  */
 
-/** Our own bookkeeping inside a run folder: transcripts, sessions, baselines. Never reported as artifacts. */
-export const INTERNAL_DIR = '.agent-pipeline';
+/**
+ * Where releases before the worker's own folder kept a run's bookkeeping: inside the run's folder, where its agent
+ * could rewrite it. Read only to move it out (`moveOldBookkeeping`) and to read transcripts of runs that ended before.
+ */
+export const OLD_BOOKKEEPING_DIR = '.agent-pipeline';
 
 /** The record a run leaves in its bookkeeping folder when it ends (see `remove-workspace.ts`). */
 export const ENDED_MARKER = 'ended.json';
 
-/** Names the run a folder belongs to (its folder name holds only the id made safe), for `prune` and later openings. */
+/** Names the run a bookkeeping folder belongs to (a folder name holds only the id made safe), for `prune` and later openings. */
 export const RUN_RECORD = 'run.json';
 
 /** Characters of the hash that ends a run folder's name. */
@@ -32,28 +38,58 @@ export function toLegacyFolderName(runId: string): string {
   return runId.replace(/[^A-Za-z0-9._-]/g, '_');
 }
 
-/**
- * The folder of run `runId` under `root`. A run started before folders carried a hash keeps its old folder: when a
- * folder of the old name exists, no folder of the new one does, and the old folder records no other run as its own.
- */
-export function runFolder(root: string, runId: string): string {
-  const dir = path.join(root, toFolderName(runId));
-  const legacyName = toLegacyFolderName(runId);
-  if (existsSync(dir) || legacyName === '' || legacyName === '.' || legacyName === '..') return dir;
-  const legacy = path.join(root, legacyName);
-  if (!existsSync(legacy)) return dir;
-  return (recordedRunId(legacy) ?? runId) === runId ? legacy : dir;
+/** A run's folder (the agents' tree) and its bookkeeping folder (the worker's own). */
+export interface RunPaths {
+  dir: string;
+  bookkeeping: string;
 }
 
-/** The run id a folder records as its own (its run record, or its `ended` record), if it records one. */
-export function recordedRunId(dir: string): string | undefined {
+/** {@link runFolder} and the bookkeeping folder named after it. */
+export function runPaths(root: string, runId: string): RunPaths {
+  const dir = runFolder(root, runId);
+  return { dir, bookkeeping: bookkeepingFolder(root, path.basename(dir)) };
+}
+
+/** The bookkeeping folder of the run whose folder is `<root>/<name>`. */
+export function bookkeepingFolder(root: string, name: string): string {
+  return path.join(runsFolder(root), name);
+}
+
+/**
+ * The folder of run `runId` under `root`. A run started before folders carried a hash keeps its old folder, but only
+ * when a record of that run names exactly this id: an existing folder is never adopted on its name alone (the
+ * worker's own dot folders, or anyone's folder that happens to bear the name, would become the run's workspace).
+ */
+export function runFolder(root: string, runId: string): string {
+  const name = toFolderName(runId);
+  const dir = path.join(root, name);
+  const legacyName = toLegacyFolderName(runId);
+  if (existsSync(dir) || existsSync(bookkeepingFolder(root, name)) || legacyName === '' || legacyName.startsWith('.')) return dir;
+  const legacy = path.join(root, legacyName);
+  // A lent run (`workspace.dir`) of that time may have only its bookkeeping left, moved out of its old folder.
+  if (!isRealDirSync(legacy) && !isRealDirSync(bookkeepingFolder(root, legacyName))) return dir;
+  return recordedRunId(root, legacyName) === runId ? legacy : dir;
+}
+
+/**
+ * The run id the folder `<root>/<name>` records as its own: its bookkeeping's run record or `ended` record, or for a
+ * run whose bookkeeping has not been moved out of its tree yet, those records in the tree.
+ */
+export function recordedRunId(root: string, name: string): string | undefined {
+  return bookkeepingRunId(bookkeepingFolder(root, name)) ?? oldRecordedRunId(path.join(root, name));
+}
+
+/** The run id the old in-tree bookkeeping of `dir` records, when it has a real folder of it. */
+export function oldRecordedRunId(dir: string): string | undefined {
+  const old = path.join(dir, OLD_BOOKKEEPING_DIR);
+  return isRealDirSync(old) ? bookkeepingRunId(old) : undefined;
+}
+
+/** The run id the records in the bookkeeping folder `bookkeeping` name. */
+export function bookkeepingRunId(bookkeeping: string): string | undefined {
   for (const record of [RUN_RECORD, ENDED_MARKER]) {
-    try {
-      const parsed = JSON.parse(readFileSync(path.join(dir, INTERNAL_DIR, record), 'utf8')) as { runId?: unknown };
-      if (typeof parsed.runId === 'string') return parsed.runId;
-    } catch {
-      // No such record: try the next.
-    }
+    const runId = readRecordSync<{ runId?: unknown }>(path.join(bookkeeping, record))?.runId;
+    if (typeof runId === 'string') return runId;
   }
   return undefined;
 }

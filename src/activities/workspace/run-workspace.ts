@@ -1,64 +1,89 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, readdir, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readlink, realpath, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
 
-import { ENDED_MARKER, INTERNAL_DIR, RUN_RECORD, runFolder } from './run-folder.js';
+import { moveOldBookkeeping } from './old-bookkeeping.js';
+import { ensureRealDir } from './own-files.js';
+import { ENDED_MARKER, RUN_RECORD, runPaths } from './run-folder.js';
+import { openWorkerSubfolder } from './worker-folder.js';
 
-export { INTERNAL_DIR, toFolderName } from './run-folder.js';
-const IGNORED_DIRS = new Set([INTERNAL_DIR, '.git', 'node_modules']);
+export { toFolderName } from './run-folder.js';
+const IGNORED_DIRS = new Set(['.git', 'node_modules']);
 
 /** Where a run's files live. One folder per run, shared by all its stages and all their attempts. */
 export interface RunWorkspace {
   /** The run folder: the agents' working directory and where artifacts land. */
   dir: string;
-  /** Claude Code's config dir for this run, so any worker that sees the folder can resume a session. */
+  /**
+   * The run's bookkeeping folder, `<workspaces root>/.agent-pipeline/runs/<run folder name>/`: its records, Claude
+   * Code's config, each stage's logs and settings. Outside every agent's tree, so nothing an agent plants is in it.
+   */
+  bookkeeping: string;
+  /** Claude Code's config dir for this run, so any worker that sees the workspaces folder can resume a session. */
   claudeConfigDir: string;
-  /** Per-stage bookkeeping folder (transcripts, baselines, API conversations). */
+  /** Per-stage bookkeeping folder (transcripts, baselines, API conversations); {@link openStageFolder} creates it. */
   stageDir(stageId: string): string;
   /** The run's branch, when the folder is a git worktree of `pipeline.workspace.repo`. */
   branch?: string;
   /** Under `isolation: stage`, this is a stage's own worktree and `parent` the run's. */
   parent?: RunWorkspace;
-  /**
-   * With `workspace.dir`, `dir` is the folder the run was lent and this the run's own folder under the workspaces
-   * root, which holds its bookkeeping (`claudeConfigDir`, `stageDir`); otherwise absent (both are `dir`).
-   */
-  runFolder?: string;
+  /** With `workspace.dir`: `dir` is the folder the run was lent, not a folder of its own. */
+  lent?: boolean;
+}
+
+/** Options of {@link openRunWorkspace}. */
+export interface OpenRunOptions {
+  /** The folder is a worktree of this repository on the run's branch. */
+  git?: WorktreeOptions;
+  /** Who opens it, for failure messages. */
+  stageId?: string;
+  /** The run works in a folder it was lent (`workspace.dir`): only its bookkeeping is opened here. */
+  lent?: boolean;
 }
 
 /**
  * Creates (or reopens) the workspace of a run under `root`; with `git`, the folder is a worktree of
  * the repository on the run's branch. Idempotent, so every stage and retry reuses it.
+ * @throws OwnFolderError when the bookkeeping folder (or one above it) is a symlink
  */
-export async function openRunWorkspace(
-  root: string,
-  runId: string,
-  options: { git?: WorktreeOptions; stageId?: string } = {},
-): Promise<RunWorkspace> {
-  const dir = runFolder(root, runId);
-  // The worktree comes first: `git worktree add` wants a missing or empty folder.
-  if (options.git) await ensureWorktree(dir, options.git, options.stageId ?? '(workspace)');
-  const internal = path.join(dir, INTERNAL_DIR);
-  const claudeConfigDir = path.join(internal, 'claude');
-  await mkdir(claudeConfigDir, { recursive: true });
+export async function openRunWorkspace(root: string, runId: string, options: OpenRunOptions = {}): Promise<RunWorkspace> {
+  const paths = runPaths(root, runId);
+  const moved = await moveOldBookkeeping(root, paths, runId, options.git?.repo);
+  const bookkeeping = await ensureRealDir(await openWorkerSubfolder(root, 'runs'), path.basename(paths.bookkeeping));
   // A run that reopens its folder (a reused run id, a reset) is running again: `prune` must not take it as ended.
-  await rm(path.join(internal, ENDED_MARKER), { force: true });
-  // Ignores itself and everything in it, so neither git status, an agent's `git add -A` nor a stage commit sees it.
-  const ignore = path.join(internal, '.gitignore');
-  if (!existsSync(ignore)) await writeFileAtomic(ignore, '*\n');
-  const record = path.join(internal, RUN_RECORD);
+  await rm(path.join(bookkeeping, ENDED_MARKER), { force: true });
+  const record = path.join(bookkeeping, RUN_RECORD);
   if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
+  const claudeConfigDir = await ensureRealDir(bookkeeping, 'claude');
+  if (options.lent) {
+    // A lent run's own folder only ever held its bookkeeping: once that moved out, the empty folder goes.
+    if (moved) await rmdir(paths.dir).catch(() => undefined);
+  } else if (options.git) {
+    // `git worktree add` wants a missing or empty folder, and makes it.
+    await ensureWorktree(paths.dir, options.git, options.stageId ?? '(workspace)');
+  } else {
+    await mkdir(paths.dir, { recursive: true });
+  }
   return {
-    dir,
+    dir: paths.dir,
+    bookkeeping,
     claudeConfigDir,
-    stageDir: (stageId) => path.join(internal, 'stages', stageId),
+    stageDir: (stageId) => path.join(bookkeeping, 'stages', stageId),
     branch: options.git?.branch,
   };
+}
+
+/**
+ * The stage's bookkeeping folder (and the folders `more` names below it), created as real folders, never through a
+ * symlink. @throws OwnFolderError naming the folder that is a symlink
+ */
+export function openStageFolder(workspace: RunWorkspace, stageId: string, ...more: string[]): Promise<string> {
+  return ensureRealDir(workspace.bookkeeping, 'stages', stageId, ...more);
 }
 
 /** `full` as artifacts and claims name it: relative to the workspace `dir`, with `/` separators. */

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, withLock } from './git.js';
-import { INTERNAL_DIR, type RunWorkspace } from './run-workspace.js';
+import { ensureRealDir } from './own-files.js';
+import type { RunWorkspace } from './run-workspace.js';
 import type { MergeOutcome } from '../../contracts/activities.js';
 
 /**
@@ -16,14 +17,14 @@ export function stageBranchOf(runBranch: string, stageId: string): string {
 }
 
 /**
- * Opens the stage's own worktree inside the run's bookkeeping folder (which git ignores), so retries and later
- * rounds reuse the same folder and the agent's session can resume there. A worktree whose branch is already merged
+ * Opens the stage's own worktree in the run's bookkeeping folder (outside the run's worktree, so neither git nor an
+ * agent there sees it), so retries and later rounds reuse the same folder and the agent's session can resume there. A worktree whose branch is already merged
  * is first brought up to the run's branch, so a rework round starts from everything completed since.
  */
 export async function openStageWorktree(run: RunWorkspace, repo: string, stageId: string): Promise<RunWorkspace> {
   if (!run.branch) throw new Error('isolation: stage needs a git workspace');
   const branch = stageBranchOf(run.branch, stageId);
-  const dir = path.join(run.dir, INTERNAL_DIR, 'worktrees', stageId);
+  const dir = path.join(await ensureRealDir(run.bookkeeping, 'worktrees'), stageId);
   if (existsSync(path.join(dir, '.git'))) {
     await pinWorktree(dir, repo, stageId);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;

@@ -42,8 +42,8 @@ export function addLogsCommand(program: Command): void {
     .option('--raw', 'print the stream-json lines as saved')
     .addHelpText(
       'after',
-      "\nTranscripts live in the run's workspace on the workers (<workspace>/.agent-pipeline/stages/<stage>/round-R-…/attempt-N.jsonl),\n" +
-        'so run this on a machine that sees the workers\' workspaces folder (a worker host, or one mounting the same shared volume).\n' +
+      "\nTranscripts live in the run's bookkeeping on the workers (<workspaces>/.agent-pipeline/runs/<run folder>/stages/<stage>/round-R-…/attempt-N.jsonl),\n" +
+        'so run this on a machine that sees the workers\' workspaces folder (AGENT_PIPELINE_WORKSPACES: a worker host, or one mounting the same shared volume).\n' +
         'Exit code: 0 printed, 2 unknown run or stage or no transcript, 3 Temporal unreachable, 130 Ctrl-C while following.',
     )
     .action(async (id: string, opts: LogsOptions) => {

@@ -2,10 +2,9 @@ import type { Command } from 'commander';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { existsSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { readEndedMarker, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
-import { recordedRunId } from '../../activities/workspace/run-folder.js';
+import { removeBookkeeping, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
+import { listRunsOnDisk, type RunOnDisk } from '../../activities/workspace/run-list.js';
 import { loadConfig } from '../../config.js';
 import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
@@ -15,7 +14,10 @@ import { printJson, printLine, printNote } from '../output.js';
 /** What `prune` decided about one run folder. */
 interface PruneEntry {
   runId: string;
+  /** The run's folder; for a run in a lent folder (`workspace.dir`), which has none, its bookkeeping folder. */
   dir: string;
+  /** The run's bookkeeping folder, in the workers' own folder under the workspaces root. */
+  bookkeeping?: string;
   /** How the run ended, or `running` / `unknown` (no such run in Temporal). */
   status: string;
   /** @format ISO 8601 */
@@ -33,13 +35,14 @@ export function addPruneCommand(program: Command): void {
     // Parsed by commander, so a bad value is reported with the flag's name (parsed in the action, it exited 2 silently).
     .option('--older-than <duration>', `only runs that ended at least this long ago (e.g. 12h, 7d; 0s: every run that ended) (default: ${DEFAULT_AGE})`, parseAgeMs)
     .option('--dry-run', 'list what would be removed, remove nothing')
-    .option('--json', 'print [{"runId", "dir", "status", "endedAt", "removed", "warnings"}]')
-    .option('--force', 'do not ask Temporal: trust the record each run leaves in its folder when it ends')
+    .option('--json', 'print [{"runId", "dir", "bookkeeping", "status", "endedAt", "removed", "warnings"}]')
+    .option('--force', 'do not ask Temporal: trust the record each run leaves in its bookkeeping when it ends')
     .addHelpText(
       'after',
-      '\nThe workspaces folder is AGENT_PIPELINE_WORKSPACES (as the worker sees it). Temporal is asked about every folder, and\n' +
-        'only runs it reports closed are removed; with --force the record a run leaves in its folder when it ends is trusted\n' +
-        'instead. Running runs are never touched. A worktree is removed with\n' +
+      '\nThe workspaces folder is AGENT_PIPELINE_WORKSPACES (as the worker sees it). Temporal is asked about every run, and\n' +
+        'only runs it reports closed are removed, with their bookkeeping (<workspaces>/.agent-pipeline/runs/<run folder>);\n' +
+        'with --force the record a run leaves in its bookkeeping when it ends is trusted instead. What a run folder holds\n' +
+        'never counts, and the workers\' own folder is never removed. Running runs are never touched. A worktree is removed with\n' +
         '`git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d` otherwise\n' +
         '(which keeps a branch with commits merged nowhere else).\n' +
         'Exit code: 0 done, 2 bad usage, 3 Temporal unreachable (nothing is removed; --force to trust the records).',
@@ -60,30 +63,41 @@ export function addPruneCommand(program: Command): void {
 
 /** Removes the workspaces under `root` of runs that ended before `cutoffMs`, as Temporal confirms (see `--force`). */
 async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun: boolean; force: boolean }): Promise<PruneEntry[]> {
-  const folders = (await readdir(root, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name).sort();
-  const entries: PruneEntry[] = [];
-  for (const name of folders) {
-    const dir = path.join(root, name);
-    const marker = await readEndedMarker(dir);
-    const entry: PruneEntry = { runId: marker?.runId ?? recordedRunId(dir) ?? name, dir, status: marker?.status ?? 'unknown', removed: false, warnings: [] };
-    if (marker) entry.endedAt = new Date(marker.endedAt).toISOString();
-    entries.push(entry);
-  }
-  // A record in the folder is not enough: a run id can be reused, and a run can be reset. Temporal says whether the
-  // run is still going; without it (`--force`) only folders with a record of their end are removed.
-  if (!options.force && entries.length > 0) {
-    await withClient(async ({ client }) => confirmWithTemporal(client, entries)).catch((err: unknown) => {
-      if (err instanceof TemporalUnavailableError) printNote('Nothing was removed: prune asks Temporal whether each run has ended. Use --force to trust the records runs leave in their folders.');
+  const runs = await listRunsOnDisk(root);
+  const entries = runs.map((run): PruneEntry => {
+    const entry: PruneEntry = { runId: run.runId ?? run.name, dir: run.dir ?? run.bookkeeping ?? path.join(root, run.name), status: run.ended?.status ?? 'unknown', removed: false, warnings: [] };
+    if (run.bookkeeping) entry.bookkeeping = run.bookkeeping;
+    if (run.ended) entry.endedAt = new Date(run.ended.endedAt).toISOString();
+    if (run.runId === undefined) entry.warnings.push('no record names the run this folder belongs to; it is kept (remove it by hand if it is not wanted)');
+    return entry;
+  });
+  // A record is not enough: a run id can be reused, and a run can be reset. Temporal says whether the run is still
+  // going; without it (`--force`) only runs whose bookkeeping (out of every agent's reach) records their end are removed.
+  const known = entries.filter((_, i) => runs[i].runId !== undefined);
+  if (!options.force && known.length > 0) {
+    await withClient(async ({ client }) => confirmWithTemporal(client, known)).catch((err: unknown) => {
+      if (err instanceof TemporalUnavailableError) printNote('Nothing was removed: prune asks Temporal whether each run has ended. Use --force to trust the records runs leave in their bookkeeping.');
       throw err;
     });
   }
-  for (const entry of entries) {
-    if (entry.status === 'running' || !entry.endedAt || Date.parse(entry.endedAt) > cutoffMs) continue;
-    const pushed = (await readEndedMarker(entry.dir))?.pushed;
-    if (!options.dryRun) entry.warnings.push(...(await removeRunWorkspace(root, entry.dir, pushed)));
-    entry.removed = options.dryRun || !existsSync(entry.dir);
+  for (const [i, entry] of entries.entries()) {
+    const run = runs[i];
+    if (run.runId === undefined || entry.status === 'running' || !entry.endedAt || Date.parse(entry.endedAt) > cutoffMs) continue;
+    if (options.force && run.recordsInTree) {
+      entry.warnings.push('its only records are inside its own folder, where its agent could have written them (a run that ended before the worker kept them apart); it is kept: prune without --force asks Temporal');
+      continue;
+    }
+    entry.removed = options.dryRun || (await removeRun(root, run, entry));
   }
   return entries;
+}
+
+/** Removes the run's folder, then (once that is gone) its bookkeeping; warnings go into `entry`. @returns whether both are gone */
+async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promise<boolean> {
+  if (run.dir) entry.warnings.push(...(await removeRunWorkspace(root, run.dir, run.ended?.pushed)));
+  if (run.dir && existsSync(run.dir)) return false;
+  if (run.bookkeeping) entry.warnings.push(...(await removeBookkeeping(root, run.bookkeeping)));
+  return !run.bookkeeping || !existsSync(run.bookkeeping);
 }
 
 /** Sets each entry's status and end from Temporal's latest run of that id; a folder of an unknown id is kept. */

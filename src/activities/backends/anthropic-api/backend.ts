@@ -1,6 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { CancelledFailure } from '@temporalio/common';
-import path from 'node:path';
+import { openStageFolder } from '../../workspace/run-workspace.js';
 import { stageFailure } from '../../failures.js';
 import { defaultOutputPath } from '../../outputs/stage-outputs.js';
 import { redactSecrets } from '../../secrets.js';
@@ -93,7 +93,7 @@ interface ApiCall {
 async function openConversation(request: BackendRequest, model: string): Promise<ApiCall> {
   const { stage, prompt, continuation } = request;
   const warnings: string[] = [];
-  const sessionsDir = path.join(request.workspace.stageDir(stage.id), 'api-sessions');
+  const sessionsDir = await openStageFolder(request.workspace, stage.id, 'api-sessions');
   const earlier = continuation?.sessionId ? await loadConversation(sessionsDir, continuation.sessionId) : undefined;
   if (continuation?.sessionId && !earlier) {
     warnings.push(`conversation ${continuation.sessionId} could not be found; the stage started over with its full prompt`);

@@ -1,3 +1,4 @@
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { realpath } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,17 +45,16 @@ export interface AgentReadScope {
 
 /**
  * The read scope of an attempt of stage `stageId` in `workspace`. `workspacesRoot` is the worker's; without it (a
- * backend called outside a worker) it is the folder holding the run's folder.
+ * backend called outside a worker) it is the folder holding the worker's folder that holds the run's bookkeeping.
  */
 export function readScopeOf(workspace: RunWorkspace, stageId: string, addDirs: readonly string[] | undefined, workspacesRoot?: string): AgentReadScope {
   // The worktree's git directory as the worker found it from the repository (`<repo>/.git/worktrees/<name>`), never
   // from the `.git` file in the agent's reach.
   const gitDir = pinnedGitEnvironment(workspace.dir).GIT_DIR;
-  const runFolder = workspace.runFolder ?? (workspace.parent ?? workspace).dir;
   return {
     workspaceDir: workspace.dir,
     addDirs: addDirs ?? [],
-    workspacesRoot: workspacesRoot ?? path.dirname(runFolder),
+    workspacesRoot: workspacesRoot ?? path.dirname(workerFolderOfRun(workspace.bookkeeping)),
     claudeConfigDir: workspace.claudeConfigDir,
     stageDir: workspace.stageDir(stageId),
     ...(gitDir ? { gitCommonDir: path.dirname(path.dirname(gitDir)) } : {}),

@@ -9,6 +9,7 @@ import { checkSandboxHost, type SandboxHost } from './sandbox-host.js';
 import { SANDBOX_VARIABLE, sandboxRequired, type SandboxMode } from './sandbox-mode.js';
 import { applyReadLimits, readLimitsFor, type AgentReadScope } from './agent-reads.js';
 import { refuseLocalHosts } from './sandbox-network.js';
+import { withDeniedRules } from './own-folder-rules.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -111,13 +112,14 @@ export interface AttemptSandbox {
 }
 
 /**
- * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works) and
- * writes them in the stage's folder.
+ * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works), adds
+ * the permission rules `denied` (see own-folder-rules.ts) to what the file tools may never do, and writes them in the
+ * stage's folder.
  * @throws the `SANDBOX_OPT_OUT_REFUSED` failure when the stage says `sandbox: false` where the worker does not allow it,
  * `SANDBOX_UNAVAILABLE` when the worker requires the sandbox and the host cannot provide it, `CONFIG_INVALID` when
  * the operator's settings cannot be read or the stage lists a local host the worker refuses
  */
-export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox): Promise<AgentSettingsFile> {
+export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettingsFile> {
   refuseLocalHosts(stage, env);
   const { mode, host = () => checkSandboxHost(env) } = attempt;
   const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host(), attempt.signing);
@@ -141,6 +143,6 @@ export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.Pro
     throw stageFailure({ type: 'CONFIG_INVALID', stageId: stage.id, message: (err as Error).message, hint: `fix ${SETTINGS_VARIABLE} in the environment of the worker and restart it` });
   }
   const settings = applyReadLimits(mergeAgentSettings(operator, stage, sandbox, mode), await readLimitsFor(env, scope), sandbox.enabled);
-  const file = await writeAgentSettings(scope.stageDir, settings);
+  const file = await writeAgentSettings(scope.stageDir, withDeniedRules(settings, denied));
   return { file, sandbox };
 }

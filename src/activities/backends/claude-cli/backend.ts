@@ -4,7 +4,9 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { currentRedaction, currentSecretValues, redactSecrets } from '../../secrets.js';
-import { writeFileAtomic } from '../../workspace/run-workspace.js';
+import { openStageFolder, writeFileAtomic } from '../../workspace/run-workspace.js';
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
+import { ownFolderDenyRules } from './own-folder-rules.js';
 import { quietHeartbeatIntervalMs, type AttemptProgress, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth, workerSecretValues } from './agent-auth.js';
@@ -146,7 +148,8 @@ interface AgentLaunch {
  */
 async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions, binary: string): Promise<AgentLaunch> {
   const { stage, workspace } = request;
-  const stageDir = workspace.stageDir(stage.id);
+  // Created here, never through a symlink: the settings, MCP config and system prompt files go in it.
+  const stageDir = await openStageFolder(workspace, stage.id);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const pool = options.warmPool;
   const key = warmKey(workspace, stage.id);
@@ -182,7 +185,7 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
   const scope = readScopeOf(workspace, stage.id, request.addDirs, options.workspacesRoot);
-  const settings = await prepareAgentSettings(stage, options.env, scope, attemptSandbox(options, request.runSignedBy));
+  const settings = await prepareAgentSettings(stage, options.env, scope, attemptSandbox(options, request.runSignedBy), ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping)));
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);

@@ -4,13 +4,15 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { toMilliseconds } from '../../../pipeline/duration.js';
 import { durationSchema } from '../../../pipeline/schema.js';
-import { writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
+import { openStageFolder, writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
 import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
 import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import { readScopeOf } from './agent-reads.js';
 import { writeMcpConfig } from './mcp-config.js';
+import { ownFolderDenyRules } from './own-folder-rules.js';
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
 
@@ -61,10 +63,10 @@ export function startupFiles(cwd: string, claudeConfigDir: string, named: (strin
 /**
  * Whether a waiting process's stage may still start here: not once an attempt of the stage started (on another
  * worker: its transcript `attempt-N.jsonl` appeared in the stage's folders, which the workers share), nor once the run
- * ended (its workspace's ended marker). The attempt that adopts the process takes it out of the pool before it writes
+ * ended (the ended marker in its bookkeeping). The attempt that adopts the process takes it out of the pool before it writes
  * its transcript, so it never sees its own.
  */
-async function stageNotStartedYet(stageDir: string, runDir: string): Promise<() => Promise<boolean>> {
+async function stageNotStartedYet(stageDir: string, bookkeeping: string): Promise<() => Promise<boolean>> {
   // A stage attempt's transcript is `attempt-N.jsonl` in the stage folder or in one of its execution folders.
   const transcripts = async (): Promise<string[]> => {
     const entries = await readdir(stageDir, { withFileTypes: true }).catch(() => []);
@@ -74,7 +76,7 @@ async function stageNotStartedYet(stageDir: string, runDir: string): Promise<() 
   const before = new Set(await transcripts());
   return async () => {
     if ((await transcripts()).some((f) => !before.has(f))) return false;
-    return (await readEndedMarker(runDir)) === undefined;
+    return (await readEndedMarker(bookkeeping)) === undefined;
   };
 }
 
@@ -101,15 +103,16 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
   const spawned: string[] = [];
   for (const target of targets) {
     const { stage } = target;
-    const stageDir = ctx.workspace.stageDir(stage.id);
     const key = warmKey(ctx.workspace, stage.id);
-    if (pool.peek(key) || existsSync(path.join(stageDir, 'agent.lock'))) continue;
+    if (pool.peek(key) || existsSync(path.join(ctx.workspace.stageDir(stage.id), 'agent.lock'))) continue;
+    const stageDir = await openStageFolder(ctx.workspace, stage.id);
     const marker = `${stageDir}#${randomUUID()}`;
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable or its `sandbox: false` refused) is not started ahead of time:
     // its attempt reports why.
     const scope = readScopeOf(ctx.workspace, stage.id, target.addDirs, ctx.workspacesRoot);
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox).catch(() => undefined);
+    const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping));
+    const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox, denied).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
@@ -118,7 +121,7 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
     const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: settings.file, streamInput: true });
     const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt, settings.file]);
-    const wanted = await stageNotStartedYet(stageDir, ctx.workspace.dir);
+    const wanted = await stageNotStartedYet(stageDir, ctx.workspace.bookkeeping);
     if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched, wanted)) spawned.push(key);
   }
   return spawned;
