@@ -58,6 +58,11 @@ export interface StageAttemptInput {
   prewarm?: ResolvedStage[];
   /** The stage's `limits:` keys, rendered and sorted: the attempt holds them while it runs (activities/leases/). */
   leases?: LeaseKey[];
+  /**
+   * For a stage with `onPermissionRequest: ask`: the token its attempts send with their mid-turn prompts, so the run
+   * takes prompts only from the attempt it scheduled (a workflow-made uuid; secret only where history is encrypted).
+   */
+  promptToken?: string;
 }
 
 

@@ -54,6 +54,11 @@ export class RunTrust {
     this.usedNonces = new Map(carried?.usedNonces);
   }
 
+  /** Whether every decision for this run must be signed by a decision key. */
+  get decisionsSigned(): boolean {
+    return this.verdict?.decisionsSigned === true;
+  }
+
   /** Records the verdict of the run's start. */
   accept(verdict: RunTrustVerdict): void {
     this.verdict = verdict;
