@@ -49,7 +49,9 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   let draining = false;
   setHandler(
     acquireLeaseUpdate,
-    async (req) => {
+    async (asked) => {
+      // Only under the patch: an entry naming its run is checked by the reclaim, which an earlier execution never did.
+      const req = checksRuns ? { ...asked, run: runOf(asked) } : asked;
       // The key's text, for `limits`, from the first request that brings it when the start did not.
       key ??= typeof req.key === 'string' ? req.key : undefined;
       if (checksRuns && req.ttlMs === undefined && !book.holds(req.holder) && !book.isWaiting(req.holder)) await requireLiveRun(req.run!);
@@ -133,6 +135,16 @@ async function requireLiveRun(run: string): Promise<void> {
   }
 }
 
+/**
+ * The run a lease without ttl is held for. Workers of releases before issue 33 held a lent folder's lease under the
+ * holder `run:<workflow id>` without naming the run: that holder names it, so their requests go on being granted
+ * during a rolling deploy, and checked like the others.
+ */
+function runOf(req: AcquireLeaseInput): string | undefined {
+  if (req.run !== undefined || typeof req.holder !== 'string' || !req.holder.startsWith('run:')) return req.run;
+  return req.holder.slice('run:'.length);
+}
+
 const refuse = (message: string): never => {
   throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
 };
@@ -149,7 +161,8 @@ function validateAcquire(req: AcquireLeaseInput): void {
     refuse(`a lease ttlMs must be from 1000 to ${MAX_LEASE_TTL_MS}, not ${String(req.ttlMs)}`);
   }
   // Every lease ends: at its ttl unless renewed, or with the run it is held for.
-  if (req.ttlMs === undefined && (typeof req.run !== 'string' || req.run.length === 0 || req.run.length > 1_000)) {
+  const run = runOf(req);
+  if (req.ttlMs === undefined && (typeof run !== 'string' || run.length === 0 || run.length > 1_000)) {
     refuse('a lease without ttlMs must name the run it is held for (`run`: its workflow id); give a ttlMs, or the run');
   }
   if (req.waitMs !== undefined && (!Number.isFinite(req.waitMs) || req.waitMs < 0 || req.waitMs > MAX_ACQUIRE_WAIT_MS)) refuse(`a lease waitMs must be between 0 and ${MAX_ACQUIRE_WAIT_MS}`);

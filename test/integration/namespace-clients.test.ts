@@ -170,6 +170,8 @@ describe('a namespace client without the encryption key', () => {
     await expect(ask()).rejects.toThrow(LeaseRequestError);
     await expect(ask()).rejects.toThrow(/without ttlMs must name the run it is held for/);
     await expect(ask(`no-such-run-${rand()}`)).rejects.toThrow(/is not a pipeline run that is running/);
+    // A lent folder's lease as earlier releases asked for it (the run only in the holder id) is checked the same way.
+    await expect(leases.acquire({ key, limit: 1, holder: `run:no-such-run-${rand()}` }, { signal: AbortSignal.timeout(20_000) })).rejects.toThrow(/is not a pipeline run that is running/);
     // A lease workflow is running, but it is no run: nothing may live as long as it.
     const timed = await leases.acquire({ key: `other:${rand()}`, limit: 1, holder: 'timed', ttlMs: 60_000 });
     const [someBook] = await leaseWorkflowIds(harness.client);
