@@ -1,4 +1,6 @@
+import { ApplicationFailure } from '@temporalio/workflow';
 import type { RunState } from '../pipeline/run-state.js';
+import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
 import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from '../contracts/messages.js';
 import type { PipelineRun } from './pipeline-run.js';
@@ -127,7 +129,11 @@ export class RunControls {
     const digest = this.run.tracker.stage(prompt.stage).waitingFor?.promptDigest;
     if (input.request === undefined) {
       if (digest && this.run.trust.decisionsSigned) {
-        throw rejectUpdate(`stage ${prompt.stage}'s agent waits on a request, and this run takes only signed decisions that name the request they decide; decide again with \`request: "${digest}"\` (the library and the CLI add it when they sign)`);
+        throw ApplicationFailure.create({
+          type: DECISION_NOT_TRUSTED,
+          message: `stage ${prompt.stage}'s agent waits on a request, and this run takes only signed decisions that name the request they decide; decide again with \`request: "${digest}"\` (the library and the CLI add it when they sign)`,
+          nonRetryable: true,
+        });
       }
       return;
     }
