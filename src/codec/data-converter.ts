@@ -21,6 +21,17 @@ export const ENCODED_FAILURE_CONVERTER_PATH = [
   .find((file) => existsSync(file));
 
 /**
+ * The compiled payload converter that marks payloads which arrived unencrypted (codec/marking-payload-converter.ts),
+ * found like the failure converter.
+ */
+export const MARKING_PAYLOAD_CONVERTER_PATH = [
+  new URL('./marking-payload-converter.js', import.meta.url),
+  new URL('../../dist/codec/marking-payload-converter.js', import.meta.url),
+]
+  .map((url) => fileURLToPath(url))
+  .find((file) => existsSync(file));
+
+/**
  * The payload codecs for `encryptionKey` (the `AGENT_PIPELINE_ENCRYPTION_KEY` format), none when it is empty.
  * @param source what errors name as the key's origin
  * @throws ConfigError `CONFIG_INVALID` naming `source`
@@ -41,13 +52,23 @@ export function clientDataConverter(codecs: PayloadCodec[]): DataConverter | und
 }
 
 /**
- * A worker's data converter: the codecs, and failures whose message and stack trace are payloads the codecs encrypt.
- * The workflow code must be bundled with the same failure converter (see `dev/bundle-workflows.ts`).
+ * A worker's data converter: the codecs, failures whose message and stack trace are payloads the codecs encrypt, and
+ * the payload converter that marks what arrived unencrypted (so validators can refuse what no key holder wrote). The
+ * workflow code must be bundled with the same converters (see `dev/bundle-workflows.ts`).
  */
 export function workerDataConverter(codecs: PayloadCodec[]): DataConverter | undefined {
   if (codecs.length === 0) return undefined;
   if (!ENCODED_FAILURE_CONVERTER_PATH) throw new Error('dist/codec/encoded-failure-converter.js is missing: run `npm run build`');
-  return { payloadCodecs: codecs, failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH };
+  if (!MARKING_PAYLOAD_CONVERTER_PATH) throw new Error('dist/codec/marking-payload-converter.js is missing: run `npm run build`');
+  return { payloadCodecs: codecs, failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH, payloadConverterPath: MARKING_PAYLOAD_CONVERTER_PATH };
+}
+
+/**
+ * The encryption codec among `codecs`, if any: what the key holders of the deployment share. Found by its shape, not
+ * `instanceof`, so that a copy of this module loaded twice (source and dist) still finds it.
+ */
+export function encryptionCodecOf(codecs: readonly PayloadCodec[]): Pick<EncryptionCodec, 'derivedKeys' | 'keyId'> | undefined {
+  return codecs.find((codec): codec is EncryptionCodec => typeof (codec as Partial<EncryptionCodec>).derivedKeys === 'function');
 }
 
 /** Runs payloads through the codecs' decoders, last codec first (the SDK's order). */

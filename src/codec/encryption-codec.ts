@@ -1,5 +1,6 @@
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { UNENCRYPTED_METADATA } from '../contracts/payload-origin.js';
 import { ENCRYPTION_KEY_VARIABLE, type EncryptionKey } from './encryption-key.js';
 import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
 
@@ -7,7 +8,9 @@ import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
  * AES-256-GCM over whole payloads. Encoding replaces a payload with one whose data is nonce, ciphertext and tag of the
  * original payload's protobuf bytes (its metadata too: `json/plain` says what the data was), and whose metadata names
  * only the encoding, the cipher and the key id. A payload not encrypted by this codec (written before encryption was
- * turned on) decodes as it is, so a namespace can turn encryption on with runs in flight.
+ * turned on, or by a namespace client without the key) decodes as it is, so a namespace can turn encryption on with
+ * runs in flight and a stranger's plain message never fails a workflow task; it is marked as unencrypted in its
+ * metadata, so that the messages only workers may send can be refused (contracts/payload-origin.ts).
  */
 
 /** `metadata.encoding` of an encrypted payload, the value Temporal's samples use. */
@@ -42,6 +45,15 @@ export class EncryptionCodec implements PayloadCodec {
     return this.current.id;
   }
 
+  /**
+   * A key for another use than encryption (`purpose` names it), derived from each encryption key, the current one
+   * first: what the key holders share, so that they can name things (lease workflow ids) that others cannot guess.
+   */
+  derivedKeys(purpose: string): Buffer[] {
+    const keys = [this.current.key, ...[...this.byId.values()].filter((key) => key !== this.current.key)];
+    return keys.map((key) => createHmac('sha256', key).update(`agent-pipeline/${purpose}`).digest());
+  }
+
   async encode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((payload) => this.encrypt(payload));
   }
@@ -68,7 +80,7 @@ export class EncryptionCodec implements PayloadCodec {
   }
 
   private decrypt(payload: Payload): Payload {
-    if (text(payload.metadata?.encoding) !== ENCRYPTED_ENCODING) return payload;
+    if (text(payload.metadata?.encoding) !== ENCRYPTED_ENCODING) return { ...payload, metadata: { ...payload.metadata, [UNENCRYPTED_METADATA]: Buffer.from('1') } };
     const id = text(payload.metadata?.[KEY_ID_METADATA]);
     const key = this.byId.get(id);
     if (!key) {
@@ -83,7 +95,10 @@ export class EncryptionCodec implements PayloadCodec {
       const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, NONCE_BYTES));
       decipher.setAAD(Buffer.from(id, 'utf8'));
       decipher.setAuthTag(data.subarray(data.byteLength - TAG_BYTES));
-      return payloadFromBytes(Buffer.concat([decipher.update(data.subarray(NONCE_BYTES, data.byteLength - TAG_BYTES)), decipher.final()]));
+      const decrypted = payloadFromBytes(Buffer.concat([decipher.update(data.subarray(NONCE_BYTES, data.byteLength - TAG_BYTES)), decipher.final()]));
+      // It decrypted, so a key holder wrote it: a mark it carried inside (a decoded payload encrypted again) is void.
+      delete decrypted.metadata?.[UNENCRYPTED_METADATA];
+      return decrypted;
     } catch (err) {
       throw new PayloadDecryptionError(
         `a payload encrypted with key "${id}" does not decrypt: the key of that id in ${ENCRYPTION_KEY_VARIABLE} is not the one that encrypted it, or the payload was altered`,

@@ -19,8 +19,18 @@ export interface ApiKeyLimitInput {
   continueAsNewAfterEvents?: number;
 }
 
-/** A stage saw a 429/529 with `retry-after`: new calls on the key wait until `until`. @unit milliseconds since the epoch */
+/**
+ * A stage saw a 429/529 with `retry-after`: new calls on the key wait until `until`. @unit milliseconds since the epoch
+ * Sent by workers of releases before issue 33; a signal cannot be refused, so workers now send {@link reportPauseUpdate}
+ * and the workflow keeps this handler only for histories and workers that still send it (ignoring unauthenticated ones).
+ */
 export const pauseKeySignal = defineSignal<[{ until: number }]>('pauseKey');
+
+/**
+ * A stage saw a 429/529 with `retry-after`: new calls on the key wait until `until` (capped at MAX_PAUSE_MS from now).
+ * An update so that its validator can refuse a pause no worker of the deployment reported. @unit milliseconds since the epoch
+ */
+export const reportPauseUpdate = defineUpdate<void, [{ until: number }]>('reportPause');
 
 /** A request asks when it may start, under `perMinute`; the answer is a start time granted to it alone. */
 export const reserveRequestUpdate = defineUpdate<{ startAt: number }, [{ perMinute: number }]>('reserveRequest');

@@ -3,13 +3,19 @@ import { defineQuery, defineUpdate } from '@temporalio/workflow';
 /** The workflow type of the one long-lived workflow per key that keeps its book (see lease-workflow.ts). */
 export const LEASE_WORKFLOW_TYPE = 'leaseWorkflow';
 
-/** Lease workflows' ids start with this; the rest is the key, so the id names the key in the Web UI. */
+/**
+ * Lease workflows' ids start with this without encryption; the rest is the key, so the id names the key in the Web
+ * UI. With encryption the id is a keyed hash of the key instead, which names no input value (activities/leases/lease-ids.ts).
+ */
 export const LEASE_WORKFLOW_ID_PREFIX = 'agent-pipeline-lease:';
+
+/** The longest time limit of a lease: every lease ends, at its ttl unless renewed, or with its run. @unit milliseconds */
+export const MAX_LEASE_TTL_MS = 24 * 60 * 60_000;
 
 /** The longest key: a workflow id is at most 1,000 bytes, and a key is shown in lists (the pipeline's `limits` rule). */
 export { MAX_LIMIT_KEY_LENGTH as MAX_LEASE_KEY_LENGTH } from '../pipeline/limits.js';
 
-/** The id of the lease workflow that keeps `key`'s book. */
+/** The id of the lease workflow that keeps `key`'s book, in the plain form (the key in the id). */
 export function leaseWorkflowId(key: string): string {
   return `${LEASE_WORKFLOW_ID_PREFIX}${key}`;
 }
@@ -25,6 +31,8 @@ export interface LeaseWorkflowInput {
 export interface AcquireLeaseInput extends LeaseRequest {
   /** How long the update may wait for the grant before it answers with the queue position. @unit milliseconds @default 0 */
   waitMs?: number;
+  /** The key's text, which `limits` shows: a workflow whose id is a hash learns it here if its start did not carry it. */
+  key?: string;
 }
 
 /** Takes the key or joins its queue; answers at once when granted, else after at most `waitMs` with the position. */
@@ -42,11 +50,14 @@ export interface LeaseEntry {
   holder: string;
   /** How many holders the key may have at once, as this holder asked (the head waiter's limit decides its grant). */
   limit: number;
-  /** How long the lease lives without a renewal; absent: held until released (a run's life). @unit milliseconds */
+  /** How long the lease lives without a renewal (1000 to MAX_LEASE_TTL_MS); absent: held until released (a run's life). @unit milliseconds */
   ttlMs?: number;
   /** What `limits` and `status` show for it, e.g. `run fix-12 stage build attempt 2`. */
   label?: string;
-  /** For a lease without `ttlMs`: the workflow id of the run it is held for; a run that closed without giving it back (terminated) loses it. */
+  /**
+   * Required for a lease without `ttlMs`: the workflow id of the run it is held for, which must be running when it
+   * asks; a run that closed without giving it back (terminated) loses it.
+   */
   run?: string;
   /** When it first asked. @unit milliseconds since the epoch */
   since: number;

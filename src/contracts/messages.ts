@@ -73,12 +73,22 @@ export const templateValuesQuery = defineQuery<TemplateValues, [TemplateValuesRe
  */
 
 export interface AnswerStageInput {
+  /**
+   * For a stage whose agent waits mid-turn (`tool_request`, `question`): the request's digest (`promptDigest` of the
+   * wait) this decision is for; refused when the agent now waits on another. Required when decisions are signed.
+   */
+  request?: string;
   /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
   signature?: TrustSignature;
   stage?: string;
   text: string;
 }
 export interface ApproveStageInput {
+  /**
+   * For a stage whose agent waits mid-turn (`tool_request`, `question`): the request's digest (`promptDigest` of the
+   * wait) this decision is for; refused when the agent now waits on another. Required when decisions are signed.
+   */
+  request?: string;
   /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
   signature?: TrustSignature;
   stage?: string;
@@ -92,6 +102,11 @@ export interface ApproveStageInput {
   comment?: string;
 }
 export interface RejectStageInput {
+  /**
+   * For a stage whose agent waits mid-turn (`tool_request`, `question`): the request's digest (`promptDigest` of the
+   * wait) this decision is for; refused when the agent now waits on another. Required when decisions are signed.
+   */
+  request?: string;
   /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
   signature?: TrustSignature;
   stage?: string;
@@ -99,6 +114,11 @@ export interface RejectStageInput {
 }
 /** Denies what a stage's agent asks mid-turn (`tool_request` and `question` waits); the agent reads `message`. */
 export interface DenyStageInput {
+  /**
+   * For a stage whose agent waits mid-turn (`tool_request`, `question`): the request's digest (`promptDigest` of the
+   * wait) this decision is for; refused when the agent now waits on another. Required when decisions are signed.
+   */
+  request?: string;
   /** The decision signed for this run (AGENT_PIPELINE_SIGNING_KEY), when the run accepts only signed decisions. */
   signature?: TrustSignature;
   stage?: string;

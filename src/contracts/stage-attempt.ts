@@ -64,6 +64,11 @@ export interface StageAttemptInput {
    * runs no worker verified, and in runs recorded before the workflow sent it.
    */
   signedBy?: string;
+  /**
+   * For a stage with `onPermissionRequest: ask`: the token its attempts send with their mid-turn prompts, so the run
+   * takes prompts only from the attempt it scheduled (a workflow-made uuid; secret only where history is encrypted).
+   */
+  promptToken?: string;
 }
 
 

@@ -2,22 +2,22 @@
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { writeFileAtomic } from '../activities/workspace/run-workspace.js';
-import { ENCODED_FAILURE_CONVERTER_PATH } from '../codec/data-converter.js';
+import { ENCODED_FAILURE_CONVERTER_PATH, MARKING_PAYLOAD_CONVERTER_PATH } from '../codec/data-converter.js';
 import { prebuiltBundle } from '../run-worker.js';
 import { OTEL_WORKFLOW_INTERCEPTORS } from '../telemetry/worker-telemetry.js';
 
 const workflowsPath = fileURLToPath(new URL('../workflows/index.js', import.meta.url));
 // The traced bundles add Temporal's OpenTelemetry workflow interceptors; workers load them only when tracing is on, so
 // an untraced worker runs no span code in its workflows. The encrypted bundles convert failures with the failure
-// converter of encrypting workers (message and stack trace encoded, so the codec encrypts them); a worker loads them
-// when AGENT_PIPELINE_ENCRYPTION_KEY is set.
+// converter of encrypting workers (message and stack trace encoded, so the codec encrypts them) and their payload
+// converter (it marks what arrived unencrypted); a worker loads them when AGENT_PIPELINE_ENCRYPTION_KEY is set.
 for (const traced of [false, true]) {
   for (const encrypted of [false, true]) {
     const target = prebuiltBundle(traced, encrypted);
     const { code } = await bundleWorkflowCode({
       workflowsPath,
       workflowInterceptorModules: traced ? [OTEL_WORKFLOW_INTERCEPTORS] : [],
-      ...(encrypted ? { failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH } : {}),
+      ...(encrypted ? { failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH, payloadConverterPath: MARKING_PAYLOAD_CONVERTER_PATH } : {}),
       logger: new DefaultLogger('WARN'),
     });
     await writeFileAtomic(target, code);

@@ -32,6 +32,11 @@ export interface ApproveOptions {
   rounds?: number;
   /** A note kept with the decision. */
   comment?: string;
+  /**
+   * For an agent waiting mid-turn: the digest of the request decided (`waitingFor.promptDigest` in `status`); refused
+   * if the agent waits on another by then. Filled in from the run's current wait when the client signs and it is left out.
+   */
+  request?: string;
 }
 
 /** Options of {@link RunHandle.events}. */
@@ -79,6 +84,18 @@ export class RunHandle {
   /** A decision's arguments, signed for this run when the client has a signing key. */
   private signed<T extends object>(decision: string, args: T): T {
     return this.signer ? this.signer.signDecision(this.id, decision, args) : args;
+  }
+
+  /**
+   * The request a decision is for: the one given, else, when the client signs, the digest of the mid-turn request the
+   * targeted stage's agent waits on now (a signed decision on one must name it, so its signature covers which).
+   */
+  private async requestOf(stage: string | undefined, given: string | undefined): Promise<{ request?: string }> {
+    if (given !== undefined || !this.signer) return given === undefined ? {} : { request: given };
+    const { state } = await readRun(this.client, this.id);
+    const asking = state.stages.filter((s) => (stage === undefined || s.id === stage) && (s.waitingFor?.kind === 'tool_request' || s.waitingFor?.kind === 'question'));
+    const digest = asking.length === 1 ? asking[0].waitingFor?.promptDigest : undefined;
+    return digest === undefined ? {} : { request: digest };
   }
 
   private get workflow(): WorkflowHandle {
@@ -182,36 +199,45 @@ export class RunHandle {
     }
   }
 
-  /** Answers a stage's question; the agent continues with the answer. Resolves with the run's state after it. */
-  answer(text: string, options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide((h) => h.executeUpdate(answerStageUpdate, { args: [this.signed(answerStageUpdate.name, { stage: options.stage, text })] }));
+  /**
+   * Answers a stage's question; the agent continues with the answer. Resolves with the run's state after it. `request`:
+   * as in {@link ApproveOptions.request}.
+   */
+  answer(text: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
+    return this.decide(async (h) => {
+      const args = { stage: options.stage, text, ...(await this.requestOf(options.stage, options.request)) };
+      return h.executeUpdate(answerStageUpdate, { args: [this.signed(answerStageUpdate.name, args)] });
+    });
   }
 
-  /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds. */
+  /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds, an agent's request. */
   approve(options: ApproveOptions = {}): Promise<RunState> {
     const { stage, allow, budgetUsd, rounds, comment } = options;
-    return this.decide((h) =>
-      h.executeUpdate(approveStageUpdate, {
-        args: [
-          this.signed(approveStageUpdate.name, {
-            stage, budgetUsd, rounds, comment, allowTools: Array.isArray(allow) ? allow : undefined, allowAll: allow === 'all' ? true : undefined,
-          }),
-        ],
-      }),
-    );
+    return this.decide(async (h) => {
+      const allowTools = Array.isArray(allow) ? allow : undefined;
+      const args = { stage, budgetUsd, rounds, comment, allowTools, allowAll: allow === 'all' ? true : undefined, ...(await this.requestOf(stage, options.request)) };
+      return h.executeUpdate(approveStageUpdate, { args: [this.signed(approveStageUpdate.name, args)] });
+    });
   }
 
   /**
    * Denies the tool call (or question) a stage's agent waits on mid-turn (`tool_request` and `question` waits, with
    * `onPermissionRequest: ask`): the same agent goes on without it and reads `message` as the call's result.
+   * `request`: as in {@link ApproveOptions.request}.
    */
-  deny(options: { stage?: string; message?: string } = {}): Promise<RunState> {
-    return this.decide((h) => h.executeUpdate(denyStageUpdate, { args: [this.signed(denyStageUpdate.name, { stage: options.stage, message: options.message })] }));
+  deny(options: { stage?: string; message?: string; request?: string } = {}): Promise<RunState> {
+    return this.decide(async (h) => {
+      const args = { stage: options.stage, message: options.message, ...(await this.requestOf(options.stage, options.request)) };
+      return h.executeUpdate(denyStageUpdate, { args: [this.signed(denyStageUpdate.name, args)] });
+    });
   }
 
-  /** Rejects what a stage waits for; the stage fails with `reason`. */
-  reject(reason: string, options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide((h) => h.executeUpdate(rejectStageUpdate, { args: [this.signed(rejectStageUpdate.name, { stage: options.stage, reason })] }));
+  /** Rejects what a stage waits for; the stage fails with `reason`. `request`: as in {@link ApproveOptions.request}. */
+  reject(reason: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
+    return this.decide(async (h) => {
+      const args = { stage: options.stage, reason, ...(await this.requestOf(options.stage, options.request)) };
+      return h.executeUpdate(rejectStageUpdate, { args: [this.signed(rejectStageUpdate.name, args)] });
+    });
   }
 
   /** Runs a failed stage again (`onFailure: ask`); `stage` may be left out when one stage waits after a failure. */

@@ -41,6 +41,16 @@ export interface AgentPromptRequest {
   /** Why the CLI asks, in its own words (its `decision_reason`), or the path it would touch (`blocked_path`). */
   reason?: string;
   questions?: AgentQuestion[];
+  /**
+   * The attempt's own token, from its activity input (`StageAttemptInput.promptToken`): the run takes a prompt only
+   * from the attempt it scheduled, not from any client of the namespace. Absent for attempts scheduled before tokens.
+   */
+  token?: string;
+  /**
+   * SHA-256 (hex) of the request as people see it (`kind`, `tool`, `input`, `questions`; see trust/prompt-digest.ts),
+   * which the wait shows: a decision that names it decides this request and no other.
+   */
+  digest?: string;
 }
 
 /** The workflow's answer to a prompt, which the attempt turns into the CLI's `control_response`. */

@@ -32,6 +32,11 @@ export interface WaitingFor {
   request?: { tool: string; input: string; reason?: string };
   /** The agent's questions with the answers it suggests (`question`). */
   questions?: AgentQuestion[];
+  /**
+   * The digest of what the agent asks (`tool_request`, `question`): a decision may name it (`request`), and a signed
+   * decision must, so that a signature given for one request can never decide another.
+   */
+  promptDigest?: string;
   /** Tool calls the CLI denied (`permission`). */
   denials?: { tool: string; input: unknown }[];
   /** The exact commands that move the run on, e.g. `agent-pipeline answer RUN --stage S "..."`. */

@@ -1,9 +1,11 @@
+import { uuid4 } from '@temporalio/workflow';
 import type { AgentPromptDecision, AgentPromptRequest } from '../pipeline/agent-prompt.js';
 import { promptSettings } from '../pipeline/agent-prompt.js';
 import { formatDuration } from '../pipeline/duration.js';
 import type { WaitingFor } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { RunTracker } from './run-tracker.js';
+import { requireKeyHolder } from './key-holders.js';
 import { commandsFor, rejectUpdate, type Decision, type HumanWaits } from './waits.js';
 
 /** What the agent reads when a person denies its call without a message. */
@@ -19,6 +21,8 @@ const DEFAULT_DENY_MESSAGE = 'A person denied this tool call. Do not try it agai
 export class AgentPrompts {
   /** Tools a person allowed for the rest of a stage's round (`approve --allow-all` on a prompt). */
   private readonly allowed = new Map<string, Set<string>>();
+  /** The token of each asking stage's latest scheduled attempt: only that attempt may ask. */
+  private readonly tokens = new Map<string, string>();
 
   constructor(
     private readonly tracker: RunTracker,
@@ -26,14 +30,36 @@ export class AgentPrompts {
     private readonly stageOf: (id: string) => ResolvedStage | undefined,
     /** False for runs started before mid-turn prompts existed: their stages never ask. */
     private readonly enabled: boolean,
+    /** False for runs started before prompts carried their attempt's token (PROMPT_TOKENS_PATCH): any ask is the attempt's. */
+    private readonly usesTokens = false,
   ) {}
 
-  /** Refuses an ask that cannot be a wait: unknown stage, a stage that does not ask, a stage that is not running. */
+  /**
+   * A fresh token for the attempt about to be scheduled for `stage` (its activity input carries it), or undefined
+   * when the stage never asks. Made with the workflow's seeded uuid, so it replays the same.
+   */
+  tokenFor(stage: ResolvedStage): string | undefined {
+    if (!this.enabled || !this.usesTokens || stage.onPermissionRequest !== 'ask') return undefined;
+    const token = uuid4();
+    this.tokens.set(stage.id, token);
+    return token;
+  }
+
+  /**
+   * Refuses an ask that cannot be a wait: one no key holder sent (encrypted deployments), one without the token of the
+   * stage's scheduled attempt, an unknown stage, a stage that does not ask, a stage that is not running.
+   */
   validate(request: AgentPromptRequest): void {
+    requireKeyHolder(request, 'the agentPrompt update');
     if (!this.enabled) throw rejectUpdate('this run started before mid-turn permission prompts existed; its stages never ask');
     const stage = typeof request?.stage === 'string' ? this.stageOf(request.stage) : undefined;
     if (!stage) throw rejectUpdate(`unknown stage "${String(request?.stage)}"`);
+    const token = this.tokens.get(stage.id);
+    if (token !== undefined && request.token !== token) {
+      throw rejectUpdate(`the agentPrompt update for stage "${stage.id}" does not come from the attempt the run scheduled (its token does not match); only that attempt may ask`);
+    }
     if (stage.onPermissionRequest !== 'ask') throw rejectUpdate(`stage "${stage.id}" does not set \`onPermissionRequest: ask\``);
+    if (request.digest !== undefined && (typeof request.digest !== 'string' || !/^[0-9a-f]{64}$/.test(request.digest))) throw rejectUpdate('a prompt\'s `digest` is the hex SHA-256 of the request');
     const state = this.tracker.stage(stage.id);
     const asking = state.waitingFor?.kind === 'tool_request' || state.waitingFor?.kind === 'question';
     if (state.status !== 'running' && !(state.status === 'waiting' && asking)) {
@@ -72,6 +98,7 @@ export class AgentPrompts {
         message: `the agent of stage ${stage.id} asks a question and waits for the answer`,
         question: questions.map((q) => q.question).join(' / ') || request.input,
         questions,
+        ...(request.digest ? { promptDigest: request.digest } : {}),
         commands: commandsFor('question', runId, stage.id),
         onTimeout: onTimeout === 'fail' ? 'the stage fails' : 'the agent goes on without an answer',
       };
@@ -80,6 +107,7 @@ export class AgentPrompts {
       kind: 'tool_request',
       message: `the agent of stage ${stage.id} waits for permission to run ${request.tool}`,
       request: { tool: request.tool, input: request.input, ...(request.reason ? { reason: request.reason } : {}) },
+      ...(request.digest ? { promptDigest: request.digest } : {}),
       commands: commandsFor('tool_request', runId, stage.id),
       onTimeout: onTimeout === 'fail' ? 'the stage fails' : 'the call is denied and the agent goes on',
     };

@@ -1,7 +1,17 @@
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../contracts/activities.js';
+import { cameUnencrypted } from '../contracts/payload-origin.js';
 import { LeaseBook } from './lease-book.js';
-import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate, type AcquireLeaseInput, type LeaseWorkflowInput } from '../contracts/lease-messages.js';
+import { requireKeyHolder } from './key-holders.js';
+import {
+  acquireLeaseUpdate,
+  describeLeaseQuery,
+  MAX_LEASE_TTL_MS,
+  releaseLeaseUpdate,
+  renewLeaseUpdate,
+  type AcquireLeaseInput,
+  type LeaseWorkflowInput,
+} from '../contracts/lease-messages.js';
 
 /** A lease workflow hands its book to a fresh execution past this many events, keeping its history small. */
 export const LEASE_HISTORY_EVENTS = 2_000;
@@ -13,6 +23,13 @@ export const MAX_ACQUIRE_WAIT_MS = 60_000;
 /** How often a key somebody waits for checks that the runs holding it for their life still run. @unit milliseconds */
 export const RUN_CHECK_MS = 15_000;
 
+/**
+ * Patch (issue 33): a lease held without a time limit is granted only to a run that is running, and a book, a key
+ * text or a hand-over point in a start input no key holder wrote is ignored. Decided once, at the execution's first
+ * task: an execution recorded before it keeps the old behaviour to its end; its next execution takes the new one.
+ */
+export const LEASE_TRUST_PATCH = 'trust33-lease-live-runs';
+
 const { closedRuns } = proxyActivities<PipelineActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 3 } });
 
 /**
@@ -21,14 +38,23 @@ const { closedRuns } = proxyActivities<PipelineActivities>({ startToCloseTimeout
  * survives worker and server restarts; holders that stop renewing expire on a durable timer.
  */
 export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
-  const book = new LeaseBook(input.book);
-  const handOverAt = input.handOverAfterEvents ?? LEASE_HISTORY_EVENTS;
+  const checksRuns = patched(LEASE_TRUST_PATCH);
+  // A start no key holder wrote (a namespace client started the key's workflow first) hands over nothing.
+  const given: Partial<LeaseWorkflowInput> = checksRuns && cameUnencrypted(input) ? {} : input;
+  let key = given.key;
+  const book = new LeaseBook(given.book);
+  const handOverAt = given.handOverAfterEvents ?? LEASE_HISTORY_EVENTS;
   let changed = false;
   // Set once the execution is about to hand over or close: waiting acquires answer at once and their callers ask again.
   let draining = false;
   setHandler(
     acquireLeaseUpdate,
-    async (req) => {
+    async (asked) => {
+      // Only under the patch: an entry naming its run is checked by the reclaim, which an earlier execution never did.
+      const req = checksRuns ? { ...asked, run: runOf(asked) } : asked;
+      // The key's text, for `limits`, from the first request that brings it when the start did not.
+      key ??= typeof req.key === 'string' ? req.key : undefined;
+      if (checksRuns && req.ttlMs === undefined && !book.holds(req.holder) && !book.isWaiting(req.holder)) await requireLiveRun(req.run!);
       const first = book.request(req, Date.now(), req.waitMs);
       changed = true;
       if (first.granted || draining || !req.waitMs) return first;
@@ -37,15 +63,23 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
     },
     { validator: validateAcquire },
   );
-  setHandler(renewLeaseUpdate, ({ holder }) => {
-    changed = true;
-    return book.renew(holder, Date.now());
-  });
-  setHandler(releaseLeaseUpdate, ({ holder }) => {
-    changed = true;
-    return book.release(holder, Date.now());
-  });
-  setHandler(describeLeaseQuery, () => ({ key: input.key, ...book.snapshot() }));
+  setHandler(
+    renewLeaseUpdate,
+    ({ holder }) => {
+      changed = true;
+      return book.renew(holder, Date.now());
+    },
+    { validator: (req) => validateHolder(req, 'renewLease') },
+  );
+  setHandler(
+    releaseLeaseUpdate,
+    ({ holder }) => {
+      changed = true;
+      return book.release(holder, Date.now());
+    },
+    { validator: (req) => validateHolder(req, 'releaseLease') },
+  );
+  setHandler(describeLeaseQuery, () => ({ key: key ?? '', ...book.snapshot() }));
   let checkedAt = Date.now();
   for (;;) {
     book.expire(Date.now());
@@ -62,7 +96,7 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   await condition(allHandlersFinished);
   // A request may have come in while the handlers finished: then the book is not empty and goes on.
   if (book.isEmpty() && workflowInfo().historyLength < handOverAt) return;
-  await continueAsNew<typeof leaseWorkflow>({ ...input, book: book.snapshot() });
+  await continueAsNew<typeof leaseWorkflow>({ ...given, key: key ?? '', book: book.snapshot() });
 }
 
 /**
@@ -80,13 +114,57 @@ async function reclaimFromClosedRuns(book: LeaseBook, checkedAt: number): Promis
   return Date.now();
 }
 
-function validateAcquire(req: AcquireLeaseInput): void {
-  const bad = (message: string): never => {
-    throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
-  };
-  if (typeof req.holder !== 'string' || req.holder.length === 0 || req.holder.length > 500) bad('a lease request needs a `holder` id of 1 to 500 characters');
-  if (!Number.isInteger(req.limit) || req.limit < 1) bad(`a lease limit must be a whole number of at least 1, not ${String(req.limit)}`);
-  if (req.ttlMs !== undefined && (!Number.isFinite(req.ttlMs) || req.ttlMs < 1_000)) bad(`a lease ttlMs must be at least 1000, not ${String(req.ttlMs)}`);
-  if (req.waitMs !== undefined && (!Number.isFinite(req.waitMs) || req.waitMs < 0 || req.waitMs > MAX_ACQUIRE_WAIT_MS)) bad(`a lease waitMs must be between 0 and ${MAX_ACQUIRE_WAIT_MS}`);
+/**
+ * A lease without a time limit lives as long as its run: the run must be running now, or the key would be held by
+ * nobody until somebody waits for it (and checks). Checked like the reclaim does, with the same activity.
+ * @throws ApplicationFailure LEASE_REQUEST_INVALID naming the run; LEASE_RUN_UNCHECKED (the caller asks again) when no worker could tell
+ */
+async function requireLiveRun(run: string): Promise<void> {
+  let closed: string[];
+  try {
+    closed = await closedRuns([run]);
+  } catch {
+    throw ApplicationFailure.create({ type: 'LEASE_RUN_UNCHECKED', message: `could not check that run ${run} is running; ask again` });
+  }
+  if (closed.length > 0) {
+    throw ApplicationFailure.create({
+      type: 'LEASE_REQUEST_INVALID',
+      message: `a lease without ttlMs is held for a run's life, and run ${JSON.stringify(run)} is not a pipeline run that is running; give a ttlMs, or name the run's workflow id`,
+      nonRetryable: true,
+    });
+  }
 }
 
+/**
+ * The run a lease without ttl is held for. Workers of releases before issue 33 held a lent folder's lease under the
+ * holder `run:<workflow id>` without naming the run: that holder names it, so their requests go on being granted
+ * during a rolling deploy, and checked like the others.
+ */
+function runOf(req: AcquireLeaseInput): string | undefined {
+  if (req.run !== undefined || typeof req.holder !== 'string' || !req.holder.startsWith('run:')) return req.run;
+  return req.holder.slice('run:'.length);
+}
+
+const refuse = (message: string): never => {
+  throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
+};
+
+function validateHolder(req: { holder: string }, what: string): void {
+  requireKeyHolder(req, `the ${what} update`);
+  if (typeof req?.holder !== 'string' || req.holder.length === 0 || req.holder.length > 500) refuse('a lease request needs a `holder` id of 1 to 500 characters');
+}
+
+function validateAcquire(req: AcquireLeaseInput): void {
+  validateHolder(req, 'acquireLease');
+  if (!Number.isInteger(req.limit) || req.limit < 1) refuse(`a lease limit must be a whole number of at least 1, not ${String(req.limit)}`);
+  if (req.ttlMs !== undefined && (!Number.isFinite(req.ttlMs) || req.ttlMs < 1_000 || req.ttlMs > MAX_LEASE_TTL_MS)) {
+    refuse(`a lease ttlMs must be from 1000 to ${MAX_LEASE_TTL_MS}, not ${String(req.ttlMs)}`);
+  }
+  // Every lease ends: at its ttl unless renewed, or with the run it is held for.
+  const run = runOf(req);
+  if (req.ttlMs === undefined && (typeof run !== 'string' || run.length === 0 || run.length > 1_000)) {
+    refuse('a lease without ttlMs must name the run it is held for (`run`: its workflow id); give a ttlMs, or the run');
+  }
+  if (req.waitMs !== undefined && (!Number.isFinite(req.waitMs) || req.waitMs < 0 || req.waitMs > MAX_ACQUIRE_WAIT_MS)) refuse(`a lease waitMs must be between 0 and ${MAX_ACQUIRE_WAIT_MS}`);
+  if (req.key !== undefined && (typeof req.key !== 'string' || req.key.length > 1_000)) refuse('a lease request\'s `key` must be the key\'s text');
+}

@@ -43,6 +43,12 @@ export const MID_TURN_PROMPTS_PATCH = 'perm25-mid-turn-prompts';
  */
 export const SANDBOX_SIGNER_PATCH = 'trust33-sandbox-signer';
 
+/**
+ * Patch (issue 33): each attempt of an asking stage gets a token in its activity input, and the run takes mid-turn
+ * prompts only with it (agent-prompts.ts). Only runs with such a stage call patched(); runs started before take any ask.
+ */
+export const PROMPT_TOKENS_PATCH = 'trust33-prompt-tokens';
+
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
   handOver: RunCarryOver;
@@ -96,7 +102,7 @@ export class PipelineRun {
     this.waits = new HumanWaits(this.tracker, this.publish);
     const all = [...this.stages, ...this.finallyStages];
     const asks = all.some((s) => s.onPermissionRequest === 'ask') && patched(MID_TURN_PROMPTS_PATCH);
-    this.prompts = new AgentPrompts(this.tracker, this.waits, (id) => all.find((s) => s.id === id), asks);
+    this.prompts = new AgentPrompts(this.tracker, this.waits, (id) => all.find((s) => s.id === id), asks, asks && patched(PROMPT_TOKENS_PATCH));
     this.budget = new BudgetGuard(this.tracker, this.waits, input.pipeline.onBudgetExceeded ?? 'ask');
     const sessions = (this.sessions = new Map(carried?.sessions));
     this.reviews = new ReviewLoop(this.stages, this.tracker, this.waits, (id) => sessions.get(id), carried?.reviews);

@@ -1,4 +1,6 @@
+import { ApplicationFailure } from '@temporalio/workflow';
 import type { RunState } from '../pipeline/run-state.js';
+import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
 import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from '../contracts/messages.js';
 import type { PipelineRun } from './pipeline-run.js';
@@ -25,7 +27,7 @@ export class RunControls {
   validateAnswer(input: AnswerStageInput): void {
     this.run.trust.requireSignature(input.signature);
     requireText(input.text, 'the answer', 'answer RUN [--stage S] "TEXT"');
-    this.answerTargets(input);
+    this.requireSameRequest(input, this.answerTargets(input));
   }
 
   async answer(input: AnswerStageInput): Promise<RunState> {
@@ -40,7 +42,7 @@ export class RunControls {
 
   validateApprove(input: ApproveStageInput): void {
     this.run.trust.requireSignature(input.signature);
-    this.approveTargets(input);
+    this.requireSameRequest(input, this.approveTargets(input));
   }
 
   async approve(input: ApproveStageInput): Promise<RunState> {
@@ -87,7 +89,7 @@ export class RunControls {
   validateReject(input: RejectStageInput): void {
     this.run.trust.requireSignature(input.signature);
     requireText(input.reason, 'the reason', 'reject RUN [--stage S] --reason "TEXT"');
-    this.rejectTargets(input);
+    this.requireSameRequest(input, this.rejectTargets(input));
   }
 
   async reject(input: RejectStageInput): Promise<RunState> {
@@ -103,7 +105,7 @@ export class RunControls {
   validateDeny(input: DenyStageInput): void {
     this.run.trust.requireSignature(input.signature);
     if (input.message !== undefined && typeof input.message !== 'string') throw rejectUpdate('--message must be text');
-    this.denyTargets(input);
+    this.requireSameRequest(input, this.denyTargets(input));
   }
 
   async deny(input: DenyStageInput): Promise<RunState> {
@@ -114,6 +116,30 @@ export class RunControls {
 
   private denyTargets(input: DenyStageInput): OpenWait[] {
     return this.run.waits.resolve('deny', input.stage, ['tool_request', 'question']);
+  }
+
+  /**
+   * A decision on what an agent asks mid-turn decides the request it names, and no other: the wait may have moved on to
+   * another request (the agent asked again, a retried attempt asked) since the person looked. With signed decisions
+   * it must name one, so that its signature covers which request it decides.
+   */
+  private requireSameRequest(input: { request?: unknown }, targets: readonly OpenWait[]): void {
+    const prompt = targets.find((t) => t.kind === 'tool_request' || t.kind === 'question');
+    if (!prompt) return;
+    const digest = this.run.tracker.stage(prompt.stage).waitingFor?.promptDigest;
+    if (input.request === undefined) {
+      if (digest && this.run.trust.decisionsSigned) {
+        throw ApplicationFailure.create({
+          type: DECISION_NOT_TRUSTED,
+          message: `stage ${prompt.stage}'s agent waits on a request, and this run takes only signed decisions that name the request they decide; decide again with \`request: "${digest}"\` (the library and the CLI add it when they sign)`,
+          nonRetryable: true,
+        });
+      }
+      return;
+    }
+    if (input.request !== digest) {
+      throw rejectUpdate(`the decision is for request ${String(input.request).slice(0, 12)}…, but stage ${prompt.stage}'s agent now waits on ${digest ? `request ${digest.slice(0, 12)}…` : 'a request without a digest'}; look at \`status\` and decide again`);
+    }
   }
 
   validateRetry(input: RetryStageInput): void {

@@ -59,6 +59,11 @@ export class RunTrust {
     return this.verdict?.signedBy;
   }
 
+  /** Whether every decision for this run must be signed by a decision key. */
+  get decisionsSigned(): boolean {
+    return this.verdict?.decisionsSigned === true;
+  }
+
   /** Records the verdict of the run's start. */
   accept(verdict: RunTrustVerdict): void {
     this.verdict = verdict;

@@ -87,6 +87,12 @@ export class StageRunner {
 
   constructor(private readonly ctx: StageRunnerContext) {}
 
+  /** The token of the attempt about to be scheduled, when its stage asks mid-turn (see AgentPrompts.tokenFor). */
+  private promptToken(stage: ResolvedStage): { promptToken?: string } {
+    const promptToken = this.ctx.prompts?.tokenFor(stage);
+    return promptToken === undefined ? {} : { promptToken };
+  }
+
   /** Whether the run has the stage knobs of `STAGE_KNOBS_PATCH` (decided once, at the run's first task). */
   get knobs(): boolean {
     return this.ctx.knobs === true;
@@ -169,6 +175,7 @@ export class StageRunner {
         ...objectInputsOf(input.pipeline.inputs),
         ...(leases ? { leases } : {}),
         ...this.signer(),
+        ...this.promptToken(stage),
       }, this.knobs);
     } catch (err) {
       // A prompt of the attempt still open (its worker died while its agent waited) can no longer be answered.

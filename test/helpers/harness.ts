@@ -15,10 +15,13 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
+import { clientDataConverter, payloadCodecsFor } from '../../src/codec/data-converter.js';
 
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** `npm test` builds first, so integration tests load the same workflow bundle a user's worker does. */
 export const WORKFLOW_BUNDLE = path.join(PROJECT_ROOT, 'dist', 'workflow-bundle.js');
+/** The same, built with the converters of encrypting workers. */
+export const ENCRYPTED_WORKFLOW_BUNDLE = path.join(PROJECT_ROOT, 'dist', 'workflow-bundle-encrypted.js');
 
 /** A test's own world: a task queue, a workspaces folder, a scripted model server, a worker and a client. */
 export interface Harness {
@@ -50,6 +53,11 @@ export interface HarnessOptions {
   worker?: boolean;
   /** Extra environment for the worker. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Encrypts history (`AGENT_PIPELINE_ENCRYPTION_KEY`): the worker gets it and the encrypted workflow bundle, and
+   * `client` encrypts as a key holder's does.
+   */
+  encryptionKey?: string;
 }
 
 let runtimeInstalled = false;
@@ -81,21 +89,23 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     // in the system's temp folder, the examples are in the project.
     AGENT_PIPELINE_PIPELINE_DIRS: [tmpdir(), PROJECT_ROOT].join(path.delimiter),
     AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
+    ...(options.encryptionKey ? { AGENT_PIPELINE_ENCRYPTION_KEY: options.encryptionKey } : {}),
     ...options.env,
   };
+  const bundle = options.encryptionKey ? ENCRYPTED_WORKFLOW_BUNDLE : WORKFLOW_BUNDLE;
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
   if (options.worker ?? true) {
     worker = await createPipelineWorker({
       env,
       taskQueue,
-      workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined,
+      workflowBundlePath: existsSync(bundle) ? bundle : undefined,
       workerOptions: { maxCachedWorkflows: 0 },
     });
     running = worker.run();
   }
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
+  const client = new Client({ connection, dataConverter: clientDataConverter(payloadCodecsFor(options.encryptionKey)) });
   const harness: Harness = {
     client,
     taskQueue,

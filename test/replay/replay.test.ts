@@ -2,7 +2,8 @@ import { Worker } from '@temporalio/worker';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { payloadCodecsFor, workerDataConverter } from '../../src/codec/data-converter.js';
+import { ENCRYPTED_WORKFLOW_BUNDLE, WORKFLOW_BUNDLE } from '../helpers/harness.js';
 import { parseHistory, readHistory } from './load-history.js';
 
 /*
@@ -98,6 +99,19 @@ describe('replaying recorded runs', () => {
     };
     expect(await patches('flows')).not.toContain('template-values-by-reference');
     expect(await patches('flows-template-values')).toEqual(expect.arrayContaining(['template-values-by-reference', 'bounded-current-stages']));
+  });
+
+  test("the deployment's own workflows as workers before issue 33 left them replay, a stranger's plain release and pause included", async () => {
+    // Recorded encrypted (record-trust-histories.mjs): replayed with the converters of encrypting workers, which mark
+    // the stranger's plain messages; without the trust33 patches' gating, those would now be ignored and diverge.
+    const key = (await readFile(path.join(import.meta.dirname, 'fixtures', 'trust-encryption-key.txt'), 'utf8')).trim();
+    const encrypted = { workflowBundle: { codePath: ENCRYPTED_WORKFLOW_BUNDLE }, dataConverter: workerDataConverter(payloadCodecsFor(key)) };
+    for (const [name, workflowId] of [['lease-before-trust', 'replay-lease-before-trust'], ['api-key-before-trust', 'replay-api-key-before-trust']]) {
+      const json = JSON.parse(await readFile(file(name), 'utf8')) as unknown;
+      // `json/plain` in base64: a payload nobody encrypted, among the encrypted ones.
+      expect(JSON.stringify(json), `${name} holds a plain payload a stranger sent`).toContain('"encoding":"anNvbi9wbGFpbg=="');
+      await Worker.runReplayHistory(encrypted, parseHistory(json), workflowId);
+    }
   });
 
   test('a history whose commands differ from the code fails with a determinism violation', async () => {

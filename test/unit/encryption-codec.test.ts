@@ -7,6 +7,8 @@ import { ENCRYPTED_ENCODING, EncryptionCodec, PayloadDecryptionError } from '../
 import { encryptionSecretValues, parseEncryptionKeys } from '../../src/codec/encryption-key.js';
 import { payloadFromBytes, payloadToBytes } from '../../src/codec/payload-bytes.js';
 import { ConfigError } from '../../src/errors.js';
+import { payloadConverter as markingConverter } from '../../src/codec/marking-payload-converter.js';
+import { cameUnencrypted, UNENCRYPTED_METADATA } from '../../src/contracts/payload-origin.js';
 
 const key = (): string => randomBytes(32).toString('base64');
 const text = (bytes: Uint8Array | undefined | null): string => Buffer.from(bytes ?? new Uint8Array(0)).toString('utf8');
@@ -98,9 +100,39 @@ describe('the AES-256-GCM payload codec', () => {
     await expect(writer.decode([altered])).rejects.toThrow(/does not decrypt/);
   });
 
-  it('passes payloads written before encryption was on through unchanged', async () => {
+  it('passes payloads written before encryption was on (or by a client without the key) through, marked as unencrypted', async () => {
     const codec = new EncryptionCodec(parseEncryptionKeys(`k1:${key()}`));
     const plain = defaultPayloadConverter.toPayload({ prompt: 'old run' });
-    expect(await codec.decode([plain])).toEqual([plain]);
+    const [decoded] = await codec.decode([plain]);
+    expect(decoded!.data).toEqual(plain.data);
+    expect(text(decoded!.metadata!.encoding)).toBe('json/plain');
+    expect(text(decoded!.metadata![UNENCRYPTED_METADATA])).toBe('1');
+    // What the codec decrypted carries no mark, even when its sender wrote one into the payload it encrypted.
+    const [sealed] = await codec.encode([decoded!]);
+    expect((await codec.decode([sealed!]))[0]!.metadata![UNENCRYPTED_METADATA]).toBeUndefined();
+  });
+
+  it("the workers' payload converter hangs the mark on the value, where no sender can set or fake it", () => {
+    const plain = defaultPayloadConverter.toPayload({ holder: 'stranger', [Symbol.for('agent-pipeline/unencrypted')]: false });
+    const marked = { ...plain, metadata: { ...plain.metadata, [UNENCRYPTED_METADATA]: Buffer.from('1') } };
+    const value = markingConverter.fromPayload<{ holder: string }>(marked);
+    expect(value).toEqual({ holder: 'stranger' });
+    expect(cameUnencrypted(value)).toBe(true);
+    // Not enumerable: JSON, spreads and canonical JSON (what signatures cover) never carry it on.
+    expect(JSON.stringify(value)).toBe('{"holder":"stranger"}');
+    expect(cameUnencrypted({ ...value })).toBe(false);
+    expect(cameUnencrypted(markingConverter.fromPayload(plain))).toBe(false);
+    expect(cameUnencrypted(JSON.parse('{"holder":"x","agent-pipeline/unencrypted":true}'))).toBe(false);
+  });
+
+  it('derives a key per purpose from each encryption key, the current one first, never the key itself', () => {
+    const [a, b] = [key(), key()];
+    const both = new EncryptionCodec(parseEncryptionKeys(`new:${a},old:${b}`));
+    const onlyOld = new EncryptionCodec(parseEncryptionKeys(`old:${b}`));
+    const [fromNew, fromOld] = both.derivedKeys('lease-ids/v1');
+    expect(fromOld).toEqual(onlyOld.derivedKeys('lease-ids/v1')[0]);
+    expect(fromNew).not.toEqual(fromOld);
+    expect(fromNew).not.toEqual(Buffer.from(a, 'base64'));
+    expect(both.derivedKeys('other')[0]).not.toEqual(fromNew);
   });
 });

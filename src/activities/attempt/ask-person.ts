@@ -3,14 +3,17 @@ import type { AgentPromptDecision } from '../../pipeline/agent-prompt.js';
 import { agentPromptUpdate } from '../../contracts/messages.js';
 import type { AskPerson } from '../backends/claude-cli/control-protocol.js';
 import { currentRedaction } from '../secrets.js';
+import { promptDigest } from '../../trust/prompt-digest.js';
 
 /**
  * How an attempt asks a person mid-turn (docs/permission-prompts.md). An activity cannot receive signals, so it asks
  * its run: the `agentPrompt` update, sent from the activity's own client, opens the wait in the workflow and completes
  * with the decision. The client long-polls the update's outcome for as long as the wait lasts; the attempt heartbeats
  * meanwhile (its agent process is quiet, not dead). Taken while the activity runs, so it keeps the attempt's context.
+ * The update carries the attempt's token (`promptToken` of its input), without which the run refuses the ask, and the
+ * digest of the request, which decisions may name (and signed ones must).
  */
-export function askPersonThroughRun(stageId: string): AskPerson {
+export function askPersonThroughRun(stageId: string, token: string | undefined): AskPerson {
   const context = Context.current();
   const redact = currentRedaction();
   const { workflowExecution, attempt } = context.info;
@@ -18,7 +21,8 @@ export function askPersonThroughRun(stageId: string): AskPerson {
   const handle = context.client.workflow.getHandle(workflowExecution.workflowId, workflowExecution.runId);
   return async (ask) => {
     // The agent's input may quote a secret the worker holds: history and `status` get it redacted.
-    const request = redact({ ...ask, stage: stageId, attempt });
+    const redacted = redact({ ...ask, stage: stageId, attempt });
+    const request = { ...redacted, digest: promptDigest(redacted), ...(token === undefined ? {} : { token }) };
     const decided = handle.executeUpdate(agentPromptUpdate, { args: [request] });
     return await untilAborted(decided, context.cancellationSignal);
   };

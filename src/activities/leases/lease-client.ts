@@ -1,50 +1,22 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { decryptionProblem } from '../../codec/data-converter.js';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import {
   acquireLeaseUpdate,
-  describeLeaseQuery,
-  LEASE_WORKFLOW_ID_PREFIX,
   LEASE_WORKFLOW_TYPE,
-  leaseWorkflowId,
-  MAX_LEASE_KEY_LENGTH,
   releaseLeaseUpdate,
   renewLeaseUpdate,
   type LeaseAnswer,
-  type LeaseBookState,
   type LeaseEntry,
   type LeaseWorkflowInput,
 } from '../../contracts/lease-messages.js';
+import { MESSAGE_NOT_AUTHENTICATED } from '../../contracts/payload-origin.js';
+import { describeBooks, listBooks } from './lease-books.js';
+import { leaseIdsFor, type LeaseIds } from './lease-ids.js';
+import { Lease, type LeaseKeeper } from './lease.js';
+import { checkLeaseKey, closedOrMissing, LeaseRequestError, type LeaseKeyState, type LeaseRequest, type LeaseWait } from './lease-request.js';
 
-export type { LeaseEntry };
-
-/** One lease to take: which key, how many may hold it at once, who asks, and how long it lives without a renewal. */
-export interface LeaseRequest {
-  /** The key, e.g. `repo:acme/web` (1 to 200 characters, no control characters). Never a secret: keys are listed. */
-  key: string;
-  /** How many holders the key may have at once (whole number ≥ 1). */
-  limit: number;
-  /** Unique id of this holder (e.g. `RUN/STAGE/WORKFLOW-RUN/ACTIVITY/ATTEMPT`); asking again with it is idempotent. */
-  holder: string;
-  /**
-   * How long the lease lives without a renewal; a holder that dies is replaced within it. Absent: held until
-   * released (a run's life). At least 1000. @unit milliseconds
-   */
-  ttlMs?: number;
-  /** What `agent-pipeline limits` shows for this holder. */
-  label?: string;
-  /** For a lease without `ttlMs`: the workflow id of the run it is held for; if that run closes without releasing it (terminated), the key's workflow takes it back while somebody waits. */
-  run?: string;
-}
-
-/** Where a waiting request stands, after each answer of the key's workflow. */
-export interface LeaseWait {
-  key: string;
-  /** Waiters before this one. */
-  ahead: number;
-  holders: number;
-  limit: number;
-}
+export type { LeaseEntry, LeaseKeyState, LeaseRequest, LeaseWait };
+export { checkLeaseKey, Lease, LeaseRequestError };
 
 export interface AcquireOptions {
   /** Stops waiting: the request leaves the queue (or gives the key back) and `acquire` throws the signal's reason. */
@@ -55,144 +27,129 @@ export interface AcquireOptions {
   pollMs?: number;
 }
 
-/** A key's book as `limits` lists it. */
-export interface LeaseKeyState extends LeaseBookState {
-  key: string;
-}
-
-/** How long `list` waits for each key's workflow to answer. @unit milliseconds */
-const DESCRIBE_DEADLINE_MS = 5_000;
-/** gRPC DEADLINE_EXCEEDED. */
-const DEADLINE_EXCEEDED = 4;
-
-/** A key's workflow that did not answer in time (no worker takes its tasks). */
-export class LeaseQueryTimeoutError extends Error {
-  override readonly name = 'LeaseQueryTimeoutError';
-}
-
-function isDeadlineExceeded(err: unknown): boolean {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if ((current as { code?: unknown }).code === DEADLINE_EXCEEDED) return true;
-  }
-  return false;
-}
-
-/** A request the key's workflow refused (a bad key, limit or ttl): the message says which value and why. */
-export class LeaseRequestError extends Error {
-  override readonly name = 'LeaseRequestError';
-}
+/** The workflow of an earlier id closed while the request was on its way: nothing is held there any more. */
+const GONE = Symbol('gone');
 
 /**
  * Leases on keys shared by every run, kept by one Temporal workflow per key (`leaseWorkflow`, on the pipeline task
  * queue): no other store. Use it from an activity (`new LeaseClient(Context.current().client, activityInfo().taskQueue)`)
- * or from a client program. See `holdLeases` for taking several keys around a piece of work.
+ * or from a client program. See `holdLeases` for taking several keys around a piece of work. Its requests are proven
+ * to come from the deployment by its client's encryption (docs/security.md); the books' ids follow `ids`.
  */
-export class LeaseClient {
+export class LeaseClient implements LeaseKeeper {
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
+    /** How books are named: hashed when the client encrypts (see lease-ids.ts). */
+    private readonly ids: LeaseIds = leaseIdsFor(client),
   ) {}
 
   /**
    * Takes the key, waiting first come first served while it is full; the waiter keeps its place as long as it keeps
-   * asking (this loop), so a waiter whose process died drops out. Start renewing (`lease.keepAlive()`) at once.
+   * asking (this loop), so a waiter whose process died drops out. Start renewing (`lease.keepAlive()`) at once. The key
+   * is taken in its own book, then in each book of an earlier id that is still open (a rolling deploy).
    * @throws LeaseRequestError for a bad request; the signal's reason when aborted (the request has left the queue)
    */
   async acquire(request: LeaseRequest, options: AcquireOptions = {}): Promise<Lease> {
     checkLeaseKey(request.key);
     const pollMs = options.pollMs ?? Math.min(10_000, Math.floor((request.ttlMs ?? 30_000) / 3));
+    const books = [this.ids.current(request.key), ...(await this.openEarlierBooks(request.key))];
+    const taken: string[] = [];
+    let expiresAt: number | undefined;
     try {
-      for (;;) {
-        options.signal?.throwIfAborted();
-        const answer = await this.ask(request, pollMs, options.signal);
-        if (answer.granted) return new Lease(this, request, answer.expiresAt);
-        options.onWait?.({ key: request.key, ahead: answer.ahead, holders: answer.holders, limit: answer.limit });
+      for (const [index, workflowId] of books.entries()) {
+        const answer = await this.waitForGrant(request, workflowId, index === 0, pollMs, options);
+        if (answer === GONE) continue;
+        taken.push(workflowId);
+        expiresAt = expiresAt === undefined ? answer.expiresAt : Math.min(expiresAt, answer.expiresAt ?? expiresAt);
       }
+      return new Lease(this, request, expiresAt, taken);
     } catch (err) {
-      // Leave the queue, or give back a grant that raced the abort.
+      // Leave the queues, or give back grants that raced the abort; a key taken in only some of its books is given back.
       if (options.signal?.aborted) await this.release(request.key, request.holder).catch(() => undefined);
+      else if (taken.length > 0) await this.releaseAt(taken, request.holder).catch(() => undefined);
       throw err;
     }
   }
 
-  /** Moves the holder's deadline on; `held: false` when the lease expired or was released (it is lost). */
-  async renew(key: string, holder: string): Promise<{ held: boolean; expiresAt?: number }> {
-    try {
-      return await this.client.workflow.getHandle(leaseWorkflowId(key)).executeUpdate(renewLeaseUpdate, { args: [{ holder }] });
-    } catch (err) {
-      if (closedOrMissing(err)) return { held: false };
-      throw err;
-    }
+  /** Moves the holder's deadline on in the key's book; `held: false` when the lease expired or was released (it is lost). */
+  renew(key: string, holder: string): Promise<{ held: boolean; expiresAt?: number }> {
+    return this.renewAt([this.ids.current(key)], holder);
   }
 
-  /** Gives the key back, or leaves its queue. True when the holder was in the book; a key with no workflow holds nothing. */
+  /** Gives the key back, or leaves its queue, in every book of the key. True when the holder was in one; a key with no workflow holds nothing. */
   async release(key: string, holder: string): Promise<boolean> {
-    try {
-      return await this.client.workflow.getHandle(leaseWorkflowId(key)).executeUpdate(releaseLeaseUpdate, { args: [{ holder }] });
-    } catch (err) {
-      if (closedOrMissing(err)) return false;
-      throw err;
+    const answers = await Promise.all([this.ids.current(key), ...this.ids.earlier(key)].map((id) => this.releaseOne(id, holder)));
+    return answers.some(Boolean);
+  }
+
+  async renewAt(ids: readonly string[], holder: string): Promise<{ held: boolean; expiresAt?: number }> {
+    const answers = await Promise.all(ids.map((id) => this.renewOne(id, holder)));
+    const times = answers.flatMap((a) => (a.expiresAt === undefined ? [] : [a.expiresAt]));
+    return { held: answers.every((a) => a.held), expiresAt: times.length > 0 ? Math.min(...times) : undefined };
+  }
+
+  async releaseAt(ids: readonly string[], holder: string): Promise<void> {
+    await Promise.all(ids.map((id) => this.releaseOne(id, holder)));
+  }
+
+  /** One key's holders and waiters (in order), or undefined when nobody holds or waits for it. */
+  describe(key: string): Promise<LeaseKeyState | undefined> {
+    return describeBooks(this.client, this.ids, key);
+  }
+
+  /** Every key somebody holds or waits for (at most `limit`), by key; each read with one query to its workflow. */
+  list(limit = 100): Promise<LeaseKeyState[]> {
+    return listBooks(this.client, this.ids, limit);
+  }
+
+  /** The books of the key under earlier ids whose workflow is open: the key must be taken there too. */
+  private async openEarlierBooks(key: string): Promise<string[]> {
+    const open = await Promise.all(
+      this.ids.earlier(key).map(async (id) => {
+        try {
+          const { status, type } = await this.client.workflow.getHandle(id).describe();
+          return status.name === 'RUNNING' && type === LEASE_WORKFLOW_TYPE ? id : undefined;
+        } catch (err) {
+          if (err instanceof WorkflowNotFoundError) return undefined;
+          throw err;
+        }
+      }),
+    );
+    return open.filter((id): id is string => id !== undefined);
+  }
+
+  /** Asks one book until it grants the key (or, for an earlier book, until its workflow turns out closed). */
+  private async waitForGrant(request: LeaseRequest, workflowId: string, start: boolean, pollMs: number, options: AcquireOptions): Promise<{ expiresAt?: number } | typeof GONE> {
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const answer = await this.ask(request, workflowId, start, pollMs, options.signal);
+      if (answer === GONE || answer.granted) return answer;
+      options.onWait?.({ key: request.key, ahead: answer.ahead, holders: answer.holders, limit: answer.limit });
     }
   }
 
   /**
-   * One key's holders and waiters (in order), or undefined when nobody holds or waits for it.
-   * @param deadlineMs how long the key's workflow may take to answer @unit milliseconds
-   * @throws LeaseQueryTimeoutError when it did not answer within `deadlineMs`
+   * One acquire update, retried while the workflow hands over or closes. The key's own book is started if it has no
+   * workflow; an earlier book never is (it is only joined while it lasts).
    */
-  async describe(key: string, deadlineMs?: number): Promise<LeaseKeyState | undefined> {
-    const query = (): Promise<LeaseKeyState> => this.client.workflow.getHandle(leaseWorkflowId(key)).query(describeLeaseQuery);
-    try {
-      const state = deadlineMs === undefined ? await query() : await this.client.connection.withDeadline(Date.now() + deadlineMs, query);
-      return state.holders.length + state.waiters.length > 0 ? state : undefined;
-    } catch (err) {
-      if (closedOrMissing(err)) return undefined;
-      if (deadlineMs !== undefined && isDeadlineExceeded(err)) {
-        throw new LeaseQueryTimeoutError(`the lease workflow of key "${key}" did not answer within ${deadlineMs / 1000}s: is a worker running on its task queue?`, { cause: err });
-      }
-      throw err;
-    }
-  }
-
-  /** Every key somebody holds or waits for (at most `limit`), by key; each read with one query to its workflow. */
-  async list(limit = 100): Promise<LeaseKeyState[]> {
-    const keys: string[] = [];
-    const query = `WorkflowType = '${LEASE_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'`;
-    for await (const info of this.client.workflow.list({ query, pageSize: Math.min(limit, 100) })) {
-      if (info.workflowId.startsWith(LEASE_WORKFLOW_ID_PREFIX)) keys.push(info.workflowId.slice(LEASE_WORKFLOW_ID_PREFIX.length));
-      if (keys.length >= limit) break;
-    }
-    // Every query settles before this returns, failed or not: the caller closes its connection next, and a query
-    // still in flight then is retried by the client on a closed channel, which throws outside any promise and ends
-    // the process. The deadline keeps a key whose workflow never answers (its worker gone mid-task) to seconds.
-    const settled = await Promise.allSettled([...new Set(keys)].sort().map((key) => this.describe(key, DESCRIBE_DEADLINE_MS)));
-    const failures = settled.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
-    // What this client must fix first (it cannot decrypt the answers: every key fails alike), then a key's own
-    // problem (its workflow's queue has no worker), then a key that did not answer in time.
-    if (failures.length > 0) {
-      throw failures.find((e) => decryptionProblem(e) !== undefined) ?? failures.find((e) => !(e instanceof LeaseQueryTimeoutError)) ?? failures[0];
-    }
-    return settled.flatMap((s) => (s.status === 'fulfilled' && s.value ? [s.value] : []));
-  }
-
-  /** One acquire update (starting the key's workflow if it has none), retried while the workflow hands over or closes. */
-  private async ask(request: LeaseRequest, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseAnswer> {
+  private async ask(request: LeaseRequest, workflowId: string, start: boolean, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseAnswer | typeof GONE> {
     const { key, holder, limit, ttlMs, label, run } = request;
+    const update = { holder, limit, ttlMs, label, run, waitMs, key };
     for (let attempt = 1; ; attempt++) {
-      const start = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
-        workflowId: leaseWorkflowId(key),
-        taskQueue: this.taskQueue,
-        args: [{ key } satisfies LeaseWorkflowInput],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      });
       try {
-        return await this.client.workflow.executeUpdateWithStart(acquireLeaseUpdate, {
-          args: [{ holder, limit, ttlMs, label, run, waitMs }],
-          startWorkflowOperation: start,
+        if (!start) return await this.client.workflow.getHandle(workflowId).executeUpdate(acquireLeaseUpdate, { args: [update] });
+        const startWorkflowOperation = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
+          workflowId,
+          taskQueue: this.taskQueue,
+          args: [{ key } satisfies LeaseWorkflowInput],
+          workflowIdConflictPolicy: 'USE_EXISTING',
         });
+        return await this.client.workflow.executeUpdateWithStart(acquireLeaseUpdate, { args: [update], startWorkflowOperation });
       } catch (err) {
         const refused = refusal(err);
         if (refused) throw new LeaseRequestError(`lease on key "${key}": ${refused}`);
+        if (!start && closedOrMissing(err)) return GONE;
         // The key's workflow closed or handed over between the start and the update: ask the next execution.
         if (attempt >= 5) throw err;
         signal?.throwIfAborted();
@@ -200,45 +157,23 @@ export class LeaseClient {
       }
     }
   }
-}
 
-/** A lease held: renew it while the work runs (`keepAlive`), release it when the work ends, on every path. */
-export class Lease {
-  constructor(
-    private readonly leases: LeaseClient,
-    readonly request: LeaseRequest,
-    /** When it expires unless renewed; undefined for a lease held until released. @unit milliseconds since the epoch */
-    public expiresAt: number | undefined,
-  ) {}
-
-  get key(): string {
-    return this.request.key;
+  private async renewOne(workflowId: string, holder: string): Promise<{ held: boolean; expiresAt?: number }> {
+    try {
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(renewLeaseUpdate, { args: [{ holder }] });
+    } catch (err) {
+      if (closedOrMissing(err)) return { held: false };
+      throw err;
+    }
   }
 
-  async renew(): Promise<boolean> {
-    const answer = await this.leases.renew(this.request.key, this.request.holder);
-    this.expiresAt = answer.expiresAt;
-    return answer.held;
-  }
-
-  async release(): Promise<void> {
-    await this.leases.release(this.request.key, this.request.holder);
-  }
-
-  /**
-   * Renews every third of the ttl until the returned function is called; `onLost` hears of a renewal that found the
-   * lease gone (the process was stalled past the ttl: its heartbeats stopped too, so Temporal retries the attempt).
-   */
-  keepAlive(onLost?: (key: string) => void): () => void {
-    if (this.request.ttlMs === undefined) return () => undefined;
-    const timer = setInterval(() => {
-      this.renew().then(
-        (held) => (held ? undefined : onLost?.(this.key)),
-        () => undefined, // a failed renewal is tried again at the next tick, well within the ttl
-      );
-    }, Math.max(500, Math.floor(this.request.ttlMs / 3)));
-    timer.unref();
-    return () => clearInterval(timer);
+  private async releaseOne(workflowId: string, holder: string): Promise<boolean> {
+    try {
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(releaseLeaseUpdate, { args: [{ holder }] });
+    } catch (err) {
+      if (closedOrMissing(err)) return false;
+      throw err;
+    }
   }
 }
 
@@ -264,22 +199,9 @@ export async function holdLeases<T>(leases: LeaseClient, requests: LeaseRequest[
   }
 }
 
-/** Checks a key before it names a workflow. @throws LeaseRequestError naming the key and the rule */
-export function checkLeaseKey(key: string): void {
-  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_LEASE_KEY_LENGTH || /[\u0000-\u001f\u007f]/.test(key)) {
-    throw new LeaseRequestError(`lease key ${JSON.stringify(key)} must be 1 to ${MAX_LEASE_KEY_LENGTH} characters without control characters`);
-  }
-}
-
 /** The refusal of the key's workflow (its validator), if that is what failed. */
 function refusal(err: unknown): string | undefined {
   if (!(err instanceof WorkflowUpdateFailedError)) return undefined;
   const cause = err.cause;
-  return cause instanceof ApplicationFailure && cause.type === 'LEASE_REQUEST_INVALID' ? cause.message : undefined;
-}
-
-function closedOrMissing(err: unknown): boolean {
-  if (err instanceof WorkflowNotFoundError) return true;
-  const text = err instanceof Error ? `${err.name} ${err.message}` : '';
-  return /not found|already completed|workflow execution.*(completed|closed)/i.test(text);
+  return cause instanceof ApplicationFailure && (cause.type === 'LEASE_REQUEST_INVALID' || cause.type === MESSAGE_NOT_AUTHENTICATED) ? cause.message : undefined;
 }

@@ -62,7 +62,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
     heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
-    askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id) : undefined,
+    askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id, input.promptToken) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     runSignedBy: input.signedBy,
     prewarm: input.prewarm?.length

@@ -65,6 +65,7 @@ export async function holdLentFolder(realFolder: string, options: HoldFolderOpti
   const holder = runHolder(options.workflowId);
   let checking = false;
   await leases.acquire(
+    // Held for the run's life: the run is named, so the key's workflow checks it runs and takes the key back if it ends.
     { key, limit: 1, holder, label: `${options.label} in ${realFolder}`.slice(0, 500), run: options.workflowId },
     {
       signal: options.signal,
