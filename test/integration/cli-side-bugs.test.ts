@@ -7,6 +7,8 @@ import type { Worker } from '@temporalio/worker';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
+import { runsFolder } from '../../src/activities/workspace/worker-folder.js';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { LEASE_WORKFLOW_TYPE, leaseWorkflowId } from '../../src/contracts/lease-messages.js';
 import { PipelineClient } from '../../src/library/pipeline-client.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
@@ -107,8 +109,11 @@ describe('agent-pipeline prune --older-than', () => {
   beforeAll(async () => {
     root = await mkdtemp(path.join(tmpdir(), 'prune-zero-'));
     env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1', AGENT_PIPELINE_WORKSPACES: root };
-    await mkdir(path.join(root, 'just-ended'));
-    await writeEndedMarker(path.join(root, 'just-ended'), { runId: 'just-ended', status: 'completed', endedAt: Date.now() - 1000, pushed: true });
+    // A run as the worker leaves it: its folder, and its records in the workers' own folder.
+    await mkdir(path.join(root, toFolderName('just-ended')));
+    const bookkeeping = path.join(runsFolder(root), toFolderName('just-ended'));
+    await mkdir(bookkeeping, { recursive: true });
+    await writeEndedMarker(bookkeeping, { runId: 'just-ended', status: 'completed', endedAt: Date.now() - 1000, pushed: true });
   });
   afterAll(async () => rm(root, { recursive: true, force: true }));
 
@@ -116,7 +121,7 @@ describe('agent-pipeline prune --older-than', () => {
     const pruned = await runCli(['prune', '--older-than', '0s', '--force'], env);
     expect(pruned.exitCode, pruned.all).toBe(0);
     expect(pruned.stdout).toContain('removed  just-ended (completed, ended');
-    expect(existsSync(path.join(root, 'just-ended'))).toBe(false);
+    expect(existsSync(path.join(root, toFolderName('just-ended')))).toBe(false);
   });
 
   test('a value that is no duration exits 2 with a message naming the flag and the value', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PipelineClient, RunFailedError, type RunEvent } from '../../src/library/index.js';
 import { PIPELINE_WORKFLOW_TYPE } from '../../src/contracts/messages.js';
+import { PIPELINE_NAME_ATTRIBUTE } from '../../src/contracts/search-attributes.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
@@ -17,7 +18,9 @@ import { waitForWaiting } from './workflow-helpers.js';
 const GATED = 'name: end-status\ndefaults: { backend: anthropic-api, model: haiku, retries: 0 }\nstages:\n  - id: gate\n    approval: true\n  - id: after\n    prompt: After.\n    needs: [gate]\n';
 
 /** Every reader's word on the run: the library's status, result, events and list, and the CLI's status, list and watch. */
-async function readers(client: PipelineClient, harness: Harness, id: string) {
+// Lists by pipeline name: the namespace is shared with other test files' encrypted runs, which a client without their
+// key cannot list (it is told to set the key).
+async function readers(client: PipelineClient, harness: Harness, id: string, pipeline = 'end-status') {
   const run = client.getRun(id);
   const events = async (): Promise<RunEvent[]> => {
     const seen: RunEvent[] = [];
@@ -29,10 +32,10 @@ async function readers(client: PipelineClient, harness: Harness, id: string) {
     run.status(),
     run.result().then(() => undefined, (e: unknown) => e),
     events(),
-    client.list({ limit: 50 }),
+    client.list({ pipeline, limit: 50 }),
     runCli(['status', id, '--json'], harness.env),
     runCli(['status', id], harness.env),
-    runCli(['list', '--json', '--limit', '50'], harness.env),
+    runCli(['list', '--json', '--pipeline', pipeline, '--limit', '50'], harness.env),
     runCli(['watch', id, '--json'], harness.env),
   ]);
   return {
@@ -89,10 +92,11 @@ describe('how a run ended, as every reader says it', () => {
   test('a run refused by its input check reads as failed with the check\'s problem, not running', async () => {
     const id = `end-status-invalid-${Math.random().toString(36).slice(2, 8)}`;
     const input = { version: 1, pipeline: { name: 'invalid', stages: [{ id: 'a', prompt: 'do a', colour: 'blue' }] }, baseDir: '/tmp', pipelineFile: 'p.yaml', inputs: {} };
-    await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [input] });
+    // Named as our client names its runs (a search attribute), so `list --pipeline` finds it.
+    await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [input], typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: 'invalid' }] });
     await harness.client.workflow.getHandle(id).result().catch(() => undefined);
 
-    const seen = await readers(client, harness, id);
+    const seen = await readers(client, harness, id, 'invalid');
     expect(seen.status.executionStatus).toBe('FAILED');
     expect(seen.status.state).toMatchObject({ status: 'failed', error: { type: 'PIPELINE_INVALID', message: expect.stringContaining('unknown field "colour"') } });
     expect(seen.status.state.stages.map((s) => s.status)).toEqual(['skipped']);
@@ -108,7 +112,7 @@ describe('how a run ended, as every reader says it', () => {
   test('a run Temporal timed out (its execution timeout) reads as timed_out everywhere', async () => {
     const id = `end-status-timeout-${Math.random().toString(36).slice(2, 8)}`;
     const prepared = await client.prepare(file);
-    await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [{ version: 1, ...prepared }], workflowExecutionTimeout: '2s' });
+    await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [{ version: 1, ...prepared }], workflowExecutionTimeout: '2s', typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: 'end-status' }] });
     await harness.client.workflow.getHandle(id).result().catch(() => undefined);
 
     const seen = await readers(client, harness, id);

@@ -29,16 +29,17 @@ function isDeadlineExceeded(err: unknown): boolean {
 
 /**
  * One book as its workflow answers, or undefined when it has no open workflow.
- * @throws LeaseQueryTimeoutError when the workflow did not answer within {@link DESCRIBE_DEADLINE_MS}
+ * @param deadlineMs how long the workflow may take to answer @unit milliseconds @default as long as Temporal waits
+ * @throws LeaseQueryTimeoutError when the workflow did not answer within `deadlineMs`
  */
-async function readBook(client: Client, workflowId: string): Promise<LeaseKeyState | undefined> {
+async function readBook(client: Client, workflowId: string, deadlineMs?: number): Promise<LeaseKeyState | undefined> {
   const query = (): Promise<LeaseKeyState> => client.workflow.getHandle(workflowId).query(describeLeaseQuery);
   try {
-    return await client.connection.withDeadline(Date.now() + DESCRIBE_DEADLINE_MS, query);
+    return deadlineMs === undefined ? await query() : await client.connection.withDeadline(Date.now() + deadlineMs, query);
   } catch (err) {
     if (closedOrMissing(err)) return undefined;
-    if (isDeadlineExceeded(err)) {
-      throw new LeaseQueryTimeoutError(`the lease workflow ${workflowId} did not answer within ${DESCRIBE_DEADLINE_MS / 1000}s: is a worker running on its task queue?`, { cause: err });
+    if (deadlineMs !== undefined && isDeadlineExceeded(err)) {
+      throw new LeaseQueryTimeoutError(`the lease workflow ${workflowId} did not answer within ${deadlineMs / 1000}s: is a worker running on its task queue?`, { cause: err });
     }
     throw err;
   }
@@ -78,7 +79,8 @@ export async function listBooks(client: Client, ids: LeaseIds, limit: number): P
   // Every query settles before this returns, failed or not: the caller closes its connection next, and a query still in
   // flight then is retried by the client on a closed channel, which throws outside any promise and ends the process.
   const queried = [...new Set(workflowIds)];
-  const settled = await Promise.allSettled(queried.map((id) => readBook(client, id)));
+  // The deadline keeps a key whose workflow never answers (its worker gone mid-task) to seconds.
+  const settled = await Promise.allSettled(queried.map((id) => readBook(client, id, DESCRIBE_DEADLINE_MS)));
   // What this client must fix first: it cannot decrypt the answers (every key fails alike).
   const undecryptable = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected' && decryptionProblem(s.reason) !== undefined);
   if (undecryptable) throw undecryptable.reason;
