@@ -12,7 +12,8 @@ export type { PrepareRunOptions } from './pipeline-source.js';
 export { definePipeline, type BackendName, type PipelineDefinition, type PipelineSource, type StageDefaults, type StageDefinition } from './pipeline-definition.js';
 export type { InputValue } from './input-files.js';
 export { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
-export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus } from './list-runs.js';
+export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus, type RunPagingFilter } from './list-runs.js';
+export type { RunIdConflictPolicy } from './runs.js';
 export type { ConnectionOptions } from './connection.js';
 export {
   AgentPipelineError,
