@@ -1,7 +1,7 @@
 // `agent-pipeline`: the client library. Start, follow, answer, list and schedule pipeline runs from TypeScript.
 // docs/library.md describes every export.
 export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
-export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
+export { RunHandle, type ApproveOptions, type CancelOutcome, type EventsOptions, type RunStatusReport } from './run-handle.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
 export type { TranscriptEntry, TranscriptOptions } from './run-transcript.js';

@@ -95,12 +95,17 @@ describe('PipelineClient', () => {
     for (const run of runs) await run.cancel();
   });
 
-  test('cancel() with no worker on the run\'s task queue throws NO_WORKER, as a decision does, instead of leaving result() to hang', async () => {
-    const lonely = await PipelineClient.connect({ env: { ...harness.env, AGENT_PIPELINE_TASK_QUEUE: `nobody-${Math.random().toString(36).slice(2, 8)}` } });
+  test('cancel() with no worker on the run\'s task queue is recorded and says so; a decision says NO_WORKER at once', async () => {
+    const taskQueue = `nobody-${Math.random().toString(36).slice(2, 8)}`;
+    const lonely = await PipelineClient.connect({ env: { ...harness.env, AGENT_PIPELINE_TASK_QUEUE: taskQueue } });
     try {
       const run = await lonely.start(path.join(CLI_FIXTURES, 'gates.yaml'));
-      await expect(run.cancel()).rejects.toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('no worker polls task queue') });
-      await expect(run.approve()).rejects.toMatchObject({ code: 'NO_WORKER' });
+      const started = Date.now();
+      await expect(run.approve()).rejects.toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('no worker polls') });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      await expect(run.cancel()).resolves.toEqual({ workerPolling: false, taskQueue });
+      const history = await harness.client.workflow.getHandle(run.id).fetchHistory();
+      expect(history.events?.some((e) => e.workflowExecutionCancelRequestedEventAttributes)).toBe(true);
       await harness.client.workflow.getHandle(run.id).terminate('test cleanup');
     } finally {
       await lonely.close();
