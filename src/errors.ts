@@ -19,6 +19,7 @@ export type InvalidRequestCode =
   | 'NOT_A_PIPELINE_RUN'
   | 'SCHEDULE_NOT_FOUND'
   | 'SCHEDULE_EXISTS'
+  | 'RUN_EXISTS'
   | 'NAMESPACE_NOT_FOUND'
   | 'TEMPORAL_REFUSED'
   | 'BUILD_NOT_FOUND'

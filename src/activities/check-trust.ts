@@ -47,7 +47,7 @@ async function checkRunTrust(trust: WorkerTrust, pipelineDirs: PipelineDirs, inp
   if (problem) return { refused: `run ${runId} is not trusted: ${problem}`, decisionsSigned };
   if (!(input as { bundle?: unknown }).bundle && !trust.allowWorkerFiles) {
     return {
-      refused: `run ${runId} is not trusted: it reads its files from the worker (--files-from-worker), which no signature covers; start it without --files-from-worker, or set ${ALLOW_WORKER_FILES_VARIABLE}=1 on the worker`,
+      refused: `run ${runId} is not trusted: it reads its files from the worker (the library's filesFromWorker, the command's --files-from-worker), which no signature covers; start it without, or set ${ALLOW_WORKER_FILES_VARIABLE}=1 on the worker`,
       decisionsSigned,
     };
   }

@@ -30,7 +30,17 @@ export class BundleTooLargeError extends InvalidRequestError {
 export interface CreateRunBundleOptions {
   /** @unit bytes @default {@link DEFAULT_BUNDLE_MAX_BYTES} */
   maxBytes?: number;
+  /**
+   * The pipeline's text when no file holds it (a definition built in code): bundled as `pipelineFile`, whose folder
+   * the definition's paths are relative to, instead of reading that file.
+   */
+  pipelineText?: string;
+  /** How messages name the pipeline (`<definition NAME>`). @default `pipelineFile` */
+  label?: string;
 }
+
+/** How a library caller and a CLI user each say "read the files on the worker". */
+const WORKER_FILES_HINT = 'start with --files-from-worker (the library: `filesFromWorker: true`)';
 
 const PIPELINE_FILE_FIELD = '(the pipeline file)';
 
@@ -52,10 +62,12 @@ interface Wanted {
 export async function createRunBundle(pipelineFile: string, pipeline: PipelineDefinition, options: CreateRunBundleOptions = {}): Promise<RunBundle> {
   const baseDir = path.dirname(path.resolve(pipelineFile));
   const contents = new Map<string, Buffer>();
+  if (options.pipelineText !== undefined) contents.set(path.resolve(pipelineFile), Buffer.from(options.pipelineText, 'utf8'));
+  const label = options.label ?? pipelineFile;
   const read = async (wanted: Wanted): Promise<Buffer | undefined> => {
     const known = contents.get(wanted.file);
     if (known) return known;
-    if (wanted.field !== PIPELINE_FILE_FIELD) await checkInsideFolder(baseDir, wanted, pipelineFile);
+    if (wanted.field !== PIPELINE_FILE_FIELD) await checkInsideFolder(baseDir, wanted, label);
     try {
       const data = await readFile(wanted.file);
       contents.set(wanted.file, data);
@@ -64,19 +76,19 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
       if (wanted.optional) return undefined;
       throw new InvalidRequestError(
         'FILE_NOT_FOUND',
-        `[FILE_NOT_FOUND] cannot bundle ${wanted.file} (\`${wanted.field}\` in ${pipelineFile}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
-          'fix the path, or start with --files-from-worker if the workers have the file',
+        `[FILE_NOT_FOUND] cannot bundle ${wanted.file} (\`${wanted.field}\` in ${label}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
+          `fix the path, or ${WORKER_FILES_HINT} if the workers have the file`,
       );
     }
   };
 
   await read({ file: path.resolve(pipelineFile), field: PIPELINE_FILE_FIELD, optional: false });
   for (const reference of listReferencedFiles(pipeline)) {
-    const file = resolveRelative(baseDir, reference.path, reference.field, pipelineFile);
+    const file = resolveRelative(baseDir, reference.path, reference.field, label);
     const data = await read({ file, field: reference.field, optional: reference.optional ?? false });
     if (reference.kind === 'agent file' && data) {
       for (const ref of listAgentReferences(reference.field, readAgentReferences(data))) {
-        await read({ file: resolveRelative(path.dirname(file), ref.path, ref.field, pipelineFile), field: ref.field, optional: true });
+        await read({ file: resolveRelative(path.dirname(file), ref.path, ref.field, label), field: ref.field, optional: true });
       }
     }
   }
@@ -118,7 +130,7 @@ async function checkInsideFolder(baseDir: string, wanted: Wanted, pipelineFile: 
   }
   throw new InvalidRequestError(
     'PATH_OUTSIDE',
-    `[PATH_OUTSIDE] \`${wanted.field}\` in ${pipelineFile} names ${wanted.file}${real ? `, a symlink to ${real},` : ''} outside the pipeline file's folder ${baseDir}; ` +
+    `[PATH_OUTSIDE] \`${wanted.field}\` in ${pipelineFile} names ${wanted.file}${real ? `, a symlink to ${real},` : ''} outside the pipeline's folder ${baseDir}; ` +
       'a run carries only files in that folder or below it: move the file there',
   );
 }
@@ -129,7 +141,7 @@ function resolveRelative(dir: string, relative: string, field: string, pipelineF
     throw new InvalidRequestError(
       'PATH_ABSOLUTE',
       `[PATH_ABSOLUTE] \`${field}: ${relative}\` in ${pipelineFile} is an absolute path, which a run cannot carry to a worker on another host; ` +
-        'write it relative to the file that names it, or start with --files-from-worker if every worker has it',
+        `write it relative to the file that names it, or ${WORKER_FILES_HINT} if every worker has it`,
     );
   }
   return path.resolve(dir, relative);
@@ -163,7 +175,7 @@ function assembleBundle(baseDir: string, contents: Map<string, Buffer>, maxBytes
     const largest = [...sizes].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([file, bytes]) => `${file} (${formatBytes(bytes)})`);
     throw new BundleTooLargeError(
       `[BUNDLE_TOO_LARGE] the files of pipeline ${pipelineName} come to ${formatBytes(total)}, above the cap of ${formatBytes(maxBytes)}; largest: ${largest.join(', ')}. ` +
-        `Make them smaller, raise ${BUNDLE_MAX_BYTES_VARIABLE} (Temporal refuses a start input above 2 MiB), or start with --files-from-worker and deploy the files with the workers`,
+        `Make them smaller, raise ${BUNDLE_MAX_BYTES_VARIABLE} (Temporal refuses a start input above 2 MiB), or ${WORKER_FILES_HINT} and deploy the files with the workers`,
     );
   }
   const pipelineDir = toBundlePath(path.relative(root, baseDir));

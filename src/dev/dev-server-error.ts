@@ -4,6 +4,8 @@ export const DevServerErrorCode = {
   PORT_IN_USE: 'DEV_SERVER_PORT_IN_USE',
   /** A Temporal server already answers on the gRPC port. */
   ALREADY_RUNNING: 'DEV_SERVER_ALREADY_RUNNING',
+  /** Another live dev server holds the SQLite file (`<dbFile>.lock` names its process). */
+  DB_IN_USE: 'DEV_SERVER_DB_IN_USE',
   /** The server process exited before it was ready. */
   EXITED: 'DEV_SERVER_EXITED',
   /** `port` or `uiPort` is not a TCP port number. */

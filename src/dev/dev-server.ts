@@ -6,8 +6,10 @@ import { ATTRIBUTE_TYPES, registerMissingAttributes, type SearchAttributeDefinit
 import { assertPortsFree, assertValidPort, DEV_SERVER_HOST, pickFreePort } from './dev-server-ports.js';
 import { waitUntilReady } from './dev-server-readiness.js';
 import { findTemporalCli, resolveStateDir } from './temporal-cli.js';
+import { lockDatabase } from './dev-server-lock.js';
 
 const SETPRIV = '/usr/bin/setpriv';
+const DEFAULT_PORT = 7233;
 
 /** Options for {@link startDevServer}. */
 export interface DevServerOptions {
@@ -19,9 +21,14 @@ export interface DevServerOptions {
   headless?: boolean;
   /** The remote codec the Web UI decodes payloads with (`agent-pipeline codec-server`), e.g. `http://127.0.0.1:8888`. */
   uiCodecEndpoint?: string;
-  /** SQLite file that keeps workflows across restarts; `null` keeps everything in memory. @default `<state dir>/temporal.db` */
+  /**
+   * SQLite file that keeps workflows across restarts; `null` keeps everything in memory. One server at a time: a
+   * second server on the same file is refused (`DEV_SERVER_DB_IN_USE`). The state folder is `AGENT_PIPELINE_HOME`,
+   * else `.agent-pipeline/` in the current folder.
+   * @default `<state folder>/temporal.db` on port 7233, `<state folder>/temporal-<port>.db` on any other
+   */
   dbFile?: string | null;
-  /** Where the server writes its JSON log (level warn); appended to. @default `<state dir>/temporal-server.log` */
+  /** Where the server writes its JSON log (level warn); appended to. @default `temporal-server.log` (`temporal-server-<port>.log` off 7233) in the state folder */
   logFile?: string;
   /** Namespace created at launch and checked for readiness. @default 'default' */
   namespace?: string;
@@ -59,7 +66,7 @@ export interface DevServer {
  * serves the namespace. Starting again with the same `dbFile` keeps workflows and schedules. The server gets
  * SIGTERM if this process dies (via `setpriv --pdeathsig` where available, and execa's exit cleanup).
  * @throws {DevServerError} with `code` INVALID_PORT, PORT_IN_USE or ALREADY_RUNNING before spawning; EXITED, NOT_READY or
- *   SEARCH_ATTRIBUTE_CONFLICT after (the process is stopped first).
+ *   SEARCH_ATTRIBUTE_CONFLICT after (the process is stopped first); DB_IN_USE when another live server holds `dbFile`.
  */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
   const env = options.env ?? process.env;
@@ -67,12 +74,14 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const namespace = options.namespace ?? 'default';
   const headless = options.headless ?? false;
   const autoPort = options.port === 'auto' || options.port === 0;
-  const port = autoPort ? await pickFreePort() : typeof options.port === 'number' ? options.port : 7233;
+  const port = autoPort ? await pickFreePort() : typeof options.port === 'number' ? options.port : DEFAULT_PORT;
   const uiPort = headless ? undefined : options.uiPort ?? (autoPort ? await pickFreePort() : port + 1000);
   assertValidPort('port', port);
   if (uiPort !== undefined) assertValidPort('uiPort', uiPort);
-  const dbFile = options.dbFile === null ? undefined : path.resolve(options.dbFile ?? path.join(stateDir, 'temporal.db'));
-  const logFile = path.resolve(options.logFile ?? path.join(stateDir, 'temporal-server.log'));
+  // One database per port: two servers on one SQLite file would mix (and corrupt) each other's runs.
+  const suffix = port === DEFAULT_PORT ? '' : `-${port}`;
+  const dbFile = options.dbFile === null ? undefined : path.resolve(options.dbFile ?? path.join(stateDir, `temporal${suffix}.db`));
+  const logFile = path.resolve(options.logFile ?? path.join(stateDir, `temporal-server${suffix}.log`));
   const attributes = options.searchAttributes ?? SEARCH_ATTRIBUTES;
   const address = `${DEV_SERVER_HOST}:${port}`;
 
@@ -81,6 +90,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   // The server checks that the database's folder exists but does not create it.
   if (dbFile) await mkdir(path.dirname(dbFile), { recursive: true });
   await mkdir(path.dirname(logFile), { recursive: true });
+  const lock = dbFile ? await lockDatabase(dbFile, address) : undefined;
 
   const args = ['server', 'start-dev', '--ip', DEV_SERVER_HOST, '--port', String(port), '--namespace', namespace];
   args.push(...(uiPort === undefined ? ['--headless'] : ['--ui-port', String(uiPort)]));
@@ -104,9 +114,11 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     forceKillAfterDelay: options.stopGraceMs ?? 10_000,
   });
   let exit: Result | undefined;
-  const exited = subprocess.then((result) => {
+  const exited = subprocess.then(async (result) => {
     exit = result;
+    await lock?.release();
   });
+  if (subprocess.pid !== undefined) await lock?.setServerPid(subprocess.pid);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>

@@ -1,5 +1,5 @@
 import { chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -47,19 +47,32 @@ export class TemporalCliNotFoundError extends Error {
   }
 }
 
-const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
- * The folder for local state (the CLI cache in `bin/`, the dev server's database and log):
- * `AGENT_PIPELINE_HOME` when set, otherwise `.agent-pipeline/` in the project root.
+ * The folder for the dev server's state (its databases and log): `AGENT_PIPELINE_HOME` when set, otherwise
+ * `.agent-pipeline/` in the current folder (the user's project, beside the default workspaces root) — never inside
+ * the installed package, which `npm ci` wipes.
  */
-export function resolveStateDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.AGENT_PIPELINE_HOME ? path.resolve(env.AGENT_PIPELINE_HOME) : path.join(PROJECT_ROOT, '.agent-pipeline');
+export function resolveStateDir(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  return env.AGENT_PIPELINE_HOME ? path.resolve(env.AGENT_PIPELINE_HOME) : path.join(cwd, '.agent-pipeline');
+}
+
+/**
+ * The folder a provisioned Temporal CLI is cached in: `<AGENT_PIPELINE_HOME>/bin` when set; in a clone of this
+ * repository its `.agent-pipeline/bin`; in an installed package the user's cache,
+ * `$XDG_CACHE_HOME/agent-pipeline/bin` (default `~/.cache/agent-pipeline/bin`), shared by every project.
+ */
+export function resolveCliCacheDir(env: NodeJS.ProcessEnv = process.env, packageRoot = PACKAGE_ROOT): string {
+  if (env.AGENT_PIPELINE_HOME) return path.join(path.resolve(env.AGENT_PIPELINE_HOME), 'bin');
+  if (!packageRoot.split(path.sep).includes('node_modules')) return path.join(packageRoot, '.agent-pipeline', 'bin');
+  const cacheHome = env.XDG_CACHE_HOME ? path.resolve(env.XDG_CACHE_HOME) : path.join(env.HOME ?? homedir(), '.cache');
+  return path.join(cacheHome, 'agent-pipeline', 'bin');
 }
 
 /**
  * Returns the absolute path of a working `temporal` binary, looking in order at `TEMPORAL_CLI`, `PATH`
- * and the cache `<state dir>/bin/temporal`. When none is found, builds it with `go install` (or, without Go,
+ * and the cache ({@link resolveCliCacheDir}). When none is found, builds it with `go install` (or, without Go,
  * downloads the release archive) into the cache; concurrent callers wait on a lock file and reuse that build.
  * Every candidate must answer `temporal --version`.
  * @throws {TemporalCliNotFoundError} when nothing works; also when `TEMPORAL_CLI` is set but does not run.
@@ -85,7 +98,7 @@ export async function findTemporalCli(options: FindTemporalCliOptions = {}): Pro
     tried.push(`PATH: no executable \`temporal\` in ${env.PATH ?? '(PATH unset)'}`);
   }
 
-  const cached = path.join(resolveStateDir(env), 'bin', 'temporal');
+  const cached = path.join(resolveCliCacheDir(env), 'temporal');
   const cachedProblem = await checkTemporalCli(cached);
   if (!cachedProblem) return cached;
   tried.push(`cache: ${cached} ${cachedProblem}`);

@@ -41,7 +41,7 @@ export interface TemporalConnection {
 }
 
 const HOW_TO_CONFIGURE =
-  'Start a local server with `agent-pipeline dev`, or point TEMPORAL_ADDRESS at your cluster ' +
+  'Start a local server (startDevServer from agent-pipeline/testing, or `agent-pipeline dev`), or point TEMPORAL_ADDRESS (the `address` option) at your cluster ' +
   '(plus TEMPORAL_NAMESPACE, and TEMPORAL_API_KEY for Temporal Cloud or TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH for mTLS), ' +
   'or choose a profile of your temporal.toml with TEMPORAL_PROFILE.';
 

@@ -95,7 +95,7 @@ export class RunNotFoundError extends AgentPipelineError {
     readonly runId: string,
     options?: { cause?: unknown },
   ) {
-    super('RUN_NOT_FOUND', `[RUN_NOT_FOUND] no run "${runId}"; \`agent-pipeline list\` shows the runs`, options);
+    super('RUN_NOT_FOUND', `[RUN_NOT_FOUND] no run "${runId}"; \`client.list()\` (\`agent-pipeline list\`) shows the runs`, options);
   }
 }
 
@@ -111,10 +111,10 @@ export function toLibraryError(err: unknown, address?: string): unknown {
   if (err instanceof PipelineValidationError) return PipelineInvalidError.from(err);
   if (err instanceof WorkflowNotFoundError) return new RunNotFoundError(err.workflowId, { cause: err });
   if (err instanceof ScheduleNotFoundError) {
-    return new InvalidRequestError('SCHEDULE_NOT_FOUND', `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`agent-pipeline schedule list\` shows the schedules`, { cause: err });
+    return new InvalidRequestError('SCHEDULE_NOT_FOUND', `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`client.schedules.list()\` (\`agent-pipeline schedule list\`) shows the schedules`, { cause: err });
   }
   if (err instanceof ScheduleAlreadyRunning) {
-    return new InvalidRequestError('SCHEDULE_EXISTS', `[SCHEDULE_EXISTS] a schedule "${err.scheduleId}" exists already; pick another --id or delete it first`, { cause: err });
+    return new InvalidRequestError('SCHEDULE_EXISTS', `[SCHEDULE_EXISTS] a schedule "${err.scheduleId}" exists already; pick another id or delete it first`, { cause: err });
   }
   if (err instanceof NamespaceNotFoundError) {
     return new InvalidRequestError('NAMESPACE_NOT_FOUND', `[NAMESPACE_NOT_FOUND] ${err.message}; set TEMPORAL_NAMESPACE to an existing namespace`, { cause: err });
@@ -128,7 +128,7 @@ export function toLibraryError(err: unknown, address?: string): unknown {
     return new InvalidRequestError('REQUEST_REJECTED', `[REQUEST_REJECTED] ${err.cause?.message ?? err.message}`, { cause: err });
   }
   if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
-    return new NoWorkerError('[NO_WORKER] the run did not take the request in time: is a worker running on its task queue? (`agent-pipeline worker`)', { cause: err });
+    return new NoWorkerError('[NO_WORKER] the run did not take the request in time: is a worker running on its task queue? (createPipelineWorker, or `agent-pipeline worker`)', { cause: err });
   }
   const undecryptable = decryptionProblem(err);
   if (undecryptable) return new ConfigError(`[CONFIG_INVALID] ${undecryptable}`, { cause: err });

@@ -1,7 +1,7 @@
 // `agent-pipeline`: the client library. Start, follow, answer, list and schedule pipeline runs from TypeScript.
 // docs/library.md describes every export.
 export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
-export { RunHandle, type ApproveOptions, type EventsOptions, type RunStatusReport } from './run-handle.js';
+export { RunHandle, type ApproveOptions, type CancelOutcome, type EventsOptions, type RunStatusReport } from './run-handle.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
 export type { TranscriptEntry, TranscriptOptions } from './run-transcript.js';
@@ -12,7 +12,8 @@ export type { PrepareRunOptions } from './pipeline-source.js';
 export { definePipeline, type BackendName, type PipelineDefinition, type PipelineSource, type StageDefaults, type StageDefinition } from './pipeline-definition.js';
 export type { InputValue } from './input-files.js';
 export { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
-export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus } from './list-runs.js';
+export { RUN_LIST_STATUSES, type RunListFilter, type RunListItem, type RunListItemStatus, type RunListStatus, type RunPagingFilter } from './list-runs.js';
+export type { RunIdConflictPolicy } from './runs.js';
 export type { ConnectionOptions } from './connection.js';
 export {
   AgentPipelineError,

@@ -42,7 +42,7 @@ export async function checkRunInputSize(input: PipelineRunInput, limitBytes = TE
   const size = await sizeOnTheWire(input, codecs);
   if (size <= limitBytes) return input;
   const parts = [
-    ...Object.entries(input.inputs).map(([name, value]) => ({ what: `--input ${name}`, bytes: Buffer.byteLength(value) })),
+    ...Object.entries(input.inputs).map(([name, value]) => ({ what: `input "${name}"`, bytes: Buffer.byteLength(value) })),
     ...input.pipeline.stages.map((stage, i) => ({ what: `stages[${i}] (${stage.id}) of ${input.pipelineFile}`, bytes: encodedSize(stage) })),
   ].sort((a, b) => b.bytes - a.bytes);
   const largest = parts[0] ? `; the largest part is ${parts[0].what} (${formatBytes(parts[0].bytes)})` : '';
@@ -50,6 +50,6 @@ export async function checkRunInputSize(input: PipelineRunInput, limitBytes = TE
     'INPUT_TOO_LARGE',
     `[INPUT_TOO_LARGE] the run's input is ${formatBytes(size)} (${size} bytes), over Temporal's payload limit of ${formatBytes(limitBytes)}${largest}. ` +
       'Move large text into files: write it to a file next to the pipeline and list it under `context:`, or point a ' +
-      'step template (`prompt: steps/x.md`) at it, and pass short values with --input.',
+      'step template (`prompt: steps/x.md`) at it, and keep input values short.',
   );
 }

@@ -50,6 +50,12 @@ export interface RunListFilter {
   limit?: number;
 }
 
+/** Which runs `client.listAll()` yields, and how many it reads a request. */
+export interface RunPagingFilter extends Omit<RunListFilter, 'limit'> {
+  /** Runs read from Temporal a request. @default 100 */
+  pageSize?: number;
+}
+
 /** One run as `client.list()` and `list --json` report it. */
 export interface RunListItem {
   runId: string;
@@ -117,9 +123,18 @@ function readStartedAt(memo: Record<string, unknown> | undefined): number | unde
 export async function listRuns(client: Client, filter: RunListFilter = {}): Promise<RunListItem[]> {
   const limit = filter.limit ?? 20;
   const runs: RunListItem[] = [];
-  for await (const info of client.workflow.list({ query: buildListQuery(filter), pageSize: Math.min(limit, 100) })) {
-    runs.push(toItem(info));
+  for await (const run of iterateRuns(client, { ...filter, pageSize: Math.min(limit, 100) })) {
+    runs.push(run);
     if (runs.length >= limit) break;
   }
   return runs;
+}
+
+/** Every run the filter matches, newest first, read a page at a time as the caller asks for more. */
+export async function* iterateRuns(client: Client, filter: RunPagingFilter = {}): AsyncGenerator<RunListItem, void, undefined> {
+  const pageSize = filter.pageSize ?? 100;
+  if (!Number.isInteger(pageSize) || pageSize < 1) {
+    throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] pageSize must be a whole number of runs, at least 1; got ${String(filter.pageSize)}`);
+  }
+  for await (const info of client.workflow.list({ query: buildListQuery(filter), pageSize })) yield toItem(info);
 }

@@ -41,7 +41,7 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
     else inputs[name] = typeof value === 'string' ? value : JSON.stringify(value);
   }
   if (missing.length > 0) {
-    throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; pass --input ${missing[0]}=...`);
+    throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; give it in the inputs (the library's \`inputs: { ${missing[0]}: ... }\`, the command's \`--input ${missing[0]}=...\`)`);
   }
   return inputs;
 }
@@ -54,6 +54,6 @@ function objectInputText(name: string, value: string | object, file: string, ori
   throw new InvalidRequestError(
     'INPUT_INVALID',
     `[INPUT_INVALID] ${origin ?? `input "${name}"`} of ${file} is \`type: object\`, but ${parsed.problem}; ` +
-      'give a JSON object of string, number or boolean values, e.g. --input ' + `${name}=@answers.json holding {"key": "value"}`,
+      'give a JSON object of string, number or boolean values, e.g. ' + `\`inputs: { ${name}: { key: 'value' } }\` (the command: \`--input ${name}=@answers.json\` holding {"key": "value"})`,
   );
 }

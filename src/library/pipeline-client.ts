@@ -1,12 +1,12 @@
 import type { Client } from '@temporalio/client';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
-import { startRun } from './runs.js';
+import { startRun, type RunIdConflictPolicy } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
-import { typedErrors } from './errors.js';
+import { toLibraryError, typedErrors } from './errors.js';
 import { clientCodecs } from './history-codec.js';
-import { listRuns, type RunListFilter, type RunListItem } from './list-runs.js';
+import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
 import type { PipelineSource } from './pipeline-definition.js';
 import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
 import { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
@@ -35,8 +35,15 @@ export interface PipelineClientOptions<B extends string = never> extends Connect
 
 /** Options of {@link PipelineClient.start}. */
 export interface StartOptions extends PrepareRunOptions {
-  /** The run (workflow) id; starting an id that still runs returns that run (`run.alreadyRunning`). @default `<pipeline>-<time>-<random>` */
+  /** The run (workflow) id; what happens when a run with it still runs is {@link idConflictPolicy}'s. @default `<pipeline>-<time>-<random>` */
   id?: string;
+  /**
+   * When a run with `id` is still running (Temporal's `workflowIdConflictPolicy`): `USE_EXISTING` returns that run
+   * (`run.alreadyRunning` is true, nothing new starts), `FAIL` throws `InvalidRequestError` `RUN_EXISTS`,
+   * `TERMINATE_EXISTING` terminates it and starts this one. An id whose run has ended always starts a new run.
+   * @default 'USE_EXISTING'
+   */
+  idConflictPolicy?: RunIdConflictPolicy;
   /** @default the client's task queue */
   taskQueue?: string;
 }
@@ -111,9 +118,14 @@ export class PipelineClient<B extends string = never> {
   }
 
   /** Starts a run from an already prepared input (see {@link prepare}). */
-  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue'> = {}): Promise<RunHandle> {
+  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue' | 'idConflictPolicy'> = {}): Promise<RunHandle> {
     return typedErrors(async () => {
-      const { handle, alreadyRunning } = await startRun(this.temporal, input, { taskQueue: options.taskQueue ?? this.taskQueue, id: options.id, signer: this.signer });
+      const { handle, alreadyRunning } = await startRun(this.temporal, input, {
+        taskQueue: options.taskQueue ?? this.taskQueue,
+        id: options.id,
+        idConflictPolicy: options.idConflictPolicy,
+        signer: this.signer,
+      });
       return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer);
     }, this.address);
   }
@@ -123,9 +135,22 @@ export class PipelineClient<B extends string = never> {
     return new RunHandle(this.temporal, id, false, this.address, this.signer);
   }
 
-  /** Runs, newest first, filtered by pipeline, status and start time. */
+  /** Runs, newest first, filtered by pipeline, status and start time: at most `filter.limit` (20) of them. */
   list(filter: RunListFilter = {}): Promise<RunListItem[]> {
     return typedErrors(() => listRuns(this.temporal, filter), this.address);
+  }
+
+  /**
+   * Every run the filter matches, newest first, read from Temporal page by page (`pageSize` runs a request) as the
+   * loop asks for more, like `@temporalio/client`'s `workflow.list`: `break` stops reading.
+   * @throws the library's typed errors, as {@link list}
+   */
+  async *listAll(filter: RunPagingFilter = {}): AsyncGenerator<RunListItem, void, undefined> {
+    try {
+      yield* iterateRuns(this.temporal, filter);
+    } catch (err) {
+      throw toLibraryError(err, this.address);
+    }
   }
 
   /**

@@ -35,8 +35,8 @@ export interface PrepareRunOptions {
   /**
    * Leave the files out of the run: workers read the agent, prompt and context files from `baseDir` on their own
    * host, only when it lies in a folder of their `AGENT_PIPELINE_PIPELINE_DIRS` (else the run fails `RUN_NOT_TRUSTED`).
-   * Without it a pipeline file and every file it references travel in the run (see `bundle/create-run-bundle.ts`);
-   * an in-memory definition always reads its files on the worker. @default false
+   * Without it the pipeline, a file or a definition, and every file it references travel in the run, covered by its
+   * signature (see `bundle/create-run-bundle.ts`). @default false
    */
   filesFromWorker?: boolean;
   /** Cap on the bundled files. @unit bytes @default `AGENT_PIPELINE_BUNDLE_MAX_BYTES`, else 1 MiB */
@@ -78,11 +78,15 @@ export async function prepareRunInput(
     const pipeline = parsePipeline(definitionYaml(source, name), name, { backends });
     const baseDir = path.resolve(options.baseDir ?? process.cwd());
     assertValid(await validatePipeline(source, { baseDir, backends, checkFiles: options.checkFiles }));
-    return await checkRunInputSize(
-      { pipeline, baseDir, pipelineFile: name, inputs: resolveInputs(pipeline, name, given, origin), ...withBackends(backends) },
-      undefined,
-      codecs,
-    );
+    const inputs = resolveInputs(pipeline, name, given, origin);
+    // Bundled like a file: its YAML stands as a pipeline file in baseDir, beside the agent and step files it names,
+    // so a signature covers every text the run reads.
+    const bundle = options.filesFromWorker || options.checkFiles === false ? undefined : await createRunBundle(path.join(baseDir, definitionFileName(pipeline.name)), pipeline, {
+      maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv(),
+      pipelineText: definitionYaml(source, name),
+      label: name,
+    });
+    return await checkRunInputSize({ pipeline, baseDir, pipelineFile: name, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) }, undefined, codecs);
   } catch (err) {
     if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');
     throw err;
@@ -92,4 +96,9 @@ export async function prepareRunInput(
 /** The custom backend names the run may use, for the workflow's own check of its input (absent when there are none). */
 function withBackends(backends: readonly string[]): { backends?: string[] } {
   return backends.length > 0 ? { backends: [...new Set(backends)] } : {};
+}
+
+/** The name a definition's YAML has in its run's bundle (it has no file of its own). */
+function definitionFileName(pipelineName: string): string {
+  return `${pipelineName.replace(/[^A-Za-z0-9._-]/g, '_')}.pipeline.yaml`;
 }

@@ -47,15 +47,23 @@ export class StageProgressTracker {
     const events: RunEvent[] = [];
     for (const stage of state.stages) {
       const attempt = live.get(stage.id);
-      if (stage.status !== 'running' || !attempt || (attempt.turns === undefined && !attempt.agent)) continue;
+      if (stage.status !== 'running' || !attempt || !hasProgress(attempt)) continue;
       const progress: StageProgress = { agent: attempt.agent, usage: attempt.usage, costUsd: attempt.costUsd, turns: attempt.turns, lastEventAt: attempt.lastEventAt };
-      const key = JSON.stringify([attempt.attempt, progress]);
+      // lastEventAt moves with every stream event (a ping, a thinking delta): alone it is not news to the reader.
+      const key = JSON.stringify([attempt.attempt, attempt.agent, attempt.usage, attempt.costUsd, attempt.turns]);
       if (this.seen.get(stage.id) === key) continue;
       this.seen.set(stage.id, key);
       events.push({ runId: state.runId, state, type: 'stage_progress', stage: stage.id, attempt: attempt.attempt, progress });
     }
     return events;
   }
+}
+
+/** True when a heartbeat says the agent did something: an attempt's first heartbeat (no turn, no text, no cost) does not. */
+function hasProgress(attempt: LiveAttempt): boolean {
+  const agent = attempt.agent;
+  const tokens = attempt.usage ? Object.values(attempt.usage).some((n) => typeof n === 'number' && n > 0) : false;
+  return Boolean(attempt.turns || attempt.costUsd || tokens || agent?.text || agent?.tool || agent?.toolCalls);
 }
 
 /** What was last reported for each stage, so each change is told once. */

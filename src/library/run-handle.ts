@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { followRun, isTransient, type FollowOptions, type FollowOutcome } from './follow-run.js';
-import { ActivityStageCache, hasWorkflowPollers, readRun, type RunSnapshot } from './run-reader.js';
+import { ActivityStageCache, readRun, type RunSnapshot } from './run-reader.js';
+import { readWorkerPresence } from './worker-presence.js';
 import type { RunState } from '../pipeline/run-state.js';
 import {
   answerStageUpdate,
@@ -53,7 +54,9 @@ export interface EventsOptions {
 }
 
 /** How long a decision may wait for a worker to take it. @unit milliseconds */
-const UPDATE_TIMEOUT_MS = 60_000;
+const UPDATE_TIMEOUT_MS = 20_000;
+/** How long a decision waits when the task queue's last poll is over half a minute old. @unit milliseconds */
+const QUIET_WORKER_UPDATE_TIMEOUT_MS = 5_000;
 /** Times a decision is sent again because the run continued as new while it was on its way. */
 const MAX_HAND_OVER_RETRIES = 3;
 /** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
@@ -251,24 +254,24 @@ export class RunHandle {
   }
 
   /**
-   * Cancels the run: running agents are stopped, their work stays in the workspace.
-   * @throws InvalidRequestError `RUN_CLOSED`; NoWorkerError `NO_WORKER` when no worker polls the run's task queue (the
-   * cancel would only be acted on once one does, and `result()` would wait until then)
+   * Cancels the run: running agents are stopped, their work stays in the workspace. The request is kept in the run's
+   * history at once; when no worker polls the run's task queue (`workerPolling: false`), the run stops only when a
+   * worker next picks it up, and `result()` waits until then.
+   * @throws InvalidRequestError `RUN_CLOSED`
    */
-  cancel(): Promise<void> {
+  cancel(): Promise<CancelOutcome> {
     return typedErrors(async () => {
       const { status, taskQueue } = await this.workflow.describe();
       if (status.name !== 'RUNNING') throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has already ended (${status.name.toLowerCase()})`);
-      if (!(await hasWorkflowPollers(this.client, taskQueue))) {
-        throw new NoWorkerError(`[NO_WORKER] no worker polls task queue "${taskQueue}", so nobody can stop the run; start one with \`agent-pipeline worker\` and try again`);
-      }
       await this.workflow.cancel();
+      return { workerPolling: (await readWorkerPresence(this.client, taskQueue)).kind !== 'none', taskQueue };
     }, this.address);
   }
 
   /**
    * Sends a decision as a workflow update. Checks first that the run is open and a worker polls its task queue: an
-   * update nobody accepts is not kept.
+   * update nobody accepts is not kept. A worker that has not polled for half a minute gets a short deadline, so a
+   * stopped one is told within seconds, never after a minute.
    */
   private decide(send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
     return typedErrors(async () => {
@@ -279,13 +282,11 @@ export class RunHandle {
         if (description.status.name !== 'RUNNING') {
           throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
         }
-        if (!(await hasWorkflowPollers(this.client, description.taskQueue))) {
-          throw new NoWorkerError(
-            `[NO_WORKER] no worker polls task queue "${description.taskQueue}", so nobody can take the decision; start one with \`agent-pipeline worker\` and try again`,
-          );
-        }
+        const presence = await readWorkerPresence(this.client, description.taskQueue);
+        if (presence.kind === 'none') throw noWorker(description.taskQueue, presence.sinceMs);
+        const timeoutMs = presence.kind === 'live' ? UPDATE_TIMEOUT_MS : QUIET_WORKER_UPDATE_TIMEOUT_MS;
         try {
-          return await this.client.connection.withDeadline(Date.now() + UPDATE_TIMEOUT_MS, () => send(handle));
+          return await this.client.connection.withDeadline(Date.now() + timeoutMs, () => send(handle));
         } catch (err) {
           // The run continued as new while the decision was on its way: the execution it reached closed (or, handing
           // over, had nothing waiting). The decision is sent again to the execution that carries the run on.
@@ -295,6 +296,7 @@ export class RunHandle {
           if (now && now.status.name !== 'RUNNING') {
             throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} ended (${now.status.name.toLowerCase()}) before the decision reached it`, { cause: err });
           }
+          if (presence.kind === 'quiet' && toLibraryError(err) instanceof NoWorkerError) throw noWorker(description.taskQueue, presence.sinceMs, err);
           throw err;
         }
       }
@@ -321,3 +323,14 @@ export class RunHandle {
   }
 }
 
+/** What `cancel()` found: whether a worker polls the run's task queue, so the run stops now rather than when one does. */
+export interface CancelOutcome {
+  /** False when no worker has polled lately: the cancel waits in the run's history until one starts. */
+  workerPolling: boolean;
+  taskQueue: string;
+}
+
+function noWorker(taskQueue: string, sinceMs: number | undefined, cause?: unknown): NoWorkerError {
+  const last = sinceMs === undefined ? 'no worker polls' : `no worker has polled for ${Math.round(sinceMs / 1000)} s on`;
+  return new NoWorkerError(`[NO_WORKER] ${last} task queue "${taskQueue}", so nobody can take the decision; start a worker (createPipelineWorker, or \`agent-pipeline worker\`) and try again`, { cause });
+}

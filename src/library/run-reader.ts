@@ -1,4 +1,5 @@
 import type { Client, WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/client';
+import { readWorkerPresence } from './worker-presence.js';
 import { BUNDLE_MEMO_KEY, type RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { TokenUsage } from '../pipeline/stage-result.js';
@@ -139,14 +140,12 @@ async function queryWithDeadline(client: Client, handle: WorkflowHandle): Promis
   }
 }
 
-/** True when some worker polled the task queue for workflow tasks recently (the server keeps pollers for minutes). */
+/**
+ * True when a worker polls the task queue for workflow tasks: one polled within the last minute (a live worker's
+ * long poll may wait that long), not merely one the server still lists (it keeps pollers for five minutes).
+ */
 export async function hasWorkflowPollers(client: Client, taskQueue: string): Promise<boolean> {
-  const response = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: taskQueue },
-    taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
-  });
-  return (response.pollers ?? []).length > 0;
+  return (await readWorkerPresence(client, taskQueue)).kind !== 'none';
 }
 
 async function readLiveAttempts(

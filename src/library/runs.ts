@@ -8,10 +8,20 @@ import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../contracts/mess
 import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
 import type { RunSigner } from '../trust/signer.js';
 
+/**
+ * What `start` does when a run with the requested id is still running, as Temporal's `workflowIdConflictPolicy`:
+ * `USE_EXISTING` returns that run (`alreadyRunning: true`), `FAIL` throws `InvalidRequestError` `RUN_EXISTS`,
+ * `TERMINATE_EXISTING` terminates it and starts a new run under the id. A run with that id that has ended never
+ * conflicts: a new run starts.
+ */
+export type RunIdConflictPolicy = 'USE_EXISTING' | 'FAIL' | 'TERMINATE_EXISTING';
+
 export interface StartRunOptions {
   taskQueue: string;
-  /** Workflow id; the same id twice reports the existing run instead of starting another. */
+  /** Workflow id; see {@link idConflictPolicy} for an id that still runs. */
   id?: string;
+  /** What to do when a run with `id` still runs. @default 'USE_EXISTING' */
+  idConflictPolicy?: RunIdConflictPolicy;
   /** Signs the input for this workflow id (AGENT_PIPELINE_SIGNING_KEY); unsigned without one. */
   signer?: RunSigner;
 }
@@ -43,7 +53,7 @@ export function describeFiles(input: PipelineRunInput): string {
   return `Files:      ${files} bundled into the run (${(bytes / 1024).toFixed(1)} KiB, bundle ${hash.slice(0, 12)})`;
 }
 
-/** Starts a run, or finds the running one with the same id. */
+/** Starts a run, or finds the running one with the same id (as `options.idConflictPolicy` says). */
 export async function startRun(
   client: Client,
   input: PipelineRunInput,
@@ -62,10 +72,15 @@ export async function startRun(
       staticDetails: input.pipeline.description,
       typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
       memo: runMemo(input),
+      // USE_EXISTING is decided here, from Temporal's FAIL, so the caller learns the run was already running.
+      workflowIdConflictPolicy: options.idConflictPolicy === 'TERMINATE_EXISTING' ? 'TERMINATE_EXISTING' : 'FAIL',
     });
     return { handle, alreadyRunning: false };
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      if (options.idConflictPolicy === 'FAIL') {
+        throw new InvalidRequestError('RUN_EXISTS', `[RUN_EXISTS] a run "${workflowId}" is still running; pick another id, or start with idConflictPolicy 'USE_EXISTING' or 'TERMINATE_EXISTING'`, { cause: err });
+      }
       return { handle: client.workflow.getHandle(workflowId), alreadyRunning: true };
     }
     throw err;

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -61,7 +61,7 @@ describe('startDevServer', () => {
   });
 
   test('serves the Web UI when not headless', async () => {
-    const server = await start({ headless: false });
+    const server = await start({ headless: false, dbFile: null });
     expect(server.uiUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const response = await fetch(server.uiUrl!);
     expect(response.status).toBe(200);
@@ -81,6 +81,25 @@ describe('startDevServer', () => {
     const second = await start({ dbFile });
     const description = await withConnection(second.address, (connection) => new Client({ connection }).workflow.getHandle(workflowId).describe());
     expect(description.status.name).toBe('RUNNING');
+  });
+
+  test('one database per server: a second server on a live one\'s file is refused, a dead one\'s lock is taken over (issue 34)', async () => {
+    const home = path.join(scratch, 'home');
+    const first = await start({ env: { ...process.env, AGENT_PIPELINE_HOME: home } });
+    expect(first.dbFile).toBe(path.join(home, `temporal-${first.address.split(':')[1]}.db`));
+    const lock = JSON.parse(await readFile(`${first.dbFile}.lock`, 'utf8')) as { pid: number; serverPid: number };
+    expect(lock).toMatchObject({ pid: process.pid, serverPid: first.pid });
+    await expect(startDevServer({ port: 'auto', headless: true, dbFile: first.dbFile!, temporalCli })).rejects.toMatchObject({
+      code: DevServerErrorCode.DB_IN_USE,
+      message: expect.stringContaining(`in use by the dev server at ${first.address}`),
+    });
+    await first.stop();
+    await expect(readFile(`${first.dbFile}.lock`, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' });
+
+    // A server killed with its starter leaves its lock behind: nobody alive holds it, so the next server takes it.
+    await writeFile(`${first.dbFile}.lock`, JSON.stringify({ pid: 2 ** 22 + 1, serverPid: 2 ** 22 + 2, address: 'gone' }));
+    const next = await start({ dbFile: first.dbFile! });
+    expect(next.dbFile).toBe(first.dbFile);
   });
 
   test('adds search attributes that a db file from before they existed lacks', async () => {

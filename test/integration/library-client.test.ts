@@ -69,12 +69,43 @@ describe('PipelineClient', () => {
     await expect(first.result()).rejects.toMatchObject({ code: 'RUN_FAILED', type: 'cancelled' });
   });
 
-  test('cancel() with no worker on the run\'s task queue throws NO_WORKER, as a decision does, instead of leaving result() to hang', async () => {
-    const lonely = await PipelineClient.connect({ env: { ...harness.env, AGENT_PIPELINE_TASK_QUEUE: `nobody-${Math.random().toString(36).slice(2, 8)}` } });
+  test('idConflictPolicy names what starting a running id does: FAIL refuses, TERMINATE_EXISTING replaces (issue 34)', async () => {
+    const id = `library-policy-${Math.random().toString(36).slice(2, 8)}`;
+    await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id });
+    const { runId: firstExecution } = await harness.client.workflow.getHandle(id).describe();
+    await expect(client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id, idConflictPolicy: 'FAIL' })).rejects.toMatchObject({ code: 'RUN_EXISTS' });
+    const replaced = await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id, idConflictPolicy: 'TERMINATE_EXISTING' });
+    expect(replaced.alreadyRunning).toBe(false);
+    expect((await harness.client.workflow.getHandle(id, firstExecution).describe()).status.name).toBe('TERMINATED');
+    expect((await harness.client.workflow.getHandle(id).describe()).status.name).toBe('RUNNING');
+    await replaced.cancel();
+  });
+
+  test('listAll() pages through every matching run, past what one page holds (issue 34)', async () => {
+    const tag = `paging-${Math.random().toString(36).slice(2, 8)}`;
+    const runs = [await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id: `${tag}-1` }), await client.start(path.join(CLI_FIXTURES, 'gates.yaml'), { id: `${tag}-2` })];
+    const ids = async (): Promise<string[]> => {
+      const seen: string[] = [];
+      for await (const run of client.listAll({ pipeline: 'cli-gates', pageSize: 1 })) if (run.runId.startsWith(tag)) seen.push(run.runId);
+      return seen;
+    };
+    const seen = await eventually(ids, (found) => found.length === 2, 60_000, 'both runs listed');
+    expect(seen).toEqual([`${tag}-2`, `${tag}-1`]);
+    await expect(client.listAll({ pageSize: 0 }).next()).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
+    for (const run of runs) await run.cancel();
+  });
+
+  test('cancel() with no worker on the run\'s task queue is recorded and says so; a decision says NO_WORKER at once', async () => {
+    const taskQueue = `nobody-${Math.random().toString(36).slice(2, 8)}`;
+    const lonely = await PipelineClient.connect({ env: { ...harness.env, AGENT_PIPELINE_TASK_QUEUE: taskQueue } });
     try {
       const run = await lonely.start(path.join(CLI_FIXTURES, 'gates.yaml'));
-      await expect(run.cancel()).rejects.toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('no worker polls task queue') });
-      await expect(run.approve()).rejects.toMatchObject({ code: 'NO_WORKER' });
+      const started = Date.now();
+      await expect(run.approve()).rejects.toMatchObject({ code: 'NO_WORKER', message: expect.stringContaining('no worker polls') });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      await expect(run.cancel()).resolves.toEqual({ workerPolling: false, taskQueue });
+      const history = await harness.client.workflow.getHandle(run.id).fetchHistory();
+      expect(history.events?.some((e) => e.workflowExecutionCancelRequestedEventAttributes)).toBe(true);
       await harness.client.workflow.getHandle(run.id).terminate('test cleanup');
     } finally {
       await lonely.close();

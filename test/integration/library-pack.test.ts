@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -44,6 +44,25 @@ describe('the npm package', () => {
     expect(files.filter((f) => /^(src|test|bench|dist\/bench)\//.test(f))).toEqual([]);
   });
 
+  test('names no folder of the build machine in any shipped file, and every source map carries its sources (issue 34)', async () => {
+    const unpacked = path.join(dir, 'unpacked');
+    await mkdir(unpacked, { recursive: true });
+    await execa('tar', ['-xzf', tarball, '-C', unpacked, '--strip-components=1']);
+    // The project's folder, and where its node_modules really are (a worktree may link them from elsewhere).
+    const machinePaths = [...new Set([PROJECT_ROOT.replace(/\/$/, ''), path.dirname(await realpath(path.join(PROJECT_ROOT, 'node_modules')))])];
+    const offending: string[] = [];
+    for (const file of files) {
+      const text = await readFile(path.join(unpacked, file), 'utf8');
+      const source = file.endsWith('.js') ? inlineMapText(text) : '';
+      if (machinePaths.some((p) => text.includes(p) || source.includes(p))) offending.push(file);
+      if (file.endsWith('.map') || source) {
+        const map = JSON.parse(file.endsWith('.map') ? text : source) as { sources: string[]; sourcesContent?: (string | null)[] };
+        expect(map.sourcesContent?.filter((c) => typeof c === 'string').length, `${file} carries the text of its sources`).toBe(map.sources.length);
+      }
+    }
+    expect(offending).toEqual([]);
+  }, 120_000);
+
   test('runs nothing when installed, and builds before it is packed', async () => {
     const { scripts } = JSON.parse(await readFile(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     // npm runs these on install (prepare also for git and folder dependencies); none may build.
@@ -80,3 +99,9 @@ console.log(JSON.stringify({ from: createRequire(import.meta.url).resolve('agent
     expect(cli.stdout).toContain('is valid');
   }, 120_000);
 });
+
+/** The JSON of a file's inline source map, or '' when it has none. */
+function inlineMapText(code: string): string {
+  const match = /\/\/# sourceMappingURL=data:application\/json;charset=utf-8;base64,([A-Za-z0-9+/=]+)\s*$/.exec(code);
+  return match ? Buffer.from(match[1], 'base64').toString('utf8') : '';
+}

@@ -1,7 +1,10 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PipelineClient } from '../../src/library/index.js';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { definePipeline, PipelineClient } from '../../src/library/index.js';
 import { startRun } from '../../src/library/runs.js';
 import { generateSigningKey, parseSigningKey } from '../../src/trust/keys.js';
 import { RunSigner } from '../../src/trust/signer.js';
@@ -138,6 +141,28 @@ describe('signed runs and decisions', () => {
     expect(started.all).not.toContain(starter.privateLine.split(':')[1]);
     await waitForWaiting(handleOf(runId), 'gate', 'approval');
     await handleOf(runId).terminate('test done');
+  });
+
+  test('a definition built in code is bundled with its agent and step files and signed like a file: the worker runs it (issue 34)', async () => {
+    const baseDir = await mkdtemp(path.join(tmpdir(), 'signed-definition-'));
+    await mkdir(path.join(baseDir, 'agents'));
+    await mkdir(path.join(baseDir, 'steps'));
+    await writeFile(path.join(baseDir, 'agents', 'helper.md'), '---\nname: helper\ndescription: helps\n---\nYou help.\n');
+    await writeFile(path.join(baseDir, 'steps', 'do.md'), 'Do the thing.\n');
+    const definition = definePipeline({
+      name: 'signed-definition',
+      defaults: { backend: 'anthropic-api', model: 'haiku', retries: 0, maxTokens: 500 },
+      stages: [
+        { id: 'gate', approval: true },
+        { id: 'work', agent: 'agents/helper.md', prompt: 'steps/do.md', needs: ['gate'] },
+      ],
+    });
+    const run = await starting.start(definition, { baseDir });
+    await waitForWaiting(handleOf(run.id), 'gate', 'approval');
+    const input = await startInput(harness, run.id);
+    expect(Object.keys(input.bundle?.files ?? {}).sort()).toEqual(['agents/helper.md', 'signed-definition.pipeline.yaml', 'steps/do.md']);
+    expect(input.signature?.keyId).toBe('starter');
+    await handleOf(run.id).terminate('test done');
   });
 
   test('a signed --files-from-worker run is refused without AGENT_PIPELINE_ALLOW_WORKER_FILES=1', async () => {

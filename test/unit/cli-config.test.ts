@@ -172,7 +172,7 @@ describe('errors', () => {
     expect(missingRun).toBeInstanceOf(RunNotFoundError);
     expect(missingRun).toMatchObject({ code: 'RUN_NOT_FOUND', runId: 'r1' });
     expect(exitCodeFor(missingRun)).toBe(EXIT.USAGE);
-    expect((missingRun as Error).message).toBe('[RUN_NOT_FOUND] no run "r1"; `agent-pipeline list` shows the runs');
+    expect((missingRun as Error).message).toBe('[RUN_NOT_FOUND] no run "r1"; `client.list()` (`agent-pipeline list`) shows the runs');
     expect((toLibraryError(new ScheduleNotFoundError('nf', 's1')) as Error).message).toContain('no schedule "s1"');
     const rejected = toLibraryError(new WorkflowUpdateFailedError('Workflow Update failed', ApplicationFailure.create({ message: 'stage ship is not waiting' })));
     expect((rejected as Error).message).toBe('[REQUEST_REJECTED] stage ship is not waiting');

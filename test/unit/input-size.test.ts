@@ -24,7 +24,7 @@ describe('the run input size check', () => {
     await expect(checkRunInputSize(big)).rejects.toThrow(InvalidRequestError);
     await expect(checkRunInputSize(big)).rejects.toThrow(expect.objectContaining({ code: 'INPUT_TOO_LARGE' }));
     await expect(checkRunInputSize(big)).rejects.toThrow(
-      /^\[INPUT_TOO_LARGE\] the run's input is 3\.0 MB \(\d+ bytes\), over Temporal's payload limit of 2\.0 MB; the largest part is --input feature \(3\.0 MB\)\. Move large text into files/,
+      /^\[INPUT_TOO_LARGE\] the run's input is 3\.0 MB \(\d+ bytes\), over Temporal's payload limit of 2\.0 MB; the largest part is input "feature" \(3\.0 MB\)\. Move large text into files/,
     );
   });
 

@@ -143,7 +143,7 @@ describe('run bundles', () => {
     expect(error).toBeInstanceOf(InvalidRequestError);
     expect(error).toMatchObject({ code: 'FILE_NOT_FOUND' });
     expect((error as Error).message).toBe(
-      `[FILE_NOT_FOUND] cannot bundle ${path.join(dir, 'p/brief.md')} (\`context[0]\` in ${path.join(dir, 'p/pipeline.yaml')}): ENOENT; fix the path, or start with --files-from-worker if the workers have the file`,
+      `[FILE_NOT_FOUND] cannot bundle ${path.join(dir, 'p/brief.md')} (\`context[0]\` in ${path.join(dir, 'p/pipeline.yaml')}): ENOENT; fix the path, or start with --files-from-worker (the library: \`filesFromWorker: true\`) if the workers have the file`,
     );
   });
 

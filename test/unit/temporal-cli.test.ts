@@ -2,7 +2,7 @@ import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { findTemporalCli, TemporalCliNotFoundError } from '../../src/dev/temporal-cli.js';
+import { findTemporalCli, resolveCliCacheDir, resolveStateDir, TemporalCliNotFoundError } from '../../src/dev/temporal-cli.js';
 
 // Nothing listens on port 9 (discard) here, so a download attempt fails at once instead of reaching the network.
 const UNREACHABLE_URL = 'http://127.0.0.1:9/temporal.tar.gz';
@@ -111,5 +111,20 @@ describe('findTemporalCli', () => {
     expect(message).toContain('go install github.com/temporalio/cli/cmd/temporal@v1.5.1: `go` not found on PATH');
     expect(message).toContain(`download ${UNREACHABLE_URL}: `);
     expect(message).toContain('put `temporal` on PATH or set TEMPORAL_CLI');
+  });
+});
+
+describe('where local state lives (issue 34)', () => {
+  test('the dev server\'s state is in the current folder\'s .agent-pipeline, or AGENT_PIPELINE_HOME, never in the package', () => {
+    expect(resolveStateDir({}, '/home/me/project')).toBe('/home/me/project/.agent-pipeline');
+    expect(resolveStateDir({ AGENT_PIPELINE_HOME: '/srv/ap' }, '/home/me/project')).toBe('/srv/ap');
+  });
+
+  test('an installed package caches the Temporal CLI in the user cache, a clone in its own folder', () => {
+    const installed = '/home/me/project/node_modules/agent-pipeline/';
+    expect(resolveCliCacheDir({ HOME: '/home/me' }, installed)).toBe('/home/me/.cache/agent-pipeline/bin');
+    expect(resolveCliCacheDir({ HOME: '/home/me', XDG_CACHE_HOME: '/tmp/cache' }, installed)).toBe('/tmp/cache/agent-pipeline/bin');
+    expect(resolveCliCacheDir({ AGENT_PIPELINE_HOME: '/srv/ap' }, installed)).toBe('/srv/ap/bin');
+    expect(resolveCliCacheDir({}, '/home/me/agent-pipeline/')).toBe('/home/me/agent-pipeline/.agent-pipeline/bin');
   });
 });
