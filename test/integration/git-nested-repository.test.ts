@@ -117,9 +117,10 @@ describe('a repository the agent made in the run\'s worktree', () => {
     expect(await filterRuns()).toBe('');
   }, 60_000);
 
-  it('never stages the worker\'s bookkeeping folder, whatever its .gitignore says', async () => {
+  it('never stages a folder of the old bookkeeping folder\'s name, whatever its .gitignore says', async () => {
+    // Runs started before the bookkeeping moved out had it in their tree; an agent may make one there too.
     const run = await openRunWorkspace(root, 'run-5', { git: { repo, branch: 'agent/run-5' } });
-    await rm(path.join(run.dir, '.agent-pipeline', '.gitignore'));
+    await rm(path.join(run.dir, '.agent-pipeline', '.gitignore'), { force: true });
     await plantRepository(path.join(run.dir, '.agent-pipeline'), 'hidden');
     await writeFile(path.join(run.dir, 'work.md'), 'work\n');
     expect(await commitAll(run.dir, 'Stage work')).toMatch(/^[0-9a-f]{40}$/);
@@ -212,7 +213,7 @@ describe('a submodule folder the agent filled with a repository of its own', () 
     const other = await openRunWorkspace(root, 'run-3', { git: { repo, branch: 'agent/run-3', base: 'agent/run-2' } });
     expect(existsSync(path.join(other.dir, 'plan.md'))).toBe(true);
     await touchPlanted();
-    await removeRunWorkspace(root, path.join(run.dir, '.agent-pipeline', 'worktrees', 'review'), true);
+    await removeRunWorkspace(root, path.join(run.bookkeeping, 'worktrees', 'review'), true);
     await removeRunWorkspace(root, run.dir, true);
     expect(existsSync(run.dir)).toBe(false);
     await openRunWorkspace(root, 'run-4', { git: { repo, branch: 'agent/run-4' } }); // runs `git worktree prune`
@@ -221,7 +222,7 @@ describe('a submodule folder the agent filled with a repository of its own', () 
     // `prune` in a process of its own, which has opened no worktree: it finds the repository from the folder's .git.
     await plantRepository(other.dir, 'lib');
     await rm(marker, { force: true });
-    await writeEndedMarker(other.dir, { runId: 'run-3', status: 'completed', endedAt: Date.now() - 86_400_000, pushed: true });
+    await writeEndedMarker(other.bookkeeping, { runId: 'run-3', status: 'completed', endedAt: Date.now() - 86_400_000, pushed: true });
     const env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1', AGENT_PIPELINE_WORKSPACES: root };
     const pruned = await runCli(['prune', '--force', '--older-than', '1h'], env);
     expect(pruned.exitCode, pruned.all).toBe(0);
