@@ -258,7 +258,7 @@ describe('a run in an existing folder (workspace.dir)', () => {
     const swapper = await harness.start(await harness.writePipeline('swaps-a-folder', SWAP_PIPELINE), { dir: parent });
     // (Ended, it did not wait: the check below says so at once.)
     const waiting = await waitForState(swapper, (s) => stageOf(s, 'swap').leaseWait !== undefined || s.status !== 'running');
-    expect(stageOf(waiting, 'swap').leaseWait).toMatchObject({ key: `workspace.dir.inside:${await realpath(parent)}`, holders: 1 });
+    expect(stageOf(waiting, 'swap').leaseWait).toMatchObject({ key: `workspace.dir.inside@${harness.taskQueue}:${await realpath(parent)}`, holders: 1 });
     expect(harness.modelServer.requests().filter((r) => r.rule === 'swap')).toEqual([]);
     await holder.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
     const [holderState, swapperState] = await Promise.all([harness.finish(holder), harness.finish(swapper)]);

@@ -70,7 +70,7 @@ describe('folders lent to runs at once never nest', () => {
 
   it('names a folder\'s own key and the mark of the folders inside it apart, hashing paths too long for a key', () => {
     expect(folderLeaseKey('/srv/work')).toBe('workspace.dir:/srv/work');
-    expect(insideKey('/srv/work')).toBe('workspace.dir.inside:/srv/work');
-    expect(insideKey(`/${'x'.repeat(300)}`)).toMatch(/^workspace\.dir\.inside:sha256:[0-9a-f]{32}$/);
+    expect(insideKey('q', '/srv/work')).toBe('workspace.dir.inside@q:/srv/work');
+    expect(insideKey('q', `/${'x'.repeat(300)}`)).toMatch(/^workspace\.dir\.inside@q:sha256:[0-9a-f]{32}$/);
   });
 });

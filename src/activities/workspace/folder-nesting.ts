@@ -22,8 +22,13 @@ import { folderKey, folderLeaseKey, releaseEndedHolders, type FolderWait } from 
  * back by whoever finds them, as the folder's own key is.
  */
 
-/** Prefix of the marks: `workspace.dir.inside:/srv/work` is held by every run in a folder below `/srv/work`. */
-const INSIDE_PREFIX = 'workspace.dir.inside:';
+/*
+ * The marks and the nesting key are kept per task queue: a lease workflow runs on the task queue of whoever asked first,
+ * and these keys are shared by every lent folder below one folder (`/`, `/tmp`), so a key shared by two task queues
+ * would hang every run of one queue once the other's workers are gone. One deployment serves one task queue.
+ */
+/** Prefix of the marks: `workspace.dir.inside@Q:/srv/work` is held by every run of queue Q in a folder below `/srv/work`. */
+const INSIDE_PREFIX = 'workspace.dir.inside';
 /** The key held while a run checks for nesting and takes its marks; held for seconds, with a time limit. */
 const NESTING_KEY = 'workspace.dir.nesting';
 /** A mark is shared: any number of runs may use folders inside one folder. */
@@ -33,9 +38,9 @@ const NESTING_TTL_MS = 30_000;
 /** Runs looked at, per mark taken, to give back the marks of runs that ended. */
 const PRUNE_PER_MARK = 10;
 
-/** The key that marks `folder` as having a lent folder inside it. */
-export function insideKey(folder: string): string {
-  return folderKey(INSIDE_PREFIX, folder);
+/** The key that marks `folder` as having a lent folder of a run of `taskQueue` inside it. */
+export function insideKey(taskQueue: string, folder: string): string {
+  return folderKey(`${INSIDE_PREFIX}@${taskQueue}:`, folder);
 }
 
 /** The folders around `realFolder`, from the root down (`/srv/work/a` → `/`, `/srv`, `/srv/work`). */
@@ -69,8 +74,8 @@ export async function claimFolderNesting(realFolder: string, options: FolderNest
   const leases = new LeaseClient(options.client, options.taskQueue);
   const around = enclosingFolders(realFolder);
   // An earlier stage passed: the mark of the nearest folder around is the last one taken.
-  if (around.length > 0 && (await leases.describe(insideKey(around[around.length - 1])))?.holders.some((h) => h.holder === options.holder)) return;
-  const nesting = { key: NESTING_KEY, limit: 1, holder: options.attemptHolder, ttlMs: NESTING_TTL_MS, label: options.label };
+  if (around.length > 0 && (await leases.describe(insideKey(options.taskQueue, around[around.length - 1])))?.holders.some((h) => h.holder === options.holder)) return;
+  const nesting = { key: `${NESTING_KEY}@${options.taskQueue}`, limit: 1, holder: options.attemptHolder, ttlMs: NESTING_TTL_MS, label: options.label };
   for (;;) {
     const blocked = await holdLeases(leases, [nesting], () => markIfFree(leases, realFolder, around, options), {
       signal: options.signal,
@@ -86,12 +91,12 @@ export async function claimFolderNesting(realFolder: string, options: FolderNest
 /** Under the nesting key: what blocks the run, or nothing once its marks are taken. */
 async function markIfFree(leases: LeaseClient, realFolder: string, around: string[], options: FolderNestingOptions): Promise<FolderWait | undefined> {
   // A run in a folder around this one holds that folder's key; a run in a folder inside this one holds its mark.
-  for (const key of [...around.map(folderLeaseKey), insideKey(realFolder)]) {
+  for (const key of [...around.map(folderLeaseKey), insideKey(options.taskQueue, realFolder)]) {
     const heldBy = await releaseEndedHolders(leases, options.client, key, options.holder);
     if (heldBy.length > 0) return { key, ahead: 0, holders: heldBy.length, limit: 1, heldBy };
   }
   for (const folder of around) {
-    const key = insideKey(folder);
+    const key = insideKey(options.taskQueue, folder);
     // Marks are given back only when found: look at a few holders of each mark taken, so marks never pile up.
     await releaseEndedHolders(leases, options.client, key, options.holder, PRUNE_PER_MARK);
     await leases.acquire({ key, limit: MARK_LIMIT, holder: options.holder, label: options.label, run: options.workflowId }, { signal: options.signal });
