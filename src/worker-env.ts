@@ -5,8 +5,8 @@ import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/clau
 import { ConfigError, sandboxAllowLocalFromEnv } from './config.js';
 import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
 import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
-import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths, type AllowedPaths } from './activities/workspace/allowed-paths.js';
-import { parsePipelineDirs, PIPELINE_DIRS_VARIABLE, type PipelineDirs } from './activities/prompt/worker-files.js';
+import { ALLOWED_PATHS_VARIABLE, parseFolderList, type AllowedPaths } from './activities/workspace/allowed-paths.js';
+import { PIPELINE_DIRS_VARIABLE, type PipelineDirs } from './activities/prompt/worker-files.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
 export interface WorkerEnvOptions {
@@ -85,8 +85,8 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
     healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
     prewarm: readWarmStart(env),
-    allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]),
-    pipelineDirs: parsePipelineDirs(env[PIPELINE_DIRS_VARIABLE]),
+    allowedPaths: parseFolderList(env[ALLOWED_PATHS_VARIABLE]),
+    pipelineDirs: parseFolderList(env[PIPELINE_DIRS_VARIABLE]),
     sandbox: readSetting(() => sandboxModeFromEnv(env)),
     sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),

@@ -1,8 +1,8 @@
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
-import { ALLOWED_PATHS_VARIABLE, parseAllowedPaths } from '../activities/workspace/allowed-paths.js';
-import { parsePipelineDirs, PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
+import { ALLOWED_PATHS_VARIABLE, parseFolderList } from '../activities/workspace/allowed-paths.js';
+import { PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
 import { createPipelineWorker } from '../run-worker.js';
 import { SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
@@ -66,8 +66,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       env,
       address: server.address,
       telemetry,
-      allowedPaths: parseAllowedPaths(env[ALLOWED_PATHS_VARIABLE]) ?? 'any',
-      pipelineDirs: parsePipelineDirs(env[PIPELINE_DIRS_VARIABLE]) ?? [process.cwd()],
+      allowedPaths: parseFolderList(env[ALLOWED_PATHS_VARIABLE]) ?? 'any',
+      pipelineDirs: parseFolderList(env[PIPELINE_DIRS_VARIABLE]) ?? [process.cwd()],
       sandbox: chosen ? undefined : 'auto',
     });
     workerDone = worker.run();

@@ -1,6 +1,7 @@
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
+import type { AllowedPaths } from '../workspace/allowed-paths.js';
 
 /*
  * Runs that carry no bundle (`start --files-from-worker`, or anything started through Temporal with that input shape)
@@ -15,14 +16,8 @@ import { stageFailure } from '../failures.js';
 export const PIPELINE_DIRS_VARIABLE = 'AGENT_PIPELINE_PIPELINE_DIRS';
 
 /** Any folder (one person's own machine), or these folders and what is below them; none refuses every such run. */
-export type PipelineDirs = 'any' | readonly string[];
+export type PipelineDirs = AllowedPaths;
 
-/** Reads {@link PIPELINE_DIRS_VARIABLE}: `undefined` when unset, so the caller picks its own default. */
-export function parsePipelineDirs(value: string | undefined): PipelineDirs | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  if (value.trim() === '*') return 'any';
-  return value.split(path.delimiter).map((entry) => entry.trim()).filter(Boolean).map((entry) => path.resolve(entry));
-}
 
 /**
  * Why a run without a bundle may not read its files from `baseDir` on this worker, and the fix, or nothing when it

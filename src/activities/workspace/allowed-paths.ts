@@ -35,8 +35,11 @@ export const ALLOWED_PATHS_VARIABLE = 'AGENT_PIPELINE_ALLOWED_PATHS';
 /** Any folder (`agent-pipeline dev`: one person, their own machine), or these folders and what is below them. */
 export type AllowedPaths = 'any' | readonly string[];
 
-/** Reads {@link ALLOWED_PATHS_VARIABLE}: `undefined` when unset, so the caller picks its own default. */
-export function parseAllowedPaths(value: string | undefined): AllowedPaths | undefined {
+/**
+ * Reads a worker setting that lists folders like PATH (`*` for any): {@link ALLOWED_PATHS_VARIABLE} and
+ * `AGENT_PIPELINE_PIPELINE_DIRS`. `undefined` when unset, so the caller picks its own default.
+ */
+export function parseFolderList(value: string | undefined): AllowedPaths | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   if (value.trim() === '*') return 'any';
   return value.split(path.delimiter).map((entry) => entry.trim()).filter(Boolean).map((entry) => path.resolve(entry));
