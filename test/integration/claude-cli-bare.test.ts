@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { createCliWorld, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 
 /*
@@ -20,8 +21,9 @@ afterAll(async () => {
 
 /** Runs one attempt in a run folder holding a CLAUDE.md; returns the model request's text. */
 async function requestText(runId: string, bare: boolean): Promise<string> {
-  await mkdir(path.join(world.root, runId), { recursive: true });
-  await writeFile(path.join(world.root, runId, 'CLAUDE.md'), `${HOUSE_RULE}\n`);
+  const folder = path.join(world.root, toFolderName(runId));
+  await mkdir(folder, { recursive: true });
+  await writeFile(path.join(folder, 'CLAUDE.md'), `${HOUSE_RULE}\n`);
   const before = world.server.requests().length;
   const outcome = await (await world.start({ task: 'Task: bare', runId, stage: { bare } })).outcome;
   expect(outcome.text).toContain(REPORT);
