@@ -9,6 +9,7 @@ export const LAYERS = [
   { name: 'pipeline/', paths: ['src/pipeline'] },
   { name: 'contracts/', paths: ['src/contracts'] },
   { name: 'workflows/', paths: ['src/workflows'] },
+  { name: 'store/', paths: ['src/store'] },
   { name: 'bundle/, telemetry/, trust/, codec/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/trust', 'src/codec', 'src/config.ts'] },
   { name: 'activities/', paths: ['src/activities'] },
   {

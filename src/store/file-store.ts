@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { copyFile, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { checkStoreKey, StoreObjectTooLargeError, type ObjectStore } from './object-store.js';
+
+/**
+ * A store in a local folder (`file:///path`): what one machine needs, with nothing new to run. Objects are regular
+ * files; writes go to a temp file in the same folder, then rename, so a reader never sees half an object.
+ */
+export class FileStore implements ObjectStore {
+  readonly description: string;
+
+  constructor(private readonly root: string) {
+    this.description = `file://${root}`;
+  }
+
+  async put(key: string, body: Uint8Array): Promise<void> {
+    await this.replace(key, (temp) => writeFile(temp, body, { flag: 'wx' }));
+  }
+
+  async putFile(key: string, file: string): Promise<void> {
+    await this.replace(key, (temp) => copyFile(file, temp));
+  }
+
+  async get(key: string, maxBytes: number): Promise<Uint8Array | undefined> {
+    const file = this.fileOf(key);
+    const size = await regularFileSize(file);
+    if (size === undefined) return undefined;
+    if (size > maxBytes) throw new StoreObjectTooLargeError(`${key} is ${size} bytes, over the ${maxBytes} allowed`);
+    return readFile(file);
+  }
+
+  async getFile(key: string, target: string, maxBytes: number): Promise<boolean> {
+    const file = this.fileOf(key);
+    const size = await regularFileSize(file);
+    if (size === undefined) return false;
+    if (size > maxBytes) throw new StoreObjectTooLargeError(`${key} is ${size} bytes, over the ${maxBytes} allowed`);
+    const temp = `${target}.${randomUUID()}.tmp`;
+    try {
+      await pipeline(createReadStream(file), createWriteStream(temp, { flags: 'wx' }));
+      await rename(temp, target);
+    } finally {
+      await rm(temp, { force: true });
+    }
+    return true;
+  }
+
+  async *list(prefix: string): AsyncIterable<string> {
+    const entries = await readdir(this.root, { recursive: true, withFileTypes: true }).catch(() => []);
+    for (const entry of entries) {
+      if (!entry.isFile() || entry.name.endsWith('.tmp')) continue;
+      const key = path.relative(this.root, path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
+      if (key.startsWith(prefix)) yield key;
+    }
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    let deleted = 0;
+    for await (const key of this.list(prefix)) {
+      await rm(this.fileOf(key), { force: true });
+      deleted += 1;
+    }
+    return deleted;
+  }
+
+  private fileOf(key: string): string {
+    return path.join(this.root, ...checkStoreKey(key).split('/'));
+  }
+
+  private async replace(key: string, write: (temp: string) => Promise<void>): Promise<void> {
+    const file = this.fileOf(key);
+    await mkdir(path.dirname(file), { recursive: true });
+    const temp = `${file}.${randomUUID()}.tmp`;
+    try {
+      await write(temp);
+      await rename(temp, file);
+    } finally {
+      await rm(temp, { force: true });
+    }
+  }
+}
+
+/** The size of `file` when it is a regular file (never a link), undefined when it does not exist. */
+async function regularFileSize(file: string): Promise<number | undefined> {
+  const stats = await lstat(file).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
+    throw error;
+  });
+  if (stats === undefined) return undefined;
+  if (!stats.isFile()) throw new Error(`${file} in the store is not a regular file`);
+  return stats.size;
+}
