@@ -74,6 +74,16 @@ describe('the npm package', () => {
     expect(missing).toEqual([]);
   });
 
+  test("ships a changelog whose Breaking section names this release's changed defaults (issue 34)", async () => {
+    expect(files).toContain('CHANGELOG.md');
+    const changelog = (await execa('tar', ['-xzOf', tarball, 'package/CHANGELOG.md'])).stdout;
+    const breaking = /### Breaking\n([\s\S]*?)\n### /.exec(changelog)?.[1] ?? '';
+    // The sandbox's default, run folder names, the Node version, the default build id.
+    for (const change of ['defaults to `required`', 'Run folders are named `<run id>-<hash of the id>`', 'Node 22 is required', 'default build id']) {
+      expect(breaking, change).toContain(change);
+    }
+  });
+
   test('runs nothing when installed, and builds before it is packed', async () => {
     const { scripts } = JSON.parse(await readFile(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     // npm runs these on install (prepare also for git and folder dependencies); none may build.
