@@ -28,9 +28,12 @@ const CACHE_MAX_AGE_MS = 6 * 3600_000;
 /** What `files` in package.json ships, and what else npm always adds. */
 const PACKED_ROOTS = ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', 'dist', 'bin', 'docs', 'examples'];
 
+/** Compiled by tests and benchmarks into dist/ while the suite runs, and not shipped (package.json `files`). */
+const NOT_PACKED = new Set(['dist/bench', 'dist/examples'].map((folder) => path.join(PROJECT_ROOT, folder)));
+
 /** Path, size and modification time of every file under `entry` (nothing when it does not exist). */
 async function describeFiles(entry: string): Promise<string[]> {
-  const info = await stat(entry).catch(() => undefined);
+  const info = NOT_PACKED.has(entry) ? undefined : await stat(entry).catch(() => undefined);
   if (!info) return [];
   if (!info.isDirectory()) return [`${path.relative(PROJECT_ROOT, entry)} ${info.size} ${info.mtimeMs}`];
   const names = (await readdir(entry)).sort();

@@ -34,7 +34,7 @@ describe('the npm package', () => {
       for (const file of typeof entry === 'string' ? [entry] : [entry.types, entry.default]) expect(files).toContain(file!.replace(/^\.\//, ''));
     }
     expect(files).toEqual(expect.arrayContaining(['bin/agent-pipeline.js', 'dist/client.js', 'dist/worker.js', 'dist/workflow-bundle.js', 'examples/demo/pipeline.yaml', 'README.md']));
-    expect(files.filter((f) => /^(src|test|bench|dist\/bench)\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /^(src|test|bench|dist\/bench|dist\/examples)\//.test(f))).toEqual([]);
   });
 
   test('names no folder of the build machine in any shipped file, and every source map carries its sources (issue 34)', async () => {
