@@ -1,38 +1,31 @@
-import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PROJECT_ROOT } from '../helpers/harness.js';
+import { installPackedPackage, packedPackage, type PackedPackage } from '../helpers/packed-package.js';
 
 /*
  * `npm pack` makes a package that works as it is (issue 21): the tarball carries the compiled dist/ (the library, the
  * CLI, the prebuilt workflow bundle), nothing runs at install (no `prepare`, which built the whole project in the
  * source folder on every install of a `file:` dependency), and the build runs before packing (`prepack`).
  *
- * The tarball is made with --ignore-scripts from the dist/ that `npm test` has just built: a build inside the test would
- * rewrite dist/ under the other test files. Installing it with `npm install --offline` needs every dependency's
- * registry metadata in npm's cache, which a fresh machine lacks; so the package is unpacked the way npm places it
- * (node_modules/agent-pipeline), with this project's node_modules as the folder its dependencies resolve from.
+ * The tarball is packed once per build and shared with the other files that install it (test/helpers/packed-package.ts,
+ * which says how it is packed and installed).
  */
-
-interface PackResult {
-  filename: string;
-  files: { path: string }[];
-}
 
 describe('the npm package', () => {
   let dir: string;
+  let packed: PackedPackage;
   let tarball: string;
   let files: string[];
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-pack-'));
-    const packed = await execa('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', dir], { cwd: PROJECT_ROOT });
-    const [result] = JSON.parse(packed.stdout) as PackResult[];
-    tarball = path.join(dir, result.filename);
-    files = result.files.map((f) => f.path);
-  }, 120_000);
+    packed = await packedPackage();
+    ({ tarball, files } = packed);
+  }, 300_000);
   afterAll(async () => rm(dir, { recursive: true, force: true }));
 
   test('holds dist/ with every export, the CLI and the workflow bundle, and no sources or tests', async () => {
@@ -41,7 +34,7 @@ describe('the npm package', () => {
       for (const file of typeof entry === 'string' ? [entry] : [entry.types, entry.default]) expect(files).toContain(file!.replace(/^\.\//, ''));
     }
     expect(files).toEqual(expect.arrayContaining(['bin/agent-pipeline.js', 'dist/client.js', 'dist/worker.js', 'dist/workflow-bundle.js', 'examples/demo/pipeline.yaml', 'README.md']));
-    expect(files.filter((f) => /^(src|test|bench|dist\/bench)\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /^(src|test|bench|dist\/bench|dist\/examples)\//.test(f))).toEqual([]);
   });
 
   test('names no folder of the build machine in any shipped file, and every source map carries its sources (issue 34)', async () => {
@@ -63,6 +56,34 @@ describe('the npm package', () => {
     expect(offending).toEqual([]);
   }, 120_000);
 
+  test('every file the shipped README and docs link to or name under examples/ is in the package (issue 34)', async () => {
+    const shipped = new Set(files);
+    // A folder is shipped when a file under it is.
+    for (const file of files) for (let at = file.indexOf('/'); at > 0; at = file.indexOf('/', at + 1)) shipped.add(file.slice(0, at));
+    const pages = files.filter((f) => f === 'README.md' || (f.startsWith('docs/') && f.endsWith('.md')));
+    expect(pages).toContain('docs/library.md');
+    const missing: string[] = [];
+    // docs/development.md is about working in a clone (building, benchmarks): it may name what only a clone has.
+    for (const page of pages.filter((p) => p !== 'docs/development.md')) {
+      const text = await readFile(path.join(PROJECT_ROOT, page), 'utf8');
+      const links = [...text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]).filter((target) => !/^[a-z]+:/.test(target));
+      const named = [...text.matchAll(/`(examples\/[^`\s]*)/g)].map((m) => m[1].replace(/[/),.:;]+$/, ''));
+      for (const target of links) if (!shipped.has(path.posix.normalize(path.posix.join(path.posix.dirname(page), target)))) missing.push(`${page}: link ${target}`);
+      for (const target of named) if (!shipped.has(target)) missing.push(`${page}: names ${target}`);
+    }
+    expect(missing).toEqual([]);
+  });
+
+  test("ships a changelog whose Breaking section names this release's changed defaults (issue 34)", async () => {
+    expect(files).toContain('CHANGELOG.md');
+    const changelog = (await execa('tar', ['-xzOf', tarball, 'package/CHANGELOG.md'])).stdout;
+    const breaking = /### Breaking\n([\s\S]*?)\n### /.exec(changelog)?.[1] ?? '';
+    // The sandbox's default, run folder names, the Node version, the default build id.
+    for (const change of ['defaults to `required`', 'Run folders are named `<run id>-<hash of the id>`', 'Node 22 is required', 'default build id']) {
+      expect(breaking, change).toContain(change);
+    }
+  });
+
   test('runs nothing when installed, and builds before it is packed', async () => {
     const { scripts } = JSON.parse(await readFile(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     // npm runs these on install (prepare also for git and folder dependencies); none may build.
@@ -74,13 +95,7 @@ describe('the npm package', () => {
   });
 
   test('unpacked into a project, imports as a library and runs as a command, with no build', async () => {
-    const project = path.join(dir, 'project');
-    const installed = path.join(project, 'node_modules', 'agent-pipeline');
-    await mkdir(installed, { recursive: true });
-    await execa('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
-    // The package's dependencies resolve from the folder above the project, as from a hoisted node_modules.
-    await symlink(path.join(PROJECT_ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
-    await writeFile(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { 'agent-pipeline': '0.1.0' } }));
+    const { project, installed } = await installPackedPackage(dir, packed);
     await writeFile(
       path.join(project, 'main.mjs'),
       `import { PipelineClient, definePipeline, validatePipeline } from 'agent-pipeline';
