@@ -77,6 +77,11 @@ export interface StartWorkerOptions {
    * @unit milliseconds @default SANDBOX_RECHECK_MS (5 s)
    */
   sandboxRecheckMs?: number;
+  /**
+   * How long a run waiting for a pipeline-level key waits in the key's workflow before it reports its place (and
+   * heartbeats, so a cancel reaches it): tests shorten it. @unit milliseconds @default RUN_LEASE_POLL_MS (10 s)
+   */
+  leasePollMs?: number;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -180,6 +185,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ...hostFolders(options, settings),
     secrets: resources.secrets,
     trust: workerTrustFromEnv(env),
+    leasePollMs: options.leasePollMs,
     cli: {
       env,
       killGraceMs: settings.killGraceMs,

@@ -58,6 +58,8 @@ export interface HarnessOptions {
    * `client` encrypts as a key holder's does.
    */
   encryptionKey?: string;
+  /** How often a run waiting for a pipeline-level key reports its place (the worker's `leasePollMs`). @default 10 s */
+  leasePollMs?: number;
 }
 
 let runtimeInstalled = false;
@@ -101,6 +103,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       taskQueue,
       workflowBundlePath: existsSync(bundle) ? bundle : undefined,
       workerOptions: { maxCachedWorkflows: 0 },
+      leasePollMs: options.leasePollMs,
     });
     running = worker.run();
   }
