@@ -205,8 +205,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const telemetry = options.telemetry ?? NO_TELEMETRY;
   await telemetry.serve(connection, workerNamespace);
   const traced = Boolean(telemetry.tracing);
-  const encrypted = codecs.length > 0;
-  const prebuilt = prebuiltBundle(traced, encrypted);
+  const prebuilt = prebuiltBundle(traced, codecs.length > 0);
   const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
   const deployment = deploymentFromEnv(env, bundle);
