@@ -77,6 +77,11 @@ export interface StartWorkerOptions {
    * @unit milliseconds @default SANDBOX_RECHECK_MS (5 s)
    */
   sandboxRecheckMs?: number;
+  /**
+   * How long a run waiting for a pipeline-level key waits in the key's workflow before it reports its place (and
+   * heartbeats, so a cancel reaches it): tests shorten it. @unit milliseconds @default RUN_LEASE_POLL_MS (10 s)
+   */
+  leasePollMs?: number;
 }
 
 /** The workflow bundle `npm run build` writes next to this file; without it the worker bundles at start. */
@@ -180,6 +185,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ...hostFolders(options, settings),
     secrets: resources.secrets,
     trust: workerTrustFromEnv(env),
+    leasePollMs: options.leasePollMs,
     cli: {
       env,
       killGraceMs: settings.killGraceMs,
@@ -199,8 +205,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const telemetry = options.telemetry ?? NO_TELEMETRY;
   await telemetry.serve(connection, workerNamespace);
   const traced = Boolean(telemetry.tracing);
-  const encrypted = codecs.length > 0;
-  const prebuilt = prebuiltBundle(traced, encrypted);
+  const prebuilt = prebuiltBundle(traced, codecs.length > 0);
   const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
   const deployment = deploymentFromEnv(env, bundle);

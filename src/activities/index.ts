@@ -38,6 +38,8 @@ export interface ActivityDependencies {
   pipelineDirs?: PipelineDirs;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
+  /** How often a run waiting for a pipeline-level key reports its place. @unit milliseconds @default RUN_LEASE_POLL_MS */
+  leasePollMs?: number;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -77,7 +79,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
         },
       }),
     )),
-    acquireRunLeases,
+    acquireRunLeases: (input) => acquireRunLeases(input, deps.leasePollMs),
     releaseRunLeases,
     // For the lease workflows: a run terminated while it held a key for its life loses it.
     closedRuns,

@@ -86,7 +86,7 @@ export class RunStateBuilder {
       const stage = attemptInput?.stage?.id ? this.stages.find((st) => st.id === attemptInput.stage!.id) : undefined;
       if (stage) {
         this.scheduled.set(Number(event.eventId), { stage, round: attemptInput?.round });
-        Object.assign(stage, { status: 'running', startedAt: at, finishedAt: undefined, round: attemptInput?.round });
+        Object.assign(stage, { status: 'running', startedAt: at, finishedAt: undefined, round: attemptInput?.round, error: undefined });
       }
       return;
     }
@@ -128,6 +128,9 @@ export class RunStateBuilder {
       const result = decodeFirst<StageResult>(completed.result);
       entry.stage.result = result;
       entry.stage.status = result?.status === 'completed' || !result ? 'completed' : 'failed';
+      // An agent that reported failure: the error the workflow records for it (stage-runner.ts), so that a state rebuilt
+      // when the status query cannot answer (a busy worker) still says why the stage failed.
+      if (result?.status === 'failed') entry.stage.error = { type: 'AGENT_REPORTED_FAILURE', message: `[AGENT_REPORTED_FAILURE] stage ${entry.stage.id}: ${result.error ?? result.summary}` };
       if (result) {
         entry.stage.attempt = result.attempt;
         this.costUsd += result.costUsd ?? 0;

@@ -4,7 +4,6 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { loadPipelineFile, resolveInputs } from '../../src/library/load-pipeline.js';
 import { startRun } from '../../src/library/runs.js';
@@ -17,11 +16,9 @@ import { getStatusQuery } from '../../src/contracts/messages.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
 import { clientDataConverter, payloadCodecsFor } from '../../src/codec/data-converter.js';
 
-export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** `npm test` builds first, so integration tests load the same workflow bundle a user's worker does. */
-export const WORKFLOW_BUNDLE = path.join(PROJECT_ROOT, 'dist', 'workflow-bundle.js');
-/** The same, built with the converters of encrypting workers. */
-export const ENCRYPTED_WORKFLOW_BUNDLE = path.join(PROJECT_ROOT, 'dist', 'workflow-bundle-encrypted.js');
+import { ENCRYPTED_WORKFLOW_BUNDLE, PROJECT_ROOT, WORKFLOW_BUNDLE } from './project-paths.js';
+
+export { ENCRYPTED_WORKFLOW_BUNDLE, PROJECT_ROOT, WORKFLOW_BUNDLE };
 
 /** A test's own world: a task queue, a workspaces folder, a scripted model server, a worker and a client. */
 export interface Harness {
@@ -58,6 +55,8 @@ export interface HarnessOptions {
    * `client` encrypts as a key holder's does.
    */
   encryptionKey?: string;
+  /** How often a run waiting for a pipeline-level key reports its place (the worker's `leasePollMs`). @default 10 s */
+  leasePollMs?: number;
 }
 
 let runtimeInstalled = false;
@@ -101,6 +100,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       taskQueue,
       workflowBundlePath: existsSync(bundle) ? bundle : undefined,
       workerOptions: { maxCachedWorkflows: 0 },
+      leasePollMs: options.leasePollMs,
     });
     running = worker.run();
   }

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink, writeFile
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { PROJECT_ROOT } from './harness.js';
+import { PROJECT_ROOT } from './project-paths.js';
 
 /*
  * The package as `npm pack` makes it, packed once per build and shared by every test file that installs it

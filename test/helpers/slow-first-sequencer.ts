@@ -7,16 +7,21 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * A name that no longer exists is ignored; a new slow file only costs time until it is added here.
  */
 export const SLOW_FILES = [
+  'test/integration/limits-across-runs.test.ts',
+  'test/integration/fault-worker.test.ts',
+  'test/integration/workspace-dir.test.ts',
+  'test/integration/limits-run-life.test.ts',
+  'test/integration/library-events.test.ts',
   'test/integration/workflow-continue-as-new.test.ts',
+  'test/integration/workflow-stage-failures.test.ts',
+  'test/integration/claude-cli-warm-start.test.ts',
   'test/integration/cli-decisions.test.ts',
   'test/integration/deploy-versioning.test.ts',
-  'test/integration/limits-across-runs.test.ts',
-  'test/integration/limits-run-life.test.ts',
   'test/integration/workflow-history-size.test.ts',
   'test/integration/run-bundle.test.ts',
   'test/integration/encrypted-history.test.ts',
+  'test/integration/namespace-clients.test.ts',
   'test/integration/cli-runs.test.ts',
-  'test/integration/library-events.test.ts',
 ];
 
 /**

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DefaultLogger } from '@temporalio/worker';
 import type { AttemptProgress } from '../../src/activities/backends/stage-backend.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { commandLine, createCliWorld, failureOf, stageProcesses, waitFor, type Attempt, type CliWorld } from './claude-cli-world.js';
 
 /*

@@ -3,7 +3,7 @@ import { stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { stringify } from 'yaml';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { createCliWorld, REPORT, waitFor, type CliWorld } from './claude-cli-world.js';
 
 /*

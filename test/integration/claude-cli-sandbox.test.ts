@@ -1,12 +1,11 @@
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-listener.js';
 import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
 import { BUBBLEWRAP, SOCAT } from '../helpers/system-package.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
@@ -35,27 +34,11 @@ const reversed = (value: string): string => [...value].reverse().join('');
 
 const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
 
-interface Listener {
-  server: Server;
-  port: number;
-  hits: string[];
-}
-
-async function listen(): Promise<Listener> {
-  const hits: string[] = [];
-  const server = createServer((req, res) => {
-    hits.push(req.url ?? '');
-    res.end('reached\n');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, port: (server.address() as AddressInfo).port, hits };
-}
-
 let harness: Harness;
 let scratch: string;
 let outside: string;
-let forbidden: Listener;
-let allowed: Listener;
+let forbidden: LoopbackListener;
+let allowed: LoopbackListener;
 
 function probeCommand(): string {
   return [
@@ -74,8 +57,8 @@ function probeCommand(): string {
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-'));
   outside = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-outside-'));
-  forbidden = await listen();
-  allowed = await listen();
+  forbidden = await listenOnLoopback('reached\n');
+  allowed = await listenOnLoopback('reached\n');
   harness = await createHarness('claude-cli-sandbox', {
     worker: false,
     env: { HOME: await emptyHome(scratch) },
@@ -86,8 +69,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await harness?.close();
-  forbidden?.server.close();
-  allowed?.server.close();
+  await Promise.all([forbidden?.close(), allowed?.close()]);
   for (const dir of [scratch, outside]) if (dir) await rm(dir, { recursive: true, force: true });
 });
 

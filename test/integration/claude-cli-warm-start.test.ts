@@ -7,7 +7,7 @@ import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*

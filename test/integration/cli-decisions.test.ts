@@ -7,7 +7,8 @@ import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 import { waitForState } from './workflow-helpers.js';
 
 const GATES = path.join(CLI_FIXTURES, 'gates.yaml');
-const SLOW = path.join(CLI_FIXTURES, 'slow.yaml');
+// Works until cancelled: a cancel sent by a CLI process on a loaded machine cannot come after the stage's end.
+const ENDLESS = path.join(CLI_FIXTURES, 'endless.yaml');
 const RETRY = path.join(CLI_FIXTURES, 'retry.yaml');
 
 // The tests share one worker and model server but each drives runs of its own (the scripted replies follow each
@@ -118,10 +119,10 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
   });
 
   test('cancel stops a running stage; a second start with the same id reports the run instead of starting another', async () => {
-    const runId = `cli-slow-${Math.random().toString(36).slice(2, 8)}`;
-    const first = parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env));
+    const runId = `cli-endless-${Math.random().toString(36).slice(2, 8)}`;
+    const first = parseJson(await runCli(['start', ENDLESS, '--id', runId, '--json'], env));
     expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId), bundle: expect.objectContaining({ files: 1 }) });
-    expect(parseJson(await runCli(['start', SLOW, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
+    expect(parseJson(await runCli(['start', ENDLESS, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
     await until(runId, (state) => state.stages[0]?.status === 'running', (run) => run.stages[0].status === 'running', 'crawl running');
 
     const cancelled = await runCli(['cancel', runId], env);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { execa } from 'execa';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /** The command as a user runs it: the built entry point (`npm test` builds first). */
 export const CLI = path.join(PROJECT_ROOT, 'bin', 'agent-pipeline.js');

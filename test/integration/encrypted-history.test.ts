@@ -17,7 +17,7 @@ import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunListItem } from '../../src/library/list-runs.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
 

@@ -3,7 +3,7 @@ import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelServer } from '../../src/dev/model-server.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /** A real worker process (`node dist/worker.js`), in its own process group so a "host crash" kills its agents too. */
 export interface WorkerProcess {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
 import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/contracts/lease-messages.js';
-import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
 
 // The lock workflow of one key on a real dev server, through the typed client the stages and runs use.
 let connection: Connection;

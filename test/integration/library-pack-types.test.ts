@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { installPackedPackage, packedPackage, type InstalledPackage } from '../helpers/packed-package.js';
 
 /*

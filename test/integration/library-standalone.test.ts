@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /*
  * `import 'agent-pipeline'` loads the client library alone: not the command-line tool, the local dev infrastructure,

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /*
  * An embedded worker can be quieted in a user's tests (issue 21): `createPipelineWorker({ logLevel: 'silent' })`.

@@ -2,7 +2,7 @@ import { execa } from 'execa';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
 import type { LeaseKeyState } from '../../src/activities/leases/lease-client.js';
 import { listRuns } from '../../src/library/list-runs.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
@@ -49,11 +49,11 @@ afterAll(async () => {
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
-function pipelineYaml(task: string, concurrency: number): string {
+function pipelineYaml(task: string, concurrency: number, heartbeatTimeout = '5s'): string {
   return [
     'name: shared-repo',
     'inputs: { repo: { description: the repository } }',
-    'defaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 5s, retries: 2, permissionMode: dontAsk }',
+    `defaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: ${heartbeatTimeout}, retries: 2, permissionMode: dontAsk }`,
     'stages:',
     '  - id: build',
     `    prompt: "${task}"`,
@@ -90,10 +90,14 @@ async function limitsCommand(key: string): Promise<LeaseKeyState[]> {
 
 describe('a stage limit shared by every run', () => {
   test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async () => {
+    // Its workers go whether it passes or not: left running, they would take the next test's stages.
+    onTestFinished(() => workers.killAll());
     void workers.start(harness.env);
     void workers.start(harness.env);
     const repo = `X-${Math.random().toString(36).slice(2, 8)}`;
-    const file = await harness.writePipeline('shared-repo', pipelineYaml(TASK, 2));
+    // This test counts holders, not heartbeats: a 20 s heartbeat timeout keeps a starved agent on a loaded machine
+    // (several files at once) from timing out its attempts.
+    const file = await harness.writePipeline('shared-repo', pipelineYaml(TASK, 2, '20s'));
     const handles = await Promise.all(Array.from({ length: 6 }, (_, i) => harness.start(file, { repo }, `limits-six-${repo}-${i}`)));
     // While they run, the key never has more than 2 holders, and at some point stages wait for it.
     const seen = { mostHolders: 0, waiters: 0, statusWaits: 0 };
@@ -118,7 +122,6 @@ describe('a stage limit shared by every run', () => {
     expect(seen.statusWaits).toBeGreaterThan(0);
     // Every lease was given back.
     expect(await limitsCommand(`repo:${repo}`)).toEqual([]);
-    await workers.killAll();
   });
 
   test('SIGKILLing the worker that holds the key frees it within the heartbeat timeout, and the waiting stage runs', { timeout: 300_000 }, async () => {

@@ -18,7 +18,11 @@ let harness: Harness;
 let leases: LeaseClient;
 
 beforeAll(async () => {
-  harness = await createHarness('limits-life', { scenario: { rules: [{ match: 'Pipeline: ', turns: [{ text: report('done') }], repeatLastTurn: true }] } });
+  harness = await createHarness('limits-life', {
+    scenario: { rules: [{ match: 'Pipeline: ', turns: [{ text: report('done') }], repeatLastTurn: true }] },
+    // A waiting run reports its place (and learns of a cancel) within a second rather than 10 s.
+    leasePollMs: 1_000,
+  });
   leases = new LeaseClient(harness.client, harness.taskQueue);
 });
 afterAll(async () => {

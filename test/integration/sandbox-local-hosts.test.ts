@@ -1,12 +1,11 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-listener.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { emptyHome } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
@@ -26,23 +25,7 @@ const missing = MISSING_SANDBOX_PACKAGES;
 const REPORT = '```json\n{"success": true, "summary": "Called home.", "outputs": {}}\n```';
 
 /** The worker host's own service, as far as the agent can tell. */
-interface Listener {
-  server: Server;
-  port: number;
-  hits: string[];
-}
-
-async function listen(): Promise<Listener> {
-  const hits: string[] = [];
-  const server = createServer((req, res) => {
-    hits.push(req.url ?? '');
-    res.end('worker-host-service\n');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, port: (server.address() as AddressInfo).port, hits };
-}
-
-let service: Listener;
+let service: LoopbackListener;
 let scratch: string;
 let refusing: Harness;
 let allowing: Harness;
@@ -52,7 +35,7 @@ const pipelineYaml = (name: string, hosts: string): string =>
   `stages:\n  - id: call\n    prompt: Call home.\n    allowedTools: [Bash]\n    sandbox: { allowedDomains: [${hosts}] }\n`;
 
 beforeAll(async () => {
-  service = await listen();
+  service = await listenOnLoopback('worker-host-service\n');
   scratch = await mkdtemp(path.join(tmpdir(), 'sandbox-local-hosts-'));
   // Through the sandbox's proxy (NO_PROXY cleared: the sandbox lists loopback there, which would skip the proxy).
   const command = `NO_PROXY= no_proxy= curl -s -m 5 http://localhost:${service.port}/by-name; NO_PROXY= no_proxy= curl -s -m 5 http://127.0.0.1:${service.port}/by-address`;
@@ -64,7 +47,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await refusing?.close();
   await allowing?.close();
-  service?.server.close();
+  await service?.close();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 

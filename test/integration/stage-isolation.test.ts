@@ -62,7 +62,8 @@ afterAll(async () => {
 });
 
 describe('isolation: stage', () => {
-  it('runs parallel stages in their own worktrees and merges both into the run\'s branch', async () => {
+  // Generous: agents in git worktrees, with other test files at once on a loaded 2-core machine (its wait alone allows 120 s).
+  it('runs parallel stages in their own worktrees and merges both into the run\'s branch', { timeout: 300_000 }, async () => {
     const yaml = pipeline('parallel', ['  - { id: left, prompt: Write left. }', '  - { id: right, prompt: Write right. }', '  - { id: after, needs: [left, right], prompt: Join them. }']);
     const state = await harness.finish(await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1'));
     expectNoStageLeftRunning(state);
@@ -83,7 +84,7 @@ describe('isolation: stage', () => {
     expect(await git(dir, 'status', '--porcelain')).toBe('');
   });
 
-  it('waits for a person when the second merge conflicts, and goes on after they merged it by hand', async () => {
+  it('waits for a person when the second merge conflicts, and goes on after they merged it by hand', { timeout: 300_000 }, async () => {
     const yaml = pipeline('clash', ['  - { id: one, prompt: Write one. }', '  - { id: two, prompt: Write two. }']);
     const handle = await harness.start(await harness.writePipeline('clash', yaml), {}, 'clash-1');
     const waiting = await waitForState(handle, (s) => s.stages.some((x) => x.waitingFor?.kind === 'failure'), 120_000);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/sandbox-host.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { testSandboxMode } from '../helpers/sandbox-host.js';
 import {
   CHROMIUM,
@@ -103,7 +103,8 @@ describe('with system packages hidden', () => {
     const without = hiding(hidden);
     // node_modules/.bin first, as `npm test` puts it there (the tests' `claude`).
     without.PATH = [path.join(PROJECT_ROOT, 'node_modules', '.bin'), without.PATH].join(path.delimiter);
-    const child = await execa(process.execPath, [VITEST, 'run', ...args, '--reporter=json', `--outputFile=${report}`], {
+    // Two files at a time at most: it runs inside one of the outer run's workers, beside the others.
+    const child = await execa(process.execPath, [VITEST, 'run', ...args, '--maxWorkers=2', '--reporter=json', `--outputFile=${report}`], {
       cwd: PROJECT_ROOT,
       env: { ...env, ...without, ...extra },
       extendEnv: false,

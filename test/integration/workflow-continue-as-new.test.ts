@@ -194,7 +194,8 @@ describe('continue-as-new and the pipeline timeout', () => {
   let harness: Harness;
   beforeAll(async () => {
     harness = await createHarness('can-timeout', {
-      scenario: { rules: [{ match: 'Pipeline: long-timeout ·', turns: [{ text: report('slow step'), chunks: 3, chunkDelayMs: 100 }], repeatLastTurn: true }] },
+      // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them outlast the timeout.
+      scenario: { rules: [{ match: 'Pipeline: long-timeout ·', turns: [{ text: report('step') }], repeatLastTurn: true }] },
     });
   });
   afterAll(async () => {
@@ -202,18 +203,20 @@ describe('continue-as-new and the pipeline timeout', () => {
   });
 
   test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
-    const stages = Array.from({ length: 80 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
-    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', 'timeout: 8s\ndefaults:') + stages.join(''));
+    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
+    const timeoutMs = 20_000;
+    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
+    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
     const final = await harness.finish(handle);
     expect(final.status).toBe('timed_out');
     expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
     const chain = await executionChain(harness.client, handle.workflowId);
     expect(chain.length).toBeGreaterThanOrEqual(2);
-    // Restarted at the hand-over, the timeout would end the run 8 s after the second execution started, not 8 s after the first.
+    // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
     const handedOverAt = (await harness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
     expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
-    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(8_000);
-    expect(final.finishedAt!).toBeLessThan(handedOverAt + 8_000);
+    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
+    expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
   });
 });
 

@@ -12,7 +12,7 @@ import { startModelServer, type ModelServer } from '../../src/dev/model-server.j
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { approveStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
-import { WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
 import { CHROMIUM as CHROMIUM_PACKAGE, hasSystemPackage } from '../helpers/system-package.js';
 import { expectNoStageLeftRunning, waitForWaiting } from './workflow-helpers.js';
 

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { payloadCodecsFor, workerDataConverter } from '../../src/codec/data-converter.js';
-import { ENCRYPTED_WORKFLOW_BUNDLE, WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { ENCRYPTED_WORKFLOW_BUNDLE, WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
 import { parseHistory, readHistory } from './load-history.js';
 
 /*

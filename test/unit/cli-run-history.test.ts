@@ -48,6 +48,16 @@ describe('rebuilding a run from its history', () => {
     ]);
   });
 
+  test("names an agent's reported failure as the stage's error, as the status query does", () => {
+    const reported = { ...specResult, status: 'failed', summary: 'Could not do it.', error: 'the task is impossible', attempt: 1 } satisfies StageResult;
+    const events = [
+      ...history.events!.slice(0, 3),
+      { eventId: 7, eventTime: at(9), activityTaskCompletedEventAttributes: { scheduledEventId: 5, result: payloads(reported) } },
+    ] as unknown as History['events'];
+    const state = rebuildRunState({ events }, description('FAILED'));
+    expect(state.stages[0]).toMatchObject({ id: 'spec', status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE', message: '[AGENT_REPORTED_FAILURE] stage spec: the task is impossible' } });
+  });
+
   test('leaves stages of an open run pending, and maps activities to their stage', () => {
     const state = rebuildRunState({ events: history.events!.slice(0, 6) }, description('RUNNING'));
     expect(state.status).toBe('running');

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { MAX_LABEL_SETS, PipelineMetrics } from '../../src/telemetry/metrics.js';
 import { parseMetricsAddress } from '../../src/telemetry/metrics-server.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /*
  * Issue 19, reproduction 7: the compose file published Temporal (no TLS, no auth) and its Web UI on every interface,

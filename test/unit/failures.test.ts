@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { failureTypeForStatus, stageFailure } from '../../src/activities/failures.js';
 import { FAILURES, type FailureType } from '../../src/failure-types.js';
 import { redactSecrets, SecretRegistry } from '../../src/activities/secrets.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 const SECRET = 'sk-ant-unit-test-SECRET-0123456789';
 /** The worker's secrets; an activity runs inside them (see `createActivities`). */

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { isGone, listProcessGroup, stopMarkedProcesses } from '../../src/activities/process/stop.js';
 import { findMarkedProcesses } from '../../src/activities/process/sweep.js';
 import { waitFor } from '../integration/claude-cli-world.js';

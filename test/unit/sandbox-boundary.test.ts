@@ -1,6 +1,6 @@
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from '../helpers/harness.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 // The probe files do not exist on disk, so type-aware parsing is off; the import rule needs no types.
 const eslint = new ESLint({

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { workflowFingerprint } from '../../src/dev/workflow-fingerprint.js';
 import { WORKFLOW_CODE_VERSION } from '../../src/workflows/code-version.js';
-import { PROJECT_ROOT, WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { PROJECT_ROOT, WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
 
 /*
  * The recorded replay histories belong to one version of the workflow code (test/replay/histories/manifest.json).

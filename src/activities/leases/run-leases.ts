@@ -4,13 +4,16 @@ import { LeaseClient, LeaseRequestError, type Lease } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
 import type { RunLeasesInput } from '../../contracts/activities.js';
 
+/** How long one request waits in the key's workflow before it answers with the run's place (and heartbeats). @unit milliseconds */
+export const RUN_LEASE_POLL_MS = 10_000;
+
 /**
  * Takes the run's keys, in sorted order, waiting first come first served while one is full and heartbeating while
  * it waits. They are held for the run's life: no time limit, given back by `releaseRunLeases` when the run ends.
  * Asking again is idempotent, so a retry of this activity (its worker died) keeps its place in each queue.
  * @throws CONFIG_INVALID for a key the lease workflow refuses; the cancellation, with the keys taken so far given back
  */
-export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]> {
+export async function acquireRunLeases(input: RunLeasesInput, pollMs = RUN_LEASE_POLL_MS): Promise<string[]> {
   const leases = new LeaseClient(Context.current().client, activityInfo().taskQueue);
   const reports = new WaitReports(input.runId, undefined);
   const held: Lease[] = [];
@@ -19,7 +22,7 @@ export async function acquireRunLeases(input: RunLeasesInput): Promise<string[]>
       held.push(
         await leases.acquire(
           { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}`, run: input.runId },
-          { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs: 10_000 },
+          { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs },
         ),
       );
     }
