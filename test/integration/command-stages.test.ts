@@ -157,4 +157,18 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     const logs = await runCli(['logs', handle.workflowId, '--stage', 'build'], harness.env);
     expect(logs.all).toContain('wrote built.txt');
   });
+
+  test('`validate` refuses a template inside `run:` and an unknown variable in `env:`, exit 2, naming the stage and field', { timeout: 60_000 }, async () => {
+    const templated = await harness.writePipeline('cmd-validate', 'name: v\ninputs: { bead: { required: true } }\nstages:\n  - id: track\n    run: bd update {{inputs.bead}}\n');
+    const refused = await runCli(['validate', templated], harness.env);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.all).toContain('stages[0].run');
+    expect(refused.all).toContain('stage "track": `run:` is literal text and may not hold a template');
+    expect(refused.all).toContain('pass the value through `env:`');
+    const unknown = await harness.writePipeline('cmd-validate-env', 'name: v\nstages:\n  - id: track\n    run: bd update "$BEAD"\n    env: { BEAD: "{{inputs.bead}}" }\n');
+    const env = await runCli(['validate', unknown], harness.env);
+    expect(env.exitCode).toBe(2);
+    expect(env.all).toContain('stages[0].env.BEAD');
+    expect(env.all).toContain('the pipeline declares no such input');
+  });
 });
