@@ -6,7 +6,7 @@ import { stageFailure } from '../../failures.js';
 import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
 import { StageGuard } from '../../process/stage-guard.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
-import { currentSecretValues, redactSecrets } from '../../secrets.js';
+import { currentSecretValues } from '../../secrets.js';
 import { openStageFolder } from '../../workspace/run-workspace.js';
 import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { workerSecretValues } from '../claude-cli/agent-auth.js';
@@ -117,16 +117,23 @@ async function runRecorded(request: BackendRequest, options: CommandOptions, lau
   }
 }
 
-/** @throws COMMAND_FAILED for a command that could not start, exited with a code other than 0, or was killed */
+/** How much of the end of a failed command's stderr its failure's message carries (all of it is in `details`). @unit characters */
+const MESSAGE_STDERR_CHARS = 1_500;
+
+/**
+ * @throws COMMAND_FAILED for a command that could not start, exited with a code other than 0, or was killed; its
+ * message ends with the end of the command's stderr, so that `{{stages.ID.error}}` shows a later stage what failed
+ */
 function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
   if (run.exitCode === 0 && !run.spawnError) return;
   const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}`;
-  const said = run.stderrTail.trim().split('\n').at(-1);
+  const said = run.stderrTail.trimEnd().slice(-MESSAGE_STDERR_CHARS);
   const shown = commandArgv(stage.run).at(-1)!.slice(0, 200);
   throw stageFailure({
     type: 'COMMAND_FAILED',
     stageId: stage.id,
-    message: redactSecrets(`the command ${JSON.stringify(shown)} ${how}${said ? `: ${said}` : ''}`),
-    details: redactSecrets({ exitCode: run.exitCode, signal: run.exitSignal, stderrTail: run.stderrTail }),
+    // stageFailure redacts the worker's secrets from both: a command given one through `passEnv` may print it.
+    message: `the command ${JSON.stringify(shown)} ${how}${said ? `; the end of its stderr:\n${said}\n` : ' (no stderr)'}`,
+    details: { exitCode: run.exitCode, signal: run.exitSignal, stderrTail: run.stderrTail },
   });
 }
