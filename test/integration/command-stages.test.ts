@@ -68,6 +68,19 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect(stage.error?.type, JSON.stringify(stage)).toBe('COMMAND_FAILED');
     expect(stage.error?.message).toContain('"npm test" exited with code 1');
     expect(stage.error?.message).toContain('2 tests failed: expected 3, got 4');
+    expect(stage.backend).toBe('command');
+    // `status` says what failed and why.
+    const status = await runCli(['status', state.runId], harness.env);
+    expect(status.all).toContain('COMMAND_FAILED');
+  });
+
+  test("asks in vain to run unsandboxed on a worker whose operator said `required`: SANDBOX_OPT_OUT_REFUSED, the command never runs", { timeout: 60_000 }, async () => {
+    const handle = await harness.startYaml('cmd-optout', header('cmd-optout') + '  - id: free\n    run: "echo ran > ran.txt"\n    sandbox: false\n');
+    const state = await harness.finish(handle);
+    const stage = stageOf(state, 'free');
+    expect(stage.error?.type, JSON.stringify(stage)).toBe('SANDBOX_OPT_OUT_REFUSED');
+    expect(stage.error?.message).toContain('AGENT_PIPELINE_SANDBOX=permissive');
+    expect(existsSync(path.join(harness.runDir(handle.workflowId), 'ran.txt'))).toBe(false);
   });
 
   test('gets an input only as data: `; touch pwned` is written as text, and no file pwned appears', { timeout: 120_000 }, async () => {
