@@ -1,6 +1,6 @@
 import { execa, type ResultPromise } from 'execa';
 import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
 import type { Readable } from 'node:stream';
 import { listProcessGroup, stopGracefully, type StopReport } from '../../process/stop.js';
 import { findMarkedProcesses, STAGE_MARKER } from '../../process/sweep.js';
@@ -97,13 +97,38 @@ export async function runCommandProcess(o: CommandRunOptions): Promise<CommandRu
   }
 }
 
-/** Writes each line of `stream` to the transcript as `{"type":"command","stream",...,"text"}`; resolves to its end. */
+/** Longest line kept whole in the transcript; the rest of a longer one is counted, not kept. @unit characters */
+const MAX_LINE_CHARS = 64 * 1024;
+
+/**
+ * Writes each line of `stream` to the transcript as `{"type":"command","stream",...,"text"}`, and resolves to the end
+ * of the output. Memory stays bounded whatever the command prints: a line over {@link MAX_LINE_CHARS} keeps its start
+ * and says how much was cut.
+ */
 async function recordLines(stream: Readable | null | undefined, name: 'stdout' | 'stderr', write: (bytes: Buffer) => Promise<void>, tailChars: number): Promise<string> {
   let tail = '';
   if (!stream) return tail;
-  for await (const line of createInterface({ input: stream, crlfDelay: Infinity })) {
-    await write(Buffer.from(`${JSON.stringify({ type: 'command', stream: name, text: line })}\n`));
-    tail = `${tail}${line}\n`.slice(-tailChars);
-  }
+  let line = '';
+  let cut = 0;
+  const emit = async (): Promise<void> => {
+    const text = cut > 0 ? `${line} … [cut: ${cut} more characters]` : line;
+    await write(Buffer.from(`${JSON.stringify({ type: 'command', stream: name, text })}\n`));
+    tail = `${tail}${text}\n`.slice(-tailChars);
+    line = '';
+    cut = 0;
+  };
+  const decoder = new StringDecoder('utf8');
+  const take = async (text: string): Promise<void> => {
+    const parts = text.split('\n');
+    for (const [i, part] of parts.entries()) {
+      const room = MAX_LINE_CHARS - line.length;
+      line += part.slice(0, Math.max(0, room));
+      cut += Math.max(0, part.length - room);
+      if (i < parts.length - 1) await emit();
+    }
+  };
+  for await (const chunk of stream as AsyncIterable<Buffer>) await take(decoder.write(chunk));
+  await take(decoder.end());
+  if (line !== '' || cut > 0) await emit();
   return tail;
 }
