@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runCommandProcess, type CommandRunOptions } from '../../src/activities/backends/command/command-process.js';
 import { TranscriptWriter } from '../../src/activities/backends/claude-cli/transcript-writer.js';
-import { isAlive } from '../helpers/process-alive.js';
+import { isGone } from '../../src/activities/process/stop.js';
 
 /* One run of a command stage's command, as a real process: its output recorded line by line, bounded, and its stop. */
 
@@ -64,10 +64,11 @@ describe('a command run', () => {
       pid = Number(await readFile(pidFile, 'utf8').catch(() => '0'));
       if (!pid) await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    expect(isAlive(pid)).toBe(true);
+    expect(isGone(pid)).toBe(false);
     controller.abort();
     const { result } = await pending;
     expect(result.cancelled).toBe(true);
-    expect(isAlive(pid)).toBe(false);
+    // Gone, or a zombie its new parent has not reaped yet.
+    expect(isGone(pid)).toBe(true);
   });
 });
