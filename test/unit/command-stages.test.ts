@@ -8,6 +8,8 @@ import { loadModelCatalog } from '../../src/activities/backends/models.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { resolveStage, type ResolvedStage } from '../../src/pipeline/stage-options.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
+import { readCommandAnswer } from '../../src/activities/run-stage/command-answer.js';
+import type { AttemptRecord } from '../../src/activities/run-stage/attempt-setup.js';
 
 /* Command stages (issue 31): what `validate` refuses, how the stage resolves, its environment and its sandbox's settings. */
 
@@ -94,5 +96,23 @@ describe('`logs` of a command stage', () => {
     const formatter = new TranscriptFormatter(loadModelCatalog({}));
     expect(formatter.format(JSON.stringify({ type: 'command', stream: 'stdout', text: 'ok 1' }))).toEqual(['ok 1']);
     expect(formatter.format(JSON.stringify({ type: 'command', stream: 'stderr', text: 'failed' }))).toEqual(['[stderr] failed']);
+  });
+});
+
+describe("a command's answer", () => {
+  const record = { artifacts: [], warnings: [], attempt: 1 } as unknown as AttemptRecord;
+  const outcome = (text: string) => ({ text, costUsd: 0, numTurns: 0, durationMs: 1, warnings: [] });
+  const stage = (outputs?: 'json') => ({ id: 't', run: 'x', ...(outputs ? { outputs } : {}) }) as unknown as ResolvedStage;
+
+  test('is its stdout, summed up by its last line; with `outputs: json` that line, a JSON object, is the outputs', () => {
+    expect(readCommandAnswer(stage(), outcome('building\nall 3 passed\n'), record, '/nowhere')).toMatchObject({ status: 'completed', summary: 'all 3 passed', answer: 'building\nall 3 passed', outputs: {} });
+    expect(readCommandAnswer(stage('json'), outcome('all 3 passed\n{"passed": true}\n'), record, '/nowhere')).toMatchObject({ summary: 'all 3 passed', outputs: { passed: true } });
+    expect(readCommandAnswer(stage(), outcome(''), record, '/nowhere').summary).toBe('the command exited with code 0');
+  });
+
+  test('fails OUTPUT_CONTRACT_VIOLATION, not retried, when `outputs: json` finds no JSON object on the last line', () => {
+    for (const text of ['done\n', '[1, 2]\n', '']) {
+      expect(() => readCommandAnswer(stage('json'), outcome(text), record, '/nowhere')).toThrow(/\[OUTPUT_CONTRACT_VIOLATION\] stage t: the stage says `outputs: json`, and the last line of the command's stdout is not a JSON object/);
+    }
   });
 });
