@@ -101,7 +101,7 @@ describe('`logs` of a command stage', () => {
 
 describe("a command's answer", () => {
   const record = { artifacts: [], warnings: [], attempt: 1 } as unknown as AttemptRecord;
-  const outcome = (text: string) => ({ text, costUsd: 0, numTurns: 0, durationMs: 1, warnings: [] });
+  const outcome = (text: string) => ({ text, usage: { inputTokens: 0, outputTokens: 0 }, costUsd: 0, numTurns: 0, durationMs: 1, warnings: [] });
   const stage = (outputs?: 'json') => ({ id: 't', run: 'x', ...(outputs ? { outputs } : {}) }) as unknown as ResolvedStage;
 
   test('is its stdout, summed up by its last line; with `outputs: json` that line, a JSON object, is the outputs', () => {
