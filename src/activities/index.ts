@@ -3,7 +3,7 @@ import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
 import { runCommand, type CommandOptions } from './backends/command/backend.js';
-import { allowedCommandEnv } from './backends/command/command-env.js';
+import { allowedCommandEnv, commandSecretValues } from './backends/command/command-env.js';
 import { COMMAND_BACKEND } from '../pipeline/command-stage.js';
 import { withAgentSlot } from './backends/claude-cli/key-slot.js';
 import { createCheckRunInput } from './check-run-input.js';
@@ -49,7 +49,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
   // The keys never appear in failures, results or the transcripts the activities write.
   // Every secret the worker holds, whatever its agents are given: the agents' credentials, GH_TOKEN, TEMPORAL_API_KEY,
   // OpenTelemetry headers, anything named like a credential (workerSecretValues).
-  secrets.register([...workerSecretValues(deps.cli.env), ...trustSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  secrets.register([...workerSecretValues(deps.cli.env), ...commandSecretValues(deps.cli.env), ...trustSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   // Each activity runs with the worker's secrets, which the failures and results it builds are redacted with.
   const withSecrets =
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { commandEnvironment, allowedCommandEnv } from '../../src/activities/backends/command/command-env.js';
+import { commandEnvironment, allowedCommandEnv, commandSecretValues } from '../../src/activities/backends/command/command-env.js';
 import { runtimeConfig } from '../../src/activities/backends/command/command-sandbox.js';
 import { commandArgv } from '../../src/activities/backends/command/backend.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
@@ -67,6 +67,14 @@ describe("a command's environment", () => {
     expect(() => commandEnvironment(stage, worker, allowedCommandEnv({}), place)).toThrow(
       /\[CONFIG_INVALID\] stage t: `passEnv` names GH_TOKEN, which this worker does not pass to commands \(AGENT_PIPELINE_COMMAND_ENV=\(unset\)\).*add it to AGENT_PIPELINE_COMMAND_ENV/,
     );
+  });
+});
+
+describe('AGENT_PIPELINE_COMMAND_ENV', () => {
+  test('never lets a signing or encryption key through, and what it lets through is redacted as a secret', () => {
+    const env = { AGENT_PIPELINE_COMMAND_ENV: 'BEADS_DB_URL,AGENT_PIPELINE_SIGNING_KEY,AGENT_PIPELINE_ENCRYPTION_KEY', BEADS_DB_URL: 'postgres://beads:pw@db/beads', AGENT_PIPELINE_SIGNING_KEY: 'key' };
+    expect([...allowedCommandEnv(env)]).toEqual(['BEADS_DB_URL']);
+    expect(commandSecretValues(env)).toEqual(['postgres://beads:pw@db/beads']);
   });
 });
 

@@ -1,6 +1,7 @@
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
 import { stageFailure } from '../../failures.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../process/sweep.js';
+import { NEVER_FOR_AGENTS } from '../claude-cli/agent-auth.js';
 
 /*
  * A command stage's environment. A command gets none of the worker's secrets by default: only what any program needs
@@ -15,9 +16,14 @@ export const COMMAND_ENV_VARIABLE = 'AGENT_PIPELINE_COMMAND_ENV';
 /** What any program expects, taken from the worker's environment as they are: none holds a secret. */
 const BASE_VARIABLES = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'USER', 'LOGNAME', 'TMPDIR'] as const;
 
-/** The names `AGENT_PIPELINE_COMMAND_ENV` allows, read once when the worker starts. */
+/** The names `AGENT_PIPELINE_COMMAND_ENV` allows, read once when the worker starts; never a signing or encryption key. */
 export function allowedCommandEnv(env: NodeJS.ProcessEnv): ReadonlySet<string> {
-  return new Set((env[COMMAND_ENV_VARIABLE] ?? '').split(',').map((name) => name.trim()).filter(Boolean));
+  return new Set((env[COMMAND_ENV_VARIABLE] ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '' && !NEVER_FOR_AGENTS.includes(name)));
+}
+
+/** The values a command may be given (`AGENT_PIPELINE_COMMAND_ENV`): secrets, redacted from everything reported. */
+export function commandSecretValues(env: NodeJS.ProcessEnv): string[] {
+  return [...allowedCommandEnv(env)].map((name) => env[name]).filter((value): value is string => !!value);
 }
 
 /** Where the command runs, for its environment. */
