@@ -71,6 +71,8 @@ export const FAILURES = {
   NESTED_REPOSITORY: { nonRetryable: true, hint: "remove the .git the message names from the run's worktree, or have the agent keep clones outside the workspace; then retry the stage or start a new run" },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
+  /** Thrown when a command stage's command (`run:`) exited with a code other than 0 or was killed by a signal; the details hold the exit code and the end of its stderr. */
+  COMMAND_FAILED: { nonRetryable: false, hint: "the command's output is in `agent-pipeline logs RUN --stage STAGE`; the attempt is retried while the stage has `retries` left (list COMMAND_FAILED in `retry.nonRetryable` to make a failure final)" },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
   INTERNAL_ERROR: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; please report it with the cause if it persists' },
 } as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;

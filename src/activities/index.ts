@@ -2,6 +2,9 @@ import type { PipelineActivities } from '../contracts/activities.js';
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
 import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
+import { runCommand, type CommandOptions } from './backends/command/backend.js';
+import { allowedCommandEnv, commandSecretValues } from './backends/command/command-env.js';
+import { COMMAND_BACKEND } from '../pipeline/command-stage.js';
 import { withAgentSlot } from './backends/claude-cli/key-slot.js';
 import { createCheckRunInput } from './check-run-input.js';
 import { sandboxAllowLocalFromEnv } from '../config.js';
@@ -48,7 +51,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
   // The keys never appear in failures, results or the transcripts the activities write.
   // Every secret the worker holds, whatever its agents are given: the agents' credentials, GH_TOKEN, TEMPORAL_API_KEY,
   // OpenTelemetry headers, anything named like a credential (workerSecretValues).
-  secrets.register([...workerSecretValues(deps.cli.env), ...trustSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
+  secrets.register([...workerSecretValues(deps.cli.env), ...commandSecretValues(deps.cli.env), ...trustSecretValues(deps.cli.env), deps.api.client?.apiKey ?? undefined]);
   // Each activity runs with the worker's secrets, which the failures and results it builds are redacted with.
   const withSecrets =
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
@@ -61,6 +64,9 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
   // same key list that checks the runs' signatures, so the two can never disagree. Its agents may not read the root's
   // other runs nor the worker's reserved folder there (agent-reads.ts).
   const cli: ClaudeCliOptions = { ...deps.cli, signedRunsOnly: trust.runKeys.size > 0, workspacesRoot: deps.cli.workspacesRoot ?? deps.workspacesRoot };
+  // Command stages run in the sandbox the agents' Bash gets, decided by the same settings.
+  const { env, killGraceMs, sandbox, sandboxHost, signedRunsOnly, workspacesRoot } = cli;
+  const command: CommandOptions = { env, allowedEnv: allowedCommandEnv(env), killGraceMs, sandbox, sandboxHost, signedRunsOnly, workspacesRoot };
   return {
     checkRunInput: withSecrets(createCheckRunInput({ allowLocalHosts: sandboxAllowLocalFromEnv(deps.cli.env) })),
     checkRunTrust: withSecrets(checkRunTrust),
@@ -76,6 +82,8 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.
           'claude-cli': (request) => withAgentSlot(deps.cli.env.ANTHROPIC_API_KEY ? deps.api.limiter : undefined, request, () => runClaudeCli(request, cli)),
           'anthropic-api': (request) => runAnthropicApi(request, deps.api),
+          // After the registered ones: a stage with `run:` always runs the worker's own command runner.
+          [COMMAND_BACKEND]: (request) => runCommand(request, command),
         },
       }),
     )),

@@ -44,12 +44,16 @@ interface TranscriptEvent {
   total_cost_usd?: number;
   duration_ms?: number;
   errors?: string[];
+  // command (a command stage's output line)
+  stream?: 'stdout' | 'stderr';
+  text?: string;
 }
 
 /**
  * Turns the Claude Code CLI's stream-json transcript (one JSON event per line, as the claude-cli backend saves it in
  * `attempt-N.jsonl`) into readable lines: assistant text, each tool call with its input summarised, tool results
- * shortened, and a header per model turn with its tokens and cost. Holds only the turn count between lines.
+ * shortened, and a header per model turn with its tokens and cost; a command stage's output line by line. Holds only
+ * the turn count between lines.
  */
 export class TranscriptFormatter {
   private turn = 0;
@@ -74,6 +78,9 @@ export class TranscriptFormatter {
         return this.toolResults(event);
       case 'result':
         return this.result(event);
+      case 'command':
+        // A command stage's output, line by line (backends/command/command-process.ts).
+        return [event.stream === 'stderr' ? `[stderr] ${event.text ?? ''}` : (event.text ?? '')];
       default:
         return [];
     }

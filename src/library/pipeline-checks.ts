@@ -5,11 +5,12 @@ import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
+import { isCommandStage } from '../pipeline/command-stage.js';
 import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
-import { stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
+import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
 import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
 import { FieldLocator } from './field-locator.js';
@@ -125,6 +126,20 @@ export class PipelineChecks {
     }
     this.noteSandboxNetwork(list, i, stage);
     this.noteRawPrompt(list, i, stage);
+    this.checkCommandEnv(list, i, stage, known);
+  }
+
+  /** A command stage's `env:` values are templates filled when it starts, with what its prompt could use. */
+  private checkCommandEnv(list: StageList, i: number, stage: StageDefinition, known: (v: string) => boolean): void {
+    for (const [name, value] of Object.entries(stage.env ?? {})) {
+      for (const p of unknownVariables(value, this.file, known)) this.problemAt([list, i, 'env', name], `${p.field}: ${p.message}`);
+    }
+    if (isCommandStage(stage) && sandboxOptionOff(resolveStage(this.pipeline, stage).sandbox)) {
+      this.noteAt(
+        [list, i, 'sandbox'],
+        '`sandbox: false` runs the command unsandboxed only on workers whose operator set AGENT_PIPELINE_SANDBOX=permissive (with trusted keys, only in signed runs); any other worker fails the stage with SANDBOX_OPT_OUT_REFUSED before the command starts',
+      );
+    }
   }
 
   /** What a `promptFormat: raw` stage gives up: the sections the wrapper adds, and without a report, questions too. */

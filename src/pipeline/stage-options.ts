@@ -1,3 +1,4 @@
+import { COMMAND_BACKEND, isCommandStage } from './command-stage.js';
 import { toMilliseconds } from './duration.js';
 import { mergeRetry } from './retry-policy.js';
 import type { PipelineDefinition } from './schema.js';
@@ -68,10 +69,11 @@ export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinitio
   return {
     ...rest,
     prompt: stage.prompt ?? '',
-    gateOnly: stage.prompt === undefined && stage.agent === undefined,
+    gateOnly: stage.prompt === undefined && stage.agent === undefined && !isCommandStage(stage),
     setByStage: Object.keys(stage),
-    backend: stage.backend ?? defaults.backend ?? STAGE_DEFAULTS.backend,
-    model: stage.model ?? defaults.model ?? STAGE_DEFAULTS.model,
+    // A command stage has no agent: the worker's command runner, and no model (the activity's summary then names none).
+    backend: isCommandStage(stage) ? COMMAND_BACKEND : (stage.backend ?? defaults.backend ?? STAGE_DEFAULTS.backend),
+    model: isCommandStage(stage) ? '' : (stage.model ?? defaults.model ?? STAGE_DEFAULTS.model),
     timeoutMs: toMilliseconds(timeout ?? STAGE_DEFAULTS.timeout),
     heartbeatTimeoutMs: toMilliseconds(heartbeatTimeout ?? STAGE_DEFAULTS.heartbeatTimeout),
     stallTimeoutMs: toMilliseconds(stallTimeout ?? STAGE_DEFAULTS.stallTimeout),

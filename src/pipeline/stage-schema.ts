@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { commandStageShape, findCommandFieldProblems } from './command-stage.js';
 import { mcpServerSchema } from './agent-access-schema.js';
 import { durationSchema } from './duration.js';
 import { limitsSchema } from './limit-schema.js';
@@ -57,7 +58,7 @@ export const approvalSchema = z.strictObject({
   message: z.string().optional(),
 });
 
-/** A stage: an entry of `stages:` or `finally:`; it needs a `prompt` or an `agent`, unless it is an `approval` gate. */
+/** A stage: an entry of `stages:` or `finally:`; it needs a `prompt`, an `agent` or a command to `run:`, unless it is an `approval` gate. */
 export const stageSchema = z.strictObject({
   id: identifierSchema,
   description: z.string().optional(),
@@ -92,14 +93,17 @@ export const stageSchema = z.strictObject({
   /** Concurrency keys shared by every run, held while an attempt of this stage runs (docs/limits.md). */
   limits: limitsSchema.optional(),
   ...stageOptionsShape,
+  /** A command stage (`run:` and its fields, command-stage.ts): a command runs instead of an agent. */
+  ...commandStageShape,
 }).check((ctx) => {
   const stage = ctx.value;
-  if (stage.prompt === undefined && stage.agent === undefined && stage.approval === undefined) {
+  for (const problem of findCommandFieldProblems(stage)) ctx.issues.push({ code: 'custom', input: stage, ...problem });
+  if (stage.prompt === undefined && stage.agent === undefined && stage.approval === undefined && stage.run === undefined) {
     ctx.issues.push({
       code: 'custom',
       input: stage,
       path: ['prompt'],
-      message: 'a stage needs a `prompt` or an `agent` (or only `approval`, for a gate where a person decides)',
+      message: 'a stage needs a `prompt` or an `agent`, or a command to `run:` (or only `approval`, for a gate where a person decides)',
     });
   }
 });

@@ -1,6 +1,7 @@
 import { SpanStatusCode, type Span, type Tracer } from '@opentelemetry/api';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
+import { isCommandStage } from '../pipeline/command-stage.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import type { PipelineMetrics, StageOutcome } from './metrics.js';
@@ -16,13 +17,14 @@ interface StageAttemptFacts {
   runId: string;
   pipelineName: string;
   round: number;
-  stage: Pick<ResolvedStage, 'id' | 'backend' | 'model'>;
+  stage: Pick<ResolvedStage, 'id' | 'backend' | 'model' | 'run'>;
 }
 
 /**
  * Wraps each `runStage` attempt in a `StageAttempt:<stage>` span (a child of the SDK's `RunActivity:runStage`) and
  * records the stage metrics. Either part may be absent: the span needs tracing on, the metrics `AGENT_PIPELINE_METRICS`.
- * Attributes follow the `agent_pipeline.*` namespace: run id, stage, attempt, backend, model, tokens, cost, outcome.
+ * Attributes follow the `agent_pipeline.*` namespace: run id, stage, its kind (`agent` or `command`), attempt, backend,
+ * model, tokens, cost, outcome.
  */
 export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: PipelineMetrics | undefined): ActivityInterceptorsFactory {
   return (ctx) => ({
@@ -43,6 +45,7 @@ export function stageTelemetryInterceptor(tracer: Tracer | undefined, metrics: P
             'agent_pipeline.run_id': arg.runId ?? ctx.info.workflowExecution?.workflowId ?? '',
             'agent_pipeline.pipeline': pipelineName,
             'agent_pipeline.stage': stage.id,
+            'agent_pipeline.stage_kind': isCommandStage(stage) ? 'command' : 'agent',
             'agent_pipeline.attempt': ctx.info.attempt,
             'agent_pipeline.round': arg.round ?? 1,
             'agent_pipeline.backend': stage.backend,

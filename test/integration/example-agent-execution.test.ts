@@ -32,7 +32,8 @@ describe('the agent-execution example', () => {
     const state = await harness.finish(handle);
     expectNoStageLeftRunning(state);
     expect(state.status).toBe('completed');
-    expect(stageOf(state, 'test')).toMatchObject({ status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE' } });
+    // The test step is a command: the real `node --test` failed, no model was asked.
+    expect(stageOf(state, 'test')).toMatchObject({ status: 'failed', backend: 'command', attempt: 1, error: { type: 'COMMAND_FAILED' } });
     expect(stageOf(state, 'fix').status).toBe('completed');
 
     // The bead's worktree, on its own branch, holds the fixed code.
@@ -47,9 +48,12 @@ describe('the agent-execution example', () => {
     // The person's answer continued the agent's session; the pipeline's MCP server answered the agent's tool call.
     expect(bodyOf('implement', 2)).toContain('A full stop.');
     expect(bodyOf('implement', 1)).toContain('Bead cv-12: open, priority 2.');
-    // The fix stage was told what the tests found, and had the pipeline's and its own MCP servers.
+    expect(requests.filter((r) => r.rule !== 'implement' && r.rule !== 'fix')).toEqual([]);
+    // The fix stage was told what the tests found (the test runner's report), and had the pipeline's and its own MCP servers.
     const fix = bodyOf('fix', 0);
-    expect(fix).toContain("expected 'Hello, Ada.' but greet('Ada') returned 'Hello, Ada!'");
+    expect(fix).toContain('exited with code 1');
+    expect(fix).toContain('greets with a full stop');
+    expect(fix).toContain("+ 'Hello, Ada!'");
     expect(fix).toContain('mcp__beads__bead_show');
     expect(fix).toContain('mcp__docs__doc_search');
     expect(bodyOf('implement', 0)).not.toContain('mcp__docs__doc_search');

@@ -16,11 +16,15 @@ import { collectArtifacts, type RunWorkspace } from '../workspace/run-workspace.
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
 import { callBackend } from './call-backend.js';
 import { readAnswer } from './read-answer.js';
+import { readCommandAnswer, withRenderedEnv } from './command-answer.js';
+import { isCommandStage } from '../../pipeline/command-stage.js';
 
 /** The attempt itself: its budget cap, the prompt, the backend call, the answer read, and the commit. */
 export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
   const { input, workspace, log, earlier } = setup;
-  const maxBudgetUsd = attemptBudgetCap({
+  const command = isCommandStage(input.stage);
+  // A command costs nothing: it runs whatever is left of the budget.
+  const maxBudgetUsd = command ? undefined : attemptBudgetCap({
     stageId: input.stage.id,
     attempt: setup.info.attempt,
     stageCapUsd: input.stage.maxBudgetUsd,
@@ -32,7 +36,8 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
   const staleLock = input.pipeline.workspace?.repo !== undefined ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
-  const assembled = await assemblePrompt({
+  // A command has no prompt: only its `env:` is filled from the run.
+  const assembled = command ? { stage: withRenderedEnv(input.stage, setup.context), prompt: { system: '', user: '' }, warnings: [] } : await assemblePrompt({
     stage: input.stage,
     baseDir: setup.filesDir,
     workspaceDir: workspace.dir,
@@ -64,7 +69,7 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     workspace: workspace.parent?.dir ?? workspace.dir,
     attempt: setup.info.attempt,
   };
-  const result = await readAnswer(setup, stage, outcome, record);
+  const result = command ? readCommandAnswer(stage, outcome, record, workspace.dir) : await readAnswer(setup, stage, outcome, record);
   if (result.status === 'completed' && (stage.commit || workspace.parent)) Object.assign(result, await commitWork(setup, stage, result));
   return result;
 }

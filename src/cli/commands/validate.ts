@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
+import { isCommandStage } from '../../pipeline/command-stage.js';
 import { needIds } from '../../pipeline/graph.js';
+import type { StageDefinition } from '../../pipeline/stage-schema.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
 import { validatePipeline } from '../../library/validate-pipeline.js';
@@ -29,8 +31,8 @@ export function addValidateCommand(program: Command): void {
         const { pipeline } = report;
         const inputs = Object.entries(pipeline!.inputs ?? {}).map(([k, v]) => (v.required ? `${k} (required)` : v.default !== undefined ? `${k}=${typeof v.default === 'string' ? v.default : JSON.stringify(v.default)}` : k));
         printLine(`✔ ${file}: pipeline "${pipeline!.name}" is valid`);
-        printLine(`  stages: ${pipeline!.stages.map((s) => (s.needs?.length ? `${s.id} (after ${needIds(s).join(', ')})` : s.id)).join(', ')}`);
-        if (pipeline!.finally) printLine(`  finally: ${pipeline!.finally.map((s) => s.id).join(', ')}`);
+        printLine(`  stages: ${pipeline!.stages.map(describeStage).join(', ')}`);
+        if (pipeline!.finally) printLine(`  finally: ${pipeline!.finally.map(describeStage).join(', ')}`);
         if (inputs.length) printLine(`  inputs: ${inputs.join(', ')}`);
         for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
         return;
@@ -39,4 +41,10 @@ export function addValidateCommand(program: Command): void {
       for (const p of report.problems) printLine(`  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(file)'}: ${p.message}`);
       for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
     });
+}
+
+/** A stage in the summary: its id, `command` for a command stage, and what it runs after. */
+function describeStage(stage: StageDefinition): string {
+  const facts = [...(isCommandStage(stage) ? ['command'] : []), ...(stage.needs?.length ? [`after ${needIds(stage).join(', ')}`] : [])];
+  return facts.length ? `${stage.id} (${facts.join(', ')})` : stage.id;
 }

@@ -43,7 +43,7 @@ export const AUTH_MODES_HELP =
  * Keys an agent must never hold, even when AGENT_PIPELINE_AGENT_ENV names them: with the signing key an agent could
  * start runs and approve its own gates; with the encryption key it could read every run's history.
  */
-const NEVER_FOR_AGENTS: readonly string[] = [SIGNING_KEY_VARIABLE, ENCRYPTION_KEY_VARIABLE];
+export const NEVER_FOR_AGENTS: readonly string[] = [SIGNING_KEY_VARIABLE, ENCRYPTION_KEY_VARIABLE];
 
 /** The extra variable names of `AGENT_PIPELINE_AGENT_ENV` (never a signing or encryption key). */
 export function extraAgentVariables(env: NodeJS.ProcessEnv): string[] {

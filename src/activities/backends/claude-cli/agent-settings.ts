@@ -72,11 +72,11 @@ export function mergeAgentSettings(operator: Json, stage: ResolvedStage, decisio
 const REQUIRED_OVERRIDES = { excludedCommands: [], enableWeakerNestedSandbox: false, enableWeakerNetworkIsolation: false } as const;
 
 /**
- * Writes the attempt's settings file in `stageDir` (mode 0600) and returns its path. A file that already holds the same
+ * Writes the attempt's settings file `name` in `stageDir` (mode 0600) and returns its path. A file that already holds the same
  * settings is left as it is, so an agent started ahead of time for the stage still matches it.
  */
-export async function writeAgentSettings(stageDir: string, settings: Json): Promise<string> {
-  const file = path.join(stageDir, 'settings.json');
+export async function writeAgentSettings(stageDir: string, settings: Json, name = 'settings.json'): Promise<string> {
+  const file = path.join(stageDir, name);
   const text = `${JSON.stringify(settings, null, 2)}\n`;
   const current = await readFile(file, 'utf8').catch(() => undefined);
   if (current !== text) {
@@ -111,31 +111,26 @@ export interface AttemptSandbox {
   signing?: RunSigning;
 }
 
+/** An attempt's merged settings, before they are written, and what was decided about its sandbox. */
+export interface AgentSettings {
+  settings: Json;
+  sandbox: SandboxDecision;
+}
+
 /**
- * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works), adds
- * the permission rules `denied` (see own-folder-rules.ts) to what the file tools may never do, and writes them in the
- * stage's folder.
+ * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works) and adds
+ * the permission rules `denied` (see own-folder-rules.ts) to what the file tools may never do. The command stages'
+ * sandbox is fed from the same settings (backends/command/command-sandbox.ts).
  * @throws the `SANDBOX_OPT_OUT_REFUSED` failure when the stage says `sandbox: false` where the worker does not allow it,
  * `SANDBOX_UNAVAILABLE` when the worker requires the sandbox and the host cannot provide it, `CONFIG_INVALID` when
  * the operator's settings cannot be read or the stage lists a local host the worker refuses
  */
-export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettingsFile> {
+export async function buildAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettings> {
   refuseLocalHosts(stage, env);
   const { mode, host = () => checkSandboxHost(env) } = attempt;
   const sandbox = decideSandbox(stage, mode, mode === 'off' ? { missing: [] } : await host(), attempt.signing);
   if (sandbox.refused) throw stageFailure({ type: 'SANDBOX_OPT_OUT_REFUSED', stageId: stage.id, ...sandbox.refused });
-  if (sandbox.unavailable) {
-    const { reason, missing } = sandbox.unavailable;
-    const install = missing.length > 0 ? `install ${missing.join(' and ')} on the worker (\`apt-get install -y ${missing.join(' ')}\` on Debian or Ubuntu)` : 'give the worker user namespaces (in a container: docs/deployment.md)';
-    throw stageFailure({
-      type: 'SANDBOX_UNAVAILABLE',
-      stageId: stage.id,
-      message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=${mode}), and ${reason}`,
-      // The worker checks its host again within seconds: no restart needed once the packages are there.
-      hint: `${install}, then retry the stage; or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
-      details: { missingPackages: missing },
-    });
-  }
+  if (sandbox.unavailable) throw sandboxUnavailable(stage.id, mode, sandbox.unavailable);
   let operator: Json;
   try {
     operator = await readOperatorSettings(env);
@@ -143,6 +138,24 @@ export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.Pro
     throw stageFailure({ type: 'CONFIG_INVALID', stageId: stage.id, message: (err as Error).message, hint: `fix ${SETTINGS_VARIABLE} in the environment of the worker and restart it` });
   }
   const settings = applyReadLimits(mergeAgentSettings(operator, stage, sandbox, mode), await readLimitsFor(env, scope), sandbox.enabled);
-  const file = await writeAgentSettings(scope.stageDir, withDeniedRules(settings, denied));
-  return { file, sandbox };
+  return { settings: withDeniedRules(settings, denied), sandbox };
+}
+
+/** The `SANDBOX_UNAVAILABLE` failure of a stage the worker must sandbox and its host cannot. */
+function sandboxUnavailable(stageId: string, mode: SandboxMode, { reason, missing }: NonNullable<SandboxDecision['unavailable']>): Error {
+  const install = missing.length > 0 ? `install ${missing.join(' and ')} on the worker (\`apt-get install -y ${missing.join(' ')}\` on Debian or Ubuntu)` : 'give the worker user namespaces (in a container: docs/deployment.md)';
+  return stageFailure({
+    type: 'SANDBOX_UNAVAILABLE',
+    stageId,
+    message: `the worker requires Claude Code's sandbox (${SANDBOX_VARIABLE}=${mode}), and ${reason}`,
+    // The worker checks its host again within seconds: no restart needed once the packages are there.
+    hint: `${install}, then retry the stage; or, on a worker only you use, set ${SANDBOX_VARIABLE}=auto`,
+    details: { missingPackages: missing },
+  });
+}
+
+/** {@link buildAgentSettings}, written in the stage's folder (mode 0600) for the agent's `--settings`. */
+export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettingsFile> {
+  const { settings, sandbox } = await buildAgentSettings(stage, env, scope, attempt, denied);
+  return { file: await writeAgentSettings(scope.stageDir, settings), sandbox };
 }

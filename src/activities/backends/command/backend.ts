@@ -1,0 +1,139 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
+import type { ResolvedStage } from '../../../pipeline/stage-options.js';
+import { stageFailure } from '../../failures.js';
+import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
+import { StageGuard } from '../../process/stage-guard.js';
+import { workerMarkerValue } from '../../process/orphan-watchdog.js';
+import { currentSecretValues } from '../../secrets.js';
+import { openStageFolder } from '../../workspace/run-workspace.js';
+import { workerFolderOfRun } from '../../workspace/worker-folder.js';
+import { workerSecretValues } from '../claude-cli/agent-auth.js';
+import { readScopeOf } from '../claude-cli/agent-reads.js';
+import { findClaudeBinary } from '../claude-cli/claude-binary.js';
+import { ownFolderDenyRules } from '../claude-cli/own-folder-rules.js';
+import type { SandboxHost } from '../claude-cli/sandbox-host.js';
+import { DEFAULT_SANDBOX_MODE, type SandboxMode } from '../claude-cli/sandbox-mode.js';
+import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
+import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
+import { commandEnvironment } from './command-env.js';
+import { runCommandProcess, type CommandRunResult } from './command-process.js';
+import { prepareCommandSandbox } from './command-sandbox.js';
+
+/** Kept of a failed command's stderr, for its failure. @unit characters */
+const STDERR_TAIL_CHARS = 4_000;
+
+/**
+ * Options of the command stages' backend, fixed per worker (see run-worker.ts): the worker's environment and the same
+ * sandbox settings its CLI agents get.
+ */
+export interface CommandOptions {
+  /** The worker's environment: only `PATH`, `LANG` and the like reach a command, and what `passEnv` may pass. */
+  env: NodeJS.ProcessEnv;
+  /** The names a stage's `passEnv` may pass (`AGENT_PIPELINE_COMMAND_ENV`). */
+  allowedEnv: ReadonlySet<string>;
+  /** Between SIGTERM and SIGKILL when a command is stopped. @unit milliseconds @default 5000 */
+  killGraceMs?: number;
+  /** `AGENT_PIPELINE_SANDBOX`, as for the agents. @default required */
+  sandbox?: SandboxMode;
+  /** What this host offers the sandbox, as the worker last checked it. @default checked on every attempt */
+  sandboxHost?: () => Promise<SandboxHost>;
+  /** Whether the worker requires signed runs (then `permissive` honours `sandbox: false` only in signed runs). */
+  signedRunsOnly?: boolean;
+  /** The worker's workspaces root, whose other runs and reserved folder a command may not read. */
+  workspacesRoot?: string;
+}
+
+/** The command's own argv: a string runs through `sh -c`, a list as it is (no shell). */
+export function commandArgv(run: ResolvedStage['run']): string[] {
+  if (run === undefined) return [];
+  return typeof run === 'string' ? ['/bin/sh', '-c', run] : [...run];
+}
+
+/**
+ * Runs one attempt of a command stage: stops what an earlier attempt left in the stage, starts the command in the
+ * run's workspace (in the sandbox the worker's agents get, with its own minimal environment), records its output as the
+ * attempt's transcript, and maps its exit to the outcome (its stdout is the answer) or to `COMMAND_FAILED`. On
+ * cancellation the abort reason is rethrown once every process of the command is gone.
+ */
+export async function runCommand(request: BackendRequest, options: CommandOptions): Promise<BackendOutcome> {
+  const { stage, workspace } = request;
+  if (request.signal.aborted) throw request.signal.reason;
+  const stageDir = await openStageFolder(workspace, stage.id);
+  const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+  const guard = await StageGuard.claim(stageDir, killGraceMs);
+  try {
+    const home = path.join(workspace.bookkeeping, 'home');
+    await mkdir(home, { recursive: true });
+    const env = commandEnvironment(stage, options.env, options.allowedEnv, { home, markers: { stage: guard.marker, worker: workerMarkerValue(killGraceMs) } });
+    const { prefix, sandbox } = await prepareCommandSandbox(stage, {
+      workerEnv: options.env,
+      scope: readScopeOf(workspace, stage.id, undefined, options.workspacesRoot),
+      attempt: { mode: options.sandbox ?? DEFAULT_SANDBOX_MODE, host: options.sandboxHost, signing: { required: options.signedRunsOnly === true, signedBy: request.runSignedBy } },
+      writable: [home],
+      denied: ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping)),
+      claudeBinary: await findClaudeBinary(options.env),
+    });
+    const started = Date.now();
+    const run = await runRecorded(request, options, { argv: [...prefix, ...commandArgv(stage.run)], env, killGraceMs, guard });
+    if (run.cancelled) throw request.signal.reason ?? new Error('cancelled');
+    failIfUnsuccessful(stage, run);
+    request.heartbeat({ turns: 0, costUsd: 0, lastEventAt: Date.now() });
+    return {
+      text: run.stdoutTail,
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 },
+      costUsd: 0,
+      numTurns: 0,
+      durationMs: Date.now() - started,
+      warnings: [...guard.warnings, ...sandbox.warnings],
+    };
+  } finally {
+    // Whatever the command left running (a server started in the background) goes with the attempt.
+    await guard.release();
+  }
+}
+
+/** Runs the command with its transcript open, closed whatever happens. */
+async function runRecorded(request: BackendRequest, options: CommandOptions, launch: { argv: string[]; env: Record<string, string>; killGraceMs: number; guard: StageGuard }): Promise<CommandRunResult> {
+  // Every secret the worker registered: a command given one through `passEnv` may print it.
+  const transcript = await TranscriptWriter.open(request.transcriptPath, currentSecretValues() ?? workerSecretValues(options.env));
+  try {
+    return await runCommandProcess({
+      argv: launch.argv,
+      cwd: request.workspace.dir,
+      env: launch.env,
+      transcript,
+      killGraceMs: launch.killGraceMs,
+      heartbeatIntervalMs: quietHeartbeatIntervalMs(request.stage),
+      stdoutTailChars: OUTPUT_CAPS.answerBytes,
+      stderrTailChars: STDERR_TAIL_CHARS,
+      signal: request.signal,
+      heartbeat: () => request.heartbeat({ turns: 0, costUsd: 0, lastEventAt: Date.now() }),
+      onSpawn: (pid) => launch.guard.lock(pid, request.attempt),
+    });
+  } finally {
+    await transcript.close().catch(() => undefined);
+  }
+}
+
+/** How much of the end of a failed command's stderr its failure's message carries (all of it is in `details`). @unit characters */
+const MESSAGE_STDERR_CHARS = 1_500;
+
+/**
+ * @throws COMMAND_FAILED for a command that could not start, exited with a code other than 0, or was killed; its
+ * message ends with the end of the command's stderr, so that `{{stages.ID.error}}` shows a later stage what failed
+ */
+function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
+  if (run.exitCode === 0 && !run.spawnError) return;
+  const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}`;
+  const said = run.stderrTail.trimEnd().slice(-MESSAGE_STDERR_CHARS);
+  const shown = commandArgv(stage.run).at(-1)!.slice(0, 200);
+  throw stageFailure({
+    type: 'COMMAND_FAILED',
+    stageId: stage.id,
+    // stageFailure redacts the worker's secrets from both: a command given one through `passEnv` may print it.
+    message: `the command ${JSON.stringify(shown)} ${how}${said ? `; the end of its stderr:\n${said}\n` : ' (no stderr)'}`,
+    details: { exitCode: run.exitCode, signal: run.exitSignal, stderrTail: run.stderrTail },
+  });
+}

@@ -1,0 +1,187 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
+import { git, initRepo } from '../helpers/git-repo.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { emptyHome, processesWith, waitFor } from './claude-cli-world.js';
+import { runCli } from './cli-helpers.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+/*
+ * Command stages (issue 31): a stage with `run:` runs a command in the run's workspace, no model. With the real worker,
+ * real Temporal, real git and the real sandbox (bubblewrap through @anthropic-ai/sandbox-runtime) under
+ * AGENT_PIPELINE_SANDBOX=required: exit codes and stderr, inputs only as data, no worker secret unless allowed, no write
+ * outside the workspace and no read of the worker's home, a clean stop on cancel, its commit, its JSON outputs.
+ */
+
+const DEPLOY_TOKEN = 'dtk_command-stage-secret-5e1f';
+const PASSED_TOKEN = 'ptk_command-stage-passed-9a3c';
+const sha = (value: string): string => createHash('sha256').update(value).digest('hex');
+
+let harness: Harness;
+let scratch: string;
+let home: string;
+let outside: string;
+let repo: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'command-stages-'));
+  home = await emptyHome(scratch);
+  await mkdir(path.join(home, '.ssh'), { recursive: true });
+  await writeFile(path.join(home, '.ssh', 'id_test'), 'PRIVATE-KEY-OF-THE-WORKER\n', { mode: 0o600 });
+  outside = await mkdtemp(path.join(tmpdir(), 'command-stages-outside-'));
+  repo = path.join(scratch, 'repo');
+  await initRepo(repo, {
+    'package.json': JSON.stringify({ name: 'probe', version: '1.0.0', scripts: { test: 'echo "2 tests failed: expected 3, got 4" >&2; exit 1' } }),
+  });
+  harness = await createHarness('command-stages', {
+    scenario: { rules: [] },
+    env: { HOME: home, AGENT_PIPELINE_SANDBOX: 'required', DEPLOY_TOKEN, PASSED_TOKEN, AGENT_PIPELINE_COMMAND_ENV: 'PASSED_TOKEN', AGENT_PIPELINE_KILL_GRACE: '1s' },
+  });
+});
+
+afterAll(async () => {
+  await harness?.close();
+  for (const dir of [scratch, outside]) if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const header = (name: string, extra = ''): string => `name: ${name}\ndefaults: { heartbeatTimeout: 30s, retries: 0 }\n${extra}stages:\n`;
+
+/** Every file below `dir`, as paths relative to it. */
+async function filesBelow(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true }).catch(() => [] as string[]);
+  return entries.map(String);
+}
+
+describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
+  test('fails COMMAND_FAILED with the exit code and stderr of a failing `npm test`', { timeout: 120_000 }, async () => {
+    const yaml = header('cmd-npm', `workspace: { repo: ${repo} }\n`) + '  - id: test\n    run: npm test\n';
+    const state = await harness.finish(await harness.startYaml('cmd-npm', yaml));
+    expectNoStageLeftRunning(state);
+    expect(state.status).toBe('failed');
+    const stage = stageOf(state, 'test');
+    expect(stage.error?.type, JSON.stringify(stage)).toBe('COMMAND_FAILED');
+    expect(stage.error?.message).toContain('"npm test" exited with code 1');
+    expect(stage.error?.message).toContain('2 tests failed: expected 3, got 4');
+    expect(stage.backend).toBe('command');
+    // `status` says what failed and why.
+    const status = await runCli(['status', state.runId], harness.env);
+    expect(status.all).toContain('COMMAND_FAILED');
+  });
+
+  test("asks in vain to run unsandboxed on a worker whose operator said `required`: SANDBOX_OPT_OUT_REFUSED, the command never runs", { timeout: 60_000 }, async () => {
+    const handle = await harness.startYaml('cmd-optout', header('cmd-optout') + '  - id: free\n    run: "echo ran > ran.txt"\n    sandbox: false\n');
+    const state = await harness.finish(handle);
+    const stage = stageOf(state, 'free');
+    expect(stage.error?.type, JSON.stringify(stage)).toBe('SANDBOX_OPT_OUT_REFUSED');
+    expect(stage.error?.message).toContain('AGENT_PIPELINE_SANDBOX=permissive');
+    expect(existsSync(path.join(harness.runDir(handle.workflowId), 'ran.txt'))).toBe(false);
+  });
+
+  test('gets an input only as data: `; touch pwned` is written as text, and no file pwned appears', { timeout: 120_000 }, async () => {
+    const yaml =
+      `name: cmd-data\ninputs: { bead: { required: true } }\ndefaults: { heartbeatTimeout: 30s, retries: 0 }\nstages:\n` +
+      '  - id: shell\n    run: printf "%s" "$BEAD" > bead.txt\n    env: { BEAD: "{{inputs.bead}}" }\n' +
+      '  - id: argv\n    needs: [shell]\n    run: [sh, -c, "printf %s \\"$BEAD\\" > argv.txt"]\n    env: { BEAD: "{{inputs.bead}}" }\n';
+    const value = 'x"; touch pwned; echo $(touch pwned2) `touch pwned3` \'; touch pwned4';
+    const handle = await harness.start(await harness.writePipeline('cmd-data', yaml), { bead: value });
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.stages)).toBe('completed');
+    const dir = harness.runDir(handle.workflowId);
+    expect(await readFile(path.join(dir, 'bead.txt'), 'utf8')).toBe(value);
+    expect(await readFile(path.join(dir, 'argv.txt'), 'utf8')).toBe(value);
+    for (const where of [dir, harness.workspacesRoot, process.cwd(), home]) expect((await filesBelow(where)).filter((f) => /pwned/.test(f))).toEqual([]);
+  });
+
+  test('gets no worker secret unless `passEnv` names it and AGENT_PIPELINE_COMMAND_ENV allows it', { timeout: 120_000 }, async () => {
+    const probe = [
+      'for v in ANTHROPIC_API_KEY DEPLOY_TOKEN AGENT_PIPELINE_COMMAND_ENV; do if [ -n "$(printenv $v)" ]; then echo "HAS $v"; fi; done',
+      'printf %s "$PASSED_TOKEN" | sha256sum | cut -c1-64 > passed.sha',
+      `for f in /proc/[0-9]*/environ; do if grep -qaF -e "$(printf %s '${[...DEPLOY_TOKEN].reverse().join('')}' | rev)" "$f" 2>/dev/null; then echo "FOUND $f"; fi; done`,
+      'echo "HOME=$HOME"',
+      'echo probed',
+    ].join('; ');
+    const yaml = header('cmd-env') + `  - id: probe\n    run: ${JSON.stringify(probe)}\n    passEnv: [PASSED_TOKEN]\n` + '  - id: refused\n    needs: [probe]\n    run: "true"\n    passEnv: [DEPLOY_TOKEN]\n';
+    const handle = await harness.startYaml('cmd-env', yaml);
+    const state = await harness.finish(handle);
+    const probed = stageOf(state, 'probe');
+    expect(probed.status, JSON.stringify(probed)).toBe('completed');
+    expect(probed.result?.answer).toContain('probed');
+    expect(probed.result?.answer).not.toContain('HAS ');
+    expect(probed.result?.answer).not.toContain('FOUND');
+    // The run's own home, never the worker's.
+    expect(probed.result?.answer).not.toContain(`HOME=${home}`);
+    expect((await readFile(path.join(harness.runDir(handle.workflowId), 'passed.sha'), 'utf8')).trim()).toBe(sha(PASSED_TOKEN));
+    const refused = stageOf(state, 'refused');
+    expect(refused.error?.type).toBe('CONFIG_INVALID');
+    expect(refused.error?.message).toContain('`passEnv` names DEPLOY_TOKEN');
+    expect(refused.error?.message).toContain('AGENT_PIPELINE_COMMAND_ENV=PASSED_TOKEN');
+  });
+
+  test("cannot write outside its workspace nor read the worker's home", { timeout: 120_000 }, async () => {
+    const probe = [
+      `(echo escaped > ${JSON.stringify(path.join(outside, 'escaped.txt'))}) 2>/dev/null && echo WROTE-OUTSIDE`,
+      `(cat ${JSON.stringify(path.join(home, '.ssh', 'id_test'))}) 2>/dev/null && echo READ-HOME`,
+      'echo inside > inside.txt && echo WROTE-INSIDE',
+    ].join('; ');
+    const handle = await harness.startYaml('cmd-box', header('cmd-box') + `  - id: box\n    run: ${JSON.stringify(probe)}\n`);
+    const state = await harness.finish(handle);
+    const answer = stageOf(state, 'box').result?.answer ?? '';
+    expect(answer, JSON.stringify(state.stages)).toContain('WROTE-INSIDE');
+    expect(answer).not.toContain('WROTE-OUTSIDE');
+    expect(answer).not.toContain('READ-HOME');
+    expect(answer).not.toContain('PRIVATE-KEY');
+    expect(existsSync(path.join(outside, 'escaped.txt'))).toBe(false);
+    expect(existsSync(path.join(harness.runDir(handle.workflowId), 'inside.txt'))).toBe(true);
+  });
+
+  test('stops cleanly on cancel: every process it started is gone and the run is cancelled', { timeout: 120_000 }, async () => {
+    const yaml = header('cmd-cancel') + '  - id: long\n    run: "(sleep 300 &) ; echo started > started.txt; sleep 300"\n';
+    const handle = await harness.startYaml('cmd-cancel', yaml);
+    const stageDir = path.join(harness.runBookkeeping(handle.workflowId), 'stages', 'long');
+    await waitFor(() => existsSync(path.join(harness.runDir(handle.workflowId), 'started.txt')), Boolean, 'the command to start', 60_000);
+    expect((await processesWith(STAGE_MARKER, `${stageDir}#`, 'prefix')).length).toBeGreaterThan(0);
+    expect((await runCli(['cancel', handle.workflowId], harness.env)).exitCode).toBe(0);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('cancelled');
+    expect(await processesWith(STAGE_MARKER, `${stageDir}#`, 'prefix')).toEqual([]);
+  });
+
+  test('commits its work on the run branch, and `outputs: json` gives the outputs', { timeout: 120_000 }, async () => {
+    const yaml =
+      header('cmd-commit', `workspace: { repo: ${repo}, branch: "cmd/{{run.id}}" }\n`) +
+      '  - id: build\n    run: "echo built > built.txt && echo wrote built.txt && echo \'{\\"passed\\": true, \\"count\\": 3}\'"\n    outputs: json\n    commit: true\n' +
+      '  - id: after\n    needs: [build]\n    when: "{{stages.build.outputs.passed}} == true"\n    run: [sh, -c, "echo after"]\n';
+    const handle = await harness.startYaml('cmd-commit', yaml);
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.stages)).toBe('completed');
+    const build = stageOf(state, 'build');
+    expect(build.result?.outputs).toEqual({ passed: true, count: 3 });
+    expect(build.result?.summary).toBe('wrote built.txt');
+    expect(stageOf(state, 'after').status).toBe('completed');
+    const files = await git(repo, 'show', '--name-only', '--format=%s', `cmd/${handle.workflowId}`);
+    expect(files).toContain('built.txt');
+    // `logs` shows its output as the stage's transcript.
+    const logs = await runCli(['logs', handle.workflowId, '--stage', 'build'], harness.env);
+    expect(logs.all).toContain('wrote built.txt');
+  });
+
+  test('`validate` refuses a template inside `run:` and an unknown variable in `env:`, exit 2, naming the stage and field', { timeout: 60_000 }, async () => {
+    const templated = await harness.writePipeline('cmd-validate', 'name: v\ninputs: { bead: { required: true } }\nstages:\n  - id: track\n    run: bd update {{inputs.bead}}\n');
+    const refused = await runCli(['validate', templated], harness.env);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.all).toContain('stages[0].run');
+    expect(refused.all).toContain('stage "track": `run:` is literal text and may not hold a template');
+    expect(refused.all).toContain('pass the value through `env:`');
+    const unknown = await harness.writePipeline('cmd-validate-env', 'name: v\nstages:\n  - id: track\n    run: bd update "$BEAD"\n    env: { BEAD: "{{inputs.bead}}" }\n');
+    const env = await runCli(['validate', unknown], harness.env);
+    expect(env.exitCode).toBe(2);
+    expect(env.all).toContain('stages[0].env.BEAD');
+    expect(env.all).toContain('the pipeline declares no such input');
+  });
+});
