@@ -10,7 +10,7 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
-import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
+import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
 import { FieldLocator } from './field-locator.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
@@ -111,9 +111,13 @@ export class PipelineChecks {
       for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
     }
     if (stage.agent && this.checkFiles) {
-      await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
+      const agent = await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
+      // A reference that cannot be read is left out of the persona at run time, with only a warning: say so now.
+      for (const warning of agent?.warnings ?? []) this.noteAt([list, i, 'agent'], `${warning.replace(/; the stage ran without it$/, '')}; the stage runs without it (fix the path or remove it from \`references\`)`);
     }
-    if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, known);
+    // `{{files}}` places the stage's declared inputs: only its prompt may, and only when it declares some.
+    const promptKnown = (v: string): boolean => known(v) || (v === FILES_VARIABLE && (stage.inputs?.length ?? 0) > 0);
+    if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, promptKnown);
     if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
     for (const [j, dir] of this.checkFiles ? (stage.addDirs ?? []).entries() : []) {
       if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);

@@ -58,6 +58,9 @@ stages:
     const state = await harness.finish(handle);
     expect(state.status).toBe('failed');
     expect(state.error?.type).toBe('RESPONSE_EMPTY');
+    // The failure says what happened: final, not "retried".
+    expect(state.error?.message).toContain("the stage's `retry.nonRetryable` lists RESPONSE_EMPTY");
+    expect(state.error?.message).not.toContain('the attempt is retried');
     // Not retried: one request, though the stage has 3 retries.
     expect(requestsOf('empty').filter((r) => r.status === 200)).toHaveLength(1);
     const history = await handle.fetchHistory();

@@ -3,7 +3,7 @@ import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../../pipe
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult } from '../../pipeline/stage-result.js';
 import type { BackendOutcome } from '../backends/stage-backend.js';
-import { stageFailure } from '../failures.js';
+import { FINAL_EMPTY_ANSWER_HINT, stageFailure } from '../failures.js';
 import { checkReportedPaths } from '../outputs/reported-paths.js';
 import { checkExpectedFiles } from '../outputs/stage-outputs.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
@@ -68,7 +68,7 @@ function failIfEmptyIsFinal(stage: ResolvedStage, outcome: BackendOutcome, recor
       stageId: stage.id,
       message: 'the agent gave no answer, and the stage\'s `retry.nonRetryable` lists RESPONSE_EMPTY',
       nonRetryable: true,
-      hint: 'check the prompt and the model; remove RESPONSE_EMPTY from `retry.nonRetryable` to have an empty answer retried',
+      hint: FINAL_EMPTY_ANSWER_HINT,
       details: { sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
     });
   }

@@ -1,0 +1,53 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
+import { recordReview, renderReworkBrief } from '../../src/pipeline/review-ledger.js';
+
+/*
+ * Issue 31's smaller items on the pure and file side: what `validate` says about an agent file's references, and what
+ * a reworked stage is told to end with.
+ */
+
+let baseDir: string;
+beforeEach(async () => {
+  baseDir = await mkdtemp(path.join(tmpdir(), 'seed-rest-'));
+});
+afterEach(async () => {
+  await rm(baseDir, { recursive: true, force: true });
+});
+
+const write = async (file: string, text: string): Promise<void> => {
+  await mkdir(path.dirname(path.join(baseDir, file)), { recursive: true });
+  await writeFile(path.join(baseDir, file), text);
+};
+
+describe('validate', () => {
+  it('notes an agent file reference that does not exist, naming the agent file, the reference and the fix', async () => {
+    await write('agents/writer.md', '---\nname: writer\nreferences: [refs/voice.md, refs/missing.md]\n---\nYou write.\n');
+    await write('agents/refs/voice.md', 'Plain words.\n');
+    await write('p.yaml', 'name: p\nstages:\n  - id: a\n    agent: agents/writer.md\n    prompt: Write.\n');
+    const report = await validatePipelineFile(path.join(baseDir, 'p.yaml'));
+    expect(report.problems).toEqual([]);
+    expect(report.notes.map((n) => `${n.field}: ${n.message}`)).toEqual([
+      `stages[0].agent: agent file ${path.join(baseDir, 'agents/writer.md')} lists reference refs/missing.md, which cannot be read (ENOENT at ${path.join(baseDir, 'agents/refs/missing.md')}); ` +
+        'the stage runs without it (fix the path or remove it from `references`)',
+    ]);
+  });
+});
+
+describe('the rework brief', () => {
+  const ledger = recordReview(undefined, 'review', 1, ['The headline is too long.']);
+
+  it('asks a reporting stage for its report block again', () => {
+    expect(renderReworkBrief(ledger, 'Shorten it.', 2)).toMatch(/end with the same JSON report block as before\.$/);
+  });
+
+  it('asks a `contract: none` stage for its whole answer again, and for no report block', () => {
+    const brief = renderReworkBrief(ledger, 'Shorten it.', 2, 'none');
+    expect(brief).toContain('- F1: The headline is too long.');
+    expect(brief).not.toContain('same JSON report block');
+    expect(brief).toMatch(/give your whole answer again, revised: it replaces your earlier answer as the deliverable\. Add no JSON report block\.$/);
+  });
+});
