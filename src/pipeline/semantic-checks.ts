@@ -157,6 +157,7 @@ function checkWorkspaceKind(pipeline: PipelineDefinition): { path: PropertyKey[]
     return problems;
   }
   if (workspace.dir !== undefined) return [{ path: ['workspace', 'dir'], message: 'give either `repo` or `dir`, not both: `repo` gives each run a worktree of its own, `dir` runs in an existing folder' }];
+  if (workspace.shared !== undefined) return [{ path: ['workspace', 'shared'], message: '`shared` needs `workspace.dir`: it lets runs share an existing folder, while each run of a repository (`repo`) has a worktree of its own' }];
   return [];
 }
 

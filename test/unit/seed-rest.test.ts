@@ -37,6 +37,14 @@ describe('validate', () => {
   });
 });
 
+describe('workspace.shared', () => {
+  it('needs workspace.dir', async () => {
+    await write('p.yaml', 'name: p\nworkspace: { repo: ., shared: true }\nstages:\n  - { id: a, prompt: Write. }\n');
+    const report = await validatePipelineFile(path.join(baseDir, 'p.yaml'), { checkFiles: false });
+    expect(report.problems.map((p) => `${p.field}: ${p.message}`)).toEqual([expect.stringMatching(/^workspace\.shared: `shared` needs `workspace\.dir`/)]);
+  });
+});
+
 describe('the rework brief', () => {
   const ledger = recordReview(undefined, 'review', 1, ['The headline is too long.']);
 
