@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
@@ -15,6 +16,8 @@ import { stageOf } from './workflow-helpers.js';
 
 const report = (json: object): string => `\`\`\`json\n${JSON.stringify(json)}\n\`\`\``;
 const ANSWER_TEXT = 'I read the code.\n\nThe parser accepts empty lines and the tests cover both branches.';
+/** An answer well over the run state's 16 KB cap, with a last line to find. */
+const LONG_ANSWER = `${Array.from({ length: 2000 }, (_, i) => `Line ${i + 1} of the long answer.`).join('\n')}\nThe end.`;
 
 describe('stage knobs', () => {
   let harness: Harness;
@@ -23,6 +26,7 @@ describe('stage knobs', () => {
       scenario: {
         rules: [
           { name: 'empty', match: 'Stage: empty ·', turns: [{ text: '' }] },
+          { name: 'long', match: 'Stage: long ·', turns: [{ text: `${LONG_ANSWER}\n${report({ success: true, summary: 'Answered at length.', outputs: {} })}` }] },
           {
             name: 'inspect',
             match: 'Stage: inspect ·',
@@ -88,6 +92,31 @@ stages:
     const state = await harness.finish(handle);
     expect(state.error?.type).toBe('RESPONSE_EMPTY');
     expect(requestsOf('empty').length - before).toBe(2);
+  });
+
+  it('keeps a cut answer whole: final-answer and RunHandle.finalAnswer return all of it, or say where it is', { timeout: 180_000 }, async () => {
+    const handle = await harness.startYaml('long-answer', 'name: long-answer\ndefaults: { heartbeatTimeout: 1m }\nstages:\n  - { id: long, backend: claude-cli, model: haiku, allowedTools: [Read], prompt: Answer at length. }\n');
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    const result = stageOf(state, 'long').result!;
+    // The run state keeps it cut; the result names where the whole text is.
+    expect(Buffer.byteLength(result.answer!)).toBeLessThan(17_000);
+    expect(result.answerRef).toMatchObject({ bytes: Buffer.byteLength(LONG_ANSWER), key: expect.stringMatching(/^\.agent-pipeline\/runs\/.+\/attempt-1\.answer\.md$/) });
+    const client = await PipelineClient.connect({ env: harness.env });
+    try {
+      // Read where the workers keep it (as `transcript()`, the library reads AGENT_PIPELINE_WORKSPACES unless told).
+      expect(await client.getRun(handle.workflowId).finalAnswer('long', { workspacesRoot: harness.workspacesRoot })).toBe(LONG_ANSWER);
+    } finally {
+      await client.close();
+    }
+    const cli = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], harness.env);
+    expect(cli.exitCode, cli.stderr).toBe(0);
+    expect(cli.stdout).toBe(LONG_ANSWER); // execa drops the final newline the command prints
+    // From a host that does not see the workers' folder: exit 2, saying where the text is and what would reach it.
+    const elsewhere = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], { ...harness.env, AGENT_PIPELINE_WORKSPACES: path.join(harness.workspacesRoot, 'not-here') });
+    expect(elsewhere.exitCode).toBe(2);
+    expect(elsewhere.stderr).toContain('[FINAL_ANSWER_NOT_FOUND]');
+    expect(elsewhere.stderr).toContain('AGENT_PIPELINE_STORE');
   });
 
   it('keeps a CLI stage\'s answer and every report field for later stages, the library and status', { timeout: 180_000 }, async () => {
