@@ -1,3 +1,5 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError } from '@temporalio/client';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,6 +28,7 @@ describe('stage knobs', () => {
       scenario: {
         rules: [
           { name: 'empty', match: 'Stage: empty ·', turns: [{ text: '' }] },
+          { name: 'perrun', match: 'Stage: perrun ·', turns: [{ text: report({ success: true, summary: 'Ran with the run\'s options.', outputs: {} }) }] },
           { name: 'long', match: 'Stage: long ·', turns: [{ text: `${LONG_ANSWER}\n${report({ success: true, summary: 'Answered at length.', outputs: {} })}` }] },
           {
             name: 'inspect',
@@ -92,6 +95,47 @@ stages:
     const state = await harness.finish(handle);
     expect(state.error?.type).toBe('RESPONSE_EMPTY');
     expect(requestsOf('empty').length - before).toBe(2);
+  });
+
+  it('fills model, timeout, permissionMode and maxBudgetUsd from the run\'s inputs, and fails a bad value at once naming the input and the field', { timeout: 180_000 }, async () => {
+    const file = await harness.writePipeline(
+      'per-run-options',
+      `name: per-run-options
+inputs:
+  model: { default: sonnet }
+  timeout: { default: 10m }
+  mode: { default: dontAsk }
+  budget: { default: "3" }
+defaults: { model: "{{inputs.model}}", heartbeatTimeout: 1m }
+stages:
+  - id: perrun
+    backend: claude-cli
+    allowedTools: [Read]
+    timeout: "{{inputs.timeout}}"
+    permissionMode: "{{inputs.mode}}"
+    maxBudgetUsd: "{{inputs.budget}}"
+    prompt: Use the run's options.
+`,
+    );
+    const handle = await harness.start(file, { model: 'haiku', timeout: '7m', mode: 'acceptEdits', budget: '0.75' });
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    // The model the run asked for reached the API, never the template text.
+    const request = requestsOf('perrun').find((r) => r.status === 200)!;
+    const body = request.body as { model: string; messages: unknown[] };
+    expect(body.model).toMatch(/haiku/);
+    expect(JSON.stringify(body.messages)).toContain('Spend at most $0.75 on this stage.');
+    expect(JSON.stringify(body)).not.toContain('{{inputs.');
+    const history = await handle.fetchHistory();
+    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runStage')?.activityTaskScheduledEventAttributes;
+    expect(Number(scheduled?.startToCloseTimeout?.seconds)).toBe(7 * 60);
+    // A value the option cannot take fails the run before any stage, naming the input, the field and the fix.
+    const failure = await (await harness.start(file, { timeout: 'soon' })).result().then(() => undefined, (err: unknown) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('PIPELINE_INVALID');
+    expect(cause.message).toContain('pipeline.stages[0].timeout: input timeout is "soon", which timeout cannot take');
+    expect(cause.message).toContain('--input timeout=');
   });
 
   it('keeps a cut answer whole: final-answer and RunHandle.finalAnswer return all of it, or say where it is', { timeout: 180_000 }, async () => {

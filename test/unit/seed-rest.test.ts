@@ -37,6 +37,22 @@ describe('validate', () => {
   });
 });
 
+describe('stage options from run inputs', () => {
+  it('validate refuses template text that would reach the backend as written, an undeclared input, and a default the option cannot take', async () => {
+    await write(
+      'p.yaml',
+      'name: p\ninputs:\n  model: { default: sonnet }\n  mode: { default: sometimes }\ndefaults: { model: "{{inputs.model}}" }\nstages:\n' +
+        '  - { id: a, prompt: Write., model: "claude-{{inputs.model}}" }\n  - { id: b, prompt: Write., timeout: "{{inputs.time}}" }\n  - { id: c, prompt: Write., permissionMode: "{{inputs.mode}}" }\n',
+    );
+    const report = await validatePipelineFile(path.join(baseDir, 'p.yaml'), { checkFiles: false });
+    expect(report.problems.map((p) => `${p.field}: ${p.message}`)).toEqual([
+      'stages[0].model: "claude-{{inputs.model}}" would reach the backend as written: model takes its own value or one whole run input, "{{inputs.NAME}}"',
+      'stages[1].timeout: {{inputs.time}}: the pipeline declares no such input (add it under inputs:)',
+      expect.stringMatching(/^stages\[2\]\.permissionMode: input mode is "sometimes", which permissionMode cannot take: expected one of default, manual, acceptEdits, dontAsk/),
+    ]);
+  });
+});
+
 describe('workspace.shared', () => {
   it('needs workspace.dir', async () => {
     await write('p.yaml', 'name: p\nworkspace: { repo: ., shared: true }\nstages:\n  - { id: a, prompt: Write. }\n');
