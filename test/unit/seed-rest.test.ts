@@ -1,8 +1,10 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
+import { readFinalAnswer } from '../../src/library/final-answer.js';
 import { recordReview, renderReworkBrief } from '../../src/pipeline/review-ledger.js';
 
 /*
@@ -73,5 +75,28 @@ describe('the rework brief', () => {
     expect(brief).toContain('- F1: The headline is too long.');
     expect(brief).not.toContain('same JSON report block');
     expect(brief).toMatch(/give your whole answer again, revised: it replaces your earlier answer as the deliverable\. Add no JSON report block\.$/);
+  });
+});
+
+describe('readFinalAnswer', () => {
+  const key = '.agent-pipeline/runs/r-1/stages/s/round-1-3-ab/attempt-1.answer.md';
+  const refOf = (text: string, k = key) => ({ key: k, bytes: Buffer.byteLength(text), sha256: createHash('sha256').update(text).digest('hex') });
+
+  it('reads the kept answer, checked against its size and hash', async () => {
+    await write(key, 'The whole answer.');
+    expect(await readFinalAnswer(refOf('The whole answer.'), { workspacesRoot: baseDir })).toBe('The whole answer.');
+  });
+
+  it('refuses a key outside the workers\' own folder, a symlink, and a file changed since', async () => {
+    const opts = { workspacesRoot: baseDir };
+    await expect(readFinalAnswer(refOf('x', '../../etc/passwd'), opts)).rejects.toMatchObject({ code: 'FINAL_ANSWER_NOT_FOUND' });
+    await expect(readFinalAnswer(refOf('x', '.agent-pipeline/runs/../../x/stages/s/e/attempt-1.answer.md'), opts)).rejects.toMatchObject({ code: 'FINAL_ANSWER_NOT_FOUND' });
+    await write('secret.txt', 'secret');
+    await mkdir(path.join(baseDir, path.dirname(key)), { recursive: true });
+    await symlink(path.join(baseDir, 'secret.txt'), path.join(baseDir, key));
+    await expect(readFinalAnswer(refOf('secret'), opts)).rejects.toMatchObject({ code: 'FINAL_ANSWER_NOT_FOUND' });
+    await rm(path.join(baseDir, key));
+    await write(key, 'Changed.');
+    await expect(readFinalAnswer(refOf('Original'), opts)).rejects.toThrow(/sha256 differs|cannot read/);
   });
 });
