@@ -138,7 +138,7 @@ export class PipelineChecks {
     const field = stage.promptFormat === undefined ? 'id' : 'promptFormat';
     const lost =
       'promptFormat: raw sends the prompt as written: the agent is not shown the run inputs, context files, input files, earlier stages\' work, ' +
-      'reviewer feedback or why the previous attempt failed (place what it needs with {{inputs.…}}, {{context}}, {{stages.….summary}})';
+      'reviewer feedback or why the previous attempt failed (place what it needs with {{inputs.…}}, {{context}}, {{files}}, {{stages.….summary}})';
     const contractLost =
       resolved.contract === 'none'
         ? '; with contract: none nothing is added at all, so the agent is not told it may ask a person (a `BLOCKED:` answer still waits for one) and the stage reports no outputs'
