@@ -25,6 +25,7 @@ export type InvalidRequestCode =
   | 'BUILD_NOT_FOUND'
   | 'DEPLOYMENT_NOT_FOUND'
   | 'TRANSCRIPT_NOT_FOUND'
+  | 'FINAL_ANSWER_NOT_FOUND'
   | 'INVALID_REQUEST';
 
 /** Every `code` a library error has, so a script can switch on it and the compiler checks the cases. */

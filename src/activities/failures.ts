@@ -18,6 +18,9 @@ export interface StageFailureOptions {
   nonRetryable?: boolean;
 }
 
+/** The hint of an empty answer a stage made final (`retry.nonRetryable: [RESPONSE_EMPTY]`), whatever the backend. */
+export const FINAL_EMPTY_ANSWER_HINT = 'it is not retried (the stage\'s `retry.nonRetryable` lists RESPONSE_EMPTY); check the prompt and the model, or remove RESPONSE_EMPTY from `retry.nonRetryable` to have an empty answer retried';
+
 /**
  * Builds the catalogue's `ApplicationFailure` for a stage attempt:
  * `[TYPE] stage ID: what failed; what to do`. Known secrets are redacted from the message, the

@@ -5,6 +5,7 @@ export { RunHandle, type ApproveOptions, type CancelOutcome, type EventsOptions,
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
 export type { TranscriptEntry, TranscriptOptions } from './run-transcript.js';
+export { readFinalAnswer, type FinalAnswerOptions } from './final-answer.js';
 export type { TranscriptFile } from './transcript-files.js';
 export type { AgentActivity } from '../activities/backends/agent-activity.js';
 export { PipelineSchedules, type CreateScheduleOptions, type OverlapPolicy, type ScheduleInfo } from './schedules.js';
@@ -31,7 +32,7 @@ export {
 export { ConfigError } from '../config.js';
 export type { LeaseWaitState, RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 export type { LeaseEntry, LeaseKeyState } from '../activities/leases/lease-client.js';
-export type { ArtifactRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
+export type { ArtifactRef, FinalAnswerRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { McpServer } from '../pipeline/agent-access-schema.js';
 export type { Duration, DurationText, DurationUnit } from '../pipeline/schema.js';
 export type { PipelineRunInput } from '../contracts/messages.js';

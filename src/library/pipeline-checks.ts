@@ -11,7 +11,7 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
-import { isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
+import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
 import { FieldLocator } from './field-locator.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
@@ -112,9 +112,13 @@ export class PipelineChecks {
       for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
     }
     if (stage.agent && this.checkFiles) {
-      await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
+      const agent = await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
+      // A reference that cannot be read is left out of the persona at run time, with only a warning: say so now.
+      for (const warning of agent?.warnings ?? []) this.noteAt([list, i, 'agent'], `${warning.replace(/; the stage ran without it$/, '')}; the stage runs without it (fix the path or remove it from \`references\`)`);
     }
-    if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, known);
+    // `{{files}}` places the stage's declared inputs: only its prompt may, and only when it declares some.
+    const promptKnown = (v: string): boolean => known(v) || (v === FILES_VARIABLE && (stage.inputs?.length ?? 0) > 0);
+    if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, promptKnown);
     if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
     for (const [j, dir] of this.checkFiles ? (stage.addDirs ?? []).entries() : []) {
       if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
@@ -149,7 +153,7 @@ export class PipelineChecks {
     const field = stage.promptFormat === undefined ? 'id' : 'promptFormat';
     const lost =
       'promptFormat: raw sends the prompt as written: the agent is not shown the run inputs, context files, input files, earlier stages\' work, ' +
-      'reviewer feedback or why the previous attempt failed (place what it needs with {{inputs.…}}, {{context}}, {{stages.….summary}})';
+      'reviewer feedback or why the previous attempt failed (place what it needs with {{inputs.…}}, {{context}}, {{files}}, {{stages.….summary}})';
     const contractLost =
       resolved.contract === 'none'
         ? '; with contract: none nothing is added at all, so the agent is not told it may ask a person (a `BLOCKED:` answer still waits for one) and the stage reports no outputs'

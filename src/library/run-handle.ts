@@ -16,6 +16,7 @@ import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typ
 import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
 import { HistoryWatch } from './history-watch.js';
 import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
+import { finalAnswerOf, type FinalAnswerOptions } from './final-answer.js';
 import type { RunSigner } from '../trust/signer.js';
 
 /** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
@@ -177,6 +178,15 @@ export class RunHandle {
    */
   transcript(options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
     return readTranscript(this.client, this.id, options);
+  }
+
+  /**
+   * A stage's whole final answer, without its report block (the run state's `answer` is cut at 16 KB): read from the
+   * run's bookkeeping when it was cut, which this host must see, as for `transcript()`.
+   * @throws InvalidRequestError (`INVALID_REQUEST` for an unknown stage, `FINAL_ANSWER_NOT_FOUND`)
+   */
+  finalAnswer(stage: string, options: FinalAnswerOptions = {}): Promise<string> {
+    return typedErrors(async () => finalAnswerOf((await readRun(this.client, this.id)).state, stage, options), this.address);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { durationSchema } from './schema.js';
+import { inputTemplateSchema } from './input-template.js';
 
 /*
  * What a person is told about a value the pipeline schema rejects: the value, and what is allowed instead.
@@ -60,7 +61,10 @@ export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]):
  */
 function flattenUnions(schema: z.ZodType, issues: readonly IssueLike[]): IssueLike[] {
   return issues.flatMap((issue) => {
-    if (issue.code !== 'invalid_union' || !issue.errors?.length || isDuration(schema, issue.path)) return [issue];
+    if (issue.code !== 'invalid_union' || !issue.errors?.length) return [issue];
+    // An option that may also be `{{inputs.NAME}}`: the value was meant for the option itself.
+    if (isInputTemplateUnion(schemaAt(schema, issue.path))) return issue.errors[0].map((i) => ({ ...i, path: [...issue.path, ...i.path] }));
+    if (isDuration(schema, issue.path)) return [issue];
     const meant = issue.errors
       .filter((branch) => branch.some((i) => i.path.length > 0 || (i.code !== 'invalid_type' && i.code !== 'invalid_value')))
       .sort((a, b) => a.length - b.length);
@@ -147,7 +151,14 @@ function numberBounds(node: z.ZodType | undefined): { int: boolean; min?: Bound;
 
 /** True when the field at `path` is a duration (`timeout: 30m`). */
 function isDuration(schema: z.ZodType, path: readonly PropertyKey[]): boolean {
-  return schemaAt(schema, path) === durationSchema;
+  const node = schemaAt(schema, path);
+  return node === durationSchema || (isInputTemplateUnion(node) && (node!.def as unknown as DefLike).options?.[0] === durationSchema);
+}
+
+/** A union of an option's own schema and `{{inputs.NAME}}` (input-template.ts). */
+function isInputTemplateUnion(node: z.ZodType | undefined): boolean {
+  const def = node?.def as unknown as DefLike | undefined;
+  return def?.type === 'union' && def.options?.[1] === inputTemplateSchema;
 }
 
 interface DefLike {

@@ -125,8 +125,18 @@ export function renderReviewerBrief(ledger: ReviewLedger, changes: readonly Arti
   ].join('\n');
 }
 
-/** The message a reviewed stage resumes its session with, to address the reviewer's open findings. */
-export function renderReworkBrief(ledger: ReviewLedger, reviewerSummary: string, round: number): string {
+/** How a reworked stage is told to end its answer: again with its report block, or (`contract: none`) with the whole deliverable. */
+const REWORK_ENDINGS = {
+  json: 'Fix them in the workspace, then end with the same JSON report block as before.',
+  // A `contract: none` answer is the deliverable itself: a report block asked for here would land in it.
+  none: 'Fix them in the workspace, then give your whole answer again, revised: it replaces your earlier answer as the deliverable. Add no JSON report block.',
+} as const;
+
+/**
+ * The message a reviewed stage resumes its session with, to address the reviewer's open findings.
+ * @param contract the reworked stage's `contract` (how its answer must end)
+ */
+export function renderReworkBrief(ledger: ReviewLedger, reviewerSummary: string, round: number, contract: 'json' | 'none' = 'json'): string {
   const open = ledger.findings.filter((f) => f.state === 'open');
   return [
     `Rework (round ${round}): the reviewer "${ledger.reviewer}" asked for changes to your work.`,
@@ -135,6 +145,6 @@ export function renderReworkBrief(ledger: ReviewLedger, reviewerSummary: string,
     'Findings to address:',
     ...(open.length > 0 ? open.map((f) => `- ${f.id}: ${f.text}`) : ['- (the reviewer listed no findings; see the summary)']),
     '',
-    'Fix them in the workspace, then end with the same JSON report block as before.',
+    REWORK_ENDINGS[contract],
   ].join('\n');
 }

@@ -9,6 +9,7 @@ import type { RunInputProblem } from './run-input-problems.js';
 import { findSemanticProblems } from './semantic-checks.js';
 import { findLocalHosts, localHostMessage } from './local-hosts.js';
 import { objectInputNames, parseObjectInput } from './object-inputs.js';
+import { fillStageOptions } from './stage-option-inputs.js';
 
 /*
  * What starts a run, checked by the workflow itself at its first task. Our client validated the file, but Temporal's
@@ -97,7 +98,10 @@ export function findRunInputProblems(input: unknown, options: RunInputCheckOptio
   if (semantic.length > 0) return semantic;
   const local = options.allowLocalHosts ? [] : inPipeline(findLocalHosts(pipeline).map((entry) => ({ path: entry.path, message: localHostMessage(entry) })));
   if (local.length > 0) return local;
-  return findObjectInputProblems(pipeline.inputs, parsed.data.inputs);
+  const objects = findObjectInputProblems(pipeline.inputs, parsed.data.inputs);
+  if (objects.length > 0) return objects;
+  // Options given as `{{inputs.NAME}}` (model, timeout…) are filled now: a value they cannot take fails the run at once.
+  return inPipeline(fillStageOptions(pipeline, parsed.data.inputs).problems);
 }
 
 /** Inputs declared `type: object` whose value is not the JSON of such an object (a client that skipped our checks). */

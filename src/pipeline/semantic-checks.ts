@@ -1,3 +1,4 @@
+import { findStageOptionTemplateProblems } from './stage-option-inputs.js';
 import { ConditionSyntaxError, listConditionReferences, parseCondition, type ConditionNode } from './condition.js';
 import { allowedFailures, findAncestors } from './graph.js';
 import { findLimitProblems } from './limits.js';
@@ -18,7 +19,7 @@ import { findInputDefaultProblems } from './object-inputs.js';
 export function findSemanticProblems(pipeline: PipelineDefinition): { path: PropertyKey[]; message: string }[] {
   const problems: { path: PropertyKey[]; message: string }[] = [];
   const ids = pipeline.stages.map((s) => s.id);
-  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline), ...findInputDefaultProblems(pipeline.inputs));
+  problems.push(...findEscapingFiles(pipeline), ...findSharedOutputs(pipeline), ...findInputDefaultProblems(pipeline.inputs), ...findStageOptionTemplateProblems(pipeline));
   for (const [i, entry] of (pipeline.context ?? []).entries()) {
     const file = typeof entry === 'string' ? entry : entry.path;
     if (leavesFolder(file)) {
@@ -157,6 +158,7 @@ function checkWorkspaceKind(pipeline: PipelineDefinition): { path: PropertyKey[]
     return problems;
   }
   if (workspace.dir !== undefined) return [{ path: ['workspace', 'dir'], message: 'give either `repo` or `dir`, not both: `repo` gives each run a worktree of its own, `dir` runs in an existing folder' }];
+  if (workspace.shared !== undefined) return [{ path: ['workspace', 'shared'], message: '`shared` needs `workspace.dir`: it lets runs share an existing folder, while each run of a repository (`repo`) has a worktree of its own' }];
   return [];
 }
 

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { FAILURE_TYPES } from '../failure-types.js';
 import { PERMISSION_MODES, permissionRequestSchema, sandboxSchema, toolNameSchema } from './agent-access-schema.js';
 import { durationSchema } from './duration.js';
+import { orInputTemplate } from './input-template.js';
 
 /*
  * The options any stage may set and `defaults` may set for all of them: backend and model, timeouts, retries, what
@@ -48,10 +49,11 @@ export const stageOptionsShape = {
   appendSystemPrompt: z.string().optional(),
   /** `claude-cli`, `anthropic-api`, or a backend registered with the worker (checked by `parsePipeline`). */
   backend: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'expected a backend name such as claude-cli or anthropic-api').optional(),
+  /** A model name or id, or one run input, `{{inputs.NAME}}` (filled and checked as the run starts). */
   model: z.string().min(1).optional(),
   fallbackModel: z.string().min(1).optional(),
-  /** Start-to-close timeout of one attempt. */
-  timeout: durationSchema.optional(),
+  /** Start-to-close timeout of one attempt; or one run input, `{{inputs.NAME}}`. */
+  timeout: orInputTemplate(durationSchema).optional(),
   heartbeatTimeout: durationSchema.optional(),
   /** How long the agent may go without any output (text, tool call, tool result) before it counts as stalled. */
   stallTimeout: durationSchema.optional(),
@@ -64,14 +66,16 @@ export const stageOptionsShape = {
   onBlocked: z.enum(['wait', 'fail']).optional(),
   /** Attempts whose answer breaks the output contract are retried this many times, then the stage fails. */
   contractRetries: z.number().int().min(0).max(10).optional(),
-  permissionMode: z.enum(PERMISSION_MODES).optional(),
+  /** Claude Code's permission mode; or one run input, `{{inputs.NAME}}`. */
+  permissionMode: orInputTemplate(z.enum(PERMISSION_MODES)).optional(),
   allowedTools: z.array(toolNameSchema).optional(),
   disallowedTools: z.array(toolNameSchema).optional(),
   /** CLI backend: Claude Code's sandbox around Bash (see `sandboxSchema`); a stage's value replaces the defaults'. */
   sandbox: sandboxSchema.optional(),
   /** Extra directories the CLI agent may touch, relative to the pipeline file. */
   addDirs: z.array(z.string().min(1)).optional(),
-  maxBudgetUsd: z.number().positive().optional(),
+  /** The stage's spending cap; or one run input, `{{inputs.NAME}}`. */
+  maxBudgetUsd: orInputTemplate(z.number().positive()).optional(),
   maxTokens: z.number().int().positive().optional(),
   /** API backend: how many times an answer cut off at `maxTokens` is continued in the same conversation. */
   maxContinuations: z.number().int().min(0).max(10).optional(),

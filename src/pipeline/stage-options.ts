@@ -1,5 +1,7 @@
+import type { PERMISSION_MODES } from './agent-access-schema.js';
 import { COMMAND_BACKEND, isCommandStage } from './command-stage.js';
 import { toMilliseconds } from './duration.js';
+import { INPUT_TEMPLATE } from './input-template.js';
 import { mergeRetry } from './retry-policy.js';
 import type { PipelineDefinition } from './schema.js';
 import type { BackendName } from './stage-options-schema.js';
@@ -7,7 +9,11 @@ import type { StageDefinition, StageNeed, TemplateSyntax } from './stage-schema.
 
 /** A stage with every option decided: file value, else pipeline `defaults`, else these built-ins. */
 export interface ResolvedStage
-  extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout' | 'firstOutputTimeout' | 'prompt'> {
+  extends Omit<StageDefinition, 'timeout' | 'heartbeatTimeout' | 'stallTimeout' | 'firstOutputTimeout' | 'prompt' | 'permissionMode' | 'maxBudgetUsd'> {
+  /** Claude Code's permission mode (a `{{inputs.NAME}}` one filled for the run; unfilled, the default). */
+  permissionMode?: PermissionMode;
+  /** The stage's spending cap (a `{{inputs.NAME}}` one filled for the run; unfilled, none). @unit US dollars */
+  maxBudgetUsd?: number;
   /** The step template; empty when the agent file alone says what to do. */
   prompt: string;
   /** True for a stage with neither agent nor prompt: only a person's approval, no agent runs. */
@@ -63,11 +69,23 @@ export const STAGE_DEFAULTS = {
   templateSyntax: 'strict',
 } as const;
 
+type PermissionMode = (typeof PERMISSION_MODES)[number];
+
+/** A value still `{{inputs.NAME}}`: the run fills it (stage-option-inputs.ts); a pipeline read without a run has none. */
+const unfilled = (value: unknown): value is string => typeof value === 'string' && INPUT_TEMPLATE.test(value);
+
+/**
+ * The stage's options decided. Options given as `{{inputs.NAME}}` are filled for a run before this
+ * (`fillStageOptions`); left unfilled (a pipeline read without a run), they count as not set.
+ */
 export function resolveStage(pipeline: PipelineDefinition, stage: StageDefinition, isFinally = false): ResolvedStage {
   const defaults = pipeline.defaults ?? {};
-  const { timeout, heartbeatTimeout, stallTimeout, firstOutputTimeout, ...rest } = { ...defaults, ...stage };
+  const { timeout: given, heartbeatTimeout, stallTimeout, firstOutputTimeout, permissionMode, maxBudgetUsd, ...rest } = { ...defaults, ...stage };
+  const timeout = unfilled(given) ? undefined : given;
   return {
     ...rest,
+    ...(permissionMode === undefined || unfilled(permissionMode) ? {} : { permissionMode }),
+    ...(maxBudgetUsd === undefined || unfilled(maxBudgetUsd) ? {} : { maxBudgetUsd }),
     prompt: stage.prompt ?? '',
     gateOnly: stage.prompt === undefined && stage.agent === undefined && !isCommandStage(stage),
     setByStage: Object.keys(stage),

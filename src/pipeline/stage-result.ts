@@ -29,6 +29,8 @@ export interface StageResult {
    * with a warning; the whole text stays in the transcript.
    */
   answer?: string;
+  /** Where the whole answer is kept when `answer` was cut (read it with `readFinalAnswer`, `final-answer`). */
+  answerRef?: FinalAnswerRef;
   /**
    * The report's top-level fields besides the contract's own (`issues`, `pr_ready` …): `{{stages.ID.report.FIELD}}`.
    * Capped like `outputs` (a field over its cap fails the stage `OUTPUT_TOO_LARGE`).
@@ -57,6 +59,17 @@ export interface StageResult {
   workspace: string;
   /** Which attempt of the stage produced this result (1-based). */
   attempt: number;
+}
+
+/**
+ * A stage's whole final answer (without its report block), kept by the worker that ran it in the run's bookkeeping:
+ * `key` is its path relative to the workers' workspaces folder
+ * (`.agent-pipeline/runs/<run folder>/stages/<stage>/…/attempt-N.answer.md`), the same key an object store will use.
+ */
+export interface FinalAnswerRef {
+  key: string;
+  bytes: number;
+  sha256: string;
 }
 
 export interface ArtifactRef {

@@ -63,6 +63,12 @@ export const RUN_DELIVERY_VARIABLES = ['run.delivery.push', 'run.delivery.pullRe
  */
 export const CONTEXT_VARIABLE = 'context';
 
+/**
+ * `{{files}}` in a stage prompt: the stage's declared `inputs:` files, each under a `### <path>` heading with its content
+ * in a fence (capped like context files), for a prompt that places its input files itself.
+ */
+export const FILES_VARIABLE = 'files';
+
 /** Thrown when a template names a variable the context lacks; never renders a silent empty string. */
 export class TemplateError extends Error {
   override readonly name = 'TemplateError';

@@ -22,6 +22,12 @@ export const workspaceSchema = z.strictObject({
    * worker allows (`AGENT_PIPELINE_ALLOWED_PATHS`); one run at a time writes in it. Exclusive with `repo`.
    */
   dir: z.string().min(1).optional(),
+  /**
+   * With `dir`: this run works in the folder at the same time as other runs that say `shared: true` too (one run per
+   * task on one shared folder); a run without it still has the folder to itself, waiting for the shared ones to end.
+   * Never a folder inside or around one lent to another run. @default false
+   */
+  shared: z.boolean().optional(),
   /** The run's branch; a template, e.g. `agent/{{run.id}}`. */
   branch: z.string().min(1).optional(),
   /** The commit or branch the worktree starts from. @default HEAD */

@@ -2,6 +2,7 @@ import { CancellationScope, patched, sleep, workflowInfo } from '@temporalio/wor
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { resolveStage, type ResolvedStage } from '../pipeline/stage-options.js';
+import { fillStageOptions, usesInputOptions } from '../pipeline/stage-option-inputs.js';
 import { sandboxOptionOff } from '../pipeline/stage-tools.js';
 import { BudgetGuard } from './budget.js';
 import { RunDelivery } from './delivery.js';
@@ -48,6 +49,8 @@ export const SANDBOX_SIGNER_PATCH = 'trust33-sandbox-signer';
  * prompts only with it (agent-prompts.ts). Only runs with such a stage call patched(); runs started before take any ask.
  */
 export const PROMPT_TOKENS_PATCH = 'trust33-prompt-tokens';
+/** Stage options given as `{{inputs.NAME}}` (model, timeout, permissionMode, maxBudgetUsd) are filled per run (issue 31). */
+export const STAGE_OPTION_INPUTS_PATCH = 'seed31-stage-options-from-inputs';
 
 /** How `run()` ends when the run goes on in a fresh execution: the state to hand over. */
 export interface HandOver {
@@ -92,8 +95,11 @@ export class PipelineRun {
   ) {
     // Every piece of state an earlier execution handed over is read here, and only here (see RunCarryOver).
     const carried = readCarryOver(input.carryOver);
-    this.stages = input.pipeline.stages.map((s) => resolveStage(input.pipeline, s));
-    this.finallyStages = (input.pipeline.finally ?? []).map((s) => resolveStage(input.pipeline, s, true));
+    // Options given as `{{inputs.NAME}}` take the run's values (the input check refuses values they cannot take).
+    // Only runs with such options call patched(); runs recorded before sent the text as written.
+    const pipeline = usesInputOptions(input.pipeline) && patched(STAGE_OPTION_INPUTS_PATCH) ? fillStageOptions(input.pipeline, input.inputs).pipeline : input.pipeline;
+    this.stages = pipeline.stages.map((s) => resolveStage(pipeline, s));
+    this.finallyStages = (pipeline.finally ?? []).map((s) => resolveStage(pipeline, s, true));
     this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd, carried?.state);
     // Decided once, in the run's first task: a patch checked first inside an update handler or a later task would not
     // line up with its marker on replay. Runs recorded before the patches keep the old behaviour to their end.

@@ -1,3 +1,4 @@
+import { patched } from '@temporalio/workflow';
 import type { ReviewLoopState, StageAttemptInput } from '../contracts/stage-attempt.js';
 import { findReworkStages } from '../pipeline/graph.js';
 import { diffArtifacts, recordReview, renderReviewerBrief, renderReworkBrief, type ReviewLedger } from '../pipeline/review-ledger.js';
@@ -5,6 +6,12 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import type { RunTracker } from './run-tracker.js';
 import { commandsFor, type HumanWaits } from './waits.js';
+
+/**
+ * A reworked `contract: none` stage is told to give its whole answer again instead of a report block. Only reworks of
+ * such stages call patched(), so other histories carry no marker.
+ */
+export const REWORK_FREE_ANSWER_PATCH = 'rework31-free-answer-brief';
 
 /** Built-in cap on review rounds when `review.maxRounds` is not set. */
 export const DEFAULT_MAX_ROUNDS = 3;
@@ -122,7 +129,9 @@ export class ReviewLoop {
       artifacts.set(id, this.tracker.stage(id).result?.artifacts ?? []);
       this.history.set(id, [...(this.history.get(id) ?? []), entry]);
       if (reviewed.includes(id)) {
-        this.continuations.set(id, { kind: 'rework', sessionId: this.sessionOf(id), message: renderReworkBrief(ledger, result.summary, round + 1) });
+        const free = this.stages.find((s) => s.id === id)?.contract === 'none' && patched(REWORK_FREE_ANSWER_PATCH);
+        const message = renderReworkBrief(ledger, result.summary, round + 1, free ? 'none' : 'json');
+        this.continuations.set(id, { kind: 'rework', sessionId: this.sessionOf(id), message });
       }
     }
     return { kind: 'rework', stages };

@@ -96,3 +96,87 @@ describe('promptFormat: raw', () => {
     expect(stageOf(state, 'cli').result?.summary).toBe('Wrote the notes.');
   });
 });
+
+describe('raw prompts keep their inputs, and the pipeline\'s system prompt goes as written', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('raw-inputs', {
+      scenario: {
+        rules: [
+          { name: 'plan', match: 'Write the plan.', turns: [{ text: '1. Add greet().\n2. Test it.' }] },
+          { name: 'build', match: 'Build from this plan', turns: [{ text: 'Done.\n```json\n{"success": true, "summary": "Built.", "outputs": {}}\n```' }] },
+          { name: 'house-cli', match: 'Follow them in cli.', turns: [{ text: 'Done.\n```json\n{"success": true, "summary": "Followed the rules.", "outputs": {}}\n```' }] },
+          { name: 'house-api', match: 'Answer plainly.', turns: [{ text: 'Plain answer.' }] },
+        ],
+      },
+    });
+  });
+  afterAll(() => harness?.close());
+  const requestOf = (rule: string): Body => harness.modelServer.requests().find((r) => r.rule === rule && r.status === 200)!.body as Body;
+
+  test('a raw stage with a missing input fails INPUT_NOT_FOUND before its agent starts', { timeout: 120_000 }, async () => {
+    const state = await harness.finish(
+      await harness.startYaml('raw-missing', 'name: raw-missing\ndefaults: { promptFormat: raw, backend: anthropic-api, model: haiku }\nstages:\n  - id: build\n    inputs: [outputs/plan.md]\n    prompt: "Build from this plan:\\n{{files}}"\n'),
+    );
+    expect(state.status).toBe('failed');
+    expect(state.error?.type).toBe('INPUT_NOT_FOUND');
+    expect(state.error?.message).toContain('input outputs/plan.md is missing from the workspace');
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'build')).toHaveLength(0);
+  });
+
+  test('{{files}} places a raw stage\'s input files, each under its path, in the prompt sent to the CLI', { timeout: 120_000 }, async () => {
+    const yaml = `name: raw-files
+defaults: { promptFormat: raw, model: haiku }
+stages:
+  - id: plan
+    backend: anthropic-api
+    contract: none
+    prompt: Write the plan.
+  - id: build
+    needs: [plan]
+    backend: claude-cli
+    allowedTools: [Read]
+    inputs: [outputs/plan.md]
+    prompt: "Build from this plan:\\n{{files}}\\nThat is all."
+`;
+    const state = await harness.finish(await harness.startYaml('raw-files', yaml));
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    const firstUser = requestOf('build').messages.find((m) => m.role === 'user')!;
+    expect(textBlocks(firstUser.content)).toContain('Build from this plan:\n### outputs/plan.md\n```\n1. Add greet().\n2. Test it.\n```\nThat is all.');
+  });
+
+  test('with systemPrompt set, the agent gets exactly that text filled, plus the output contract only when it reports', { timeout: 120_000 }, async () => {
+    const file = await harness.writePipeline(
+      'house',
+      `name: house
+systemPrompt: house.md
+inputs: { bead: {} }
+defaults: { model: haiku }
+stages:
+  - id: cli
+    backend: claude-cli
+    allowedTools: [Read]
+    prompt: "Follow them in {{stage.id}}."
+  - id: api
+    backend: anthropic-api
+    promptFormat: raw
+    contract: none
+    prompt: "Answer plainly."
+`,
+    );
+    await writeFile(path.join(path.dirname(file), 'house.md'), 'House rules for bead {{inputs.bead}}.\n\n{{stage_prompt}}\n');
+    const state = await harness.finish(await harness.start(file, { bead: 'B-9' }));
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    // The CLI stage (wrapped, `contract: json`): the system prompt filled, no heading or section around the prompt;
+    // the contract follows Claude Code's own system prompt.
+    const cli = requestOf('house-cli');
+    expect(textBlocks(cli.messages.find((m) => m.role === 'user')!.content)).toContain('House rules for bead B-9.\n\nFollow them in cli.\n');
+    expect(JSON.stringify(cli.messages)).not.toContain('## Your task');
+    expect(cli.system!.at(-1)!.text.endsWith(`\n\n${OUTPUT_CONTRACT}`)).toBe(true);
+    // The raw API stage with `contract: none`: exactly the system prompt filled, and nothing else at all.
+    const api = requestOf('house-api');
+    expect(api.messages).toHaveLength(1);
+    expect(textBlocks(api.messages[0].content)).toEqual(['House rules for bead B-9.\n\nAnswer plainly.\n']);
+    expect(api.system ?? []).toEqual([]);
+  });
+});

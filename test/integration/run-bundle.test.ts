@@ -47,7 +47,8 @@ async function writePipelineFolder(root: string, step = MARKERS.step): Promise<s
     'pipeline/shared/system.md': `Pipeline: {{run.pipeline}} · Stage: {{stage.id}} · ${MARKERS.system}\n\n{{stage_prompt}}\n\n{{output_contract}}`,
     'pipeline/agents/writer.md': `---\nname: writer\nreferences: [../refs/style.md]\n---\n${MARKERS.persona}`,
     'pipeline/refs/style.md': MARKERS.reference,
-    'pipeline/steps/notes.md': step,
+    // With its own system prompt, a pipeline's prompt goes as written: the step places the context files itself.
+    'pipeline/steps/notes.md': `${step}\n\n{{context}}`,
     'pipeline/brief.md': MARKERS.context,
   };
   for (const [relative, text] of Object.entries(files)) {

@@ -1,7 +1,10 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError } from '@temporalio/client';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
@@ -15,6 +18,8 @@ import { stageOf } from './workflow-helpers.js';
 
 const report = (json: object): string => `\`\`\`json\n${JSON.stringify(json)}\n\`\`\``;
 const ANSWER_TEXT = 'I read the code.\n\nThe parser accepts empty lines and the tests cover both branches.';
+/** An answer well over the run state's 16 KB cap, with a last line to find. */
+const LONG_ANSWER = `${Array.from({ length: 2000 }, (_, i) => `Line ${i + 1} of the long answer.`).join('\n')}\nThe end.`;
 
 describe('stage knobs', () => {
   let harness: Harness;
@@ -23,6 +28,8 @@ describe('stage knobs', () => {
       scenario: {
         rules: [
           { name: 'empty', match: 'Stage: empty ·', turns: [{ text: '' }] },
+          { name: 'perrun', match: 'Stage: perrun ·', turns: [{ text: report({ success: true, summary: 'Ran with the run\'s options.', outputs: {} }) }] },
+          { name: 'long', match: 'Stage: long ·', turns: [{ text: `${LONG_ANSWER}\n${report({ success: true, summary: 'Answered at length.', outputs: {} })}` }] },
           {
             name: 'inspect',
             match: 'Stage: inspect ·',
@@ -58,6 +65,9 @@ stages:
     const state = await harness.finish(handle);
     expect(state.status).toBe('failed');
     expect(state.error?.type).toBe('RESPONSE_EMPTY');
+    // The failure says what happened: final, not "retried".
+    expect(state.error?.message).toContain("the stage's `retry.nonRetryable` lists RESPONSE_EMPTY");
+    expect(state.error?.message).not.toContain('the attempt is retried');
     // Not retried: one request, though the stage has 3 retries.
     expect(requestsOf('empty').filter((r) => r.status === 200)).toHaveLength(1);
     const history = await handle.fetchHistory();
@@ -85,6 +95,72 @@ stages:
     const state = await harness.finish(handle);
     expect(state.error?.type).toBe('RESPONSE_EMPTY');
     expect(requestsOf('empty').length - before).toBe(2);
+  });
+
+  it('fills model, timeout, permissionMode and maxBudgetUsd from the run\'s inputs, and fails a bad value at once naming the input and the field', { timeout: 180_000 }, async () => {
+    const file = await harness.writePipeline(
+      'per-run-options',
+      `name: per-run-options
+inputs:
+  model: { default: sonnet }
+  timeout: { default: 10m }
+  mode: { default: dontAsk }
+  budget: { default: "3" }
+defaults: { model: "{{inputs.model}}", heartbeatTimeout: 1m }
+stages:
+  - id: perrun
+    backend: claude-cli
+    allowedTools: [Read]
+    timeout: "{{inputs.timeout}}"
+    permissionMode: "{{inputs.mode}}"
+    maxBudgetUsd: "{{inputs.budget}}"
+    prompt: Use the run's options.
+`,
+    );
+    const handle = await harness.start(file, { model: 'haiku', timeout: '7m', mode: 'acceptEdits', budget: '0.75' });
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    // The model the run asked for reached the API, never the template text.
+    const request = requestsOf('perrun').find((r) => r.status === 200)!;
+    const body = request.body as { model: string; messages: unknown[] };
+    expect(body.model).toMatch(/haiku/);
+    expect(JSON.stringify(body.messages)).toContain('Spend at most $0.75 on this stage.');
+    expect(JSON.stringify(body)).not.toContain('{{inputs.');
+    const history = await handle.fetchHistory();
+    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runStage')?.activityTaskScheduledEventAttributes;
+    expect(Number(scheduled?.startToCloseTimeout?.seconds)).toBe(7 * 60);
+    // A value the option cannot take fails the run before any stage, naming the input, the field and the fix.
+    const failure = await (await harness.start(file, { timeout: 'soon' })).result().then(() => undefined, (err: unknown) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    const cause = (failure as WorkflowFailedError).cause as ApplicationFailure;
+    expect(cause.type).toBe('PIPELINE_INVALID');
+    expect(cause.message).toContain('pipeline.stages[0].timeout: input timeout is "soon", which timeout cannot take');
+    expect(cause.message).toContain('--input timeout=');
+  });
+
+  it('keeps a cut answer whole: final-answer and RunHandle.finalAnswer return all of it, or say where it is', { timeout: 180_000 }, async () => {
+    const handle = await harness.startYaml('long-answer', 'name: long-answer\ndefaults: { heartbeatTimeout: 1m }\nstages:\n  - { id: long, backend: claude-cli, model: haiku, allowedTools: [Read], prompt: Answer at length. }\n');
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.error)).toBe('completed');
+    const result = stageOf(state, 'long').result!;
+    // The run state keeps it cut; the result names where the whole text is.
+    expect(Buffer.byteLength(result.answer!)).toBeLessThan(17_000);
+    expect(result.answerRef).toMatchObject({ bytes: Buffer.byteLength(LONG_ANSWER), key: expect.stringMatching(/^\.agent-pipeline\/runs\/.+\/attempt-1\.answer\.md$/) });
+    const client = await PipelineClient.connect({ env: harness.env });
+    try {
+      // Read where the workers keep it (as `transcript()`, the library reads AGENT_PIPELINE_WORKSPACES unless told).
+      expect(await client.getRun(handle.workflowId).finalAnswer('long', { workspacesRoot: harness.workspacesRoot })).toBe(LONG_ANSWER);
+    } finally {
+      await client.close();
+    }
+    const cli = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], harness.env);
+    expect(cli.exitCode, cli.stderr).toBe(0);
+    expect(cli.stdout).toBe(LONG_ANSWER); // execa drops the final newline the command prints
+    // From a host that does not see the workers' folder: exit 2, saying where the text is and what would reach it.
+    const elsewhere = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], { ...harness.env, AGENT_PIPELINE_WORKSPACES: path.join(harness.workspacesRoot, 'not-here') });
+    expect(elsewhere.exitCode).toBe(2);
+    expect(elsewhere.stderr).toContain('[FINAL_ANSWER_NOT_FOUND]');
+    expect(elsewhere.stderr).toContain('AGENT_PIPELINE_STORE');
   });
 
   it('keeps a CLI stage\'s answer and every report field for later stages, the library and status', { timeout: 180_000 }, async () => {

@@ -180,6 +180,34 @@ describe('a run in an existing folder (workspace.dir)', () => {
     expect(Date.parse(fastRequest.time)).toBeGreaterThanOrEqual(stageOf(holderState, 'gate').finishedAt!);
   });
 
+  test('lets runs that all say shared: true work in one folder at once; a run without it waits until they have ended', async () => {
+    const folder = path.join(allowed, 'shared-by-runs');
+    await mkdir(folder, { recursive: true });
+    const write = (which: string, output: string): string =>
+      `\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "${which} run: write the notes.", output: "outputs/${output}.md" }`;
+    const workspace = (shared: boolean): string => `workspace: { dir: ${JSON.stringify(folder)}${shared ? ', shared: true' : ''} }`;
+    const holding = await harness.writePipeline('shared-holds', `name: shared-holds\n${workspace(true)}\nstages:${write('slow', 'a')}\n  - { id: gate, needs: [write], approval: true }\n`);
+    const alongside = await harness.writePipeline('shared-alongside', `name: shared-alongside\n${workspace(true)}\nstages:${write('fast', 'b')}\n`);
+    const alone = await harness.writePipeline('not-shared', `name: not-shared\n${workspace(false)}\nstages:${write('fast', 'c')}\n`);
+    const first = await harness.start(holding);
+    await waitForWaiting(first, 'gate', 'approval');
+    // A second shared run works in the folder while the first still holds it at its gate.
+    const second = await harness.finish(await harness.start(alongside));
+    expect(second.status, JSON.stringify(second.error)).toBe('completed');
+    expect(stageOf(second, 'write').leaseWait).toBeUndefined();
+    expect(await readFile(path.join(folder, 'outputs', 'b.md'), 'utf8')).toBe('Fast notes.');
+    // A run that does not share waits for the shared runs, visibly, and starts once the first has ended.
+    const third = await harness.start(alone);
+    const waiting = await waitForState(third, (s) => stageOf(s, 'write').leaseWait !== undefined);
+    expect(stageOf(waiting, 'write').leaseWait).toMatchObject({ key: `workspace.dir.shared:${await realpath(folder)}`, holders: 1 });
+    expect(existsSync(path.join(folder, 'outputs', 'c.md'))).toBe(false);
+    await first.executeUpdate(approveStageUpdate, { args: [{ stage: 'gate' }] });
+    const [firstState, thirdState] = await Promise.all([harness.finish(first), harness.finish(third)]);
+    expect(firstState.status, JSON.stringify(firstState.error)).toBe('completed');
+    expect(thirdState.status, JSON.stringify(thirdState.error)).toBe('completed');
+    expect(await readFile(path.join(folder, 'outputs', 'c.md'), 'utf8')).toBe('Fast notes.');
+  });
+
   test('a run that was terminated while holding the folder does not keep it locked', async () => {
     const shared = path.join(allowed, 'terminated-holder');
     await mkdir(shared, { recursive: true });

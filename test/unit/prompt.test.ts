@@ -200,13 +200,40 @@ describe('assemblePrompt', () => {
     });
   });
 
+  describe('a raw prompt\'s inputs', () => {
+    it('are checked: a missing one fails INPUT_NOT_FOUND', async () => {
+      const { spec } = stagesOf('name: p\nstages:\n  - id: spec\n    promptFormat: raw\n    inputs: [docs/plan.md]\n    prompt: Use the plan.\n');
+      const failure = await failureOf(() => assemblePrompt(options(spec)));
+      expect(failure).toMatchObject({ type: 'INPUT_NOT_FOUND', nonRetryable: true });
+      expect(failure.message).toContain('input docs/plan.md is missing from the workspace');
+    });
+
+    it('are placed by {{files}}, each under its path in a fence; a folder is named, a missing optional one left out', async () => {
+      await write(workspaceDir, 'docs/plan.md', 'Step one.\n');
+      await write(workspaceDir, 'notes/a.txt', 'x');
+      await write(workspaceDir, 'code.md', 'Use ```js fences```.');
+      const yaml = 'name: p\nstages:\n  - id: spec\n    promptFormat: raw\n    contract: none\n    inputs: [docs/plan.md, notes, code.md, { path: gone.md, optional: true }]\n    prompt: "Files:\\n{{files}}\\nDone."\n';
+      const { spec } = stagesOf(yaml);
+      const { prompt } = await assemblePrompt(options(spec));
+      expect(prompt.user).toBe('Files:\n### docs/plan.md\n```\nStep one.\n```\n\n### notes/ (a folder: its files are in the workspace)\n\n### code.md\n````\nUse ```js fences```.\n````\nDone.');
+    });
+  });
+
   describe('a custom system prompt', () => {
     it('replaces the built-in one; without {{output_contract}} the contract moves to the system channel', async () => {
       await write(baseDir, 'system.md', 'House rules apply. Stage {{stage.id}}.\n\n{{stage_prompt}}\n');
       const { spec } = stagesOf('name: p\nsystemPrompt: system.md\nstages:\n  - id: spec\n    prompt: Write it.\n');
       const { prompt } = await assemblePrompt(options(spec, { systemPromptFile: 'system.md' }));
-      expect(prompt.user).toMatch(/^House rules apply\. Stage spec\.\n\n## Your task\nWrite it\./);
+      // As written: the system prompt filled, the stage prompt in it with no heading or section around it.
+      expect(prompt.user).toBe('House rules apply. Stage spec.\n\nWrite it.\n');
       expect(prompt.system).toBe(OUTPUT_CONTRACT);
+    });
+
+    it('is used as written in raw mode too; a `contract: none` stage gets nothing added', async () => {
+      await write(baseDir, 'system.md', 'Bead {{inputs.bead}}.\n\n{{stage_prompt}}\n');
+      const { spec } = stagesOf('name: p\ninputs: { bead: {} }\nsystemPrompt: system.md\ndefaults: { promptFormat: raw, contract: none }\nstages:\n  - id: spec\n    prompt: "Write {{stage.id}}."\n');
+      const { prompt } = await assemblePrompt(options(spec, { systemPromptFile: 'system.md', context: { ...context(), inputs: { bead: 'B-1' } } }));
+      expect(prompt).toEqual({ system: '', user: 'Bead B-1.\n\nWrite spec.\n' });
     });
 
     it('without {{stage_prompt}} is a configuration error', async () => {

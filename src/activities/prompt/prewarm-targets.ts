@@ -30,10 +30,12 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
       // Additions filled from the run (`{{stages.…}}`) are only known once the stage starts: it starts cold.
       if (listTemplateVariables(stage.appendSystemPrompt ?? '').length > 0) continue;
       const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
+      // As `assemblePrompt` does: raw stages, and every stage under the pipeline's own system prompt, go as written.
+      const asWritten = stage.promptFormat === 'raw' || source.systemPromptFile !== undefined;
       const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
       targets.push({
         stage,
-        system: stage.promptFormat === 'raw' ? composeRawSystem(stage, agent?.persona) : composeSystem(stage, agent?.persona, wrapper),
+        system: asWritten ? composeRawSystem(stage, agent?.persona, undefined, source.systemPromptFile ? wrapper : undefined) : composeSystem(stage, agent?.persona, wrapper),
         addDirs: source.resolveAddDirs(stage),
         maxBudgetUsd: caps.length > 0 ? Math.min(...caps) : undefined,
       });

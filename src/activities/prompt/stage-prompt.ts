@@ -4,12 +4,12 @@ import type { ContextFile } from '../../pipeline/schema.js';
 import { contextText, readContextFiles } from './context-files.js';
 import { composeRawPrompt } from './raw-prompt.js';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
-import { CONTEXT_VARIABLE, renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../../pipeline/template.js';
+import { CONTEXT_VARIABLE, FILES_VARIABLE, listTemplateVariables, renderTemplate, TemplateError, type TemplateContext, type TemplateStage } from '../../pipeline/template.js';
 import { applyAgentDefaults, loadAgentFile, type AgentDefinition } from './agent-file.js';
 import { stageFailure } from '../failures.js';
 import { readFileExcerpt, type FileExcerpt } from './file-excerpt.js';
 import { readPipelineFile } from './pipeline-file.js';
-import { composePrompt, type PromptFile, type PromptParts, type StagePrompt } from './compose.js';
+import { composePrompt, formatFile, type PromptFile, type PromptParts, type StagePrompt } from './compose.js';
 import type { ReworkRound } from '../../contracts/stage-attempt.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
@@ -63,13 +63,17 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
   const files = new InlinedFiles(options.workspaceDir, backendTraits(options.stage.backend).inlinesFiles);
   // Read before the prompt is rendered: `{{context}}` places their text where the prompt wants it.
   const contextFiles = await readContextFiles(options.contextFiles ?? [], { pipelineDir: baseDir, workspaceDir: options.workspaceDir }, options.stage.id, { nextLimit: () => files.nextLimit, count: (e) => files.count(e) }, contextNotes);
-  const { agent, stage, task } = await renderTask(options, contextText(contextFiles));
+  // Checked before the prompt is rendered, in every format: a missing input fails the stage, and `{{files}}` places them.
+  const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, options.stage.id, options.stage.inputs ?? [], context.stages);
+  const { agent, stage, task } = await renderTask(options, { context: contextText(contextFiles), files: () => inputFilesText(inputs, files) });
   const warnings = [...(agent?.warnings ?? [])];
-  if (stage.promptFormat === 'raw') {
-    return { prompt: withTemplateErrors(stage.id, () => composeRawPrompt({ stage, context, task, persona: agent?.persona })), stage, warnings };
+  if (stage.promptFormat === 'raw' || options.systemPromptFile) {
+    // As written: the prompt (in the pipeline's own system prompt, when it has one), nothing added around it.
+    const wrapper = options.systemPromptFile ? await loadSystemPrompt(baseDir, options.systemPromptFile, stage.id) : undefined;
+    if (files.omitted > 0) warnings.push(omittedWarning(files.omitted));
+    return { prompt: withTemplateErrors(stage.id, () => composeRawPrompt({ stage, context, task, persona: agent?.persona, wrapper })), stage, warnings };
   }
   const systemPrompt = await loadSystemPrompt(baseDir, options.systemPromptFile, stage.id);
-  const { found: inputs, missingOptional } = await resolveStageInputs(options.workspaceDir, stage.id, stage.inputs ?? [], context.stages);
   const notes = [...missingOptional.map((p) => `The optional input file ${p} does not exist in the workspace; work without it.`), ...contextNotes];
   const inline = backendTraits(stage.backend).inlinesFiles;
   // The agent file may have chosen another backend than the stage's: inline as the backend that runs needs.
@@ -81,9 +85,7 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
     inputFiles.push(input.isDirectory ? { path: `${input.path}/`, description } : await files.show(input.path, description));
   }
   const earlier = await showEarlierWork(context.stages, stage, inputs, files);
-  if (files.omitted > 0) {
-    warnings.push(`the prompt left out the content of ${files.omitted} file(s) to stay under ${MAX_INLINE_TOTAL_BYTES} bytes of inlined files`);
-  }
+  if (files.omitted > 0) warnings.push(omittedWarning(files.omitted));
   const prompt = withTemplateErrors(stage.id, () =>
     composePrompt({
       stage,
@@ -104,8 +106,24 @@ export async function assemblePrompt(options: AssemblePromptOptions): Promise<As
   return { prompt, stage, warnings };
 }
 
+const omittedWarning = (omitted: number): string => `the prompt left out the content of ${omitted} file(s) to stay under ${MAX_INLINE_TOTAL_BYTES} bytes of inlined files`;
+
+/**
+ * `{{files}}`: the stage's declared input files, each under a `### <path>` heading with its content in a fence, one
+ * after the other; a folder is named only, a missing optional file is left out. Read with the same bounds as context
+ * files (per file and per prompt).
+ */
+async function inputFilesText(inputs: readonly StageInputFile[], files: InlinedFiles): Promise<string> {
+  const shown: string[] = [];
+  for (const input of inputs) {
+    const file = input.isDirectory ? { path: `${input.path}/`, description: 'a folder: its files are in the workspace' } : await files.show(input.path, undefined, true);
+    shown.push(formatFile(file, '###'));
+  }
+  return shown.join('\n\n');
+}
+
 /** The agent file applied to the stage, and its step template (a file, or the inline `prompt:`) rendered. */
-async function renderTask(options: AssemblePromptOptions, contextFilesText: string): Promise<{ agent?: AgentDefinition; stage: ResolvedStage; task: string }> {
+async function renderTask(options: AssemblePromptOptions, fill: { context: string; files: () => Promise<string> }): Promise<{ agent?: AgentDefinition; stage: ResolvedStage; task: string }> {
   const { baseDir, context } = options;
   const stageId = options.stage.id;
   const agent = options.stage.agent ? await loadAgentFile(baseDir, options.stage.agent, stageId) : undefined;
@@ -116,7 +134,9 @@ async function renderTask(options: AssemblePromptOptions, contextFilesText: stri
   }
   const templateName = source.kind === 'file' ? path.resolve(baseDir, source.relative) : `stage ${stageId} prompt (inline)`;
   const template = source.kind === 'file' ? (await readPipelineFile(baseDir, source.relative, stageId, 'prompt')).text : stage.prompt;
-  const extra: Record<string, string> = { 'stage.id': stageId, ...(options.contextFiles?.length ? { [CONTEXT_VARIABLE]: contextFilesText } : {}) };
+  const extra: Record<string, string> = { 'stage.id': stageId, ...(options.contextFiles?.length ? { [CONTEXT_VARIABLE]: fill.context } : {}) };
+  // Read only when the prompt places them (the wrapper shows or names a stage's inputs itself).
+  if ((options.stage.inputs?.length ?? 0) > 0 && listTemplateVariables(template).includes(FILES_VARIABLE)) extra[FILES_VARIABLE] = await fill.files();
   const task = withTemplateErrors(stageId, () => renderTemplate(template, context, templateName, extra, stage.templateSyntax));
   return { agent, stage, task };
 }
@@ -143,10 +163,13 @@ class InlinedFiles {
     this.remaining -= Buffer.byteLength(excerpt.text);
   }
 
-  /** A workspace file for the prompt: its path, and its content too when the backend needs it and the bound allows. */
-  async show(relative: string, description?: string): Promise<PromptFile> {
+  /**
+   * A workspace file for the prompt: its path, and its content too when the backend needs it (or `always`, for
+   * `{{files}}`) and the bound allows.
+   */
+  async show(relative: string, description?: string, always = false): Promise<PromptFile> {
     const file = resolveInside(this.workspaceDir, relative);
-    if (!this.inline || !file) return { path: relative, description };
+    if (!(this.inline || always) || !file) return { path: relative, description };
     if (this.remaining <= 0) {
       this.omitted++;
       return { path: relative, description, omitted: true };

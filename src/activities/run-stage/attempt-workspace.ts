@@ -54,7 +54,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
   }
   if (workspace.lent) {
-    await waitForLentFolder(workspace.dir, input, info);
+    await waitForLentFolder(workspace.dir, input, info, pipeline.workspace?.shared === true);
     // Checked again now that the run holds it: while it waited, the folder (or one above it) may have been replaced by
     // a symlink leading elsewhere. The agent starts in the real path checked, never in what the name leads to now.
     const lent = { root: deps.workspacesRoot, runId: input.runId, dir: pipeline.workspace!.dir!, baseDir: input.baseDir, context, allowedPaths: deps.allowedPaths, stageId };
@@ -73,7 +73,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
  * A run in a lent folder (`workspace.dir`) takes the folder's lease before its agent may write there: while another
  * run holds it, the attempt waits, heartbeating with the details earlier attempts left (see folder-lease.ts).
  */
-async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info): Promise<void> {
+async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info, shared: boolean): Promise<void> {
   const workflowId = info.workflowExecution?.workflowId ?? input.runId;
   // `status` shows the stage waiting for the folder's key (or the key of a folder around or inside it), and how many
   // runs are ahead.
@@ -89,9 +89,10 @@ async function waitForLentFolder(folder: string, input: StageAttemptInput, info:
       reports.waiting(wait);
     },
   };
-  await holdLentFolder(folder, options);
-  // Then no other run may hold a folder inside or around it (folder-nesting.ts).
+  // A run that shares the folder takes no key of its own for it: it joins the shared key once the nesting check passes.
+  if (!shared) await holdLentFolder(folder, options);
+  // Then no other run may hold a folder inside or around it, nor (shared or not) be in it the other way (folder-nesting.ts).
   const attemptHolder = `${workflowId}/${info.activityId}/${info.attempt}`;
-  await claimFolderNesting(folder, { ...options, holder: runHolder(workflowId), attemptHolder });
+  await claimFolderNesting(folder, { ...options, holder: runHolder(workflowId), attemptHolder, shared });
   await reports.over();
 }

@@ -3,9 +3,10 @@ import { capText, findOversizedField, formatSize, OUTPUT_CAPS } from '../../pipe
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageResult } from '../../pipeline/stage-result.js';
 import type { BackendOutcome } from '../backends/stage-backend.js';
-import { stageFailure } from '../failures.js';
+import { FINAL_EMPTY_ANSWER_HINT, stageFailure } from '../failures.js';
 import { checkReportedPaths } from '../outputs/reported-paths.js';
 import { checkExpectedFiles } from '../outputs/stage-outputs.js';
+import { keepFinalAnswer } from './final-answer.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
 
 /**
@@ -17,10 +18,13 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
   const attempt = setup.info.attempt;
   failIfEmptyIsFinal(stage, outcome, record);
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
-  const answer = capProse('text', withoutReportBlock(outcome.text).trimEnd(), record.warnings, OUTPUT_CAPS.answerBytes);
+  const fullAnswer = withoutReportBlock(outcome.text).trimEnd();
+  const answer = capProse('text', fullAnswer, record.warnings, OUTPUT_CAPS.answerBytes);
+  // A cut answer is kept whole in the run's bookkeeping: `final-answer` and `RunHandle.finalAnswer` read it there.
+  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepFinalAnswer(fullAnswer, log.transcriptPath(attempt), setup.deps.workspacesRoot) } : {};
   if (reading.kind === 'needs_input') {
     const question = capProse('question', reading.question, record.warnings);
-    return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...(reading.blocked ? { blocked: true } : {}) };
+    return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...answerRef, ...(reading.blocked ? { blocked: true } : {}) };
   }
   if (reading.kind === 'violation') {
     const earlierViolations = log.countFailures('OUTPUT_CONTRACT_VIOLATION');
@@ -53,6 +57,7 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
     verdict: report.verdict,
     feedback: report.feedback,
     answer,
+    ...answerRef,
     ...(extra ? { report: extra } : {}),
     warnings: [...record.warnings, ...checked.warnings],
   };
@@ -68,7 +73,7 @@ function failIfEmptyIsFinal(stage: ResolvedStage, outcome: BackendOutcome, recor
       stageId: stage.id,
       message: 'the agent gave no answer, and the stage\'s `retry.nonRetryable` lists RESPONSE_EMPTY',
       nonRetryable: true,
-      hint: 'check the prompt and the model; remove RESPONSE_EMPTY from `retry.nonRetryable` to have an empty answer retried',
+      hint: FINAL_EMPTY_ANSWER_HINT,
       details: { sessionId: outcome.sessionId, costUsd: outcome.costUsd, usage: outcome.usage, transcript: record.transcript, warnings: record.warnings },
     });
   }

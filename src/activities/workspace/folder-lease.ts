@@ -15,6 +15,8 @@ import { MAX_LEASE_KEY_LENGTH } from '../../contracts/lease-messages.js';
  */
 
 const KEY_PREFIX = 'workspace.dir:';
+/** Held by every run in the folder that says `workspace.shared: true`, at once (folder-nesting.ts takes it). */
+const SHARED_PREFIX = 'workspace.dir.shared:';
 
 /**
  * The lease key of a lent folder: its real path, so that `status` and `limits` say which folder a run waits for; a
@@ -22,6 +24,11 @@ const KEY_PREFIX = 'workspace.dir:';
  */
 export function folderLeaseKey(realFolder: string): string {
   return folderKey(KEY_PREFIX, realFolder);
+}
+
+/** The key the runs that share a lent folder (`workspace.shared: true`) hold together. */
+export function sharedFolderKey(realFolder: string): string {
+  return folderKey(SHARED_PREFIX, realFolder);
 }
 
 /** A key naming a folder after `prefix`: the path itself when it fits, else its hash. */

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { holdLeases, LeaseClient } from '../leases/lease-client.js';
-import { folderKey, folderLeaseKey, releaseEndedHolders, type FolderWait } from './folder-lease.js';
+import { folderKey, folderLeaseKey, releaseEndedHolders, sharedFolderKey, type FolderWait } from './folder-lease.js';
 
 /*
  * A folder lent to one run (`workspace.dir`) is never inside, nor around, a folder lent to another run at the same
@@ -15,6 +15,13 @@ import { folderKey, folderLeaseKey, releaseEndedHolders, type FolderWait } from 
  * running run holds the key of a folder around its own (`workspace.dir:<ancestor>`) nor the mark of its own folder
  * (a run inside it). The check and the marks are made while holding one short-lived key (`workspace.dir.nesting`,
  * with a time limit), so two runs never both pass: whichever passes second sees the first one's key or marks.
+ *
+ * Runs that share a folder (`workspace.shared: true`) take no key of their own for it: under the nesting key each
+ * checks that no other running run holds (or waits for) the folder's own key, then joins the folder's shared key
+ * (`workspace.dir.shared:<folder>`, any number of runs). A run with the folder to itself, holding the folder's own key,
+ * checks under the nesting key that no running run holds the shared key. Both checks and takes are made under the one
+ * nesting key, so a shared run and a run of its own are never both in the folder; the one of its own holds its key
+ * while it waits, so shared runs arriving later queue behind it rather than starve it.
  *
  * Deadlock-free: a run that has passed never waits again (its later stages find their marks and go on), and a run
  * that waits here holds only its own folder's key, waiting for a run that has passed or for a run in a folder around
@@ -59,6 +66,8 @@ export interface FolderNestingOptions {
   holder: string;
   /** Unique to this attempt: who holds the nesting key while it checks. */
   attemptHolder: string;
+  /** The run shares the folder with other runs that say so (`workspace.shared: true`). */
+  shared?: boolean;
   label: string;
   signal?: AbortSignal;
   onWait?: (wait: FolderWait) => void;
@@ -73,8 +82,9 @@ export interface FolderNestingOptions {
 export async function claimFolderNesting(realFolder: string, options: FolderNestingOptions): Promise<void> {
   const leases = new LeaseClient(options.client, options.taskQueue);
   const around = enclosingFolders(realFolder);
-  // An earlier stage passed: the mark of the nearest folder around is the last one taken.
-  if (around.length > 0 && (await leases.describe(insideKey(options.taskQueue, around[around.length - 1])))?.holders.some((h) => h.holder === options.holder)) return;
+  // An earlier stage passed: the last key taken (the shared key, else the mark of the nearest folder around) is the run's.
+  const lastKey = options.shared ? sharedFolderKey(realFolder) : around.length > 0 ? insideKey(options.taskQueue, around[around.length - 1]) : undefined;
+  if (lastKey && (await leases.describe(lastKey))?.holders.some((h) => h.holder === options.holder)) return;
   const nesting = { key: `${NESTING_KEY}@${options.taskQueue}`, limit: 1, holder: options.attemptHolder, ttlMs: NESTING_TTL_MS, label: options.label };
   for (;;) {
     const blocked = await holdLeases(leases, [nesting], () => markIfFree(leases, realFolder, around, options), {
@@ -90,14 +100,22 @@ export async function claimFolderNesting(realFolder: string, options: FolderNest
 
 /** Under the nesting key: what blocks the run, or nothing once its marks are taken. */
 async function markIfFree(leases: LeaseClient, realFolder: string, around: string[], options: FolderNestingOptions): Promise<FolderWait | undefined> {
-  // A run in a folder around this one holds that folder's key; a run in a folder inside this one holds its mark.
-  for (const key of [...around.map(folderLeaseKey), insideKey(options.taskQueue, realFolder)]) {
+  // A run in a folder around this one holds that folder's key (or its shared key); a run in a folder inside this one
+  // holds its mark; a run with this folder to itself holds its key, and runs sharing it the shared key.
+  const ownKey = options.shared ? folderLeaseKey(realFolder) : sharedFolderKey(realFolder);
+  const blockers = [...around.flatMap((folder) => [folderLeaseKey(folder), sharedFolderKey(folder)]), insideKey(options.taskQueue, realFolder), ownKey];
+  for (const key of blockers) {
     const heldBy = await releaseEndedHolders(leases, options.client, key, options.holder);
     if (heldBy.length > 0) return { key, ahead: 0, holders: heldBy.length, limit: 1, heldBy };
   }
   for (const folder of around) {
     const key = insideKey(options.taskQueue, folder);
     // Marks are given back only when found: look at a few holders of each mark taken, so marks never pile up.
+    await releaseEndedHolders(leases, options.client, key, options.holder, PRUNE_PER_MARK);
+    await leases.acquire({ key, limit: MARK_LIMIT, holder: options.holder, label: options.label, run: options.workflowId }, { signal: options.signal });
+  }
+  if (options.shared) {
+    const key = sharedFolderKey(realFolder);
     await releaseEndedHolders(leases, options.client, key, options.holder, PRUNE_PER_MARK);
     await leases.acquire({ key, limit: MARK_LIMIT, holder: options.holder, label: options.label, run: options.workflowId }, { signal: options.signal });
   }

@@ -8,6 +8,7 @@ import { addDevCommand } from './dev.js';
 import { addKeysCommands } from './keys.js';
 import { addLimitsCommand } from './limits.js';
 import { addListCommand } from './list.js';
+import { addFinalAnswerCommand } from './final-answer.js';
 import { addLogsCommand } from './logs.js';
 import { addPruneCommand } from './prune.js';
 import { addScheduleCommands } from './schedule.js';
@@ -25,6 +26,7 @@ export function addCommands(program: Command): void {
   addListCommand(program);
   addLimitsCommand(program);
   addLogsCommand(program);
+  addFinalAnswerCommand(program);
   addDecisionCommands(program);
   addCancelCommand(program);
   addPruneCommand(program);

@@ -1,7 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { CancelledFailure } from '@temporalio/common';
 import { openStageFolder } from '../../workspace/run-workspace.js';
-import { stageFailure } from '../../failures.js';
+import { FINAL_EMPTY_ANSWER_HINT, stageFailure } from '../../failures.js';
 import { defaultOutputPath } from '../../outputs/stage-outputs.js';
 import { redactSecrets } from '../../secrets.js';
 import { streamAnswer, type Answer } from './answer.js';
@@ -53,10 +53,13 @@ export async function runAnthropicApi(request: BackendRequest, options: Anthropi
   recordResult(transcript, call, answer, { costUsd, durationMs });
   await transcript.close();
   if (text.trim() === '') {
+    // A stage whose `retry.nonRetryable` lists RESPONSE_EMPTY made an empty answer final: say so, not "retried".
+    const final = stage.retry?.nonRetryable?.includes('RESPONSE_EMPTY') === true;
     throw stageFailure({
       type: 'RESPONSE_EMPTY',
       stageId: stage.id,
-      message: `the model (${call.model}) answered with no text (stop reason ${stopReason})`,
+      message: `the model (${call.model}) answered with no text (stop reason ${stopReason})${final ? ", and the stage's `retry.nonRetryable` lists RESPONSE_EMPTY" : ''}`,
+      ...(final ? { nonRetryable: true, hint: FINAL_EMPTY_ANSWER_HINT } : {}),
       details: { stopReason, usage, costUsd },
     });
   }
