@@ -65,6 +65,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id, input.promptToken) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     runSignedBy: input.signedBy,
+    restoredFrom: setup.restoredFrom,
     prewarm: input.prewarm?.length
       ? () =>
           prewarmTargets(input.prewarm!, {
