@@ -3,6 +3,7 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { sha256Hex } from '../../src/activities/checkpoint/keys.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
@@ -33,6 +34,7 @@ const RULES: Rule[] = [
     ],
   },
   { name: 'after', match: 'Pipeline: loss · Stage: after ·', turns: [{ text: report('Read the file.') }] },
+  { name: 'off', match: 'Pipeline: off · Stage: only ·', turns: [{ text: report('Done.') }] },
 ];
 
 const PIPELINE = [
@@ -111,5 +113,17 @@ describe('a machine lost during a stage', () => {
     expect(String(logs.stdout)).toContain('Wrote both steps.');
     const status = await runCli(['status', runId], harness.env);
     expect(status.exitCode, String(status.all ?? status.stderr)).toBe(0);
+    // The last stage's end was checkpointed too: a run waiting after it could move on elsewhere.
+    expect((await manifests(storeDir)).at(-1)?.reason).toBe('end');
+  });
+
+  test('a worker with AGENT_PIPELINE_CHECKPOINTS=off writes no checkpoint', async () => {
+    const file = await harness.writePipeline('off', 'name: off\ndefaults: { backend: claude-cli, model: sonnet, permissionMode: dontAsk }\nstages:\n  - id: only\n    prompt: Do it.\n');
+    workers.push(startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'off' }));
+    const handle = await harness.start(file);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+    expect(existsSync(path.join(storeDir, 'runs', sha256Hex(handle.workflowId)))).toBe(false);
   });
 });

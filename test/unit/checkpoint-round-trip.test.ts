@@ -180,6 +180,20 @@ describe('a plain run folder', () => {
     expect(existsSync(workspace.bookkeeping)).toBe(false);
   });
 
+  test('a host whose copy is older than the newest checkpoint (another worker ran the run since) gets the newest', async () => {
+    const workspace = await openAndWork();
+    const target: CheckpointTarget = { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' };
+    await takeCheckpoint(options, target, 'test');
+    const older = await readFile(path.join(workspace.bookkeeping, 'checkpoint.json'));
+    await writeFile(path.join(workspace.dir, 'docs', 'deep', 'a.md'), 'newer\n');
+    await takeCheckpoint(options, target, 'test');
+    // This host's copy: as it was at the first checkpoint.
+    await writeFile(path.join(workspace.dir, 'docs', 'deep', 'a.md'), 'older\n');
+    await writeFile(path.join(workspace.bookkeeping, 'checkpoint.json'), older);
+    expect(await restoreIfNeeded(options, place())).toBeDefined();
+    expect(await readFile(path.join(workspace.dir, 'docs', 'deep', 'a.md'), 'utf8')).toBe('newer\n');
+  });
+
   test('a checkpoint over the size cap fails naming the cap and its setting', async () => {
     const workspace = await openAndWork();
     await writeFile(path.join(workspace.dir, 'big.bin'), Buffer.alloc(4096));
