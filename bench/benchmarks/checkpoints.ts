@@ -58,7 +58,7 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
     await rm(workspace.dir, { recursive: true, force: true });
     await rm(workspace.bookkeeping, { recursive: true, force: true });
     const restoreStart = process.hrtime.bigint();
-    const restored = await restoreIfNeeded(options, { runId, workspacesRoot: root, kind: 'git', repo, stageId: 'bench' });
+    const restored = await restoreIfNeeded(options, { runId, workspacesRoot: root, kind: 'git', repo, branch: git.branch, stageId: 'bench' });
     await finishRestore(restored, await openRunWorkspace(root, runId, { git }));
     restoreMs.push(elapsedMs(restoreStart));
   }
@@ -67,7 +67,7 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
   return {
     name: 'checkpoints',
     title: 'Checkpoints',
-    method: `A run's worktree of a ${(REPO_FILES * FILE_BYTES) / 1024 ** 2} MB repository (${REPO_FILES} random files) with a 100 KB uncommitted change, checkpointed into a folder store (bundle relative to the base + bookkeeping archive + manifest), then its folder and bookkeeping deleted and restored (worktree checked out again). Medians.`,
+    method: `A run's worktree of a ${round((REPO_FILES * FILE_BYTES) / 1024 ** 2, 0)} MB repository (${REPO_FILES} random files) with a 100 KB uncommitted change, checkpointed into a folder store (bundle relative to the base + bookkeeping archive + manifest), then its folder and bookkeeping deleted and restored (worktree checked out again). Medians.`,
     repetitions: rounds,
     headline: `checkpoint ${take} ms, ${round(median(bytes) / 1024)} KB; restore ${restore} ms`,
     goal: { text: 'checkpoint ≤ 300 ms, restore ≤ 3 s', met: take <= 300 && restore <= 3_000 },

@@ -16,7 +16,7 @@ import { openAttemptWorkspace } from './run-stage/attempt-workspace.js';
 import { runAttempt } from './run-stage/run-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { mergeWarnings } from './attempt/warnings.js';
-import { AttemptCheckpoints, finishRestore, restoreBeforeAttempt, workspaceKind } from './checkpoint/stage-checkpoints.js';
+import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
 import { repoOf } from './workspace/open-workspace.js';
 
 /**
@@ -35,10 +35,7 @@ export function createRunStage(deps: RunStageDependencies) {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
       }
-      // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
-      const restored = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot);
-      const { context, workspace, filesDir } = await openAttemptWorkspace(deps, input, info);
-      await finishRestore(restored, workspace);
+      const { context, workspace, filesDir, restored } = await openAttemptWorkspace(deps, input, info);
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));

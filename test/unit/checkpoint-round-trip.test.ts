@@ -60,7 +60,7 @@ function expectFailure(err: unknown, type: string): ApplicationFailure {
 describe('a git workspace', () => {
   let repo: string;
   const branch = 'agent/ckpt-run-1';
-  const place = (): RestorePlace => ({ runId: RUN, workspacesRoot: root, kind: 'git', repo, stageId: 'build' });
+  const place = (): RestorePlace => ({ runId: RUN, workspacesRoot: root, kind: 'git', repo, branch, stageId: 'build' });
 
   beforeEach(async () => {
     repo = path.join(scratch, 'repo');
@@ -129,6 +129,16 @@ describe('a git workspace', () => {
     expect(second.git!.ref).not.toBe(first.git!.ref);
     await removeRunWorkspace(root, workspace.dir, true);
     expect(await git(repo, 'for-each-ref', '--format=%(refname)', prefix)).toBe('');
+  });
+
+  test('a checkpoint naming another branch than the run\'s is refused: a restore never creates or moves another branch', async () => {
+    const workspace = await openAndWork();
+    await takeCheckpoint(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'git', repo }, 'test');
+    await loseHost(workspace);
+    const before = await git(repo, 'for-each-ref', '--format=%(refname) %(objectname)', 'refs/heads/');
+    const failure = expectFailure(await restoreIfNeeded(options, { ...place(), branch: 'main' }).catch((e: unknown) => e), 'WORKSPACE_ERROR');
+    expect(failure.message).toContain(`it names the branch ${branch}, but the run's branch is main`);
+    expect(await git(repo, 'for-each-ref', '--format=%(refname) %(objectname)', 'refs/heads/')).toBe(before);
   });
 
   test('a worker whose workspaces folder differs from the one the checkpoint was taken in refuses the run, naming both', async () => {

@@ -33,6 +33,10 @@ async function run(cwd: string, args: string[], env: Record<string, string> = {}
  */
 export async function snapshotWorktree(dir: string, options: { branch: string; base: string; id: string; scratch: string; bundleFile: string }): Promise<WorktreeSnapshot> {
   const nested = await findNestedRepositories(dir);
+  // A folder it could not look into may hold a repository that `git add` would start a git in: carry nothing then.
+  if (nested.truncated || nested.unreadable.length > 0) {
+    throw new Error(`the worktree ${dir} could not be looked through whole for repositories the agent made (${nested.truncated ? 'too many files' : `unreadable: ${nested.unreadable.slice(0, 3).join(', ')}`}), so it was not checkpointed`);
+  }
   const excluded = [OLD_BOOKKEEPING_DIR, ...nested.folders].map((folder) => `:(top,exclude,literal)${folder}`);
   const index = path.join(options.scratch, 'index');
   // Starting from a copy of the agent's index keeps git from hashing every unchanged file again.

@@ -21,6 +21,8 @@ export interface RestorePlace {
   kind: CheckpointManifest['kind'];
   /** With `kind: git`: the repository (`workspace.repo`, resolved). */
   repo?: string;
+  /** With `kind: git`: the run's branch, as this attempt renders it; a checkpoint naming another is refused. */
+  branch?: string;
   stageId: string;
 }
 
@@ -52,6 +54,10 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
   return withScratch(place.workspacesRoot, async (scratch) => {
     const files = await downloadVerified(options, place, manifest, scratch);
     const warnings: string[] = [];
+    if (manifest.git && manifest.git.branch !== place.branch) {
+      // A manifest naming another branch would have the restore create or move that branch: never.
+      throw damaged(place, manifest, `it names the branch ${manifest.git.branch}, but the run's branch is ${place.branch ?? '(none)'}`);
+    }
     if (manifest.git) {
       const problem = await bundleProblem(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]);
       if (problem) throw damaged(place, manifest, `its git bundle cannot be used in ${place.repo}: ${problem}`, `the repository needs the commit ${manifest.git.base} the run started from: fetch it into ${place.repo}, then retry`);

@@ -25,11 +25,11 @@ export function workspaceKind(input: StageAttemptInput): CheckpointManifest['kin
 }
 
 /** The restore an attempt needs before its workspace is opened; undefined when there is nothing to restore. */
-export async function restoreBeforeAttempt(options: CheckpointOptions | undefined, input: StageAttemptInput, workspacesRoot: string): Promise<Restored | undefined> {
+export async function restoreBeforeAttempt(options: CheckpointOptions | undefined, input: StageAttemptInput, workspacesRoot: string, branch?: string): Promise<Restored | undefined> {
   if (!options) return undefined;
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
-  const restored = await restoreIfNeeded(options, { runId: input.runId, workspacesRoot, kind, repo, stageId: input.stage.id });
+  const restored = await restoreIfNeeded(options, { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id });
   if (restored) log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: restored.manifest.id, takenAt: restored.manifest.takenAt });
   return restored;
 }
