@@ -42,6 +42,17 @@ async function writeSession(workspace: RunWorkspace): Promise<void> {
   const file = path.join(workspace.bookkeeping, SESSION);
   await mkdir(path.dirname(file), { recursive: true });
   await writeFile(file, '{"turn":1}\n{"turn":2}\n{"tur');
+  // What an attempt writes again, and what may hold the worker's credentials: never carried.
+  await mkdir(path.join(workspace.bookkeeping, 'stages', 'build'), { recursive: true });
+  await writeFile(path.join(workspace.bookkeeping, 'stages', 'build', 'settings.json'), '{"apiKeyHelper":"secret"}');
+  await writeFile(path.join(workspace.bookkeeping, 'claude', '.credentials.json'), '{"token":"secret"}');
+}
+
+/** The credential and settings files an attempt writes were left out of the restored bookkeeping. */
+function expectNoSettingsCarried(workspace: RunWorkspace): void {
+  expect(existsSync(path.join(workspace.bookkeeping, 'stages', 'build', 'settings.json'))).toBe(false);
+  expect(existsSync(path.join(workspace.bookkeeping, 'claude', '.credentials.json'))).toBe(false);
+  expect(existsSync(path.join(workspace.bookkeeping, 'stages', 'build'))).toBe(true);
 }
 
 /** The host loses the run: its folder and its bookkeeping are gone. */
@@ -113,6 +124,7 @@ describe('a git workspace', () => {
     expect((await lstat(path.join(reopened.dir, 'outside-link'))).isSymbolicLink()).toBe(true);
     expect(await readlink(path.join(reopened.dir, 'outside-link'))).toBe('/etc/hostname');
     expect(await readFile(path.join(reopened.bookkeeping, SESSION), 'utf8')).toBe('{"turn":1}\n{"turn":2}\n');
+    expectNoSettingsCarried(reopened);
     // A host that has the run as new as the store does not restore again.
     expect(await restoreIfNeeded(options, place())).toBeUndefined();
   });

@@ -11,12 +11,23 @@ import { listFolder } from './folder-archive.js';
 /** Bookkeeping left out of a checkpoint: stage worktrees (`isolation: stage`, agents' trees), the local marker. */
 export const NOT_CHECKPOINTED = new Set(['worktrees', 'checkpoint.json', 'ended.json']);
 
+/**
+ * Files never carried, wherever they are: what may hold the worker's credentials or settings (each attempt's Claude
+ * Code settings and MCP config, Claude Code's own credentials file). Every attempt writes them again, so a restored run
+ * needs none of them, and the store never holds a secret of the worker.
+ */
+export const NEVER_CHECKPOINTED_FILES = new Set(['settings.json', 'settings.local.json', 'mcp-config.json', '.credentials.json']);
+
+function leftOut(relative: string): boolean {
+  return NOT_CHECKPOINTED.has(relative) || NEVER_CHECKPOINTED_FILES.has(relative.slice(relative.lastIndexOf('/') + 1));
+}
+
 /** How far to look back for a line's end at a time. @unit bytes */
 const TAIL_CHUNK = 64 * 1024;
 
 /** Copies `bookkeeping` into the empty folder `into`; returns the paths copied, for the archive. */
 export async function copyBookkeeping(bookkeeping: string, into: string, maxBytes: number): Promise<string[]> {
-  const listing = await listFolder(bookkeeping, { maxBytes, skip: (relative) => NOT_CHECKPOINTED.has(relative) });
+  const listing = await listFolder(bookkeeping, { maxBytes, skip: leftOut });
   for (const entry of listing.entries) {
     const from = path.join(bookkeeping, entry);
     const to = path.join(into, entry);
