@@ -3,8 +3,9 @@ import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeF
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { finishRestore } from '../../src/activities/checkpoint/stage-checkpoints.js';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import { AttemptCheckpoints, finishRestore } from '../../src/activities/checkpoint/stage-checkpoints.js';
+import { checkpointKey, listCheckpoints, MANIFEST_OBJECT } from '../../src/activities/checkpoint/keys.js';
 import { restoreIfNeeded, type RestorePlace } from '../../src/activities/checkpoint/restore-checkpoint.js';
 import type { CheckpointOptions } from '../../src/activities/checkpoint/settings.js';
 import { CheckpointTooLargeError, takeCheckpoint, type CheckpointTarget } from '../../src/activities/checkpoint/take-checkpoint.js';
@@ -214,6 +215,20 @@ describe('a plain run folder', () => {
     await writeFile(path.join(workspace.bookkeeping, 'checkpoint.json'), older);
     expect(await restoreIfNeeded(options, place())).toBeDefined();
     expect(await readFile(path.join(workspace.dir, 'docs', 'deep', 'a.md'), 'utf8')).toBe('newer\n');
+  });
+
+  test('an attempt is checkpointed when its stage first starts, every `every` while it runs, and when it ends', async () => {
+    const workspace = await openAndWork();
+    const reasons = async () => {
+      const ids = await listCheckpoints(options.store, RUN);
+      const read = async (id: string) => (JSON.parse(Buffer.from((await options.store.get(checkpointKey(RUN, id, MANIFEST_OBJECT), 1e6))!).toString()) as { reason: string }).reason;
+      return Promise.all(ids.map(read));
+    };
+    const checkpoints = new AttemptCheckpoints(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' }, 300);
+    checkpoints.start(true);
+    await vi.waitFor(async () => expect(await reasons()).toEqual(['start', 'periodic']), { timeout: 20_000, interval: 50 });
+    expect(await checkpoints.end()).toEqual([]);
+    expect((await reasons()).at(-1)).toBe('end');
   });
 
   test('a checkpoint over the size cap fails naming the cap and its setting', async () => {

@@ -54,10 +54,12 @@ export class AttemptCheckpoints {
     private readonly everyMs: number,
   ) {}
 
-  /** Checkpoints the run at the stage's first start (`first`), then every `everyMs` until {@link end}. */
-  async start(first: boolean): Promise<void> {
+  /**
+   * Checkpoints the run at the stage's first start (`first`), then every `everyMs` until {@link end}. The first one
+   * runs beside the agent's start, not before it: a stage starts no later for it.
+   */
+  start(first: boolean): void {
     if (!this.options) return;
-    if (first) await this.take('start');
     const tick = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {
@@ -65,7 +67,8 @@ export class AttemptCheckpoints {
       }, this.everyMs);
       this.timer.unref();
     };
-    tick();
+    if (first) this.running = this.take('start').finally(tick);
+    else tick();
   }
 
   /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
