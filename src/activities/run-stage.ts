@@ -64,7 +64,7 @@ async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): 
   const { deps, input, workspace } = setup;
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
-  const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs);
+  const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
   checkpoints.start(setup.info.attempt === 1 && !setup.restoredFrom);
   let result: StageResult | undefined;
   try {

@@ -68,7 +68,8 @@ export async function createArchive(dir: string, entries: string[], archive: str
   await writeFile(list, entries.map((entry) => `${entry}\0`).join(''));
   const result = await execa(
     'tar',
-    ['--create', '--file', archive, '--directory', dir, '--no-recursion', '--null', '--verbatim-files-from', '--files-from', list],
+    // A file the agent removes between the listing and tar's read is left out, not a failed checkpoint.
+    ['--create', '--file', archive, '--directory', dir, '--no-recursion', '--ignore-failed-read', '--null', '--verbatim-files-from', '--files-from', list],
     { reject: false, env: tarEnvironment(), extendEnv: false },
   );
   if (result.failed) throw new Error(`tar could not archive ${dir}: ${String(result.stderr).slice(-1_000)}`);

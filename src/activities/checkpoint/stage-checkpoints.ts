@@ -1,4 +1,5 @@
-import { log } from '@temporalio/activity';
+import { activityInfo, log } from '@temporalio/activity';
+import { keepHeartbeating } from './keep-heartbeating.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { redactSecrets } from '../secrets.js';
 import { repoOf } from '../workspace/open-workspace.js';
@@ -29,7 +30,9 @@ export async function restoreBeforeAttempt(options: CheckpointOptions | undefine
   if (!options) return undefined;
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
-  const restored = await restoreIfNeeded(options, { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id });
+  const place = { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id };
+  // The previous attempt's details are kept: the session to resume is in them.
+  const restored = await keepHeartbeating(() => activityInfo().heartbeatDetails, () => restoreIfNeeded(options, place));
   if (restored) log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: restored.manifest.id, takenAt: restored.manifest.takenAt });
   return restored;
 }
@@ -52,6 +55,8 @@ export class AttemptCheckpoints {
     private readonly target: CheckpointTarget,
     /** @unit milliseconds */
     private readonly everyMs: number,
+    /** The attempt's latest heartbeat details, sent again while the end checkpoint runs. @default none: no heartbeat */
+    private readonly details?: () => unknown,
   ) {}
 
   /**
@@ -77,7 +82,8 @@ export class AttemptCheckpoints {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
-    await this.take('end');
+    const details = this.details;
+    await (details ? keepHeartbeating(details, () => this.take('end')) : this.take('end'));
     return this.warnings;
   }
 

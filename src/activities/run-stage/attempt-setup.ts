@@ -39,6 +39,8 @@ export interface AttemptSetup {
   earlierWarnings: string[];
   /** The checkpoint this host's copy of the run was restored from before this attempt, if it was. */
   restoredFrom?: { id: string; takenAt: string };
+  /** What the attempt last heartbeat (set as the backend reports progress), for what heartbeats after it. */
+  lastHeartbeat?: unknown;
 }
 
 /** What the agent did, before its answer is read: the fields every stage result has. */
