@@ -28,6 +28,9 @@ import { workerTrustFromEnv } from './trust/worker-trust.js';
 import { clientDataConverter, payloadCodecsFor, workerDataConverter } from './codec/data-converter.js';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
+import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
+import { workerFolder } from './activities/workspace/worker-folder.js';
+import { FileStore } from './store/file-store.js';
 
 /** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {
@@ -146,11 +149,30 @@ async function releaseWorkerResources(resources: WorkerResources): Promise<void>
 }
 
 /**
+ * Where and how often the worker checkpoints its runs (docs/deployment.md); none with `AGENT_PIPELINE_CHECKPOINTS=off`.
+ * The store is a folder in the worker's own folder until the store setting is read here (`openStore`).
+ * @throws ConfigError naming the setting that is malformed
+ */
+function checkpointsFromEnv(env: NodeJS.ProcessEnv, workspacesRoot: string): CheckpointOptions | undefined {
+  try {
+    const settings = checkpointSettingsFromEnv(env);
+    if (!settings.enabled) return undefined;
+    return { store: new FileStore(path.join(workerFolder(workspacesRoot), 'store')), everyMs: settings.everyMs, maxBytes: settings.maxBytes };
+  } catch (err) {
+    if (err instanceof CheckpointSettingError) throw new ConfigError(`[CONFIG_INVALID] ${err.message}`);
+    throw err;
+  }
+}
+
+/**
  * A worker shared by several people lends none of its host's folders to runs, and reads no pipeline from its own disk
  * for runs that carry none, unless its operator says which.
  */
-function hostFolders(options: StartWorkerOptions, settings: WorkerEnvOptions): { allowedPaths: AllowedPaths; pipelineDirs: PipelineDirs } {
-  return { allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [], pipelineDirs: options.pipelineDirs ?? settings.pipelineDirs ?? [] };
+function hostFolders(options: StartWorkerOptions, settings: WorkerEnvOptions, configuredRoot: string, env: NodeJS.ProcessEnv) {
+  const workspacesRoot = options.workspacesRoot ? path.resolve(options.workspacesRoot) : configuredRoot;
+  const folders: { allowedPaths: AllowedPaths; pipelineDirs: PipelineDirs } = { allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [], pipelineDirs: options.pipelineDirs ?? settings.pipelineDirs ?? [] };
+  // The runs' workspaces, and the checkpoints that carry them to another host.
+  return { ...folders, workspacesRoot, checkpoints: checkpointsFromEnv(env, workspacesRoot) };
 }
 
 async function createWorkerWithResources(options: StartWorkerOptions): Promise<{ worker: Worker; resources: WorkerResources }> {
@@ -180,9 +202,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
       })
     : undefined;
   const activities = createActivities({
-    workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
-    ...hostFolders(options, settings),
+    ...hostFolders(options, settings, config.workspacesRoot, env),
     secrets: resources.secrets,
     trust: workerTrustFromEnv(env),
     leasePollMs: options.leasePollMs,

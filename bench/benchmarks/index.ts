@@ -2,6 +2,7 @@ import type { CapturedCall } from '../lib/claude-capture.js';
 import type { BenchmarkResult } from '../lib/results.js';
 import type { BenchStack } from '../lib/stack.js';
 import { benchBigOutput } from './big-output.js';
+import { benchCheckpoints } from './checkpoints.js';
 import { benchCost } from './cost.js';
 import { benchEncryption } from './encryption.js';
 import { benchCliConcurrency } from './cli-concurrency.js';
@@ -118,6 +119,12 @@ export const BENCHMARKS: Benchmark[] = [
     title: 'Scale',
     goal: 'bytes per stage flat within 20%; 400 stages + 100 KB input ≤ 5 MB; 500-wide fan-out < 60 s; all runs complete',
     run: (context) => benchScale(context.stack, context.quick, context.log),
+  },
+  {
+    name: 'checkpoints',
+    title: 'Checkpoints',
+    goal: 'checkpoint ≤ 300 ms, restore ≤ 3 s (50 MB repository, 100 KB change)',
+    run: (context) => benchCheckpoints(context.stack, context.quick ? 1 : 5),
   },
   {
     name: 'big-output',

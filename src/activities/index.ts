@@ -21,6 +21,7 @@ import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
+import type { CheckpointOptions } from './checkpoint/settings.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
@@ -39,6 +40,8 @@ export interface ActivityDependencies {
    * (`AGENT_PIPELINE_PIPELINE_DIRS`). @default none: every such run is refused
    */
   pipelineDirs?: PipelineDirs;
+  /** Where and how often runs are checkpointed (checkpoint/settings.ts). @default none: no checkpoint is taken or restored */
+  checkpoints?: CheckpointOptions;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
   /** How often a run waiting for a pipeline-level key reports its place. @unit milliseconds @default RUN_LEASE_POLL_MS */
@@ -77,6 +80,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
         workspacesRoot: deps.workspacesRoot,
         allowedPaths: deps.allowedPaths,
         pipelineDirs,
+        checkpoints: deps.checkpoints,
         backends: {
           ...deps.extraBackends,
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.

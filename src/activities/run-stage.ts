@@ -14,6 +14,10 @@ import { openStageFolder } from './workspace/run-workspace.js';
 import type { AttemptSetup, RunStageDependencies } from './run-stage/attempt-setup.js';
 import { openAttemptWorkspace } from './run-stage/attempt-workspace.js';
 import { runAttempt } from './run-stage/run-attempt.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { mergeWarnings } from './attempt/warnings.js';
+import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
+import { repoOf } from './workspace/open-workspace.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
@@ -31,13 +35,14 @@ export function createRunStage(deps: RunStageDependencies) {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
       }
-      const { context, workspace, filesDir } = await openAttemptWorkspace(deps, input, info);
+      const { context, workspace, filesDir, restored } = await openAttemptWorkspace(deps, input, info);
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
-      const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings };
-      return redactSecrets(await runAttempt(setup));
+      const restoredFrom = restored && { id: restored.manifest.id, takenAt: restored.manifest.takenAt };
+      const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings, restoredFrom };
+      return redactSecrets(await runCheckpointed(setup, restored?.warnings ?? []));
     } catch (err) {
       let failure = toFailure(err, stageId);
       if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
@@ -49,6 +54,26 @@ export function createRunStage(deps: RunStageDependencies) {
       throw failure;
     }
   };
+}
+
+/**
+ * The attempt between its checkpoints: at the stage's first start (not right after a restore: the store has it),
+ * every `checkpoint.every` while it runs, and at its end, whatever the outcome (see checkpoint/stage-checkpoints.ts).
+ */
+async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): Promise<StageResult> {
+  const { deps, input, workspace } = setup;
+  const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
+  const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
+  const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
+  checkpoints.start(setup.info.attempt === 1 && !setup.restoredFrom);
+  let result: StageResult | undefined;
+  try {
+    result = await runAttempt(setup);
+  } finally {
+    const warnings = await checkpoints.end();
+    if (result) result.warnings = mergeWarnings(result.warnings, restoreWarnings, warnings);
+  }
+  return result;
 }
 
 /** One folder per execution of a stage (a review round, a retry a person asked for); Temporal's attempts share it. */

@@ -60,6 +60,8 @@ export const stageOptionsShape = {
   /** Like `stallTimeout`, for the wait before the agent's first output (model warm-up, long first prompt). */
   firstOutputTimeout: durationSchema.optional(),
   retries: z.number().int().min(0).max(100).optional(),
+  /** How often the worker checkpoints the run while this stage runs (besides at its start and end); the worker's setting when absent. */
+  checkpoint: z.strictObject({ every: durationSchema }).optional(),
   /** How the attempts are spaced and which failures are final (Temporal's retry policy); `retries` stays the count. */
   retry: retrySchema.optional(),
   /** A `BLOCKED: reason` answer: `wait` for a person's answer (default), or `fail` the run with `AGENT_BLOCKED` and the reason. */

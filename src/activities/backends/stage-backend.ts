@@ -81,6 +81,11 @@ export interface BackendRequest {
    * `AGENT_PIPELINE_TRUSTED_KEYS`); absent for a run no worker verified. Set by the workflow, never by the run's input.
    */
   runSignedBy?: string;
+  /**
+   * This host lost the run's workspace and restored it (and the agent's sessions) from the checkpoint taken at
+   * `takenAt` (ISO 8601) before this attempt: work done after that may be missing, and the agent is told so.
+   */
+  restoredFrom?: { id: string; takenAt: string };
 }
 
 /**

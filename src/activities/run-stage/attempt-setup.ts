@@ -8,6 +8,7 @@ import type { StageBackend } from '../backends/stage-backend.js';
 import type { AllowedPaths, RunPlace } from '../workspace/allowed-paths.js';
 import type { PipelineDirs } from '../prompt/worker-files.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
+import type { CheckpointOptions } from '../checkpoint/settings.js';
 
 /** What the stage attempt activity is built from (`createRunStage`). */
 export interface RunStageDependencies {
@@ -19,6 +20,8 @@ export interface RunStageDependencies {
   allowedPaths: AllowedPaths;
   /** Host folders a run that carries no files may read its pipeline files from (`AGENT_PIPELINE_PIPELINE_DIRS`). */
   pipelineDirs: PipelineDirs;
+  /** Where and how often runs are checkpointed; none: no checkpoint is taken or restored (`AGENT_PIPELINE_CHECKPOINTS=off`). */
+  checkpoints?: CheckpointOptions;
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */
@@ -34,6 +37,10 @@ export interface AttemptSetup {
   /** What the execution's earlier attempts spent, and the warnings they gave. */
   earlier: Spending;
   earlierWarnings: string[];
+  /** The checkpoint this host's copy of the run was restored from before this attempt, if it was. */
+  restoredFrom?: { id: string; takenAt: string };
+  /** What the attempt last heartbeat (set as the backend reports progress), for what heartbeats after it. */
+  lastHeartbeat?: unknown;
 }
 
 /** What the agent did, before its answer is read: the fields every stage result has. */

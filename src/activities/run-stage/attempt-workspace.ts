@@ -7,7 +7,9 @@ import { mentionsWorkspaceVariables, readPromptTemplates } from '../prompt/works
 import { stagesReadBy, withWithheldValues } from '../prompt/template-values.js';
 import { openRunBundle } from '../prompt/run-bundle-files.js';
 import { openWorkerPipelineFolder } from '../prompt/worker-files.js';
-import { openPipelineWorkspace, repoOf, workspaceVariables } from '../workspace/open-workspace.js';
+import { openPipelineWorkspace, repoOf, runBranch, workspaceVariables } from '../workspace/open-workspace.js';
+import { finishRestore, restoreBeforeAttempt } from '../checkpoint/stage-checkpoints.js';
+import type { Restored } from '../checkpoint/restore-checkpoint.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
@@ -21,7 +23,7 @@ import { placeOf, type RunStageDependencies } from './attempt-setup.js';
  * The run's workspace (under `isolation: stage`, the stage's worktree in it), where the attempt reads its files from,
  * and the template variables.
  */
-export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string }> {
+export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string; restored?: Restored }> {
   const stageId = input.stage.id;
   const { stage, pipeline } = input;
   // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host, only
@@ -49,6 +51,9 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
   if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, placeOf(deps, input), repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
+  // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
+  const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
+  const restored = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot, branch);
   let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
     workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
@@ -66,7 +71,8 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (gitWorkspace && mentionsWorkspaceVariables(templates)) {
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
-  return { context, workspace, filesDir };
+  await finishRestore(restored, workspace);
+  return { context, workspace, filesDir, restored };
 }
 
 /**

@@ -61,10 +61,14 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
-    heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
+    heartbeat: (progress) => {
+      setup.lastHeartbeat = addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier);
+      heartbeat(setup.lastHeartbeat);
+    },
     askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id, input.promptToken) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     runSignedBy: input.signedBy,
+    restoredFrom: setup.restoredFrom,
     prewarm: input.prewarm?.length
       ? () =>
           prewarmTargets(input.prewarm!, {

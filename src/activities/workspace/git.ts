@@ -48,8 +48,9 @@ export class GitError extends Error {
  * minimal environment: no worker secret, except the credentials a `remote` command (push, pull) needs. In a worktree
  * the worker opened, git uses the git directory {@link pinWorktree} found, not the one `cwd/.git` names. See git-safety.ts.
  */
-export async function git(cwd: string, args: string[], access: GitAccess = 'local') {
-  const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd) };
+export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}) {
+  // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings.
+  const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd), ...extraEnv };
   return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false });
 }
 

@@ -37,12 +37,17 @@ export async function openPipelineWorkspace(options: PipelineWorkspaceOptions): 
     if (settings.dir === undefined) return openRunWorkspace(options.root, options.runId);
     return openLentFolder({ ...options, dir: settings.dir, allowedPaths: options.allowedPaths ?? [] });
   }
-  const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
-  const branch = withTemplateErrors(options.stageId, () => renderBranchName(template, options.context, 'workspace.branch'));
+  const branch = runBranch(settings, options.context, options.stageId);
   return openRunWorkspace(options.root, options.runId, {
     stageId: options.stageId,
     git: { repo: repoOf(options.baseDir, settings), branch, base: settings.base },
   });
+}
+
+/** The run's branch: `workspace.branch` (or the default) rendered and made a valid git name. */
+export function runBranch(settings: NonNullable<PipelineDefinition['workspace']>, context: TemplateContext, stageId: string): string {
+  const template = settings.branch ?? DEFAULT_BRANCH_TEMPLATE;
+  return withTemplateErrors(stageId, () => renderBranchName(template, context, 'workspace.branch'));
 }
 
 /** Absolute path of the pipeline's repository. */

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { lstat, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { deleteHiddenRefs, hiddenRefPrefix } from './checkpoint-refs.js';
 import { git } from './git.js';
 import { unpinGitDir } from './git-safety.js';
 import { readRecord } from './own-files.js';
@@ -53,7 +54,9 @@ export async function removeRunWorkspace(root: string, dir: string, pushed?: boo
     if (!common.failed) {
       const removed = await git(common.stdout, ['worktree', 'remove', '--force', '--', dir]);
       if (removed.failed) warnings.push(`git worktree remove ${dir} failed: ${removed.stderr.split('\n')[0]}`);
-      else if (!pushed && !branch.failed) {
+      // The run's checkpoint commits go with it (checkpoint-refs.ts).
+      else await deleteHiddenRefs(common.stdout, hiddenRefPrefix(path.basename(dir)));
+      if (!removed.failed && !pushed && !branch.failed) {
         const deleted = await git(common.stdout, ['branch', '-d', '--', branch.stdout]);
         if (deleted.failed) warnings.push(`branch ${branch.stdout} was kept: it has commits that are not merged or pushed anywhere (delete it with \`git branch -D ${branch.stdout}\` if they are not wanted)`);
       }

@@ -11,6 +11,7 @@ import { moveOldBookkeeping } from './old-bookkeeping.js';
 import { ensureRealDir } from './own-files.js';
 import { ENDED_MARKER, RUN_RECORD, runPaths } from './run-folder.js';
 import { openWorkerSubfolder } from './worker-folder.js';
+import { recordWorktreeBase } from './worktree-base.js';
 
 export { toFolderName } from './run-folder.js';
 const IGNORED_DIRS = new Set(['.git', 'node_modules']);
@@ -66,6 +67,8 @@ export async function openRunWorkspace(root: string, runId: string, options: Ope
   } else if (options.git) {
     // `git worktree add` wants a missing or empty folder, and makes it.
     await ensureWorktree(paths.dir, options.git, options.stageId ?? '(workspace)');
+    // What a checkpoint's bundle is relative to (checkpoint/git-snapshot.ts).
+    await recordWorktreeBase(paths.dir, bookkeeping);
   } else {
     await mkdir(paths.dir, { recursive: true });
   }

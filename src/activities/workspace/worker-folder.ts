@@ -29,6 +29,8 @@ const SUBFOLDERS = {
   runs: 'runs',
   /** Unpacked run bundles, one folder per bundle hash. */
   bundles: 'bundles',
+  /** Checkpoints being written or restored (bundles, archives, a temporary git index), one folder each, removed after. */
+  scratch: 'scratch',
 } as const;
 
 /** Where each run's bookkeeping lives. */

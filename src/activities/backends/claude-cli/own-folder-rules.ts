@@ -5,12 +5,13 @@ import path from 'node:path';
  * Claude Code's Read, Write and Edit tools run in the CLI, not in the sandbox, and a pipeline that allows `Write`
  * allows it on any path the worker's user may write. The workers' own folder under the workspaces root holds every
  * run's bookkeeping (settings files, transcripts, sessions) and the unpacked run bundles other runs read their
- * prompts from: the attempt's settings deny the file tools all of it, whatever the pipeline allows (deny rules win
+ * prompts from, and the runs' checkpoints (`store/`: every run's sessions and files) with their work folder (`scratch/`):
+ * the attempt's settings deny the file tools all of it, whatever the pipeline allows (deny rules win
  * over allow rules). Stage worktrees (`isolation: stage`) live there too and are agents' trees, so they stay open.
  */
 
 /** What the file tools may never read or write, relative to the workers' own folder (gitignore patterns, as the CLI reads them). */
-const DENIED = ['bundles/**', 'runs/*/claude/**', 'runs/*/stages/**', 'runs/*/*.json'];
+const DENIED = ['bundles/**', 'runs/*/claude/**', 'runs/*/stages/**', 'runs/*/*.json', 'store/**', 'scratch/**'];
 
 /**
  * Permission rules denying Claude Code's file tools the workers' own folder `workerFolder` (its path as given and, when

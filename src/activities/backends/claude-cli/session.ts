@@ -23,6 +23,14 @@ export function interruptedPrompt(attempt: number): string {
   ].join(' ');
 }
 
+/** What an agent resuming its session is told when its workspace was restored from a checkpoint taken at `takenAt`. */
+export function restoredNote(takenAt: string): string {
+  return [
+    `Note: the machine this task ran on was lost; your workspace and this conversation were restored from a checkpoint taken at ${takenAt}.`,
+    'Changes made after that time may be missing: check the working directory before you rely on earlier work.',
+  ].join(' ');
+}
+
 /**
  * Decides the session of an attempt. The previous attempt's session (from its last heartbeat) is
  * resumed first; else a continuation's session (a person's answer, granted tools, rework feedback)
@@ -35,7 +43,8 @@ export async function planSession(request: BackendRequest): Promise<SessionPlan>
   for (const candidate of new Set([resumeSessionId, continuation?.sessionId])) {
     if (!candidate) continue;
     if (await sessionExists(workspace.claudeConfigDir, candidate)) {
-      const stdin = continuation?.message ?? interruptedPrompt(request.attempt);
+      const message = continuation?.message ?? interruptedPrompt(request.attempt);
+      const stdin = request.restoredFrom ? `${restoredNote(request.restoredFrom.takenAt)}\n\n${message}` : message;
       return { sessionId: candidate, resume: true, stdin, warnings };
     }
     warnings.push(`session ${candidate} could not be found under ${workspace.claudeConfigDir}, so it was not resumed; the attempt started a new session`);

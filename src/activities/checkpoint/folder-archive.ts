@@ -1,0 +1,91 @@
+import { lstat, readdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { execa } from 'execa';
+
+/*
+ * Folders as tar archives, through GNU tar with arguments of our making only. The worker lists what goes in itself
+ * (regular files, folders and symlinks inside the folder, never following a link: a link is stored as a link), and
+ * hands tar that list with `--no-recursion --verbatim-files-from --null`, so no name is ever read as an option and
+ * nothing beyond the list is walked. Extraction goes into a fresh empty folder, as the worker's user, with no owner or
+ * special permission bits from the archive; GNU tar refuses members with `..` and strips leading `/`.
+ */
+
+/** Thrown when a folder to archive holds more than the checkpoint cap allows. */
+export class ArchiveTooLargeError extends Error {
+  override readonly name = 'ArchiveTooLargeError';
+}
+
+/** What {@link listFolder} found. */
+export interface FolderListing {
+  /** Paths relative to the folder, `./`-prefixed, folders before what they hold. */
+  entries: string[];
+  /** What each entry is, by its path. */
+  kinds: Map<string, 'dir' | 'file' | 'link'>;
+  /** Bytes of the regular files. */
+  bytes: number;
+}
+
+/** Options of {@link listFolder}. */
+export interface ListOptions {
+  /** Stops (ArchiveTooLargeError) once the files add up to more. @unit bytes */
+  maxBytes: number;
+  /** Relative paths (with `/`) left out, with everything below them. */
+  skip?: (relative: string) => boolean;
+}
+
+/** Every regular file, folder and symlink under `dir` (symlinks not followed; sockets and devices left out). */
+export async function listFolder(dir: string, options: ListOptions): Promise<FolderListing> {
+  const listing: FolderListing = { entries: [], kinds: new Map(), bytes: 0 };
+  const add = (entry: string, kind: 'dir' | 'file' | 'link') => {
+    listing.entries.push(entry);
+    listing.kinds.set(entry, kind);
+  };
+  const stack = [''];
+  while (stack.length > 0) {
+    const relative = stack.pop()!;
+    const entries = await readdir(path.join(dir, relative), { withFileTypes: true });
+    for (const entry of entries) {
+      const child = relative ? `${relative}/${entry.name}` : entry.name;
+      if (options.skip?.(child)) continue;
+      if (entry.isDirectory()) {
+        add(`./${child}`, 'dir');
+        stack.push(child);
+      } else if (entry.isSymbolicLink()) {
+        add(`./${child}`, 'link');
+      } else if (entry.isFile()) {
+        listing.bytes += (await lstat(path.join(dir, child))).size;
+        if (listing.bytes > options.maxBytes) throw new ArchiveTooLargeError(`${dir} holds more than ${options.maxBytes} bytes of files`);
+        add(`./${child}`, 'file');
+      }
+    }
+  }
+  return listing;
+}
+
+/** Writes the tar archive `archive` of `entries` (as {@link listFolder} gives them) of `dir`. */
+export async function createArchive(dir: string, entries: string[], archive: string): Promise<void> {
+  const list = `${archive}.list`;
+  await writeFile(list, entries.map((entry) => `${entry}\0`).join(''));
+  const result = await execa(
+    'tar',
+    // A file the agent removes between the listing and tar's read is left out, not a failed checkpoint.
+    ['--create', '--file', archive, '--directory', dir, '--no-recursion', '--ignore-failed-read', '--null', '--verbatim-files-from', '--files-from', list],
+    { reject: false, env: tarEnvironment(), extendEnv: false },
+  );
+  if (result.failed) throw new Error(`tar could not archive ${dir}: ${String(result.stderr).slice(-1_000)}`);
+}
+
+/** Unpacks `archive` into the empty folder `into`, which must exist. */
+export async function extractArchive(archive: string, into: string): Promise<void> {
+  const result = await execa(
+    'tar',
+    ['--extract', '--file', archive, '--directory', into, '--no-same-owner', '--no-same-permissions', '--no-overwrite-dir', '--delay-directory-restore'],
+    { reject: false, env: tarEnvironment(), extendEnv: false },
+  );
+  if (result.failed) throw new Error(`tar could not unpack ${archive}: ${String(result.stderr).slice(-1_000)}`);
+}
+
+/** tar needs only to find itself; no worker secret reaches it. */
+function tarEnvironment(): Record<string, string> {
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C' };
+}

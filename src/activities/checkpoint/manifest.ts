@@ -1,0 +1,66 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
+import { z } from 'zod';
+
+/*
+ * A checkpoint is a few objects under `runs/<sha256 of the run id>/checkpoints/<id>/` and, written last, its manifest:
+ * a checkpoint without a manifest is one whose writer died half-way, and is never read. The manifest names every
+ * object with its size and sha256, so a restore checks every byte before it changes anything.
+ */
+
+/** The objects a checkpoint may hold. */
+export const CHECKPOINT_OBJECTS = {
+  /** A git bundle of the run's branch and the work-in-progress commit, relative to the recorded base. */
+  gitBundle: 'workspace.bundle',
+  /** A tar archive of a plain run folder (no git). */
+  folderArchive: 'workspace.tar',
+  /** A tar archive of the run's bookkeeping folder (records, Claude Code's sessions, transcripts, API conversations). */
+  bookkeeping: 'bookkeeping.tar',
+} as const;
+
+const objectSchema = z.strictObject({ bytes: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
+
+const gitSchema = z.strictObject({
+  /** The repository whose worktree the run folder is (`workspace.repo`, resolved). */
+  repo: z.string(),
+  branch: z.string(),
+  /** The commit the run's worktree was created from: the bundle's prerequisite. */
+  base: z.string().regex(/^[0-9a-f]{40,64}$/),
+  /** The branch's tip when the checkpoint was taken. */
+  tip: z.string().regex(/^[0-9a-f]{40,64}$/),
+  /** The work in progress: a commit of the whole worktree (tracked, changed and untracked files) on top of `tip`. */
+  work: z.string().regex(/^[0-9a-f]{40,64}$/),
+  /** The hidden ref in the bundle naming `work`. */
+  ref: z.string(),
+});
+
+export const manifestSchema = z.strictObject({
+  version: z.literal(1),
+  runId: z.string(),
+  /** The checkpoint's id, also the last segment of its key prefix. */
+  id: z.string(),
+  /** @format ISO 8601 */
+  takenAt: z.string(),
+  /** Why it was taken: `start`, `periodic`, `end`. */
+  reason: z.string(),
+  /** The run folder's path on the host that took it: Claude Code keys its sessions by this path. */
+  runDir: z.string(),
+  /** `git` (a worktree), `folder` (a plain folder) or `none` (a lent folder: only the bookkeeping). */
+  kind: z.enum(['git', 'folder', 'none']),
+  git: gitSchema.optional(),
+  objects: z.record(z.string(), objectSchema),
+});
+export type CheckpointManifest = z.infer<typeof manifestSchema>;
+
+/** The sha256 and size of a local file, streamed. */
+export async function describeFile(file: string): Promise<{ bytes: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const source = createReadStream(file);
+  source.on('data', (chunk: Buffer | string) => {
+    bytes += chunk.length;
+  });
+  await pipeline(source, hash);
+  return { bytes, sha256: hash.digest('hex') };
+}

@@ -1,0 +1,163 @@
+import { existsSync } from 'node:fs';
+import { mkdir, rename } from 'node:fs/promises';
+import path from 'node:path';
+import { stageFailure } from '../failures.js';
+import { runPaths } from '../workspace/run-folder.js';
+import { extractArchive } from './folder-archive.js';
+import { bundleProblem, unbundleInto } from './git-snapshot.js';
+import { checkpointKey, listCheckpoints, MANIFEST_OBJECT } from './keys.js';
+import { CHECKPOINT_OBJECTS, describeFile, manifestSchema, type CheckpointManifest } from './manifest.js';
+import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
+import { withScratch } from './scratch.js';
+import { WORKSPACES_VARIABLE_NAME, type CheckpointOptions } from './settings.js';
+
+/** Largest manifest read. @unit bytes */
+const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+/** Where an attempt is about to run, as the restore needs it. */
+export interface RestorePlace {
+  runId: string;
+  workspacesRoot: string;
+  kind: CheckpointManifest['kind'];
+  /** With `kind: git`: the repository (`workspace.repo`, resolved). */
+  repo?: string;
+  /** With `kind: git`: the run's branch, as this attempt renders it; a checkpoint naming another is refused. */
+  branch?: string;
+  stageId: string;
+}
+
+/** A restore done: what the attempt tells its agent, and for a worktree the commit to lay out once it is opened. */
+export interface Restored {
+  manifest: CheckpointManifest;
+  warnings: string[];
+}
+
+/**
+ * Restores the run's workspace and bookkeeping from its newest checkpoint when this host has none of them, or an
+ * older copy than that checkpoint; does nothing otherwise. Every object is checked against the manifest before
+ * anything changes, and each folder is unpacked aside and moved into place whole.
+ * @throws CONFIG_INVALID (not retried) when this worker's paths differ from those the checkpoint was taken under
+ * @throws WORKSPACE_ERROR (not retried) when the checkpoint is damaged or its base commit is missing here
+ */
+export async function restoreIfNeeded(options: CheckpointOptions, place: RestorePlace): Promise<Restored | undefined> {
+  const ids = await listCheckpoints(options.store, place.runId);
+  const latest = ids.at(-1);
+  if (!latest) return undefined;
+  const paths = runPaths(place.workspacesRoot, place.runId);
+  const marker = await readCheckpointMarker(paths.bookkeeping);
+  const workspaceMissing = place.kind === 'git' ? !existsSync(path.join(paths.dir, '.git')) : place.kind === 'folder' && !existsSync(paths.dir);
+  const bookkeepingMissing = !existsSync(path.join(paths.bookkeeping, 'run.json'));
+  const stale = marker !== undefined && marker.id < latest;
+  if (!workspaceMissing && !bookkeepingMissing && !stale) return undefined;
+  const manifest = await readManifest(options, place, latest);
+  refuseOtherPaths(manifest, place, paths.dir);
+  return withScratch(place.workspacesRoot, async (scratch) => {
+    const files = await downloadVerified(options, place, manifest, scratch);
+    const warnings: string[] = [];
+    if (manifest.git && manifest.git.branch !== place.branch) {
+      // A manifest naming another branch would have the restore create or move that branch: never.
+      throw damaged(place, manifest, `it names the branch ${manifest.git.branch}, but the run's branch is ${place.branch ?? '(none)'}`);
+    }
+    if (manifest.git) {
+      const problem = await bundleProblem(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]);
+      if (problem) throw damaged(place, manifest, `its git bundle cannot be used in ${place.repo}: ${problem}`, `the repository needs the commit ${manifest.git.base} the run started from: fetch it into ${place.repo}, then retry`);
+    }
+    // Everything is checked: from here on, the host's copy is replaced.
+    if (stale) await moveAside(scratch, [paths.dir, paths.bookkeeping]);
+    if (bookkeepingMissing || stale) await unpackInto(files[CHECKPOINT_OBJECTS.bookkeeping], scratch, paths.bookkeeping);
+    if (manifest.kind === 'folder' && (workspaceMissing || stale)) await unpackInto(files[CHECKPOINT_OBJECTS.folderArchive], scratch, paths.dir);
+    if (manifest.git && (workspaceMissing || stale)) {
+      const warning = await unbundleInto(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle], manifest.git);
+      if (warning) warnings.push(warning);
+    }
+    await writeCheckpointMarker(paths.bookkeeping, manifest);
+    return { manifest, warnings };
+  });
+}
+
+async function readManifest(options: CheckpointOptions, place: RestorePlace, id: string): Promise<CheckpointManifest> {
+  const bytes = await options.store.get(checkpointKey(place.runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
+  let parsed: ReturnType<typeof manifestSchema.safeParse> | undefined;
+  try {
+    parsed = bytes ? manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8'))) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed?.success || parsed.data.id !== id || parsed.data.runId !== place.runId) {
+    throw stageFailure({
+      type: 'WORKSPACE_ERROR',
+      stageId: place.stageId,
+      nonRetryable: true,
+      message: `the manifest of checkpoint ${id} of run ${place.runId} in ${options.store.description} is not a checkpoint manifest of this run`,
+      hint: 'the store was changed by hand; delete that checkpoint folder from the store to fall back to the one before, or start a new run',
+    });
+  }
+  return parsed.data;
+}
+
+/** Claude Code keys its sessions by the working directory's path: a run can only go on where that path is the same. */
+function refuseOtherPaths(manifest: CheckpointManifest, place: RestorePlace, runDir: string): void {
+  const mismatch =
+    manifest.runDir !== runDir
+      ? { what: 'run folder', theirs: manifest.runDir, ours: runDir, fix: `set ${WORKSPACES_VARIABLE_NAME}=${path.dirname(manifest.runDir)} on this worker, as on the worker that took it` }
+      : manifest.git && manifest.git.repo !== place.repo
+        ? { what: 'workspace.repo', theirs: manifest.git.repo, ours: place.repo ?? '(none)', fix: `keep the repository at ${manifest.git.repo} on every worker of the task queue` }
+        : undefined;
+  if (!mismatch) return;
+  throw stageFailure({
+    type: 'CONFIG_INVALID',
+    stageId: place.stageId,
+    nonRetryable: true,
+    message: `the run's checkpoint ${manifest.id} was taken with the ${mismatch.what} at ${mismatch.theirs}, but on this worker it is ${mismatch.ours}; Claude Code finds a session by its working directory's path, so the run cannot go on here`,
+    hint: mismatch.fix,
+    details: { checkpoint: manifest.id, recorded: mismatch.theirs, here: mismatch.ours },
+  });
+}
+
+/** Downloads every object of the manifest into `scratch` and checks its size and sha256. */
+async function downloadVerified(options: CheckpointOptions, place: RestorePlace, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  const expected = [CHECKPOINT_OBJECTS.bookkeeping, ...(manifest.kind === 'git' ? [CHECKPOINT_OBJECTS.gitBundle] : manifest.kind === 'folder' ? [CHECKPOINT_OBJECTS.folderArchive] : [])];
+  for (const name of expected) {
+    const want = manifest.objects[name];
+    const file = path.join(scratch, name);
+    if (!want || !(await options.store.getFile(checkpointKey(place.runId, manifest.id, name), file, Math.max(want.bytes, 0) + 1))) {
+      throw damaged(place, manifest, `its object ${name} is missing`);
+    }
+    const got = await describeFile(file);
+    if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) {
+      throw damaged(place, manifest, `its object ${name} has sha256 ${got.sha256} (${got.bytes} bytes), but the manifest says ${want.sha256} (${want.bytes} bytes)`);
+    }
+    files[name] = file;
+  }
+  return files;
+}
+
+function damaged(place: RestorePlace, manifest: CheckpointManifest, what: string, hint?: string) {
+  return stageFailure({
+    type: 'WORKSPACE_ERROR',
+    stageId: place.stageId,
+    nonRetryable: true,
+    message: `checkpoint ${manifest.id} of run ${place.runId} (taken ${manifest.takenAt}) cannot be restored: ${what}; nothing was restored`,
+    hint: hint ?? 'the store was changed or damaged; delete that checkpoint folder from the store to fall back to the one before, or start a new run',
+    details: { checkpoint: manifest.id },
+  });
+}
+
+/** Unpacks `archive` beside the folder `target` is to be, then moves it into place in one rename. */
+async function unpackInto(archive: string | undefined, scratch: string, target: string): Promise<void> {
+  if (!archive) return;
+  const unpacked = path.join(scratch, `unpacked-${path.basename(target)}`);
+  await mkdir(unpacked);
+  await extractArchive(archive, unpacked);
+  await mkdir(path.dirname(target), { recursive: true });
+  await rename(unpacked, target);
+}
+
+/** Moves this host's older copies into `scratch` (removed with it), so the restored folders take their places. */
+async function moveAside(scratch: string, folders: string[]): Promise<void> {
+  const aside = path.join(scratch, 'older');
+  await mkdir(aside);
+  for (const [i, folder] of folders.entries()) if (existsSync(folder)) await rename(folder, path.join(aside, String(i)));
+}
+

@@ -1,0 +1,100 @@
+import { activityInfo, log } from '@temporalio/activity';
+import { keepHeartbeating } from './keep-heartbeating.js';
+import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
+import { redactSecrets } from '../secrets.js';
+import { repoOf } from '../workspace/open-workspace.js';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+import { applyWork } from './git-snapshot.js';
+import type { CheckpointManifest } from './manifest.js';
+import { restoreIfNeeded, type Restored } from './restore-checkpoint.js';
+import type { CheckpointOptions } from './settings.js';
+import { takeCheckpoint, type CheckpointTarget } from './take-checkpoint.js';
+
+/*
+ * Checkpoints around one stage attempt, all inside the stage activity (no workflow change): a restore before the
+ * workspace is opened when this host lacks it (or holds an older copy), one when a stage first starts, one every
+ * `checkpoint.every` while it runs, and one when the attempt ends, whatever its outcome. A run waits for a person
+ * only after an attempt ended (a question, an approval after the stage, a failure with `onFailure: ask`) or before a
+ * stage's first attempt (an approval gate), so the end-of-attempt checkpoint is also the one before every wait.
+ */
+
+/** What kind of workspace a run has, from its pipeline. */
+export function workspaceKind(input: StageAttemptInput): CheckpointManifest['kind'] {
+  const settings = input.pipeline.workspace;
+  if (settings?.repo !== undefined) return 'git';
+  return settings?.dir !== undefined ? 'none' : 'folder';
+}
+
+/** The restore an attempt needs before its workspace is opened; undefined when there is nothing to restore. */
+export async function restoreBeforeAttempt(options: CheckpointOptions | undefined, input: StageAttemptInput, workspacesRoot: string, branch?: string): Promise<Restored | undefined> {
+  if (!options) return undefined;
+  const kind = workspaceKind(input);
+  const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
+  const place = { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id };
+  // The previous attempt's details are kept: the session to resume is in them.
+  const restored = await keepHeartbeating(() => activityInfo().heartbeatDetails, () => restoreIfNeeded(options, place));
+  if (restored) log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: restored.manifest.id, takenAt: restored.manifest.takenAt });
+  return restored;
+}
+
+/** Once the worktree is open again: its files as the checkpoint had them. */
+export async function finishRestore(restored: Restored | undefined, workspace: RunWorkspace): Promise<void> {
+  const work = restored?.manifest.git?.work;
+  if (work) await applyWork(workspace.parent?.dir ?? workspace.dir, work);
+}
+
+/** The checkpoints of one attempt: {@link AttemptCheckpoints.start}, then {@link AttemptCheckpoints.end}. */
+export class AttemptCheckpoints {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private running: Promise<unknown> = Promise.resolve();
+  private readonly warnings: string[] = [];
+
+  constructor(
+    private readonly options: CheckpointOptions | undefined,
+    private readonly target: CheckpointTarget,
+    /** @unit milliseconds */
+    private readonly everyMs: number,
+    /** The attempt's latest heartbeat details, sent again while the end checkpoint runs. @default none: no heartbeat */
+    private readonly details?: () => unknown,
+  ) {}
+
+  /**
+   * Checkpoints the run at the stage's first start (`first`), then every `everyMs` until {@link end}. The first one
+   * runs beside the agent's start, not before it: a stage starts no later for it.
+   */
+  start(first: boolean): void {
+    if (!this.options) return;
+    const tick = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => {
+        this.running = this.take('periodic').finally(tick);
+      }, this.everyMs);
+      this.timer.unref();
+    };
+    if (first) this.running = this.take('start').finally(tick);
+    else tick();
+  }
+
+  /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
+  async end(): Promise<string[]> {
+    if (!this.options) return [];
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+    const details = this.details;
+    await (details ? keepHeartbeating(details, () => this.take('end')) : this.take('end'));
+    return this.warnings;
+  }
+
+  /** A checkpoint that fails leaves the run as durable as before it: the stage goes on, with a warning. */
+  private async take(reason: string): Promise<void> {
+    try {
+      await takeCheckpoint(this.options!, this.target, reason);
+    } catch (err) {
+      const message = redactSecrets(`the ${reason} checkpoint of the run failed: ${err instanceof Error ? err.message : String(err)}`);
+      log.warn(message, { runId: this.target.runId });
+      if (!this.warnings.includes(message)) this.warnings.push(message);
+    }
+  }
+}

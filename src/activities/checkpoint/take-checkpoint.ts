@@ -1,0 +1,110 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { RunWorkspace } from '../workspace/run-workspace.js';
+import { withLock } from '../workspace/git.js';
+import { readWorktreeBase } from '../workspace/worktree-base.js';
+import { copyBookkeeping } from './bookkeeping-copy.js';
+import { ArchiveTooLargeError, createArchive, listFolder } from './folder-archive.js';
+import { snapshotWorktree } from './git-snapshot.js';
+import { checkpointKey, checkpointsPrefix, listCheckpoints, MANIFEST_OBJECT, newCheckpointId } from './keys.js';
+import { CHECKPOINT_OBJECTS, describeFile, type CheckpointManifest } from './manifest.js';
+import { writeCheckpointMarker } from './marker.js';
+import { withScratch } from './scratch.js';
+import { CHECKPOINT_MAX_BYTES_VARIABLE, type CheckpointOptions } from './settings.js';
+
+/** Complete checkpoints kept per run: the newest, and one before it while the newest is being replaced. */
+const KEPT_CHECKPOINTS = 2;
+
+/** What is checkpointed: a run's folder (a worktree, a plain folder, or a lent folder whose files are not ours). */
+export interface CheckpointTarget {
+  runId: string;
+  workspacesRoot: string;
+  /** The run's workspace (under `isolation: stage`, the run's, not the stage's). */
+  workspace: RunWorkspace;
+  kind: CheckpointManifest['kind'];
+  /** With `kind: git`: the repository (`workspace.repo`, resolved). */
+  repo?: string;
+}
+
+/** Thrown when a checkpoint would hold more than `AGENT_PIPELINE_CHECKPOINT_MAX_BYTES` allows. */
+export class CheckpointTooLargeError extends Error {
+  override readonly name = 'CheckpointTooLargeError';
+}
+
+/**
+ * Writes a checkpoint of the run: its workspace, its bookkeeping, and last the manifest; then forgets the older
+ * ones. One at a time per run in this process.
+ * @throws CheckpointTooLargeError naming the cap and its setting; store and git errors as they come
+ */
+export async function takeCheckpoint(options: CheckpointOptions, target: CheckpointTarget, reason: string): Promise<CheckpointManifest> {
+  return withLock(`checkpoint:${target.runId}`, () =>
+    withScratch(target.workspacesRoot, async (scratch) => {
+      const id = newCheckpointId();
+      const manifest: CheckpointManifest = {
+        version: 1,
+        runId: target.runId,
+        id,
+        takenAt: new Date().toISOString(),
+        reason,
+        runDir: target.workspace.dir,
+        kind: target.kind,
+        objects: {},
+      };
+      const files = await writeObjects(options, target, manifest, scratch);
+      for (const [name, file] of Object.entries(files)) {
+        const described = await describeFile(file);
+        if (described.bytes > options.maxBytes) throw tooLarge(target.runId, name, described.bytes, options.maxBytes);
+        await options.store.putFile(checkpointKey(target.runId, id, name), file);
+        manifest.objects[name] = described;
+      }
+      // Last: a checkpoint is complete, and read, only once its manifest is there.
+      await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
+      await writeCheckpointMarker(target.workspace.bookkeeping, manifest);
+      await forgetOlder(options, target.runId);
+      return manifest;
+    }),
+  );
+}
+
+/** Writes the checkpoint's objects into `scratch`; returns their files by object name (and fills `manifest.git`). */
+async function writeObjects(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  const { workspace } = target;
+  try {
+    if (target.kind === 'git') {
+      const base = await readWorktreeBase(workspace.bookkeeping);
+      if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
+      const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
+      const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
+      manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
+      files[CHECKPOINT_OBJECTS.gitBundle] = bundleFile;
+    } else if (target.kind === 'folder') {
+      const archive = path.join(scratch, CHECKPOINT_OBJECTS.folderArchive);
+      await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
+      files[CHECKPOINT_OBJECTS.folderArchive] = archive;
+    }
+    const copy = path.join(scratch, 'bookkeeping');
+    await mkdir(copy);
+    const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);
+    await createArchive(copy, await copyBookkeeping(workspace.bookkeeping, copy, options.maxBytes), archive);
+    files[CHECKPOINT_OBJECTS.bookkeeping] = archive;
+  } catch (err) {
+    if (err instanceof ArchiveTooLargeError) throw tooLarge(target.runId, 'files', undefined, options.maxBytes, err.message);
+    throw err;
+  }
+  return files;
+}
+
+function tooLarge(runId: string, object: string, bytes: number | undefined, maxBytes: number, detail?: string): CheckpointTooLargeError {
+  const size = bytes === undefined ? (detail ?? 'more') : `${bytes} bytes`;
+  return new CheckpointTooLargeError(
+    `the checkpoint of run ${runId} (${object}: ${size}) is over the cap ${CHECKPOINT_MAX_BYTES_VARIABLE}=${maxBytes} bytes; raise the setting, or keep large files out of the workspace (.gitignore them: ignored files are not checkpointed)`,
+  );
+}
+
+/** Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS}. */
+async function forgetOlder(options: CheckpointOptions, runId: string): Promise<void> {
+  const ids = await listCheckpoints(options.store, runId);
+  for (const id of ids.slice(0, -KEPT_CHECKPOINTS)) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+}
+

@@ -1,0 +1,129 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { sha256Hex } from '../../src/activities/checkpoint/keys.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { waitFor } from './claude-cli-world.js';
+import { runCli } from './cli-helpers.js';
+import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+/*
+ * A machine is lost: worker A (a real worker process, the real claude CLI in its sandbox, the scripted model) runs a
+ * stage that writes a file, checkpoints the run every second into the store, and is SIGKILLed with its agents; then
+ * the run's folder and bookkeeping are deleted, as if the host were gone. Worker B shares only Temporal and the
+ * store with it (the same workspaces path, as every host of a queue must have): it restores the run from the
+ * checkpoint, resumes the agent's session and finishes the run.
+ */
+
+type Rule = NonNullable<ScenarioInput['rules']>[number];
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+const RULES: Rule[] = [
+  {
+    name: 'build',
+    match: 'Pipeline: loss · Stage: build ·',
+    turns: [
+      { text: 'Step one.', tool: { name: 'Bash', input: { command: 'echo one > made.txt', description: 'Write step one' } } },
+      // Streams for about ten seconds: the worker is killed in the middle of it, after a checkpoint holds step one.
+      { text: 'Step two, slowly. '.repeat(40), chunks: 40, chunkDelayMs: 250, tool: { name: 'Bash', input: { command: 'echo two >> made.txt', description: 'Write step two' } } },
+      // The resumed session (restored from the checkpoint, with a note of the restore) finishes here.
+      { text: 'Checking what is done.', tool: { name: 'Bash', input: { command: 'grep -qx two made.txt || echo two >> made.txt', description: 'Write step two if missing' } } },
+      { text: report('Wrote both steps.') },
+    ],
+  },
+  { name: 'after', match: 'Pipeline: loss · Stage: after ·', turns: [{ text: report('Read the file.') }] },
+  { name: 'off', match: 'Pipeline: off · Stage: only ·', turns: [{ text: report('Done.') }] },
+];
+
+const PIPELINE = [
+  'name: loss',
+  'defaults: { backend: claude-cli, model: sonnet, retries: 3, heartbeatTimeout: 5s, permissionMode: dontAsk, allowedTools: [Bash, Read], checkpoint: { every: 1s } }',
+  'stages:',
+  '  - id: build',
+  '    prompt: Write two steps.',
+  '  - id: after',
+  '    needs: [build]',
+  '    prompt: Read what build wrote.',
+  '',
+].join('\n');
+
+/** The manifests in the folder store, newest last. */
+async function manifests(storeDir: string): Promise<{ reason: string; takenAt: string }[]> {
+  const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
+  const found = await Promise.all(files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as { id: string; reason: string; takenAt: string }));
+  return found.sort((a, b) => a.id.localeCompare(b.id));
+}
+
+describe('a machine lost during a stage', () => {
+  let harness: Harness;
+  const workers: WorkerProcess[] = [];
+  beforeAll(async () => {
+    harness = await createHarness('checkpoint-loss', { scenario: { rules: RULES }, worker: false });
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.crash()));
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+  const worker = (): WorkerProcess => {
+    const started = startWorkerProcess(harness.env);
+    workers.push(started);
+    return started;
+  };
+
+  test('another worker restores the run from its checkpoint, resumes the session, and finishes it', async () => {
+    const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+    const file = await harness.writePipeline('loss', PIPELINE);
+    const first = worker();
+    const handle = await harness.start(file);
+    const runId = handle.workflowId;
+    // Turn 1 is asked for once step one's command has run: a checkpoint after that holds made.txt.
+    await waitForRequest(harness.modelServer, (r) => r.rule === 'build' && r.turn === 1, 90_000);
+    const afterStepOne = Date.now();
+    await waitFor(() => manifests(storeDir), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne), 'a periodic checkpoint after step one', 30_000);
+    await first.crash();
+    const lostAt = harness.modelServer.requests().length;
+    await rm(harness.runDir(runId), { recursive: true, force: true });
+    await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
+    worker();
+
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(state.stages).slice(0, 3_000)).toBe('completed');
+    const build = stageOf(state, 'build');
+    expect(build.result?.attempt).toBeGreaterThanOrEqual(2);
+    expect(await readFile(path.join(state.workspace!, 'made.txt'), 'utf8')).toBe('one\ntwo\n');
+    expect(stageOf(state, 'after').status).toBe('completed');
+
+    // The resumed session carried the turns before the loss (step one's command and its result), and the note.
+    const resumed = harness.modelServer.requests().slice(lostAt).filter((r) => r.rule === 'build');
+    expect(resumed.length).toBeGreaterThan(0);
+    const body = JSON.stringify(resumed[0].body);
+    expect(body).toContain('echo one > made.txt');
+    expect(body).toMatch(/restored from a checkpoint taken at \d{4}-\d\d-\d\dT/);
+    expect(body).toContain('Changes made after that time may be missing');
+    // Step one's command never ran again: the script's first turn was answered once.
+    expect(harness.modelServer.requests().filter((r) => r.rule === 'build' && r.turn === 0)).toHaveLength(1);
+
+    const logs = await runCli(['logs', runId, '--stage', 'build'], harness.env);
+    expect(logs.exitCode, String(logs.all ?? logs.stderr)).toBe(0);
+    expect(String(logs.stdout)).toContain('Wrote both steps.');
+    const status = await runCli(['status', runId], harness.env);
+    expect(status.exitCode, String(status.all ?? status.stderr)).toBe(0);
+    // The last stage's end was checkpointed too: a run waiting after it could move on elsewhere.
+    expect((await manifests(storeDir)).at(-1)?.reason).toBe('end');
+  });
+
+  test('a worker with AGENT_PIPELINE_CHECKPOINTS=off writes no checkpoint', async () => {
+    const file = await harness.writePipeline('off', 'name: off\ndefaults: { backend: claude-cli, model: sonnet, permissionMode: dontAsk }\nstages:\n  - id: only\n    prompt: Do it.\n');
+    workers.push(startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'off' }));
+    const handle = await harness.start(file);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+    expect(existsSync(path.join(storeDir, 'runs', sha256Hex(handle.workflowId)))).toBe(false);
+  });
+});
