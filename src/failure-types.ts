@@ -71,6 +71,8 @@ export const FAILURES = {
   NESTED_REPOSITORY: { nonRetryable: true, hint: "remove the .git the message names from the run's worktree, or have the agent keep clones outside the workspace; then retry the stage or start a new run" },
   /** Thrown when pushing the run's branch failed for another reason than a rejection: unknown remote, credentials, network. */
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
+  /** Thrown when the object store (`AGENT_PIPELINE_STORE`: checkpoints, payloads too large for history) could not be reached or refused a request. */
+  STORE_UNAVAILABLE: { nonRetryable: false, hint: 'check AGENT_PIPELINE_STORE and its AGENT_PIPELINE_STORE_* settings on the worker (endpoint, credentials, bucket); the attempt is retried while the stage has `retries` left' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
   INTERNAL_ERROR: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; please report it with the cause if it persists' },
 } as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;

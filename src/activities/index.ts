@@ -16,6 +16,7 @@ import { acquireRunLeases, releaseRunLeases } from './leases/run-leases.js';
 import { withStageLeases } from './leases/stage-leases.js';
 import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
+import type { ObjectStore } from '../store/object-store.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
 
@@ -36,6 +37,11 @@ export interface ActivityDependencies {
    * (`AGENT_PIPELINE_PIPELINE_DIRS`). @default none: every such run is refused
    */
   pipelineDirs?: PipelineDirs;
+  /**
+   * Where runs keep what outlives the machine (checkpoints, claimed payloads): `AGENT_PIPELINE_STORE`, encrypting when
+   * a key is set (store/open-store.ts). @default none: nothing is checkpointed
+   */
+  store?: ObjectStore;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
 }

@@ -2,7 +2,8 @@ import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, loadTemporalConnection } from '../config.js';
 import { clientTelemetry } from '../telemetry/client-telemetry.js';
-import { clientDataConverter, payloadCodecsFor } from '../codec/data-converter.js';
+import { clientDataConverter, storePayloadCodecs } from '../codec/data-converter.js';
+import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 import { TemporalUnavailableError } from './errors.js';
 
@@ -57,8 +58,12 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   const target = options.address ?? connectionOptions.address ?? 'localhost:7233';
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   // A malformed key fails before anything is sent, naming the variable (or option) and the fix, never the key.
-  const codecs =
-    options.encryptionKey === undefined ? payloadCodecsFor(env[ENCRYPTION_KEY_VARIABLE]) : payloadCodecsFor(options.encryptionKey, 'the encryptionKey option');
+  // The claim check resolves payloads the workers moved to the store (AGENT_PIPELINE_STORE, docs/configuration.md).
+  const codecs = storePayloadCodecs(env, {
+    defaultStoreDir: storeFolder(loadConfig(env).workspacesRoot),
+    role: 'client',
+    ...(options.encryptionKey === undefined ? { encryptionKey: env[ENCRYPTION_KEY_VARIABLE] } : { encryptionKey: options.encryptionKey, keySource: 'the encryptionKey option' }),
+  });
   const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError =>
     new TemporalUnavailableError(
       `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}). ${HOW_TO_CONFIGURE}`,
