@@ -73,6 +73,8 @@ export const FAILURES = {
   PUSH_FAILED: { nonRetryable: false, hint: 'check `workspace.push.remote` and the git credentials of the worker (`git push` must work there without a prompt)' },
   /** Thrown when a command stage's command (`run:`) exited with a code other than 0 or was killed by a signal; the details hold the exit code and the end of its stderr. */
   COMMAND_FAILED: { nonRetryable: false, hint: "the command's output is in `agent-pipeline logs RUN --stage STAGE`; the attempt is retried while the stage has `retries` left (list COMMAND_FAILED in `retry.nonRetryable` to make a failure final)" },
+  /** Thrown when the object store (`AGENT_PIPELINE_STORE`: checkpoints, payloads too large for history) could not be reached or refused a request. */
+  STORE_UNAVAILABLE: { nonRetryable: false, hint: 'check AGENT_PIPELINE_STORE and its AGENT_PIPELINE_STORE_* settings on the worker (endpoint, credentials, bucket); the attempt is retried while the stage has `retries` left' },
   /** Thrown when the worker hit an unexpected error (a bug); the cause holds the original. */
   INTERNAL_ERROR: { nonRetryable: false, hint: 'the attempt is retried while the stage has `retries` left; please report it with the cause if it persists' },
 } as const satisfies Record<string, { nonRetryable: boolean; hint: string }>;

@@ -25,12 +25,14 @@ import { agentTelemetryEnv } from './telemetry/agent-env.js';
 import { NO_TELEMETRY, OTEL_WORKFLOW_INTERCEPTORS, startWorkerTelemetry, type WorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './worker-env.js';
 import { workerTrustFromEnv } from './trust/worker-trust.js';
-import { clientDataConverter, payloadCodecsFor, workerDataConverter } from './codec/data-converter.js';
+import { clientDataConverter, encryptionCodecOf, storeOfCodecs, storePayloadCodecs, workerDataConverter } from './codec/data-converter.js';
+import { openWorkerSubfolder, storeFolder } from './activities/workspace/worker-folder.js';
+import { STORE_VARIABLE, storeSecretValues } from './store/store-settings.js';
+import type { ObjectStore } from './store/object-store.js';
+import type { PayloadCodec } from '@temporalio/common';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
-import { workerFolder } from './activities/workspace/worker-folder.js';
-import { FileStore } from './store/file-store.js';
 
 /** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {
@@ -130,8 +132,8 @@ interface WorkerResources {
 function createWorkerResources(settings: WorkerEnvOptions, env: NodeJS.ProcessEnv, encryptionKey: string | undefined, sandboxRecheckMs?: number): WorkerResources {
   const { enabled, ttlMs } = settings.prewarm;
   return {
-    // The encryption keys are redacted like any credential, though no agent is ever given them.
-    secrets: new SecretRegistry(encryptionSecretValues(encryptionKey)),
+    // The encryption keys and the store's keys are redacted like any credential, though no agent is ever given them.
+    secrets: new SecretRegistry([...encryptionSecretValues(encryptionKey), ...storeSecretValues(env)]),
     // Waiting agents count against the worker's stage limit, the one it was given or read from its environment.
     warmPool: enabled ? new WarmPool({ ttlMs, killGraceMs: settings.killGraceMs, limit: settings.maxConcurrentStages }) : undefined,
     exitingAgents: new ExitingAgents(),
@@ -149,15 +151,15 @@ async function releaseWorkerResources(resources: WorkerResources): Promise<void>
 }
 
 /**
- * Where and how often the worker checkpoints its runs (docs/deployment.md); none with `AGENT_PIPELINE_CHECKPOINTS=off`.
- * The store is a folder in the worker's own folder until the store setting is read here (`openStore`).
+ * Where and how often the worker checkpoints its runs (docs/deployment.md): in its object store
+ * (`AGENT_PIPELINE_STORE`); none with `AGENT_PIPELINE_CHECKPOINTS=off`.
  * @throws ConfigError naming the setting that is malformed
  */
-function checkpointsFromEnv(env: NodeJS.ProcessEnv, workspacesRoot: string): CheckpointOptions | undefined {
+function checkpointsFromEnv(env: NodeJS.ProcessEnv, store: ObjectStore): CheckpointOptions | undefined {
   try {
     const settings = checkpointSettingsFromEnv(env);
     if (!settings.enabled) return undefined;
-    return { store: new FileStore(path.join(workerFolder(workspacesRoot), 'store')), everyMs: settings.everyMs, maxBytes: settings.maxBytes };
+    return { store, everyMs: settings.everyMs, maxBytes: settings.maxBytes };
   } catch (err) {
     if (err instanceof CheckpointSettingError) throw new ConfigError(`[CONFIG_INVALID] ${err.message}`);
     throw err;
@@ -168,11 +170,29 @@ function checkpointsFromEnv(env: NodeJS.ProcessEnv, workspacesRoot: string): Che
  * A worker shared by several people lends none of its host's folders to runs, and reads no pipeline from its own disk
  * for runs that carry none, unless its operator says which.
  */
-function hostFolders(options: StartWorkerOptions, settings: WorkerEnvOptions, configuredRoot: string, env: NodeJS.ProcessEnv) {
-  const workspacesRoot = options.workspacesRoot ? path.resolve(options.workspacesRoot) : configuredRoot;
+function hostFolders(options: StartWorkerOptions, settings: WorkerEnvOptions, workspacesRoot: string, env: NodeJS.ProcessEnv, store: ObjectStore) {
   const folders: { allowedPaths: AllowedPaths; pipelineDirs: PipelineDirs } = { allowedPaths: options.allowedPaths ?? settings.allowedPaths ?? [], pipelineDirs: options.pipelineDirs ?? settings.pipelineDirs ?? [] };
   // The runs' workspaces, and the checkpoints that carry them to another host.
-  return { ...folders, workspacesRoot, checkpoints: checkpointsFromEnv(env, workspacesRoot) };
+  return { ...folders, workspacesRoot, checkpoints: checkpointsFromEnv(env, store) };
+}
+
+function checkBackendNames(backends: Record<string, StageBackend> | undefined): void {
+  const taken = Object.keys(backends ?? {}).filter((name) => (BACKENDS as readonly string[]).includes(name));
+  if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
+}
+
+/**
+ * The worker's codecs (encryption when a key is set, then the claim check that moves payloads over
+ * AGENT_PIPELINE_CLAIM_CHECK_BYTES to the store) and its store (AGENT_PIPELINE_STORE). Made before connecting: a
+ * malformed key or store setting stops the worker at once, naming the variable.
+ */
+async function workerCodecs(env: NodeJS.ProcessEnv, workspacesRoot: string, keyOption: string | undefined): Promise<{ codecs: PayloadCodec[]; store: ObjectStore; encryptionKey?: string }> {
+  const encryptionKey = keyOption ?? env[ENCRYPTION_KEY_VARIABLE];
+  const keySource = keyOption === undefined ? {} : { keySource: 'the encryptionKey option' };
+  const codecs = storePayloadCodecs(env, { defaultStoreDir: storeFolder(workspacesRoot), role: 'worker', encryptionKey, ...keySource });
+  // The default store is the worker's own folder: made as real folders, never through a symlink.
+  if (!env[STORE_VARIABLE]?.trim()) await openWorkerSubfolder(workspacesRoot, 'store');
+  return { codecs, store: storeOfCodecs(codecs)!, encryptionKey };
 }
 
 async function createWorkerWithResources(options: StartWorkerOptions): Promise<{ worker: Worker; resources: WorkerResources }> {
@@ -181,11 +201,9 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const fromEnv = workerOptionsFromEnv(env);
   const settings = { ...fromEnv, maxConcurrentStages: options.maxConcurrentStages ?? fromEnv.maxConcurrentStages, sandbox: options.sandbox ?? fromEnv.sandbox };
   const { connectionOptions, namespace } = loadTemporalConnection(env);
-  const taken = Object.keys(options.backends ?? {}).filter((name) => (BACKENDS as readonly string[]).includes(name));
-  if (taken.length > 0) throw new ConfigError(`[CONFIG_INVALID] backends: ${taken.join(', ')} is built in; give your backend another name`);
-  const encryptionKey = options.encryptionKey ?? env[ENCRYPTION_KEY_VARIABLE];
-  // Checked before connecting: a malformed key stops the worker at once, naming the variable.
-  const codecs = options.encryptionKey === undefined ? payloadCodecsFor(encryptionKey) : payloadCodecsFor(encryptionKey, 'the encryptionKey option');
+  checkBackendNames(options.backends);
+  const workspacesRoot = options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot;
+  const { codecs, store, encryptionKey } = await workerCodecs(env, workspacesRoot, options.encryptionKey);
   const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const resources = createWorkerResources(settings, env, encryptionKey, options.sandboxRecheckMs);
@@ -202,8 +220,9 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
       })
     : undefined;
   const activities = createActivities({
+    store,
     extraBackends: options.backends,
-    ...hostFolders(options, settings, config.workspacesRoot, env),
+    ...hostFolders(options, settings, workspacesRoot, env, store),
     secrets: resources.secrets,
     trust: workerTrustFromEnv(env),
     leasePollMs: options.leasePollMs,
@@ -226,7 +245,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   const telemetry = options.telemetry ?? NO_TELEMETRY;
   await telemetry.serve(connection, workerNamespace);
   const traced = Boolean(telemetry.tracing);
-  const prebuilt = prebuiltBundle(traced, codecs.length > 0);
+  const encrypted = encryptionCodecOf(codecs) !== undefined;
+  const prebuilt = prebuiltBundle(traced, encrypted);
   const bundle = options.workflowBundlePath ?? (existsSync(prebuilt) ? prebuilt : undefined);
   // Set AGENT_PIPELINE_DEPLOYMENT to pin every run to this worker's build (Worker Deployment Versioning).
   const deployment = deploymentFromEnv(env, bundle);

@@ -19,6 +19,7 @@ import { acquireRunLeases, releaseRunLeases } from './leases/run-leases.js';
 import { withStageLeases } from './leases/stage-leases.js';
 import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
+import type { ObjectStore } from '../store/object-store.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
 import type { CheckpointOptions } from './checkpoint/settings.js';
@@ -42,6 +43,11 @@ export interface ActivityDependencies {
   pipelineDirs?: PipelineDirs;
   /** Where and how often runs are checkpointed (checkpoint/settings.ts). @default none: no checkpoint is taken or restored */
   checkpoints?: CheckpointOptions;
+  /**
+   * Where runs keep what outlives the machine (checkpoints, claimed payloads): `AGENT_PIPELINE_STORE`, encrypting when
+   * a key is set (store/open-store.ts). @default none: nothing is checkpointed
+   */
+  store?: ObjectStore;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
   /** How often a run waiting for a pipeline-level key reports its place. @unit milliseconds @default RUN_LEASE_POLL_MS */

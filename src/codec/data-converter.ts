@@ -1,12 +1,18 @@
 import type { DataConverter, LoadedDataConverter, Payload, PayloadCodec } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../errors.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { openStore } from '../store/open-store.js';
+import { STORE_VARIABLE } from '../store/store-settings.js';
+import { CLAIM_CHECK_BYTES_VARIABLE, ClaimCheckCodec, DEFAULT_CLAIM_CHECK_BYTES, ClaimCheckError } from './claim-check-codec.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import { ENCRYPTION_KEY_VARIABLE, parseEncryptionKeys } from './encryption-key.js';
 
 /*
- * Where the encryption codec is wired in: the data converter of clients and workers, and the decoding of payloads that
- * this project reads from history or descriptions itself (outside the SDK's own decoding).
+ * Where the codecs are wired in: the data converter of clients and workers, and the decoding of payloads that this
+ * project reads from history or descriptions itself (outside the SDK's own decoding). The codecs are the encryption
+ * codec (when a key is set) and then the claim check (codec/claim-check-codec.ts), in that order.
  */
 
 /**
@@ -46,6 +52,54 @@ export function payloadCodecsFromEnv(env: NodeJS.ProcessEnv = process.env): Payl
   return payloadCodecsFor(env[ENCRYPTION_KEY_VARIABLE]);
 }
 
+/**
+ * The threshold of `AGENT_PIPELINE_CLAIM_CHECK_BYTES`: payloads over it go to the store; `0` claims none.
+ * @throws ConfigError `CONFIG_INVALID` naming the variable
+ */
+export function claimCheckBytesFromEnv(env: NodeJS.ProcessEnv): number {
+  const value = env[CLAIM_CHECK_BYTES_VARIABLE]?.trim();
+  if (!value) return DEFAULT_CLAIM_CHECK_BYTES;
+  if (!/^\d{1,10}$/.test(value)) {
+    throw new ConfigError(`[CONFIG_INVALID] ${CLAIM_CHECK_BYTES_VARIABLE}: "${value.slice(0, 40)}" is not a number of bytes; set it to a whole number such as 262144, or 0 to keep every payload in history`);
+  }
+  return Number(value);
+}
+
+/** Where the store is for the codecs, and whether this process may claim payloads into it. */
+export interface StoreCodecOptions {
+  /** The default store's folder (`<workspaces root>/.agent-pipeline/store`). */
+  defaultStoreDir: string;
+  /**
+   * A worker claims large payloads into its store whatever the setting; a client only when `AGENT_PIPELINE_STORE` is
+   * set: on a machine of its own, the default folder is not one the workers read. Both resolve references.
+   */
+  role: 'worker' | 'client';
+  /** The encryption key setting (the keys encrypt the store's objects too). */
+  encryptionKey?: string;
+  /** What errors name as the key's origin. */
+  keySource?: string;
+}
+
+/**
+ * The codecs of a worker or client: the encryption codec when a key is set, then the claim check on the store of
+ * `AGENT_PIPELINE_STORE`. Nothing is contacted yet.
+ * @throws ConfigError `CONFIG_INVALID` naming the variable that is wrong
+ */
+export function storePayloadCodecs(env: NodeJS.ProcessEnv, options: StoreCodecOptions): PayloadCodec[] {
+  const key = options.encryptionKey?.trim();
+  const source = options.keySource ?? ENCRYPTION_KEY_VARIABLE;
+  const codecs = payloadCodecsFor(key, source);
+  const store = openStore(env, { defaultDir: options.defaultStoreDir, encryptionKeys: key ? parseEncryptionKeys(key, source) : undefined });
+  const threshold = claimCheckBytesFromEnv(env);
+  const claims = threshold > 0 && (options.role === 'worker' || Boolean(env[STORE_VARIABLE]?.trim()));
+  return [...codecs, new ClaimCheckCodec({ store, thresholdBytes: claims ? threshold : undefined })];
+}
+
+/** The store the codecs' claim check uses, if any. */
+export function storeOfCodecs(codecs: readonly PayloadCodec[]): ObjectStore | undefined {
+  return codecs.find((codec): codec is ClaimCheckCodec => typeof (codec as Partial<ClaimCheckCodec>).claimsToStore === 'boolean')?.store;
+}
+
 /** A client's data converter: the codecs only (decoding an encoded failure needs no option). */
 export function clientDataConverter(codecs: PayloadCodec[]): DataConverter | undefined {
   return codecs.length > 0 ? { payloadCodecs: codecs } : undefined;
@@ -58,6 +112,8 @@ export function clientDataConverter(codecs: PayloadCodec[]): DataConverter | und
  */
 export function workerDataConverter(codecs: PayloadCodec[]): DataConverter | undefined {
   if (codecs.length === 0) return undefined;
+  // Without encryption the converters stay the SDK's: the prebuilt plain bundle has its failure converter.
+  if (!encryptionCodecOf(codecs)) return { payloadCodecs: codecs };
   if (!ENCODED_FAILURE_CONVERTER_PATH) throw new Error('dist/codec/encoded-failure-converter.js is missing: run `npm run build`');
   if (!MARKING_PAYLOAD_CONVERTER_PATH) throw new Error('dist/codec/marking-payload-converter.js is missing: run `npm run build`');
   return { payloadCodecs: codecs, failureConverterPath: ENCODED_FAILURE_CONVERTER_PATH, payloadConverterPath: MARKING_PAYLOAD_CONVERTER_PATH };
@@ -105,7 +161,7 @@ export async function decodeFirstPayload<T>(converter: LoadedDataConverter, list
  */
 export function decryptionProblem(err: unknown): string | undefined {
   for (let current = err; current instanceof Error; current = current.cause) {
-    if (current instanceof PayloadDecryptionError) return current.message;
+    if (current instanceof PayloadDecryptionError || current instanceof ClaimCheckError) return current.message;
     if (/Unknown encoding: binary\/encrypted/.test(current.message)) {
       return `the run's payloads are encrypted and ${ENCRYPTION_KEY_VARIABLE} is not set here; set it to the keys its workers use`;
     }

@@ -1,8 +1,10 @@
 import net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
 import { loadConfig, loadTemporalConnection } from '../config.js';
 import { clientTelemetry } from '../telemetry/client-telemetry.js';
-import { clientDataConverter, payloadCodecsFor } from '../codec/data-converter.js';
+import { clientDataConverter, storePayloadCodecs } from '../codec/data-converter.js';
+import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 import { TemporalUnavailableError } from './errors.js';
 
@@ -46,6 +48,20 @@ const HOW_TO_CONFIGURE =
   'or choose a profile of your temporal.toml with TEMPORAL_PROFILE.';
 
 /**
+ * A client's payload codecs: encryption with `AGENT_PIPELINE_ENCRYPTION_KEY` (or `encryptionKey`, the option), then the
+ * claim check, which resolves the payloads workers moved to the store (`AGENT_PIPELINE_STORE`) and, when that variable
+ * is set, moves this client's own large payloads (a run's large input) there.
+ * @throws ConfigError naming the variable (or option) that is malformed
+ */
+export function clientCodecsFromEnv(env: NodeJS.ProcessEnv = process.env, encryptionKey?: string): PayloadCodec[] {
+  return storePayloadCodecs(env, {
+    defaultStoreDir: storeFolder(loadConfig(env).workspacesRoot),
+    role: 'client',
+    ...(encryptionKey === undefined ? { encryptionKey: env[ENCRYPTION_KEY_VARIABLE] } : { encryptionKey, keySource: 'the encryptionKey option' }),
+  });
+}
+
+/**
  * Connects with the same settings as the `temporal` CLI: environment variables, the profile file, API key, mTLS.
  * @throws TemporalUnavailableError naming the address tried and how to configure another.
  * @throws ConfigError when the settings cannot be read.
@@ -57,8 +73,7 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   const target = options.address ?? connectionOptions.address ?? 'localhost:7233';
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   // A malformed key fails before anything is sent, naming the variable (or option) and the fix, never the key.
-  const codecs =
-    options.encryptionKey === undefined ? payloadCodecsFor(env[ENCRYPTION_KEY_VARIABLE]) : payloadCodecsFor(options.encryptionKey, 'the encryptionKey option');
+  const codecs = clientCodecsFromEnv(env, options.encryptionKey);
   const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError =>
     new TemporalUnavailableError(
       `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}). ${HOW_TO_CONFIGURE}`,

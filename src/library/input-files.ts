@@ -11,7 +11,10 @@ export type InputValue = string | { file: string } | { object: Record<string, st
 
 /** The file name that stands for standard input. */
 export const STDIN_FILE = '-';
-/** The most an input file may hold: what fits in one Temporal payload with nothing else. @unit bytes */
+/**
+ * The most an input file may hold: what fits in one Temporal payload with nothing else. With a store
+ * (`AGENT_PIPELINE_STORE`), RUN_INPUT_MAX_BYTES_WITH_STORE (library/input-size.ts) instead. @unit bytes
+ */
 export const INPUT_FILE_MAX_BYTES = TEMPORAL_PAYLOAD_LIMIT_BYTES;
 
 /** Options of {@link readInputValues}. */
@@ -52,7 +55,7 @@ async function readInputFile(file: string, what: string, options: ReadInputValue
   const tooLarge = (bytes: string): InvalidRequestError =>
     new InvalidRequestError(
       'INPUT_TOO_LARGE',
-      `[INPUT_TOO_LARGE] ${what}: ${file === STDIN_FILE ? 'standard input' : file} holds ${bytes}, over the ${formatBytes(maxBytes)} an input may hold (one Temporal payload). ` +
+      `[INPUT_TOO_LARGE] ${what}: ${file === STDIN_FILE ? 'standard input' : file} holds ${bytes}, over the ${formatBytes(maxBytes)} an input may hold${maxBytes === INPUT_FILE_MAX_BYTES ? ' (one Temporal payload; set AGENT_PIPELINE_STORE to the workers\' store for more)' : ''}. ` +
         'Put large text in a file next to the pipeline and list it under `context:` instead.',
     );
   const data = file === STDIN_FILE ? await readStream(options.stdin ?? process.stdin, maxBytes, tooLarge) : await readRegularFile(file, what, maxBytes, tooLarge);

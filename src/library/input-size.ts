@@ -1,5 +1,7 @@
 import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import { claimCheckCodecOf, withoutClaimCheck } from '../codec/claim-check-codec.js';
 import { encodePayloads } from '../codec/data-converter.js';
+import { STORE_VARIABLE } from '../store/store-settings.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError } from '../errors.js';
 
@@ -9,6 +11,12 @@ import { InvalidRequestError } from '../errors.js';
  * @unit bytes
  */
 export const TEMPORAL_PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024;
+
+/**
+ * A run's input may be this large when the client has a store (`AGENT_PIPELINE_STORE`): its large values travel by
+ * reference (the claim check), and activities read them from the run as they need them. @unit bytes
+ */
+export const RUN_INPUT_MAX_BYTES_WITH_STORE = 64 * 1024 * 1024;
 
 /** The size of `value` converted by the default payload converter, before any codec. @unit bytes */
 export function encodedSize(value: unknown): number {
@@ -38,8 +46,10 @@ export function formatBytes(bytes: number): string {
  * through `codecs`, the client's payload codecs.
  * @throws InvalidRequestError `INPUT_TOO_LARGE` with the size, the limit, what is largest and how to fix it
  */
-export async function checkRunInputSize(input: PipelineRunInput, limitBytes = TEMPORAL_PAYLOAD_LIMIT_BYTES, codecs: readonly PayloadCodec[] = []): Promise<PipelineRunInput> {
-  const size = await sizeOnTheWire(input, codecs);
+export async function checkRunInputSize(input: PipelineRunInput, limit = TEMPORAL_PAYLOAD_LIMIT_BYTES, codecs: readonly PayloadCodec[] = []): Promise<PipelineRunInput> {
+  // Measured without the claim check, which would write to the store; with one, the input goes there by reference.
+  const limitBytes = claimCheckCodecOf(codecs)?.claimsToStore ? Math.max(limit, RUN_INPUT_MAX_BYTES_WITH_STORE) : limit;
+  const size = await sizeOnTheWire(input, withoutClaimCheck(codecs));
   if (size <= limitBytes) return input;
   const parts = [
     ...Object.entries(input.inputs).map(([name, value]) => ({ what: `input "${name}"`, bytes: Buffer.byteLength(value) })),
@@ -48,8 +58,9 @@ export async function checkRunInputSize(input: PipelineRunInput, limitBytes = TE
   const largest = parts[0] ? `; the largest part is ${parts[0].what} (${formatBytes(parts[0].bytes)})` : '';
   throw new InvalidRequestError(
     'INPUT_TOO_LARGE',
-    `[INPUT_TOO_LARGE] the run's input is ${formatBytes(size)} (${size} bytes), over Temporal's payload limit of ${formatBytes(limitBytes)}${largest}. ` +
+    `[INPUT_TOO_LARGE] the run's input is ${formatBytes(size)} (${size} bytes), over ${limitBytes > limit ? 'the limit of a run with a store' : "Temporal's payload limit"} of ${formatBytes(limitBytes)}${largest}. ` +
       'Move large text into files: write it to a file next to the pipeline and list it under `context:`, or point a ' +
-      'step template (`prompt: steps/x.md`) at it, and keep input values short.',
+      'step template (`prompt: steps/x.md`) at it, and keep input values short.' +
+      (limitBytes > limit ? '' : ` Or set ${STORE_VARIABLE} to the workers' store: inputs up to ${formatBytes(RUN_INPUT_MAX_BYTES_WITH_STORE)} then travel by reference.`),
   );
 }

@@ -1,11 +1,12 @@
 import type { PayloadCodec } from '@temporalio/common';
 import path from 'node:path';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
-import { checkRunInputSize } from './input-size.js';
+import { checkRunInputSize, RUN_INPUT_MAX_BYTES_WITH_STORE } from './input-size.js';
 import { inputOrigins, readInputValues, type InputValue } from './input-files.js';
 import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
-import { payloadCodecsFromEnv } from '../codec/data-converter.js';
+import { claimCheckCodecOf } from '../codec/claim-check-codec.js';
+import { clientCodecsFromEnv } from './connection.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { parsePipeline } from '../pipeline/parse.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
@@ -59,10 +60,12 @@ export interface PrepareRunOptions {
 export async function prepareRunInput(
   source: PipelineSource,
   options: PrepareRunOptions = {},
-  codecs: readonly PayloadCodec[] = payloadCodecsFromEnv(),
+  codecs: readonly PayloadCodec[] = clientCodecsFromEnv(),
 ): Promise<PipelineRunInput> {
   const describe = options.describeInputFile ?? ((name: string, file: string) => `input "${name}" ({ file: ${JSON.stringify(file)} })`);
-  const given = await readInputValues(options.inputs ?? {}, { describe });
+  // With a store, large inputs travel by reference (the claim check): an input file may hold far more.
+  const maxBytes = claimCheckCodecOf(codecs)?.claimsToStore ? RUN_INPUT_MAX_BYTES_WITH_STORE : undefined;
+  const given = await readInputValues(options.inputs ?? {}, { describe, ...(maxBytes ? { maxBytes } : {}) });
   const origin = inputOrigins(options.inputs ?? {}, describe);
   const backends = [...(options.backends ?? []), ...extraBackendNames()];
   try {

@@ -14,7 +14,8 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
-import { clientDataConverter, payloadCodecsFor } from '../../src/codec/data-converter.js';
+import { clientDataConverter, storePayloadCodecs } from '../../src/codec/data-converter.js';
+import { storeFolder } from '../../src/activities/workspace/worker-folder.js';
 
 import { ENCRYPTED_WORKFLOW_BUNDLE, PROJECT_ROOT, WORKFLOW_BUNDLE } from './project-paths.js';
 
@@ -105,7 +106,9 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     running = worker.run();
   }
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection, dataConverter: clientDataConverter(payloadCodecsFor(options.encryptionKey)) });
+  // As a client on the worker's machine: it resolves the payloads the worker moved to the store (the claim check).
+  const codecs = storePayloadCodecs(env, { role: 'client', defaultStoreDir: storeFolder(workspacesRoot), encryptionKey: options.encryptionKey });
+  const client = new Client({ connection, dataConverter: clientDataConverter(codecs) });
   const harness: Harness = {
     client,
     taskQueue,

@@ -131,6 +131,8 @@ interface AuthMode {
   key: string;
   /** Variables the agent's shell must have, with the values that must appear nowhere else. */
   secrets: Record<string, string>;
+  /** Of `secrets`, those the worker holds but its agents must not be given. */
+  notPassed?: string[];
 }
 
 const MODES: AuthMode[] = [
@@ -153,8 +155,9 @@ const MODES: AuthMode[] = [
     secrets: {},
   },
   {
-    // No Bedrock or Vertex endpoint here: the agent authenticates with a key, and the cloud credentials must still
-    // reach it (its tools may use them) and be kept secret like the key.
+    // No Bedrock or Vertex endpoint here: the agent authenticates with a key. The AWS credentials are the worker's
+    // without Bedrock (an s3:// store may use them, issue 29): they never reach the agent, and are kept secret like
+    // the key.
     name: 'Bedrock and Vertex credentials alongside an API key',
     key: 'sk-ant-api-key-3e8a1c6f9d2b4705',
     env: async () => ({
@@ -172,6 +175,7 @@ const MODES: AuthMode[] = [
       AWS_SECRET_ACCESS_KEY: 'aws-secret-9f3c7a1e5b2d8046',
       AWS_BEARER_TOKEN_BEDROCK: 'bedrock-bearer-4d7e2a9c1f6b3058',
     },
+    notPassed: ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_BEARER_TOKEN_BEDROCK'],
   },
 ];
 
@@ -200,7 +204,10 @@ describe.each(MODES)('a CLI stage authenticated with $name', (mode) => {
       const requests = harness.modelServer.requests();
       expect(requests.map((r) => r.status)).toEqual([200, 200]);
       const toolResult = JSON.stringify(requests[1].body);
-      for (const [name, value] of Object.entries({ ...mode.secrets, GH_TOKEN })) expect(toolResult).toContain(`${name}=${value}`);
+      for (const [name, value] of Object.entries({ ...mode.secrets, GH_TOKEN })) {
+        if (mode.notPassed?.includes(name)) expect(toolResult).not.toContain(value);
+        else expect(toolResult).toContain(`${name}=${value}`);
+      }
       const history = historyText(JSON.stringify((await handle.fetchHistory()).events));
       const transcripts = await readTranscripts(harness.workspacesRoot);
       for (const value of [GH_TOKEN, mode.key, ...values]) {

@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { runCli } from './cli-helpers.js';
+import { FileStore } from '../../src/store/file-store.js';
+import { runKeyPrefix } from '../../src/store/run-keys.js';
 
 /*
  * Issue 19, reproduction 6: `prune` trusted the record a run leaves in its folder without asking Temporal, so it
@@ -29,7 +31,16 @@ describe('prune with Temporal unreachable', () => {
     // A run that ended before the records moved out of run folders: its only records are in its own tree.
     await mkdir(path.join(dir('older-run'), '.agent-pipeline'), { recursive: true });
     await writeEndedMarker(path.join(dir('older-run'), '.agent-pipeline'), { runId: 'older-run', ...ended });
+    // Their objects in the default store (checkpoints), and a claimed payload runs may share.
+    for (const runId of ['old-run', 'older-run']) await store().put(`${runKeyPrefix(runId)}checkpoint/manifest.json`, Buffer.from('{}'));
+    await store().put(`claims/${'a'.repeat(64)}`, Buffer.from('shared'));
   });
+  const store = () => new FileStore(path.join(root, '.agent-pipeline', 'store'));
+  const keys = async (): Promise<string[]> => {
+    const found: string[] = [];
+    for await (const key of store().list('')) found.push(key);
+    return found.sort();
+  };
   const dir = (runId: string): string => path.join(root, toFolderName(runId));
   const bookkeeping = (runId: string): string => path.join(root, '.agent-pipeline', 'runs', toFolderName(runId));
   afterAll(async () => rm(root, { recursive: true, force: true }));
@@ -37,6 +48,7 @@ describe('prune with Temporal unreachable', () => {
   test('deletes nothing and exits 3, naming --force', async () => {
     const pruned = await runCli(['prune'], env);
     expect(existsSync(dir('old-run')), 'prune deleted a workspace without asking Temporal').toBe(true);
+    expect(await keys()).toHaveLength(3);
     expect(pruned.exitCode, pruned.all).toBe(3);
     expect(pruned.stderr).toContain('Use --force to trust the records');
   });
@@ -51,5 +63,7 @@ describe('prune with Temporal unreachable', () => {
     expect(pruned.stdout).toContain('kept  older-run (completed, ended');
     expect(pruned.stderr).toContain('its only records are inside its own folder, where its agent could have written them');
     expect(existsSync(dir('older-run'))).toBe(true);
+    // The store: the removed run's objects are gone, the kept run's and the shared claim stay.
+    expect(await keys()).toEqual([`claims/${'a'.repeat(64)}`, `${runKeyPrefix('older-run')}checkpoint/manifest.json`].sort());
   });
 });

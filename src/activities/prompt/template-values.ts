@@ -3,6 +3,7 @@ import { listTemplateVariables, type TemplateContext } from '../../pipeline/temp
 import { templateValuesQuery } from '../../contracts/messages.js';
 import type { WithheldValues } from '../../contracts/stage-attempt.js';
 import { stageFailure } from '../failures.js';
+import { storeUnavailableIn } from '../store-failure.js';
 
 /** The ids of the stages that templates read as `{{stages.ID…}}` (outside `{{raw}}` spans). */
 export function stagesReadBy(templates: readonly (string | undefined)[]): string[] {
@@ -41,8 +42,10 @@ export async function withWithheldValues(context: TemplateContext, withheld: Wit
     const values = await handle.query(templateValuesQuery, { stage: source.stageId, stages, inputs: withheld.inputs });
     return { ...context, stages: { ...context.stages, ...values.stages }, inputs: values.inputs ?? context.inputs };
   } catch (err) {
+    // A value claimed into the store (a large input) that cannot be read back: the store's problem, not a bug.
+    const unavailable = storeUnavailableIn(err);
     throw stageFailure({
-      type: 'INTERNAL_ERROR',
+      type: unavailable ? 'STORE_UNAVAILABLE' : 'INTERNAL_ERROR',
       stageId: source.stageId,
       message: `reading the template values this stage uses from its run ${execution?.workflowId ?? ''} failed: ${(err as Error).message}`,
       cause: err as Error,

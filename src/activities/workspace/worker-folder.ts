@@ -5,7 +5,7 @@ import { ensureRealDir } from './own-files.js';
 /*
  * The worker's own folder under the workspaces root, `<root>/.agent-pipeline/`: each run's bookkeeping (`runs/<run
  * folder name>/`: its records, Claude Code's config, the stages' logs and settings) and the unpacked run bundles
- * (`bundles/<hash>/`). Its name starts with a dot, which no run folder's can (run ids may not, pipeline/run-id.ts, and
+ * (`bundles/<hash>/`) and the default object store (`store/`). Its name starts with a dot, which no run folder's can (run ids may not, pipeline/run-id.ts, and
  * folder names made from them never do), so no run is ever given it or anything in it as its workspace: agents work
  * elsewhere, and nothing the worker keeps for itself sits in a tree an agent writes.
  */
@@ -31,6 +31,8 @@ const SUBFOLDERS = {
   bundles: 'bundles',
   /** Checkpoints being written or restored (bundles, archives, a temporary git index), one folder each, removed after. */
   scratch: 'scratch',
+  /** The default object store (`AGENT_PIPELINE_STORE` unset): checkpoints and payloads too large for history. */
+  store: 'store',
 } as const;
 
 /** Where each run's bookkeeping lives. */
@@ -41,6 +43,11 @@ export function runsFolder(root: string): string {
 /** Where unpacked run bundles live. */
 export function bundlesFolder(root: string): string {
   return path.join(workerFolder(root), SUBFOLDERS.bundles);
+}
+
+/** The default object store's folder: the worker's own, so never a run's and never in an agent's reach. */
+export function storeFolder(root: string): string {
+  return path.join(workerFolder(root), SUBFOLDERS.store);
 }
 
 /**

@@ -50,13 +50,15 @@ export function addCodecServerCommand(program: Command): void {
         'own name at this address (DNS rebinding) cannot send. docs/security.md.',
     )
     .action(async (opts: { port: number; host: string; origin?: string; token?: string; allowedHost?: string[] }) => {
-      const { payloadCodecsFromEnv } = await import('../../codec/data-converter.js');
+      const { clientCodecsFromEnv } = await import('../../library/connection.js');
+      const { encryptionCodecOf } = await import('../../codec/data-converter.js');
       const { ENCRYPTION_KEY_VARIABLE } = await import('../../codec/encryption-key.js');
       const { startCodecServer } = await import('../../codec/codec-server.js');
-      const codecs = payloadCodecsFromEnv();
+      // Encryption, then the claim check: the UI sees a large payload, not the reference the workers stored it under.
+      const codecs = clientCodecsFromEnv();
       // Without keys it passes payloads through unchanged, so a Web UI pointed at it (the compose file's) works whether
       // or not runs are encrypted; it says so, since a person who meant to decrypt has forgotten the keys.
-      if (codecs.length === 0) printNote(`${ENCRYPTION_KEY_VARIABLE} is not set: payloads pass through unchanged; set it to the keys the workers use to decrypt`);
+      if (!encryptionCodecOf(codecs)) printNote(`${ENCRYPTION_KEY_VARIABLE} is not set: payloads pass through unchanged; set it to the keys the workers use to decrypt`);
       const token = opts.token ?? (process.env[TOKEN_VARIABLE] || undefined);
       const server = await startCodecServer({ codecs, port: opts.port, host: opts.host, origin: opts.origin, token, allowedHosts: opts.allowedHost });
       printNote(

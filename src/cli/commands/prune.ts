@@ -6,6 +6,10 @@ import path from 'node:path';
 import { removeBookkeeping, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
 import { listRunsOnDisk, type RunOnDisk } from '../../activities/workspace/run-list.js';
 import { loadConfig } from '../../config.js';
+import { storeFolder } from '../../activities/workspace/worker-folder.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import { openStore } from '../../store/open-store.js';
+import { runKeyPrefix } from '../../store/run-keys.js';
 import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
 import { parseAgeMs } from '../options.js';
@@ -42,7 +46,8 @@ export function addPruneCommand(program: Command): void {
       '\nThe workspaces folder is AGENT_PIPELINE_WORKSPACES (as the worker sees it). Temporal is asked about every run, and\n' +
         'only runs it reports closed are removed, with their bookkeeping (<workspaces>/.agent-pipeline/runs/<run folder>);\n' +
         'with --force the record a run leaves in its bookkeeping when it ends is trusted instead. What a run folder holds\n' +
-        'never counts, and the workers\' own folder is never removed. Running runs are never touched. A worktree is removed with\n' +
+        'never counts, and the workers\' own folder is never removed. The run\'s objects in the store (AGENT_PIPELINE_STORE:\n' +
+        'checkpoints, runs/<hash of its id>/) go with it. Running runs are never touched. A worktree is removed with\n' +
         '`git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d` otherwise\n' +
         '(which keeps a branch with commits merged nowhere else).\n' +
         'Exit code: 0 done, 2 bad usage, 3 Temporal unreachable (nothing is removed; --force to trust the records).',
@@ -80,6 +85,7 @@ async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun
       throw err;
     });
   }
+  const store = openStore(process.env, { defaultDir: storeFolder(root) });
   for (const [i, entry] of entries.entries()) {
     const run = runs[i];
     if (run.runId === undefined || entry.status === 'running' || !entry.endedAt || Date.parse(entry.endedAt) > cutoffMs) continue;
@@ -87,7 +93,7 @@ async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun
       entry.warnings.push('its only records are inside its own folder, where its agent could have written them (a run that ended before the worker kept them apart); it is kept: prune without --force asks Temporal');
       continue;
     }
-    entry.removed = options.dryRun || (await removeRun(root, run, entry));
+    entry.removed = options.dryRun || ((await removeRun(root, run, entry)) && (await removeRunObjects(store, run.runId, entry)));
   }
   return entries;
 }
@@ -98,6 +104,20 @@ async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promi
   if (run.dir && existsSync(run.dir)) return false;
   if (run.bookkeeping) entry.warnings.push(...(await removeBookkeeping(root, run.bookkeeping)));
   return !run.bookkeeping || !existsSync(run.bookkeeping);
+}
+
+/**
+ * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping). Claimed payloads are
+ * shared by content and stay (docs/deployment.md). @returns whether they are gone
+ */
+async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneEntry): Promise<boolean> {
+  try {
+    await store.deletePrefix(runKeyPrefix(runId));
+    return true;
+  } catch (err) {
+    entry.warnings.push(`its objects in the store ${store.description} were not deleted: ${(err as Error).message}`);
+    return false;
+  }
 }
 
 /** Sets each entry's status and end from Temporal's latest run of that id; a folder of an unknown id is kept. */

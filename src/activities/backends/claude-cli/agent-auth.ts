@@ -1,19 +1,28 @@
 import { readFileSync } from 'node:fs';
 import { SIGNING_KEY_VARIABLE } from '../../../trust/keys.js';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from '../../../codec/encryption-key.js';
+import { STORE_VARIABLES, storeSecretValues } from '../../../store/store-settings.js';
 
 /**
  * How Claude Code may authenticate, and what of the worker's environment reaches the agent for it. Every value here
  * that is a credential is registered as a secret, so it is redacted from results, failures and transcripts.
  */
 
+/**
+ * Amazon Bedrock's variables: passed to agents only when Bedrock is on (`CLAUDE_CODE_USE_BEDROCK`). Otherwise the AWS
+ * credentials are the worker's for other uses (an `s3://` store on the SDK's default chain), never an agent's.
+ */
+export const BEDROCK_VARIABLES = [
+  'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_REGION',
+  'AWS_DEFAULT_REGION', 'AWS_BEARER_TOKEN_BEDROCK', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE', 'ANTHROPIC_BEDROCK_BASE_URL',
+  'CLAUDE_CODE_SKIP_BEDROCK_AUTH',
+] as const;
+
 /** Variables Claude Code reads for each way it authenticates (https://docs.claude.com/en/docs/claude-code/settings). */
 export const AUTH_VARIABLES = [
   'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN',
   // Amazon Bedrock
-  'CLAUDE_CODE_USE_BEDROCK', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_PROFILE', 'AWS_REGION',
-  'AWS_DEFAULT_REGION', 'AWS_BEARER_TOKEN_BEDROCK', 'AWS_CONFIG_FILE', 'AWS_SHARED_CREDENTIALS_FILE', 'ANTHROPIC_BEDROCK_BASE_URL',
-  'CLAUDE_CODE_SKIP_BEDROCK_AUTH',
+  'CLAUDE_CODE_USE_BEDROCK', ...BEDROCK_VARIABLES,
   // Google Vertex AI
   'CLAUDE_CODE_USE_VERTEX', 'CLOUD_ML_REGION', 'ANTHROPIC_VERTEX_PROJECT_ID', 'GOOGLE_APPLICATION_CREDENTIALS', 'ANTHROPIC_VERTEX_BASE_URL',
   'CLAUDE_CODE_SKIP_VERTEX_AUTH',
@@ -41,9 +50,22 @@ export const AUTH_MODES_HELP =
 
 /**
  * Keys an agent must never hold, even when AGENT_PIPELINE_AGENT_ENV names them: with the signing key an agent could
- * start runs and approve its own gates; with the encryption key it could read every run's history.
+ * start runs and approve its own gates; with the encryption key it could read every run's history; with the store's
+ * settings, every run's checkpoints.
  */
-export const NEVER_FOR_AGENTS: readonly string[] = [SIGNING_KEY_VARIABLE, ENCRYPTION_KEY_VARIABLE];
+export const NEVER_FOR_AGENTS: readonly string[] = [SIGNING_KEY_VARIABLE, ENCRYPTION_KEY_VARIABLE, ...STORE_VARIABLES];
+
+/** Whether Bedrock is on, the one case agents are given the AWS variables. */
+export function bedrockOn(env: NodeJS.ProcessEnv): boolean {
+  const value = env.CLAUDE_CODE_USE_BEDROCK?.trim();
+  return !!value && value !== '0' && value.toLowerCase() !== 'false';
+}
+
+/** The authentication variables an agent is given: all of AUTH_VARIABLES, the AWS ones only with Bedrock on. */
+export function agentAuthVariables(env: NodeJS.ProcessEnv): string[] {
+  const bedrock = bedrockOn(env);
+  return AUTH_VARIABLES.filter((name) => bedrock || !(BEDROCK_VARIABLES as readonly string[]).includes(name));
+}
 
 /** The extra variable names of `AGENT_PIPELINE_AGENT_ENV` (never a signing or encryption key). */
 export function extraAgentVariables(env: NodeJS.ProcessEnv): string[] {
@@ -94,7 +116,7 @@ function otelHeaderValues(raw: string): string[] {
  */
 export function workerSecretValues(env: NodeJS.ProcessEnv): string[] {
   // The payload encryption keys: the whole setting and each key's base64 (docs/security.md#encrypted-history).
-  const values = [...agentSecretValues(env), ...encryptionSecretValues(env[ENCRYPTION_KEY_VARIABLE])];
+  const values = [...agentSecretValues(env), ...encryptionSecretValues(env[ENCRYPTION_KEY_VARIABLE]), ...storeSecretValues(env)];
   for (const [name, value] of Object.entries(env)) {
     if (!value) continue;
     if (OTEL_HEADER_VARIABLE.test(name)) values.push(...otelHeaderValues(value));
@@ -118,7 +140,7 @@ function settingsHaveKeyHelper(settings: string | undefined): boolean {
 /** How the agent will authenticate, or undefined when the worker has none of the ways Claude Code supports. */
 export function detectAgentAuth(env: NodeJS.ProcessEnv): string | undefined {
   const set = (name: string): boolean => !!env[name];
-  if (set('CLAUDE_CODE_USE_BEDROCK')) return 'bedrock';
+  if (bedrockOn(env)) return 'bedrock';
   if (set('CLAUDE_CODE_USE_VERTEX')) return 'vertex';
   if (set('ANTHROPIC_API_KEY')) return 'api-key';
   if (set('ANTHROPIC_AUTH_TOKEN')) return 'auth-token';

@@ -5,6 +5,8 @@ import path from 'node:path';
 import { pinnedGitEnvironment } from '../../workspace/git-safety.js';
 import type { RunWorkspace } from '../../workspace/run-workspace.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
+import { fileURLToPath } from 'node:url';
+import { STORE_VARIABLE } from '../../../store/store-settings.js';
 
 /*
  * What an agent may read of the worker's host. Without limits Claude Code's Read tool (and Grep, Glob) reads any file
@@ -86,6 +88,16 @@ function credentialFiles(env: NodeJS.ProcessEnv): string[] {
   return files.filter(Boolean).map((file) => path.resolve(file));
 }
 
+function explicitStoreFolder(env: NodeJS.ProcessEnv): string[] {
+  const value = env[STORE_VARIABLE]?.trim();
+  if (!value?.startsWith('file:')) return [];
+  try {
+    return [fileURLToPath(value)];
+  } catch {
+    return [];
+  }
+}
+
 /** The folders and files an agent must not read, as absolute paths (not yet their real paths). */
 export function deniedReadPaths(env: NodeJS.ProcessEnv, scope: AgentReadScope): string[] {
   const home = homeOf(env);
@@ -95,6 +107,9 @@ export function deniedReadPaths(env: NodeJS.ProcessEnv, scope: AgentReadScope): 
     ...HOME_CREDENTIALS.map((name) => path.join(home, name)),
     ...credentialFiles(env),
     scope.workspacesRoot,
+    // A `file://` store of the operator's choosing: every run's checkpoints and claimed payloads (the default one lies
+    // in the workspaces root, denied above).
+    ...explicitStoreFolder(env),
     path.join(scope.claudeConfigDir, '.credentials.json'),
     path.dirname(scope.stageDir),
   ];

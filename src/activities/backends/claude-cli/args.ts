@@ -1,4 +1,4 @@
-import { AUTH_VARIABLES, extraAgentVariables } from './agent-auth.js';
+import { agentAuthVariables, extraAgentVariables } from './agent-auth.js';
 import type { BackendRequest } from '../stage-backend.js';
 import type { SessionPlan } from './session.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../process/sweep.js';
@@ -9,8 +9,6 @@ const PASSED_ENV = [
   'ANTHROPIC_BASE_URL', 'API_TIMEOUT_MS',
   'HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'NODE_EXTRA_CA_CERTS',
   'IS_SANDBOX',
-  // Every way Claude Code authenticates (agent-auth.ts).
-  ...AUTH_VARIABLES,
 ];
 
 /** Files written for the command line. */
@@ -92,8 +90,9 @@ export interface AgentMarkers {
 
 /** The agent's environment: the allow-list, the run's Claude config dir, and the process markers. */
 export function agentEnvironment(env: NodeJS.ProcessEnv, claudeConfigDir: string, markers: AgentMarkers): Record<string, string> {
-  // AGENT_PIPELINE_AGENT_ENV adds variables a stage's tools need (GH_TOKEN for `gh`, SSH_AUTH_SOCK for git pushes).
-  const names = [...PASSED_ENV, ...extraAgentVariables(env)];
+  // Every way Claude Code authenticates (agent-auth.ts), AWS's only with Bedrock on. AGENT_PIPELINE_AGENT_ENV adds
+  // variables a stage's tools need (GH_TOKEN for `gh`, SSH_AUTH_SOCK for git pushes).
+  const names = [...PASSED_ENV, ...agentAuthVariables(env), ...extraAgentVariables(env)];
   const passed = Object.fromEntries(names.filter((k) => env[k] !== undefined).map((k) => [k, env[k] as string]));
   return {
     ...passed,

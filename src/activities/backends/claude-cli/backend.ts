@@ -185,7 +185,7 @@ async function prepareLaunch(request: BackendRequest, options: ClaudeCliOptions,
 async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, stageDir: string, env: Record<string, string>): Promise<{ files: CliFiles; warnings: string[] }> {
   const { stage, workspace } = request;
   const scope = readScopeOf(workspace, stage.id, request.addDirs, options.workspacesRoot);
-  const settings = await prepareAgentSettings(stage, options.env, scope, attemptSandbox(options, request.runSignedBy), ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping)));
+  const settings = await prepareAgentSettings(stage, options.env, scope, attemptSandbox(options, request.runSignedBy), ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping), options.env));
   const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env });
   const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);

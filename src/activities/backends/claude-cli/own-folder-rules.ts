@@ -1,12 +1,14 @@
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { STORE_VARIABLE } from '../../../store/store-settings.js';
 
 /*
  * Claude Code's Read, Write and Edit tools run in the CLI, not in the sandbox, and a pipeline that allows `Write`
  * allows it on any path the worker's user may write. The workers' own folder under the workspaces root holds every
  * run's bookkeeping (settings files, transcripts, sessions) and the unpacked run bundles other runs read their
- * prompts from, and the runs' checkpoints (`store/`: every run's sessions and files) with their work folder (`scratch/`):
- * the attempt's settings deny the file tools all of it, whatever the pipeline allows (deny rules win
+ * prompts from, and the default object store (`store/`: checkpoints with every run's sessions and files, claimed
+ * payloads) with the checkpoints' work folder (`scratch/`): the attempt's settings deny the file tools all of it, whatever the pipeline allows (deny rules win
  * over allow rules). Stage worktrees (`isolation: stage`) live there too and are agents' trees, so they stay open.
  */
 
@@ -17,10 +19,25 @@ const DENIED = ['bundles/**', 'runs/*/claude/**', 'runs/*/stages/**', 'runs/*/*.
  * Permission rules denying Claude Code's file tools the workers' own folder `workerFolder` (its path as given and, when
  * a symlink leads there, its real path): `Read(//abs/…)` covers the reading tools, `Edit(//abs/…)` every editing one.
  */
-export function ownFolderDenyRules(workerFolder: string): string[] {
+export function ownFolderDenyRules(workerFolder: string, env: NodeJS.ProcessEnv = {}): string[] {
   const folders = [...new Set([path.resolve(workerFolder), realOrSelf(workerFolder)])];
   // `//` starts an absolute path in a rule (a single `/` would be relative to the settings file).
-  return folders.flatMap((folder) => DENIED.flatMap((pattern) => ['Read', 'Edit', 'Write'].map((tool) => `${tool}(/${folder}/${pattern})`)));
+  const own = folders.flatMap((folder) => DENIED.flatMap((pattern) => ['Read', 'Edit', 'Write'].map((tool) => `${tool}(/${folder}/${pattern})`)));
+  return [...own, ...storeFolderDenyRules(env)];
+}
+
+/** The same for a `file://` store the operator put elsewhere (`AGENT_PIPELINE_STORE`): every run's checkpoints. */
+function storeFolderDenyRules(env: NodeJS.ProcessEnv): string[] {
+  const value = env[STORE_VARIABLE]?.trim();
+  if (!value?.startsWith('file:')) return [];
+  let dir: string;
+  try {
+    dir = fileURLToPath(value);
+  } catch {
+    return [];
+  }
+  const folders = [...new Set([path.resolve(dir), realOrSelf(dir)])];
+  return folders.flatMap((folder) => ['Read', 'Edit', 'Write'].map((tool) => `${tool}(/${folder}/**)`));
 }
 
 /** `settings` with `rules` added to its `permissions.deny` (after any the operator gave). */

@@ -111,7 +111,7 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     // A stage that cannot start (its sandbox unavailable or its `sandbox: false` refused) is not started ahead of time:
     // its attempt reports why.
     const scope = readScopeOf(ctx.workspace, stage.id, target.addDirs, ctx.workspacesRoot);
-    const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping));
+    const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping), ctx.workerEnv);
     const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox, denied).catch(() => undefined);
     if (!settings) continue;
     const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });

@@ -1,0 +1,116 @@
+import { S3Client, CreateBucketCommand } from '@aws-sdk/client-s3';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { findVersitygw } from '../../src/dev/versitygw.js';
+
+/*
+ * A real S3-compatible server for the tests of the `s3://` store: versitygw over a temp folder (its posix backend), on
+ * a free port, with root keys made up per server. Where it is not built (no Go), the tests skip with one line; in CI
+ * (.ci/run provisions it) that fails instead.
+ */
+
+export interface Versitygw {
+  endpoint: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** The environment of a worker or client using bucket `bucket` of this server. */
+  storeEnv(bucket: string, prefix?: string): Record<string, string>;
+  createBucket(name: string): Promise<void>;
+  /** Stops the server (SIGTERM, then SIGKILL) and removes its folder. */
+  stop(): Promise<void>;
+}
+
+/** The versitygw binary, or undefined after writing the skip line (throws in CI). */
+export async function versitygwOrSkip(neededBy: string): Promise<string | undefined> {
+  const found = await findVersitygw();
+  if (found.path) return found.path;
+  const line = `${neededBy} needs versitygw (${found.problem})`;
+  if (process.env.CI) throw new Error(`${line}; .ci/run provisions it`);
+  process.stderr.write(`skipped: ${line}\n`);
+  return undefined;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once the server accepts connections, polling every 50 ms up to `timeoutMs`. */
+async function waitForPort(port: number, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`versitygw exited with ${child.exitCode}`);
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`versitygw did not listen on ${port} within ${timeoutMs} ms`);
+}
+
+export async function startVersitygw(binary: string): Promise<Versitygw> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'versitygw-'));
+  const data = path.join(root, 'data');
+  await mkdir(data);
+  const accessKeyId = `test${randomBytes(6).toString('hex')}`;
+  const secretAccessKey = randomBytes(24).toString('base64url');
+  const port = await freePort();
+  const child = spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', data], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { PATH: process.env.PATH ?? '', HOME: root },
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await rm(root, { recursive: true, force: true });
+  };
+  try {
+    await waitForPort(port, child, 30_000);
+  } catch (err) {
+    await stop();
+    throw new Error(`${(err as Error).message}: ${stderr}`);
+  }
+  const endpoint = `http://127.0.0.1:${port}`;
+  const admin = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
+  return {
+    endpoint,
+    accessKeyId,
+    secretAccessKey,
+    storeEnv: (bucket, prefix) => ({
+      AGENT_PIPELINE_STORE: `s3://${bucket}${prefix ? `/${prefix}` : ''}`,
+      AGENT_PIPELINE_STORE_ENDPOINT: endpoint,
+      AGENT_PIPELINE_STORE_PATH_STYLE: '1',
+      AGENT_PIPELINE_STORE_ACCESS_KEY_ID: accessKeyId,
+      AGENT_PIPELINE_STORE_SECRET_ACCESS_KEY: secretAccessKey,
+    }),
+    createBucket: async (name) => {
+      await admin.send(new CreateBucketCommand({ Bucket: name }));
+    },
+    stop: async () => {
+      admin.destroy();
+      await stop();
+    },
+  };
+}

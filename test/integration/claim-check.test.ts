@@ -1,0 +1,129 @@
+import type { Payload } from '@temporalio/common';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { CLAIM_CHECK_ENCODING } from '../../src/codec/claim-check-codec.js';
+import { PipelineClient } from '../../src/library/index.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
+
+/*
+ * Issue 29, large values out of history: with the real Temporal dev server, a worker and the scripted model, payloads
+ * over AGENT_PIPELINE_CLAIM_CHECK_BYTES (256 KiB) go to the store and history holds references. A stage answering a
+ * ~370 KB result completes; its activity result, the run's state and result are references in history; `status
+ * --json` and the library read the values back; a client whose AGENT_PIPELINE_STORE is another store is told so. A
+ * 20 MB input file (over the 2 MB a run's input could be) reaches its stage whole.
+ */
+
+const CHUNK = 62_000;
+const big = (letter: string): string => `${letter}-start-${letter.repeat(CHUNK)}-end`;
+const BIG_REPORT = {
+  success: true,
+  summary: 'Wrote a lot.',
+  outputs: { a: big('a'), b: big('b'), c: big('c'), d: big('d') },
+  notes: big('n'),
+  more: big('m'),
+};
+const INPUT_END = 'END-OF-THE-TWENTY-MB-INPUT-5c1e';
+const SMALL_REPORT = '```json\n{"success": true, "summary": "Read it.", "outputs": {}}\n```';
+
+let harness: Harness;
+let scratch: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'claim-check-'));
+  harness = await createHarness('claim-check', {
+    scenario: {
+      rules: [
+        { match: 'Pipeline: claim-big', turns: [{ text: `Done.\n\`\`\`json\n${JSON.stringify(BIG_REPORT)}\n\`\`\`` }] },
+        { match: 'Pipeline: claim-input', turns: [{ text: SMALL_REPORT }] },
+      ],
+    },
+    // Set explicitly, so that the harness's client (and PipelineClient) put their own large payloads there too.
+    env: { AGENT_PIPELINE_STORE: `file://${path.join(scratch, 'store')}` },
+  });
+}, 120_000);
+afterAll(async () => {
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+/** Every payload in a history (anything with `metadata.encoding`), found by walking its events. */
+function payloadsIn(value: unknown, found: Payload[] = []): Payload[] {
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return found;
+  const record = value as Record<string, unknown>;
+  // A payload has metadata with an encoding; an empty `data` does not survive protobuf, so it is not looked for.
+  const metadata = record.metadata as Record<string, unknown> | undefined;
+  if (metadata && typeof metadata === 'object' && ArrayBuffer.isView(metadata.encoding)) found.push(record as Payload);
+  else for (const child of Object.values(record)) payloadsIn(child, found);
+  return found;
+}
+
+const encodingOf = (payload: Payload): string => Buffer.from(payload.metadata?.encoding ?? new Uint8Array()).toString();
+
+async function historyPayloads(runId: string): Promise<Payload[]> {
+  return payloadsIn((await harness.client.workflow.getHandle(runId).fetchHistory()).events);
+}
+
+describe('large values out of history (the claim check)', () => {
+  test('a stage answering a ~370 KB result completes, history holds references, and status --json and the library read it', { timeout: 180_000 }, async () => {
+    const yaml =
+      'name: claim-big\ndefaults: { backend: anthropic-api, model: haiku, maxTokens: 500, retries: 0 }\n' +
+      'stages:\n  - id: write\n    prompt: Write a lot.\n';
+    const handle = await harness.startYaml('claim-big', yaml);
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    const payloads = await historyPayloads(handle.workflowId);
+    // The stage's result (and the run's) went to the store: history has references, and nothing near the values' size.
+    expect(payloads.filter((p) => encodingOf(p) === CLAIM_CHECK_ENCODING).length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...payloads.map((p) => p.data?.byteLength ?? 0))).toBeLessThan(64 * 1024);
+
+    const status = await runCli(['status', handle.workflowId, '--json'], harness.env);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const shown = parseJson<{ stages: { id: string; result?: { outputs?: Record<string, string> } }[] }>(status);
+    expect(shown.stages[0]!.result?.outputs).toEqual(BIG_REPORT.outputs);
+
+    const client = await PipelineClient.connect({ env: harness.env });
+    try {
+      const report = await client.getRun(handle.workflowId).status();
+      expect(report.state.stages[0]!.result?.outputs).toEqual(BIG_REPORT.outputs);
+    } finally {
+      await client.close();
+    }
+
+    // A client with another store cannot resolve the references, and is told which setting to fix.
+    const elsewhere = await runCli(['status', handle.workflowId, '--json'], { ...harness.env, AGENT_PIPELINE_STORE: `file://${path.join(scratch, 'other')}` });
+    expect(elsewhere.exitCode).not.toBe(0);
+    expect(elsewhere.stderr).toContain('AGENT_PIPELINE_STORE');
+    expect(elsewhere.stderr).toMatch(/claims\/[0-9a-f]{64}/);
+  });
+
+  test('a 20 MB input file reaches its stage whole, by reference', { timeout: 240_000 }, async () => {
+    const file = path.join(scratch, 'big-input.txt');
+    await writeFile(file, `${'x'.repeat(20 * 1024 * 1024)}\n${INPUT_END}\n`);
+    const pipeline = await harness.writePipeline(
+      'claim-input',
+      'name: claim-input\ninputs:\n  big: { required: true }\ndefaults: { backend: anthropic-api, model: haiku, maxTokens: 500, retries: 0 }\n' +
+        // Every prompt lists the run's inputs: the template need not name it.
+        'stages:\n  - id: read\n    prompt: Read the input.\n',
+    );
+    const client = await PipelineClient.connect({ env: harness.env });
+    let runId: string;
+    try {
+      const run = await client.start(pipeline, { inputs: { big: { file } } });
+      runId = run.id;
+      const state = await run.result();
+      expect(state.status).toBe('completed');
+    } finally {
+      await client.close();
+    }
+    const request = harness.modelServer.requests().find((r) => r.rule !== undefined && JSON.stringify(r.body).includes(INPUT_END));
+    expect(request, 'the model got the end of the input').toBeDefined();
+    const history = await harness.client.workflow.getHandle(runId!).fetchHistory();
+    const started = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    expect(encodingOf(started)).toBe(CLAIM_CHECK_ENCODING);
+    const payloads = payloadsIn(history.events);
+    expect(Math.max(...payloads.map((p) => p.data?.byteLength ?? 0))).toBeLessThan(64 * 1024);
+  });
+});
