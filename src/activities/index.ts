@@ -18,6 +18,8 @@ import type { StageBackend } from './backends/stage-backend.js';
 import type { SecretRegistry } from './secrets.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
+import type { RunOwnerClaim } from '../contracts/run-owner.js';
+import { createOwnerActivities } from './owner/run-owner.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
@@ -38,6 +40,11 @@ export interface ActivityDependencies {
   pipelineDirs?: PipelineDirs;
   /** The keys whose runs and decisions the worker accepts (src/trust/worker-trust.ts). @default every run and decision */
   trust?: WorkerTrust;
+  /**
+   * This worker's own task queues, which runs it claims send their stages to (one owner per run). @default none: a
+   * claim keeps the run on the shared queue
+   */
+  owner?: RunOwnerClaim;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -85,5 +92,6 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
     mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
+    ...createOwnerActivities(deps.owner),
   };
 }

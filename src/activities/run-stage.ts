@@ -14,6 +14,7 @@ import { openStageFolder } from './workspace/run-workspace.js';
 import type { AttemptSetup, RunStageDependencies } from './run-stage/attempt-setup.js';
 import { openAttemptWorkspace } from './run-stage/attempt-workspace.js';
 import { runAttempt } from './run-stage/run-attempt.js';
+import { executionInfo } from './owner/stage-execution.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
@@ -22,7 +23,8 @@ import { runAttempt } from './run-stage/run-attempt.js';
  */
 export function createRunStage(deps: RunStageDependencies) {
   return async function runStage(input: StageAttemptInput): Promise<StageResult> {
-    const info = activityInfo();
+    // In a run with an owner, the attempt counts and logs as its stage execution, which may span workers.
+    const info = executionInfo(activityInfo(), input.execution);
     const stageId = input.stage.id;
     let log: AttemptLog | undefined;
     let earlier = spentBefore();
@@ -33,7 +35,7 @@ export function createRunStage(deps: RunStageDependencies) {
       }
       const { context, workspace, filesDir } = await openAttemptWorkspace(deps, input, info);
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
-      const previous = { failed: log.previousFailureMessage(info.attempt) };
+      const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
       const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings };

@@ -61,7 +61,8 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
-    heartbeat: (progress) => heartbeat(addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier)),
+    // The attempt's number goes with its progress: a run whose owner died counts the dead worker's attempts on.
+    heartbeat: (progress) => heartbeat({ ...addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier), attempt }),
     askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id, input.promptToken) : undefined,
     stagesFollow: (input.prewarm?.length ?? 0) > 0,
     runSignedBy: input.signedBy,
