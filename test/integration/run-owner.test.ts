@@ -54,9 +54,9 @@ describe('one owner per run', () => {
   const workers: WorkerProcess[] = [];
   beforeAll(async () => {
     harness = await createHarness('run-owner', { scenario: { rules: RULES }, worker: false });
-    // A short window keeps the test fast: a stage not taken from a gone owner's queue within 3 s, and no answer to the
-    // ping within 3 s, moves the run. A live owner answers the ping however loaded the machine is, so it never moves.
-    for (let i = 0; i < 3; i++) workers.push(startWorkerProcess({ ...harness.env, AGENT_PIPELINE_OWNER_TIMEOUT: '3s' }));
+    // The helper's short owner window keeps the test fast: a stage not taken from a gone owner's queue within 3 s, and
+    // no answer to the ping within 3 s, moves the run; a live owner answers the ping, so it never moves.
+    for (let i = 0; i < 3; i++) workers.push(startWorkerProcess(harness.env));
   });
   afterAll(async () => {
     await Promise.all(workers.map((w) => w.crash()));
