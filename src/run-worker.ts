@@ -177,7 +177,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     : undefined;
   const owner = ownerClaim(taskQueue, options.workerOptions?.identity, settings.ownerTimeoutMs);
   const activities = createActivities({
-    owner,
+    owner: { claim: owner, slots: settings.maxConcurrentStages },
     workspacesRoot: options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot,
     extraBackends: options.backends,
     ...hostFolders(options, settings),
