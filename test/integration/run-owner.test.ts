@@ -2,7 +2,8 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { readRun } from '../../src/library/run-reader.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { Worker } from '@temporalio/worker';
+import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -134,5 +135,7 @@ describe('one owner per run', () => {
     const turns = harness.modelServer.requests().filter((r) => r.rule === 'moved-slow').map((r) => r.turn);
     expect(turns.filter((t) => t === 0)).toHaveLength(1);
     expect(state.warnings).toContainEqual(expect.stringContaining(`the run moved from worker ${owner} to ${heir}`));
+    // The move is deterministic: the run's history, ping and second claim included, replays on the workflow code.
+    await Worker.runReplayHistory({ workflowBundle: { codePath: WORKFLOW_BUNDLE } }, await handle.fetchHistory(), handle.workflowId);
   });
 });
