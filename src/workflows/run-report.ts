@@ -13,11 +13,36 @@ function describeState(stage: StageState): string {
   return stage.status;
 }
 
+function stageRow(s: StageState, now: number): string {
+  const elapsed = s.startedAt ? formatDuration((s.finishedAt ?? now) - s.startedAt) : '';
+  const cost = s.totals ? usd(s.totals.costUsd) : '';
+  return `| ${s.id} | ${cell(describeState(s))} | ${s.round ?? ''} | ${s.totals?.attempts ?? ''} | ${elapsed} | ${cost} |`;
+}
+
+/**
+ * The report's stage rows as last rendered: the report is rendered whenever the run changes, so rendering every row
+ * each time made every activation grow with the run. A row is rendered again only when what it shows changed; a
+ * stage that has started and not finished shows its elapsed time, so its row is always rendered.
+ */
+export class StageRows {
+  private readonly rows = new Map<string, { key: string; row: string }>();
+
+  rowOf(s: StageState, now: number): string {
+    if (s.startedAt !== undefined && s.finishedAt === undefined) return stageRow(s, now);
+    const key = `${s.status}|${s.round ?? ''}|${s.totals?.attempts ?? ''}|${s.totals?.costUsd ?? ''}|${s.startedAt ?? ''}|${s.finishedAt ?? ''}|${s.skip?.reason ?? ''}|${s.error?.type ?? ''}|${s.waitingFor?.kind ?? ''}|${s.leaseWait?.key ?? ''}|${s.leaseWait?.ahead ?? ''}`;
+    const known = this.rows.get(s.id);
+    if (known?.key === key) return known.row;
+    const row = stageRow(s, now);
+    this.rows.set(s.id, { key, row });
+    return row;
+  }
+}
+
 /**
  * The run as a readable markdown report: what it waits for (with the commands that move it on), then one
  * row per stage. The Web UI shows it as the workflow's current details.
  */
-export function renderRunReport(state: RunState, now: number): string {
+export function renderRunReport(state: RunState, now: number, rows?: StageRows): string {
   const budget = state.budgetUsd !== undefined ? ` of ${usd(state.budgetUsd)} budget` : '';
   const lines = [`**${state.pipeline}** · ${state.status} · cost ${usd(state.costUsd)}${budget}`];
   if (state.error) lines.push('', `**${state.error.type}**: ${cell(state.error.message)}`);
@@ -34,11 +59,7 @@ export function renderRunReport(state: RunState, now: number): string {
   }
   // Narrow enough for the Web UI's details panel; backend and model are in each activity's summary.
   lines.push('', '| stage | state | round | attempts | elapsed | cost |', '| --- | --- | --- | --- | --- | --- |');
-  for (const s of state.stages) {
-    const elapsed = s.startedAt ? formatDuration((s.finishedAt ?? now) - s.startedAt) : '';
-    const cost = s.totals ? usd(s.totals.costUsd) : '';
-    lines.push(`| ${s.id} | ${cell(describeState(s))} | ${s.round ?? ''} | ${s.totals?.attempts ?? ''} | ${elapsed} | ${cost} |`);
-  }
+  for (const s of state.stages) lines.push(rows?.rowOf(s, now) ?? stageRow(s, now));
   for (const warning of state.warnings ?? []) lines.push('', `⚠ ${cell(warning)}`);
   // Last, as the Web UI (2.42) sizes its details frame a line short: losing this hint costs nothing.
   lines.push('', `More: \`agent-pipeline status ${state.runId}\``);

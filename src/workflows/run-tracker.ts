@@ -20,6 +20,11 @@ export interface AttemptCost {
  */
 export class RunTracker {
   readonly state: RunState;
+  /**
+   * The stages by id: every activation looks stages up many times (readiness, marks, template values), and a search of
+   * the list made each activation grow with the run. Holds the objects of `state.stages`, which are changed in place.
+   */
+  private byId = new Map<string, StageState>();
 
   /** `carried`: the state an earlier execution of the run handed over (continue-as-new); it is taken as it is. */
   constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number, carried?: RunState) {
@@ -36,13 +41,21 @@ export class RunTracker {
   }
 
   stage(id: string): StageState {
-    const stage = this.state.stages.find((s) => s.id === id);
+    const stage = this.find(id);
     // Callers pass ids from the validated pipeline; an unknown id is a bug in the workflow, not user input.
     if (!stage) throw new TypeError(`unknown stage ${id}`);
     return stage;
   }
 
-  hasStage = (id: string): boolean => this.state.stages.some((s) => s.id === id);
+  /** A stage by id; the index is rebuilt when a stage was added to the list since (the run's delivery step). */
+  private find(id: string): StageState | undefined {
+    const known = this.byId.get(id);
+    if (known || this.byId.size === this.state.stages.length) return known;
+    this.byId = new Map(this.state.stages.map((s) => [s.id, s]));
+    return this.byId.get(id);
+  }
+
+  hasStage = (id: string): boolean => this.find(id) !== undefined;
   isStarted = (id: string): boolean => this.stage(id).status !== 'pending';
   /** Whether dependents of `id` may run: it completed, or was skipped in a way that lets them run, or failed and they allow it. */
   isSatisfied = (id: string, allowFailure = false): boolean => {

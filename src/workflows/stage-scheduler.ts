@@ -41,10 +41,17 @@ export class StageScheduler {
   private readonly rounds: Map<string, number>;
   private firstFailure?: RunFailure;
   private settled = 0;
+  /** The pipeline's stages by id: a search of the list for each ready stage grew with the run. */
+  private readonly byId: ReadonlyMap<string, ResolvedStage>;
 
   constructor(private readonly options: StageSchedulerOptions) {
     this.rounds = new Map(options.carried?.rounds);
     this.firstFailure = options.carried?.failure;
+    this.byId = new Map(options.stages.map((s) => [s.id, s]));
+  }
+
+  private stageById(id: string): ResolvedStage {
+    return this.byId.get(id)!;
   }
 
   /** The run's first failure (a stage's, the timeout, a refused key, the delivery): it decides how the run ends. */
@@ -83,7 +90,7 @@ export class StageScheduler {
       changed = false;
       for (const id of findReadyStages(stages, tracker.isStarted, tracker.isSatisfied)) {
         if (this.firstFailure) break;
-        const stage = stages.find((s) => s.id === id)!;
+        const stage = this.stageById(id);
         const holds = stage.when === undefined || this.conditionHolds(stage, stage.when);
         if (holds === 'invalid') break;
         if (!holds) {

@@ -1,5 +1,5 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
-import { renderRunReport } from './run-report.js';
+import { renderRunReport, StageRows } from './run-report.js';
 import type { RunTracker } from './run-tracker.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 
@@ -33,6 +33,8 @@ export function boundCurrentStages(ids: readonly string[]): string[] {
  */
 export class RunVisibility {
   private published = '';
+  /** The report's rows, each rendered again only when its stage changed. */
+  private readonly rows = new StageRows();
 
   /** @param bounded whether the run lists at most the first current stages (runs recorded before list them all) */
   constructor(
@@ -42,7 +44,7 @@ export class RunVisibility {
 
   publish(): void {
     const state = this.tracker.state;
-    setCurrentDetails(renderRunReport(state, Date.now()));
+    setCurrentDetails(renderRunReport(state, Date.now(), this.rows));
     const current = this.tracker.currentStageIds();
     const stages = this.bounded ? boundCurrentStages(current) : current;
     // Rounded as `status` shows it; cost changes after attempts, which also change stage states.
