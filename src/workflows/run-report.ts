@@ -21,20 +21,36 @@ function stageRow(s: StageState, now: number): string {
 
 /**
  * The report's stage rows as last rendered: the report is rendered whenever the run changes, so rendering every row
- * each time made every activation grow with the run. A row is rendered again only when what it shows changed; a
- * stage that has started and not finished shows its elapsed time, so its row is always rendered.
+ * each time made every activation grow with the run. `takeChanged` names the stages whose rows may show something new
+ * since the last render (the tracker records them); those, and the stages that are running or waiting (whose elapsed
+ * time moves), are rendered again.
  */
 export class StageRows {
-  private readonly rows = new Map<string, { key: string; row: string }>();
+  private rows: string[] = [];
+  private positions = new Map<string, number>();
+  /** Stages started and not finished: their rows show the time elapsed. */
+  private readonly live = new Set<string>();
 
-  rowOf(s: StageState, now: number): string {
-    if (s.startedAt !== undefined && s.finishedAt === undefined) return stageRow(s, now);
-    const key = `${s.status}|${s.round ?? ''}|${s.totals?.attempts ?? ''}|${s.totals?.costUsd ?? ''}|${s.startedAt ?? ''}|${s.finishedAt ?? ''}|${s.skip?.reason ?? ''}|${s.error?.type ?? ''}|${s.waitingFor?.kind ?? ''}|${s.leaseWait?.key ?? ''}|${s.leaseWait?.ahead ?? ''}`;
-    const known = this.rows.get(s.id);
-    if (known?.key === key) return known.row;
-    const row = stageRow(s, now);
-    this.rows.set(s.id, { key, row });
-    return row;
+  constructor(private readonly takeChanged: () => Iterable<string>) {}
+
+  linesOf(stages: readonly StageState[], now: number): string[] {
+    const changed = this.takeChanged();
+    if (this.rows.length !== stages.length) {
+      this.positions = new Map(stages.map((s, i) => [s.id, i]));
+      this.rows = stages.map((s) => this.render(s, now));
+      return this.rows;
+    }
+    for (const id of new Set([...changed, ...this.live])) {
+      const at = this.positions.get(id);
+      if (at !== undefined) this.rows[at] = this.render(stages[at], now);
+    }
+    return this.rows;
+  }
+
+  private render(s: StageState, now: number): string {
+    if (s.startedAt !== undefined && s.finishedAt === undefined) this.live.add(s.id);
+    else this.live.delete(s.id);
+    return stageRow(s, now);
   }
 }
 
@@ -59,7 +75,7 @@ export function renderRunReport(state: RunState, now: number, rows?: StageRows):
   }
   // Narrow enough for the Web UI's details panel; backend and model are in each activity's summary.
   lines.push('', '| stage | state | round | attempts | elapsed | cost |', '| --- | --- | --- | --- | --- | --- |');
-  for (const s of state.stages) lines.push(rows?.rowOf(s, now) ?? stageRow(s, now));
+  lines.push(...(rows ? rows.linesOf(state.stages, now) : state.stages.map((s) => stageRow(s, now))));
   for (const warning of state.warnings ?? []) lines.push('', `⚠ ${cell(warning)}`);
   // Last, as the Web UI (2.42) sizes its details frame a line short: losing this hint costs nothing.
   lines.push('', `More: \`agent-pipeline status ${state.runId}\``);

@@ -25,6 +25,10 @@ export class RunTracker {
    * the list made each activation grow with the run. Holds the objects of `state.stages`, which are changed in place.
    */
   private byId = new Map<string, StageState>();
+  /** Stages whose status changed since the scheduler last looked: only they and their dependents can become ready. */
+  private changed = new Set<string>();
+  /** Stages whose row in the report may show something new since it was last rendered (see run-report.ts). */
+  private reportChanged = new Set<string>();
 
   /** `carried`: the state an earlier execution of the run handed over (continue-as-new); it is taken as it is. */
   constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number, carried?: RunState) {
@@ -63,7 +67,23 @@ export class RunTracker {
     return stage.status === 'completed' || (stage.status === 'skipped' && stage.skip?.dependentsRun === true) || (allowFailure && stage.status === 'failed');
   };
 
+  /** The stages whose report rows may have changed since the last call. */
+  takeReportChanged(): string[] {
+    const ids = [...this.reportChanged];
+    this.reportChanged.clear();
+    return ids;
+  }
+
+  /** The stages whose status changed since the last call (see {@link changed}). */
+  takeChanged(): string[] {
+    const ids = [...this.changed];
+    this.changed.clear();
+    return ids;
+  }
+
   markRunning(id: string, round: number): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     const stage = this.stage(id);
     Object.assign(stage, { status: 'running', round, startedAt: Date.now(), finishedAt: undefined, error: undefined, skip: undefined, attempt: undefined });
     this.refreshStatus();
@@ -71,6 +91,7 @@ export class RunTracker {
 
   /** Adds an activity call's cost to the stage's totals and the run's cost. */
   recordCost(id: string, cost: AttemptCost): void {
+    this.reportChanged.add(id);
     const stage = this.stage(id);
     const totals = (stage.totals ??= { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, attempts: 0, durationMs: 0 });
     totals.inputTokens += cost.usage?.inputTokens ?? 0;
@@ -92,12 +113,16 @@ export class RunTracker {
   }
 
   markWaiting(id: string, waitingFor: WaitingFor): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { status: 'waiting', waitingFor });
     this.refreshStatus();
   }
 
   /** A wait ended; the stage goes on (a later mark sets where it ends up). */
   markResumed(id: string): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     const stage = this.stage(id);
     if (stage.status === 'waiting') stage.status = 'running';
     stage.waitingFor = undefined;
@@ -123,10 +148,14 @@ export class RunTracker {
 
   /** A rework sends a completed stage back to pending for the next round; its last result stays visible. */
   markPendingAgain(id: string): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { status: 'pending', finishedAt: undefined, waitingFor: undefined });
   }
 
   private end(id: string, fields: Partial<StageState>): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { waitingFor: undefined, finishedAt: Date.now(), ...fields });
     this.refreshStatus();
   }

@@ -106,7 +106,7 @@ describe('the work of one activation does not grow with the run', () => {
       tracker.markCompleted(`s${i}`, result(`did ${i}`));
     }
     tracker.markRunning('s199', 1);
-    const rows = new StageRows();
+    const rows = new StageRows(() => tracker.takeReportChanged());
     const startedAt = tracker.stage('s199').startedAt!;
     expect(renderRunReport(tracker.state, startedAt + 1_000, rows)).toBe(renderRunReport(tracker.state, startedAt + 1_000));
     // A finished stage that changes, and the running stage's elapsed time, show in the next render.
