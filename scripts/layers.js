@@ -14,7 +14,7 @@ export const LAYERS = [
   { name: 'activities/', paths: ['src/activities'] },
   {
     name: 'the worker assembly',
-    paths: ['src/run-worker.ts', 'src/worker-env.ts', 'src/worker-deployment.ts', 'src/deployment-control.ts'],
+    paths: ['src/run-worker.ts', 'src/worker-env.ts', 'src/owner-workers.ts', 'src/worker-deployment.ts', 'src/deployment-control.ts'],
   },
   { name: 'dev/', paths: ['src/dev'] },
   { name: 'library/', paths: ['src/library'] },

@@ -33,6 +33,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
+import { createOwnerWorkers, ownerClaim, runWithOwnerWorkers } from './owner-workers.js';
 
 /** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {
@@ -219,8 +220,10 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
         warn: (message) => Runtime.instance().logger.warn(message),
       })
     : undefined;
+  const owner = ownerClaim(taskQueue, options.workerOptions?.identity, settings.ownerTimeoutMs);
   const activities = createActivities({
     store,
+    owner: { claim: owner, slots: settings.maxConcurrentStages },
     extraBackends: options.backends,
     ...hostFolders(options, settings, workspacesRoot, env, store),
     secrets: resources.secrets,
@@ -254,18 +257,48 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     ? { workflowBundle: { codePath: bundle } }
     : { workflowsPath: WORKFLOWS_PATH };
   const { activityInterceptors, sinks } = telemetry.workerOptions();
+  const shared = sharedWorkerOptions({ connection, namespace: workerNamespace, activities, settings, codecs, deployment, options, activityInterceptors });
   const worker = await Worker.create({
-    connection,
-    namespace: workerNamespace,
+    ...shared,
     taskQueue,
     ...workflowSource,
+    maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
+    interceptors: {
+      ...shared.interceptors,
+      // Only used when bundling at start; a prebuilt traced bundle already contains them.
+      workflowModules: traced && !bundle ? [OTEL_WORKFLOW_INTERCEPTORS] : undefined,
+    },
+    sinks,
+    ...options.workerOptions,
+  });
+  // The runs this worker claims send their activities to its own queues (one owner per run).
+  runWithOwnerWorkers(worker, await createOwnerWorkers(owner, { ...shared, identity: worker.options.identity }));
+  // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
+  await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
+  return { worker, resources };
+}
+
+/** The options the Workers of the shared queue and of the owner's queues share: the activities and how they run. */
+function sharedWorkerOptions(o: {
+  connection: NativeConnection;
+  namespace: string;
+  activities: ReturnType<typeof createActivities>;
+  settings: WorkerEnvOptions;
+  codecs: PayloadCodec[];
+  deployment: ReturnType<typeof deploymentFromEnv>;
+  options: StartWorkerOptions;
+  activityInterceptors: NonNullable<NonNullable<WorkerOptions['interceptors']>['activity']>;
+}) {
+  const { connection, namespace, activities, settings, codecs, deployment, options, activityInterceptors } = o;
+  return {
+    connection,
+    namespace,
     activities,
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentStages,
     // Each waiting poll holds a stage slot. The SDK's default (as many polls as slots, up to 10) left no slot free, so
     // the server could never hand the next stage back eagerly with the workflow task that schedules it; stages are
     // minutes long, so two polls keep up with any arrival rate.
     activityTaskPollerBehavior: { type: 'simple-maximum', maximum: Math.min(2, settings.maxConcurrentStages) },
-    maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
     // On SIGTERM running stages get this long to finish; then they are cancelled (the agent is stopped, partial work
     // stays in the shared workspace) and Temporal retries them on another worker, which resumes the agent's session.
     shutdownGraceTime: settings.shutdownGraceMs,
@@ -276,18 +309,10 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     maxHeartbeatThrottleInterval: '5s',
     // Encrypted payloads and failures when a key is set; the prebuilt bundle then has the same failure converter.
     dataConverter: workerDataConverter(codecs),
-    interceptors: {
-      activity: [...activityInterceptors, stageLogInterceptor],
-      // Only used when bundling at start; a prebuilt traced bundle already contains them.
-      workflowModules: traced && !bundle ? [OTEL_WORKFLOW_INTERCEPTORS] : undefined,
-    },
-    sinks,
     ...(deployment ? { workerDeploymentOptions: pinnedDeploymentOptions(deployment) } : {}),
     ...options.workerOptions,
-  });
-  // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
-  await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
-  return { worker, resources };
+    interceptors: { activity: [...activityInterceptors, stageLogInterceptor], ...options.workerOptions?.interceptors },
+  } satisfies Partial<WorkerOptions>;
 }
 
 /** How often the health file is touched while the worker polls. @unit milliseconds */

@@ -59,6 +59,12 @@ export interface WorkerEnvOptions {
    * `AGENT_PIPELINE_API_CONCURRENT_REQUESTS`); unset, none. See docs/rate-limits.md.
    */
   apiKeyLimits: ApiKeyLimits;
+  /**
+   * One owner per run: how long a run's activity may wait on its owner's queue, and the owner's ping for an answer,
+   * before the owner counts as gone and the run moves to another worker. @unit milliseconds
+   * @default 60s (`AGENT_PIPELINE_OWNER_TIMEOUT`)
+   */
+  ownerTimeoutMs: number;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -90,6 +96,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     sandbox: readSetting(() => sandboxModeFromEnv(env)),
     sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),
+    ownerTimeoutMs: duration(env, 'AGENT_PIPELINE_OWNER_TIMEOUT', '60s'),
   };
 }
 

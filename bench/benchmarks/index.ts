@@ -14,6 +14,7 @@ import { benchScale } from './scale.js';
 import { benchStageLatency } from './stage-latency.js';
 import { benchThroughput } from './throughput.js';
 import { benchWorkerStart } from './worker-start.js';
+import { benchWorkflowCpu } from './workflow-cpu.js';
 
 /** What every benchmark gets. */
 export interface BenchContext {
@@ -131,5 +132,11 @@ export const BENCHMARKS: Benchmark[] = [
     title: 'Big output',
     goal: 'worker RSS growth ≤ 50 MB',
     run: (context) => benchBigOutput(context.stack, context.quick ? 20 : 200),
+  },
+  {
+    name: 'workflow-cpu',
+    title: 'Workflow CPU per activation',
+    goal: 'no workflow task over 1 s at 700 stages',
+    run: (context) => benchWorkflowCpu(context.stack, context.quick, context.log),
   },
 ];

@@ -23,6 +23,7 @@ import type { ObjectStore } from '../store/object-store.js';
 import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
 import type { CheckpointOptions } from './checkpoint/settings.js';
+import { createOwnerActivities, type OwnerSettings } from './owner/run-owner.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
 export interface ActivityDependencies {
@@ -52,6 +53,11 @@ export interface ActivityDependencies {
   trust?: WorkerTrust;
   /** How often a run waiting for a pipeline-level key reports its place. @unit milliseconds @default RUN_LEASE_POLL_MS */
   leasePollMs?: number;
+  /**
+   * This worker's own task queues, which runs it claims send their stages to (one owner per run). @default none: a
+   * claim keeps the run on the shared queue
+   */
+  owner?: OwnerSettings;
 }
 
 /** The worker's activities, closed over their dependencies (Temporal's dependency-injection pattern). */
@@ -66,6 +72,18 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
     (...args: A): Promise<R> =>
       secrets.run(() => activity(...args));
+  // Stage attempts running now: a worker with no free slot lets another one claim a new run.
+  let running = 0;
+  const counted =
+    <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      running += 1;
+      try {
+        return await activity(...args);
+      } finally {
+        running -= 1;
+      }
+    };
   const trust = deps.trust ?? TRUST_EVERYONE;
   const pipelineDirs = deps.pipelineDirs ?? [];
   const { checkRunTrust, verifyDecision } = createTrustActivities(trust, pipelineDirs);
@@ -81,7 +99,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     checkRunTrust: withSecrets(checkRunTrust),
     verifyDecision: withSecrets(verifyDecision),
     // A stage with `limits:` holds its keys while an attempt runs; without, the stage runs as it did.
-    runStage: withSecrets(withStageLeases(
+    runStage: counted(withSecrets(withStageLeases(
       createRunStage({
         workspacesRoot: deps.workspacesRoot,
         allowedPaths: deps.allowedPaths,
@@ -96,7 +114,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
           [COMMAND_BACKEND]: (request) => runCommand(request, command),
         },
       }),
-    )),
+    ))),
     acquireRunLeases: (input) => acquireRunLeases(input, deps.leasePollMs),
     releaseRunLeases,
     // For the lease workflows: a run terminated while it held a key for its life loses it.
@@ -105,5 +123,6 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
     mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
+    ...createOwnerActivities(deps.owner, () => running),
   };
 }

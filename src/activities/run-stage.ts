@@ -19,6 +19,7 @@ import { mergeWarnings } from './attempt/warnings.js';
 import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
 import { repoOf } from './workspace/open-workspace.js';
 import { storeUnavailableIn } from './store-failure.js';
+import { executionInfo } from './owner/stage-execution.js';
 
 /**
  * Creates the activity that runs one attempt of one stage: workspace, prompt, backend, artifacts,
@@ -27,7 +28,8 @@ import { storeUnavailableIn } from './store-failure.js';
  */
 export function createRunStage(deps: RunStageDependencies) {
   return async function runStage(input: StageAttemptInput): Promise<StageResult> {
-    const info = activityInfo();
+    // In a run with an owner, the attempt counts and logs as its stage execution, which may span workers.
+    const info = executionInfo(activityInfo(), input.execution);
     const stageId = input.stage.id;
     let log: AttemptLog | undefined;
     let earlier = spentBefore();
@@ -38,7 +40,7 @@ export function createRunStage(deps: RunStageDependencies) {
       }
       const { context, workspace, filesDir, restored } = await openAttemptWorkspace(deps, input, info);
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
-      const previous = { failed: log.previousFailureMessage(info.attempt) };
+      const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
       const restoredFrom = restored && { id: restored.manifest.id, takenAt: restored.manifest.takenAt };

@@ -5,6 +5,7 @@ import type { StageResult } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
 import type { StageAttemptInput, WithheldValues } from './stage-attempt.js';
 import type { DecisionVerdict, RunTrustVerdict } from './trust-types.js';
+import type { RunOwnerClaim } from './run-owner.js';
 
 /*
  * The worker's activities as the workflows call them: names, inputs and results. The workflows type their proxies
@@ -107,4 +108,8 @@ export interface PipelineActivities {
   closeWorkspace(input: CloseWorkspaceInput): Promise<CloseWorkspaceResult>;
   /** Merges a stage's branch into the run's again after a person resolved a conflict. */
   mergeStage(input: MergeStageInput): Promise<MergeOutcome>;
+  /** Makes the worker that runs it the owner of a run (on the run's shared queue): its own task queues. */
+  claimRunOwner(input: { runId: string }): Promise<RunOwnerClaim>;
+  /** Answers on an owner's ping queue: the owner is alive (its identity). */
+  pingRunOwner(): Promise<string>;
 }

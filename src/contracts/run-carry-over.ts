@@ -1,6 +1,7 @@
 import type { RunState } from '../pipeline/run-state.js';
 import type { ReviewLoopState } from './stage-attempt.js';
 import type { RunTrustCarryOver } from './trust-types.js';
+import type { RunOwnerClaim } from './run-owner.js';
 
 /**
  * The shape of {@link RunCarryOver}: bump it when a field changes meaning, and teach {@link readCarryOver} the old
@@ -47,6 +48,8 @@ export interface RunCarryOver {
    * the next execution holds them under the same holder id and does not ask again. Absent in older hand-overs.
    */
   leases: string[] | undefined;
+  /** The worker that holds the run, so the next execution stays on it. Absent in older hand-overs and unowned runs. */
+  owner: RunOwnerClaim | undefined;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef } from '../pipeline/stage-result.js';
 import type { RunDeliveryOutcome, TemplateStage } from '../pipeline/template.js';
+import type { StageExecution } from './run-owner.js';
 
 /*
  * What the workflow sends for one stage attempt, and what the review loops remember of attempts between rounds.
@@ -69,6 +70,12 @@ export interface StageAttemptInput {
    * takes prompts only from the attempt it scheduled (a workflow-made uuid; secret only where history is encrypted).
    */
   promptToken?: string;
+  /**
+   * The stage execution this activity belongs to, in runs with one owner (`run-owner` patch): its attempt log's key,
+   * and what a fallback on another worker carries over (attempts, session, cost, last failure). Absent in runs recorded
+   * before, whose attempts are keyed by activity id.
+   */
+  execution?: StageExecution;
 }
 
 

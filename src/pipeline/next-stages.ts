@@ -13,9 +13,11 @@ export function stagesReadyAfter(
   isStarted: (id: string) => boolean,
   isSatisfied: (id: string) => boolean,
 ): ResolvedStage[] {
-  const current = stages.find((s) => s.id === id);
+  const { byId, dependents } = graphOf(stages);
+  const current = byId.get(id);
   if (!current || current.approval !== undefined) return [];
-  return stages.filter((s) => {
+  // Only the stages that need it can follow it: looking at every stage made each attempt grow with the run.
+  return (dependents.get(id) ?? []).filter((s) => {
     const needs = needIds(s);
     return (
       s.id !== id &&
@@ -27,4 +29,17 @@ export function stagesReadyAfter(
       needs.every((need) => need === id || isSatisfied(need))
     );
   });
+}
+
+/** The stages by id, and the stages that need each (in pipeline order), made once per list of stages. */
+const graphs = new WeakMap<readonly ResolvedStage[], { byId: Map<string, ResolvedStage>; dependents: Map<string, ResolvedStage[]> }>();
+
+function graphOf(stages: readonly ResolvedStage[]): { byId: Map<string, ResolvedStage>; dependents: Map<string, ResolvedStage[]> } {
+  let graph = graphs.get(stages);
+  if (!graph) {
+    graph = { byId: new Map(stages.map((s) => [s.id, s])), dependents: new Map() };
+    for (const stage of stages) for (const need of new Set(needIds(stage))) graph.dependents.set(need, [...(graph.dependents.get(need) ?? []), stage]);
+    graphs.set(stages, graph);
+  }
+  return graph;
 }

@@ -1,6 +1,7 @@
-import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities } from '../contracts/activities.js';
-import type { DeliverRunResult } from '../contracts/activities.js';
+import type { DeliverRunInput, DeliverRunResult } from '../contracts/activities.js';
+import { onOwner, type RunOwner } from './run-owner.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
@@ -13,15 +14,14 @@ import { commandsFor, type HumanWaits } from './waits.js';
 const DELIVERY_MAXIMUM_ATTEMPTS = 3;
 
 /** Git needs no model, so a delivery's attempts are short: a few minutes covers a slow remote. */
-const deliveryActivities = proxyActivities<PipelineActivities>({
+const DELIVERY_OPTIONS: ActivityOptions = {
   startToCloseTimeout: '10m',
   retry: { maximumAttempts: DELIVERY_MAXIMUM_ATTEMPTS, initialInterval: '5s', backoffCoefficient: 2 },
-});
+};
+const deliveryActivities = proxyActivities<PipelineActivities>(DELIVERY_OPTIONS);
 
-const closingActivities = proxyActivities<PipelineActivities>({
-  startToCloseTimeout: '5m',
-  retry: { maximumAttempts: 3, initialInterval: '2s' },
-});
+const CLOSING_OPTIONS: ActivityOptions = { startToCloseTimeout: '5m', retry: { maximumAttempts: 3, initialInterval: '2s' } };
+const closingActivities = proxyActivities<PipelineActivities>(CLOSING_OPTIONS);
 
 /**
  * The end of a run in a git workspace: push the run's branch (`workspace.push`), open the pull request, and remove
@@ -35,6 +35,8 @@ export class RunDelivery {
     private readonly waits: HumanWaits,
     /** Template values go by reference (see template-values.ts); false for runs recorded before. */
     private readonly byReference = false,
+    /** The worker that holds the run's worktree; absent in runs recorded before owners. */
+    private readonly owner?: RunOwner,
   ) {
     // Marked as an end-of-run step like `finally` stages, so it is not skipped as "never started" before it runs.
     // A continued run's carried state already holds it.
@@ -68,7 +70,7 @@ export class RunDelivery {
       this.tracker.markRunning(DELIVERY_STAGE_ID, round);
       let result: DeliverRunResult;
       try {
-        result = await deliveryActivities.deliverRun({
+        result = await this.deliverRun({
           runId: this.tracker.state.runId,
           pipelineName: this.input.pipeline.name,
           baseDir: this.input.baseDir,
@@ -132,12 +134,21 @@ export class RunDelivery {
     const pushed = this.tracker.state.outputs?.commit !== undefined;
     try {
       const closed = await CancellationScope.nonCancellable(() =>
-        closingActivities.closeWorkspace({ runId: this.tracker.state.runId, status, keep, pushed }),
+        this.owner
+          ? this.owner.run('closing the workspace', (claim) => proxyActivities<PipelineActivities>(onOwner(claim, CLOSING_OPTIONS)).closeWorkspace({ runId: this.tracker.state.runId, status, keep, pushed }))
+          : closingActivities.closeWorkspace({ runId: this.tracker.state.runId, status, keep, pushed }),
       );
       for (const warning of closed.warnings) this.tracker.warn(warning);
     } catch (err) {
       // Cleaning up never changes how the run ended; `agent-pipeline prune` removes what is left.
       this.tracker.warn(`the run's workspace could not be removed: ${(err as Error).message}`);
     }
+  }
+
+  /** The push runs where the run's worktree is: on its owner, or on the shared queue in runs recorded before owners. */
+  private deliverRun(input: DeliverRunInput): Promise<DeliverRunResult> {
+    const { owner } = this;
+    if (!owner) return deliveryActivities.deliverRun(input);
+    return owner.run('the delivery', (claim) => proxyActivities<PipelineActivities>(onOwner(claim, DELIVERY_OPTIONS)).deliverRun(input));
   }
 }

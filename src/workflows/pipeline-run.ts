@@ -20,6 +20,7 @@ import { answerTemplateValues, TEMPLATE_VALUES_PATCH } from './template-values.j
 import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 import { RunTrust } from './run-trust.js';
+import { RUN_OWNER_PATCH, RunOwner } from './run-owner.js';
 
 /**
  * Runs that started before continue-as-new existed kept starting stages however long their history grew; the marker
@@ -86,6 +87,8 @@ export class PipelineRun {
   /** Executions of the run so far, this one included. */
   private readonly executions: number;
   private readonly limits: HandOverLimits;
+  /** The worker that holds the run; absent in runs recorded before owners. */
+  private readonly owner?: RunOwner;
   /** Set when a due hand-over found nothing left to run: the run ends in this execution. */
   private handOverDeclined = false;
 
@@ -115,11 +118,12 @@ export class PipelineRun {
     const knobs = patched(STAGE_KNOBS_PATCH);
     const sendsSigner = all.some((s) => sandboxOptionOff(s.sandbox)) && patched(SANDBOX_SIGNER_PATCH);
     this.keys = new RunLimits(input, this.tracker, this.publish, carried?.leases);
-    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys, prompts: this.prompts, signedBy: sendsSigner ? () => this.trust.signedBy() : undefined });
+    const owner = (this.owner = patched(RUN_OWNER_PATCH) ? new RunOwner(this.tracker, carried?.owner) : undefined);
+    this.runner = new StageRunner({ input, tracker: this.tracker, waits: this.waits, budget: this.budget, reviews: this.reviews, sessions, stages: this.stages, publish: this.publish, byReference, knobs, limits: this.keys, prompts: this.prompts, signedBy: sendsSigner ? () => this.trust.signedBy() : undefined, owner });
     this.runner.runEnd = carried?.runEnd;
     const { tracker, runner, publish } = this;
     this.scheduler = new StageScheduler({ stages: this.stages, concurrency: input.pipeline.concurrency, tracker, runner, keys: this.keys, publish, carried });
-    const delivery = new RunDelivery(input, tracker, this.waits, byReference);
+    const delivery = new RunDelivery(input, tracker, this.waits, byReference, owner);
     this.finisher = new RunFinisher({ tracker, runner, delivery, scheduler: this.scheduler, finallyStages: this.finallyStages, publish });
     const timeout = input.pipeline.timeout;
     this.deadlineAt = carried ? carried.deadlineAt : timeout === undefined ? undefined : this.tracker.state.startedAt + toMilliseconds(timeout);
@@ -142,6 +146,7 @@ export class PipelineRun {
       executions: this.executions,
       trust: this.trust.snapshot(),
       leases: this.keys.heldKeys(),
+      owner: this.owner?.snapshot(),
     };
   }
 

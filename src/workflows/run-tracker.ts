@@ -20,6 +20,15 @@ export interface AttemptCost {
  */
 export class RunTracker {
   readonly state: RunState;
+  /**
+   * The stages by id: every activation looks stages up many times (readiness, marks, template values), and a search of
+   * the list made each activation grow with the run. Holds the objects of `state.stages`, which are changed in place.
+   */
+  private byId = new Map<string, StageState>();
+  /** Stages whose status changed since the scheduler last looked: only they and their dependents can become ready. */
+  private changed = new Set<string>();
+  /** Stages whose row in the report may show something new since it was last rendered (see run-report.ts). */
+  private reportChanged = new Set<string>();
 
   /** `carried`: the state an earlier execution of the run handed over (continue-as-new); it is taken as it is. */
   constructor(runId: string, pipeline: string, inputs: Record<string, string>, stages: readonly ResolvedStage[], budgetUsd?: number, carried?: RunState) {
@@ -36,13 +45,21 @@ export class RunTracker {
   }
 
   stage(id: string): StageState {
-    const stage = this.state.stages.find((s) => s.id === id);
+    const stage = this.find(id);
     // Callers pass ids from the validated pipeline; an unknown id is a bug in the workflow, not user input.
     if (!stage) throw new TypeError(`unknown stage ${id}`);
     return stage;
   }
 
-  hasStage = (id: string): boolean => this.state.stages.some((s) => s.id === id);
+  /** A stage by id; the index is rebuilt when a stage was added to the list since (the run's delivery step). */
+  private find(id: string): StageState | undefined {
+    const known = this.byId.get(id);
+    if (known || this.byId.size === this.state.stages.length) return known;
+    this.byId = new Map(this.state.stages.map((s) => [s.id, s]));
+    return this.byId.get(id);
+  }
+
+  hasStage = (id: string): boolean => this.find(id) !== undefined;
   isStarted = (id: string): boolean => this.stage(id).status !== 'pending';
   /** Whether dependents of `id` may run: it completed, or was skipped in a way that lets them run, or failed and they allow it. */
   isSatisfied = (id: string, allowFailure = false): boolean => {
@@ -50,7 +67,23 @@ export class RunTracker {
     return stage.status === 'completed' || (stage.status === 'skipped' && stage.skip?.dependentsRun === true) || (allowFailure && stage.status === 'failed');
   };
 
+  /** The stages whose report rows may have changed since the last call. */
+  takeReportChanged(): string[] {
+    const ids = [...this.reportChanged];
+    this.reportChanged.clear();
+    return ids;
+  }
+
+  /** The stages whose status changed since the last call (see {@link changed}). */
+  takeChanged(): string[] {
+    const ids = [...this.changed];
+    this.changed.clear();
+    return ids;
+  }
+
   markRunning(id: string, round: number): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     const stage = this.stage(id);
     Object.assign(stage, { status: 'running', round, startedAt: Date.now(), finishedAt: undefined, error: undefined, skip: undefined, attempt: undefined });
     this.refreshStatus();
@@ -58,6 +91,7 @@ export class RunTracker {
 
   /** Adds an activity call's cost to the stage's totals and the run's cost. */
   recordCost(id: string, cost: AttemptCost): void {
+    this.reportChanged.add(id);
     const stage = this.stage(id);
     const totals = (stage.totals ??= { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0, attempts: 0, durationMs: 0 });
     totals.inputTokens += cost.usage?.inputTokens ?? 0;
@@ -79,12 +113,16 @@ export class RunTracker {
   }
 
   markWaiting(id: string, waitingFor: WaitingFor): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { status: 'waiting', waitingFor });
     this.refreshStatus();
   }
 
   /** A wait ended; the stage goes on (a later mark sets where it ends up). */
   markResumed(id: string): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     const stage = this.stage(id);
     if (stage.status === 'waiting') stage.status = 'running';
     stage.waitingFor = undefined;
@@ -110,10 +148,14 @@ export class RunTracker {
 
   /** A rework sends a completed stage back to pending for the next round; its last result stays visible. */
   markPendingAgain(id: string): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { status: 'pending', finishedAt: undefined, waitingFor: undefined });
   }
 
   private end(id: string, fields: Partial<StageState>): void {
+    this.reportChanged.add(id);
+    this.changed.add(id);
     Object.assign(this.stage(id), { waitingFor: undefined, finishedAt: Date.now(), ...fields });
     this.refreshStatus();
   }

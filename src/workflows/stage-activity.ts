@@ -8,22 +8,28 @@ import {
 } from '@temporalio/workflow';
 import type { PipelineActivities } from '../contracts/activities.js';
 import type { StageAttemptInput } from '../contracts/stage-attempt.js';
+import type { RunOwnerClaim } from '../contracts/run-owner.js';
 import { formatDuration } from '../pipeline/duration.js';
 import { temporalRetryPolicy } from '../pipeline/retry-policy.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
+import { onOwner } from './run-owner.js';
 
 
 /**
  * Runs one stage attempt (with Temporal's retries) as an activity with the stage's options. `retryFromFile`: the
  * stage's `retry:` shapes Temporal's retry policy; false for runs recorded before it could (fixed 1 s ×2 up to 1 m).
+ * `owner`: the worker that holds the run, whose queue the activity goes to; the attempts an execution made on an
+ * earlier owner (`input.execution.attemptsBefore`) count against the stage's `retries`.
  */
-export function runStageActivity(input: StageAttemptInput, retryFromFile = false): Promise<StageResult> {
+export function runStageActivity(input: StageAttemptInput, retryFromFile = false, owner?: RunOwnerClaim): Promise<StageResult> {
   const { stage, round, continuation } = input;
-  const summary = [`stage ${stage.id}`, stage.backend, stage.model, round > 1 ? `round ${round}` : '', continuation?.kind ?? '']
+  const summary = [`stage ${stage.id}`, stage.backend, stage.model, round > 1 ? `round ${round}` : '', continuation?.kind ?? '', owner ? `on ${owner.identity}` : '']
     .filter(Boolean)
     .join(' · ');
-  return proxyActivities<PipelineActivities>({
+  // A fallback always gets one attempt: it is only scheduled when the earlier owner had retries left.
+  const retries = Math.max(0, stage.retries - (input.execution?.attemptsBefore ?? 0));
+  const options = {
     summary,
     startToCloseTimeout: stage.timeoutMs,
     // Heartbeats are how a dead worker is noticed: without them a crashed stage would wait out the whole timeout.
@@ -31,14 +37,15 @@ export function runStageActivity(input: StageAttemptInput, retryFromFile = false
     // Wait for the agent process to be really stopped before the run reports cancelled.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: retryFromFile
-      ? temporalRetryPolicy(stage.retries, stage.retry)
+      ? temporalRetryPolicy(retries, stage.retry)
       : {
-          maximumAttempts: stage.retries + 1,
+          maximumAttempts: retries + 1,
           initialInterval: '1s',
           backoffCoefficient: 2,
           maximumInterval: '1m',
         },
-  }).runStage(input);
+  };
+  return proxyActivities<PipelineActivities>(owner ? onOwner(owner, options) : options).runStage(input);
 }
 
 /** A stage's activity call that failed for good, as the workflow can see it. */
@@ -102,7 +109,7 @@ function readFacts(failure: unknown): Record<string, unknown> {
   return details !== null && typeof details === 'object' ? (details as Record<string, unknown>) : {};
 }
 
-function readUsage(value: unknown): TokenUsage | undefined {
+export function readUsage(value: unknown): TokenUsage | undefined {
   if (value === null || typeof value !== 'object') return undefined;
   const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens } = value as Record<string, unknown>;
   if (typeof inputTokens !== 'number' || typeof outputTokens !== 'number') return undefined;

@@ -1,4 +1,6 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, type ActivityOptions } from '@temporalio/workflow';
+import type { MergeStageInput } from '../contracts/activities.js';
+import { onOwner } from './run-owner.js';
 import type { PipelineActivities } from '../contracts/activities.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
@@ -6,10 +8,8 @@ import type { StageRunnerContext } from './stage-runner-context.js';
 import { commandsFor, type Decision } from './waits.js';
 
 
-const mergeActivities = proxyActivities<PipelineActivities>({
-  startToCloseTimeout: '5m',
-  retry: { maximumAttempts: 3, initialInterval: '2s' },
-});
+const MERGE_OPTIONS: ActivityOptions = { startToCloseTimeout: '5m', retry: { maximumAttempts: 3, initialInterval: '2s' } };
+const mergeActivities = proxyActivities<PipelineActivities>(MERGE_OPTIONS);
 
 /** How a merge conflict ended: merged (the stage goes on), skipped or otherwise decided by a person. */
 export type MergeResolution = { kind: 'merged'; result: StageResult } | { kind: 'skipped' } | { kind: 'decided'; decision: Decision };
@@ -32,7 +32,7 @@ export async function resolveMergeConflict(ctx: StageRunnerContext, stage: Resol
     });
     if (decision.kind === 'skip') return { kind: 'skipped' };
     if (decision.kind !== 'retry') return { kind: 'decided', decision };
-    const merged = await mergeActivities.mergeStage({
+    const merged = await mergeStage(ctx, {
       runId,
       pipelineName: ctx.input.pipeline.name,
       baseDir: ctx.input.baseDir,
@@ -43,4 +43,11 @@ export async function resolveMergeConflict(ctx: StageRunnerContext, stage: Resol
     if (merged.kind === 'merged') return { kind: 'merged', result: { ...result, commit: merged.commit, mergeConflict: undefined } };
     conflict = { ...conflict, files: merged.files, message: merged.message };
   }
+}
+
+/** The merge runs where the run's worktree is: on its owner, or on the shared queue in runs recorded before owners. */
+function mergeStage(ctx: StageRunnerContext, input: MergeStageInput) {
+  const { owner } = ctx;
+  if (!owner) return mergeActivities.mergeStage(input);
+  return owner.run(`the merge of stage ${input.stageId}`, (claim) => proxyActivities<PipelineActivities>(onOwner(claim, MERGE_OPTIONS)).mergeStage(input));
 }

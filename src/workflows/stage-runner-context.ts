@@ -6,6 +6,7 @@ import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';
 import type { AgentPrompts } from './agent-prompts.js';
 import type { HumanWaits } from './waits.js';
+import type { RunOwner } from './run-owner.js';
 
 /** What the stage runner and the merge-conflict wait work with; owned by the PipelineRun. */
 export interface StageRunnerContext {
@@ -35,4 +36,6 @@ export interface StageRunnerContext {
    * unsandboxed (`SANDBOX_SIGNER_PATCH`); absent in runs without such stages and in runs recorded before.
    */
   signedBy?: () => string | undefined;
+  /** The worker that holds the run, whose queue its stages go to; absent in runs recorded before owners (`RUN_OWNER_PATCH`). */
+  owner?: RunOwner;
 }

@@ -10,6 +10,7 @@ import type { ArtifactRef, StageResult } from '../pipeline/stage-result.js';
 import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import { readStageFailure, runStageActivity } from './stage-activity.js';
 import { resolveMergeConflict } from './stage-merge.js';
+import { carryExecution, newExecution } from './stage-execution.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
 import { inlineTemplateValues, prewarmHints } from './template-values.js';
 import { objectInputNames } from '../pipeline/object-inputs.js';
@@ -150,7 +151,7 @@ export class StageRunner {
     if (leases && !Array.isArray(leases)) return this.failed(stage, leases);
     let result: StageResult;
     try {
-      result = await runStageActivity({
+      result = await this.callStage(stage, {
         runId: tracker.state.runId,
         pipelineName: input.pipeline.name,
         baseDir: input.baseDir,
@@ -176,7 +177,7 @@ export class StageRunner {
         ...(leases ? { leases } : {}),
         ...this.signer(),
         ...this.promptToken(stage),
-      }, this.knobs);
+      });
     } catch (err) {
       // A prompt of the attempt still open (its worker died while its agent waited) can no longer be answered.
       this.ctx.waits.closePrompt(stage.id);
@@ -199,6 +200,23 @@ export class StageRunner {
     tracker.recordResult(stage.id, result);
     if (result.sessionId) this.ctx.sessions.set(stage.id, result.sessionId);
     return this.onResult(stage, round, result);
+  }
+
+  /**
+   * The stage's activity: on the shared queue in runs recorded before owners, else on the run's owner, as one stage
+   * execution whose attempts, session, cost and last failure a move to another worker carries on.
+   */
+  private callStage(stage: ResolvedStage, input: StageAttemptInput): Promise<StageResult> {
+    const { owner } = this.ctx;
+    if (!owner) return runStageActivity(input, this.knobs);
+    let execution = newExecution();
+    return owner.run(
+      `stage ${stage.id}`,
+      (claim) => runStageActivity({ ...input, execution }, this.knobs, claim),
+      (err) => {
+        execution = carryExecution(execution, err, stage);
+      },
+    );
   }
 
   /** The stage with the tools people allowed in this round: after denials, and mid-turn with `approve --allow-all`. */

@@ -1,6 +1,6 @@
 import { CancellationScope } from '@temporalio/workflow';
 import { ConditionSyntaxError, evaluateCondition, parseCondition } from '../pipeline/condition.js';
-import { findBlockedDependents, findReadyStages } from '../pipeline/graph.js';
+import { findBlockedDependents, findReadyStages, needIds } from '../pipeline/graph.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { RunCarryOver } from '../contracts/run-carry-over.js';
 import type { RunLimits } from './run-limits.js';
@@ -41,10 +41,49 @@ export class StageScheduler {
   private readonly rounds: Map<string, number>;
   private firstFailure?: RunFailure;
   private settled = 0;
+  /** The pipeline's stages by id: a search of the list for each ready stage grew with the run. */
+  private readonly byId: ReadonlyMap<string, ResolvedStage>;
+  /** Each stage's place in the pipeline, and the stages that need it. */
+  private readonly order: ReadonlyMap<string, number>;
+  private readonly dependents: ReadonlyMap<string, string[]>;
+  /** Whether the ready stages were found once by looking at every stage; later only where something changed. */
+  private scanned = false;
+  /** Stages found ready that the `concurrency` limit held back: they are looked at again next time. */
+  private heldBack = new Set<string>();
 
   constructor(private readonly options: StageSchedulerOptions) {
     this.rounds = new Map(options.carried?.rounds);
     this.firstFailure = options.carried?.failure;
+    this.byId = new Map(options.stages.map((s) => [s.id, s]));
+    this.order = new Map(options.stages.map((s, i) => [s.id, i]));
+    const dependents = new Map<string, string[]>();
+    for (const stage of options.stages) for (const need of new Set(needIds(stage))) dependents.set(need, [...(dependents.get(need) ?? []), stage.id]);
+    this.dependents = dependents;
+  }
+
+  /**
+   * The stages ready to start, in pipeline order. Looking at every stage each time made every activation grow with the
+   * run; a stage becomes ready only when its own status or that of a stage it needs changed, so after the first look
+   * only those are looked at (and those the `concurrency` limit held back), which finds the same stages.
+   */
+  private readyStages(): string[] {
+    const { stages, tracker } = this.options;
+    const changed = tracker.takeChanged();
+    if (!this.scanned) {
+      this.scanned = true;
+      return findReadyStages(stages, tracker.isStarted, tracker.isSatisfied);
+    }
+    const ids = new Set(this.heldBack);
+    for (const id of changed) {
+      if (this.byId.has(id)) ids.add(id);
+      for (const dependent of this.dependents.get(id) ?? []) ids.add(dependent);
+    }
+    const candidates = [...ids].sort((a, b) => this.order.get(a)! - this.order.get(b)!).map((id) => this.byId.get(id)!);
+    return findReadyStages(candidates, tracker.isStarted, tracker.isSatisfied);
+  }
+
+  private stageById(id: string): ResolvedStage {
+    return this.byId.get(id)!;
   }
 
   /** The run's first failure (a stage's, the timeout, a refused key, the delivery): it decides how the run ends. */
@@ -77,13 +116,15 @@ export class StageScheduler {
   }
 
   startReadyStages(): void {
-    const { stages, tracker } = this.options;
+    const { tracker } = this.options;
     const limit = this.options.concurrency ?? Number.POSITIVE_INFINITY;
     for (let changed = true; changed; ) {
       changed = false;
-      for (const id of findReadyStages(stages, tracker.isStarted, tracker.isSatisfied)) {
+      const ready = this.readyStages();
+      this.heldBack = new Set();
+      for (const id of ready) {
         if (this.firstFailure) break;
-        const stage = stages.find((s) => s.id === id)!;
+        const stage = this.stageById(id);
         const holds = stage.when === undefined || this.conditionHolds(stage, stage.when);
         if (holds === 'invalid') break;
         if (!holds) {
@@ -92,6 +133,8 @@ export class StageScheduler {
           changed = true;
         } else if (this.inFlight.size < limit) {
           this.launch(stage);
+        } else {
+          this.heldBack.add(id);
         }
       }
     }

@@ -1,5 +1,5 @@
 import { setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
-import { renderRunReport } from './run-report.js';
+import { renderRunReport, StageRows } from './run-report.js';
 import type { RunTracker } from './run-tracker.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 
@@ -33,16 +33,23 @@ export function boundCurrentStages(ids: readonly string[]): string[] {
  */
 export class RunVisibility {
   private published = '';
+  /** The report's rows, each rendered again only when its stage changed. */
+  private readonly rows: StageRows;
 
   /** @param bounded whether the run lists at most the first current stages (runs recorded before list them all) */
   constructor(
     private readonly tracker: RunTracker,
     private readonly bounded: boolean,
-  ) {}
+  ) {
+    this.rows = new StageRows(() => tracker.takeReportChanged());
+  }
+
+  /** A render of the report is due at the end of the current run of workflow code. */
+  private rendering = false;
 
   publish(): void {
     const state = this.tracker.state;
-    setCurrentDetails(renderRunReport(state, Date.now()));
+    this.renderSoon();
     const current = this.tracker.currentStageIds();
     const stages = this.bounded ? boundCurrentStages(current) : current;
     // Rounded as `status` shows it; cost changes after attempts, which also change stage states.
@@ -55,5 +62,19 @@ export class RunVisibility {
       { key: COST_USD_ATTRIBUTE, value: costUsd },
       { key: RUN_STATUS_ATTRIBUTE, value: state.status },
     ]);
+  }
+
+  /**
+   * The report is rendered once however many times the run changed in one go (a stage that ends marks itself, then
+   * the scheduler starts the next: each publishes): in a microtask, which runs before the activation completes. The
+   * report costs no command, so rendering it later changes no history; the search attributes above stay in order.
+   */
+  private renderSoon(): void {
+    if (this.rendering) return;
+    this.rendering = true;
+    void Promise.resolve().then(() => {
+      this.rendering = false;
+      setCurrentDetails(renderRunReport(this.tracker.state, Date.now(), this.rows));
+    });
   }
 }

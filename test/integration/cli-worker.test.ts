@@ -32,6 +32,9 @@ describe('agent-pipeline worker', () => {
       AGENT_PIPELINE_SHUTDOWN_GRACE: '1s',
       AGENT_PIPELINE_LOG_LEVEL: 'DEBUG',
       AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, 'worker.health'),
+      // The run's stage retries on this worker's own queue, which nobody polls once it stopped: the run moves to the
+      // spare worker after the owner window (3 s here, 60 s by default) and the unanswered ping.
+      AGENT_PIPELINE_OWNER_TIMEOUT: '3s',
     };
     const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
     await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, 'the worker polling');

@@ -15,10 +15,16 @@ export interface WorkerProcess {
   output(): string;
 }
 
+/**
+ * These workers are killed to see another take over: a run whose owner dies moves once its stage waited this long on
+ * the dead owner's queue and the ping went unanswered as long (60 s each by default).
+ */
+const OWNER_TIMEOUT = '3s';
+
 export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   let output = '';
   const child: ResultPromise = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], {
-    env: { ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
+    env: { AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
     extendEnv: false,
     detached: true,
     reject: false,
@@ -58,7 +64,7 @@ export class WorkerProcesses {
   private tail = '';
 
   start(env: NodeJS.ProcessEnv): ResultPromise {
-    const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env, extendEnv: false, reject: false, all: true });
+    const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: { AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, ...env }, extendEnv: false, reject: false, all: true });
     worker.all?.on('data', (chunk: Buffer) => {
       this.tail = `${this.tail}${chunk.toString()}`.slice(-4_000);
     });

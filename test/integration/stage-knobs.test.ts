@@ -71,7 +71,7 @@ stages:
     // Not retried: one request, though the stage has 3 retries.
     expect(requestsOf('empty').filter((r) => r.status === 200)).toHaveLength(1);
     const history = await handle.fetchHistory();
-    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes)?.activityTaskScheduledEventAttributes;
+    const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runStage')?.activityTaskScheduledEventAttributes;
     const policy = scheduled?.retryPolicy;
     expect(policy?.maximumAttempts).toBe(4);
     expect(Number(policy?.initialInterval?.seconds)).toBe(2);

@@ -29,7 +29,9 @@ describe('a stage whose model is overloaded at first', () => {
     const history = await handle.fetchHistory();
     const failed = history.events?.filter((e) => e.activityTaskFailedEventAttributes) ?? [];
     expect(failed).toHaveLength(0); // retried attempts are not events; the retry shows as attempt 2
-    const started = history.events?.find((e) => e.activityTaskStartedEventAttributes)?.activityTaskStartedEventAttributes;
+    // The stage's activity, not the claim of the run's owner worker before it.
+    const stageScheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runStage');
+    const started = history.events?.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(stageScheduled?.eventId))?.activityTaskStartedEventAttributes;
     expect(started?.attempt).toBe(2);
     expect(started?.lastFailure?.applicationFailureInfo?.type).toBe('OVERLOADED');
   });

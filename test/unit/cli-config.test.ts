@@ -26,6 +26,7 @@ describe('worker settings from the environment', () => {
       sandbox: 'required',
       sandboxAllowLocal: false,
       apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
+      ownerTimeoutMs: 60_000,
     });
   });
 
@@ -44,6 +45,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1',
         AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
         AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
+        AGENT_PIPELINE_OWNER_TIMEOUT: '20s',
       }),
     ).toEqual({
       maxConcurrentStages: 3,
@@ -56,6 +58,7 @@ describe('worker settings from the environment', () => {
       sandbox: 'auto',
       sandboxAllowLocal: true,
       apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
+      ownerTimeoutMs: 20_000,
     });
   });
 
@@ -85,6 +88,7 @@ describe('worker settings from the environment', () => {
       new ConfigError('[CONFIG_INVALID] AGENT_PIPELINE_MAX_CONCURRENT_STAGES=0 is not a whole number of 1 or more; unset it for the default 8'),
     );
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SHUTDOWN_GRACE: 'soon' })).toThrow('AGENT_PIPELINE_SHUTDOWN_GRACE=soon is not a duration; write it like 30s, 2m or 1h');
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_OWNER_TIMEOUT: 'soon' })).toThrow('AGENT_PIPELINE_OWNER_TIMEOUT=soon is not a duration; write it like 30s, 2m or 1h');
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_KILL_GRACE: 'a bit' })).toThrow('AGENT_PIPELINE_KILL_GRACE=a bit is not a duration; write it like 30s, 2m or 1h');
   });
 });

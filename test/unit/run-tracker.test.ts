@@ -1,8 +1,9 @@
 import { describe, expect, test } from 'vitest';
+import { formatDuration } from '../../src/pipeline/duration.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
-import { renderRunReport } from '../../src/workflows/run-report.js';
+import { renderRunReport, StageRows } from '../../src/workflows/run-report.js';
 import { RunTracker } from '../../src/workflows/run-tracker.js';
 
 const pipeline = parsePipeline(
@@ -60,5 +61,60 @@ describe('RunTracker', () => {
     expect(report).toContain('- `agent-pipeline approve run-1 --stage b --allow Bash`');
     expect(report).toMatch(/\| a \| completed \| 2 \| 1 \| [^|]+ \| \$0\.5000 \|/);
     expect(report).toContain('| b | waiting (permission) | 1 |');
+  });
+});
+
+describe('the work of one activation does not grow with the run', () => {
+  /** A tracker of `count` stages whose list counts every read of one of its stages. */
+  function countingTracker(count: number): { tracker: RunTracker; reads: () => number } {
+    const many = parsePipeline(['name: p', 'stages:', ...Array.from({ length: count }, (_, i) => `  - { id: s${i}, prompt: x }`)].join('\n'), 'p.yaml');
+    const tracker = new RunTracker('run-1', 'p', {}, many.stages.map((s) => resolveStage(many, s)));
+    let reads = 0;
+    const list = tracker.state.stages;
+    tracker.state.stages = new Proxy(list, {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads += 1;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    return { tracker, reads: () => reads };
+  }
+
+  test('a stage is found by its id without searching the list', () => {
+    const { tracker, reads } = countingTracker(1_000);
+    tracker.stage('s999');
+    const first = reads();
+    for (let i = 0; i < 1_000; i++) tracker.isStarted('s999');
+    // Building the index reads the list once; a search per lookup would read it a million times.
+    expect(reads() - first).toBe(0);
+    expect(first).toBeLessThanOrEqual(1_000);
+  });
+
+  test('a stage added to the list later is found too', () => {
+    const { tracker } = countingTracker(3);
+    tracker.stage('s0');
+    tracker.state.stages.push({ id: 'delivery', status: 'pending', backend: 'git', model: 'origin' });
+    expect(tracker.hasStage('delivery')).toBe(true);
+    expect(tracker.stage('delivery').backend).toBe('git');
+    expect(() => tracker.stage('nope')).toThrow('unknown stage nope');
+  });
+
+  test('the report, whose rows are kept between renders, is the report rendered afresh as the run changes', () => {
+    const { tracker } = countingTracker(200);
+    for (let i = 0; i < 199; i++) {
+      tracker.markRunning(`s${i}`, 1);
+      tracker.markCompleted(`s${i}`, result(`did ${i}`));
+    }
+    tracker.markRunning('s199', 1);
+    const rows = new StageRows(() => tracker.takeReportChanged());
+    const startedAt = tracker.stage('s199').startedAt!;
+    expect(renderRunReport(tracker.state, startedAt + 1_000, rows)).toBe(renderRunReport(tracker.state, startedAt + 1_000));
+    // A finished stage that changes, and the running stage's elapsed time, show in the next render.
+    tracker.markFailed('s3', { type: 'BROKEN', message: 'it broke' });
+    tracker.recordCost('s5', { costUsd: 1, attempts: 1, durationMs: 10 });
+    const later = renderRunReport(tracker.state, startedAt + 65_000, rows);
+    expect(later).toBe(renderRunReport(tracker.state, startedAt + 65_000));
+    expect(later).toContain('| s3 | failed: BROKEN |');
+    expect(later).toContain(`| s199 | running | 1 |  | ${formatDuration(65_000)} |`);
   });
 });

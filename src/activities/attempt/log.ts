@@ -55,12 +55,14 @@ export class AttemptLog {
 
   /**
    * What `{{previous.failed}}` says: empty on the first attempt, the previous attempt's failure
-   * message, or that it stopped without reporting (worker killed, heartbeat or start-to-close timeout).
+   * message, or that it stopped without reporting (worker killed, heartbeat or start-to-close timeout). `carried`: how
+   * the last attempt ended as the workflow saw it, when the execution moved from a worker whose log is not here.
    */
-  previousFailureMessage(attempt: number): string {
+  previousFailureMessage(attempt: number, carried?: string): string {
     if (attempt <= 1) return '';
     return (
       this.failureBefore(attempt)?.message ??
+      carried ??
       `attempt ${attempt - 1} stopped before it finished (its worker stopped, or it timed out)`
     );
   }

@@ -5,6 +5,7 @@ import { stageFailure } from '../failures.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { holdLeases, LeaseClient, LeaseRequestError, type LeaseRequest } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
+import { executionInfo } from '../owner/stage-execution.js';
 
 /**
  * Wraps the stage activity: an attempt of a stage with `limits:` takes its keys (in sorted order) before anything
@@ -16,7 +17,7 @@ import { WaitReports } from './wait-reports.js';
 export function withStageLeases(runStage: (input: StageAttemptInput) => Promise<StageResult>): (input: StageAttemptInput) => Promise<StageResult> {
   return async (input) => {
     if (!input.leases?.length) return runStage(input);
-    const info = activityInfo();
+    const info = executionInfo(activityInfo(), input.execution);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: input.runId, runId: 'local' };
     const holder = `${workflowId}/${input.stage.id}/${info.activityId}/${runId.slice(0, 8)}/${info.attempt}`;
     const label = `run ${workflowId} stage ${input.stage.id} attempt ${info.attempt}`;

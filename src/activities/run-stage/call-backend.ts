@@ -61,8 +61,9 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),
+    // The attempt's number goes with its progress: a run whose owner died counts the dead worker's attempts on.
     heartbeat: (progress) => {
-      setup.lastHeartbeat = addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier);
+      setup.lastHeartbeat = { ...addSpending(earlierWarnings.length ? { ...progress, warnings: earlierWarnings } : progress, earlier), attempt };
       heartbeat(setup.lastHeartbeat);
     },
     askPerson: stage.onPermissionRequest === 'ask' ? askPersonThroughRun(stage.id, input.promptToken) : undefined,
