@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { link, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { readOwnFile } from './activities/workspace/own-files.js';
+import { openWorkerSubfolder, workerFolder } from './activities/workspace/worker-folder.js';
 import type { RunOwnerClaim } from './contracts/run-owner.js';
+import { ConfigError } from './errors.js';
 
 /**
  * One owner per run, on the worker's side (Temporal's worker-specific task queues, as in its file-processing and
@@ -9,9 +14,48 @@ import type { RunOwnerClaim } from './contracts/run-owner.js';
  * one for the activities of the runs it holds and one, always free, that answers pings (a busy owner is not a gone one).
  */
 
-/** This worker's claim: its own queues, named after the shared one so an operator sees whose they are. */
-export function ownerClaim(taskQueue: string, identity: string | undefined, windowMs: number): RunOwnerClaim {
-  const own = `${taskQueue}@owner-${randomUUID()}`;
+/** The setting that gives a worker process an owner id of its own. */
+export const OWNER_ID_VARIABLE = 'AGENT_PIPELINE_OWNER_ID';
+const OWNER_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * The id that names this worker's own queues. What a run needs from its owner is the disk that holds its workspace, so
+ * by default every worker on one workspaces folder has the same id, kept in the workers' own folder: a worker
+ * restarted on the same disk (a deploy, a key rotation) takes its runs back at once instead of waiting out
+ * AGENT_PIPELINE_OWNER_TIMEOUT, and workers on one shared volume serve one another's runs. `AGENT_PIPELINE_OWNER_ID`
+ * gives a process an id of its own (processes that stand for separate hosts).
+ * @throws ConfigError for a malformed AGENT_PIPELINE_OWNER_ID
+ */
+export async function ownerIdFor(workspacesRoot: string, env: NodeJS.ProcessEnv): Promise<string> {
+  const given = env[OWNER_ID_VARIABLE]?.trim();
+  if (given) {
+    if (!OWNER_ID.test(given)) throw new ConfigError(`[CONFIG_INVALID] ${OWNER_ID_VARIABLE}=${given} is not an owner id: use 1 to 64 letters, digits, '.', '_' or '-'`);
+    return given;
+  }
+  await openWorkerSubfolder(workspacesRoot, 'runs');
+  const file = path.join(workerFolder(workspacesRoot), 'owner-id');
+  const kept = async (): Promise<string | undefined> => (await readOwnFile(file, 256))?.toString('utf8').trim().match(OWNER_ID)?.[0];
+  const existing = await kept();
+  if (existing) return existing;
+  // Written whole, then linked into place: of two workers starting at once on a new folder, the first link wins and
+  // the other reads its id.
+  const temp = `${file}.${randomUUID()}.tmp`;
+  await writeFile(temp, `${randomUUID()}\n`, { flag: 'wx' });
+  try {
+    await link(temp, file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+  } finally {
+    await rm(temp, { force: true });
+  }
+  const id = await kept();
+  if (!id) throw new ConfigError(`[CONFIG_INVALID] ${file} does not hold an owner id: remove it and start the worker again`);
+  return id;
+}
+
+/** This worker's claim: its own queues (named after the shared one, so an operator sees whose they are) for `ownerId`. */
+export function ownerClaim(taskQueue: string, identity: string | undefined, windowMs: number, ownerId: string): RunOwnerClaim {
+  const own = `${taskQueue}@owner-${ownerId}`;
   return { taskQueue: own, pingQueue: `${own}-ping`, identity: identity ?? `${process.pid}@${os.hostname()}`, windowMs };
 }
 

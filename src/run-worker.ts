@@ -33,7 +33,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
-import { createOwnerWorkers, ownerClaim, runWithOwnerWorkers } from './owner-workers.js';
+import { createOwnerWorkers, ownerClaim, ownerIdFor, runWithOwnerWorkers } from './owner-workers.js';
 
 /** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {
@@ -220,7 +220,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
         warn: (message) => Runtime.instance().logger.warn(message),
       })
     : undefined;
-  const owner = ownerClaim(taskQueue, options.workerOptions?.identity, settings.ownerTimeoutMs);
+  const owner = ownerClaim(taskQueue, options.workerOptions?.identity, settings.ownerTimeoutMs, await ownerIdFor(workspacesRoot, env));
   const activities = createActivities({
     store,
     owner: { claim: owner, slots: settings.maxConcurrentStages },

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { execa, type ResultPromise } from 'execa';
 import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -21,10 +22,13 @@ export interface WorkerProcess {
  */
 const OWNER_TIMEOUT = '3s';
 
+/** Each process stands for a host of its own: its own owner queues, though all share one workspaces folder here. */
+const ownHost = (): NodeJS.ProcessEnv => ({ AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}` });
+
 export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   let output = '';
   const child: ResultPromise = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], {
-    env: { AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
+    env: { ...ownHost(), ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
     extendEnv: false,
     detached: true,
     reject: false,
@@ -64,7 +68,7 @@ export class WorkerProcesses {
   private tail = '';
 
   start(env: NodeJS.ProcessEnv): ResultPromise {
-    const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: { AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, ...env }, extendEnv: false, reject: false, all: true });
+    const worker = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], { env: { ...ownHost(), ...env }, extendEnv: false, reject: false, all: true });
     worker.all?.on('data', (chunk: Buffer) => {
       this.tail = `${this.tail}${chunk.toString()}`.slice(-4_000);
     });
