@@ -68,7 +68,9 @@ async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): 
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
-  checkpoints.start(setup.info.attempt === 1 && !setup.restoredFrom);
+  const first = setup.info.attempt === 1 && !setup.restoredFrom;
+  // Round 1's first attempt is the stage's first start: its checkpoint is the one a fork from this stage starts from.
+  await checkpoints.start(first, first && input.round === 1 ? input.stage.id : undefined);
   let result: StageResult | undefined;
   try {
     result = await runAttempt(setup);

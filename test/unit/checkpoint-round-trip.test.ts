@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { AttemptCheckpoints, finishRestore } from '../../src/activities/checkpoint/stage-checkpoints.js';
 import { checkpointKey, listCheckpoints, MANIFEST_OBJECT } from '../../src/activities/checkpoint/keys.js';
+import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
 import { restoreIfNeeded, type RestorePlace } from '../../src/activities/checkpoint/restore-checkpoint.js';
 import type { CheckpointOptions } from '../../src/activities/checkpoint/settings.js';
 import { CheckpointTooLargeError, takeCheckpoint, type CheckpointTarget } from '../../src/activities/checkpoint/take-checkpoint.js';
@@ -225,10 +226,26 @@ describe('a plain run folder', () => {
       return Promise.all(ids.map(read));
     };
     const checkpoints = new AttemptCheckpoints(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' }, 300);
-    checkpoints.start(true);
+    await checkpoints.start(true);
     await vi.waitFor(async () => expect(await reasons()).toEqual(['start', 'periodic']), { timeout: 20_000, interval: 50 });
     expect(await checkpoints.end()).toEqual([]);
     expect((await reasons()).at(-1)).toBe('end');
+  });
+
+  test("a stage's first start is checkpointed before its agent starts, and kept while later checkpoints replace the others", async () => {
+    const workspace = await openAndWork();
+    const target: CheckpointTarget = { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' };
+    const checkpoints = new AttemptCheckpoints(options, target, 60_000);
+    await checkpoints.start(true, 'build');
+    // Written when start() resolves: the agent, started after it, has changed nothing of what a fork starts from.
+    const first = await findStageStartCheckpoint(options.store, RUN, 'build');
+    expect(first).toMatchObject({ runId: RUN, reason: 'start', stage: 'build' });
+    expect(await checkpoints.end()).toEqual([]);
+    for (let i = 0; i < 3; i++) await takeCheckpoint(options, target, 'periodic');
+    expect(await findStageStartCheckpoint(options.store, RUN, 'build')).toEqual(first);
+    // The two newest, and the stage's first start.
+    expect(await listCheckpoints(options.store, RUN)).toHaveLength(3);
+    expect(await findStageStartCheckpoint(options.store, RUN, 'review')).toBeUndefined();
   });
 
   test('a checkpoint over the size cap fails naming the cap and its setting', async () => {

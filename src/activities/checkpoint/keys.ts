@@ -9,6 +9,12 @@ import { checkStoreKey, type ObjectStore } from '../../store/object-store.js';
 
 export const MANIFEST_OBJECT = 'manifest.json';
 
+/**
+ * The object that marks a stage's first-start checkpoint: its body is the sha256 of the stage id, so the checkpoint of
+ * a stage is found, and the kept ones told apart, without reading every manifest.
+ */
+export const STAGE_START_OBJECT = 'stage-start';
+
 /** The sha256 of `text`, hex. */
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
@@ -31,11 +37,19 @@ export function newCheckpointId(now = Date.now()): string {
 
 /** The ids of run `runId`'s complete checkpoints (those with a manifest), oldest first. */
 export async function listCheckpoints(store: ObjectStore, runId: string): Promise<string[]> {
+  return (await listCheckpointEntries(store, runId)).map((entry) => entry.id);
+}
+
+/** Run `runId`'s complete checkpoints, oldest first, each with whether it is a stage's first-start checkpoint. */
+export async function listCheckpointEntries(store: ObjectStore, runId: string): Promise<{ id: string; stageStart: boolean }[]> {
   const prefix = checkpointsPrefix(runId);
-  const ids: string[] = [];
+  const complete = new Set<string>();
+  const stageStarts = new Set<string>();
   for await (const key of store.list(prefix)) {
     const [id, object, ...more] = key.slice(prefix.length).split('/');
-    if (id && object === MANIFEST_OBJECT && more.length === 0) ids.push(id);
+    if (!id || more.length > 0) continue;
+    if (object === MANIFEST_OBJECT) complete.add(id);
+    if (object === STAGE_START_OBJECT) stageStarts.add(id);
   }
-  return ids.sort();
+  return [...complete].sort().map((id) => ({ id, stageStart: stageStarts.has(id) }));
 }

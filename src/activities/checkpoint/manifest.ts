@@ -44,6 +44,11 @@ export const manifestSchema = z.strictObject({
   takenAt: z.string(),
   /** Why it was taken: `start`, `periodic`, `end`. */
   reason: z.string(),
+  /**
+   * With reason `start` of a stage's first start (round 1, attempt 1): that stage's id. A fork from the stage starts
+   * from this checkpoint, which is kept while the run's other checkpoints are replaced (see stage-start.ts).
+   */
+  stage: z.string().optional(),
   /** The run folder's path on the host that took it: Claude Code keys its sessions by this path. */
   runDir: z.string(),
   /** `git` (a worktree), `folder` (a plain folder) or `none` (a lent folder: only the bookkeeping). */

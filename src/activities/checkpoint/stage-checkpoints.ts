@@ -60,10 +60,12 @@ export class AttemptCheckpoints {
   ) {}
 
   /**
-   * Checkpoints the run at the stage's first start (`first`), then every `everyMs` until {@link end}. The first one
-   * runs beside the agent's start, not before it: a stage starts no later for it.
+   * Checkpoints the run at an attempt's first start (`first`), then every `everyMs` until {@link end}. That one runs
+   * beside the agent's start, not before it, so a stage starts no later for it; but at a stage's very first start
+   * (`stage` given) the returned promise waits for it: a fork from the stage starts from that checkpoint, which must
+   * hold the workspace as the earlier stages left it, before this stage's agent changed anything.
    */
-  start(first: boolean): void {
+  async start(first: boolean, stage?: string): Promise<void> {
     if (!this.options) return;
     const tick = () => {
       if (this.stopped) return;
@@ -72,8 +74,9 @@ export class AttemptCheckpoints {
       }, this.everyMs);
       this.timer.unref();
     };
-    if (first) this.running = this.take('start').finally(tick);
-    else tick();
+    if (!first) return tick();
+    this.running = this.take('start', stage).finally(tick);
+    if (stage !== undefined) await this.running;
   }
 
   /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
@@ -88,9 +91,9 @@ export class AttemptCheckpoints {
   }
 
   /** A checkpoint that fails leaves the run as durable as before it: the stage goes on, with a warning. */
-  private async take(reason: string): Promise<void> {
+  private async take(reason: string, stage?: string): Promise<void> {
     try {
-      await takeCheckpoint(this.options!, this.target, reason);
+      await takeCheckpoint(this.options!, this.target, reason, stage);
     } catch (err) {
       const message = redactSecrets(`the ${reason} checkpoint of the run failed: ${err instanceof Error ? err.message : String(err)}`);
       log.warn(message, { runId: this.target.runId });

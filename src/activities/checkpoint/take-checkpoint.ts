@@ -6,7 +6,7 @@ import { readWorktreeBase } from '../workspace/worktree-base.js';
 import { copyBookkeeping } from './bookkeeping-copy.js';
 import { ArchiveTooLargeError, createArchive, listFolder } from './folder-archive.js';
 import { snapshotWorktree } from './git-snapshot.js';
-import { checkpointKey, checkpointsPrefix, listCheckpoints, MANIFEST_OBJECT, newCheckpointId } from './keys.js';
+import { checkpointKey, checkpointsPrefix, listCheckpointEntries, MANIFEST_OBJECT, newCheckpointId, sha256Hex, STAGE_START_OBJECT } from './keys.js';
 import { CHECKPOINT_OBJECTS, describeFile, type CheckpointManifest } from './manifest.js';
 import { writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
@@ -33,10 +33,11 @@ export class CheckpointTooLargeError extends Error {
 
 /**
  * Writes a checkpoint of the run: its workspace, its bookkeeping, and last the manifest; then forgets the older
- * ones. One at a time per run in this process.
+ * ones, but the first-start checkpoints of stages (`stage` given), which forks start from. One at a time per run in
+ * this process.
  * @throws CheckpointTooLargeError naming the cap and its setting; store and git errors as they come
  */
-export async function takeCheckpoint(options: CheckpointOptions, target: CheckpointTarget, reason: string): Promise<CheckpointManifest> {
+export async function takeCheckpoint(options: CheckpointOptions, target: CheckpointTarget, reason: string, stage?: string): Promise<CheckpointManifest> {
   return withLock(`checkpoint:${target.runId}`, () =>
     withScratch(target.workspacesRoot, async (scratch) => {
       const id = newCheckpointId();
@@ -48,6 +49,7 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
         reason,
         runDir: target.workspace.dir,
         kind: target.kind,
+        ...(stage === undefined ? {} : { stage }),
         objects: {},
       };
       const files = await writeObjects(options, target, manifest, scratch);
@@ -57,6 +59,7 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
         await options.store.putFile(checkpointKey(target.runId, id, name), file);
         manifest.objects[name] = described;
       }
+      if (stage !== undefined) await options.store.put(checkpointKey(target.runId, id, STAGE_START_OBJECT), Buffer.from(sha256Hex(stage)));
       // Last: a checkpoint is complete, and read, only once its manifest is there.
       await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
       await writeCheckpointMarker(target.workspace.bookkeeping, manifest);
@@ -102,9 +105,11 @@ function tooLarge(runId: string, object: string, bytes: number | undefined, maxB
   );
 }
 
-/** Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS}. */
+/** Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS} and the stages' first-start ones. */
 async function forgetOlder(options: CheckpointOptions, runId: string): Promise<void> {
-  const ids = await listCheckpoints(options.store, runId);
-  for (const id of ids.slice(0, -KEPT_CHECKPOINTS)) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+  const entries = await listCheckpointEntries(options.store, runId);
+  for (const { id, stageStart } of entries.slice(0, -KEPT_CHECKPOINTS)) {
+    if (!stageStart) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+  }
 }
 

@@ -1,0 +1,42 @@
+import type { ObjectStore } from '../../store/object-store.js';
+import { checkpointKey, listCheckpointEntries, MANIFEST_OBJECT, sha256Hex, STAGE_START_OBJECT } from './keys.js';
+import { manifestSchema, type CheckpointManifest } from './manifest.js';
+
+/*
+ * The checkpoint taken when a stage of a run first started: the workspace as the stages before it left it. A fork
+ * from that stage starts from it (docs/forking.md). These checkpoints are kept while the run's others are replaced
+ * (take-checkpoint.ts), and deleted with the run (`prune`).
+ */
+
+/** Largest manifest or marker read. @unit bytes */
+const MAX_RECORD_BYTES = 1024 * 1024;
+
+/**
+ * The manifest of the checkpoint taken when stage `stage` of run `runId` first started, or undefined when the store
+ * holds none (the stage never started, the run ran without checkpoints, or it was pruned). Only a manifest that names
+ * this run and this stage counts; the earliest wins (a rework round or a retry a person asked for may start again).
+ */
+export async function findStageStartCheckpoint(store: ObjectStore, runId: string, stage: string): Promise<CheckpointManifest | undefined> {
+  const wanted = sha256Hex(stage);
+  for (const { id, stageStart } of await listCheckpointEntries(store, runId)) {
+    if (!stageStart) continue;
+    const marker = await store.get(checkpointKey(runId, id, STAGE_START_OBJECT), MAX_RECORD_BYTES);
+    if (!marker || Buffer.from(marker).toString('utf8') !== wanted) continue;
+    const manifest = await readManifest(store, runId, id);
+    if (manifest?.stage === stage) return manifest;
+  }
+  return undefined;
+}
+
+/** The manifest of checkpoint `id`, or undefined when it is missing or not a manifest of this run and checkpoint. */
+async function readManifest(store: ObjectStore, runId: string, id: string): Promise<CheckpointManifest | undefined> {
+  const bytes = await store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_RECORD_BYTES);
+  if (!bytes) return undefined;
+  let parsed: ReturnType<typeof manifestSchema.safeParse>;
+  try {
+    parsed = manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8')));
+  } catch {
+    return undefined;
+  }
+  return parsed.success && parsed.data.id === id && parsed.data.runId === runId ? parsed.data : undefined;
+}

@@ -1,0 +1,76 @@
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { checkpointKey } from '../../src/activities/checkpoint/keys.js';
+import { CHECKPOINT_OBJECTS } from '../../src/activities/checkpoint/manifest.js';
+import { extractArchive } from '../../src/activities/checkpoint/folder-archive.js';
+import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
+import { FileStore } from '../../src/store/file-store.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+
+/*
+ * The checkpoint a fork starts from (docs/forking.md): the one taken when a stage first started. A three-stage run
+ * (real worker, the real claude CLI in its sandbox, the scripted model) writes one file per stage; after it, the store
+ * still holds each stage's first-start checkpoint (the run's other checkpoints were replaced as it went), naming its
+ * stage, and each holds exactly the files of the stages before it.
+ */
+
+type Rule = NonNullable<ScenarioInput['rules']>[number];
+const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+const writes = (stage: string): Rule => ({
+  name: stage,
+  match: `Pipeline: starts · Stage: ${stage} ·`,
+  turns: [{ text: 'Writing.', tool: { name: 'Bash', input: { command: `echo ${stage} > ${stage}.txt`, description: `Write ${stage}.txt` } } }, { text: report(`Wrote ${stage}.txt.`) }],
+});
+
+const PIPELINE = [
+  'name: starts',
+  'defaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 10s, permissionMode: dontAsk, allowedTools: [Bash] }',
+  'stages:',
+  '  - { id: one, prompt: Write one.txt. }',
+  '  - { id: two, needs: [one], prompt: Write two.txt. }',
+  '  - { id: three, needs: [two], prompt: Write three.txt. }',
+  '',
+].join('\n');
+
+describe("a stage's first-start checkpoint", () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('stage-start', { scenario: { rules: ['one', 'two', 'three'].map(writes) } });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('is kept for every stage after the run ends, names its stage, and holds only what the stages before it wrote', async () => {
+    const handle = await harness.start(await harness.writePipeline('starts', PIPELINE));
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(state.stages).slice(0, 2_000)).toBe('completed');
+    const runId = handle.workflowId;
+    const store = new FileStore(path.join(harness.workspacesRoot, '.agent-pipeline', 'store'));
+    const expected: Record<string, string[]> = { one: [], two: ['one.txt'], three: ['one.txt', 'two.txt'] };
+    for (const [stage, files] of Object.entries(expected)) {
+      const manifest = await findStageStartCheckpoint(store, runId, stage);
+      expect(manifest, `the first-start checkpoint of ${stage}`).toMatchObject({ runId, reason: 'start', stage, kind: 'folder' });
+      expect(await filesOf(store, runId, manifest!.id)).toEqual(files);
+    }
+    expect(await findStageStartCheckpoint(store, runId, 'four')).toBeUndefined();
+  });
+});
+
+/** The files (not the bookkeeping) of a folder checkpoint's archive, sorted. */
+async function filesOf(store: FileStore, runId: string, id: string): Promise<string[]> {
+  const scratch = await mkdtemp(path.join(tmpdir(), 'stage-start-'));
+  try {
+    const archive = path.join(scratch, 'workspace.tar');
+    expect(await store.getFile(checkpointKey(runId, id, CHECKPOINT_OBJECTS.folderArchive), archive, 100 * 1024 * 1024)).toBe(true);
+    const into = path.join(scratch, 'files');
+    await mkdir(into);
+    await extractArchive(archive, into);
+    return (await readdir(into)).filter((f) => f.endsWith('.txt')).sort();
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
