@@ -2,6 +2,7 @@ import type { WorkflowExecutionDescription, WorkflowHandle } from '@temporalio/c
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { RunState, RunStatus, StageState } from '../pipeline/run-state.js';
 import type { StageResult } from '../pipeline/stage-result.js';
+import { needIds } from '../pipeline/graph.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 
@@ -144,9 +145,26 @@ export class RunStateBuilder {
     }
   }
 
+  /**
+   * What became of the stages that never ended in a closed run. Stopped from outside (terminated, cancelled), a stage
+   * whose needs had all completed was ready (waiting for a person, or about to start): it was cancelled, as the status
+   * query says of it; any other was skipped.
+   */
+  private settlePending(closed: RunStatus): void {
+    const stopped = closed === 'terminated' || closed === 'cancelled';
+    const completed = new Set(this.stages.filter((s) => s.status === 'completed').map((s) => s.id));
+    const definitions = [...(this.input?.pipeline.stages ?? []), ...(this.input?.pipeline.finally ?? [])];
+    for (const stage of this.stages) {
+      if (stage.status !== 'pending') continue;
+      const definition = definitions.find((d) => d.id === stage.id);
+      const ready = stopped && !stage.finally && definition !== undefined && needIds(definition).every((id) => completed.has(id));
+      stage.status = ready ? 'cancelled' : 'skipped';
+    }
+  }
+
   build(description: WorkflowExecutionDescription): RunState {
     const closed = CLOSED_STATUS[description.status.name];
-    if (closed) for (const stage of this.stages) if (stage.status === 'pending') stage.status = 'skipped';
+    if (closed) this.settlePending(closed);
     const carried = this.input?.carryOver?.state;
     return {
       runId: description.workflowId,

@@ -64,4 +64,10 @@ describe('rebuilding a run from its history', () => {
     expect(state.stages.map((s) => s.status)).toEqual(['completed', 'running', 'pending']);
     expect([...mapActivitiesToStages(history.events!)]).toEqual([['1', { stageId: 'spec', round: 1 }], ['2', { stageId: 'build', round: 1 }]]);
   });
+
+  test('a terminated run: a stage that was ready (its needs completed) was cancelled, one behind it skipped, as the status query says', () => {
+    const state = rebuildRunState({ events: history.events!.slice(0, 4) }, description('TERMINATED'));
+    expect(state.status).toBe('terminated');
+    expect(state.stages.map((s) => [s.id, s.status])).toEqual([['spec', 'completed'], ['build', 'cancelled'], ['ship', 'skipped']]);
+  });
 });
