@@ -42,7 +42,7 @@ export function salvagePipeline(data: unknown, issues: readonly SalvageIssue[]):
     const parsed = pipelineSchema.safeParse(copy, { reportInput: true });
     if (parsed.success) return { pipeline: parsed.data, laterIssues, skipped };
     current = parsed.error.issues;
-    laterIssues.push(...parsed.error.issues.filter((issue) => !isInside(issue.path, skipped)));
+    laterIssues.push(...parsed.error.issues.filter((issue) => !isInside(issue.path, skipped) && !isCrossFieldFollowOn(issue, skipped)));
   }
   return { laterIssues, skipped };
 }
@@ -50,6 +50,11 @@ export function salvagePipeline(data: unknown, issues: readonly SalvageIssue[]):
 /** Whether `path` lies inside one of `scopes` (or is one). */
 export function isInside(path: readonly PropertyKey[], scopes: readonly (readonly PropertyKey[])[]): boolean {
   return scopes.some((scope) => scope.length <= path.length && scope.every((part, i) => part === path[i]));
+}
+
+/** A check across a stage's fields (`custom`) on a stage that lost a field: it would judge what is no longer there (`run:`). */
+function isCrossFieldFollowOn(issue: SalvageIssue, skipped: readonly PropertyKey[][]): boolean {
+  return issue.code === 'custom' && isStagePath(issue.path) && skipped.some((scope) => isStagePath(scope) && scope[0] === issue.path[0] && scope[1] === issue.path[1]);
 }
 
 /** A bad entry of a list inside a stage (`needs[2]`) takes the list out, so that later indexes keep their meaning. */
