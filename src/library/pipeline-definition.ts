@@ -25,8 +25,14 @@ export type StageDefaults<B extends string = never> = WithBackend<ParsedDefaults
 
 /** A pipeline as a program writes it: the fields of a pipeline YAML file, with literal types where the file has a fixed set of values. */
 export type PipelineDefinition<B extends string = never> = Omit<ParsedPipeline, 'stages' | 'finally' | 'defaults'> & {
+  /** The stages, at least one; each runs once the stages in its `needs` are done, in file order among those ready. */
   stages: StageDefinition<B>[];
+  /**
+   * Stages that run once the run has ended (completed, failed or cancelled; not terminated), one after the other,
+   * with `{{run.status}}` and `{{run.error}}`; their failure is a warning, not the run's outcome.
+   */
   finally?: StageDefinition<B>[];
+  /** Stage options every stage gets unless it sets its own (`timeout`, `retries`, `model`, `permissionMode` …). */
   defaults?: StageDefaults<B>;
 };
 

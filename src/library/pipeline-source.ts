@@ -91,8 +91,11 @@ export async function prepareRunInput(
     });
     return await checkRunInputSize({ pipeline, baseDir, pipelineFile: name, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) }, undefined, codecs);
   } catch (err) {
-    if (err instanceof PipelineValidationError) throw PipelineInvalidError.from(err, typeof source === 'string');
-    throw err;
+    if (!(err instanceof PipelineValidationError)) throw err;
+    // The parser's list lacks what validate checks in the files and templates: refuse with validate's whole list.
+    const baseDir = typeof source === 'string' ? undefined : path.resolve(options.baseDir ?? process.cwd());
+    assertValid(await validatePipeline(source, { ...(baseDir ? { baseDir } : {}), backends, checkFiles: options.checkFiles }));
+    throw PipelineInvalidError.from(err, typeof source === 'string');
   }
 }
 

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { extraBackendNames, sandboxAllowLocalFromEnv } from '../config.js';
-import { PipelineValidationError } from '../pipeline/errors.js';
-import { parsePipeline } from '../pipeline/parse.js';
+import { formatPath, PipelineValidationError } from '../pipeline/errors.js';
+import { inspectPipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
@@ -64,23 +64,33 @@ export async function validatePipelineFile(file: string, options: Pick<ValidateO
   return checkPipelineText(() => text, file, path.dirname(path.resolve(file)), options);
 }
 
-/** Parses the pipeline, then checks what it names; `readText` throws PipelineValidationError for text it cannot give. */
+/**
+ * Parses the pipeline, then checks what it names: every problem in one pass, also of a pipeline that fails the schema
+ * (its other parts are still checked; a check a schema error made impossible is skipped for that field or stage).
+ * `readText` throws PipelineValidationError for text it cannot give.
+ */
 async function checkPipelineText(readText: () => string, file: string, baseDir: string, options: ValidateOptions): Promise<ValidationReport> {
   let text: string;
-  let pipeline: PipelineDefinition;
   try {
     text = readText();
-    pipeline = parsePipeline(text, file, { backends: [...(options.backends ?? []), ...extraBackendNames()] });
   } catch (err) {
     if (!(err instanceof PipelineValidationError)) throw err;
     return { file, problems: PipelineInvalidError.from(err).problems, notes: [] };
   }
+  const inspection = inspectPipeline(text, file, { backends: [...(options.backends ?? []), ...extraBackendNames()] });
+  const found = inspection.problems.map((p) => ({ file, ...(p.line === undefined ? {} : { line: p.line }), field: p.path, message: p.message }));
+  const { pipeline } = inspection;
+  if (!pipeline) return { file, problems: found, notes: [] };
   const checks = new PipelineChecks(pipeline, file, baseDir, text, options.checkFiles ?? true);
   if (options.checkFiles ?? true) await checks.checkPipelineFiles();
   checks.checkRunTemplates();
   checks.checkSandboxHosts(options.allowLocalHosts ?? sandboxAllowLocalFromEnv());
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
-  return { file, pipeline, problems: checks.problems, notes: checks.notes };
+  const skipped = inspection.skipped.map(formatPath);
+  const inside = (field: string, scope: string): boolean => field.startsWith(scope) && (field.length === scope.length || /^[.[ ]/.test(field.slice(scope.length)));
+  const kept = (p: PipelineProblemReport): boolean => !skipped.some((scope) => inside(p.field, scope));
+  // The pipeline is reported when it parses as written, even with problems in the files it names.
+  return { file, ...(found.length === 0 ? { pipeline } : {}), problems: [...found, ...checks.problems.filter(kept)], notes: checks.notes.filter(kept) };
 }
 
 function listStages(pipeline: PipelineDefinition): [StageList, number, StageDefinition][] {

@@ -34,7 +34,7 @@ const domainSchema = z
 export const sandboxSchema = z.union([
   z.boolean(),
   z.strictObject({
-    /** @default true */
+    /** Run the agent's Bash in Claude Code's sandbox; `false` only on workers that allow it (AGENT_PIPELINE_SANDBOX=permissive). @default true */
     enabled: z.boolean().optional(),
     /** Hosts the agent's Bash may reach through the sandbox's proxy; none when omitted (the model endpoint always works). */
     allowedDomains: z.array(domainSchema).optional(),

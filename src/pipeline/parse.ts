@@ -4,6 +4,7 @@ import { formatPath, PipelineValidationError, type PipelineProblem } from './err
 import { describeIssues } from './issue-messages.js';
 import { findUnknownBackends } from './backend-names.js';
 import { pipelineSchema, type PipelineDefinition } from './schema.js';
+import { isInside, salvagePipeline } from './salvage.js';
 import { findSemanticProblems } from './semantic-checks.js';
 
 /** Options of {@link parsePipeline}. */
@@ -12,48 +13,87 @@ export interface ParseOptions {
   backends?: readonly string[];
 }
 
+/** What {@link inspectPipeline} found: every problem of the file, and the pipeline to check further. */
+export interface PipelineInspection {
+  /**
+   * The pipeline, valid when `problems` is empty; else what of it passes the schema with its wrong parts taken out,
+   * for the checks that read the files it names. Undefined when too little is usable (YAML errors, no stages list,
+   * duplicate stage ids or a dependency cycle).
+   */
+  pipeline?: PipelineDefinition;
+  problems: PipelineProblem[];
+  /** Paths whose later checks were skipped: a schema error took out what they would check. */
+  skipped: PropertyKey[][];
+}
+
 /**
  * Parses and validates a pipeline file's text. Pure (no file access) so the client, the worker and
  * tests share it; `file` is only used in messages.
  * @throws PipelineValidationError naming every problem with its line and YAML path.
  */
 export function parsePipeline(text: string, file: string, options: ParseOptions = {}): PipelineDefinition {
+  const inspection = inspectPipeline(text, file, options);
+  if (inspection.problems.length > 0 || !inspection.pipeline) throw new PipelineValidationError(file, inspection.problems);
+  return inspection.pipeline;
+}
+
+/**
+ * Every problem of a pipeline file's text in one pass: the schema's, then (on what passes it, see salvage.ts) the
+ * stage graph's and the checks that need the whole pipeline. Pure.
+ */
+export function inspectPipeline(text: string, file: string, options: ParseOptions = {}): PipelineInspection {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
-    throw new PipelineValidationError(
-      file,
-      doc.errors.map((e) => ({ path: '', line: lineCounter.linePos(e.pos[0]).line, message: e.message })),
-    );
+    return { problems: doc.errors.map((e) => ({ path: '', line: lineCounter.linePos(e.pos[0]).line, message: e.message })), skipped: [] };
   }
   let data: unknown;
   try {
     data = doc.toJS();
   } catch (err) {
     // The yaml library refuses to expand an alias bomb ("billion laughs") and says so by throwing.
-    throw new PipelineValidationError(file, [{ path: '', message: `the YAML cannot be read: ${(err as Error).message}` }]);
+    return { problems: [{ path: '', message: `the YAML cannot be read: ${(err as Error).message}` }], skipped: [] };
   }
   if (data === null || data === undefined) {
-    throw new PipelineValidationError(file, [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }]);
+    return { problems: [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }], skipped: [] };
   }
+  const located = (found: readonly { path: readonly PropertyKey[]; message: string }[]): PipelineProblem[] =>
+    found.map((issue) => locate(doc, lineCounter, issue.path, issue.message));
   const parsed = pipelineSchema.safeParse(data, { reportInput: true });
-  if (!parsed.success) {
-    throw new PipelineValidationError(
-      file,
-      [...describeIssues(pipelineSchema, parsed.error.issues), ...findUnknownBackends(data as PipelineDefinition, options.backends)]
-        .map((issue) => locate(doc, lineCounter, issue.path, issue.message)),
-    );
+  if (parsed.success) return checkParsed(parsed.data, [], [], options, located);
+  const salvage = salvagePipeline(data, parsed.error.issues);
+  const schemaProblems = describeIssues(pipelineSchema, [...parsed.error.issues, ...salvage.laterIssues]);
+  if (!salvage.pipeline) {
+    return { problems: located([...schemaProblems, ...findUnknownBackends(data as PipelineDefinition, options.backends)]), skipped: salvage.skipped };
   }
-  // Semantic checks walk the stage graph, so they run only once it is sound.
-  const graphProblems = findGraphProblems(parsed.data.stages);
-  const problems = graphProblems.length > 0 ? graphProblems : [...findUnknownBackends(parsed.data, options.backends), ...findSemanticProblems(parsed.data)];
-  if (problems.length > 0) {
-    throw new PipelineValidationError(
-      file,
-      problems.map((p) => locate(doc, lineCounter, p.path, p.message)),
-    );
-  }
-  return parsed.data;
+  return checkParsed(salvage.pipeline, schemaProblems, salvage.skipped, options, located);
+}
+
+/** The checks after the schema, on a pipeline that passes it; those inside `skipped` are follow-ons, left out. */
+function checkParsed(
+  pipeline: PipelineDefinition,
+  schemaProblems: { path: PropertyKey[]; message: string }[],
+  skipped: PropertyKey[][],
+  options: ParseOptions,
+  located: (found: readonly { path: readonly PropertyKey[]; message: string }[]) => PipelineProblem[],
+): PipelineInspection {
+  const backends = findUnknownBackends(pipeline, options.backends);
+  // Unknown and self `needs` are left out of the graph, so that the checks walking it still run.
+  const graphProblems = findGraphProblems(pipeline.stages);
+  const sound = dropBadNeeds(pipeline, graphProblems);
+  const remaining = findGraphProblems(sound.stages);
+  const graph = [...graphProblems, ...remaining.filter((p) => !graphProblems.some((q) => formatPath(q.path) === formatPath(p.path)))];
+  // Duplicate ids and cycles leave no graph to walk: the semantic checks wait for them to be fixed.
+  const later = [...backends, ...graph, ...(remaining.length > 0 ? [] : findSemanticProblems(sound))].filter((p) => !isInside(p.path, skipped));
+  const problems = located([...schemaProblems, ...later]);
+  return { pipeline: remaining.length > 0 ? undefined : sound, problems, skipped };
+}
+
+/** `pipeline` without the `needs` entries that `graphProblems` name (unknown stages, a stage needing itself). */
+function dropBadNeeds(pipeline: PipelineDefinition, graphProblems: readonly { path: PropertyKey[] }[]): PipelineDefinition {
+  const bad = new Set(graphProblems.filter((p) => p.path[2] === 'needs' && p.path.length === 4).map((p) => `${String(p.path[1])}/${String(p.path[3])}`));
+  if (bad.size === 0) return pipeline;
+  return { ...pipeline, stages: pipeline.stages.map((s, i) => (s.needs ? { ...s, needs: s.needs.filter((_, j) => !bad.has(`${i}/${j}`)) } : s)) };
 }
 
 function locate(doc: Document, lineCounter: LineCounter, path: readonly PropertyKey[], message: string): PipelineProblem {

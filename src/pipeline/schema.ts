@@ -49,9 +49,13 @@ export const MAX_FINALLY_STAGES = 100;
 
 /** A pipeline file: its name, inputs, stage defaults, run-wide settings, workspace, stages and `finally` stages. */
 export const pipelineSchema = z.strictObject({
+  /** The pipeline's name, shown in `list` and run ids: a letter, then letters, digits, `-` or `_`. */
   name: identifierSchema,
+  /** What the pipeline does, for people reading it. */
   description: z.string().optional(),
+  /** The run inputs it takes (`--input NAME=value`), by name: `{ description, required, type, default }`. */
   inputs: z.record(identifierSchema, inputSchema).optional(),
+  /** Stage options every stage gets unless it sets its own (`timeout`, `retries`, `model`, `permissionMode` …). */
   defaults: stageDefaultsSchema.optional(),
   /** Most stages running at once. @default unlimited */
   concurrency: z.number().int().min(1).optional(),
@@ -59,6 +63,7 @@ export const pipelineSchema = z.strictObject({
   timeout: durationSchema.optional(),
   /** Concurrency keys shared by every run, held for this run's whole life (docs/limits.md). */
   limits: limitsSchema.optional(),
+  /** The whole run's spending cap, in US dollars (e.g. `5`); see `onBudgetExceeded`. @default no cap */
   budgetUsd: z.number().positive().optional(),
   /** When the budget is spent: `ask` a person to raise it (default) or `fail` at once. */
   onBudgetExceeded: z.enum(['ask', 'fail']).optional(),
@@ -84,9 +89,11 @@ export const pipelineSchema = z.strictObject({
   systemPrompt: z.string().min(1).optional(),
   /** MCP servers every CLI stage gets. */
   mcpServers: z.record(z.string().min(1), mcpServerSchema).optional(),
+  /** Where the stages work: `repo` (a git repository; each run gets a worktree and branch) or `dir` (an existing folder). @default a plain folder of its own per run, under the worker's workspaces root */
   workspace: workspaceSchema.optional(),
   /** `stage`: stages running at the same time each work in their own worktree and branch, merged into the run's branch when they complete (git workspaces only). @default run */
   isolation: z.enum(['run', 'stage']).optional(),
+  /** The stages, at least one; each runs once the stages in its `needs` are done, in file order among those ready. */
   stages: z
     .array(stageSchema)
     .min(1, 'a pipeline needs at least one stage')

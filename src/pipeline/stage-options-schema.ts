@@ -51,33 +51,52 @@ export const stageOptionsShape = {
   backend: z.string().regex(/^[A-Za-z][A-Za-z0-9_-]*$/, 'expected a backend name such as claude-cli or anthropic-api').optional(),
   /** A model name or id, or one run input, `{{inputs.NAME}}` (filled and checked as the run starts). */
   model: z.string().min(1).optional(),
+  /** CLI stages: the model Claude Code switches to when `model` is overloaded (`--fallback-model`); the switch is a warning in the stage's result. */
   fallbackModel: z.string().min(1).optional(),
-  /** Start-to-close timeout of one attempt; or one run input, `{{inputs.NAME}}`. */
+  /**
+   * Start-to-close timeout of one attempt (Temporal's `startToCloseTimeout`): a duration string such as `"90s"`,
+   * `"30m"`, `"2h"` or `"1d"`, or whole milliseconds; or one run input, `{{inputs.NAME}}`. @default 30m
+   */
   timeout: orInputTemplate(durationSchema).optional(),
+  /** A worker that sends no heartbeat for this long is taken for dead and the attempt is retried: a duration string (`"2m"`) or milliseconds. @default 2m */
   heartbeatTimeout: durationSchema.optional(),
-  /** How long the agent may go without any output (text, tool call, tool result) before it counts as stalled. */
+  /** How long the agent may go without any output (text, tool call, tool result) before it counts as stalled: a duration string or milliseconds. @default 5m */
   stallTimeout: durationSchema.optional(),
-  /** Like `stallTimeout`, for the wait before the agent's first output (model warm-up, long first prompt). */
+  /** Like `stallTimeout`, for the wait before the agent's first output (model warm-up, long first prompt). @default 5m */
   firstOutputTimeout: durationSchema.optional(),
+  /**
+   * Attempts after the first when an attempt fails with a retryable failure, 0 to 100: Temporal's `maximumAttempts`
+   * is `retries + 1` (so `retries: 0` runs the stage once). Spacing and final failures: `retry`. @default 3
+   */
   retries: z.number().int().min(0).max(100).optional(),
   /** How often the worker checkpoints the run while this stage runs (besides at its start and end); the worker's setting when absent. */
-  checkpoint: z.strictObject({ every: durationSchema }).optional(),
+  checkpoint: z.strictObject({
+    /** The interval between checkpoints: a duration string (`"2m"`) or milliseconds. */
+    every: durationSchema,
+  }).optional(),
   /** How the attempts are spaced and which failures are final (Temporal's retry policy); `retries` stays the count. */
   retry: retrySchema.optional(),
   /** A `BLOCKED: reason` answer: `wait` for a person's answer (default), or `fail` the run with `AGENT_BLOCKED` and the reason. */
   onBlocked: z.enum(['wait', 'fail']).optional(),
   /** Attempts whose answer breaks the output contract are retried this many times, then the stage fails. */
   contractRetries: z.number().int().min(0).max(10).optional(),
-  /** Claude Code's permission mode; or one run input, `{{inputs.NAME}}`. */
+  /**
+   * CLI stages: Claude Code's permission mode (`--permission-mode`): `dontAsk` (only `allowedTools` run, the rest is
+   * denied without asking), `acceptEdits`, `auto`, `bypassPermissions`, `manual`, `plan` or `default`; or one run
+   * input, `{{inputs.NAME}}`. @default dontAsk
+   */
   permissionMode: orInputTemplate(z.enum(PERMISSION_MODES)).optional(),
+  /** CLI stages: tools the agent may use without asking (`--allowedTools`), e.g. `Read`, `Edit`, `Bash(npm test:*)`. */
   allowedTools: z.array(toolNameSchema).optional(),
+  /** CLI stages: tools the agent may never use (`--disallowedTools`), e.g. `Bash(git push:*)`. */
   disallowedTools: z.array(toolNameSchema).optional(),
   /** CLI backend: Claude Code's sandbox around Bash (see `sandboxSchema`); a stage's value replaces the defaults'. */
   sandbox: sandboxSchema.optional(),
   /** Extra directories the CLI agent may touch, relative to the pipeline file. */
   addDirs: z.array(z.string().min(1)).optional(),
-  /** The stage's spending cap; or one run input, `{{inputs.NAME}}`. */
+  /** The stage's spending cap per attempt, in US dollars (e.g. `0.5`); or one run input, `{{inputs.NAME}}`. @default no cap */
   maxBudgetUsd: orInputTemplate(z.number().positive()).optional(),
+  /** API backend: the longest answer of one call, in tokens (`max_tokens`). @default 16000 */
   maxTokens: z.number().int().positive().optional(),
   /** API backend: how many times an answer cut off at `maxTokens` is continued in the same conversation. */
   maxContinuations: z.number().int().min(0).max(10).optional(),

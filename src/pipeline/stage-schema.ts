@@ -43,6 +43,7 @@ export type TemplateSyntax = (typeof TEMPLATE_SYNTAXES)[number];
 export const reviewSchema = z.strictObject({
   /** The stage (or stages) whose work this stage reviews; `rework` re-runs them and everything after. */
   of: z.union([identifierSchema, z.array(identifierSchema).min(1)]),
+  /** Most review rounds (1 to 20) before `onMaxRounds` applies. @default 3 */
   maxRounds: z.number().int().min(1).max(20).optional(),
   /** At the cap: `ask` a person (default), `fail` the run, or `continue` with a warning. */
   onMaxRounds: z.enum(['ask', 'fail', 'continue']).optional(),
@@ -60,8 +61,11 @@ export const approvalSchema = z.strictObject({
 
 /** A stage: an entry of `stages:` or `finally:`; it needs a `prompt`, an `agent` or a command to `run:`, unless it is an `approval` gate. */
 export const stageSchema = z.strictObject({
+  /** The stage's id, unique in the pipeline: a letter, then letters, digits, `-` or `_`. */
   id: identifierSchema,
+  /** What the stage does, for people reading the pipeline. */
   description: z.string().optional(),
+  /** Stages this one runs after: ids, or `{ stage, allowFailure: true }` to run also when that stage failed. @default none (starts at once) */
   needs: z.array(stageNeedSchema).optional(),
   /** Agent definition file (markdown with frontmatter), relative to the pipeline file. */
   agent: z.string().min(1).optional(),
@@ -79,6 +83,7 @@ export const stageSchema = z.strictObject({
   when: z.string().min(1).optional(),
   /** A failure of this stage does not fail the run; its dependents are skipped. */
   continueOnFailure: z.boolean().optional(),
+  /** This stage reviews earlier work: `{ of, maxRounds, onMaxRounds }`; its `rework` verdict re-runs `of` with the findings. */
   review: reviewSchema.optional(),
   /** After the stage completes, wait for a person to approve or reject. */
   approval: z.union([z.literal(true), approvalSchema]).optional(),

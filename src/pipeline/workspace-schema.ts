@@ -35,7 +35,7 @@ export const workspaceSchema = z.strictObject({
   /** Push the run's branch once the run has completed (after `finally`). */
   push: z
     .strictObject({
-      /** @default origin */
+      /** The git remote to push to: a remote's name in the repository, never a URL or a path. @default origin */
       remote: z.string().regex(REMOTE_NAME, 'expected the name of a remote configured in the repository, such as origin (not a URL or a path)').optional(),
       /** A rejected push: `rebase-once` (pull --rebase once, push again, a conflict fails), `ask` (same, a conflict waits for a person), `fail`. @default rebase-once */
       onConflict: z.enum(['rebase-once', 'ask', 'fail']).optional(),
@@ -44,10 +44,13 @@ export const workspaceSchema = z.strictObject({
   /** Open a pull request after the push (templates); needs `push`. */
   pullRequest: z
     .strictObject({
+      /** The pull request's title: a template (`{{run.id}}`, `{{inputs.NAME}}`, `{{stages.ID.summary}}`). */
       title: z.string().min(1),
+      /** The pull request's description: a template, as `title`. @default none */
       body: z.string().optional(),
       /** The branch to merge into. @default the repository's default branch */
       base: z.string().min(1).optional(),
+      /** Open it as a draft. @default false */
       draft: z.boolean().optional(),
     })
     .optional(),

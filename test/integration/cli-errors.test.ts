@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -35,7 +35,7 @@ describe('errors a user can act on', () => {
         '',
       ].join('\n'),
     );
-    await writeFile(path.join(dir, 'schema.yaml'), 'name: bad\nstages:\n  - id: a\n    prompt: hi\n    retries: many\n');
+    await writeFile(path.join(dir, 'schema.yaml'), 'name: bad\nstages:\n  - id: a\n    prompt: Say hi.\n    retries: many\n');
   });
   afterAll(async () => rm(dir, { recursive: true, force: true }));
 
@@ -61,6 +61,24 @@ describe('errors a user can act on', () => {
       expect.stringMatching(new RegExp(`^  ${file}:11 stages\\[1\\]\\.prompt \\{\\{stages\\.review\\.summary\\}\\}: unknown template variable: the stage does not run after "review"`)),
       `  ${file}:14 stages[2].prompt: prompt file ${dir}/steps/none.md does not exist`,
     ]);
+  });
+
+  test('validate and start name every mistake of a file in one pass: schema, graph, condition and template together', async () => {
+    // Copied, so that the file named in the output is this test's own.
+    const file = path.join(dir, 'many.yaml');
+    await copyFile(path.join(PROJECT_ROOT, 'test', 'fixtures', 'pipelines', 'many-mistakes.yaml'), file);
+    const result = await runCli(['validate', file], OFFLINE);
+    expect(result.exitCode, result.stderr).toBe(2);
+    const lines = result.stdout.split('\n');
+    expect(lines[0]).toBe(`✘ ${file}: 6 problems`);
+    for (const [line, field] of [[5, 'stages[0]'], [10, 'stages[1].timeout'], [11, 'stages[1].prompt {{inputs.topc}}'], [13, 'stages[2].needs[1]'], [14, 'stages[2].when'], [19, 'stages[3].model']] as const) {
+      expect(lines).toContainEqual(expect.stringContaining(`  ${file}:${line} ${field}: `));
+    }
+    // start refuses before it reaches for Temporal, with the same list.
+    const start = await runCli(['start', file, '--input', 'topic=x'], OFFLINE);
+    expect(start.exitCode, start.stderr).toBe(2);
+    expect(start.stderr).toContain('6 problems');
+    for (const field of ['stages[0]', 'stages[1].timeout', 'stages[1].prompt {{inputs.topc}}', 'stages[2].needs[1]', 'stages[2].when', 'stages[3].model']) expect(start.stderr).toContain(` ${field}: `);
   });
 
   test('validate --json reports schema problems with their line, and a valid file passes with exit 0', async () => {

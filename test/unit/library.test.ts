@@ -14,7 +14,7 @@ describe('in-memory pipeline definitions', () => {
   });
 
   test('that are invalid throw PipelineInvalidError listing every problem by field', async () => {
-    const bad = { name: 'bad', stages: [{ id: 'a', prompt: 'x', timeout: 'soon' }, { id: 'b', prompt: 'x', retries: -1 }] };
+    const bad = { name: 'bad', stages: [{ id: 'a', prompt: 'Say x.', timeout: 'soon' }, { id: 'b', prompt: 'Say x.', retries: -1 }] };
     const err = await prepareRunInput(bad as never).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PipelineInvalidError);
     expect(err).toMatchObject({ code: 'PIPELINE_INVALID', file: '<definition bad>' });
@@ -69,7 +69,7 @@ describe('validatePipeline', () => {
   });
 
   test('reports a schema problem instead of throwing, and a valid pipeline with none', async () => {
-    const bad = await validatePipeline({ name: 'bad', stages: [{ id: 'a', prompt: 'x', retries: -1 }] } as never);
+    const bad = await validatePipeline({ name: 'bad', stages: [{ id: 'a', prompt: 'Say hello.', retries: -1 }] } as never);
     expect(bad).toMatchObject({ file: '<definition bad>', problems: [{ file: '<definition bad>', field: 'stages[0].retries' }] });
     expect(bad.pipeline).toBeUndefined();
     await expect(validatePipeline(definePipeline({ name: 'ok', stages: [{ id: 'a', prompt: 'Hello.' }] }))).resolves.toMatchObject({ problems: [], notes: [] });
