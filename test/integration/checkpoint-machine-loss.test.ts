@@ -69,7 +69,7 @@ describe('a machine lost during a stage', () => {
     await harness?.close();
   });
   const worker = (): WorkerProcess => {
-    const started = startWorkerProcess(harness.env);
+    const started = startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'on' });
     workers.push(started);
     return started;
   };

@@ -38,7 +38,7 @@ const PIPELINE = [
 describe("a stage's first-start checkpoint", () => {
   let harness: Harness;
   beforeAll(async () => {
-    harness = await createHarness('stage-start', { scenario: { rules: ['one', 'two', 'three'].map(writes) } });
+    harness = await createHarness('stage-start', { scenario: { rules: ['one', 'two', 'three'].map(writes) }, env: { AGENT_PIPELINE_CHECKPOINTS: 'on' } });
   });
   afterAll(async () => {
     await harness?.close();

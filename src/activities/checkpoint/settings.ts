@@ -1,7 +1,13 @@
 import { toMilliseconds } from '../../pipeline/duration.js';
 import type { ObjectStore } from '../../store/object-store.js';
+import { STORE_VARIABLE } from '../../store/store-settings.js';
 
-/** Turns checkpoints off (`off`) for operators whose workers share one volume: nothing is lost with a host there. */
+/**
+ * `on` or `off`. Unset, checkpoints are on when the worker has an object store of its own (`AGENT_PIPELINE_STORE`) and
+ * off with the default one: that folder sits beside the workspaces on the same disk, so it survives nothing the
+ * workspaces would not, while each checkpoint costs time and space. `on` takes them there anyway; `off` suits workers
+ * that share one volume.
+ */
 export const CHECKPOINTS_VARIABLE = 'AGENT_PIPELINE_CHECKPOINTS';
 /** How often a running stage is checkpointed when its pipeline sets no `checkpoint.every`. */
 export const CHECKPOINT_EVERY_VARIABLE = 'AGENT_PIPELINE_CHECKPOINT_EVERY';
@@ -29,11 +35,11 @@ export class CheckpointSettingError extends Error {
 }
 
 /**
- * The worker's checkpoint settings from its environment (`enabled: false` with `AGENT_PIPELINE_CHECKPOINTS=off`).
+ * The worker's checkpoint settings from its environment (see {@link CHECKPOINTS_VARIABLE} for when they are on).
  * @throws CheckpointSettingError for a value that is not understood
  */
 export function checkpointSettingsFromEnv(env: NodeJS.ProcessEnv): { enabled: boolean; everyMs: number; maxBytes: number } {
-  const mode = (env[CHECKPOINTS_VARIABLE] ?? 'on').trim().toLowerCase();
+  const mode = (env[CHECKPOINTS_VARIABLE] || (env[STORE_VARIABLE]?.trim() ? 'on' : 'off')).trim().toLowerCase();
   if (!['on', 'off', ''].includes(mode)) throw new CheckpointSettingError(`${CHECKPOINTS_VARIABLE}=${env[CHECKPOINTS_VARIABLE]} is not understood; expected on or off`);
   const every = env[CHECKPOINT_EVERY_VARIABLE]?.trim();
   let everyMs = DEFAULT_CHECKPOINT_EVERY_MS;
