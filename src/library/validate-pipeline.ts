@@ -88,7 +88,9 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
   const skipped = inspection.skipped.map(formatPath);
   const inside = (field: string, scope: string): boolean => field.startsWith(scope) && (field.length === scope.length || /^[.[ ]/.test(field.slice(scope.length)));
-  const kept = (p: PipelineProblemReport): boolean => !skipped.some((scope) => inside(p.field, scope));
+  // A field the schema already refused (a path that leaves its folder) is not reported again by the checks after it.
+  const refused = found.map((p) => p.field).filter((field) => field !== '');
+  const kept = (p: PipelineProblemReport): boolean => ![...skipped, ...refused].some((scope) => inside(p.field, scope));
   // The pipeline is reported when it parses as written, even with problems in the files it names.
   return { file, ...(found.length === 0 ? { pipeline } : {}), problems: [...found, ...checks.problems.filter(kept)], notes: checks.notes.filter(kept) };
 }

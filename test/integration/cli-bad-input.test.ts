@@ -24,7 +24,7 @@ describe('bad input', () => {
     await writeFile(file('bomb.yaml'), [...laughs, 'name: bomb', 'stages: [{ id: a, prompt: hi }]', ''].join('\n'));
     await writeFile(
       file('paths.yaml'),
-      ['name: paths', 'context: [../brief.md]', 'stages:', '  - id: a', '    prompt: hi', '    inputs: [../../etc/passwd]', ''].join('\n'),
+      ['name: paths', 'context: [../brief.md]', 'stages:', '  - id: a', '    prompt: Say hi to the team.', '    inputs: [../../etc/passwd]', ''].join('\n'),
     );
     // An inline prompt of 3 MB: one --input that large would not even fit on a command line.
     await writeFile(file('huge.yaml'), ['name: huge', 'stages:', '  - id: a', '    prompt: |', `      ${'All work and no play. '.repeat(140_000)}`, ''].join('\n'));

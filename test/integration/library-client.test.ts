@@ -136,7 +136,7 @@ describe('PipelineClient', () => {
   test('typed errors: invalid file, unknown run, unreachable server', async () => {
     const invalid = await client.start(path.join(CLI_FIXTURES, '..', 'pipelines', 'does-not-exist.yaml')).catch((e: unknown) => e);
     expect(invalid).toMatchObject({ code: 'FILE_UNREADABLE' });
-    const bad = await client.start(await harness.writePipeline('bad', 'name: bad\nstages:\n  - id: a\n    prompt: x\n    retries: -1\n')).catch((e: unknown) => e);
+    const bad = await client.start(await harness.writePipeline('bad', 'name: bad\nstages:\n  - id: a\n    prompt: Do the work.\n    retries: -1\n')).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(PipelineInvalidError);
     expect((bad as PipelineInvalidError).problems).toEqual([expect.objectContaining({ field: 'stages[0].retries', line: 5 })]);
     await expect(client.getRun('no-such-run').status()).rejects.toBeInstanceOf(RunNotFoundError);
