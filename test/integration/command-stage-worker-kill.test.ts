@@ -42,6 +42,10 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a worker killed while a co
     const commandProcesses = (): Promise<number[]> => processesWith(STAGE_MARKER, `${stageDir}#`, 'prefix');
     await waitFor(() => existsSync(attempts), Boolean, `the command to start (worker output: ${workers.output()})`, 90_000);
     await waitFor(commandProcesses, (pids) => pids.length >= 2, 'the command and its background sleep', 30_000);
+    // The attempt's number reaches the server with its first heartbeat, and the stage that moves to another worker
+    // counts on from there: a worker that dies before any heartbeat arrived leaves nothing to count from.
+    const heartbeat = async (): Promise<unknown> => (await handle.describe()).raw.pendingActivities?.[0]?.lastHeartbeatTime;
+    await waitFor(heartbeat, Boolean, 'the first heartbeat of the attempt', 30_000);
 
     first.kill('SIGKILL');
     await first;
