@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { Connection } from '@temporalio/client';
 import { DevServerError, DevServerErrorCode } from './dev-server-error.js';
+import { freeLoopbackPort } from '../telemetry/metrics-server.js';
 
 /** The dev server listens on loopback only: its gRPC port and its Web UI. */
 export const DEV_SERVER_HOST = '127.0.0.1';
@@ -57,14 +58,8 @@ function isPortFree(port: number): Promise<boolean> {
 
 /** A port that was free a moment ago (the system's pick), for `port: 'auto'`. */
 export function pickFreePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, DEV_SERVER_HOST, () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
+  // The dev server listens on the loopback interface (DEV_SERVER_HOST), where the metrics exporter's port is picked too.
+  return freeLoopbackPort();
 }
 
 /** Whether something accepts TCP connections on `port`: a cheap probe before a gRPC connection is tried. */

@@ -6,6 +6,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { findVersitygw } from '../../src/dev/versitygw.js';
+import { pickFreePort } from '../../src/dev/dev-server-ports.js';
 
 /*
  * A real S3-compatible server for the tests of the `s3://` store: versitygw over a temp folder (its posix backend), on
@@ -34,16 +35,6 @@ export async function versitygwOrSkip(neededBy: string): Promise<string | undefi
   return undefined;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Resolves once the server accepts connections, polling every 50 ms up to `timeoutMs`. */
 async function waitForPort(port: number, child: ChildProcess, timeoutMs: number): Promise<void> {
@@ -69,7 +60,7 @@ export async function startVersitygw(binary: string): Promise<Versitygw> {
   await mkdir(data);
   const accessKeyId = `test${randomBytes(6).toString('hex')}`;
   const secretAccessKey = randomBytes(24).toString('base64url');
-  const port = await freePort();
+  const port = await pickFreePort();
   const child = spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', data], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { PATH: process.env.PATH ?? '', HOME: root },

@@ -2,7 +2,6 @@ import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -20,6 +19,7 @@ import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
+import { pickFreePort } from '../../src/dev/dev-server-ports.js';
 
 /*
  * Issue 23, encrypted history: with AGENT_PIPELINE_ENCRYPTION_KEY on the worker and the CLI, a run's history holds no
@@ -65,15 +65,6 @@ function decodedBase64(text: string): string {
   return [...text.matchAll(/[A-Za-z0-9+/]{16,}={0,2}/g)].map((m) => Buffer.from(m[0], 'base64').toString('utf8')).join('\n');
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.once('error', reject);
-  });
-}
 
 describe('encrypted history', () => {
   let dir: string;
@@ -110,7 +101,7 @@ describe('encrypted history', () => {
     Runtime.install({ logger: new DefaultLogger('WARN') });
     dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-encrypted-'));
     temporal = await findTemporalCli();
-    const uiPort = await freePort();
+    const uiPort = await pickFreePort();
     const uiOrigin = `http://127.0.0.1:${uiPort}`;
     // The codec server has the keys the person has: the old one first until rotation (both decrypt either way).
     codecServer = await startCodecServer({ codecs: payloadCodecsFor(`${OLD_KEY},${NEW_KEY}`), port: 0, origin: uiOrigin });
