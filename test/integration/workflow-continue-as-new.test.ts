@@ -194,8 +194,15 @@ describe('continue-as-new and the pipeline timeout', () => {
   let harness: Harness;
   beforeAll(async () => {
     harness = await createHarness('can-timeout', {
-      // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them outlast the timeout.
-      scenario: { rules: [{ match: 'Pipeline: long-timeout ·', turns: [{ text: report('step') }], repeatLastTurn: true }] },
+      // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
+      // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
+      // on a quiet machine too (the test tells the two start times apart).
+      scenario: {
+        rules: [
+          { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
+          { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
+        ],
+      },
     });
   });
   afterAll(async () => {
