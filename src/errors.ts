@@ -7,6 +7,7 @@
 /** The codes of the requests the library refuses ({@link InvalidRequestError}). */
 export type InvalidRequestCode =
   | 'REQUEST_REJECTED'
+  | 'FORK_REFUSED'
   | 'DECISION_NOT_TRUSTED'
   | 'RUN_CLOSED'
   | 'INPUT_INVALID'
@@ -60,7 +61,7 @@ export class AgentPipelineError extends Error {
  * `DECISION_NOT_TRUSTED` (the run
  * accepts only decisions signed by a decision key), `RUN_CLOSED` (the run has ended), `INPUT_INVALID` (missing or unknown pipeline inputs), `INPUT_TOO_LARGE`,
  * `FILE_UNREADABLE`, `FILE_NOT_FOUND`, `PATH_ABSOLUTE` and `PATH_OUTSIDE` (a file the run would carry), `BUNDLE_TOO_LARGE`,
- * `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
+ * `FORK_REFUSED` (a fork its source run does not allow, see docs/forking.md), `NOT_A_PIPELINE_RUN`, `SCHEDULE_NOT_FOUND`, `SCHEDULE_EXISTS`, `NAMESPACE_NOT_FOUND`, `TEMPORAL_REFUSED`,
  * `INVALID_REQUEST` (anything else).
  */
 export class InvalidRequestError extends AgentPipelineError {

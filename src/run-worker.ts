@@ -160,7 +160,7 @@ function checkpointsFromEnv(env: NodeJS.ProcessEnv, store: ObjectStore): Checkpo
   try {
     const settings = checkpointSettingsFromEnv(env);
     if (!settings.enabled) return undefined;
-    return { store, everyMs: settings.everyMs, maxBytes: settings.maxBytes };
+    return { store, everyMs: settings.everyMs, maxBytes: settings.maxBytes, ...(settings.forkPointsOnly ? { forkPointsOnly: true } : {}) };
   } catch (err) {
     if (err instanceof CheckpointSettingError) throw new ConfigError(`[CONFIG_INVALID] ${err.message}`);
     throw err;

@@ -54,6 +54,21 @@ async function checkRunTrust(trust: WorkerTrust, pipelineDirs: PipelineDirs, inp
   return { signedBy: (input as { signature: { keyId: string } }).signature.keyId, decisionsSigned };
 }
 
+/**
+ * Why a fork may not take over the stages of run `runId` (its start `input`) on this worker, or undefined: with trusted
+ * keys, the source must have been signed by one of them, for that run or as a schedule's action. Its signature's
+ * expiry is not checked: it was checked when the source started, and a finished run's signature has expired since.
+ */
+export function findForkSourceProblem(trust: WorkerTrust, input: object, runId: string): string | undefined {
+  if (trust.runKeys.size === 0) return undefined;
+  const expiresAt = (input as { signature?: { expiresAt?: unknown } }).signature?.expiresAt;
+  const then = typeof expiresAt === 'number' ? expiresAt - 1 : Date.now();
+  const problem = hasScheduleSignature(input)
+    ? findRunKeyProblem(input, trust.runKeys, TRUSTED_KEYS_VARIABLE, then)
+    : findRunSignatureProblem(input, { workflowId: runId }, trust.runKeys, TRUSTED_KEYS_VARIABLE, then);
+  return problem && `run ${runId} is not trusted on this worker: ${problem}`;
+}
+
 /** Why the run may not have its files read from the worker's disk, for a run that carries none (its `baseDir` outside the listed folders). */
 async function checkWorkerFiles(pipelineDirs: PipelineDirs, input: unknown): Promise<string | undefined> {
   if (typeof input !== 'object' || input === null || (input as { bundle?: unknown }).bundle) return undefined;

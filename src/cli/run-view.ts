@@ -40,6 +40,8 @@ function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
     const soFar = (stage.totals?.costUsd ?? 0) + (live?.costUsd ?? 0);
     return soFar > 0 ? `${formatUsd(soFar)}…` : live?.turns ? `${live.turns} turns…` : '';
   }
+  // A stage a fork took over cost its source run, not this one.
+  if (stage.carriedCostUsd !== undefined) return `${formatUsd(stage.carriedCostUsd)} carried`;
   const cost = stage.totals?.costUsd ?? stage.result?.costUsd;
   return cost === undefined ? '' : formatUsd(cost);
 }
@@ -50,6 +52,7 @@ export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt
     const attempt = live.get(stage.id)?.attempt ?? stage.attempt;
     const throttled = stage.status === 'running' ? live.get(stage.id)?.throttled : undefined;
     const note =
+      stage.carriedCostUsd !== undefined && state.forkedFrom ? `taken over from ${state.forkedFrom.runId}: ${stage.result?.summary ?? ''}` :
       stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
       stage.status === 'running' && stage.leaseWait ? describeLeaseWait(stage.leaseWait) :
       throttled ? throttledNote(throttled) :
@@ -85,7 +88,8 @@ export function throttledNote(wait: NonNullable<LiveAttempt['throttled']>): stri
 export function runHeader(state: RunState, now: number): string {
   const elapsed = formatDuration((state.finishedAt ?? now) - state.startedAt);
   const budget = state.budgetUsd ? ` of ${formatUsd(state.budgetUsd)} budget` : '';
-  return `Run ${state.runId} · ${state.pipeline} · ${state.status} · ${elapsed} · ${formatUsd(state.costUsd)}${budget}`;
+  const fork = state.forkedFrom ? ` · forked from ${state.forkedFrom.runId} at ${state.forkedFrom.stage}${state.forkedFrom.forced ? ' (forced)' : ''}, ${formatUsd(state.carriedCostUsd ?? 0)} carried` : '';
+  return `Run ${state.runId} · ${state.pipeline} · ${state.status} · ${elapsed} · ${formatUsd(state.costUsd)}${budget}${fork}`;
 }
 
 /** A deadline as `2026-11-26 09:44:00 UTC`. */

@@ -6,6 +6,7 @@ import type { TemplateStage } from '../pipeline/template.js';
 import type { StageAttemptInput, WithheldValues } from './stage-attempt.js';
 import type { DecisionVerdict, RunTrustVerdict } from './trust-types.js';
 import type { RunOwnerClaim } from './run-owner.js';
+import type { ForkTakeOver, RunForkRequest } from './run-fork.js';
 
 /*
  * The worker's activities as the workflows call them: names, inputs and results. The workflows type their proxies
@@ -83,6 +84,13 @@ export interface RunLeasesInput {
   keys: LeaseKey[];
 }
 
+/** What a fork's run sends to prepare it; the pipeline, bundle and inputs are read from its own start input. */
+export interface PrepareForkInput {
+  /** The new run's workflow id. */
+  runId: string;
+  fork: RunForkRequest;
+}
+
 /** How merging a stage's branch into the run's went. */
 export type MergeOutcome = { kind: 'merged'; commit: string } | { kind: 'conflict'; files: string[]; message: string };
 
@@ -112,4 +120,9 @@ export interface PipelineActivities {
   claimRunOwner(input: { runId: string }): Promise<RunOwnerClaim>;
   /** Answers on an owner's ping queue: the owner is alive (its identity). */
   pingRunOwner(): Promise<string>;
+  /**
+   * A fork's first step: checks the fork against its source run, lays out its workspace from the source's checkpoint
+   * and returns the stages it takes over. @throws FORK_REFUSED (not retried) naming the stage and the field
+   */
+  prepareFork(input: PrepareForkInput): Promise<ForkTakeOver>;
 }

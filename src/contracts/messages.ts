@@ -3,6 +3,7 @@ import type { AgentPromptDecision, AgentPromptRequest } from '../pipeline/agent-
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { RunBundle } from '../pipeline/run-bundle.js';
 import type { RunState } from '../pipeline/run-state.js';
+import type { RunForkRequest } from './run-fork.js';
 import type { RunCarryOver } from './run-carry-over.js';
 import type { TemplateStage } from '../pipeline/template.js';
 import type { TrustSignature } from './trust-types.js';
@@ -40,6 +41,8 @@ export interface PipelineRunInput {
    * client; a fresh start that carries it is refused.
    */
   carryOver?: RunCarryOver;
+  /** Set on a fork (`fork`, `rerun`): the source run and the stage; the worker reads the rest from the source. */
+  fork?: RunForkRequest;
 }
 
 /** The run's full state: stages, attempts, costs, artifacts, what it waits for. */

@@ -1,6 +1,7 @@
 // `agent-pipeline`: the client library. Start, follow, answer, list and schedule pipeline runs from TypeScript.
 // docs/library.md describes every export.
-export { PipelineClient, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
+export { PipelineClient, type ForkOptions, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
+export type { ForkPreview } from './fork-run.js';
 export { RunHandle, type ApproveOptions, type CancelOutcome, type EventsOptions, type RunStatusReport } from './run-handle.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
@@ -30,7 +31,7 @@ export {
   type RunFailureKind,
 } from './errors.js';
 export { ConfigError } from '../config.js';
-export type { LeaseWaitState, RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
+export type { ForkedFrom, LeaseWaitState, RunState, RunStatus, StageState, StageStatus, WaitingFor } from '../pipeline/run-state.js';
 export type { LeaseEntry, LeaseKeyState } from '../activities/leases/lease-client.js';
 export type { ArtifactRef, FinalAnswerRef, StageResult, TokenUsage } from '../pipeline/stage-result.js';
 export type { McpServer } from '../pipeline/agent-access-schema.js';

@@ -1,3 +1,4 @@
+import { FORKED_FROM_MEMO_KEY } from '../contracts/run-fork.js';
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { LEASE_WAITS_MEMO_KEY } from '../contracts/lease-wait.js';
 import { PIPELINE_WORKFLOW_TYPE } from '../contracts/messages.js';
@@ -72,6 +73,8 @@ export interface RunListItem {
   currentStages: string[];
   /** What the run (no `stage`) or its stages wait for among concurrency keys (`limits:`), and how many are ahead. */
   leaseWaits: { stage?: string; key: string; ahead: number }[];
+  /** A fork's source run and the stage it forked from (`fork`, `rerun`), from the run's memo. */
+  forkedFrom: { runId: string; stage: string } | null;
 }
 
 /** The visibility query for the filter, on our search attributes and Temporal's built-in ones. */
@@ -106,7 +109,13 @@ function toItem(info: WorkflowExecutionInfo): RunListItem {
     costUsd: info.typedSearchAttributes.get(COST_USD_ATTRIBUTE) ?? null,
     currentStages: info.typedSearchAttributes.get(CURRENT_STAGES_ATTRIBUTE) ?? [],
     leaseWaits: execution === 'running' ? readLeaseWaits(info.memo) : [],
+    forkedFrom: readForkedFrom(info.memo),
   };
+}
+
+function readForkedFrom(memo: Record<string, unknown> | undefined): RunListItem['forkedFrom'] {
+  const value = memo?.[FORKED_FROM_MEMO_KEY] as { runId?: unknown; stage?: unknown } | undefined;
+  return typeof value?.runId === 'string' && typeof value.stage === 'string' ? { runId: value.runId, stage: value.stage } : null;
 }
 
 function readLeaseWaits(memo: Record<string, unknown> | undefined): RunListItem['leaseWaits'] {

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import path from 'node:path';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
 import { startRun, type RunIdConflictPolicy } from './runs.js';
@@ -8,7 +9,9 @@ import { toLibraryError, typedErrors } from './errors.js';
 import { clientCodecs } from './history-codec.js';
 import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
 import type { PipelineSource } from './pipeline-definition.js';
+import type { InputValue } from './input-files.js';
 import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
+import { previewFork, readForkSource, refuseChanges, type ForkPreview } from './fork-run.js';
 import { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
@@ -44,6 +47,22 @@ export interface StartOptions extends PrepareRunOptions {
    * @default 'USE_EXISTING'
    */
   idConflictPolicy?: RunIdConflictPolicy;
+  /** @default the client's task queue */
+  taskQueue?: string;
+}
+
+/** Options of {@link PipelineClient.fork}. */
+export interface ForkOptions<B extends string = never> {
+  /** The stage to fork from. */
+  from: string | undefined;
+  /** The pipeline the fork runs. @default the source run's pipeline file, read again (with the edits made since) */
+  pipeline?: PipelineSource<B>;
+  /** Inputs over the source run's. */
+  inputs?: Record<string, InputValue>;
+  /** The new run's id. @default `<pipeline>-<time>-<random>` */
+  id?: string;
+  /** Take over stages whose definition changed (recorded on the new run); changed inputs they read are still refused. */
+  force?: boolean;
   /** @default the client's task queue */
   taskQueue?: string;
 }
@@ -128,6 +147,41 @@ export class PipelineClient<B extends string = never> {
       });
       return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer);
     }, this.address);
+  }
+
+  /**
+   * Forks run `runId` from stage `options.from` (docs/forking.md): a new run that takes over the stages completed before
+   * that stage first started, starts from the workspace as it was then, and runs the rest under `options.pipeline` (the
+   * source's pipeline file, read again, by default) with the source's inputs and `options.inputs` over them.
+   * @throws InvalidRequestError FORK_REFUSED naming the stage and field; PipelineInvalidError for the new pipeline
+   */
+  fork(runId: string, options: ForkOptions<B>): Promise<RunHandle> {
+    return typedErrors(async () => {
+      const { input, preview } = await this.prepareFork(runId, options);
+      refuseChanges(preview);
+      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id: options.id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL' });
+    }, this.address);
+  }
+
+  /**
+   * A fork that takes over every stage of run `runId` that completed and runs everything else: forked from the first
+   * stage it did not complete (see {@link fork}). Not `retry` of a waiting stage: that is a decision on a live run.
+   */
+  rerun(runId: string, options: Omit<ForkOptions<B>, 'from'> = {}): Promise<RunHandle> {
+    return this.fork(runId, { ...options, from: undefined });
+  }
+
+  /** What {@link fork} (or {@link rerun}, without `from`) would take over, run again and refuse, without starting it. */
+  async planFork(runId: string, options: Partial<ForkOptions<B>> = {}): Promise<ForkPreview> {
+    return typedErrors(async () => (await this.prepareFork(runId, options)).preview, this.address);
+  }
+
+  private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ input: PipelineRunInput; preview: ForkPreview }> {
+    const source = await readForkSource(this.temporal, runId);
+    const inputs = { ...source.input.inputs, ...options.inputs };
+    const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
+    const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir });
+    return { input, preview: previewFork(runId, source, input, { stage: options.from, force: options.force }) };
   }
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */

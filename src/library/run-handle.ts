@@ -3,7 +3,8 @@ import { WorkflowFailedError, type Client, type WorkflowHandle } from '@temporal
 import { followRun, isTransient, type FollowOptions, type FollowOutcome } from './follow-run.js';
 import { ActivityStageCache, readRun, type RunSnapshot } from './run-reader.js';
 import { readWorkerPresence } from './worker-presence.js';
-import type { RunState } from '../pipeline/run-state.js';
+import type { ForkedFrom, RunState } from '../pipeline/run-state.js';
+import { FORK_FORCED_MEMO_KEY, FORKED_FROM_MEMO_KEY } from '../contracts/run-fork.js';
 import {
   answerStageUpdate,
   approveStageUpdate,
@@ -187,6 +188,15 @@ export class RunHandle {
    */
   finalAnswer(stage: string, options: FinalAnswerOptions = {}): Promise<string> {
     return typedErrors(async () => finalAnswerOf((await readRun(this.client, this.id)).state, stage, options), this.address);
+  }
+
+  /** Where the run was forked from (`fork`, `rerun`), from its memo; undefined for a run that is no fork. */
+  forkedFrom(): Promise<ForkedFrom | undefined> {
+    return typedErrors(async () => {
+      const { memo } = await this.workflow.describe();
+      const from = memo?.[FORKED_FROM_MEMO_KEY] as ForkedFrom | undefined;
+      return from && { runId: from.runId, stage: from.stage, ...(memo?.[FORK_FORCED_MEMO_KEY] ? { forced: true } : {}) };
+    }, this.address);
   }
 
   /**

@@ -6,6 +6,7 @@ import { summarizeBundle } from '../bundle/create-run-bundle.js';
 import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../contracts/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
+import { FORK_FORCED_MEMO_KEY, FORKED_FROM_MEMO_KEY } from '../contracts/run-fork.js';
 import type { RunSigner } from '../trust/signer.js';
 
 /**
@@ -41,9 +42,13 @@ export function runSummary(input: PipelineRunInput): string {
   return `${input.pipeline.name}${inputs ? ` (${inputs})` : ''}`;
 }
 
-/** The run's memo: what its file bundle is (hash, files, bytes), for `status` and the Web UI. */
+/** The run's memo: what its file bundle is (hash, files, bytes), and a fork's source, for `status` and the Web UI. */
 export function runMemo(input: PipelineRunInput): Record<string, unknown> | undefined {
-  return input.bundle ? { [BUNDLE_MEMO_KEY]: summarizeBundle(input.bundle) } : undefined;
+  const bundle = input.bundle ? { [BUNDLE_MEMO_KEY]: summarizeBundle(input.bundle) } : undefined;
+  if (!input.fork?.stage) return bundle;
+  // A fork says where it came from (a memo: a search attribute would need registering on every cluster).
+  const { runId, stage, force } = input.fork;
+  return { ...bundle, [FORKED_FROM_MEMO_KEY]: { runId, stage }, ...(force ? { [FORK_FORCED_MEMO_KEY]: true } : {}) };
 }
 
 /** One line on where the run's files come from, for `start` and `schedule create|update`. */

@@ -24,6 +24,8 @@ export interface ForkSourceStage {
   status: string;
   finally?: boolean;
   /** @unit milliseconds since the epoch */
+  startedAt?: number;
+  /** @unit milliseconds since the epoch */
   finishedAt?: number;
 }
 
@@ -64,6 +66,15 @@ export function planFork(source: { side: ForkSide; stages: ForkSourceStage[] }, 
   }
   for (const stage of target.pipeline.finally ?? []) plan.runAgain.push(stage.id);
   return plan;
+}
+
+/**
+ * Where a rerun forks from: of the stages the source did not complete, the one that started first (its first-start
+ * checkpoint holds the workspace every completed stage before it left). Undefined when none of them ever started.
+ */
+export function rerunFrom(stages: readonly ForkSourceStage[]): string | undefined {
+  const started = stages.filter((s) => !s.finally && s.status !== 'completed' && s.startedAt !== undefined);
+  return started.sort((a, b) => a.startedAt! - b.startedAt!)[0]?.id;
 }
 
 type Defined = { side: ForkSide; stage: StageDefinition };

@@ -52,6 +52,8 @@ export const runInputSchema = z.strictObject({
   signature: z
     .strictObject({ keyId: z.string(), nonce: z.string(), expiresAt: z.number(), schedule: z.boolean().optional(), value: z.string() })
     .optional(),
+  /** A fork (contracts/run-fork.ts): the source run, the stage, and whether changed definitions are taken over. */
+  fork: z.strictObject({ runId: z.string().min(1), stage: z.string().min(1).optional(), force: z.boolean().optional() }).optional(),
 });
 
 /** Options of {@link findRunInputProblems}. */

@@ -84,8 +84,18 @@ export interface StageState {
   leaseWait?: LeaseWaitState;
   /** Why a skipped stage did not run, and whether its dependents still run (condition false, skipped by a person). */
   skip?: { reason: string; dependentsRun: boolean };
+  /** A stage a fork took over from its source run: its cost there, carried, not spent by this run. @unit US dollars */
+  carriedCostUsd?: number;
   /** Tokens and cost of every attempt of the stage, killed ones included. */
   totals?: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number; costUsd: number; attempts: number; durationMs: number };
+}
+
+/** Where a run was forked from, as `status`, `list` and the run's memo show it. */
+export interface ForkedFrom {
+  runId: string;
+  stage: string;
+  /** Changed definitions of taken-over stages were taken over anyway (`--force`). */
+  forced?: boolean;
 }
 
 /** The whole run as the status query reports it, and as the workflow returns it. */
@@ -110,6 +120,10 @@ export interface RunState {
   outputs?: Record<string, string>;
   /** Each reviewer's findings across rounds, by reviewer stage id. */
   reviews?: Record<string, ReviewLedger>;
+  /** A fork's source run and the stage it forked from. */
+  forkedFrom?: ForkedFrom;
+  /** The cost of the stages a fork took over, spent by its source run (not counted in `costUsd` nor the budget). @unit US dollars */
+  carriedCostUsd?: number;
   startedAt: number;
   finishedAt?: number;
 }

@@ -21,6 +21,8 @@ import { BOUNDED_STAGES_PATCH, RunVisibility } from './visibility.js';
 import { HumanWaits } from './waits.js';
 import { RunTrust } from './run-trust.js';
 import { RUN_OWNER_PATCH, RunOwner } from './run-owner.js';
+import { takeOverFork } from './run-fork.js';
+import type { RunForkRequest } from '../contracts/run-fork.js';
 
 /**
  * Runs that started before continue-as-new existed kept starting stages however long their history grew; the marker
@@ -130,6 +132,12 @@ export class PipelineRun {
     this.executions = carried ? carried.executions + 1 : 1;
     this.limits = handOverLimits(input.pipeline.continueAsNew);
     this.trust = new RunTrust(carried?.trust);
+  }
+
+  /** A fork's first step: the source's stages it takes over (workflows/run-fork.ts). */
+  async takeOverFork(fork: RunForkRequest): Promise<void> {
+    await takeOverFork(fork, this.tracker, this.sessions, this.owner);
+    this.publish();
   }
 
   /** The whole state of the run, for its next execution. Every field of RunCarryOver is filled here. */

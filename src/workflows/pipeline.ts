@@ -80,6 +80,8 @@ export async function pipelineWorkflow(input: PipelineRunInput): Promise<RunStat
     }
   }
   if (!run) throw buildError;
+  // A fork takes over its source's stages once, before any stage; its later executions carry them.
+  if (input.fork && !continued) await run.takeOverFork(input.fork);
   let outcome: Awaited<ReturnType<PipelineRun['run']>>;
   try {
     outcome = await run.run();

@@ -1,5 +1,5 @@
 import type { ConditionContext } from '../pipeline/condition.js';
-import type { RunState, StageState, WaitingFor } from '../pipeline/run-state.js';
+import type { ForkedFrom, RunState, StageState, WaitingFor } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
@@ -126,6 +126,23 @@ export class RunTracker {
     const stage = this.stage(id);
     if (stage.status === 'waiting') stage.status = 'running';
     stage.waitingFor = undefined;
+    this.refreshStatus();
+  }
+
+  /**
+   * A fork's start: the source's stages it takes over are completed here, with their results; their cost is carried
+   * (`carriedCostUsd`), not spent, so neither `costUsd` nor the budget counts it.
+   */
+  takeOver(forkedFrom: ForkedFrom, stages: readonly StageState[]): void {
+    this.state.forkedFrom = forkedFrom;
+    for (const source of stages) {
+      const stage = this.stage(source.id);
+      const carriedCostUsd = source.carriedCostUsd ?? source.totals?.costUsd ?? 0;
+      Object.assign(stage, { status: 'completed', result: source.result, startedAt: source.startedAt, finishedAt: source.finishedAt, round: source.round, carriedCostUsd });
+      this.state.carriedCostUsd = (this.state.carriedCostUsd ?? 0) + carriedCostUsd;
+      this.changed.add(source.id);
+      this.reportChanged.add(source.id);
+    }
     this.refreshStatus();
   }
 

@@ -50,6 +50,8 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
   const stale = marker !== undefined && marker.id < latest;
   if (!workspaceMissing && !bookkeepingMissing && !stale) return undefined;
   const manifest = await readManifest(options, place, latest);
+  // A fork point (a stage's first start, taken without its bookkeeping) is not something a run goes on from.
+  if (!manifest.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
   refuseOtherPaths(manifest, place, paths.dir);
   return withScratch(place.workspacesRoot, async (scratch) => {
     const files = await downloadVerified(options, place, manifest, scratch);
@@ -114,11 +116,24 @@ function refuseOtherPaths(manifest: CheckpointManifest, place: RestorePlace, run
   });
 }
 
-/** Downloads every object of the manifest into `scratch` and checks its size and sha256. */
-async function downloadVerified(options: CheckpointOptions, place: RestorePlace, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
+/** The object holding a checkpoint's workspace: its git bundle, its folder's archive, or none for a lent folder. */
+export function workspaceObjects(manifest: CheckpointManifest): string[] {
+  return manifest.kind === 'git' ? [CHECKPOINT_OBJECTS.gitBundle] : manifest.kind === 'folder' ? [CHECKPOINT_OBJECTS.folderArchive] : [];
+}
+
+/**
+ * Downloads the objects `names` of the manifest (all it holds of a whole checkpoint by default) into `scratch` and
+ * checks their size and sha256. @throws WORKSPACE_ERROR naming the object missing or damaged
+ */
+export async function downloadVerified(
+  options: Pick<CheckpointOptions, 'store'>,
+  place: Pick<RestorePlace, 'runId' | 'stageId'>,
+  manifest: CheckpointManifest,
+  scratch: string,
+  names = [CHECKPOINT_OBJECTS.bookkeeping, ...workspaceObjects(manifest)],
+): Promise<Record<string, string>> {
   const files: Record<string, string> = {};
-  const expected = [CHECKPOINT_OBJECTS.bookkeeping, ...(manifest.kind === 'git' ? [CHECKPOINT_OBJECTS.gitBundle] : manifest.kind === 'folder' ? [CHECKPOINT_OBJECTS.folderArchive] : [])];
-  for (const name of expected) {
+  for (const name of names) {
     const want = manifest.objects[name];
     const file = path.join(scratch, name);
     if (!want || !(await options.store.getFile(checkpointKey(place.runId, manifest.id, name), file, Math.max(want.bytes, 0) + 1))) {
@@ -133,7 +148,7 @@ async function downloadVerified(options: CheckpointOptions, place: RestorePlace,
   return files;
 }
 
-function damaged(place: RestorePlace, manifest: CheckpointManifest, what: string, hint?: string) {
+function damaged(place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, what: string, hint?: string) {
   return stageFailure({
     type: 'WORKSPACE_ERROR',
     stageId: place.stageId,
@@ -145,7 +160,7 @@ function damaged(place: RestorePlace, manifest: CheckpointManifest, what: string
 }
 
 /** Unpacks `archive` beside the folder `target` is to be, then moves it into place in one rename. */
-async function unpackInto(archive: string | undefined, scratch: string, target: string): Promise<void> {
+export async function unpackInto(archive: string | undefined, scratch: string, target: string): Promise<void> {
   if (!archive) return;
   const unpacked = path.join(scratch, `unpacked-${path.basename(target)}`);
   await mkdir(unpacked);

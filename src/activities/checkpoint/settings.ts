@@ -3,10 +3,10 @@ import type { ObjectStore } from '../../store/object-store.js';
 import { STORE_VARIABLE } from '../../store/store-settings.js';
 
 /**
- * `on` or `off`. Unset, checkpoints are on when the worker has an object store of its own (`AGENT_PIPELINE_STORE`) and
- * off with the default one: that folder sits beside the workspaces on the same disk, so it survives nothing the
- * workspaces would not, while each checkpoint costs time and space. `on` takes them there anyway; `off` suits workers
- * that share one volume.
+ * `on` or `off`. Unset, checkpoints are on when the worker has an object store of its own (`AGENT_PIPELINE_STORE`); with
+ * the default one (a folder beside the workspaces on the same disk, which survives nothing the workspaces would not)
+ * only each stage's first-start checkpoint of the workspace is taken, which a fork starts from. `on` takes them all
+ * there anyway; `off` takes none (and no run of the worker can be forked).
  */
 export const CHECKPOINTS_VARIABLE = 'AGENT_PIPELINE_CHECKPOINTS';
 /** How often a running stage is checkpointed when its pipeline sets no `checkpoint.every`. */
@@ -27,6 +27,11 @@ export interface CheckpointOptions {
   everyMs: number;
   /** Largest object of one checkpoint. @unit bytes */
   maxBytes: number;
+  /**
+   * Only the checkpoint of a stage's first start, of the workspace alone (no bookkeeping): what a fork starts from, not
+   * what a run restores from on another host. The default without a store of the worker's own.
+   */
+  forkPointsOnly?: boolean;
 }
 
 /** Thrown for a malformed checkpoint setting, naming the variable, the value and what is expected. */
@@ -38,9 +43,9 @@ export class CheckpointSettingError extends Error {
  * The worker's checkpoint settings from its environment (see {@link CHECKPOINTS_VARIABLE} for when they are on).
  * @throws CheckpointSettingError for a value that is not understood
  */
-export function checkpointSettingsFromEnv(env: NodeJS.ProcessEnv): { enabled: boolean; everyMs: number; maxBytes: number } {
-  const mode = (env[CHECKPOINTS_VARIABLE] || (env[STORE_VARIABLE]?.trim() ? 'on' : 'off')).trim().toLowerCase();
-  if (!['on', 'off', ''].includes(mode)) throw new CheckpointSettingError(`${CHECKPOINTS_VARIABLE}=${env[CHECKPOINTS_VARIABLE]} is not understood; expected on or off`);
+export function checkpointSettingsFromEnv(env: NodeJS.ProcessEnv): { enabled: boolean; forkPointsOnly: boolean; everyMs: number; maxBytes: number } {
+  const mode = (env[CHECKPOINTS_VARIABLE] || (env[STORE_VARIABLE]?.trim() ? 'on' : 'fork-points')).trim().toLowerCase();
+  if (!['on', 'off', 'fork-points', ''].includes(mode)) throw new CheckpointSettingError(`${CHECKPOINTS_VARIABLE}=${env[CHECKPOINTS_VARIABLE]} is not understood; expected on, off or fork-points`);
   const every = env[CHECKPOINT_EVERY_VARIABLE]?.trim();
   let everyMs = DEFAULT_CHECKPOINT_EVERY_MS;
   if (every) {
@@ -54,7 +59,7 @@ export function checkpointSettingsFromEnv(env: NodeJS.ProcessEnv): { enabled: bo
   const max = env[CHECKPOINT_MAX_BYTES_VARIABLE]?.trim();
   const maxBytes = max ? Number(max) : DEFAULT_CHECKPOINT_MAX_BYTES;
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) throw new CheckpointSettingError(`${CHECKPOINT_MAX_BYTES_VARIABLE}=${max} is not a whole number of bytes`);
-  return { enabled: mode !== 'off', everyMs, maxBytes };
+  return { enabled: mode !== 'off', forkPointsOnly: mode === 'fork-points', everyMs, maxBytes };
 }
 
 /** The workspaces root setting, named in messages about paths that must be the same on every worker. */

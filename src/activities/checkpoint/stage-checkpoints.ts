@@ -27,7 +27,8 @@ export function workspaceKind(input: StageAttemptInput): CheckpointManifest['kin
 
 /** The restore an attempt needs before its workspace is opened; undefined when there is nothing to restore. */
 export async function restoreBeforeAttempt(options: CheckpointOptions | undefined, input: StageAttemptInput, workspacesRoot: string, branch?: string): Promise<Restored | undefined> {
-  if (!options) return undefined;
+  // A fork point holds no bookkeeping: nothing a run could go on from on another host.
+  if (!options || options.forkPointsOnly) return undefined;
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
   const place = { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id };
@@ -67,6 +68,10 @@ export class AttemptCheckpoints {
    */
   async start(first: boolean, stage?: string): Promise<void> {
     if (!this.options) return;
+    if (this.options.forkPointsOnly) {
+      if (first && stage !== undefined) await this.take('start', stage);
+      return;
+    }
     const tick = () => {
       if (this.stopped) return;
       this.timer = setTimeout(() => {
@@ -81,7 +86,7 @@ export class AttemptCheckpoints {
 
   /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
   async end(): Promise<string[]> {
-    if (!this.options) return [];
+    if (!this.options || this.options.forkPointsOnly) return this.warnings;
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;

@@ -86,6 +86,8 @@ async function writeObjects(options: CheckpointOptions, target: CheckpointTarget
       await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
       files[CHECKPOINT_OBJECTS.folderArchive] = archive;
     }
+    // A fork point is the workspace alone: a fork reads its source's results from the run, not from its records.
+    if (options.forkPointsOnly) return files;
     const copy = path.join(scratch, 'bookkeeping');
     await mkdir(copy);
     const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);

@@ -4,10 +4,10 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { hashManifest } from '../../bundle/manifest-hash.js';
-import { decodeFirstPayload } from '../../codec/data-converter.js';
 import type { RunBundle } from '../../pipeline/run-bundle.js';
 import { leavesFolder } from '../../pipeline/relative-paths.js';
 import { stageFailure } from '../failures.js';
+import { readRunStartInput } from '../run-start-input.js';
 import { readOwnFile, readRecord } from '../workspace/own-files.js';
 import { openWorkerSubfolder } from '../workspace/worker-folder.js';
 
@@ -156,14 +156,7 @@ async function placeUnpacked(temp: string, folder: string, hash: string): Promis
 async function readBundleFromHistory(info: Info, stageId: string): Promise<RunBundle> {
   const execution = info.workflowExecution;
   if (!execution) throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: 'the attempt belongs to no workflow run, so it has no file bundle to read' });
-  const { client } = Context.current();
-  const response = await client.workflowService.getWorkflowExecutionHistory({
-    namespace: info.workflowNamespace,
-    execution: { workflowId: execution.workflowId, runId: execution.runId },
-    maximumPageSize: 1,
-  });
-  const started = response.history?.events?.[0]?.workflowExecutionStartedEventAttributes;
-  const input = await decodeFirstPayload<{ bundle?: RunBundle }>(client.options.loadedDataConverter, started?.input);
+  const input = await readRunStartInput(Context.current().client, info.workflowNamespace, { workflowId: execution.workflowId, runId: execution.runId });
   if (!input?.bundle) {
     throw stageFailure({ type: 'BUNDLE_INVALID', stageId, message: `the run's start input in the history of ${execution.workflowId} holds no file bundle` });
   }

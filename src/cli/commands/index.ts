@@ -9,6 +9,7 @@ import { addKeysCommands } from './keys.js';
 import { addLimitsCommand } from './limits.js';
 import { addListCommand } from './list.js';
 import { addFinalAnswerCommand } from './final-answer.js';
+import { addForkCommands } from './fork.js';
 import { addLogsCommand } from './logs.js';
 import { addPruneCommand } from './prune.js';
 import { addScheduleCommands } from './schedule.js';
@@ -28,6 +29,7 @@ export function addCommands(program: Command): void {
   addLogsCommand(program);
   addFinalAnswerCommand(program);
   addDecisionCommands(program);
+  addForkCommands(program);
   addCancelCommand(program);
   addPruneCommand(program);
   addScheduleCommands(program);

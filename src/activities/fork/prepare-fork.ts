@@ -1,0 +1,102 @@
+import { activityInfo, Context } from '@temporalio/activity';
+import type { PrepareForkInput } from '../../contracts/activities.js';
+import type { PipelineRunInput } from '../../contracts/messages.js';
+import type { ForkTakeOver, RunForkRequest } from '../../contracts/run-fork.js';
+import { planFork, rerunFrom } from '../../pipeline/fork-plan.js';
+import type { StageState } from '../../pipeline/run-state.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import type { WorkerTrust } from '../../trust/worker-trust.js';
+import { findForkSourceProblem } from '../check-trust.js';
+import { keepHeartbeating } from '../checkpoint/keep-heartbeating.js';
+import { CHECKPOINTS_VARIABLE } from '../checkpoint/settings.js';
+import { findStageStartCheckpoint } from '../checkpoint/stage-start.js';
+import { readRunStartInput } from '../run-start-input.js';
+import type { AllowedPaths } from '../workspace/allowed-paths.js';
+import { forkRefused } from './fork-refused.js';
+import { copyForkSessions } from './fork-sessions.js';
+import { layOutForkWorkspace } from './fork-workspace.js';
+import { readSourceRun, type SourceRun } from './source-run.js';
+
+/** What the fork activity is built from. */
+export interface PrepareForkDependencies {
+  workspacesRoot: string;
+  allowedPaths: AllowedPaths;
+  trust: WorkerTrust;
+  /** Where the source's checkpoints are: the worker's checkpoint store. Absent: checkpoints are off, no fork can start. */
+  store?: ObjectStore;
+}
+
+/**
+ * The `prepareFork` activity (docs/forking.md): reads the fork's own start input and its source run from Temporal (never
+ * the values of the fork's input), plans the fork, lays out its workspace and copies the sessions of what it takes over.
+ * @throws FORK_REFUSED naming the stage and field (or what is missing) and what to do
+ */
+export function createPrepareFork(deps: PrepareForkDependencies) {
+  return async (_input: PrepareForkInput): Promise<ForkTakeOver> => {
+    const { client } = Context.current();
+    const info = activityInfo();
+    const execution = info.workflowExecution!;
+    const own = (await readRunStartInput(client, info.workflowNamespace, execution)) as PipelineRunInput | undefined;
+    // The request signed with the fork's input, not the copy the workflow passed on.
+    const fork = own?.fork;
+    if (!own || !fork) throw forkRefused(`run ${execution.workflowId} is not a fork: its start input names no source run`, 'start it with `agent-pipeline fork`');
+    const source = await readSourceRun(client, info.workflowNamespace, fork.runId);
+    const from = checkSource(deps, source, own, fork);
+    if (!deps.store) throw forkRefused(`this worker keeps no checkpoints (${CHECKPOINTS_VARIABLE}=off), so it cannot start a fork from one`, `run the fork on a worker without ${CHECKPOINTS_VARIABLE}=off`);
+    const store = deps.store;
+    const manifest = await findStageStartCheckpoint(store, source.runId, from);
+    if (!manifest) {
+      throw forkRefused(
+        `run ${source.runId} has no checkpoint of stage ${from}'s first start in ${store.description}: the stage never started, the worker that ran it had ${CHECKPOINTS_VARIABLE}=off, or the run's checkpoints were deleted (\`prune\`)`,
+        'fork from another stage, or start the pipeline again',
+      );
+    }
+    const plan = planFork(
+      { side: { pipeline: source.input.pipeline, bundle: source.input.bundle, inputs: source.input.inputs }, stages: source.state.stages },
+      { pipeline: own.pipeline, bundle: own.bundle, inputs: own.inputs },
+      from,
+      Date.parse(manifest.takenAt),
+      fork.force,
+    );
+    if (plan.refused.length > 0) {
+      const list = plan.refused.map((r) => `${r.field} (${r.reason})`).join(', ');
+      const forceable = plan.refused.some((r) => !r.field.includes('.inputs.'));
+      throw forkRefused(`a stage the fork would take over from run ${source.runId} changed: ${list}`, forceable ? 'fork from an earlier stage, undo the change, or fork with --force to take them over as they completed' : 'fork from an earlier stage, or give the inputs the values the source run had', { refused: plan.refused });
+    }
+    const taken = source.state.stages.filter((s) => plan.takenOver.includes(s.id));
+    const place = { runId: execution.workflowId, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
+    const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source.runId, manifest, place));
+    const sessions = taken.flatMap((s): [string, string][] => (s.result?.sessionId ? [[s.id, s.result.sessionId]] : []));
+    const copied = await copyForkSessions(deps.workspacesRoot, source.runId, workspace, sessions);
+    return { from, stages: taken.map(takenOverState), sessions: copied.copied, warnings: copied.warnings };
+  };
+}
+
+/**
+ * The stage to fork from, once the source may be forked at all.
+ * @throws FORK_REFUSED when it may not: untrusted, files read from the worker, a lent folder, an unknown stage
+ */
+function checkSource(deps: PrepareForkDependencies, source: SourceRun, own: PipelineRunInput, fork: RunForkRequest): string {
+  const trustProblem = findForkSourceProblem(deps.trust, source.input, source.runId);
+  if (trustProblem) throw forkRefused(trustProblem, 'fork a run this worker trusts');
+  if (!source.input.bundle || !own.bundle) {
+    const which = source.input.bundle ? 'the fork reads' : `run ${source.runId} read`;
+    throw forkRefused(`${which} its pipeline files from the worker (--files-from-worker): there are no file hashes to compare what changed`, 'fork without --files-from-worker, from a run started without it');
+  }
+  if (source.input.pipeline.workspace?.dir !== undefined) {
+    throw forkRefused(`run ${source.runId} worked in a lent folder (workspace.dir), which it changed in place: there is no earlier state of it to start from`, 'start the pipeline again');
+  }
+  const from = fork.stage ?? rerunFrom(source.state.stages);
+  if (from === undefined) throw forkRefused(`run ${source.runId} has no stage to run again: every stage completed, or none of the others ever started`, 'fork it with --from STAGE');
+  const names = (input: PipelineRunInput) => input.pipeline.stages.map((s) => s.id);
+  for (const [side, input] of [[`run ${source.runId}`, source.input], ['the fork\'s pipeline', own]] as const) {
+    if (!names(input).includes(from)) throw forkRefused(`${side} has no stage ${from} (--from)`, `name one of its stages: ${names(input).join(', ')}`);
+  }
+  return from;
+}
+
+/** What the fork keeps of a stage it takes over: its result and times, and its cost (carried). */
+function takenOverState(stage: StageState): StageState {
+  const { id, status, backend, model, round, startedAt, finishedAt, result, totals } = stage;
+  return { id, status, backend, model, round, startedAt, finishedAt, result, carriedCostUsd: totals?.costUsd ?? 0 };
+}
