@@ -2,11 +2,17 @@ import { describe, expect, test } from 'vitest';
 import { checkpointSettingsFromEnv } from '../../src/activities/checkpoint/settings.js';
 
 describe('when a worker checkpoints its runs', () => {
-  test('with an object store of its own by default, not with the default store on the workspaces\' disk', () => {
-    expect(checkpointSettingsFromEnv({}).enabled).toBe(false);
-    expect(checkpointSettingsFromEnv({ AGENT_PIPELINE_STORE: 's3://bucket/runs' }).enabled).toBe(true);
-    expect(checkpointSettingsFromEnv({ AGENT_PIPELINE_CHECKPOINTS: 'on' }).enabled).toBe(true);
-    expect(checkpointSettingsFromEnv({ AGENT_PIPELINE_STORE: 's3://bucket/runs', AGENT_PIPELINE_CHECKPOINTS: 'off' }).enabled).toBe(false);
-    expect(() => checkpointSettingsFromEnv({ AGENT_PIPELINE_CHECKPOINTS: 'maybe' })).toThrow('AGENT_PIPELINE_CHECKPOINTS=maybe');
+  test('fully with an object store of its own by default; with the default store on the workspaces\' disk, only the fork points', () => {
+    const mode = (env: NodeJS.ProcessEnv) => {
+      const { enabled, forkPointsOnly } = checkpointSettingsFromEnv(env);
+      return enabled ? (forkPointsOnly ? 'fork-points' : 'on') : 'off';
+    };
+    expect(mode({})).toBe('fork-points');
+    expect(mode({ AGENT_PIPELINE_STORE: 's3://bucket/runs' })).toBe('on');
+    expect(mode({ AGENT_PIPELINE_CHECKPOINTS: 'on' })).toBe('on');
+    expect(mode({ AGENT_PIPELINE_CHECKPOINTS: 'fork-points', AGENT_PIPELINE_STORE: 's3://bucket/runs' })).toBe('fork-points');
+    expect(mode({ AGENT_PIPELINE_STORE: 's3://bucket/runs', AGENT_PIPELINE_CHECKPOINTS: 'off' })).toBe('off');
+    expect(mode({ AGENT_PIPELINE_CHECKPOINTS: 'off' })).toBe('off');
+    expect(() => checkpointSettingsFromEnv({ AGENT_PIPELINE_CHECKPOINTS: 'maybe' })).toThrow('AGENT_PIPELINE_CHECKPOINTS=maybe is not understood; expected on, off or fork-points');
   });
 });
