@@ -1,8 +1,10 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
+import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
 
@@ -160,5 +162,48 @@ describe('fork and rerun', () => {
     expect(fork.status).toBe('completed');
     expect(fork.stages.filter((s) => s.carriedCostUsd !== undefined).map((s) => s.id)).toEqual(['a']);
     expect([calls('pair-a'), calls('pair-b'), calls('pair-c'), calls('pair-d')]).toEqual([1, 2, 2, 2]);
+  });
+
+  test('a fork of a git run starts its own branch at the source branch as it was, with the uncommitted work uncommitted, and pushes it', { timeout: 300_000 }, async () => {
+    const base = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fork-git-'));
+    try {
+      const repo = path.join(base, 'repo');
+      const remote = path.join(base, 'remote.git');
+      await initRepo(repo, { 'README.md': '# Widgets\n' });
+      await cloneBare(repo, remote);
+      await git(repo, 'remote', 'add', 'origin', remote);
+      const yaml = (third: string) =>
+        [
+          'name: gitfork',
+          `workspace: { repo: ${repo}, push: { remote: origin } }`,
+          'defaults: { heartbeatTimeout: 30s, retries: 0 }',
+          'stages:',
+          '  - { id: one, run: "echo one > one.txt", commit: true }',
+          '  - { id: two, run: "echo two > two.txt", needs: [one] }',
+          `  - { id: three, run: "${third}", needs: [two], commit: true }`,
+          '',
+        ].join('\n');
+      const file = await harness.writePipeline('gitfork', yaml('cat one.txt two.txt > three.txt'));
+      expect((await startWaiting(file, 'gitfork-source')).status).toBe('completed');
+      const sourceTip = await git(remote, 'rev-parse', 'agent/gitfork-source');
+
+      await writeFile(file, yaml('cat two.txt one.txt > three.txt'));
+      const forked = await runCli(['fork', 'gitfork-source', '--from', 'three', '--id', 'gitfork-fork', '--wait', '--json'], env, 240_000);
+      expect(forked.exitCode, forked.all).toBe(0);
+      const stages = parseJson<RunState>(forked).stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined]);
+      expect(stages.slice(0, 3), JSON.stringify(stages)).toEqual([['one', 'completed', true], ['two', 'completed', true], ['three', 'completed', false]]);
+      // The fork's own branch, pushed: stage one's commit (where the source branch was when three started), then
+      // three's, which holds two.txt (uncommitted in the source then) and the new three.txt. No checkpoint commit.
+      const subjects = (await git(remote, 'log', '--format=%s', 'agent/gitfork-fork')).split('\n');
+      expect(subjects.some((s) => s.includes('agent-pipeline checkpoint'))).toBe(false);
+      expect(await git(remote, 'show', 'agent/gitfork-fork:three.txt')).toBe('two\none');
+      expect(await git(remote, 'show', 'agent/gitfork-fork:two.txt')).toBe('two');
+      expect(await git(remote, 'rev-parse', 'agent/gitfork-fork~1')).toBe(await git(remote, 'rev-parse', 'agent/gitfork-source~1'));
+      // The source's branch did not move, and no checkpoint commit or hidden ref reached the remote.
+      expect(await git(remote, 'rev-parse', 'agent/gitfork-source')).toBe(sourceTip);
+      expect(await git(remote, 'for-each-ref', '--format=%(refname)')).not.toContain('refs/agent-pipeline/');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
   });
 });
