@@ -17,7 +17,7 @@ import { parseJson, runCli } from './cli-helpers.js';
  */
 
 type Rule = NonNullable<ScenarioInput['rules']>[number];
-const report = (summary: string): string => `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
+const report = (summary: string, extra: Record<string, unknown> = {}): string => `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {}, ...extra })}\n\`\`\``;
 const bash = (command: string, then: string): Rule['turns'] => [{ text: 'Working.', tool: { name: 'Bash', input: { command, description: 'Write the file' } } }, { text: report(then) }];
 
 const RULES: Rule[] = [
@@ -28,6 +28,10 @@ const RULES: Rule[] = [
   // The API backend keeps the other two pipelines quick; the first call of `second` fails for good, the next succeeds.
   { name: 'flaky-first', match: 'Pipeline: flaky · Stage: first ·', turns: [{ text: report('first done') }] },
   { name: 'flaky-second', match: 'Pipeline: flaky · Stage: second ·', turns: [{ text: report('second done'), failFirst: [{ status: 400, shouldRetry: false }] }] },
+  // Forked from `review` with a stricter prompt, the reviewer sends the taken-over `impl` back once.
+  { name: 'strict-review', match: 'Review strictly.', turns: [{ text: report('not yet', { verdict: 'rework', feedback: ['F1: name the function'] }) }, { text: report('good now', { verdict: 'approve', feedback: [] }) }] },
+  { name: 'review', match: 'Pipeline: loop · Stage: review ·', turns: [{ text: report('fine', { verdict: 'approve', feedback: [] }) }] },
+  { name: 'impl', match: 'Pipeline: loop · Stage: impl ·', turns: [{ text: report('impl done') }, { text: report('renamed it') }] },
   { name: 'pair-a', match: 'Pipeline: pair · Stage: a ·', turns: [{ text: report('a done') }] },
   { name: 'pair-b', match: 'Pipeline: pair · Stage: b ·', turns: [{ text: report('b done'), delayMs: 500 }] },
   { name: 'pair-c', match: 'Pipeline: pair · Stage: c ·', turns: [{ text: report('c done'), delayMs: 3_000 }] },
@@ -205,5 +209,30 @@ describe('fork and rerun', () => {
     } finally {
       await rm(base, { recursive: true, force: true });
     }
+  });
+
+  test('a rework of a taken-over stage resumes that stage\'s own agent session in the fork', { timeout: 300_000 }, async () => {
+    const yaml = (review: string) =>
+      [
+        'name: loop',
+        'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk }',
+        'stages:',
+        '  - { id: impl, prompt: Write the code. }',
+        `  - { id: review, prompt: ${review}, needs: [impl], review: { of: impl } }`,
+        '',
+      ].join('\n');
+    const file = await harness.writePipeline('loop', yaml('Review the code.'));
+    expect((await startWaiting(file, 'loop-source')).status).toBe('completed');
+    await writeFile(file, yaml('Review strictly.'));
+    const forked = await runCli(['fork', 'loop-source', '--from', 'review', '--id', 'loop-fork', '--wait', '--json'], env, 240_000);
+    expect(forked.exitCode, forked.all).toBe(0);
+    const state = parseJson<RunState>(forked);
+    expect(state.stages.find((s) => s.id === 'impl')).toMatchObject({ status: 'completed', round: 2 });
+    // impl's rework went on in the conversation it had in the source run: its first prompt and answer are in it.
+    const rework = harness.modelServer.requests().filter((r) => r.rule === 'impl').at(-1);
+    const conversation = JSON.stringify(rework?.body);
+    expect(conversation).toContain('Write the code.');
+    expect(conversation).toContain('impl done');
+    expect(conversation).toContain('F1: name the function');
   });
 });
