@@ -31,8 +31,9 @@ export interface FinalAnswerOptions {
 
 /** Where answers of runs recorded before the store were kept, below the workspaces folder: the workers' own folder. */
 const BOOKKEEPING_KEY = /^\.agent-pipeline\/runs\/[A-Za-z0-9._-]+\/stages\/[A-Za-z0-9._-]+\/[A-Za-z0-9._-]+\/attempt-\d+\.answer\.md$/;
-/** How an encrypted store object starts (store/encrypted-store.ts). */
+/** How an encrypted store object starts (store/encrypted-store.ts), and the most its header and tag add. @unit bytes */
 const SEALED = Buffer.from('APS1');
+const SEALED_OVERHEAD_BYTES = 4 + 1 + 255 + 12 + 16;
 
 const notFound = (message: string, cause?: unknown): InvalidRequestError => new InvalidRequestError('FINAL_ANSWER_NOT_FOUND', `[FINAL_ANSWER_NOT_FOUND] ${message}`, { cause });
 
@@ -54,7 +55,8 @@ async function readAnswerRef(ref: FinalAnswerRef, settings: ClientStoreSettings,
   const opened = openClientStore(settings);
   let data: Uint8Array | undefined;
   try {
-    data = await opened.store.get(ref.key, Math.min(ref.bytes, MAX_FINAL_ANSWER_BYTES));
+    // Unencrypted here, an encrypted object is read (with its header and tag) so that its form can be named.
+    data = await opened.store.get(ref.key, Math.min(ref.bytes, MAX_FINAL_ANSWER_BYTES) + (opened.encrypted ? 0 : SEALED_OVERHEAD_BYTES));
   } catch (err) {
     throw storeProblem(err, ref, opened, what);
   }
@@ -64,6 +66,7 @@ async function readAnswerRef(ref: FinalAnswerRef, settings: ClientStoreSettings,
     if (!opened.encrypted && bytes.subarray(0, SEALED.length).equals(SEALED)) {
       throw new ConfigError(`[CONFIG_INVALID] ${what} is encrypted in ${opened.store.description} and AGENT_PIPELINE_ENCRYPTION_KEY is not set here; set it to the keys the workers use`);
     }
+    if (bytes.length > ref.bytes) throw tooLarge(ref, opened, what);
     throw notFound(`${ref.key} in ${opened.store.description} is not ${what} the worker kept (its sha256 differs): it was altered after the stage ended`);
   }
   return bytes.toString('utf8');
@@ -73,11 +76,15 @@ async function readAnswerRef(ref: FinalAnswerRef, settings: ClientStoreSettings,
 function storeProblem(err: unknown, ref: FinalAnswerRef, opened: ClientStore, what: string): Error {
   const name = (err as Error)?.name;
   const message = (err as Error)?.message ?? String(err);
-  if (name === 'StoreObjectTooLargeError') return notFound(`${ref.key} in ${opened.store.description} is larger than the ${ref.bytes} bytes of ${what} the worker kept: it was altered`, err);
+  if (name === 'StoreObjectTooLargeError') return tooLarge(ref, opened, what, err);
   if (name === 'StoreDecryptionError' || name === 'StoreUnavailableError') {
     return new ConfigError(`[CONFIG_INVALID] ${what} is kept in the object store as ${ref.key}, and reading it failed: ${message}`, { cause: err });
   }
   return err as Error;
+}
+
+function tooLarge(ref: FinalAnswerRef, opened: ClientStore, what: string, cause?: unknown): InvalidRequestError {
+  return notFound(`${ref.key} in ${opened.store.description} is larger than the ${ref.bytes} bytes of ${what} the worker kept: it was altered`, cause);
 }
 
 function missingFromStore(ref: FinalAnswerRef, opened: ClientStore, what: string): InvalidRequestError {
