@@ -46,7 +46,7 @@ export interface ActivityDependencies {
   /** Where and how often runs are checkpointed (checkpoint/settings.ts). @default none: no checkpoint is taken or restored */
   checkpoints?: CheckpointOptions;
   /**
-   * Where runs keep what outlives the machine (checkpoints, claimed payloads): `AGENT_PIPELINE_STORE`, encrypting when
+   * Where runs keep what outlives the machine (checkpoints, claimed payloads, whole final answers): `AGENT_PIPELINE_STORE`, encrypting when
    * a key is set (store/open-store.ts). @default none: nothing is checkpointed
    */
   store?: ObjectStore;
@@ -106,6 +106,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
         allowedPaths: deps.allowedPaths,
         pipelineDirs,
         checkpoints: deps.checkpoints,
+        store: deps.store,
         backends: {
           ...deps.extraBackends,
           // The agents are given the worker's ANTHROPIC_API_KEY, so they count against its shared limits too.

@@ -94,7 +94,7 @@ function toFailure(err: unknown, stageId: string): Error {
   if (err instanceof GitError) return gitFailure(err, stageId);
   // A symlink where the worker keeps its own files does not go away by retrying: a person must look.
   if (err instanceof OwnFolderError) return stageFailure({ type: 'WORKSPACE_ERROR', stageId, message: err.message, nonRetryable: true, cause: err });
-  // The store down or refusing (checkpoints, claimed payloads): retried, its message names the setting to check.
+  // The store down or refusing (checkpoints, claimed payloads, whole answers): retried, its message names the setting to check.
   const unavailable = storeUnavailableIn(err);
   if (unavailable) return stageFailure({ type: 'STORE_UNAVAILABLE', stageId, message: unavailable.message, cause: unavailable });
   const error = err instanceof Error ? err : new Error(String(err));

@@ -16,6 +16,7 @@ import { validatePipeline, type ValidateOptions, type ValidationReport } from '.
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
 import { signerFrom, type RunSigner, type SignatureTtls } from '../trust/signer.js';
+import type { ClientStoreSettings } from './client-store.js';
 
 /** Options of {@link PipelineClient.connect}. */
 export interface PipelineClientOptions<B extends string = never> extends ConnectionOptions {
@@ -81,6 +82,8 @@ export class PipelineClient<B extends string = never> {
     /** The task queue new runs go to. */
     readonly taskQueue: string,
     private readonly signer?: RunSigner,
+    /** What the client's object store is opened from: the environment and key it connected with. */
+    private readonly storeSettings: Pick<ClientStoreSettings, 'env' | 'encryptionKey'> = {},
   ) {
     this.schedules = new PipelineSchedules(connection.client, taskQueue, connection.address, backends, signer);
   }
@@ -94,7 +97,8 @@ export class PipelineClient<B extends string = never> {
     // Read before connecting: a key that cannot be read is a setting to fix, whatever the server says.
     const signer = signerFrom(options.signingKey, options.env ?? process.env, options.signatureTtls);
     const connection = await connectTemporal(options);
-    return new PipelineClient<B>(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue, signer);
+    const storeSettings = { env: options.env ?? process.env, encryptionKey: options.encryptionKey };
+    return new PipelineClient<B>(connection, options.backends ?? [], options.taskQueue ?? connection.taskQueue, signer, storeSettings);
   }
 
   /** The Temporal client underneath, for what the library does not cover. */
@@ -145,7 +149,7 @@ export class PipelineClient<B extends string = never> {
         idConflictPolicy: options.idConflictPolicy,
         signer: this.signer,
       });
-      return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer);
+      return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer, this.storeSettings);
     }, this.address);
   }
 
@@ -186,7 +190,7 @@ export class PipelineClient<B extends string = never> {
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */
   getRun(id: string): RunHandle {
-    return new RunHandle(this.temporal, id, false, this.address, this.signer);
+    return new RunHandle(this.temporal, id, false, this.address, this.signer, this.storeSettings);
   }
 
   /** Runs, newest first, filtered by pipeline, status and start time: at most `filter.limit` (20) of them. */

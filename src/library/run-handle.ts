@@ -18,6 +18,7 @@ import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-ev
 import { HistoryWatch } from './history-watch.js';
 import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
 import { finalAnswerOf, type FinalAnswerOptions } from './final-answer.js';
+import type { ClientStoreSettings } from './client-store.js';
 import type { RunSigner } from '../trust/signer.js';
 
 /** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
@@ -84,6 +85,8 @@ export class RunHandle {
     private readonly address?: string,
     /** Signs each decision for this run (`PipelineClient.connect({ signingKey })`); unsigned without one. */
     private readonly signer?: RunSigner,
+    /** The client's settings its object store is opened from (`finalAnswer`). @default `process.env` */
+    private readonly storeSettings: Pick<ClientStoreSettings, 'env' | 'encryptionKey'> = {},
   ) {}
 
   /** A decision's arguments, signed for this run when the client has a signing key. */
@@ -182,12 +185,14 @@ export class RunHandle {
   }
 
   /**
-   * A stage's whole final answer, without its report block (the run state's `answer` is cut at 16 KB): read from the
-   * run's bookkeeping when it was cut, which this host must see, as for `transcript()`.
-   * @throws InvalidRequestError (`INVALID_REQUEST` for an unknown stage, `FINAL_ANSWER_NOT_FOUND`)
+   * A stage's whole final answer, without its report block (the run state's `answer` is cut at 16 KB): read, when it
+   * was cut, from the object store of the client's own settings (`AGENT_PIPELINE_STORE`, as the workers have it), from
+   * any host; without that setting, from the default store in the workers' workspaces folder, which this host must see.
+   * @throws InvalidRequestError (`INVALID_REQUEST` for an unknown stage, `FINAL_ANSWER_NOT_FOUND`); ConfigError
+   *   (`CONFIG_INVALID`) when the store cannot be read with the client's settings
    */
   finalAnswer(stage: string, options: FinalAnswerOptions = {}): Promise<string> {
-    return typedErrors(async () => finalAnswerOf((await readRun(this.client, this.id)).state, stage, options), this.address);
+    return typedErrors(async () => finalAnswerOf((await readRun(this.client, this.id)).state, stage, { ...this.storeSettings, ...options }), this.address);
   }
 
   /** Where the run was forked from (`fork`, `rerun`), from its memo; undefined for a run that is no fork. */

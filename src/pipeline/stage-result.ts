@@ -62,14 +62,18 @@ export interface StageResult {
 }
 
 /**
- * A stage's whole final answer (without its report block), kept by the worker that ran it in the run's bookkeeping:
- * `key` is its path relative to the workers' workspaces folder
- * (`.agent-pipeline/runs/<run folder>/stages/<stage>/…/attempt-N.answer.md`), the same key an object store will use.
+ * A stage's whole final answer (without its report block), kept by the worker that ran it. With `store`, `key` is an
+ * object in the workers' object store (`AGENT_PIPELINE_STORE`): `runs/<sha256 of the run id>/answers/<sha256 of the
+ * text>`, encrypted there when the workers encrypt, readable from any host with the same store settings. Without it
+ * (runs recorded before answers went to the store, or activities built without a store), `key` is a path relative to
+ * the workers' workspaces folder (`.agent-pipeline/runs/<run folder>/stages/<stage>/…/attempt-N.answer.md`).
  */
 export interface FinalAnswerRef {
   key: string;
   bytes: number;
   sha256: string;
+  /** Set when `key` names an object store object rather than a file in the workers' workspaces folder. */
+  store?: true;
 }
 
 export interface ArtifactRef {

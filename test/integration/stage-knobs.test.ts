@@ -145,10 +145,11 @@ stages:
     const result = stageOf(state, 'long').result!;
     // The run state keeps it cut; the result names where the whole text is.
     expect(Buffer.byteLength(result.answer!)).toBeLessThan(17_000);
-    expect(result.answerRef).toMatchObject({ bytes: Buffer.byteLength(LONG_ANSWER), key: expect.stringMatching(/^\.agent-pipeline\/runs\/.+\/attempt-1\.answer\.md$/) });
+    // In the workers' store (here the default one, in the workspaces folder), under the run's keys.
+    expect(result.answerRef).toMatchObject({ store: true, bytes: Buffer.byteLength(LONG_ANSWER), key: expect.stringMatching(/^runs\/[0-9a-f]{64}\/answers\/[0-9a-f]{64}$/) });
     const client = await PipelineClient.connect({ env: harness.env });
     try {
-      // Read where the workers keep it (as `transcript()`, the library reads AGENT_PIPELINE_WORKSPACES unless told).
+      // Read from the default store of the workspaces folder (AGENT_PIPELINE_WORKSPACES unless told), as the workers keep it.
       expect(await client.getRun(handle.workflowId).finalAnswer('long', { workspacesRoot: harness.workspacesRoot })).toBe(LONG_ANSWER);
     } finally {
       await client.close();
@@ -156,7 +157,7 @@ stages:
     const cli = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], harness.env);
     expect(cli.exitCode, cli.stderr).toBe(0);
     expect(cli.stdout).toBe(LONG_ANSWER); // execa drops the final newline the command prints
-    // From a host that does not see the workers' folder: exit 2, saying where the text is and what would reach it.
+    // From a host that does not see the workers' folder and has no store setting: exit 2, naming the setting that reaches it.
     const elsewhere = await runCli(['final-answer', handle.workflowId, '--stage', 'long'], { ...harness.env, AGENT_PIPELINE_WORKSPACES: path.join(harness.workspacesRoot, 'not-here') });
     expect(elsewhere.exitCode).toBe(2);
     expect(elsewhere.stderr).toContain('[FINAL_ANSWER_NOT_FOUND]');

@@ -9,6 +9,7 @@ import type { AllowedPaths, RunPlace } from '../workspace/allowed-paths.js';
 import type { PipelineDirs } from '../prompt/worker-files.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import type { CheckpointOptions } from '../checkpoint/settings.js';
+import type { ObjectStore } from '../../store/object-store.js';
 
 /** What the stage attempt activity is built from (`createRunStage`). */
 export interface RunStageDependencies {
@@ -22,6 +23,8 @@ export interface RunStageDependencies {
   pipelineDirs: PipelineDirs;
   /** Where and how often runs are checkpointed; none: no checkpoint is taken or restored (`AGENT_PIPELINE_CHECKPOINTS=off`). */
   checkpoints?: CheckpointOptions;
+  /** The workers' object store: where a cut answer is kept whole. @default none: it is kept in the run's bookkeeping */
+  store?: ObjectStore;
 }
 
 /** One attempt as `runStage` prepared it: its workspace open, its log read. */

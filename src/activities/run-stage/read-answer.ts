@@ -6,7 +6,7 @@ import type { BackendOutcome } from '../backends/stage-backend.js';
 import { FINAL_EMPTY_ANSWER_HINT, stageFailure } from '../failures.js';
 import { checkReportedPaths } from '../outputs/reported-paths.js';
 import { checkExpectedFiles } from '../outputs/stage-outputs.js';
-import { keepFinalAnswer } from './final-answer.js';
+import { keepFinalAnswer, type FinalAnswerPlace } from './final-answer.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
 
 /**
@@ -20,8 +20,8 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
   const reading = stage.contract === 'none' ? readFreeAnswer(outcome.text) : readAgentOutput(outcome.text);
   const fullAnswer = withoutReportBlock(outcome.text).trimEnd();
   const answer = capProse('text', fullAnswer, record.warnings, OUTPUT_CAPS.answerBytes);
-  // A cut answer is kept whole in the run's bookkeeping: `final-answer` and `RunHandle.finalAnswer` read it there.
-  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepFinalAnswer(fullAnswer, log.transcriptPath(attempt), setup.deps.workspacesRoot) } : {};
+  // A cut answer is kept whole in the workers' store: `final-answer` and `RunHandle.finalAnswer` read it there.
+  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepFinalAnswer(fullAnswer, answerPlace(setup)) } : {};
   if (reading.kind === 'needs_input') {
     const question = capProse('question', reading.question, record.warnings);
     return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...answerRef, ...(reading.blocked ? { blocked: true } : {}) };
@@ -61,6 +61,12 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
     ...(extra ? { report: extra } : {}),
     warnings: [...record.warnings, ...checked.warnings],
   };
+}
+
+/** Where this attempt keeps a cut answer whole: the workers' store, else (activities built without one) its bookkeeping. */
+function answerPlace(setup: AttemptSetup): FinalAnswerPlace {
+  const { deps, input, log, info } = setup;
+  return { runId: input.runId, store: deps.store, transcriptPath: log.transcriptPath(info.attempt), workspacesRoot: deps.workspacesRoot };
 }
 
 /** An empty answer fails RESPONSE_EMPTY at once when the stage's `retry.nonRetryable` lists it, whatever the backend. */

@@ -1,17 +1,16 @@
 import type { Command } from 'commander';
 import { InvalidRequestError } from '../../library/errors.js';
-import { finalAnswerOf } from '../../library/final-answer.js';
-import { readRun } from '../../library/run-reader.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
 
 async function printFinalAnswer(connected: ConnectedClient, runId: string, stage: string): Promise<number> {
   try {
-    const text = await finalAnswerOf((await readRun(connected.client, runId)).state, stage);
+    // The library's reader: the store of this host's own settings (AGENT_PIPELINE_STORE …), as a worker opens it.
+    const text = await connected.pipeline.getRun(runId).finalAnswer(stage);
     process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   } catch (err) {
-    // An unknown stage, no answer yet, or an answer this host cannot read: said as the library says it (exit 2).
-    if (err instanceof InvalidRequestError) throw new UsageError(err.message);
+    // An unknown stage, no answer yet, or an answer the store here does not hold: said as the library says it (exit 2).
+    if (err instanceof InvalidRequestError) throw new UsageError(err.message, { cause: err });
     throw err;
   }
   return EXIT.OK;
@@ -25,9 +24,12 @@ export function addFinalAnswerCommand(program: Command): void {
     .requiredOption('--stage <stage>', 'the stage')
     .addHelpText(
       'after',
-      "\nAn answer over 16 KB is kept whole in the run's bookkeeping on the worker (<workspaces>/.agent-pipeline/runs/<run folder>/stages/<stage>/…/attempt-N.answer.md),\n" +
-        "so run this on a machine that sees the workers' workspaces folder (AGENT_PIPELINE_WORKSPACES). Shorter answers come from the run's state, from anywhere.\n" +
-        'Exit code: 0 printed, 2 unknown run or stage, no answer yet, or an answer this host cannot read, 3 Temporal unreachable.',
+      "\nAn answer over 16 KB is kept whole in the workers' object store (runs/<hash of the run id>/answers/), read here from the\n" +
+        'store of this host\'s settings: AGENT_PIPELINE_STORE and its AGENT_PIPELINE_STORE_* settings (and AGENT_PIPELINE_ENCRYPTION_KEY\n' +
+        "when the workers encrypt), as the workers have them. Without AGENT_PIPELINE_STORE, the default store in the workers'\n" +
+        'workspaces folder (AGENT_PIPELINE_WORKSPACES), which this host must see. Shorter answers come from the run\'s state.\n' +
+        'Exit code: 0 printed, 2 unknown run or stage, no answer yet, an answer the store here does not hold (pruned, or\n' +
+        'another store), or a store setting to fix, 3 Temporal unreachable.',
     )
     .action(async (id: string, opts: { stage: string }) => {
       process.exitCode = await withClient((connected) => printFinalAnswer(connected, id, opts.stage));

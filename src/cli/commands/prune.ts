@@ -47,9 +47,9 @@ export function addPruneCommand(program: Command): void {
         'only runs it reports closed are removed, with their bookkeeping (<workspaces>/.agent-pipeline/runs/<run folder>);\n' +
         'with --force the record a run leaves in its bookkeeping when it ends is trusted instead. What a run folder holds\n' +
         'never counts, and the workers\' own folder is never removed. The run\'s objects in the store (AGENT_PIPELINE_STORE:\n' +
-        'checkpoints, runs/<hash of its id>/) go with it. Running runs are never touched. A worktree is removed with\n' +
-        '`git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d` otherwise\n' +
-        '(which keeps a branch with commits merged nowhere else).\n' +
+        'checkpoints, whole final answers, runs/<hash of its id>/) go with it. Running runs are never touched. A worktree\n' +
+        'is removed with `git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d`\n' +
+        'otherwise (which keeps a branch with commits merged nowhere else).\n' +
         'Exit code: 0 done, 2 bad usage, 3 Temporal unreachable (nothing is removed; --force to trust the records).',
     )
     .action(async (opts: { olderThan?: number; dryRun?: boolean; json?: boolean; force?: boolean }) => {
@@ -107,8 +107,8 @@ async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promi
 }
 
 /**
- * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping). Claimed payloads are
- * shared by content and stay (docs/deployment.md). @returns whether they are gone
+ * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping, whole final answers).
+ * Claimed payloads are shared by content and stay (docs/deployment.md). @returns whether they are gone
  */
 async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneEntry): Promise<boolean> {
   try {
