@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
+import { generateEncryptionKey } from '../../src/trust/keys.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
 
@@ -234,5 +235,30 @@ describe('fork and rerun', () => {
     expect(conversation).toContain('Write the code.');
     expect(conversation).toContain('impl done');
     expect(conversation).toContain('F1: name the function');
+  });
+});
+
+describe('a fork of a run with encrypted history', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('fork-encrypted', { scenario: { rules: RULES }, encryptionKey: generateEncryptionKey('fork-key').line });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('reads the source\'s encrypted input and state, and keeps its own input encrypted', { timeout: 300_000 }, async () => {
+    const yaml = ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', '  - { id: second, prompt: Do the second part., needs: [first] }', ''].join('\n');
+    const file = await harness.writePipeline('flaky', yaml);
+    // The first call of `second` fails for good: the source fails there, and the rerun takes `first` over.
+    expect((await runCli(['start', file, '--id', 'enc-source', '--wait', '--json'], harness.env, 240_000)).exitCode).toBe(1);
+    const rerun = await runCli(['rerun', 'enc-source', '--id', 'enc-rerun', '--wait', '--json'], harness.env, 240_000);
+    expect(rerun.exitCode, rerun.all).toBe(0);
+    expect(parseJson<RunState>(rerun).stages.map((s) => [s.id, s.carriedCostUsd !== undefined])).toEqual([['first', true], ['second', false]]);
+    // The fork's start input, which names its source, is as encrypted in the history as any other run's.
+    const page = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: 'enc-rerun' }, maximumPageSize: 1 });
+    const payload = page.history!.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
+    expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe('binary/encrypted');
+    expect(Buffer.from(payload.data!).toString('latin1')).not.toContain('enc-source');
   });
 });

@@ -18,6 +18,11 @@ export const CHECKPOINT_MAX_BYTES_VARIABLE = 'AGENT_PIPELINE_CHECKPOINT_MAX_BYTE
 export const DEFAULT_CHECKPOINT_EVERY_MS = 5 * 60_000;
 /** @unit bytes */
 export const DEFAULT_CHECKPOINT_MAX_BYTES = 2 * 1024 ** 3;
+/**
+ * The cap of a fork point when the worker takes only those: one is taken at every stage's start, of a run folder
+ * whole, so a folder an agent filled (a `node_modules`) is not archived again and again. @unit bytes
+ */
+export const DEFAULT_FORK_POINT_MAX_BYTES = 256 * 1024 ** 2;
 
 /** When and where a worker checkpoints its runs. */
 export interface CheckpointOptions {
@@ -57,7 +62,7 @@ export function checkpointSettingsFromEnv(env: NodeJS.ProcessEnv): { enabled: bo
     if (!(everyMs >= 1_000)) throw new CheckpointSettingError(`${CHECKPOINT_EVERY_VARIABLE}=${every} is not a duration of at least 1s (such as 30s, 5m)`);
   }
   const max = env[CHECKPOINT_MAX_BYTES_VARIABLE]?.trim();
-  const maxBytes = max ? Number(max) : DEFAULT_CHECKPOINT_MAX_BYTES;
+  const maxBytes = max ? Number(max) : mode === 'fork-points' ? DEFAULT_FORK_POINT_MAX_BYTES : DEFAULT_CHECKPOINT_MAX_BYTES;
   if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) throw new CheckpointSettingError(`${CHECKPOINT_MAX_BYTES_VARIABLE}=${max} is not a whole number of bytes`);
   return { enabled: mode !== 'off', forkPointsOnly: mode === 'fork-points', everyMs, maxBytes };
 }
