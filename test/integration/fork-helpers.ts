@@ -1,0 +1,38 @@
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import type { Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
+
+/* The scripted model's side of the fork tests (fork-run.test.ts, fork-rerun.test.ts): one rule per stage, named. */
+
+export type Rule = NonNullable<ScenarioInput['rules']>[number];
+export const report = (summary: string, extra: Record<string, unknown> = {}): string => `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {}, ...extra })}\n\`\`\``;
+const bash = (command: string, then: string): Rule['turns'] => [{ text: 'Working.', tool: { name: 'Bash', input: { command, description: 'Write the file' } } }, { text: report(then) }];
+
+export const RULES: Rule[] = [
+  { name: 'stage1', match: 'Pipeline: forky · Stage: stage1 ·', turns: bash('echo one > one.txt', 'wrote one') },
+  { name: 'stage2', match: 'Pipeline: forky · Stage: stage2 ·', turns: bash('echo two > two.txt', 'wrote two') },
+  { name: 'stage3', match: 'Pipeline: forky · Stage: stage3 ·', turns: bash('cat one.txt two.txt > three.txt', 'joined them') },
+  { name: 'stage4', match: 'Pipeline: forky · Stage: stage4 ·', turns: [{ text: report('checked') }] },
+  // The API backend keeps the other two pipelines quick; the first call of `second` fails for good, the next succeeds.
+  { name: 'flaky-first', match: 'Pipeline: flaky · Stage: first ·', turns: [{ text: report('first done') }] },
+  { name: 'flaky-second', match: 'Pipeline: flaky · Stage: second ·', turns: [{ text: report('second done'), failFirst: [{ status: 400, shouldRetry: false }] }] },
+  // Forked from `review` with a stricter prompt, the reviewer sends the taken-over `impl` back once.
+  { name: 'strict-review', match: 'Review strictly.', turns: [{ text: report('not yet', { verdict: 'rework', feedback: ['F1: name the function'] }) }, { text: report('good now', { verdict: 'approve', feedback: [] }) }] },
+  { name: 'review', match: 'Pipeline: loop · Stage: review ·', turns: [{ text: report('fine', { verdict: 'approve', feedback: [] }) }] },
+  { name: 'impl', match: 'Pipeline: loop · Stage: impl ·', turns: [{ text: report('impl done') }, { text: report('renamed it') }] },
+  { name: 'pair-a', match: 'Pipeline: pair · Stage: a ·', turns: [{ text: report('a done') }] },
+  { name: 'pair-b', match: 'Pipeline: pair · Stage: b ·', turns: [{ text: report('b done'), delayMs: 500 }] },
+  { name: 'pair-c', match: 'Pipeline: pair · Stage: c ·', turns: [{ text: report('c done'), delayMs: 3_000 }] },
+  { name: 'pair-d', match: 'Pipeline: pair · Stage: d ·', turns: [{ text: report('d done') }] },
+];
+
+/** How many model requests the rule named `rule` answered. */
+export function calls(harness: Harness, rule: string): number {
+  return harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && r.rule === rule).length;
+}
+
+/** Starts a run of `file` with the CLI and waits for its end; returns its final state. */
+export async function startWaiting(harness: Harness, file: string, id: string): Promise<RunState> {
+  return parseJson<RunState>(await runCli(['start', file, '--id', id, '--wait', '--json'], harness.env, 240_000));
+}

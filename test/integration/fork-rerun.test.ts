@@ -1,0 +1,134 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { generateEncryptionKey } from '../../src/trust/keys.js';
+import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { parseJson, runCli } from './cli-helpers.js';
+import { calls, RULES, startWaiting } from './fork-helpers.js';
+
+/*
+ * Forks without an agent to watch (docs/forking.md): `rerun` of a failed run does not run its completed stages again; a
+ * fork from one of two parallel stages takes over only what had completed when it started; a fork of a git run starts
+ * its own branch where the source's was, with the uncommitted work uncommitted, and pushes it; a fork of a run with
+ * encrypted history reads its source and stays encrypted. fork-run.test.ts has the fork with the real `claude`.
+ */
+
+describe('rerun and forks of other runs', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('fork-rerun', { scenario: { rules: RULES } });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('rerun of a run that failed at its second stage, once the file is fixed, does not run the first again', { timeout: 300_000 }, async () => {
+    const yaml = (second: string) =>
+      ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', `  - { id: second, prompt: ${second}, needs: [first] }`, ''].join('\n');
+    const file = await harness.writePipeline('flaky', yaml('Do the second part.'));
+    const failed = await runCli(['start', file, '--id', 'flaky-source', '--wait', '--json'], harness.env, 240_000);
+    expect(failed.exitCode).toBe(1);
+    expect(calls(harness, 'flaky-first')).toBe(1);
+
+    await writeFile(file, yaml('Do the second part with care.'));
+    const rerun = await runCli(['rerun', 'flaky-source', '--id', 'flaky-rerun', '--wait', '--json'], harness.env, 240_000);
+    expect(rerun.exitCode, rerun.all).toBe(0);
+    const state = parseJson<RunState>(rerun);
+    expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
+    expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
+    expect(calls(harness, 'flaky-first')).toBe(1);
+  });
+
+  test('a fork from one of two parallel stages takes over only what had completed when it started', { timeout: 300_000 }, async () => {
+    const yaml = [
+      'name: pair',
+      'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }',
+      'stages:',
+      '  - { id: a, prompt: Do a. }',
+      '  - { id: b, prompt: Do b., needs: [a] }',
+      '  - { id: c, prompt: Do c., needs: [a] }',
+      '  - { id: d, prompt: Do d., needs: [b, c] }',
+      '',
+    ].join('\n');
+    const file = await harness.writePipeline('pair', yaml);
+    expect((await startWaiting(harness, file, 'pair-source')).status).toBe('completed');
+    // b and c started together after a: b completed while c ran, but after c started.
+    const plan = parseJson(await runCli(['fork', 'pair-source', '--from', 'c', '--dry-run', '--json'], harness.env));
+    expect(plan).toMatchObject({ takenOver: ['a'], runAgain: ['b', 'c', 'd'], refused: [] });
+    const fork = parseJson<RunState>(await runCli(['fork', 'pair-source', '--from', 'c', '--id', 'pair-fork', '--wait', '--json'], harness.env, 240_000));
+    expect(fork.status).toBe('completed');
+    expect(fork.stages.filter((s) => s.carriedCostUsd !== undefined).map((s) => s.id)).toEqual(['a']);
+    expect([calls(harness, 'pair-a'), calls(harness, 'pair-b'), calls(harness, 'pair-c'), calls(harness, 'pair-d')]).toEqual([1, 2, 2, 2]);
+  });
+
+  test('a fork of a git run starts its own branch at the source branch as it was, with the uncommitted work uncommitted, and pushes it', { timeout: 300_000 }, async () => {
+    const base = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fork-git-'));
+    try {
+      const repo = path.join(base, 'repo');
+      const remote = path.join(base, 'remote.git');
+      await initRepo(repo, { 'README.md': '# Widgets\n' });
+      await cloneBare(repo, remote);
+      await git(repo, 'remote', 'add', 'origin', remote);
+      const yaml = (third: string) =>
+        [
+          'name: gitfork',
+          `workspace: { repo: ${repo}, push: { remote: origin } }`,
+          'defaults: { heartbeatTimeout: 30s, retries: 0 }',
+          'stages:',
+          '  - { id: one, run: "echo one > one.txt", commit: true }',
+          '  - { id: two, run: "echo two > two.txt", needs: [one] }',
+          `  - { id: three, run: "${third}", needs: [two], commit: true }`,
+          '',
+        ].join('\n');
+      const file = await harness.writePipeline('gitfork', yaml('cat one.txt two.txt > three.txt'));
+      expect((await startWaiting(harness, file, 'gitfork-source')).status).toBe('completed');
+      const sourceTip = await git(remote, 'rev-parse', 'agent/gitfork-source');
+
+      await writeFile(file, yaml('cat two.txt one.txt > three.txt'));
+      const forked = await runCli(['fork', 'gitfork-source', '--from', 'three', '--id', 'gitfork-fork', '--wait', '--json'], harness.env, 240_000);
+      expect(forked.exitCode, forked.all).toBe(0);
+      const stages = parseJson<RunState>(forked).stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined]);
+      expect(stages.slice(0, 3), JSON.stringify(stages)).toEqual([['one', 'completed', true], ['two', 'completed', true], ['three', 'completed', false]]);
+      // The fork's own branch, pushed: stage one's commit (where the source branch was when three started), then
+      // three's, which holds two.txt (uncommitted in the source then) and the new three.txt. No checkpoint commit.
+      const subjects = (await git(remote, 'log', '--format=%s', 'agent/gitfork-fork')).split('\n');
+      expect(subjects.some((s) => s.includes('agent-pipeline checkpoint'))).toBe(false);
+      expect(await git(remote, 'show', 'agent/gitfork-fork:three.txt')).toBe('two\none');
+      expect(await git(remote, 'show', 'agent/gitfork-fork:two.txt')).toBe('two');
+      expect(await git(remote, 'rev-parse', 'agent/gitfork-fork~1')).toBe(await git(remote, 'rev-parse', 'agent/gitfork-source~1'));
+      // The source's branch did not move, and no checkpoint commit or hidden ref reached the remote.
+      expect(await git(remote, 'rev-parse', 'agent/gitfork-source')).toBe(sourceTip);
+      expect(await git(remote, 'for-each-ref', '--format=%(refname)')).not.toContain('refs/agent-pipeline/');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a fork of a run with encrypted history', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('fork-encrypted', { scenario: { rules: RULES }, encryptionKey: generateEncryptionKey('fork-key').line });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('reads the source\'s encrypted input and state, and keeps its own input encrypted', { timeout: 300_000 }, async () => {
+    const yaml = ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', '  - { id: second, prompt: Do the second part., needs: [first] }', ''].join('\n');
+    const file = await harness.writePipeline('flaky', yaml);
+    // The first call of `second` fails for good: the source fails there, and the rerun takes `first` over.
+    expect((await runCli(['start', file, '--id', 'enc-source', '--wait', '--json'], harness.env, 240_000)).exitCode).toBe(1);
+    const rerun = await runCli(['rerun', 'enc-source', '--id', 'enc-rerun', '--wait', '--json'], harness.env, 240_000);
+    expect(rerun.exitCode, rerun.all).toBe(0);
+    expect(parseJson<RunState>(rerun).stages.map((s) => [s.id, s.carriedCostUsd !== undefined])).toEqual([['first', true], ['second', false]]);
+    // The fork's start input, which names its source, is as encrypted in the history as any other run's.
+    const page = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: 'enc-rerun' }, maximumPageSize: 1 });
+    const payload = page.history!.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
+    expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe('binary/encrypted');
+    expect(Buffer.from(payload.data!).toString('latin1')).not.toContain('enc-source');
+  });
+});
