@@ -1,3 +1,4 @@
+import { AGENT_ONLY_FIELDS, isCommandStage } from './command-stage.js';
 import { promptCandidates } from './prompt-names.js';
 import type { RunBundle } from './run-bundle.js';
 import type { PipelineDefinition } from './schema.js';
@@ -83,7 +84,10 @@ type Defined = { side: ForkSide; stage: StageDefinition };
 function definitionChanges(id: string, old: Defined, now: Defined): ForkRefusal[] {
   const refusals: ForkRefusal[] = [];
   const fields = new Set([...Object.keys(old.stage), ...Object.keys(now.stage), ...ALWAYS_COMPARED]);
+  // A command stage takes none of the agents' defaults (`model`, `backend`, …): their change does not change it.
+  const ignored = new Set<string>(isCommandStage(old.stage) && isCommandStage(now.stage) ? AGENT_ONLY_FIELDS : []);
   for (const field of [...fields].sort()) {
+    if (ignored.has(field)) continue;
     const before = effective(old, field);
     const after = effective(now, field);
     if (stable(before) !== stable(after)) refusals.push({ stage: id, field: `${id}.${field}`, reason: `${field} changed` });

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { createRunBundle } from '../../src/bundle/create-run-bundle.js';
 import { loadPipelineFile } from '../../src/library/load-pipeline.js';
-import { planFork, type ForkSide, type ForkSourceStage } from '../../src/pipeline/fork-plan.js';
+import { planFork, rerunFrom, type ForkSide, type ForkSourceStage } from '../../src/pipeline/fork-plan.js';
 
 /*
  * The plan of a fork (docs/forking.md), from real pipeline files and the bundles `start` makes of them: which stages
@@ -81,5 +81,38 @@ describe('the plan of a fork', () => {
     expect(planFork(source, await side('b'), 'stage2', 150).takenOver).toEqual(['stage1']);
     const without = await side('c', { yaml: PIPELINE.replace('  - { id: stage1, prompt: steps/one.md }\n', '').replace('needs: [stage1], ', '') });
     expect(planFork(source, without, 'stage3', 300)).toMatchObject({ takenOver: ['stage2'], runAgain: ['stage3', 'stage4', 'tidy'] });
+  });
+
+  test('knows command stages: their command and environment are compared, not the agents\' defaults they do not take', async () => {
+    const commands = [
+      'name: cmds',
+      'inputs: { level: { default: fast } }',
+      'defaults: { model: sonnet }',
+      'stages:',
+      '  - { id: build, run: "make all" }',
+      '  - { id: check, needs: [build], run: [sh, -c, "make check"], env: { LEVEL: "{{inputs.level}}" } }',
+      '  - { id: ship, needs: [check], prompt: Ship it. }',
+      '',
+    ].join('\n');
+    const stages: ForkSourceStage[] = [
+      { id: 'build', status: 'completed', finishedAt: 100 },
+      { id: 'check', status: 'completed', finishedAt: 200 },
+      { id: 'ship', status: 'completed', finishedAt: 400 },
+    ];
+    const source = { side: await side('a', { yaml: commands }, { level: 'fast' }), stages };
+    // The agents' model changed: the command stages run as they did, and are taken over.
+    expect(planFork(source, await side('b', { yaml: commands.replace('model: sonnet', 'model: opus') }, { level: 'fast' }), 'ship', 300).refused).toEqual([]);
+    expect(planFork(source, await side('c', { yaml: commands.replace('make all', 'make everything') }, { level: 'fast' }), 'ship', 300).refused.map((r) => r.field)).toEqual(['build.run']);
+    expect(planFork(source, await side('d', { yaml: commands }, { level: 'thorough' }), 'ship', 300, true).refused.map((r) => r.field)).toEqual(['check.inputs.level']);
+  });
+
+  test('a rerun forks from the stage that did not complete and started first', () => {
+    expect(rerunFrom(STAGES)).toBeUndefined();
+    expect(rerunFrom([
+      { id: 'a', status: 'completed', startedAt: 1, finishedAt: 50 },
+      { id: 'b', status: 'failed', startedAt: 60, finishedAt: 90 },
+      { id: 'c', status: 'cancelled', startedAt: 55, finishedAt: 90 },
+      { id: 'd', status: 'pending' },
+    ])).toBe('c');
   });
 });
