@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { loadPipelineFile, resolveInputs } from '../../dist/library/load-pipeline.js';
 import { startRun } from '../../dist/library/runs.js';
+import { createRunBundle } from '../../dist/bundle/create-run-bundle.js';
 import { startDevServer } from '../../dist/dev/dev-server.js';
 import { startModelServer } from '../../dist/dev/model-server.js';
 import { createPipelineWorker } from '../../dist/run-worker.js';
@@ -73,6 +74,8 @@ const CASES = {
   // Recorded after template values went by reference (patch template-values-by-reference): stages are sent only the
   // results of the stages they need, and read the rest with a query.
   'flows-template-values': async () => {},
+  // Recorded after forks existed: the fork's first activity, then the stages it did not take over (FORKS).
+  forked: async () => {},
   cancelled: async (handle) => {
     for (let i = 0; i < 240; i++) {
       const state = await handle.query(getStatusQuery);
@@ -83,6 +86,12 @@ const CASES = {
     await handle.cancel();
   },
 };
+
+/**
+ * Cases whose run is a fork (docs/forking.md): a run of the same fixture, carrying its files, is run first, and the
+ * recorded run forks it from this stage (its first step, `prepareFork`, takes the earlier stages over).
+ */
+const FORKS = { forked: 'second' };
 
 /** Cases whose run continues as new: the histories of its first and its last execution, under these names. */
 const CHAINS = { continued: ['continued-first', 'continued-last'] };
@@ -100,7 +109,7 @@ async function executionRunIds(client, workflowId) {
 }
 
 /** Cases that record a fixture of another name. */
-const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows', 'question-signed': 'question' };
+const FIXTURE_OF = { 'linear-input-check': 'linear', 'flows-template-values': 'flows', 'question-signed': 'question', forked: 'linear' };
 
 // Histories are re-recorded either for a new workflow code version, or because they still replay (new fixtures, say).
 // Recording over histories that no longer replay, under the same version, would hide a change that breaks runs in flight.
@@ -142,6 +151,12 @@ try {
     const { pipeline, baseDir } = await loadPipelineFile(file);
     const input = { pipeline, baseDir, pipelineFile: `test/replay/fixtures/${FIXTURE_OF[name] ?? name}.yaml`, inputs: resolveInputs(pipeline, file, {}) };
     const signed = name.endsWith('-signed');
+    if (FORKS[name]) {
+      input.bundle = await createRunBundle(file, pipeline);
+      const { handle: source } = await startRun(client, input, { taskQueue: TASK_QUEUE, id: `replay-${name}-source` });
+      await source.result();
+      input.fork = { runId: source.workflowId, stage: FORKS[name] };
+    }
     const { handle } = await startRun(client, input, { taskQueue: signed ? SIGNED_TASK_QUEUE : TASK_QUEUE, id: `replay-${name}`, signer: signed ? signer : undefined });
     await act(handle);
     await handle.result().catch(() => undefined);

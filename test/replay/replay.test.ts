@@ -27,6 +27,7 @@ const HISTORIES = [
   'long-before-continue-as-new',
   'flows-template-values',
   'question-signed',
+  'forked',
 ];
 const file = (name: string): string => path.join(import.meta.dirname, 'histories', `${name}.json`);
 /** Both executions of the continued run belong to one workflow id. */
