@@ -78,6 +78,48 @@ export function rerunFrom(stages: readonly ForkSourceStage[]): string | undefine
   return started.sort((a, b) => a.startedAt! - b.startedAt!)[0]?.id;
 }
 
+/** Why a run cannot be forked as asked, and what the person does instead. */
+export interface ForkProblem {
+  message: string;
+  fix: string;
+}
+
+/**
+ * The stage a fork of run `runId` starts from (`stage`, or a rerun's), or why the run cannot be forked as asked: a
+ * lent folder, files read from the worker, no stage to rerun, a stage unknown to either pipeline or never started. The
+ * client and the worker both ask, so they refuse alike.
+ */
+export function forkStart(runId: string, source: { side: ForkSide; stages: readonly ForkSourceStage[] }, target: ForkSide, stage: string | undefined): { from: string } | ForkProblem {
+  if (source.side.pipeline.workspace?.dir !== undefined) {
+    return { message: `run ${runId} worked in a lent folder (workspace.dir), which it changed in place: there is no earlier state of it to start from`, fix: 'start the pipeline again' };
+  }
+  if (!source.side.bundle || !target.bundle) {
+    const which = source.side.bundle ? 'the fork reads' : `run ${runId} read`;
+    return { message: `${which} its pipeline files from the worker (--files-from-worker): there are no file hashes to compare what changed`, fix: 'fork without --files-from-worker, from a run started without it' };
+  }
+  const from = stage ?? rerunFrom(source.stages);
+  if (from === undefined) return { message: `run ${runId} has no stage to run again: every stage completed, or none of the others ever started`, fix: 'fork it with --from STAGE' };
+  for (const [side, pipeline] of [[`run ${runId}`, source.side.pipeline], ['the fork\'s pipeline', target.pipeline]] as const) {
+    const ids = pipeline.stages.map((s) => s.id);
+    if (!ids.includes(from)) return { message: `${side} has no stage ${from} (--from)`, fix: `name one of its stages: ${ids.join(', ')}` };
+  }
+  if (source.stages.find((s) => s.id === from)?.startedAt === undefined) {
+    return { message: `stage ${from} of run ${runId} never started, so there is no workspace of its start to fork from`, fix: 'fork from a stage that started' };
+  }
+  return { from };
+}
+
+/** The refusal of a plan whose taken-over stages changed, or undefined when nothing is refused. */
+export function describeRefusals(runId: string, refused: readonly ForkRefusal[]): ForkProblem | undefined {
+  if (refused.length === 0) return undefined;
+  const list = refused.map((r) => `${r.field} (${r.reason})`).join(', ');
+  const forceable = refused.some((r) => !r.field.includes('.inputs.'));
+  return {
+    message: `a stage the fork would take over from run ${runId} changed: ${list}`,
+    fix: forceable ? 'fork from an earlier stage, undo the change, or fork with --force to take them over as they completed' : 'fork from an earlier stage, or give the inputs the values the source run had',
+  };
+}
+
 type Defined = { side: ForkSide; stage: StageDefinition };
 
 /** The fields of stage `id` that differ between the two pipelines: every field of the stage, and its files' hashes. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { createRunBundle } from '../../src/bundle/create-run-bundle.js';
 import { loadPipelineFile } from '../../src/library/load-pipeline.js';
-import { planFork, rerunFrom, type ForkSide, type ForkSourceStage } from '../../src/pipeline/fork-plan.js';
+import { describeRefusals, forkStart, planFork, rerunFrom, type ForkSide, type ForkSourceStage } from '../../src/pipeline/fork-plan.js';
 
 /*
  * The plan of a fork (docs/forking.md), from real pipeline files and the bundles `start` makes of them: which stages
@@ -44,7 +44,7 @@ describe('the plan of a fork', () => {
   });
 
   /** Writes the pipeline (or `yaml`) and its step files into a fresh folder; returns it as a fork side. */
-  const side = async (name: string, files: { yaml?: string; one?: string; three?: string } = {}, inputs = { topic: 'cats', tone: 'plain' }): Promise<ForkSide> => {
+  const side = async (name: string, files: { yaml?: string; one?: string; three?: string } = {}, inputs: Record<string, string> = { topic: 'cats', tone: 'plain' }): Promise<ForkSide> => {
     const folder = path.join(dir, name);
     await mkdir(path.join(folder, 'steps'), { recursive: true });
     const file = path.join(folder, 'pipeline.yaml');
@@ -114,5 +114,23 @@ describe('the plan of a fork', () => {
       { id: 'c', status: 'cancelled', startedAt: 55, finishedAt: 90 },
       { id: 'd', status: 'pending' },
     ])).toBe('c');
+  });
+
+  test('refuses, before any plan, what cannot be forked: a lent folder, files read from the worker, an unknown or never started stage', async () => {
+    const started = STAGES.map((s) => ({ ...s, startedAt: (s.finishedAt ?? 0) - 50 }));
+    const a = await side('a');
+    const source = { side: a, stages: started };
+    expect(forkStart('src', source, await side('b'), 'stage3')).toEqual({ from: 'stage3' });
+    const lent = { side: { ...a, pipeline: { ...a.pipeline, workspace: { dir: '/srv/app' } } }, stages: started };
+    expect(forkStart('src', lent, a, 'stage3')).toMatchObject({ message: expect.stringContaining('lent folder (workspace.dir)') });
+    expect(forkStart('src', { side: { ...a, bundle: undefined }, stages: started }, a, 'stage3')).toMatchObject({ message: expect.stringContaining('run src read its pipeline files from the worker') });
+    expect(forkStart('src', source, a, 'stage9')).toEqual({ message: 'run src has no stage stage9 (--from)', fix: 'name one of its stages: stage1, stage2, stage3, stage4' });
+    expect(forkStart('src', { side: a, stages: STAGES }, a, 'stage3')).toMatchObject({ message: 'stage stage3 of run src never started, so there is no workspace of its start to fork from' });
+    // A rerun forks from the stage that did not complete: stage4 here.
+    expect(forkStart('src', source, a, undefined)).toEqual({ from: 'stage4' });
+    expect(describeRefusals('src', [{ stage: 'stage2', field: 'stage2.inputs.tone', reason: 'it read the input tone, whose value changed' }])).toEqual({
+      message: 'a stage the fork would take over from run src changed: stage2.inputs.tone (it read the input tone, whose value changed)',
+      fix: 'fork from an earlier stage, or give the inputs the values the source run had',
+    });
   });
 });

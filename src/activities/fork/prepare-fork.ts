@@ -2,7 +2,7 @@ import { activityInfo, Context } from '@temporalio/activity';
 import type { PrepareForkInput } from '../../contracts/activities.js';
 import type { PipelineRunInput } from '../../contracts/messages.js';
 import type { ForkTakeOver, RunForkRequest } from '../../contracts/run-fork.js';
-import { planFork, rerunFrom } from '../../pipeline/fork-plan.js';
+import { describeRefusals, forkStart, planFork } from '../../pipeline/fork-plan.js';
 import type { StageState } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import type { WorkerTrust } from '../../trust/worker-trust.js';
@@ -51,18 +51,9 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
         'fork from another stage, or start the pipeline again',
       );
     }
-    const plan = planFork(
-      { side: { pipeline: source.input.pipeline, bundle: source.input.bundle, inputs: source.input.inputs }, stages: source.state.stages },
-      { pipeline: own.pipeline, bundle: own.bundle, inputs: own.inputs },
-      from,
-      Date.parse(manifest.takenAt),
-      fork.force,
-    );
-    if (plan.refused.length > 0) {
-      const list = plan.refused.map((r) => `${r.field} (${r.reason})`).join(', ');
-      const forceable = plan.refused.some((r) => !r.field.includes('.inputs.'));
-      throw forkRefused(`a stage the fork would take over from run ${source.runId} changed: ${list}`, forceable ? 'fork from an earlier stage, undo the change, or fork with --force to take them over as they completed' : 'fork from an earlier stage, or give the inputs the values the source run had', { refused: plan.refused });
-    }
+    const plan = planFork(sourceSide(source), targetSide(own), from, Date.parse(manifest.takenAt), fork.force);
+    const refusal = describeRefusals(source.runId, plan.refused);
+    if (refusal) throw forkRefused(refusal.message, refusal.fix, { refused: plan.refused });
     const taken = source.state.stages.filter((s) => plan.takenOver.includes(s.id));
     const place = { runId: execution.workflowId, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
     const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source.runId, manifest, place));
@@ -74,25 +65,22 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
 
 /**
  * The stage to fork from, once the source may be forked at all.
- * @throws FORK_REFUSED when it may not: untrusted, files read from the worker, a lent folder, an unknown stage
+ * @throws FORK_REFUSED when it may not: untrusted, files read from the worker, a lent folder, an unknown stage (forkStart)
  */
 function checkSource(deps: PrepareForkDependencies, source: SourceRun, own: PipelineRunInput, fork: RunForkRequest): string {
   const trustProblem = findForkSourceProblem(deps.trust, source.input, source.runId);
   if (trustProblem) throw forkRefused(trustProblem, 'fork a run this worker trusts');
-  if (!source.input.bundle || !own.bundle) {
-    const which = source.input.bundle ? 'the fork reads' : `run ${source.runId} read`;
-    throw forkRefused(`${which} its pipeline files from the worker (--files-from-worker): there are no file hashes to compare what changed`, 'fork without --files-from-worker, from a run started without it');
-  }
-  if (source.input.pipeline.workspace?.dir !== undefined) {
-    throw forkRefused(`run ${source.runId} worked in a lent folder (workspace.dir), which it changed in place: there is no earlier state of it to start from`, 'start the pipeline again');
-  }
-  const from = fork.stage ?? rerunFrom(source.state.stages);
-  if (from === undefined) throw forkRefused(`run ${source.runId} has no stage to run again: every stage completed, or none of the others ever started`, 'fork it with --from STAGE');
-  const names = (input: PipelineRunInput) => input.pipeline.stages.map((s) => s.id);
-  for (const [side, input] of [[`run ${source.runId}`, source.input], ['the fork\'s pipeline', own]] as const) {
-    if (!names(input).includes(from)) throw forkRefused(`${side} has no stage ${from} (--from)`, `name one of its stages: ${names(input).join(', ')}`);
-  }
-  return from;
+  const start = forkStart(source.runId, sourceSide(source), targetSide(own), fork.stage);
+  if (!('from' in start)) throw forkRefused(start.message, start.fix);
+  return start.from;
+}
+
+function sourceSide(source: SourceRun) {
+  return { side: { pipeline: source.input.pipeline, bundle: source.input.bundle, inputs: source.input.inputs }, stages: source.state.stages };
+}
+
+function targetSide(input: PipelineRunInput) {
+  return { pipeline: input.pipeline, bundle: input.bundle, inputs: input.inputs };
 }
 
 /** What the fork keeps of a stage it takes over: its result and times, and its cost (carried). */
