@@ -1,14 +1,16 @@
 import { execa } from 'execa';
-import { writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
+import type { WarmLaunch } from '../../src/activities/backends/claude-cli/warm-pool.js';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
+import { commandLine, createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -117,6 +119,59 @@ describe('warm start', () => {
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length === 0, 'the warm agent to go after its TTL', 30_000);
     expect(await stageProcesses(atLimit)).toEqual([]);
     expect(await stageProcesses(off)).toEqual([]);
+  });
+});
+
+/** The waiting `claude` itself (the worker's child), not a tool or helper it started. */
+async function warmAgentPid(stageDir: string): Promise<number> {
+  const parentOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+  const [pid] = await waitFor(() => stageProcesses(stageDir).then((pids) => pids.filter((p) => parentOf(p) === process.pid)), (pids) => pids.length === 1, 'the warm agent');
+  return pid;
+}
+
+/** Waits, without giving the event loop a turn, until the kernel has the process as a zombie: Node has not seen it exit yet. */
+function waitForZombie(pid: number): void {
+  const deadline = Date.now() + 10_000;
+  while (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z') {
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not die`);
+  }
+}
+
+describe('a warm agent that is dead or dying', () => {
+  test('is not adopted when it died before the attempt took it, even before Node saw it exit', async () => {
+    const pool = warmPool();
+    try {
+      const nextDir = await firstWithHint('run-dead', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const pid = await warmAgentPid(nextDir);
+      // How the waiting agent was started, so that the take below matches it in everything but its state.
+      const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch> }).entries];
+      process.kill(pid, 'SIGKILL');
+      waitForZombie(pid);
+      const took = await pool.take(key, { binary: launch.binary, args: launch.args, cwd: launch.cwd, env: launch.env });
+      expect(took.kind === 'discarded' ? took.reason : took.kind).toBe('it had exited');
+    } finally {
+      await pool.stopAll();
+    }
+  });
+
+  test('that dies after it was adopted, before it read its prompt, is replaced once by a cold agent', async () => {
+    const nextDir = await firstWithHint('run-dying', { stage: nextStage(), system: 'You are a test agent.' });
+    const pid = await warmAgentPid(nextDir);
+    const warmSession = /--session-id (\S+)/.exec(await commandLine(pid))?.[1];
+    // Frozen, it is alive when the attempt adopts it and writes the prompt, which it never reads: it dies first.
+    process.kill(pid, 'SIGSTOP');
+    const next = await world.start({ task: 'Task: next', runId: 'run-dying', stage: { id: 'next' } });
+    const lockedBy = async (): Promise<number | undefined> => ((JSON.parse(await readFile(path.join(nextDir, 'agent.lock'), 'utf8').catch(() => '{}')) as { pid?: number }).pid);
+    await waitFor(lockedBy, (locked) => locked === pid, 'the attempt to adopt the frozen agent');
+    process.kill(pid, 'SIGKILL');
+    const outcome = await next.outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/^the agent started ahead of time for this stage was killed by SIGKILL before it read its prompt; the stage started cold instead$/)]);
+    expect(outcome.text).toContain('Next done.');
+    // The cold agent ran in a session of its own.
+    expect(warmSession).toMatch(/^[0-9a-f-]{36}$/);
+    expect(outcome.sessionId).not.toBe(warmSession);
+    expect(await stageProcesses(nextDir)).toEqual([]);
   });
 });
 

@@ -70,6 +70,8 @@ export interface CliProcessResult {
   stderrTail: string;
   /** Size of the largest assistant or result event whose text had to be cut to its tail. @unit bytes */
   truncatedAnswerBytes: number;
+  /** What the agent wrote on stdout; 0 means it never began on its prompt (the CLI prints nothing before it). @unit bytes */
+  stdoutBytes: number;
   /** Set when the attempt settled on the result before the process exited: how it exited, once it has. */
   exit?: Promise<CliProcessResult>;
 }
@@ -85,7 +87,7 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   const exited = run.untilExit();
   if (!o.settleOnResult) return exited;
   const first = await Promise.race([exited.then(() => 'exited' as const, () => 'exited' as const), run.resultSettled]);
-  return first === 'exited' ? exited : { stderrTail: '', truncatedAnswerBytes: run.truncatedAnswerBytes, exit: exited };
+  return first === 'exited' ? exited : { stderrTail: '', truncatedAnswerBytes: run.truncatedAnswerBytes, stdoutBytes: run.stdoutBytes, exit: exited };
 }
 
 /** A new `claude` process that reads the prompt from stdin, or the warm one waiting for it. */
@@ -107,7 +109,7 @@ function startOrAdopt(o: CliProcessOptions): ResultPromise {
 
 /** One `claude` process of an attempt, from its start to its exit: the watchers that stop it, and its output. */
 class CliProcessRun {
-  private readonly result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0 };
+  private readonly result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0, stdoutBytes: 0 };
   private readonly stderr: Promise<string>;
   private exited = false;
   private killTimer: NodeJS.Timeout | undefined;
@@ -148,6 +150,10 @@ class CliProcessRun {
     return this.result.truncatedAnswerBytes;
   }
 
+  get stdoutBytes(): number {
+    return this.result.stdoutBytes;
+  }
+
   /** Reads the agent's output to its end, then waits for the process (and the tools being stopped) to be gone. */
   async untilExit(): Promise<CliProcessResult> {
     let failure: unknown;
@@ -180,6 +186,7 @@ class CliProcessRun {
   private async readOutput(): Promise<void> {
     const splitter = new StdoutLineSplitter();
     for await (const chunk of (this.child.stdout ?? []) as AsyncIterable<Buffer>) {
+      this.result.stdoutBytes += chunk.length;
       for (const piece of splitter.push(chunk)) await this.handle(piece);
     }
     for (const piece of splitter.end()) await this.handle(piece);
