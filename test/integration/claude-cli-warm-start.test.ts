@@ -1,12 +1,22 @@
 import { execa } from 'execa';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
 import type { WarmLaunch } from '../../src/activities/backends/claude-cli/warm-pool.js';
-import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
+import { runCliProcess } from '../../src/activities/backends/claude-cli/agent-process.js';
+import { agentEnvironment, streamJsonPrompt } from '../../src/activities/backends/claude-cli/args.js';
+import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
+import { CliEventReader } from '../../src/activities/backends/claude-cli/events.js';
+import { spawnAgent } from '../../src/activities/backends/claude-cli/spawn-agent.js';
+import { TranscriptWriter } from '../../src/activities/backends/claude-cli/transcript-writer.js';
+import { loadModelCatalog } from '../../src/activities/backends/models.js';
+import { workerMarkerValue } from '../../src/activities/process/orphan-watchdog.js';
+import { isGone } from '../../src/activities/process/stop.js';
+import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
@@ -172,6 +182,36 @@ describe('a warm agent that is dead or dying', () => {
     expect(warmSession).toMatch(/^[0-9a-f-]{36}$/);
     expect(outcome.sessionId).not.toBe(warmSession);
     expect(await stageProcesses(nextDir)).toEqual([]);
+  });
+});
+
+describe('an adopted agent that answers at once', () => {
+  test('has its whole answer read, also when it answered and exited before the attempt had written its lock', async () => {
+    const dir = await mkdtemp(path.join(world.root, 'answers-at-once-'));
+    const sessionId = randomUUID();
+    const args = ['-p', '--output-format', 'stream-json', '--verbose', `--session-id=${sessionId}`, '--permission-mode', 'dontAsk', '--model=sonnet', '--input-format', 'stream-json'];
+    const marker = `${dir}#${sessionId}`;
+    const env = agentEnvironment(world.env, path.join(dir, 'claude'), { stage: marker, worker: workerMarkerValue(KILL_GRACE_MS) });
+    const binary = (await findClaudeBinary(world.env))!;
+    const waiting = spawnAgent({ binary, args, cwd: dir, env });
+    waiting.catch(() => undefined);
+    // As in the pool: nobody reads a waiting agent's output, so execa (`buffer: false`) has set it flowing by adoption.
+    await waitFor(() => waiting.stdout?.readableFlowing, (flowing) => flowing === true, "the waiting agent's output to flow");
+    const transcriptPath = path.join(dir, 'attempt-1.jsonl');
+    const transcript = await TranscriptWriter.open(transcriptPath, []);
+    const reader = new CliEventReader(sessionId, loadModelCatalog(world.env), () => undefined);
+    const run = await runCliProcess({
+      binary, args, cwd: dir, env, spawned: waiting, stdin: streamJsonPrompt('Task: next'), reader, transcript,
+      stallTimeoutMs: 60_000, firstOutputTimeoutMs: 60_000, killGraceMs: KILL_GRACE_MS, marker: { name: STAGE_MARKER, value: marker },
+      heartbeatIntervalMs: 60_000, signal: new AbortController().signal, heartbeat: () => {},
+      // The lock file, written on a loaded machine: the agent has answered and exited before it is there.
+      onSpawn: async (pid) => void (await waitFor(() => isGone(pid), (gone) => gone, 'the agent to answer and exit')),
+    });
+    await transcript.close();
+    expect(run.exitCode).toBe(0);
+    expect(reader.result?.result ?? 'no result event').toContain('Next done.');
+    expect(run.stdoutBytes).toBeGreaterThan(0);
+    expect(await readFile(transcriptPath, 'utf8')).toContain('Next done.');
   });
 });
 

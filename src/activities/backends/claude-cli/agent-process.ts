@@ -157,13 +157,19 @@ class CliProcessRun {
   /** Reads the agent's output to its end, then waits for the process (and the tools being stopped) to be gone. */
   async untilExit(): Promise<CliProcessResult> {
     let failure: unknown;
+    // The reader attaches now, before anything awaits: execa puts an unread stdout into flowing mode a moment after the
+    // spawn (`buffer: false`), and what flows with no reader is lost. An adopted warm agent answers at once: under load
+    // its whole answer came and went while the lock file was being written (exit 0, empty transcript, CLI_CRASHED).
+    const reading = this.readOutput();
+    reading.catch(() => undefined);
     try {
       if (this.child.pid) await this.o.onSpawn(this.child.pid);
-      await this.readOutput();
+      await reading;
     } catch (err) {
-      // The transcript could not be written (disk full): the attempt cannot go on without its record.
+      // The transcript or the lock file could not be written (disk full): the attempt cannot go on without its record.
       failure = err;
       this.terminate();
+      await reading.catch(() => undefined);
     } finally {
       this.outputEnded = true;
       clearTimeout(this.stallTimer);
