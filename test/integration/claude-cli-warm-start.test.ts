@@ -20,7 +20,7 @@ import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { commandLine, createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
+import { commandLine, createCliWorld, KILL_GRACE_MS, processesWith, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -164,6 +164,26 @@ describe('a warm agent that is dead or dying', () => {
     }
   });
 
+  test('being stopped as the attempt takes it over is stopped before the attempt starts its own agent, which has its marker', async () => {
+    const pool = warmPool();
+    try {
+      const nextDir = await firstWithHint('run-stopping', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const pid = await warmAgentPid(nextDir);
+      const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch & { marker: string }> }).entries];
+      // Frozen, it outlives SIGTERM: its stop lasts the whole kill grace.
+      process.kill(pid, 'SIGSTOP');
+      const stopping = pool.discardAll([key]);
+      // The attempt looked before the stop (its TTL, its stage started elsewhere) and takes over now.
+      const took = await pool.take(key, { binary: launch.binary, args: launch.args, cwd: launch.cwd, env: launch.env });
+      expect(took.kind).toBe('none');
+      // Its own agent, about to start, carries this marker: the stop, which hunts it, is over.
+      expect(await processesWith(STAGE_MARKER, launch.marker)).toEqual([]);
+      await stopping;
+    } finally {
+      await pool.stopAll();
+    }
+  });
+
   test('that dies after it was adopted, before it read its prompt, is replaced once by a cold agent', async () => {
     const nextDir = await firstWithHint('run-dying', { stage: nextStage(), system: 'You are a test agent.' });
     const pid = await warmAgentPid(nextDir);
@@ -236,7 +256,6 @@ describe('a worker killed while agents wait for their stages', () => {
     worker.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const [, marker, waiting] = (await waitFor(() => /marker (\S+) waiting (\d+)/.exec(output), (m) => m !== null, 'the worker to start its waiting agents'))!;
     expect(Number(waiting)).toBe(2);
-    const { processesWith } = await import('./claude-cli-world.js');
     await waitFor(() => processesWith(WORKER_MARKER, marker), (pids) => pids.length >= 2, 'the waiting agents');
     worker.kill('SIGKILL');
     await worker;
