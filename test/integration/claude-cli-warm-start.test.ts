@@ -1,14 +1,26 @@
 import { execa } from 'execa';
-import { writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
-import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
+import type { WarmLaunch } from '../../src/activities/backends/claude-cli/warm-pool.js';
+import { runCliProcess } from '../../src/activities/backends/claude-cli/agent-process.js';
+import { agentEnvironment, streamJsonPrompt } from '../../src/activities/backends/claude-cli/args.js';
+import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
+import { CliEventReader } from '../../src/activities/backends/claude-cli/events.js';
+import { spawnAgent } from '../../src/activities/backends/claude-cli/spawn-agent.js';
+import { TranscriptWriter } from '../../src/activities/backends/claude-cli/transcript-writer.js';
+import { loadModelCatalog } from '../../src/activities/backends/models.js';
+import { workerMarkerValue } from '../../src/activities/process/orphan-watchdog.js';
+import { isGone } from '../../src/activities/process/stop.js';
+import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
 import { resolveStage } from '../../src/pipeline/stage-options.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { createCliWorld, KILL_GRACE_MS, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
+import { commandLine, createCliWorld, KILL_GRACE_MS, processesWith, REPORT, stageProcesses, waitFor, warmPool, type AttemptSetup, type CliWorld } from './claude-cli-world.js';
 
 /*
  * Warm start with the real `claude`: an attempt starts the next stage's agent while it works; that stage's attempt
@@ -120,6 +132,109 @@ describe('warm start', () => {
   });
 });
 
+/** The waiting `claude` itself (the worker's child), not a tool or helper it started. */
+async function warmAgentPid(stageDir: string): Promise<number> {
+  const parentOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+  const [pid] = await waitFor(() => stageProcesses(stageDir).then((pids) => pids.filter((p) => parentOf(p) === process.pid)), (pids) => pids.length === 1, 'the warm agent');
+  return pid;
+}
+
+/** Waits, without giving the event loop a turn, until the kernel has the process as a zombie: Node has not seen it exit yet. */
+function waitForZombie(pid: number): void {
+  const deadline = Date.now() + 10_000;
+  while (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z') {
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not die`);
+  }
+}
+
+describe('a warm agent that is dead or dying', () => {
+  test('is not adopted when it died before the attempt took it, even before Node saw it exit', async () => {
+    const pool = warmPool();
+    try {
+      const nextDir = await firstWithHint('run-dead', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const pid = await warmAgentPid(nextDir);
+      // How the waiting agent was started, so that the take below matches it in everything but its state.
+      const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch> }).entries];
+      process.kill(pid, 'SIGKILL');
+      waitForZombie(pid);
+      const took = await pool.take(key, { binary: launch.binary, args: launch.args, cwd: launch.cwd, env: launch.env });
+      expect(took.kind === 'discarded' ? took.reason : took.kind).toBe('it had exited');
+    } finally {
+      await pool.stopAll();
+    }
+  });
+
+  test('being stopped as the attempt takes it over is stopped before the attempt starts its own agent, which has its marker', async () => {
+    const pool = warmPool();
+    try {
+      const nextDir = await firstWithHint('run-stopping', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const pid = await warmAgentPid(nextDir);
+      const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch & { marker: string }> }).entries];
+      // Frozen, it outlives SIGTERM: its stop lasts the whole kill grace.
+      process.kill(pid, 'SIGSTOP');
+      const stopping = pool.discardAll([key]);
+      // The attempt looked before the stop (its TTL, its stage started elsewhere) and takes over now.
+      const took = await pool.take(key, { binary: launch.binary, args: launch.args, cwd: launch.cwd, env: launch.env });
+      expect(took.kind).toBe('none');
+      // Its own agent, about to start, carries this marker: the stop, which hunts it, is over.
+      expect(await processesWith(STAGE_MARKER, launch.marker)).toEqual([]);
+      await stopping;
+    } finally {
+      await pool.stopAll();
+    }
+  });
+
+  test('that dies after it was adopted, before it read its prompt, is replaced once by a cold agent', async () => {
+    const nextDir = await firstWithHint('run-dying', { stage: nextStage(), system: 'You are a test agent.' });
+    const pid = await warmAgentPid(nextDir);
+    const warmSession = /--session-id (\S+)/.exec(await commandLine(pid))?.[1];
+    // Frozen, it is alive when the attempt adopts it and writes the prompt, which it never reads: it dies first.
+    process.kill(pid, 'SIGSTOP');
+    const next = await world.start({ task: 'Task: next', runId: 'run-dying', stage: { id: 'next' } });
+    const lockedBy = async (): Promise<number | undefined> => ((JSON.parse(await readFile(path.join(nextDir, 'agent.lock'), 'utf8').catch(() => '{}')) as { pid?: number }).pid);
+    await waitFor(lockedBy, (locked) => locked === pid, 'the attempt to adopt the frozen agent');
+    process.kill(pid, 'SIGKILL');
+    const outcome = await next.outcome;
+    expect(outcome.warmStart).toBe(false);
+    expect(outcome.warnings).toEqual([expect.stringMatching(/^the agent started ahead of time for this stage was killed by SIGKILL before it read its prompt; the stage started cold instead$/)]);
+    expect(outcome.text).toContain('Next done.');
+    // The cold agent ran in a session of its own.
+    expect(warmSession).toMatch(/^[0-9a-f-]{36}$/);
+    expect(outcome.sessionId).not.toBe(warmSession);
+    expect(await stageProcesses(nextDir)).toEqual([]);
+  });
+});
+
+describe('an adopted agent that answers at once', () => {
+  test('has its whole answer read, also when it answered and exited before the attempt had written its lock', async () => {
+    const dir = await mkdtemp(path.join(world.root, 'answers-at-once-'));
+    const sessionId = randomUUID();
+    const args = ['-p', '--output-format', 'stream-json', '--verbose', `--session-id=${sessionId}`, '--permission-mode', 'dontAsk', '--model=sonnet', '--input-format', 'stream-json'];
+    const marker = `${dir}#${sessionId}`;
+    const env = agentEnvironment(world.env, path.join(dir, 'claude'), { stage: marker, worker: workerMarkerValue(KILL_GRACE_MS) });
+    const binary = (await findClaudeBinary(world.env))!;
+    const waiting = spawnAgent({ binary, args, cwd: dir, env });
+    waiting.catch(() => undefined);
+    // As in the pool: nobody reads a waiting agent's output, so execa (`buffer: false`) has set it flowing by adoption.
+    await waitFor(() => waiting.stdout?.readableFlowing, (flowing) => flowing === true, "the waiting agent's output to flow");
+    const transcriptPath = path.join(dir, 'attempt-1.jsonl');
+    const transcript = await TranscriptWriter.open(transcriptPath, []);
+    const reader = new CliEventReader(sessionId, loadModelCatalog(world.env), () => undefined);
+    const run = await runCliProcess({
+      binary, args, cwd: dir, env, spawned: waiting, stdin: streamJsonPrompt('Task: next'), reader, transcript,
+      stallTimeoutMs: 60_000, firstOutputTimeoutMs: 60_000, killGraceMs: KILL_GRACE_MS, marker: { name: STAGE_MARKER, value: marker },
+      heartbeatIntervalMs: 60_000, signal: new AbortController().signal, heartbeat: () => {},
+      // The lock file, written on a loaded machine: the agent has answered and exited before it is there.
+      onSpawn: async (pid) => void (await waitFor(() => isGone(pid), (gone) => gone, 'the agent to answer and exit')),
+    });
+    await transcript.close();
+    expect(run.exitCode).toBe(0);
+    expect(reader.result?.result ?? 'no result event').toContain('Next done.');
+    expect(run.stdoutBytes).toBeGreaterThan(0);
+    expect(await readFile(transcriptPath, 'utf8')).toContain('Next done.');
+  });
+});
+
 describe('a worker killed while agents wait for their stages', () => {
   test('leaves none of them behind: the watchdog stops them', async () => {
     // A worker process of its own (the built backend), so that it can be killed outright.
@@ -141,7 +256,6 @@ describe('a worker killed while agents wait for their stages', () => {
     worker.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const [, marker, waiting] = (await waitFor(() => /marker (\S+) waiting (\d+)/.exec(output), (m) => m !== null, 'the worker to start its waiting agents'))!;
     expect(Number(waiting)).toBe(2);
-    const { processesWith } = await import('./claude-cli-world.js');
     await waitFor(() => processesWith(WORKER_MARKER, marker), (pids) => pids.length >= 2, 'the waiting agents');
     worker.kill('SIGKILL');
     await worker;

@@ -70,6 +70,8 @@ export interface CliProcessResult {
   stderrTail: string;
   /** Size of the largest assistant or result event whose text had to be cut to its tail. @unit bytes */
   truncatedAnswerBytes: number;
+  /** What the agent wrote on stdout; 0 means it never began on its prompt (the CLI prints nothing before it). @unit bytes */
+  stdoutBytes: number;
   /** Set when the attempt settled on the result before the process exited: how it exited, once it has. */
   exit?: Promise<CliProcessResult>;
 }
@@ -85,7 +87,7 @@ export async function runCliProcess(o: CliProcessOptions): Promise<CliProcessRes
   const exited = run.untilExit();
   if (!o.settleOnResult) return exited;
   const first = await Promise.race([exited.then(() => 'exited' as const, () => 'exited' as const), run.resultSettled]);
-  return first === 'exited' ? exited : { stderrTail: '', truncatedAnswerBytes: run.truncatedAnswerBytes, exit: exited };
+  return first === 'exited' ? exited : { stderrTail: '', truncatedAnswerBytes: run.truncatedAnswerBytes, stdoutBytes: run.stdoutBytes, exit: exited };
 }
 
 /** A new `claude` process that reads the prompt from stdin, or the warm one waiting for it. */
@@ -107,7 +109,7 @@ function startOrAdopt(o: CliProcessOptions): ResultPromise {
 
 /** One `claude` process of an attempt, from its start to its exit: the watchers that stop it, and its output. */
 class CliProcessRun {
-  private readonly result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0 };
+  private readonly result: CliProcessResult = { stderrTail: '', truncatedAnswerBytes: 0, stdoutBytes: 0 };
   private readonly stderr: Promise<string>;
   private exited = false;
   private killTimer: NodeJS.Timeout | undefined;
@@ -148,16 +150,26 @@ class CliProcessRun {
     return this.result.truncatedAnswerBytes;
   }
 
+  get stdoutBytes(): number {
+    return this.result.stdoutBytes;
+  }
+
   /** Reads the agent's output to its end, then waits for the process (and the tools being stopped) to be gone. */
   async untilExit(): Promise<CliProcessResult> {
     let failure: unknown;
+    // The reader attaches now, before anything awaits: execa puts an unread stdout into flowing mode a moment after the
+    // spawn (`buffer: false`), and what flows with no reader is lost. An adopted warm agent answers at once: under load
+    // its whole answer came and went while the lock file was being written (exit 0, empty transcript, CLI_CRASHED).
+    const reading = this.readOutput();
+    reading.catch(() => undefined);
     try {
       if (this.child.pid) await this.o.onSpawn(this.child.pid);
-      await this.readOutput();
+      await reading;
     } catch (err) {
-      // The transcript could not be written (disk full): the attempt cannot go on without its record.
+      // The transcript or the lock file could not be written (disk full): the attempt cannot go on without its record.
       failure = err;
       this.terminate();
+      await reading.catch(() => undefined);
     } finally {
       this.outputEnded = true;
       clearTimeout(this.stallTimer);
@@ -180,6 +192,7 @@ class CliProcessRun {
   private async readOutput(): Promise<void> {
     const splitter = new StdoutLineSplitter();
     for await (const chunk of (this.child.stdout ?? []) as AsyncIterable<Buffer>) {
+      this.result.stdoutBytes += chunk.length;
       for (const piece of splitter.push(chunk)) await this.handle(piece);
     }
     for (const piece of splitter.end()) await this.handle(piece);

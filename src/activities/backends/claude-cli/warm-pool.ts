@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
 import type { ResultPromise } from 'execa';
-import { stopMarkedProcesses } from '../../process/stop.js';
+import { isGone, stopMarkedProcesses } from '../../process/stop.js';
 import { STAGE_MARKER } from '../../process/sweep.js';
 import { spawnAgent, type AgentLaunch } from './spawn-agent.js';
 
@@ -14,6 +14,12 @@ import { spawnAgent, type AgentLaunch } from './spawn-agent.js';
  *
  * Stale start-up state: the process read some files at spawn. Their content hashes are taken at spawn and checked
  * again at adoption; any change (a stage running meanwhile edited CLAUDE.md) discards the process.
+ *
+ * Dead or dying processes: a waiting process can exit at any time (stopped by a stage sweep, killed, its stdin closed:
+ * the CLI then exits 0 without a word). Node reports the exit some event-loop turns later, and execa only once the
+ * process's output is closed, so `exited` alone lags behind: adoption also asks the kernel (/proc) and the streams, once
+ * before and once after its own awaits. An attempt whose agent was taken out of the pool while it was being stopped
+ * waits for that stop to end before it starts its own agent, which carries the same marker.
  */
 
 /** How a waiting process is started; adoption compares all of it. */
@@ -53,6 +59,8 @@ export interface WarmPoolOptions {
 /** The waiting processes of one worker, keyed by run workspace and stage; see the module comment. */
 export class WarmPool {
   private readonly entries = new Map<string, WarmEntry>();
+  /** Stops under way, by key: the stopped process's marker is the one the attempt of that stage takes on. */
+  private readonly stopping = new Map<string, Promise<void>>();
   private running = 0;
   private checkTimer?: NodeJS.Timeout;
 
@@ -66,7 +74,7 @@ export class WarmPool {
   /** The identity of the process waiting for `key`, if any. */
   peek(key: string): WarmIdentity | undefined {
     const entry = this.entries.get(key);
-    return entry && !entry.exited ? { sessionId: entry.sessionId, marker: entry.marker } : undefined;
+    return entry && !gone(entry) ? { sessionId: entry.sessionId, marker: entry.marker } : undefined;
   }
 
   /**
@@ -93,17 +101,22 @@ export class WarmPool {
   }
 
   /**
-   * Hands over the process waiting for `key` when `launch` is exactly how it was started and the files it read are
-   * unchanged; otherwise stops it. Either way the key is free afterwards.
+   * Hands over the process waiting for `key` when it still waits (alive, its stdin open, its output not ended), `launch`
+   * is exactly how it was started and the files it read are unchanged; otherwise stops it. Either way the key is free
+   * afterwards, and no stop of a process of this key is still under way.
    */
   async take(key: string, launch: WarmLaunch): Promise<WarmTake> {
     const entry = this.entries.get(key);
-    if (!entry) return { kind: 'none' };
+    if (!entry) {
+      // Discarded since the attempt looked (its TTL, its stage started elsewhere, the agent limit): the stop looks for
+      // the marker the attempt's own agent is about to carry.
+      await this.stopping.get(key);
+      return { kind: 'none' };
+    }
     this.entries.delete(key);
     clearTimeout(entry.ttlTimer);
-    const reason = entry.exited
-      ? 'it had exited'
-      : mismatch(entry, launch) ?? (await changedFile(entry));
+    // Checked again after the file hashes: the process may have died while they were read.
+    const reason = notWaiting(entry) ?? mismatch(entry, launch) ?? (await changedFile(entry)) ?? notWaiting(entry);
     if (reason) {
       await this.stop(entry);
       return { kind: 'discarded', reason };
@@ -162,15 +175,35 @@ export class WarmPool {
     if (!entry) return;
     this.entries.delete(key);
     clearTimeout(entry.ttlTimer);
-    await this.stop(entry);
+    const stopped = this.stop(entry).finally(() => {
+      if (this.stopping.get(key) === stopped) this.stopping.delete(key);
+    });
+    this.stopping.set(key, stopped);
+    await stopped;
   }
 
   private async stop(entry: WarmEntry): Promise<void> {
-    if (entry.exited || !entry.child.pid) return;
-    // Stopped like every agent (SIGTERM, grace, SIGKILL), found by its own stage marker, never by a pid alone.
+    // Stopped like every agent (SIGTERM, grace, SIGKILL), found by its own stage marker, never by a pid alone; also when
+    // the CLI itself has exited, since a tool it started may not have.
     await stopMarkedProcesses(STAGE_MARKER, entry.marker, 'exact', this.options.killGraceMs);
     await Promise.resolve(entry.child).catch(() => undefined);
   }
+}
+
+/** Whether the process has exited, as Node or the kernel knows it (a zombie has: it only waits to be reaped). */
+function gone(entry: WarmEntry): boolean {
+  const { child } = entry;
+  return entry.exited || child.exitCode !== null || child.signalCode !== null || !child.pid || isGone(child.pid);
+}
+
+/** Why a waiting process can no longer take a prompt, if it cannot. */
+function notWaiting(entry: WarmEntry): string | undefined {
+  if (gone(entry)) return 'it had exited';
+  const { stdin, stdout } = entry.child;
+  // Its prompt could not reach it, or it closed its output: either way it is on its way out.
+  if (!stdin || stdin.destroyed || stdin.writableEnded) return 'its stdin was closed';
+  if (!stdout || stdout.destroyed || stdout.readableEnded) return 'its output had ended';
+  return undefined;
 }
 
 function mismatch(entry: WarmEntry, launch: WarmLaunch): string | undefined {
