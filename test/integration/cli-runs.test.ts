@@ -109,7 +109,7 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(await list(['--pipeline', 'cli-basic', '--status', 'running'])).toEqual([]);
 
     const human = await runCli(['list', '--pipeline', 'cli-basic'], env);
-    expect(human.stdout.split('\n')[0]).toMatch(/^RUN +PIPELINE +STATUS +STARTED +DURATION +COST +RUNNING STAGES$/);
+    expect(human.stdout.split('\n')[0]).toMatch(/^RUN +PIPELINE +STATUS +STARTED +DURATION +COST +RUNNING STAGES +FORKED FROM$/);
     expect(human.stdout).toMatch(new RegExp(`^${basicRun} +cli-basic +completed `, 'm'));
 
     const bad = await runCli(['list', '--status', 'sleeping'], env);

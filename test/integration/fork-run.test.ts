@@ -84,6 +84,7 @@ describe('fork', () => {
     const status = await runCli(['status', 'forky-fork'], harness.env);
     expect(status.stdout).toContain('forked from forky-source at stage3');
     expect(status.stdout).toMatch(/stage1.*carried/);
+    expect((await runCli(['list'], harness.env)).stdout).toMatch(/forky-fork .* forky-source at stage3/);
     const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(await runCli(['list', '--json'], harness.env));
     expect(runs.find((r) => r.runId === 'forky-fork')?.forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3' });
 

@@ -48,8 +48,9 @@ export function addListCommand(program: Command): void {
           formatDuration((r.closedAt ?? now) - r.startedAt),
           formatUsd(r.costUsd),
           [...r.currentStages, ...r.leaseWaits.map((w) => `${w.stage ?? 'run'} waits for ${w.key} (${w.ahead} ahead)`)].join(','),
+          r.forkedFrom ? `${r.forkedFrom.runId} at ${r.forkedFrom.stage}` : '',
         ]);
-        formatColumns([['RUN', 'PIPELINE', 'STATUS', 'STARTED', 'DURATION', 'COST', 'RUNNING STAGES'], ...rows]).forEach((l) => printLine(l));
+        formatColumns([['RUN', 'PIPELINE', 'STATUS', 'STARTED', 'DURATION', 'COST', 'RUNNING STAGES', 'FORKED FROM'], ...rows]).forEach((l) => printLine(l));
       });
     });
 }
