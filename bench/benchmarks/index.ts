@@ -5,6 +5,7 @@ import { benchBigOutput } from './big-output.js';
 import { benchCheckpoints } from './checkpoints.js';
 import { benchCost } from './cost.js';
 import { benchEncryption } from './encryption.js';
+import { benchFork } from './fork.js';
 import { benchCliConcurrency } from './cli-concurrency.js';
 import { runKillTrials, type KillTrial } from './kill-trials.js';
 import { benchLeases } from './leases.js';
@@ -126,6 +127,12 @@ export const BENCHMARKS: Benchmark[] = [
     title: 'Checkpoints',
     goal: 'checkpoint ≤ 300 ms, restore ≤ 3 s (50 MB repository, 100 KB change)',
     run: (context) => benchCheckpoints(context.stack, context.quick ? 1 : 5),
+  },
+  {
+    name: 'fork',
+    title: 'Fork',
+    goal: 'a fork asks the model only for the stages it runs again, and ends sooner than starting again',
+    run: (context) => benchFork(context.stack, context.quick ? 1 : 3),
   },
   {
     name: 'big-output',
