@@ -7,7 +7,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
-import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
+import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
  * A machine lost at the two places a run goes on from something other than its last attempt: in a review's rework
@@ -188,7 +188,8 @@ describe('a machine lost in a review round and during a wait for a person', () =
 
     const answered = await runCli(['answer', runId, '--stage', 'ask', 'Paint it green.'], harness.env);
     expect(answered.exitCode, answered.all).toBe(0);
-    const state = await harness.finish(handle);
+    // A stage that started over (no restore, no session) would ask again: that ends this wait too, and fails below.
+    const state = await waitForState(handle, (s) => s.status !== 'running' && s.status !== 'waiting', 180_000);
     expectNoStageLeftRunning(state);
     expect(state.status, JSON.stringify(summarize(state))).toBe('completed');
     expect(stageOf(state, 'ask').result?.summary).toBe('Painted it green.');
