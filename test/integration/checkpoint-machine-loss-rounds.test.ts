@@ -1,0 +1,216 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { waitFor } from './claude-cli-world.js';
+import { runCli } from './cli-helpers.js';
+import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
+
+/*
+ * A machine lost at the two places a run goes on from something other than its last attempt: in a review's rework
+ * round (the reworked stage resumes its session with the reviewer's findings) and while the run waits for a person
+ * (the stage resumes its session with the answer). As in checkpoint-machine-loss.test.ts, worker A (a real worker
+ * process, the real claude CLI in its sandbox, the scripted model) is SIGKILLed with its agents and the run's folder
+ * and bookkeeping are deleted; worker B shares only Temporal and the store with it (the same workspaces path, as
+ * every host of a queue must have, and an owner id of its own), restores the run and finishes it.
+ */
+
+type Rule = NonNullable<ScenarioInput['rules']>[number];
+const report = (summary: string, extra: Record<string, unknown> = {}): string =>
+  `\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {}, ...extra })}\n\`\`\``;
+const bash = (command: string, description: string) => ({ name: 'Bash', input: { command, description } });
+
+const RULES: Rule[] = [
+  {
+    name: 'impl',
+    match: 'Pipeline: rework-loss · Stage: impl ·',
+    turns: [
+      // Round 1.
+      { text: 'Writing one.', tool: bash('echo one > one.txt', 'Write one') },
+      { text: report('Wrote one.') },
+      // Round 2, resuming the session with the reviewer's findings.
+      { text: 'Writing two.', tool: bash('echo two > two.txt', 'Write two') },
+      // Streams for about ten seconds: worker A is killed in the middle of it, after a checkpoint holds two.txt.
+      { text: 'Writing three, slowly. '.repeat(40), chunks: 40, chunkDelayMs: 250, tool: bash('echo three > three.txt', 'Write three') },
+      // The resumed session (Claude Code closes the cut turn with an empty reply of its own) goes on here.
+      { text: 'Checking what is done.', tool: bash('test -f three.txt || echo three > three.txt', 'Write three if missing') },
+      { text: report('Wrote two and three.') },
+    ],
+  },
+  {
+    name: 'review',
+    match: 'Pipeline: rework-loss · Stage: review ·',
+    turns: [
+      { text: report('Not yet.', { verdict: 'rework', feedback: ['F1: two.txt and three.txt are missing'] }) },
+      { text: report('All there.', { verdict: 'approve', feedback: [] }) },
+    ],
+  },
+  {
+    name: 'ask',
+    match: 'Pipeline: wait-loss · Stage: ask ·',
+    turns: [
+      { text: 'Writing before.', tool: bash('echo before > before.txt', 'Write before') },
+      { text: 'BLOCKED: Which colour should the file be?' },
+      // After the answer, on the other worker: before.txt must be in the restored workspace.
+      { text: 'Painting.', tool: bash('cat before.txt > after.txt && echo green >> after.txt', 'Write after') },
+      { text: report('Painted it green.') },
+    ],
+  },
+  { name: 'next', match: 'Pipeline: wait-loss · Stage: next ·', turns: [{ text: report('Read the file.') }] },
+];
+
+const DEFAULTS = 'defaults: { backend: claude-cli, model: sonnet, retries: 3, heartbeatTimeout: 5s, permissionMode: dontAsk, allowedTools: [Bash, Read], checkpoint: { every: 1s } }';
+
+const REWORK_PIPELINE = [
+  'name: rework-loss',
+  DEFAULTS,
+  'stages:',
+  '  - id: impl',
+  '    prompt: Write the files.',
+  '  - id: review',
+  '    needs: [impl]',
+  '    prompt: Review the files.',
+  '    review: { of: impl, maxRounds: 3, onMaxRounds: fail }',
+  '',
+].join('\n');
+
+const WAIT_PIPELINE = [
+  'name: wait-loss',
+  DEFAULTS,
+  'stages:',
+  '  - id: ask',
+  '    prompt: Write before, then ask which colour.',
+  '  - id: next',
+  '    needs: [ask]',
+  '    prompt: Read what ask wrote.',
+  '',
+].join('\n');
+
+interface Manifest {
+  id: string;
+  runId: string;
+  reason: string;
+  takenAt: string;
+}
+
+/** The checkpoint manifests of run `runId` in the folder store, oldest first. */
+async function manifests(storeDir: string, runId: string): Promise<Manifest[]> {
+  const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
+  const read = files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as Manifest);
+  return (await Promise.all(read)).filter((m) => m.runId === runId).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+describe('a machine lost in a review round and during a wait for a person', () => {
+  let harness: Harness;
+  let storeDir: string;
+  const workers: WorkerProcess[] = [];
+  beforeAll(async () => {
+    harness = await createHarness('checkpoint-loss-rounds', { scenario: { rules: RULES }, worker: false });
+    storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.crash()));
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+  const worker = (): WorkerProcess => {
+    const started = startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'on' });
+    workers.push(started);
+    return started;
+  };
+  /** The host is gone: its worker and agents killed, the run's folder and bookkeeping deleted. */
+  const loseHost = async (first: WorkerProcess, runId: string): Promise<number> => {
+    await first.crash();
+    const lostAt = harness.modelServer.requests().length;
+    await rm(harness.runDir(runId), { recursive: true, force: true });
+    await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
+    return lostAt;
+  };
+  const requestsOf = (rule: string, turn: number) => harness.modelServer.requests().filter((r) => r.rule === rule && r.turn === turn);
+
+  test('a rework round cut short on one worker goes on on another, with round 1 and 2 files and the session', { timeout: 240_000 }, async () => {
+    const file = await harness.writePipeline('rework-loss', REWORK_PIPELINE);
+    const first = worker();
+    const handle = await harness.start(file);
+    const runId = handle.workflowId;
+    // Turn 3 is round 2's second turn: asked for once two.txt is written, so a checkpoint after that holds it.
+    await waitForRequest(harness.modelServer, (r) => r.rule === 'impl' && r.turn === 3, 120_000);
+    const afterTwo = Date.now();
+    await waitFor(() => manifests(storeDir, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo), 'a periodic checkpoint of round 2', 30_000);
+    const lostAt = await loseHost(first, runId);
+    worker();
+
+    const state = await harness.finish(handle);
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(summarize(state))).toBe('completed');
+    const impl = stageOf(state, 'impl');
+    expect(impl.round).toBe(2);
+    expect(impl.result?.summary).toBe('Wrote two and three.');
+    expect(stageOf(state, 'review').result?.verdict).toBe('approve');
+    for (const [name, text] of [['one.txt', 'one\n'], ['two.txt', 'two\n'], ['three.txt', 'three\n']]) {
+      expect(await readFile(path.join(state.workspace!, name), 'utf8')).toBe(text);
+    }
+
+    // The session resumed on B holds round 1, the reviewer's findings and round 2's first turn, and the restore note.
+    const resumed = harness.modelServer.requests().slice(lostAt).filter((r) => r.rule === 'impl');
+    expect(resumed.length).toBeGreaterThan(0);
+    const body = JSON.stringify(resumed[0].body);
+    expect(body).toContain('echo one > one.txt');
+    expect(body).toContain('F1: two.txt and three.txt are missing');
+    expect(body).toContain('echo two > two.txt');
+    expect(body).toMatch(/restored from a checkpoint taken at \d{4}-\d\d-\d\dT/);
+    // Neither round's work was redone: their first turns were answered once.
+    expect(requestsOf('impl', 0)).toHaveLength(1);
+    expect(requestsOf('impl', 2)).toHaveLength(1);
+
+    const logs = await runCli(['logs', runId, '--stage', 'impl'], harness.env);
+    expect(logs.exitCode, logs.all).toBe(0);
+    expect(logs.stdout).toContain('Wrote two and three.');
+    const status = await runCli(['status', runId], harness.env);
+    expect(status.exitCode, status.all).toBe(0);
+  });
+
+  test('a run waiting for an answer on a lost worker is answered and goes on on another, from the checkpoint before the wait', { timeout: 240_000 }, async () => {
+    const file = await harness.writePipeline('wait-loss', WAIT_PIPELINE);
+    const first = worker();
+    const handle = await harness.start(file);
+    const runId = handle.workflowId;
+    await waitForWaiting(handle, 'ask', undefined, 120_000);
+    // The attempt that asked ended with a checkpoint: the one the run goes on from.
+    const before = (await manifests(storeDir, runId)).at(-1);
+    expect(before?.reason).toBe('end');
+    const lostAt = await loseHost(first, runId);
+    worker();
+
+    const answered = await runCli(['answer', runId, '--stage', 'ask', 'Paint it green.'], harness.env);
+    expect(answered.exitCode, answered.all).toBe(0);
+    // A stage that started over (no restore, no session) would ask again: that ends this wait too, and fails below.
+    const state = await waitForState(handle, (s) => s.status !== 'running' && s.status !== 'waiting', 180_000);
+    expectNoStageLeftRunning(state);
+    expect(state.status, JSON.stringify(summarize(state))).toBe('completed');
+    expect(stageOf(state, 'ask').result?.summary).toBe('Painted it green.');
+    expect(stageOf(state, 'next').status).toBe('completed');
+    // The stage continued in the restored workspace: the file written before the wait was there.
+    expect(await readFile(path.join(state.workspace!, 'after.txt'), 'utf8')).toBe('before\ngreen\n');
+
+    // The session resumed on B holds the turns before the wait, the question, then the note and the answer.
+    const resumed = harness.modelServer.requests().slice(lostAt).filter((r) => r.rule === 'ask');
+    expect(resumed.length).toBeGreaterThan(0);
+    const body = JSON.stringify(resumed[0].body);
+    expect(body).toContain('echo before > before.txt');
+    expect(body).toContain('Which colour should the file be?');
+    expect(body).toContain('Paint it green.');
+    expect(body).toContain(`restored from a checkpoint taken at ${before!.takenAt}`);
+    expect(requestsOf('ask', 0)).toHaveLength(1);
+
+    const logs = await runCli(['logs', runId, '--stage', 'ask'], harness.env);
+    expect(logs.exitCode, logs.all).toBe(0);
+    expect(logs.stdout).toContain('Painted it green.');
+    const status = await runCli(['status', runId], harness.env);
+    expect(status.exitCode, status.all).toBe(0);
+  });
+});
