@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { MAX_FINAL_ANSWER_BYTES } from '../activities/run-stage/final-answer.js';
 import { readOwnFile } from '../activities/workspace/own-files.js';
 import { ConfigError } from '../errors.js';
+import { OUTPUT_CAPS } from '../pipeline/output-caps.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { FinalAnswerRef } from '../pipeline/stage-result.js';
 import { isFinalAnswerKey, runKeyPrefix } from '../store/run-keys.js';
@@ -56,7 +56,7 @@ async function readAnswerRef(ref: FinalAnswerRef, settings: ClientStoreSettings,
   let data: Uint8Array | undefined;
   try {
     // Unencrypted here, an encrypted object is read (with its header and tag) so that its form can be named.
-    data = await opened.store.get(ref.key, Math.min(ref.bytes, MAX_FINAL_ANSWER_BYTES) + (opened.encrypted ? 0 : SEALED_OVERHEAD_BYTES));
+    data = await opened.store.get(ref.key, Math.min(ref.bytes, OUTPUT_CAPS.wholeAnswerBytes) + (opened.encrypted ? 0 : SEALED_OVERHEAD_BYTES));
   } catch (err) {
     throw storeProblem(err, ref, opened, what);
   }

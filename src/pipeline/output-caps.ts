@@ -18,6 +18,8 @@ export const OUTPUT_CAPS = {
   feedbackBytes: 64 * 1024,
   /** The agent's final answer kept in the result (`{{stages.ID.answer}}`): longer is cut, with a warning. @unit bytes */
   answerBytes: 16 * 1024,
+  /** The whole final answer kept beside the result when `answer` was cut: far above any model's, an end to a runaway one. @unit bytes */
+  wholeAnswerBytes: 32 * 1024 * 1024,
   /** Each of the report's own top-level fields (`{{stages.ID.report.FIELD}}`), like an entry of `outputs`. @unit bytes */
   reportFieldBytes: 64 * 1024,
   /** All of the report's own fields together. @unit bytes */

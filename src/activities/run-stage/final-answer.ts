@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
+import { OUTPUT_CAPS } from '../../pipeline/output-caps.js';
 import type { FinalAnswerRef } from '../../pipeline/stage-result.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { finalAnswerKey } from '../../store/run-keys.js';
@@ -10,9 +11,6 @@ import { writeFileAtomic } from '../workspace/run-workspace.js';
  * the run's keys, so `final-answer` and `RunHandle.finalAnswer` read it from any host that has the store's settings,
  * without parsing transcripts. The result carries a reference (key, size, hash), never the text.
  */
-
-/** The most of one answer kept: far above any model's answer, and an end to a runaway one. @unit bytes */
-export const MAX_FINAL_ANSWER_BYTES = 32 * 1024 * 1024;
 
 /** Where an attempt keeps its whole answer. */
 export interface FinalAnswerPlace {
@@ -25,9 +23,9 @@ export interface FinalAnswerPlace {
   workspacesRoot: string;
 }
 
-/** Writes `text` (cut to {@link MAX_FINAL_ANSWER_BYTES}) to the store, or else beside the transcript, and returns its reference. */
+/** Writes `text` (cut to `OUTPUT_CAPS.wholeAnswerBytes`) to the store, or else beside the transcript, and returns its reference. */
 export async function keepFinalAnswer(text: string, place: FinalAnswerPlace): Promise<FinalAnswerRef> {
-  const data = Buffer.from(text, 'utf8').subarray(0, MAX_FINAL_ANSWER_BYTES);
+  const data = Buffer.from(text, 'utf8').subarray(0, OUTPUT_CAPS.wholeAnswerBytes);
   const sha256 = createHash('sha256').update(data).digest('hex');
   if (place.store) {
     const key = finalAnswerKey(place.runId, sha256);
