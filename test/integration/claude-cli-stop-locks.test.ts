@@ -37,7 +37,8 @@ beforeAll(async () => {
     worker: false,
     // Unsandboxed: the tool takes a lock outside the workspace (as pyenv does in ~/.pyenv) and git's index.lock in the
     // repository's own .git, both of which Claude Code's sandbox refuses to write (docs/security.md).
-    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s', AGENT_PIPELINE_SANDBOX: 'off' },
+    // A long grace: the tool exits as soon as its trap has run, and on a machine at load 30 that took over 5 s once.
+    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '20s', AGENT_PIPELINE_SANDBOX: 'off' },
     scenario: {
       rules: [
         {
@@ -108,7 +109,7 @@ describe('a worker killed while its agent holds locks', () => {
     first.kill('SIGKILL');
     await first;
     // The watchdog's SIGTERM lets the shell run its EXIT trap; SIGKILL would have left the lock behind.
-    await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 20_000);
+    await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 45_000);
     expect(existsSync(shimLock)).toBe(false);
     // Nothing can release git's lock but the next attempt.
     expect(existsSync(indexLock)).toBe(true);
