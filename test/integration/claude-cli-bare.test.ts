@@ -30,6 +30,26 @@ async function requestText(runId: string, bare: boolean): Promise<string> {
   return JSON.stringify(world.server.requests().slice(before).map((r) => r.body));
 }
 
+/** Runs one attempt in a run folder holding `files`; returns the model request's text. */
+async function requestTextWith(runId: string, files: Record<string, string>, bare: boolean): Promise<string> {
+  const folder = path.join(world.root, toFolderName(runId));
+  await mkdir(folder, { recursive: true });
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(folder, name), text);
+  const before = world.server.requests().length;
+  const outcome = await (await world.start({ task: 'Task: bare', runId, stage: { bare } })).outcome;
+  expect(outcome.text).toContain(REPORT);
+  return JSON.stringify(world.server.requests().slice(before).map((r) => r.body));
+}
+
+// examples/agent-execution/README.md tells teams whose agents follow an AGENTS.md in the worktree that it is read.
+describe('a workspace AGENTS.md', () => {
+  const AGENTS_RULE = 'AGENTS RULE 0815: name every test after its acceptance criterion';
+  test('reaches the agent as project instructions, as CLAUDE.md does, and is left out under bare: true', async () => {
+    expect(await requestTextWith('run-agents', { 'AGENTS.md': `${AGENTS_RULE}\n` }, false)).toContain(AGENTS_RULE);
+    expect(await requestTextWith('run-agents-bare', { 'AGENTS.md': `${AGENTS_RULE}\n` }, true)).not.toContain(AGENTS_RULE);
+  });
+});
+
 describe('bare: true', () => {
   test('leaves the workspace CLAUDE.md out of the request, and keeps the stage\'s own system prompt and task', async () => {
     const normal = await requestText('run-normal', false);

@@ -75,8 +75,14 @@ describe('the bmad-story example', () => {
     // The person's answer continued the analyst's session.
     expect(bodyOf('analyst', 2)).toContain('Prose only: skip code blocks.');
     // The prior artifact reached the developer by path; QA's feedback reached it in the rework round.
-    expect(bodyOf('dev', 0)).toContain('docs/brief.md');
+    expect(bodyOf('dev', 0)).toContain('Files (in your working directory): docs/brief.md');
+    expect(bodyOf('dev', 0)).not.toContain('words inside code blocks are not counted');
     expect(bodyOf('dev', 3)).toContain('AC2 has no test');
+    // The story's AgentResult(status, artifacts, session_id, duration_seconds): each stage's result.
+    const analystResult = stageOf(state, 'analyst').result!;
+    expect(analystResult.artifacts.map((a) => a.path)).toContain('docs/brief.md');
+    expect(analystResult.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(analystResult.durationMs).toBeGreaterThan(0);
     expect(state.reviews?.qa.findings.map((f) => [f.id, f.state, f.text.split(':')[0]])).toEqual([['F1', 'fixed', 'AC2 has no test']]);
   });
 });

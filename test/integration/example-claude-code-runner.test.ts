@@ -72,10 +72,14 @@ describe('the claude-code-runner example', () => {
     expect(stageOf(state, 'validate').result?.outputs).toEqual({ works: true });
   });
 
-  test('returns the agent\'s final answer, as ClaudeCodeRunner returns its Output', async () => {
+  test('returns the agent\'s final answer, as ClaudeCodeRunner returns its Output, with the model chosen per request', async () => {
     harness.modelServer.setScenario(scenario);
-    const state = await harness.finish(await harness.start(PIPELINE, { worktree: await newWorktree() }));
+    const state = await harness.finish(await harness.start(PIPELINE, { worktree: await newWorktree(), model: 'haiku', timeout: '20m' }));
     expect(state.status).toBe('completed');
+    // WithModel: the input `model` reached every stage's CLI (`defaults.model: "{{inputs.model}}"`).
+    const models = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && r.rule === 'validate').map((r) => (r.body as { model?: string }).model);
+    expect(models.length).toBeGreaterThan(0);
+    for (const model of models) expect(model).toMatch(/haiku/);
     // The answer text without the report block, in the stage result (`status --json`, the library's results).
     expect(stageOf(state, 'validate').result?.answer).toBe('It prints 1.4.2.');
   });
