@@ -29,7 +29,8 @@ import { clientDataConverter, encryptionCodecOf, storeOfCodecs, storePayloadCode
 import { openWorkerSubfolder, storeFolder } from './activities/workspace/worker-folder.js';
 import { STORE_VARIABLE, storeSecretValues } from './store/store-settings.js';
 import type { ObjectStore } from './store/object-store.js';
-import type { PayloadCodec } from '@temporalio/common';
+import { sweepGoneRuns } from './store/run-records.js';
+import { WorkflowNotFoundError, type PayloadCodec } from '@temporalio/common';
 import { ENCRYPTION_KEY_VARIABLE, encryptionSecretValues } from './codec/encryption-key.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './worker-deployment.js';
 import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
@@ -149,6 +150,32 @@ async function releaseWorkerResources(resources: WorkerResources): Promise<void>
   await resources.warmPool?.stopAll();
   // Agents whose stages completed on their result, still shutting down.
   await resources.exitingAgents.allExited();
+}
+
+/**
+ * Every `everyMs` while the worker runs (the first pass a minute after it starts, or sooner with a shorter interval),
+ * deletes the stored objects of runs of its namespace that Temporal no longer keeps: describing such a run finds none.
+ */
+function sweepStoreWhileRunning(worker: Worker, store: ObjectStore, client: Client, everyMs: number): void {
+  const isGone = (runId: string) =>
+    client.workflow.getHandle(runId).describe().then(
+      () => false,
+      (err: unknown) => err instanceof WorkflowNotFoundError,
+    );
+  const pass = async (): Promise<void> => {
+    const state = worker.getState();
+    if (state === 'STOPPED' || state === 'FAILED') return clearInterval(timer);
+    if (state !== 'RUNNING') return;
+    const deleted = await sweepGoneRuns(store, worker.options.namespace, isGone).catch((err: unknown) => {
+      Runtime.instance().logger.warn(`the store sweep of ${store.description} failed: ${err instanceof Error ? err.message : String(err)}`);
+      return [];
+    });
+    if (deleted.length > 0) Runtime.instance().logger.info(`deleted the stored objects of ${deleted.length} run(s) Temporal no longer keeps`, { runs: deleted.slice(0, 20) });
+  };
+  const first = setTimeout(() => void pass(), Math.min(everyMs, 60_000));
+  const timer = setInterval(() => void pass(), everyMs);
+  first.unref();
+  timer.unref();
 }
 
 /**
@@ -273,6 +300,8 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
   });
   // The runs this worker claims send their activities to its own queues (one owner per run).
   runWithOwnerWorkers(worker, await createOwnerWorkers(owner, { ...shared, identity: worker.options.identity }));
+  // The objects of runs Temporal no longer keeps go from the store, whichever worker wrote them.
+  if (settings.storeSweepMs !== undefined) sweepStoreWhileRunning(worker, store, new Client({ connection, namespace: workerNamespace, dataConverter: clientDataConverter(codecs) }), settings.storeSweepMs);
   // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
   await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
   return { worker, resources };

@@ -65,6 +65,12 @@ export interface WorkerEnvOptions {
    * @default 60s (`AGENT_PIPELINE_OWNER_TIMEOUT`)
    */
   ownerTimeoutMs: number;
+  /**
+   * How often the worker deletes the stored objects of runs Temporal no longer keeps (ended, and the namespace's
+   * retention passed; store/run-records.ts); undefined: never. @unit milliseconds
+   * @default 1h (`AGENT_PIPELINE_STORE_SWEEP`; `off` turns it off)
+   */
+  storeSweepMs: number | undefined;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -97,6 +103,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),
     ownerTimeoutMs: duration(env, 'AGENT_PIPELINE_OWNER_TIMEOUT', '60s'),
+    storeSweepMs: env.AGENT_PIPELINE_STORE_SWEEP?.trim().toLowerCase() === 'off' ? undefined : duration(env, 'AGENT_PIPELINE_STORE_SWEEP', '1h'),
   };
 }
 

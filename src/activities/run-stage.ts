@@ -19,6 +19,7 @@ import { mergeWarnings } from './attempt/warnings.js';
 import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
 import { repoOf } from './workspace/open-workspace.js';
 import { storeUnavailableIn } from './store-failure.js';
+import { recordRun } from '../store/run-records.js';
 import { executionInfo } from './owner/stage-execution.js';
 
 /**
@@ -68,6 +69,9 @@ async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): 
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
+  // The store's record of the run, which its sweep reads once Temporal no longer keeps the run.
+  const store = deps.checkpoints?.store ?? deps.store;
+  if (store && setup.info.workflowNamespace) await recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace });
   const first = setup.info.attempt === 1 && !setup.restoredFrom;
   // Round 1's first attempt is the stage's first start: its checkpoint is the one a fork from this stage starts from.
   await checkpoints.start(first, first && input.round === 1 ? input.stage.id : undefined);

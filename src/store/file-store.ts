@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { copyFile, lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { checkStoreKey, StoreObjectTooLargeError, type ObjectStore } from './object-store.js';
@@ -62,6 +62,9 @@ export class FileStore implements ObjectStore {
       await rm(this.fileOf(key), { force: true });
       deleted += 1;
     }
+    // A folder prefix leaves no empty folders behind (a store of many runs would keep one per run); a folder that
+    // something was written into meanwhile is not empty, and stays.
+    if (prefix.endsWith('/')) await removeEmptyFolders(path.join(this.root, ...checkStoreKey(prefix.slice(0, -1)).split('/')));
     return deleted;
   }
 
@@ -91,4 +94,12 @@ async function regularFileSize(file: string): Promise<number | undefined> {
   if (stats === undefined) return undefined;
   if (!stats.isFile()) throw new Error(`${file} in the store is not a regular file`);
   return stats.size;
+}
+
+/** Removes `dir` and the folders below it that are empty, deepest first; anything holding a file stays. */
+async function removeEmptyFolders(dir: string): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
+  if (!entries) return;
+  for (const entry of entries) if (entry.isDirectory()) await removeEmptyFolders(path.join(dir, entry.name));
+  await rmdir(dir).catch(() => undefined);
 }

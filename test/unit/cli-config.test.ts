@@ -27,6 +27,7 @@ describe('worker settings from the environment', () => {
       sandboxAllowLocal: false,
       apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
       ownerTimeoutMs: 60_000,
+      storeSweepMs: 3_600_000,
     });
   });
 
@@ -46,6 +47,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
         AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
         AGENT_PIPELINE_OWNER_TIMEOUT: '20s',
+        AGENT_PIPELINE_STORE_SWEEP: 'off',
       }),
     ).toEqual({
       maxConcurrentStages: 3,
@@ -59,6 +61,7 @@ describe('worker settings from the environment', () => {
       sandboxAllowLocal: true,
       apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
       ownerTimeoutMs: 20_000,
+      storeSweepMs: undefined,
     });
   });
 

@@ -1,0 +1,42 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { runKeyPrefix } from '../../src/store/run-keys.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { waitFor } from './claude-cli-world.js';
+
+/*
+ * Stored objects live as long as Temporal keeps their run (docs/deployment.md, "How long stored objects live"): a
+ * worker's sweep deletes the objects of a run once Temporal no longer has it (here: deleted, as the namespace's
+ * retention does after a run ends), and keeps those of runs it still has, which can still be read and forked.
+ */
+
+const PIPELINE = 'name: swept\ndefaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }\nstages:\n  - { id: only, prompt: Do it. }\n';
+const REPORT = `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary: 'done', outputs: {} })}\n\`\`\``;
+
+describe('the store sweep', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('store-sweep', { scenario: { rules: [], fallback: { text: REPORT } }, env: { AGENT_PIPELINE_STORE_SWEEP: '2s' } });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('deletes the objects of a run Temporal no longer keeps, and keeps a live run\'s', { timeout: 180_000 }, async () => {
+    const store = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+    const prefixOf = (runId: string) => path.join(store, runKeyPrefix(runId));
+    const kept = await harness.startYaml('swept', PIPELINE, 'sweep-kept');
+    const gone = await harness.startYaml('swept', PIPELINE, 'sweep-gone');
+    for (const handle of [kept, gone]) expect((await harness.finish(handle)).status).toBe('completed');
+    // Each run's fork point and record are in the store.
+    for (const id of ['sweep-kept', 'sweep-gone']) expect(existsSync(path.join(prefixOf(id), 'run.json'))).toBe(true);
+
+    await harness.client.workflowService.deleteWorkflowExecution({ namespace: 'default', workflowExecution: { workflowId: 'sweep-gone' } });
+    // The server deletes a run's history in the background: seconds on a quiet machine, longer on a loaded one.
+    await waitFor(async () => existsSync(prefixOf('sweep-gone')), (present) => !present, 'the gone run\'s objects to be deleted', 100_000);
+    expect(existsSync(path.join(prefixOf('sweep-kept'), 'run.json'))).toBe(true);
+    // The kept run can still be forked: its fork point is there.
+    expect(existsSync(path.join(prefixOf('sweep-kept'), 'checkpoints'))).toBe(true);
+  });
+});
