@@ -69,8 +69,8 @@ async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): 
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
-  // The store's record of the run, which its sweep reads once Temporal no longer keeps the run.
-  const store = deps.checkpoints?.store ?? deps.store;
+  // The store's record of a run checkpointed there, which its sweep reads once Temporal no longer keeps the run.
+  const store = deps.checkpoints?.store;
   if (store && setup.info.workflowNamespace) await recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace });
   const first = setup.info.attempt === 1 && !setup.restoredFrom;
   // Round 1's first attempt is the stage's first start: its checkpoint is the one a fork from this stage starts from.

@@ -4,6 +4,7 @@ import { OUTPUT_CAPS } from '../../pipeline/output-caps.js';
 import type { FinalAnswerRef } from '../../pipeline/stage-result.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { finalAnswerKey } from '../../store/run-keys.js';
+import { recordRun } from '../../store/run-records.js';
 import { writeFileAtomic } from '../workspace/run-workspace.js';
 
 /*
@@ -15,6 +16,8 @@ import { writeFileAtomic } from '../workspace/run-workspace.js';
 /** Where an attempt keeps its whole answer. */
 export interface FinalAnswerPlace {
   runId: string;
+  /** The run's namespace, recorded beside its objects for the store's sweep (store/run-records.ts). */
+  namespace?: string;
   /** The workers' object store (encrypting when they encrypt); without one, the answer goes to the bookkeeping. */
   store?: ObjectStore;
   /** The attempt's transcript (`…/attempt-N.jsonl`): the bookkeeping copy is written beside it. */
@@ -29,6 +32,7 @@ export async function keepFinalAnswer(text: string, place: FinalAnswerPlace): Pr
   const sha256 = createHash('sha256').update(data).digest('hex');
   if (place.store) {
     const key = finalAnswerKey(place.runId, sha256);
+    if (place.namespace) await recordRun(place.store, { runId: place.runId, namespace: place.namespace });
     // A store's put is whole or nothing, as the bookkeeping's temp file and rename is.
     await place.store.put(key, data);
     return { key, bytes: data.length, sha256, store: true };

@@ -66,7 +66,7 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
 /** Where this attempt keeps a cut answer whole: the workers' store, else (activities built without one) its bookkeeping. */
 function answerPlace(setup: AttemptSetup): FinalAnswerPlace {
   const { deps, input, log, info } = setup;
-  return { runId: input.runId, store: deps.store, transcriptPath: log.transcriptPath(info.attempt), workspacesRoot: deps.workspacesRoot };
+  return { runId: input.runId, namespace: info.workflowNamespace, store: deps.store, transcriptPath: log.transcriptPath(info.attempt), workspacesRoot: deps.workspacesRoot };
 }
 
 /** An empty answer fails RESPONSE_EMPTY at once when the stage's `retry.nonRetryable` lists it, whatever the backend. */
