@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError } from '../errors.js';
@@ -28,7 +29,10 @@ export interface ForkSource {
 
 /** Reads run `runId`'s state and start input. @throws InvalidRequestError NOT_A_PIPELINE_RUN, RunNotFoundError */
 export async function readForkSource(client: Client, runId: string): Promise<ForkSource> {
-  const snapshot = await readRun(client, runId);
+  const snapshot = await readRun(client, runId).catch((err: unknown) => {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    throw refused({ message: `there is no run ${runId} to fork in namespace ${client.options.namespace}`, fix: 'check the id with `agent-pipeline list`; a run (and the checkpoints a fork starts from) is gone once the namespace\'s retention has passed after it ended' });
+  });
   const page = await client.workflowService.getWorkflowExecutionHistory({ namespace: client.options.namespace, execution: { workflowId: runId, runId: snapshot.execution?.runId }, maximumPageSize: 1 });
   const first = page.history?.events?.[0];
   const event = first && (await decodeHistoryEvent(clientCodecs(client), first));

@@ -40,6 +40,10 @@ describe('rerun and forks of other runs', () => {
     expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
     expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
     expect(calls(harness, 'flaky-first')).toBe(1);
+    // A run Temporal no longer keeps cannot be forked, and the message says why such a run is gone.
+    const gone = await runCli(['rerun', 'flaky-never-was'], harness.env);
+    expect(gone.exitCode).toBe(2);
+    expect(gone.stderr).toMatch(/FORK_REFUSED.*no run flaky-never-was.*retention/);
   });
 
   test('a fork from one of two parallel stages takes over only what had completed when it started', { timeout: 300_000 }, async () => {
