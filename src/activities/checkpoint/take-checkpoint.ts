@@ -53,12 +53,16 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
         objects: {},
       };
       const files = await writeObjects(options, target, manifest, scratch);
-      for (const [name, file] of Object.entries(files)) {
-        const described = await describeFile(file);
-        if (described.bytes > options.maxBytes) throw tooLarge(target.runId, name, described.bytes, options.maxBytes);
-        await options.store.putFile(checkpointKey(target.runId, id, name), file);
-        manifest.objects[name] = described;
-      }
+      // Uploaded side by side (a remote store's round trips dominate), recorded in a fixed order.
+      const described = await allSettled(
+        Object.entries(files).map(async ([name, file]) => {
+          const object = await describeFile(file);
+          if (object.bytes > options.maxBytes) throw tooLarge(target.runId, name, object.bytes, options.maxBytes);
+          await options.store.putFile(checkpointKey(target.runId, id, name), file);
+          return [name, object] as const;
+        }),
+      );
+      for (const [name, object] of described) manifest.objects[name] = object;
       if (stage !== undefined) await options.store.put(checkpointKey(target.runId, id, STAGE_START_OBJECT), Buffer.from(sha256Hex(stage)));
       // Last: a checkpoint is complete, and read, only once its manifest is there.
       await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
@@ -71,33 +75,57 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
 
 /** Writes the checkpoint's objects into `scratch`; returns their files by object name (and fills `manifest.git`). */
 async function writeObjects(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  const { workspace } = target;
   try {
-    if (target.kind === 'git') {
-      const base = await readWorktreeBase(workspace.bookkeeping);
-      if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
-      const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
-      const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
-      manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
-      files[CHECKPOINT_OBJECTS.gitBundle] = bundleFile;
-    } else if (target.kind === 'folder') {
-      const archive = path.join(scratch, CHECKPOINT_OBJECTS.folderArchive);
-      await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
-      files[CHECKPOINT_OBJECTS.folderArchive] = archive;
-    }
-    // A fork point is the workspace alone: a fork reads its source's results from the run, not from its records.
-    if (options.forkPointsOnly) return files;
-    const copy = path.join(scratch, 'bookkeeping');
-    await mkdir(copy);
-    const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);
-    await createArchive(copy, await copyBookkeeping(workspace.bookkeeping, copy, options.maxBytes), archive);
-    files[CHECKPOINT_OBJECTS.bookkeeping] = archive;
+    // The workspace and the bookkeeping are independent: written side by side, the slower one sets the time.
+    const [workspace, bookkeeping] = await allSettled([
+      writeWorkspaceObject(options, target, manifest, scratch),
+      // A fork point is the workspace alone: a fork reads its source's results from the run, not from its records.
+      options.forkPointsOnly ? Promise.resolve({}) : writeBookkeepingObject(options, target, scratch),
+    ]);
+    return { ...workspace, ...bookkeeping };
   } catch (err) {
     if (err instanceof ArchiveTooLargeError) throw tooLarge(target.runId, 'files', undefined, options.maxBytes, err.message);
     throw err;
   }
-  return files;
+}
+
+/** The git bundle of a worktree (filling `manifest.git`), the archive of a plain folder, or nothing for a lent folder. */
+async function writeWorkspaceObject(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
+  const { workspace } = target;
+  if (target.kind === 'git') {
+    const base = await readWorktreeBase(workspace.bookkeeping);
+    if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
+    const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
+    const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
+    manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
+    return { [CHECKPOINT_OBJECTS.gitBundle]: bundleFile };
+  }
+  if (target.kind === 'folder') {
+    const archive = path.join(scratch, CHECKPOINT_OBJECTS.folderArchive);
+    await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
+    return { [CHECKPOINT_OBJECTS.folderArchive]: archive };
+  }
+  return {};
+}
+
+/** The archive of the run's bookkeeping, copied first (see bookkeeping-copy.ts). */
+async function writeBookkeepingObject(options: CheckpointOptions, target: CheckpointTarget, scratch: string): Promise<Record<string, string>> {
+  const copy = path.join(scratch, 'bookkeeping');
+  await mkdir(copy);
+  const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);
+  await createArchive(copy, await copyBookkeeping(target.workspace.bookkeeping, copy, options.maxBytes), archive);
+  return { [CHECKPOINT_OBJECTS.bookkeeping]: archive };
+}
+
+/**
+ * Like Promise.all, but rejects only once every promise has settled: work still writing into the scratch folder when
+ * the first one fails would race its removal.
+ */
+async function allSettled<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((outcome) => outcome.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((outcome) => (outcome as PromiseFulfilledResult<T>).value);
 }
 
 function tooLarge(runId: string, object: string, bytes: number | undefined, maxBytes: number, detail?: string): CheckpointTooLargeError {
