@@ -15,6 +15,8 @@ import { elapsedMs, median, round } from '../lib/stats.js';
 /** The repository: 500 files of 100 KB of random bytes (incompressible: the worst case for a bundle). */
 const REPO_FILES = 500;
 const FILE_BYTES = 100 * 1024;
+/** git compares a file's mtime with its index's to the second: a file written within it is hashed again. @unit ms */
+const RACY_WINDOW_MS = 1_100;
 
 async function git(cwd: string, ...args: string[]): Promise<string> {
   return (await execa('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd })).stdout;
@@ -42,14 +44,21 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
   await makeRepo(repo);
   const options: CheckpointOptions = { store: new FileStore(path.join(base, 'store')), everyMs: 60_000, maxBytes: 2 * 1024 ** 3 };
   const takeMs: number[] = [];
+  const firstMs: number[] = [];
   const restoreMs: number[] = [];
   const bytes: number[] = [];
   for (let r = 0; r < rounds; r += 1) {
     const runId = `bench-checkpoint-${r}`;
     const git = { repo, branch: `agent/${runId}` };
     const workspace = await openRunWorkspace(root, runId, { git });
+    const checkedOutAt = Date.now();
     await writeFile(path.join(workspace.dir, 'change.bin'), randomBytes(FILE_BYTES));
+    const firstStart = process.hrtime.bigint();
     await takeCheckpoint(options, { runId, workspacesRoot: root, workspace, kind: 'git', repo }, 'warm-up');
+    firstMs.push(elapsedMs(firstStart));
+    // A stage's checkpoints come after the checkout by more than git's racy window (files as new as the index, to the
+    // second, are hashed again whatever their stat says): wait it out, as any later checkpoint of a run has.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, checkedOutAt + RACY_WINDOW_MS - Date.now())));
     await writeFile(path.join(workspace.dir, 'change.bin'), randomBytes(FILE_BYTES));
     const takeStart = process.hrtime.bigint();
     const manifest = await takeCheckpoint(options, { runId, workspacesRoot: root, workspace, kind: 'git', repo }, 'bench');
@@ -71,8 +80,18 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
     repetitions: rounds,
     headline: `checkpoint ${take} ms, ${round(median(bytes) / 1024)} KB; restore ${restore} ms`,
     goal: { text: 'checkpoint ≤ 300 ms, restore ≤ 3 s', met: take <= 300 && restore <= 3_000 },
-    figures: { checkpointMs: take, checkpointBytes: median(bytes), restoreMs: restore, checkpointMsEach: takeMs.map((ms) => round(ms)), restoreMsEach: restoreMs.map((ms) => round(ms)) },
-    notes: ['The restore includes `git worktree add` of the whole 50 MB tree; the checkpoint copies the agent\'s index so unchanged files are not hashed again.'],
+    figures: {
+      checkpointMs: take,
+      checkpointBytes: median(bytes),
+      restoreMs: restore,
+      checkpointMsEach: takeMs.map((ms) => round(ms)),
+      restoreMsEach: restoreMs.map((ms) => round(ms)),
+      firstCheckpointAfterCheckoutMs: round(median(firstMs)),
+    },
+    notes: [
+      'The restore includes `git worktree add` of the whole 50 MB tree; the checkpoint copies the agent\'s index so unchanged files are not hashed again.',
+      `A checkpoint within the second of the checkout (a run's very first stage start) hashes the whole tree again, since git cannot trust the stat of files as new as its index: ${round(median(firstMs))} ms (median; not the goal's figure).`,
+    ],
     durationS: 0,
   };
 }

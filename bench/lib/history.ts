@@ -15,6 +15,9 @@ export interface ActivityTimeline {
   outcome?: 'completed' | 'failed' | 'timed-out' | 'cancelled';
 }
 
+/** The activity type of a stage attempt. */
+const STAGE_ACTIVITY = 'runStage';
+
 /** A run's history reduced to what the latency figures need. */
 export interface RunTimeline {
   /** WorkflowExecutionStarted. */
@@ -66,7 +69,8 @@ export async function readTimeline(handle: WorkflowHandle): Promise<RunTimeline>
     }
     if (event.workflowTaskCompletedEventAttributes) workflowTaskMs.push(at - workflowTaskStarted);
     const scheduled = event.activityTaskScheduledEventAttributes;
-    if (scheduled) byScheduledId.set(id, { stageId: stageIdOf(scheduled.input), scheduledAt: at });
+    // Stage attempts only: a run also calls a few activities of its own (its input and trust checks, its owner's claim).
+    if (scheduled && scheduled.activityType?.name === STAGE_ACTIVITY) byScheduledId.set(id, { stageId: stageIdOf(scheduled.input), scheduledAt: at });
     const started = event.activityTaskStartedEventAttributes;
     if (started) {
       const activity = byScheduledId.get(String(started.scheduledEventId));

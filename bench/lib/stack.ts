@@ -119,10 +119,10 @@ export class BenchStack {
   }
 
   /** Starts a run of a pipeline file on `taskQueue`, the way `agent-pipeline start` does (`inputs` as `--input`). */
-  async startPipeline(file: string, taskQueue: string, id = this.uniqueName('run'), inputs: Record<string, string> = {}): Promise<WorkflowHandle> {
+  async startPipeline(file: string, taskQueue: string, id = this.uniqueName('run'), inputs: Record<string, string> = {}, client = this.client): Promise<WorkflowHandle> {
     const { pipeline, baseDir } = await loadPipelineFile(file);
     const input = { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, inputs) };
-    const { handle } = await startRun(this.client, input, { taskQueue, id });
+    const { handle } = await startRun(client, input, { taskQueue, id });
     return handle;
   }
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { AttemptCheckpoints, finishRestore } from '../../src/activities/checkpoint/stage-checkpoints.js';
+import { ARCHIVED_FILES_RECORD } from '../../src/activities/checkpoint/bookkeeping-delta.js';
 import { checkpointKey, listCheckpoints, MANIFEST_OBJECT } from '../../src/activities/checkpoint/keys.js';
 import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
 import { restoreIfNeeded, type RestorePlace } from '../../src/activities/checkpoint/restore-checkpoint.js';
@@ -131,6 +132,46 @@ describe('a git workspace', () => {
     expect(await restoreIfNeeded(options, place())).toBeUndefined();
   });
 
+  test('a later checkpoint archives only the bookkeeping that changed, chained to the ones before, and a restore unpacks the chain', async () => {
+    const workspace = await openAndWork();
+    const target: CheckpointTarget = { runId: RUN, workspacesRoot: root, workspace, kind: 'git', repo };
+    const earlier = path.join(workspace.bookkeeping, 'stages', 'earlier');
+    await mkdir(earlier, { recursive: true });
+    await writeFile(path.join(earlier, 'attempt-1.jsonl'), '{"line":1}\n'.repeat(10_000));
+    await writeFile(path.join(earlier, 'removed.json'), '{}\n');
+    const first = await takeCheckpoint(options, target, 'test');
+    expect(first.bookkeepingChain).toBeUndefined();
+    // The session's cut-off line completes, a later stage writes its log, a record goes.
+    await writeFile(path.join(workspace.bookkeeping, SESSION), '{"turn":1}\n{"turn":2}\n{"turn":3}\n');
+    await mkdir(path.join(workspace.bookkeeping, 'stages', 'later'), { recursive: true });
+    await writeFile(path.join(workspace.bookkeeping, 'stages', 'later', 'attempt-1.jsonl'), '{"later":1}\n');
+    await rm(path.join(earlier, 'removed.json'));
+    const second = await takeCheckpoint(options, target, 'test');
+    expect(second.bookkeepingChain).toEqual([first.id]);
+    expect(second.bookkeepingRemoved).toEqual(['./stages/earlier/removed.json']);
+    // The earlier stage's 110 KB log is not archived again.
+    expect(second.objects['bookkeeping.tar']!.bytes).toBeLessThan(first.objects['bookkeeping.tar']!.bytes / 4);
+    const third = await takeCheckpoint(options, target, 'test');
+    expect(third.bookkeepingChain).toEqual([first.id, second.id]);
+    // Beyond the newest two, a checkpoint is kept while a kept one chains to it.
+    expect(await listCheckpoints(options.store, RUN)).toEqual([first.id, second.id, third.id]);
+
+    await loseHost(workspace);
+    expect((await restoreIfNeeded(options, place()))?.manifest.id).toBe(third.id);
+    expect(await readFile(path.join(workspace.bookkeeping, SESSION), 'utf8')).toBe('{"turn":1}\n{"turn":2}\n{"turn":3}\n');
+    expect(await readFile(path.join(earlier, 'attempt-1.jsonl'), 'utf8')).toBe('{"line":1}\n'.repeat(10_000));
+    expect(await readFile(path.join(workspace.bookkeeping, 'stages', 'later', 'attempt-1.jsonl'), 'utf8')).toBe('{"later":1}\n');
+    expect(existsSync(path.join(earlier, 'removed.json'))).toBe(false);
+    expectNoSettingsCarried(workspace);
+    // A host that restored has no record of what was archived: its next checkpoint is whole, and the chain is let go.
+    const reopened = await openRunWorkspace(root, RUN, { git: { repo, branch } });
+    const fourth = await takeCheckpoint(options, { ...target, workspace: reopened }, 'test');
+    expect(fourth.bookkeepingChain).toBeUndefined();
+    const fifth = await takeCheckpoint(options, { ...target, workspace: reopened }, 'test');
+    expect(fifth.bookkeepingChain).toEqual([fourth.id]);
+    expect(await listCheckpoints(options.store, RUN)).toEqual([fourth.id, fifth.id]);
+  });
+
   test('keeps its work commit under a hidden ref, never on the branch or in the agent\'s index, and prune deletes the ref', async () => {
     const workspace = await openAndWork();
     const indexBefore = await git(workspace.dir, 'status', '--porcelain');
@@ -241,7 +282,11 @@ describe('a plain run folder', () => {
     const first = await findStageStartCheckpoint(options.store, RUN, 'build');
     expect(first).toMatchObject({ runId: RUN, reason: 'start', stage: 'build' });
     expect(await checkpoints.end()).toEqual([]);
-    for (let i = 0; i < 3; i++) await takeCheckpoint(options, target, 'periodic');
+    for (let i = 0; i < 3; i++) {
+      // Whole archives (as on a host with no record of what it archived): no bookkeeping chain keeps older ones.
+      await rm(path.join(workspace.bookkeeping, ARCHIVED_FILES_RECORD), { force: true });
+      await takeCheckpoint(options, target, 'periodic');
+    }
     expect(await findStageStartCheckpoint(options.store, RUN, 'build')).toEqual(first);
     // The two newest, and the stage's first start.
     expect(await listCheckpoints(options.store, RUN)).toHaveLength(3);

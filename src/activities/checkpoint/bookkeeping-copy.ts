@@ -1,6 +1,6 @@
-import { copyFile, mkdir, open, readlink, symlink, truncate } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, open, readlink, symlink, truncate } from 'node:fs/promises';
 import path from 'node:path';
-import { listFolder } from './folder-archive.js';
+import { listFolder, type FolderListing } from './folder-archive.js';
 
 /*
  * The run's bookkeeping folder is copied before it is archived: Claude Code appends to its session files (and the
@@ -9,7 +9,7 @@ import { listFolder } from './folder-archive.js';
  */
 
 /** Bookkeeping left out of a checkpoint: stage worktrees (`isolation: stage`, agents' trees), the local marker. */
-export const NOT_CHECKPOINTED = new Set(['worktrees', 'checkpoint.json', 'ended.json']);
+export const NOT_CHECKPOINTED = new Set(['worktrees', 'checkpoint.json', 'checkpoint-files.json', 'ended.json']);
 
 /**
  * Files never carried, wherever they are: what may hold the worker's credentials or settings (each attempt's Claude
@@ -25,10 +25,18 @@ function leftOut(relative: string): boolean {
 /** How far to look back for a line's end at a time. @unit bytes */
 const TAIL_CHUNK = 64 * 1024;
 
-/** Copies `bookkeeping` into the empty folder `into`; returns the paths copied, for the archive. */
-export async function copyBookkeeping(bookkeeping: string, into: string, maxBytes: number): Promise<string[]> {
-  const listing = await listFolder(bookkeeping, { maxBytes, skip: leftOut });
-  for (const entry of listing.entries) {
+/** The bookkeeping folder as a checkpoint carries it: what is never carried left out. */
+export async function listBookkeeping(bookkeeping: string, maxBytes: number): Promise<FolderListing> {
+  return listFolder(bookkeeping, { maxBytes, skip: leftOut });
+}
+
+/**
+ * Copies `entries` (of `listing`, folders before what they hold) from `bookkeeping` into the empty folder `into`;
+ * returns the `.jsonl` files cut short (their last line was still being written).
+ */
+export async function copyBookkeeping(bookkeeping: string, into: string, listing: FolderListing, entries: readonly string[]): Promise<Set<string>> {
+  const cut = new Set<string>();
+  for (const entry of entries) {
     const from = path.join(bookkeeping, entry);
     const to = path.join(into, entry);
     const kind = listing.kinds.get(entry);
@@ -37,15 +45,30 @@ export async function copyBookkeeping(bookkeeping: string, into: string, maxByte
     } else if (kind === 'link') {
       await symlink(await readlink(from), to);
     } else {
-      await copyFile(from, to).catch((err: NodeJS.ErrnoException) => {
-        // A file removed since it was listed is simply left out.
-        if (err.code !== 'ENOENT') throw err;
-      });
-      if (entry.endsWith('.jsonl')) await truncate(to, await completeLinesLength(to)).catch(() => undefined);
+      const copied = await copyFile(from, to).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => {
+          // A file removed since it was listed is simply left out.
+          if (err.code !== 'ENOENT') throw err;
+          return false;
+        },
+      );
+      if (copied && entry.endsWith('.jsonl') && (await cutToCompleteLines(to))) cut.add(entry);
     }
   }
-  return listing.entries;
+  return cut;
 }
+
+/** Cuts `file` after its last complete line; whether that cut anything. */
+async function cutToCompleteLines(file: string): Promise<boolean> {
+  const length = await completeLinesLength(file).catch(() => undefined);
+  if (length === undefined) return false;
+  const { size } = await lstat(file);
+  if (length === size) return false;
+  await truncate(file, length);
+  return true;
+}
+
 /** The length of `file` up to and including its last newline (0 when it has none). */
 export async function completeLinesLength(file: string): Promise<number> {
   const handle = await open(file, 'r');

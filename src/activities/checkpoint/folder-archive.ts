@@ -23,6 +23,8 @@ export interface FolderListing {
   kinds: Map<string, 'dir' | 'file' | 'link'>;
   /** Bytes of the regular files. */
   bytes: number;
+  /** Each regular file's size and modification time (ns) when listed: what tells a later listing it changed. */
+  signatures: Map<string, string>;
 }
 
 /** Options of {@link listFolder}. */
@@ -35,7 +37,7 @@ export interface ListOptions {
 
 /** Every regular file, folder and symlink under `dir` (symlinks not followed; sockets and devices left out). */
 export async function listFolder(dir: string, options: ListOptions): Promise<FolderListing> {
-  const listing: FolderListing = { entries: [], kinds: new Map(), bytes: 0 };
+  const listing: FolderListing = { entries: [], kinds: new Map(), bytes: 0, signatures: new Map() };
   const add = (entry: string, kind: 'dir' | 'file' | 'link') => {
     listing.entries.push(entry);
     listing.kinds.set(entry, kind);
@@ -53,9 +55,11 @@ export async function listFolder(dir: string, options: ListOptions): Promise<Fol
       } else if (entry.isSymbolicLink()) {
         add(`./${child}`, 'link');
       } else if (entry.isFile()) {
-        listing.bytes += (await lstat(path.join(dir, child))).size;
+        const info = await lstat(path.join(dir, child), { bigint: true });
+        listing.bytes += Number(info.size);
         if (listing.bytes > options.maxBytes) throw new ArchiveTooLargeError(`${dir} holds more than ${options.maxBytes} bytes of files`);
         add(`./${child}`, 'file');
+        listing.signatures.set(`./${child}`, `${info.size}:${info.mtimeNs}`);
       }
     }
   }

@@ -54,6 +54,13 @@ export const manifestSchema = z.strictObject({
   /** `git` (a worktree), `folder` (a plain folder) or `none` (a lent folder: only the bookkeeping). */
   kind: z.enum(['git', 'folder', 'none']),
   git: gitSchema.optional(),
+  /**
+   * The checkpoints whose bookkeeping archives come before this one's, oldest first (the first holds it whole): this
+   * one's archive holds only what changed since the last of them (bookkeeping-delta.ts). Absent: it is whole.
+   */
+  bookkeepingChain: z.array(z.string()).max(64).optional(),
+  /** Bookkeeping paths (`./`-prefixed) removed since the last checkpoint of the chain. */
+  bookkeepingRemoved: z.array(z.string()).optional(),
   objects: z.record(z.string(), objectSchema),
 });
 export type CheckpointManifest = z.infer<typeof manifestSchema>;

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, rename } from 'node:fs/promises';
+import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 import { runPaths } from '../workspace/run-folder.js';
@@ -64,9 +64,10 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
       const problem = await bundleProblem(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]);
       if (problem) throw damaged(place, manifest, `its git bundle cannot be used in ${place.repo}: ${problem}`, `the repository needs the commit ${manifest.git.base} the run started from: fetch it into ${place.repo}, then retry`);
     }
+    const bookkeeping = bookkeepingMissing || stale ? await bookkeepingSteps(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch) : [];
     // Everything is checked: from here on, the host's copy is replaced.
     if (stale) await moveAside(scratch, [paths.dir, paths.bookkeeping]);
-    if (bookkeepingMissing || stale) await unpackInto(files[CHECKPOINT_OBJECTS.bookkeeping], scratch, paths.bookkeeping);
+    if (bookkeeping.length > 0) await unpackSteps(bookkeeping, scratch, paths.bookkeeping);
     if (manifest.kind === 'folder' && (workspaceMissing || stale)) await unpackInto(files[CHECKPOINT_OBJECTS.folderArchive], scratch, paths.dir);
     if (manifest.git && (workspaceMissing || stale)) {
       const warning = await unbundleInto(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle], manifest.git);
@@ -167,6 +168,51 @@ export async function unpackInto(archive: string | undefined, scratch: string, t
   await extractArchive(archive, unpacked);
   await mkdir(path.dirname(target), { recursive: true });
   await rename(unpacked, target);
+}
+
+/** One archive of a bookkeeping chain: unpacked over the ones before it, then the paths removed since them deleted. */
+interface ArchiveStep {
+  archive: string;
+  removed: readonly string[];
+}
+
+/**
+ * The archives that make up the checkpoint's bookkeeping, oldest first: those of the checkpoints it chains to
+ * (bookkeeping-delta.ts), each checked against its manifest, then its own `archive`.
+ */
+async function bookkeepingSteps(options: CheckpointOptions, place: RestorePlace, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
+  const steps: ArchiveStep[] = [];
+  for (const id of manifest.bookkeepingChain ?? []) {
+    const link = await readManifest(options, place, id);
+    const folder = path.join(scratch, `chain-${steps.length}`);
+    await mkdir(folder);
+    const files = await downloadVerified(options, place, link, folder, [CHECKPOINT_OBJECTS.bookkeeping]);
+    steps.push({ archive: files[CHECKPOINT_OBJECTS.bookkeeping]!, removed: link.bookkeepingRemoved ?? [] });
+  }
+  return [...steps, { archive, removed: manifest.bookkeepingRemoved ?? [] }];
+}
+
+/** Unpacks `steps` in order into a folder beside `target`, then moves it into place in one rename. */
+async function unpackSteps(steps: ArchiveStep[], scratch: string, target: string): Promise<void> {
+  const unpacked = path.join(scratch, `unpacked-${path.basename(target)}`);
+  await mkdir(unpacked);
+  const root = await realpath(unpacked);
+  for (const step of steps) {
+    await extractArchive(step.archive, unpacked);
+    for (const removed of step.removed) await removeInside(root, removed);
+  }
+  await mkdir(path.dirname(target), { recursive: true });
+  await rename(unpacked, target);
+}
+
+/** Deletes `relative` (a `./` path a listing gave) inside `root`, never through a link out of it. */
+async function removeInside(root: string, relative: string): Promise<void> {
+  const parts = relative.split('/');
+  if (parts[0] !== '.' || parts.length < 2 || parts.some((part, i) => i > 0 && (part === '' || part === '.' || part === '..'))) return;
+  const file = path.join(root, ...parts.slice(1));
+  const parent = await realpath(path.dirname(file)).catch(() => undefined);
+  if (parent === undefined || (parent !== root && !parent.startsWith(`${root}${path.sep}`))) return;
+  await rm(file, { recursive: true, force: true });
 }
 
 /** Moves this host's older copies into `scratch` (removed with it), so the restored folders take their places. */

@@ -3,12 +3,13 @@ import path from 'node:path';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { withLock } from '../workspace/git.js';
 import { readWorktreeBase } from '../workspace/worktree-base.js';
-import { copyBookkeeping } from './bookkeeping-copy.js';
+import { copyBookkeeping, listBookkeeping } from './bookkeeping-copy.js';
+import { planBookkeeping, recordArchived } from './bookkeeping-delta.js';
 import { ArchiveTooLargeError, createArchive, listFolder } from './folder-archive.js';
 import { snapshotWorktree } from './git-snapshot.js';
 import { checkpointKey, checkpointsPrefix, listCheckpointEntries, MANIFEST_OBJECT, newCheckpointId, sha256Hex, STAGE_START_OBJECT } from './keys.js';
-import { CHECKPOINT_OBJECTS, describeFile, type CheckpointManifest } from './manifest.js';
-import { writeCheckpointMarker } from './marker.js';
+import { CHECKPOINT_OBJECTS, describeFile, manifestSchema, type CheckpointManifest } from './manifest.js';
+import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
 import { CHECKPOINT_MAX_BYTES_VARIABLE, type CheckpointOptions } from './settings.js';
 
@@ -52,52 +53,91 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
         ...(stage === undefined ? {} : { stage }),
         objects: {},
       };
-      const files = await writeObjects(options, target, manifest, scratch);
-      for (const [name, file] of Object.entries(files)) {
-        const described = await describeFile(file);
-        if (described.bytes > options.maxBytes) throw tooLarge(target.runId, name, described.bytes, options.maxBytes);
-        await options.store.putFile(checkpointKey(target.runId, id, name), file);
-        manifest.objects[name] = described;
-      }
+      const afterManifest: (() => Promise<void>)[] = [];
+      const files = await writeObjects(options, target, manifest, scratch, afterManifest);
+      // Uploaded side by side (a remote store's round trips dominate), recorded in a fixed order.
+      const described = await allSettled(
+        Object.entries(files).map(async ([name, file]) => {
+          const object = await describeFile(file);
+          if (object.bytes > options.maxBytes) throw tooLarge(target.runId, name, object.bytes, options.maxBytes);
+          await options.store.putFile(checkpointKey(target.runId, id, name), file);
+          return [name, object] as const;
+        }),
+      );
+      for (const [name, object] of described) manifest.objects[name] = object;
       if (stage !== undefined) await options.store.put(checkpointKey(target.runId, id, STAGE_START_OBJECT), Buffer.from(sha256Hex(stage)));
       // Last: a checkpoint is complete, and read, only once its manifest is there.
       await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
       await writeCheckpointMarker(target.workspace.bookkeeping, manifest);
-      await forgetOlder(options, target.runId);
+      for (const record of afterManifest) await record();
+      await forgetOlder(options, target.runId, manifest);
       return manifest;
     }),
   );
 }
 
 /** Writes the checkpoint's objects into `scratch`; returns their files by object name (and fills `manifest.git`). */
-async function writeObjects(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  const { workspace } = target;
+async function writeObjects(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string, afterManifest: (() => Promise<void>)[]): Promise<Record<string, string>> {
   try {
-    if (target.kind === 'git') {
-      const base = await readWorktreeBase(workspace.bookkeeping);
-      if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
-      const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
-      const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
-      manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
-      files[CHECKPOINT_OBJECTS.gitBundle] = bundleFile;
-    } else if (target.kind === 'folder') {
-      const archive = path.join(scratch, CHECKPOINT_OBJECTS.folderArchive);
-      await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
-      files[CHECKPOINT_OBJECTS.folderArchive] = archive;
-    }
-    // A fork point is the workspace alone: a fork reads its source's results from the run, not from its records.
-    if (options.forkPointsOnly) return files;
-    const copy = path.join(scratch, 'bookkeeping');
-    await mkdir(copy);
-    const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);
-    await createArchive(copy, await copyBookkeeping(workspace.bookkeeping, copy, options.maxBytes), archive);
-    files[CHECKPOINT_OBJECTS.bookkeeping] = archive;
+    // The workspace and the bookkeeping are independent: written side by side, the slower one sets the time.
+    const [workspace, bookkeeping] = await allSettled([
+      writeWorkspaceObject(options, target, manifest, scratch),
+      // A fork point is the workspace alone: a fork reads its source's results from the run, not from its records.
+      options.forkPointsOnly ? Promise.resolve({}) : writeBookkeepingObject(options, target, manifest, scratch, afterManifest),
+    ]);
+    return { ...workspace, ...bookkeeping };
   } catch (err) {
     if (err instanceof ArchiveTooLargeError) throw tooLarge(target.runId, 'files', undefined, options.maxBytes, err.message);
     throw err;
   }
-  return files;
+}
+
+/** The git bundle of a worktree (filling `manifest.git`), the archive of a plain folder, or nothing for a lent folder. */
+async function writeWorkspaceObject(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string): Promise<Record<string, string>> {
+  const { workspace } = target;
+  if (target.kind === 'git') {
+    const base = await readWorktreeBase(workspace.bookkeeping);
+    if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
+    const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
+    const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
+    manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
+    return { [CHECKPOINT_OBJECTS.gitBundle]: bundleFile };
+  }
+  if (target.kind === 'folder') {
+    const archive = path.join(scratch, CHECKPOINT_OBJECTS.folderArchive);
+    await createArchive(workspace.dir, (await listFolder(workspace.dir, { maxBytes: options.maxBytes })).entries, archive);
+    return { [CHECKPOINT_OBJECTS.folderArchive]: archive };
+  }
+  return {};
+}
+
+/**
+ * The archive of the run's bookkeeping, copied first (see bookkeeping-copy.ts): of what changed since this host's
+ * previous checkpoint, chained to it (bookkeeping-delta.ts). Pushes onto `afterManifest` the record of what it archived.
+ */
+async function writeBookkeepingObject(options: CheckpointOptions, target: CheckpointTarget, manifest: CheckpointManifest, scratch: string, afterManifest: (() => Promise<void>)[]): Promise<Record<string, string>> {
+  const { bookkeeping } = target.workspace;
+  const listing = await listBookkeeping(bookkeeping, options.maxBytes);
+  const delta = await planBookkeeping(bookkeeping, listing, (await readCheckpointMarker(bookkeeping))?.id);
+  const copy = path.join(scratch, 'bookkeeping');
+  await mkdir(copy);
+  const cut = await copyBookkeeping(bookkeeping, copy, listing, delta.entries);
+  const archive = path.join(scratch, CHECKPOINT_OBJECTS.bookkeeping);
+  await createArchive(copy, delta.entries, archive);
+  if (delta.chain.length > 0) Object.assign(manifest, { bookkeepingChain: delta.chain, bookkeepingRemoved: delta.removed });
+  afterManifest.push(() => recordArchived(bookkeeping, manifest.id, delta.chain, listing, cut));
+  return { [CHECKPOINT_OBJECTS.bookkeeping]: archive };
+}
+
+/**
+ * Like Promise.all, but rejects only once every promise has settled: work still writing into the scratch folder when
+ * the first one fails would race its removal.
+ */
+async function allSettled<T>(promises: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((outcome) => outcome.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((outcome) => (outcome as PromiseFulfilledResult<T>).value);
 }
 
 function tooLarge(runId: string, object: string, bytes: number | undefined, maxBytes: number, detail?: string): CheckpointTooLargeError {
@@ -107,11 +147,31 @@ function tooLarge(runId: string, object: string, bytes: number | undefined, maxB
   );
 }
 
-/** Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS} and the stages' first-start ones. */
-async function forgetOlder(options: CheckpointOptions, runId: string): Promise<void> {
+/**
+ * Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS}, the checkpoints their bookkeeping chains to,
+ * and the stages' first-start ones.
+ */
+async function forgetOlder(options: CheckpointOptions, runId: string, newest: CheckpointManifest): Promise<void> {
   const entries = await listCheckpointEntries(options.store, runId);
-  for (const { id, stageStart } of entries.slice(0, -KEPT_CHECKPOINTS)) {
-    if (!stageStart) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+  const kept = entries.slice(-KEPT_CHECKPOINTS).map((entry) => entry.id);
+  const needed = new Set([newest.id, ...(newest.bookkeepingChain ?? [])]);
+  // The one before the newest: its chain is the newest's unless the newest started a new one.
+  for (const id of kept.filter((id) => !needed.has(id))) for (const link of [id, ...(await chainOf(options, runId, id))]) needed.add(link);
+  for (const { id, stageStart } of entries) {
+    if (!stageStart && !needed.has(id)) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
   }
 }
 
+/** Largest manifest read. @unit bytes */
+const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+/** The bookkeeping chain checkpoint `id`'s manifest names; none when it cannot be read. */
+async function chainOf(options: CheckpointOptions, runId: string, id: string): Promise<string[]> {
+  const bytes = await options.store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
+  try {
+    const parsed = bytes ? manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8'))) : undefined;
+    return parsed?.success ? (parsed.data.bookkeepingChain ?? []) : [];
+  } catch {
+    return [];
+  }
+}

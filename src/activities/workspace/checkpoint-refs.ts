@@ -14,8 +14,13 @@ export function hiddenRefPrefix(runFolderName: string): string {
 
 /** Deletes the hidden refs under `prefix` in the repository of `cwd` (but `keep`); returns how many. */
 export async function deleteHiddenRefs(cwd: string, prefix: string, keep?: string): Promise<number> {
-  const listed = await git(cwd, ['for-each-ref', '--format=%(refname)', '--', prefix]);
-  const refs = listed.failed ? [] : listed.stdout.split('\n').filter((ref) => ref.startsWith(prefix) && ref !== keep);
+  const refs = (await listHiddenRefs(cwd, prefix)).filter((ref) => ref !== keep);
   for (const ref of refs) await git(cwd, ['update-ref', '-d', '--', ref]);
   return refs.length;
+}
+
+/** The hidden refs under `prefix` in the repository of `cwd` (none when git cannot list them). */
+export async function listHiddenRefs(cwd: string, prefix: string): Promise<string[]> {
+  const listed = await git(cwd, ['for-each-ref', '--format=%(refname)', '--', prefix]);
+  return listed.failed ? [] : listed.stdout.split('\n').filter((ref) => ref.startsWith(prefix));
 }

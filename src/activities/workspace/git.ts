@@ -48,10 +48,10 @@ export class GitError extends Error {
  * minimal environment: no worker secret, except the credentials a `remote` command (push, pull) needs. In a worktree
  * the worker opened, git uses the git directory {@link pinWorktree} found, not the one `cwd/.git` names. See git-safety.ts.
  */
-export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}) {
-  // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings.
+export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}, input?: string) {
+  // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings; so is `input`.
   const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd), ...extraEnv };
-  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false });
+  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
 }
 
 /** Upper bound of a worktree's `gitdir` record, a path. @unit bytes */
