@@ -84,8 +84,9 @@ describe('fork', () => {
     const status = await runCli(['status', 'forky-fork'], harness.env);
     expect(status.stdout).toContain('forked from forky-source at stage3');
     expect(status.stdout).toMatch(/stage1.*carried/);
-    expect((await runCli(['list'], harness.env)).stdout).toMatch(/forky-fork .* forky-source at stage3/);
-    const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(await runCli(['list', '--json'], harness.env));
+    // The dev server is shared by every test file: only this pipeline's runs (the newest 20 of all could be others').
+    expect((await runCli(['list', '--pipeline', 'forky'], harness.env)).stdout).toMatch(/forky-fork .* forky-source at stage3/);
+    const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(await runCli(['list', '--pipeline', 'forky', '--json'], harness.env));
     expect(runs.find((r) => r.runId === 'forky-fork')?.forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3' });
 
     // Stage 1's prompt changed too: a fork from stage 3 would take over work its new prompt did not ask for.
