@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import type { ObjectStore } from '../../store/object-store.js';
+import { checkpointKey, MANIFEST_OBJECT } from './keys.js';
 
 /*
  * A checkpoint is a few objects under `runs/<sha256 of the run id>/checkpoints/<id>/` and, written last, its manifest:
@@ -75,4 +77,23 @@ export async function describeFile(file: string): Promise<{ bytes: number; sha25
   });
   await pipeline(source, hash);
   return { bytes, sha256: hash.digest('hex') };
+}
+
+/** Largest manifest read. @unit bytes */
+const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+/**
+ * The manifest of checkpoint `id` of run `runId`, or undefined when it is missing, malformed, or names another run or
+ * checkpoint (the store was changed by hand): the one reader of manifests.
+ */
+export async function readCheckpointManifest(store: ObjectStore, runId: string, id: string): Promise<CheckpointManifest | undefined> {
+  const bytes = await store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
+  if (!bytes) return undefined;
+  let parsed: ReturnType<typeof manifestSchema.safeParse>;
+  try {
+    parsed = manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8')));
+  } catch {
+    return undefined;
+  }
+  return parsed.success && parsed.data.id === id && parsed.data.runId === runId ? parsed.data : undefined;
 }

@@ -5,14 +5,11 @@ import { stageFailure } from '../failures.js';
 import { runPaths } from '../workspace/run-folder.js';
 import { extractArchive } from './folder-archive.js';
 import { bundleProblem, unbundleInto } from './git-snapshot.js';
-import { checkpointKey, listCheckpoints, MANIFEST_OBJECT } from './keys.js';
-import { CHECKPOINT_OBJECTS, describeFile, manifestSchema, type CheckpointManifest } from './manifest.js';
+import { checkpointKey, listCheckpoints } from './keys.js';
+import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
 import { WORKSPACES_VARIABLE_NAME, type CheckpointOptions } from './settings.js';
-
-/** Largest manifest read. @unit bytes */
-const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 /** Where an attempt is about to run, as the restore needs it. */
 export interface RestorePlace {
@@ -79,14 +76,8 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
 }
 
 async function readManifest(options: CheckpointOptions, place: RestorePlace, id: string): Promise<CheckpointManifest> {
-  const bytes = await options.store.get(checkpointKey(place.runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
-  let parsed: ReturnType<typeof manifestSchema.safeParse> | undefined;
-  try {
-    parsed = bytes ? manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8'))) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  if (!parsed?.success || parsed.data.id !== id || parsed.data.runId !== place.runId) {
+  const manifest = await readCheckpointManifest(options.store, place.runId, id);
+  if (!manifest) {
     throw stageFailure({
       type: 'WORKSPACE_ERROR',
       stageId: place.stageId,
@@ -95,7 +86,7 @@ async function readManifest(options: CheckpointOptions, place: RestorePlace, id:
       hint: 'the store was changed by hand; delete that checkpoint folder from the store to fall back to the one before, or start a new run',
     });
   }
-  return parsed.data;
+  return manifest;
 }
 
 /** Claude Code keys its sessions by the working directory's path: a run can only go on where that path is the same. */

@@ -1,6 +1,6 @@
 import type { ObjectStore } from '../../store/object-store.js';
-import { checkpointKey, listCheckpointEntries, MANIFEST_OBJECT, sha256Hex, STAGE_START_OBJECT } from './keys.js';
-import { manifestSchema, type CheckpointManifest } from './manifest.js';
+import { checkpointKey, listCheckpointEntries, sha256Hex, STAGE_START_OBJECT } from './keys.js';
+import { readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 
 /*
  * The checkpoint taken when a stage of a run first started: the workspace as the stages before it left it. A fork
@@ -8,7 +8,7 @@ import { manifestSchema, type CheckpointManifest } from './manifest.js';
  * (take-checkpoint.ts), and deleted with the run (`prune`).
  */
 
-/** Largest manifest or marker read. @unit bytes */
+/** Largest stage-start marker read (a sha256 in hex). @unit bytes */
 const MAX_RECORD_BYTES = 1024 * 1024;
 
 /**
@@ -22,21 +22,8 @@ export async function findStageStartCheckpoint(store: ObjectStore, runId: string
     if (!stageStart) continue;
     const marker = await store.get(checkpointKey(runId, id, STAGE_START_OBJECT), MAX_RECORD_BYTES);
     if (!marker || Buffer.from(marker).toString('utf8') !== wanted) continue;
-    const manifest = await readManifest(store, runId, id);
+    const manifest = await readCheckpointManifest(store, runId, id);
     if (manifest?.stage === stage) return manifest;
   }
   return undefined;
-}
-
-/** The manifest of checkpoint `id`, or undefined when it is missing or not a manifest of this run and checkpoint. */
-async function readManifest(store: ObjectStore, runId: string, id: string): Promise<CheckpointManifest | undefined> {
-  const bytes = await store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_RECORD_BYTES);
-  if (!bytes) return undefined;
-  let parsed: ReturnType<typeof manifestSchema.safeParse>;
-  try {
-    parsed = manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8')));
-  } catch {
-    return undefined;
-  }
-  return parsed.success && parsed.data.id === id && parsed.data.runId === runId ? parsed.data : undefined;
 }

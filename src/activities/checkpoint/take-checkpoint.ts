@@ -8,7 +8,7 @@ import { planBookkeeping, recordArchived } from './bookkeeping-delta.js';
 import { ArchiveTooLargeError, createArchive, listFolder } from './folder-archive.js';
 import { snapshotWorktree } from './git-snapshot.js';
 import { checkpointKey, checkpointsPrefix, listCheckpointEntries, MANIFEST_OBJECT, newCheckpointId, sha256Hex, STAGE_START_OBJECT } from './keys.js';
-import { CHECKPOINT_OBJECTS, describeFile, manifestSchema, type CheckpointManifest } from './manifest.js';
+import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
 import { CHECKPOINT_MAX_BYTES_VARIABLE, type CheckpointOptions } from './settings.js';
@@ -162,16 +162,7 @@ async function forgetOlder(options: CheckpointOptions, runId: string, newest: Ch
   }
 }
 
-/** Largest manifest read. @unit bytes */
-const MAX_MANIFEST_BYTES = 1024 * 1024;
-
 /** The bookkeeping chain checkpoint `id`'s manifest names; none when it cannot be read. */
 async function chainOf(options: CheckpointOptions, runId: string, id: string): Promise<string[]> {
-  const bytes = await options.store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
-  try {
-    const parsed = bytes ? manifestSchema.safeParse(JSON.parse(Buffer.from(bytes).toString('utf8'))) : undefined;
-    return parsed?.success ? (parsed.data.bookkeepingChain ?? []) : [];
-  } catch {
-    return [];
-  }
+  return (await readCheckpointManifest(options.store, runId, id))?.bookkeepingChain ?? [];
 }
