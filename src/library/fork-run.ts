@@ -47,12 +47,12 @@ export async function readForkSource(client: Client, runId: string): Promise<For
  * @throws InvalidRequestError FORK_REFUSED when the run cannot be forked so (forkStart)
  */
 export function previewFork(runId: string, source: ForkSource, target: PipelineRunInput, request: Omit<RunForkRequest, 'runId'>): ForkPreview {
-  const sourceSide = { side: { pipeline: source.input.pipeline, bundle: source.input.bundle, inputs: source.input.inputs }, stages: source.state.stages };
-  const targetSide = { pipeline: target.pipeline, bundle: target.bundle, inputs: target.inputs };
-  const start = forkStart(runId, sourceSide, targetSide, request.stage);
+  // A run input is a fork side (its pipeline, bundle and inputs) as it is.
+  const sourceSide = { side: source.input, stages: source.state.stages };
+  const start = forkStart(runId, sourceSide, target, request.stage);
   if (!('from' in start)) throw refused(start);
   const startedAt = source.state.stages.find((s) => s.id === start.from)!.startedAt!;
-  return { source: runId, from: start.from, ...planFork(sourceSide, targetSide, start.from, startedAt, request.force) };
+  return { source: runId, from: start.from, ...planFork(sourceSide, target, start.from, startedAt, request.force) };
 }
 
 /** @throws InvalidRequestError FORK_REFUSED listing the refusals of `preview`, when it has any */

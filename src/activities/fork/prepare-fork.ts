@@ -51,7 +51,7 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
         'fork from another stage, or start the pipeline again',
       );
     }
-    const plan = planFork(sourceSide(source), targetSide(own), from, Date.parse(manifest.takenAt), fork.force);
+    const plan = planFork(sourceSide(source), own, from, Date.parse(manifest.takenAt), fork.force);
     const refusal = describeRefusals(source.runId, plan.refused);
     if (refusal) throw forkRefused(refusal.message, refusal.fix, { refused: plan.refused });
     const taken = source.state.stages.filter((s) => plan.takenOver.includes(s.id));
@@ -70,17 +70,14 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
 function checkSource(deps: PrepareForkDependencies, source: SourceRun, own: PipelineRunInput, fork: RunForkRequest): string {
   const trustProblem = findForkSourceProblem(deps.trust, source.input, source.runId);
   if (trustProblem) throw forkRefused(trustProblem, 'fork a run this worker trusts');
-  const start = forkStart(source.runId, sourceSide(source), targetSide(own), fork.stage);
+  const start = forkStart(source.runId, sourceSide(source), own, fork.stage);
   if (!('from' in start)) throw forkRefused(start.message, start.fix);
   return start.from;
 }
 
+/** The source as the fork plan reads it: a run input is a fork side (its pipeline, bundle and inputs) as it is. */
 function sourceSide(source: SourceRun) {
-  return { side: { pipeline: source.input.pipeline, bundle: source.input.bundle, inputs: source.input.inputs }, stages: source.state.stages };
-}
-
-function targetSide(input: PipelineRunInput) {
-  return { pipeline: input.pipeline, bundle: input.bundle, inputs: input.inputs };
+  return { side: source.input, stages: source.state.stages };
 }
 
 /** What the fork keeps of a stage it takes over: its result and times, and its cost (carried). */
