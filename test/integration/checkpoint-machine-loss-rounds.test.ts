@@ -1,5 +1,4 @@
-import { existsSync } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -7,6 +6,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { loseHost, storeManifests } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -89,27 +89,11 @@ const WAIT_PIPELINE = [
   '',
 ].join('\n');
 
-interface Manifest {
-  id: string;
-  runId: string;
-  reason: string;
-  takenAt: string;
-}
-
-/** The checkpoint manifests of run `runId` in the folder store, oldest first. */
-async function manifests(storeDir: string, runId: string): Promise<Manifest[]> {
-  const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
-  const read = files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as Manifest);
-  return (await Promise.all(read)).filter((m) => m.runId === runId).sort((a, b) => a.id.localeCompare(b.id));
-}
-
 describe('a machine lost in a review round and during a wait for a person', () => {
   let harness: Harness;
-  let storeDir: string;
   const workers: WorkerProcess[] = [];
   beforeAll(async () => {
     harness = await createHarness('checkpoint-loss-rounds', { scenario: { rules: RULES }, worker: false });
-    storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
   });
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.crash()));
@@ -122,14 +106,6 @@ describe('a machine lost in a review round and during a wait for a person', () =
     workers.push(started);
     return started;
   };
-  /** The host is gone: its worker and agents killed, the run's folder and bookkeeping deleted. */
-  const loseHost = async (first: WorkerProcess, runId: string): Promise<number> => {
-    await first.crash();
-    const lostAt = harness.modelServer.requests().length;
-    await rm(harness.runDir(runId), { recursive: true, force: true });
-    await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
-    return lostAt;
-  };
   const requestsOf = (rule: string, turn: number) => harness.modelServer.requests().filter((r) => r.rule === rule && r.turn === turn);
 
   test('a rework round cut short on one worker goes on on another, with round 1 and 2 files and the session', { timeout: 240_000 }, async () => {
@@ -140,8 +116,8 @@ describe('a machine lost in a review round and during a wait for a person', () =
     // Turn 3 is round 2's second turn: asked for once two.txt is written, so a checkpoint after that holds it.
     await waitForRequest(harness.modelServer, (r) => r.rule === 'impl' && r.turn === 3, 120_000);
     const afterTwo = Date.now();
-    await waitFor(() => manifests(storeDir, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo), 'a periodic checkpoint of round 2', 30_000);
-    const lostAt = await loseHost(first, runId);
+    await waitFor(() => storeManifests(harness, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo), 'a periodic checkpoint of round 2', 30_000);
+    const lostAt = await loseHost(harness, first, runId);
     worker();
 
     const state = await harness.finish(handle);
@@ -181,9 +157,9 @@ describe('a machine lost in a review round and during a wait for a person', () =
     const runId = handle.workflowId;
     await waitForWaiting(handle, 'ask', undefined, 120_000);
     // The attempt that asked ended with a checkpoint: the one the run goes on from.
-    const before = (await manifests(storeDir, runId)).at(-1);
+    const before = (await storeManifests(harness, runId)).at(-1);
     expect(before?.reason).toBe('end');
-    const lostAt = await loseHost(first, runId);
+    const lostAt = await loseHost(harness, first, runId);
     worker();
 
     const answered = await runCli(['answer', runId, '--stage', 'ask', 'Paint it green.'], harness.env);

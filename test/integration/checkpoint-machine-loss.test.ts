@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -8,6 +8,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { loseHost, storeManifests } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
 /*
@@ -49,13 +50,6 @@ const PIPELINE = [
   '',
 ].join('\n');
 
-/** The manifests in the folder store, newest last. */
-async function manifests(storeDir: string): Promise<{ reason: string; takenAt: string }[]> {
-  const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
-  const found = await Promise.all(files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as { id: string; reason: string; takenAt: string }));
-  return found.sort((a, b) => a.id.localeCompare(b.id));
-}
-
 describe('a machine lost during a stage', () => {
   let harness: Harness;
   const workers: WorkerProcess[] = [];
@@ -75,7 +69,6 @@ describe('a machine lost during a stage', () => {
   };
 
   test('another worker restores the run from its checkpoint, resumes the session, and finishes it', async () => {
-    const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
     const file = await harness.writePipeline('loss', PIPELINE);
     const first = worker();
     const handle = await harness.start(file);
@@ -83,11 +76,8 @@ describe('a machine lost during a stage', () => {
     // Turn 1 is asked for once step one's command has run: a checkpoint after that holds made.txt.
     await waitForRequest(harness.modelServer, (r) => r.rule === 'build' && r.turn === 1, 90_000);
     const afterStepOne = Date.now();
-    await waitFor(() => manifests(storeDir), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne), 'a periodic checkpoint after step one', 30_000);
-    await first.crash();
-    const lostAt = harness.modelServer.requests().length;
-    await rm(harness.runDir(runId), { recursive: true, force: true });
-    await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
+    await waitFor(() => storeManifests(harness, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne), 'a periodic checkpoint after step one', 30_000);
+    const lostAt = await loseHost(harness, first, runId);
     worker();
 
     const state = await harness.finish(handle);
@@ -114,7 +104,7 @@ describe('a machine lost during a stage', () => {
     const status = await runCli(['status', runId], harness.env);
     expect(status.exitCode, String(status.all ?? status.stderr)).toBe(0);
     // The last stage's end was checkpointed too: a run waiting after it could move on elsewhere.
-    expect((await manifests(storeDir)).at(-1)?.reason).toBe('end');
+    expect((await storeManifests(harness, runId)).at(-1)?.reason).toBe('end');
   });
 
   test('a worker with AGENT_PIPELINE_CHECKPOINTS=off writes no checkpoint', async () => {

@@ -1,0 +1,35 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Harness } from '../helpers/harness.js';
+import type { WorkerProcess } from './fault-helpers.js';
+
+/* What the machine-loss tests (checkpoint-machine-loss*.test.ts) share: the store's manifests, and losing a host. */
+
+/** A checkpoint manifest as the tests read it. */
+export interface SeenManifest {
+  id: string;
+  runId: string;
+  reason: string;
+  takenAt: string;
+}
+
+/** The checkpoint manifests of run `runId` in the harness's default (folder) store, oldest first. */
+export async function storeManifests(harness: Harness, runId: string): Promise<SeenManifest[]> {
+  const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+  const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
+  const read = files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as SeenManifest);
+  return (await Promise.all(read)).filter((m) => m.runId === runId).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/**
+ * The host running `runId` is gone: its worker and agents killed, the run's folder and bookkeeping deleted.
+ * @returns how many model requests had been made by then (the later ones are the other host's)
+ */
+export async function loseHost(harness: Harness, worker: WorkerProcess, runId: string): Promise<number> {
+  await worker.crash();
+  const lostAt = harness.modelServer.requests().length;
+  await rm(harness.runDir(runId), { recursive: true, force: true });
+  await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
+  return lostAt;
+}
