@@ -70,7 +70,9 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
       await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
       await writeCheckpointMarker(target.workspace.bookkeeping, manifest);
       for (const record of afterManifest) await record();
-      await forgetOlder(options, target.runId, manifest);
+      // Fork points are all first-start checkpoints, each kept: listing the run's checkpoints at every stage start would
+      // find nothing to forget, at a cost growing with the run.
+      if (!options.forkPointsOnly) await forgetOlder(options, target.runId, manifest);
       return manifest;
     }),
   );
