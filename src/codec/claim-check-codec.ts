@@ -1,13 +1,17 @@
-import type { Payload, PayloadCodec } from '@temporalio/common';
+import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import type { ObjectStore } from '../store/object-store.js';
+import { recordRun } from '../store/run-records.js';
+import { runKeyPrefix } from '../store/run-keys.js';
 import { STORE_VARIABLE } from '../store/store-settings.js';
 import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
 
 /*
  * The claim check (Temporal's pattern for large payloads): a payload over the threshold is written to the object
- * store whole (its protobuf bytes, so its metadata comes back too) under `claims/<sha256 of those bytes>`, and history
- * holds a small reference payload instead. The codec comes after the encryption codec (`[encryption, claimCheck]`):
+ * store whole (its protobuf bytes, so its metadata comes back too) under its run's keys,
+ * `runs/<sha256 of the run id>/claims/<sha256 of those bytes>`, and history holds a small reference payload instead.
+ * Under the run's keys, a claim lives and goes with its run (the store's sweep, store/run-records.ts); a payload whose
+ * run is not known (no serialization context) goes to `claims/<sha256>`, as every claim did before, and stays. The codec comes after the encryption codec (`[encryption, claimCheck]`):
  * encoding runs in order, so what the store holds is already ciphertext; decoding runs in reverse, so the reference
  * is resolved before decryption. Keys are content hashes, never a value a run brings; a reference names only such a
  * key, and what is read back must hash to it.
@@ -27,7 +31,9 @@ export const DEFAULT_CLAIM_CHECK_BYTES = 256 * 1024;
 /** The largest claimed payload read back: what the largest run input (RUN_INPUT_MAX_BYTES_WITH_STORE) encodes to, and more. @unit bytes */
 export const MAX_CLAIMED_PAYLOAD_BYTES = 256 * 1024 * 1024;
 
-const CLAIM_KEY = /^claims\/[0-9a-f]{64}$/;
+/** A claim's key: under its run's keys, or (no run known, or written before claims were per run) shared. */
+const CLAIM_KEY = /^(?:runs\/[0-9a-f]{64}\/)?claims\/([0-9a-f]{64})$/;
+const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 const text = (value: Uint8Array | undefined | null): string => (value ? Buffer.from(value).toString('utf8') : '');
 
@@ -43,6 +49,12 @@ export interface ClaimCheckCodecOptions {
    * store of its own setting: what it would write there, the workers could not read). @unit bytes
    */
   thresholdBytes?: number;
+  /**
+   * Record the run (store/run-records.ts) of every claim this codec writes or reads under a run's keys, so that the
+   * store's sweep deletes the claims once Temporal no longer keeps the run. A worker's codec does: it only ever works
+   * on runs that exist. A client's does not: it may claim a run's input before the run exists.
+   */
+  recordRuns?: boolean;
 }
 
 export class ClaimCheckCodec implements PayloadCodec {
@@ -58,21 +70,24 @@ export class ClaimCheckCodec implements PayloadCodec {
     return this.options.store;
   }
 
-  async encode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.all(payloads.map((payload) => this.claim(payload)));
+  async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    return Promise.all(payloads.map((payload) => this.claim(payload, context)));
   }
 
-  async decode(payloads: Payload[]): Promise<Payload[]> {
-    return Promise.all(payloads.map((payload) => this.resolve(payload)));
+  async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    return Promise.all(payloads.map((payload) => this.resolve(payload, context)));
   }
 
-  private async claim(payload: Payload): Promise<Payload> {
+  private async claim(payload: Payload, context: SerializationContext | undefined): Promise<Payload> {
     const limit = this.options.thresholdBytes;
     if (limit === undefined || text(payload.metadata?.encoding) === CLAIM_CHECK_ENCODING) return payload;
     const size = (payload.data?.byteLength ?? 0) + Object.values(payload.metadata ?? {}).reduce((sum, v) => sum + v.byteLength, 0);
     if (size <= limit) return payload;
     const bytes = payloadToBytes(payload);
-    const key = `claims/${createHash('sha256').update(bytes).digest('hex')}`;
+    const run = runOf(context);
+    const key = `${run ? runKeyPrefix(run.runId) : ''}claims/${sha256(bytes)}`;
+    // The record first: a claim under a run's keys is never left without the record its sweep goes by.
+    if (run) await this.recordRun(run);
     await this.options.store.put(key, bytes);
     return {
       metadata: { encoding: Buffer.from(CLAIM_CHECK_ENCODING), [CLAIM_KEY_METADATA]: Buffer.from(key), [CLAIM_SIZE_METADATA]: Buffer.from(String(bytes.byteLength)) },
@@ -80,11 +95,12 @@ export class ClaimCheckCodec implements PayloadCodec {
     };
   }
 
-  private async resolve(payload: Payload): Promise<Payload> {
+  private async resolve(payload: Payload, context: SerializationContext | undefined): Promise<Payload> {
     if (text(payload.metadata?.encoding) !== CLAIM_CHECK_ENCODING) return payload;
     const key = text(payload.metadata?.[CLAIM_KEY_METADATA]);
     // History is not trusted to name any key: only a claim's.
-    if (!CLAIM_KEY.test(key)) throw new ClaimCheckError(`a claim-check payload names "${key.slice(0, 100)}", which is not a claim's key (claims/<sha256>)`);
+    const hash = CLAIM_KEY.exec(key)?.[1];
+    if (hash === undefined) throw new ClaimCheckError(`a claim-check payload names "${key.slice(0, 100)}", which is not a claim's key (runs/<sha256>/claims/<sha256> or claims/<sha256>)`);
     const store = this.options.store;
     const fix = `set ${STORE_VARIABLE} (and its AGENT_PIPELINE_STORE_* settings) to the store the workers use`;
     let bytes: Uint8Array | undefined;
@@ -96,11 +112,24 @@ export class ClaimCheckCodec implements PayloadCodec {
     if (bytes === undefined) {
       throw new ClaimCheckError(`a payload of this run is kept in the object store as ${key}, which ${store.description} does not hold (${STORE_VARIABLE} here is not the workers' store, or the run was pruned); ${fix}`);
     }
-    if (`claims/${createHash('sha256').update(bytes).digest('hex')}` !== key) {
+    if (sha256(bytes) !== hash) {
       throw new ClaimCheckError(`${key} in ${store.description} does not match its hash: the object was altered; the run cannot read that payload`);
     }
+    // A client's claim of a run's input is recorded by the first worker that reads it: the run exists by then.
+    const run = runOf(context);
+    // Best effort: reading the payload does not depend on it, and the next read or claim records the run again.
+    if (run && key.startsWith(runKeyPrefix(run.runId))) await this.recordRun(run).catch(() => undefined);
     return payloadFromBytes(Buffer.from(bytes));
   }
+
+  private async recordRun(run: { runId: string; namespace: string }): Promise<void> {
+    if (this.options.recordRuns) await recordRun(this.options.store, run);
+  }
+}
+
+/** The run a payload belongs to, when the SDK says (its serialization context; the run id is the workflow id). */
+function runOf(context: SerializationContext | undefined): { runId: string; namespace: string } | undefined {
+  return context?.workflowId && context.namespace ? { runId: context.workflowId, namespace: context.namespace } : undefined;
 }
 
 /** The claim-check codec among `codecs`, found by its shape. */

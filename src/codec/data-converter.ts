@@ -92,7 +92,7 @@ export function storePayloadCodecs(env: NodeJS.ProcessEnv, options: StoreCodecOp
   const store = openStore(env, { defaultDir: options.defaultStoreDir, encryptionKeys: key ? parseEncryptionKeys(key, source) : undefined });
   const threshold = claimCheckBytesFromEnv(env);
   const claims = threshold > 0 && (options.role === 'worker' || Boolean(env[STORE_VARIABLE]?.trim()));
-  return [...codecs, new ClaimCheckCodec({ store, thresholdBytes: claims ? threshold : undefined })];
+  return [...codecs, new ClaimCheckCodec({ store, thresholdBytes: claims ? threshold : undefined, recordRuns: options.role === 'worker' })];
 }
 
 /** The store the codecs' claim check uses, if any. */

@@ -1,9 +1,10 @@
 import type { Payload } from '@temporalio/common';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { CLAIM_CHECK_ENCODING } from '../../src/codec/claim-check-codec.js';
+import { CLAIM_CHECK_ENCODING, CLAIM_KEY_METADATA } from '../../src/codec/claim-check-codec.js';
+import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { PipelineClient } from '../../src/library/index.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
@@ -96,7 +97,7 @@ describe('large values out of history (the claim check)', () => {
     const elsewhere = await runCli(['status', handle.workflowId, '--json'], { ...harness.env, AGENT_PIPELINE_STORE: `file://${path.join(scratch, 'other')}` });
     expect(elsewhere.exitCode).not.toBe(0);
     expect(elsewhere.stderr).toContain('AGENT_PIPELINE_STORE');
-    expect(elsewhere.stderr).toMatch(/claims\/[0-9a-f]{64}/);
+    expect(elsewhere.stderr).toMatch(/runs\/[0-9a-f]{64}\/claims\/[0-9a-f]{64}/);
   });
 
   test('a 20 MB input file reaches its stage whole, by reference', { timeout: 240_000 }, async () => {
@@ -125,5 +126,11 @@ describe('large values out of history (the claim check)', () => {
     expect(encodingOf(started)).toBe(CLAIM_CHECK_ENCODING);
     const payloads = payloadsIn(history.events);
     expect(Math.max(...payloads.map((p) => p.data?.byteLength ?? 0))).toBeLessThan(64 * 1024);
+    // The client claimed the input under the run's keys; the worker that read it recorded the run there, so the
+    // store's sweep deletes the input with the run once Temporal no longer keeps it.
+    const key = Buffer.from(started.metadata![CLAIM_KEY_METADATA]!).toString();
+    expect(key.startsWith(`${runKeyPrefix(runId!)}claims/`)).toBe(true);
+    const record = JSON.parse(await readFile(path.join(scratch, 'store', runKeyPrefix(runId!), 'run.json'), 'utf8')) as { runId: string };
+    expect(record.runId).toBe(runId!);
   });
 });

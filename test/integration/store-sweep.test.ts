@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
@@ -8,16 +9,18 @@ import { waitFor } from './claude-cli-world.js';
 /*
  * Stored objects live as long as Temporal keeps their run (docs/deployment.md, "How long stored objects live"): a
  * worker's sweep deletes the objects of a run once Temporal no longer has it (here: deleted, as the namespace's
- * retention does after a run ends), and keeps those of runs it still has, which can still be read and forked.
+ * retention does after a run ends), its claimed payloads with them, and keeps those of runs it still has, which can
+ * still be read and forked.
  */
 
 const PIPELINE = 'name: swept\ndefaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }\nstages:\n  - { id: only, prompt: Do it. }\n';
-const REPORT = `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary: 'done', outputs: {} })}\n\`\`\``;
+// Over the claim-check threshold set below: each run's stage result, state and result are claimed under its keys.
+const REPORT = `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary: 'done', outputs: { long: 'x'.repeat(4000) } })}\n\`\`\``;
 
 describe('the store sweep', () => {
   let harness: Harness;
   beforeAll(async () => {
-    harness = await createHarness('store-sweep', { scenario: { rules: [], fallback: { text: REPORT } }, env: { AGENT_PIPELINE_STORE_SWEEP: '2s' } });
+    harness = await createHarness('store-sweep', { scenario: { rules: [], fallback: { text: REPORT } }, env: { AGENT_PIPELINE_STORE_SWEEP: '2s', AGENT_PIPELINE_CLAIM_CHECK_BYTES: '2048' } });
   });
   afterAll(async () => {
     await harness?.close();
@@ -29,8 +32,11 @@ describe('the store sweep', () => {
     const kept = await harness.startYaml('swept', PIPELINE, 'sweep-kept');
     const gone = await harness.startYaml('swept', PIPELINE, 'sweep-gone');
     for (const handle of [kept, gone]) expect((await harness.finish(handle)).status).toBe('completed');
-    // Each run's fork point and record are in the store.
-    for (const id of ['sweep-kept', 'sweep-gone']) expect(existsSync(path.join(prefixOf(id), 'run.json'))).toBe(true);
+    // Each run's fork point, claimed payloads and record are in the store.
+    for (const id of ['sweep-kept', 'sweep-gone']) {
+      expect(existsSync(path.join(prefixOf(id), 'run.json'))).toBe(true);
+      expect((await readdir(path.join(prefixOf(id), 'claims'))).length).toBeGreaterThan(0);
+    }
 
     await harness.client.workflowService.deleteWorkflowExecution({ namespace: 'default', workflowExecution: { workflowId: 'sweep-gone' } });
     // The server deletes a run's history in the background: seconds on a quiet machine, longer on a loaded one.
@@ -38,5 +44,8 @@ describe('the store sweep', () => {
     expect(existsSync(path.join(prefixOf('sweep-kept'), 'run.json'))).toBe(true);
     // The kept run can still be forked: its fork point is there.
     expect(existsSync(path.join(prefixOf('sweep-kept'), 'checkpoints'))).toBe(true);
+    // …and read: its claimed state and result resolve.
+    const state = await harness.finish(harness.client.workflow.getHandle('sweep-kept'));
+    expect(state.stages[0]!.result?.outputs?.long).toHaveLength(4000);
   });
 });

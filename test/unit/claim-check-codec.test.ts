@@ -1,0 +1,91 @@
+import type { Payload, SerializationContext } from '@temporalio/common';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { CLAIM_KEY_METADATA, ClaimCheckCodec, ClaimCheckError } from '../../src/codec/claim-check-codec.js';
+import { FileStore } from '../../src/store/file-store.js';
+import { runKeyPrefix } from '../../src/store/run-keys.js';
+import { deleteRunWorkObjects, recordedRuns, sweepGoneRuns } from '../../src/store/run-records.js';
+
+/*
+ * Claimed payloads live and go with their run (issue 29, lifecycle): the claim check puts a payload of a known run
+ * under that run's keys, a worker's codec records the run, and the sweep that deletes a gone run's objects deletes its
+ * claims with them; `prune` keeps them while Temporal may still keep the run's history. A payload of no known run goes
+ * to the shared `claims/`, and references written before claims were per run still resolve.
+ */
+
+const big = (letter: string): Payload => ({ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from(JSON.stringify(letter.repeat(2000))) });
+const workflow = (workflowId: string): SerializationContext => ({ type: 'workflow', namespace: 'default', workflowId });
+const textOf = (payload: Payload): string => Buffer.from(payload.data ?? new Uint8Array()).toString();
+const keyOf = (payload: Payload): string => Buffer.from(payload.metadata?.[CLAIM_KEY_METADATA] ?? new Uint8Array()).toString();
+
+describe('claims per run', () => {
+  let dir: string;
+  let store: FileStore;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'claims-per-run-'));
+    store = new FileStore(dir);
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const keys = async (prefix: string): Promise<string[]> => {
+    const all: string[] = [];
+    for await (const key of store.list(prefix)) all.push(key);
+    return all.sort();
+  };
+
+  test("a worker's claim goes under its run's keys with the run's record, and the sweep of the gone run deletes it", async () => {
+    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    const [gone] = await worker.encode([big('a')], workflow('run-gone'));
+    const [live] = await worker.encode([big('b')], { type: 'activity', namespace: 'default', workflowId: 'run-live', isLocal: false });
+    expect(keyOf(gone!)).toMatch(new RegExp(`^${runKeyPrefix('run-gone')}claims/[0-9a-f]{64}$`));
+    expect(keyOf(live!)).toMatch(new RegExp(`^${runKeyPrefix('run-live')}claims/[0-9a-f]{64}$`));
+    const recorded: string[] = [];
+    for await (const run of recordedRuns(store)) recorded.push(run.runId);
+    expect(recorded.sort()).toEqual(['run-gone', 'run-live']);
+
+    expect(await sweepGoneRuns(store, 'default', async (runId) => runId === 'run-gone')).toEqual(['run-gone']);
+    expect(await keys(runKeyPrefix('run-gone'))).toEqual([]);
+    expect(textOf((await worker.decode([live!]))[0]!)).toBe(textOf(big('b')));
+    await expect(worker.decode([gone!])).rejects.toThrow(ClaimCheckError);
+  });
+
+  test("a client's claim records no run (it may precede the run); the first worker that reads it does", async () => {
+    const client = new ClaimCheckCodec({ store, thresholdBytes: 1000 });
+    const [input] = await client.encode([big('c')], workflow('run-started'));
+    expect(await keys('runs/')).toEqual([keyOf(input!)]);
+    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    // Read in another run's context (a fork reading its source): that run is not recorded for this claim.
+    await worker.decode([input!], workflow('another-run'));
+    expect(await keys('runs/')).toEqual([keyOf(input!)]);
+    expect(textOf((await worker.decode([input!], workflow('run-started')))[0]!)).toBe(textOf(big('c')));
+    expect(await keys('runs/')).toEqual([keyOf(input!), `${runKeyPrefix('run-started')}run.json`].sort());
+  });
+
+  test('a payload of no known run is claimed into the shared claims/, and such references still resolve', async () => {
+    const codec = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    const [shared] = await codec.encode([big('d')]);
+    expect(keyOf(shared!)).toMatch(/^claims\/[0-9a-f]{64}$/);
+    expect(await keys('runs/')).toEqual([]);
+    expect(textOf((await codec.decode([shared!], workflow('any')))[0]!)).toBe(textOf(big('d')));
+    // History names no other key: not another prefix, not a run's other objects.
+    const forged = { ...shared!, metadata: { ...shared!.metadata, [CLAIM_KEY_METADATA]: Buffer.from(`${runKeyPrefix('x')}checkpoints/${'0'.repeat(64)}`) } };
+    await expect(codec.decode([forged])).rejects.toThrow(/not a claim's key/);
+  });
+
+  test("prune deletes a run's own objects but keeps its claims and record for the sweep", async () => {
+    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    const [claimed] = await worker.encode([big('e')], workflow('pruned'));
+    const prefix = runKeyPrefix('pruned');
+    await store.put(`${prefix}checkpoints/c1/manifest.json`, Buffer.from('{}'));
+    await store.put(`${prefix}checkpoints/c1/workspace.tar`, Buffer.from('tar'));
+    await store.put(`${prefix}answers/${'a'.repeat(64)}`, Buffer.from('answer'));
+    expect(await deleteRunWorkObjects(store, 'pruned')).toBe(3);
+    expect(await keys(prefix)).toEqual([keyOf(claimed!), `${prefix}run.json`].sort());
+    expect(await sweepGoneRuns(store, 'default', async () => true)).toEqual(['pruned']);
+    expect(await keys('runs/')).toEqual([]);
+  });
+});
