@@ -116,7 +116,7 @@ function claimCheckResult(perRun: Record<Side, number[][]>, rounds: number, code
       `The 5-stage linear CLI pipeline (no payload near the threshold) on two worker processes sharing one workspaces folder and its default store: ` +
       `one with AGENT_PIPELINE_CLAIM_CHECK_BYTES=0 (the codec claims nothing) and one with the default threshold (256 KiB); warm start off and a timing ` +
       `CLAUDE_BIN wrapper, as in the stage-latency benchmark. ${rounds} rounds after a warm-up, the two sides in alternating order. Stage latency: ` +
-      'ActivityTaskScheduled → ActivityTaskCompleted minus the agent process\'s life, p50 of every stage of a side; also the median over rounds of on / off of the two runs\' medians.',
+      'ActivityTaskScheduled → ActivityTaskCompleted minus the agent process\'s life, p50 of every stage of a side; also the median over rounds of on / off of the two runs\' medians. The codec\'s own cost: every payload of the last run of the claiming side\'s history through the claim check at the default threshold, encode then decode, 2,000 times, per stage, against the p50 stage latency of the side that claims nothing.',
     repetitions: rounds,
     headline:
       `the codec's own cost ${round(codecUs, 1)} µs a stage (${round(codecShare * 100, 4)}% of the p50 stage latency); ` +
