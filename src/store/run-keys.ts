@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 /*
  * Where a run's objects live in the store: `runs/<sha256 of the run id>/…` (checkpoints, bookkeeping, whole final
  * answers, claimed payloads). The run id is hashed so that no value a run brings becomes a key; everything of one run
- * shares one prefix, which the store's sweep deletes (and `prune`, all but the claims: docs/deployment.md).
+ * shares one prefix, which the store's sweep and `prune` delete (docs/deployment.md).
  */
 
 /** The prefix of run `runId`'s objects, ending in `/`. */

@@ -70,26 +70,3 @@ export async function sweepGoneRuns(store: ObjectStore, namespace: string, isGon
   }
   return deleted;
 }
-
-/** What `prune` keeps of a run's objects: its claimed payloads, which its history refers to, and its record. */
-const KEPT_BY_PRUNE = new Set(['claims/', RUN_RECORD_OBJECT]);
-
-/**
- * Deletes run `runId`'s own objects (checkpoints, fork points, whole answers) but its claimed payloads and its
- * record: Temporal may keep the run's history for its retention after `prune`, and `status` and the Web UI read its
- * references; the sweep deletes them with the record once Temporal no longer keeps the run.
- * @returns how many objects were deleted
- */
-export async function deleteRunWorkObjects(store: ObjectStore, runId: string): Promise<number> {
-  const prefix = runKeyPrefix(runId);
-  // Each top-level name under the prefix once (a folder's objects go in one deletePrefix).
-  const names = new Set<string>();
-  for await (const key of store.list(prefix)) {
-    const rest = key.slice(prefix.length);
-    const slash = rest.indexOf('/');
-    names.add(slash < 0 ? rest : rest.slice(0, slash + 1));
-  }
-  let deleted = 0;
-  for (const name of names) if (!KEPT_BY_PRUNE.has(name)) deleted += await store.deletePrefix(`${prefix}${name}`);
-  return deleted;
-}

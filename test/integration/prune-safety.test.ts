@@ -31,11 +31,9 @@ describe('prune with Temporal unreachable', () => {
     // A run that ended before the records moved out of run folders: its only records are in its own tree.
     await mkdir(path.join(dir('older-run'), '.agent-pipeline'), { recursive: true });
     await writeEndedMarker(path.join(dir('older-run'), '.agent-pipeline'), { runId: 'older-run', ...ended });
-    // Their objects in the default store (checkpoints), a claimed payload of old-run and its record, and a claim of no
-    // known run.
+    // Their objects in the default store (checkpoints; a claimed payload of old-run), and a claim of no known run.
     for (const runId of ['old-run', 'older-run']) await store().put(`${runKeyPrefix(runId)}checkpoint/manifest.json`, Buffer.from('{}'));
     await store().put(`${runKeyPrefix('old-run')}claims/${'b'.repeat(64)}`, Buffer.from('claimed'));
-    await store().put(`${runKeyPrefix('old-run')}run.json`, Buffer.from(JSON.stringify({ runId: 'old-run', namespace: 'default' })));
     await store().put(`claims/${'a'.repeat(64)}`, Buffer.from('shared'));
   });
   const store = () => new FileStore(path.join(root, '.agent-pipeline', 'store'));
@@ -51,7 +49,7 @@ describe('prune with Temporal unreachable', () => {
   test('deletes nothing and exits 3, naming --force', async () => {
     const pruned = await runCli(['prune'], env);
     expect(existsSync(dir('old-run')), 'prune deleted a workspace without asking Temporal').toBe(true);
-    expect(await keys()).toHaveLength(5);
+    expect(await keys()).toHaveLength(4);
     expect(pruned.exitCode, pruned.all).toBe(3);
     expect(pruned.stderr).toContain('Use --force to trust the records');
   });
@@ -66,15 +64,7 @@ describe('prune with Temporal unreachable', () => {
     expect(pruned.stdout).toContain('kept  older-run (completed, ended');
     expect(pruned.stderr).toContain('its only records are inside its own folder, where its agent could have written them');
     expect(existsSync(dir('older-run'))).toBe(true);
-    // The store: the removed run's own objects are gone, but its claims and record (its history in Temporal still
-    // refers to them: the sweep deletes them once Temporal forgets the run); the kept run's and the shared claim stay.
-    expect(await keys()).toEqual(
-      [
-        `claims/${'a'.repeat(64)}`,
-        `${runKeyPrefix('old-run')}claims/${'b'.repeat(64)}`,
-        `${runKeyPrefix('old-run')}run.json`,
-        `${runKeyPrefix('older-run')}checkpoint/manifest.json`,
-      ].sort(),
-    );
+    // The store: the removed run's objects are gone, its claimed payload too; the kept run's and the shared claim stay.
+    expect(await keys()).toEqual([`claims/${'a'.repeat(64)}`, `${runKeyPrefix('older-run')}checkpoint/manifest.json`].sort());
   });
 });

@@ -6,13 +6,12 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { CLAIM_KEY_METADATA, ClaimCheckCodec, ClaimCheckError } from '../../src/codec/claim-check-codec.js';
 import { FileStore } from '../../src/store/file-store.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
-import { deleteRunWorkObjects, recordedRuns, sweepGoneRuns } from '../../src/store/run-records.js';
+import { recordedRuns, sweepGoneRuns } from '../../src/store/run-records.js';
 
 /*
  * Claimed payloads live and go with their run (issue 29, lifecycle): the claim check puts a payload of a known run
  * under that run's keys, a worker's codec records the run, and the sweep that deletes a gone run's objects deletes its
- * claims with them; `prune` keeps them while Temporal may still keep the run's history. A payload of no known run goes
- * to the shared `claims/`, and references written before claims were per run still resolve.
+ * claims with them. A payload of no known run goes to the shared `claims/`, and such references resolve too.
  */
 
 const big = (letter: string): Payload => ({ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from(JSON.stringify(letter.repeat(2000))) });
@@ -74,18 +73,5 @@ describe('claims per run', () => {
     // History names no other key: not another prefix, not a run's other objects.
     const forged = { ...shared!, metadata: { ...shared!.metadata, [CLAIM_KEY_METADATA]: Buffer.from(`${runKeyPrefix('x')}checkpoints/${'0'.repeat(64)}`) } };
     await expect(codec.decode([forged])).rejects.toThrow(/not a claim's key/);
-  });
-
-  test("prune deletes a run's own objects but keeps its claims and record for the sweep", async () => {
-    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
-    const [claimed] = await worker.encode([big('e')], workflow('pruned'));
-    const prefix = runKeyPrefix('pruned');
-    await store.put(`${prefix}checkpoints/c1/manifest.json`, Buffer.from('{}'));
-    await store.put(`${prefix}checkpoints/c1/workspace.tar`, Buffer.from('tar'));
-    await store.put(`${prefix}answers/${'a'.repeat(64)}`, Buffer.from('answer'));
-    expect(await deleteRunWorkObjects(store, 'pruned')).toBe(3);
-    expect(await keys(prefix)).toEqual([keyOf(claimed!), `${prefix}run.json`].sort());
-    expect(await sweepGoneRuns(store, 'default', async () => true)).toEqual(['pruned']);
-    expect(await keys('runs/')).toEqual([]);
   });
 });

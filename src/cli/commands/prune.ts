@@ -9,7 +9,7 @@ import { loadConfig } from '../../config.js';
 import { storeFolder } from '../../activities/workspace/worker-folder.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { openStore } from '../../store/open-store.js';
-import { deleteRunWorkObjects } from '../../store/run-records.js';
+import { runKeyPrefix } from '../../store/run-keys.js';
 import { TemporalUnavailableError } from '../../library/errors.js';
 import { withClient } from '../connect.js';
 import { parseAgeMs } from '../options.js';
@@ -107,12 +107,12 @@ async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promi
 }
 
 /**
- * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping, whole final answers).
- * Its claimed payloads stay while Temporal keeps its history (docs/deployment.md). @returns whether they are gone
+ * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping, whole final answers,
+ * claimed payloads). Claims of no known run (`claims/`) stay (docs/deployment.md). @returns whether they are gone
  */
 async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneEntry): Promise<boolean> {
   try {
-    await deleteRunWorkObjects(store, runId);
+    await store.deletePrefix(runKeyPrefix(runId));
     return true;
   } catch (err) {
     entry.warnings.push(`its objects in the store ${store.description} were not deleted: ${(err as Error).message}`);
