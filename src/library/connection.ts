@@ -91,7 +91,7 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   // The Web UI link follows the address actually used (the embedded dev server serves it on port + 1000).
   const config = loadConfig({ ...env, TEMPORAL_ADDRESS: target });
   // `StartWorkflow:` and the other client spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing otherwise.
-  const telemetry = clientTelemetry(env);
+  const telemetry = await clientTelemetry(env);
   return {
     client: new Client({ connection, namespace, interceptors: telemetry.interceptors, dataConverter: clientDataConverter(codecs) }),
     namespace,

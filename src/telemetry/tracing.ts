@@ -1,34 +1,10 @@
-import { context, propagation, trace, type Context, type Tracer } from '@opentelemetry/api';
+import { context, propagation, trace, type Context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-
-/** A running trace pipeline: spans go through `spanProcessor` to the OTLP/HTTP endpoint. */
-export interface Tracing {
-  tracer: Tracer;
-  spanProcessor: SpanProcessor;
-  resource: Resource;
-  /** Where spans are sent. */
-  url: string;
-  /** Sends what is still buffered and stops; call before the process exits. */
-  shutdown(): Promise<void>;
-}
-
-/**
- * The OTLP/HTTP traces URL the standard variables name: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as is, else
- * `OTEL_EXPORTER_OTLP_ENDPOINT` plus `/v1/traces` (as the OpenTelemetry specification says); undefined when neither is set.
- */
-export function tracesUrlFromEnv(env: NodeJS.ProcessEnv): string | undefined {
-  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
-  if (traces) return traces;
-  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-  if (!base) return undefined;
-  return `${base.replace(/\/+$/, '')}/v1/traces`;
-}
-
-let installed: Tracing | undefined;
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { installedTracing, setInstalledTracing, tracesUrlFromEnv, type Tracing } from './tracing-state.js';
 
 /**
  * Starts tracing when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, and returns
@@ -38,7 +14,8 @@ let installed: Tracing | undefined;
  * `OTEL_EXPORTER_OTLP_HEADERS` (e.g. Honeycomb's API key) is read by the exporter itself.
  */
 export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string): Tracing | undefined {
-  if (installed) return installed;
+  const running = installedTracing();
+  if (running) return running;
   const url = tracesUrlFromEnv(env);
   if (!url) return undefined;
   const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || defaultServiceName });
@@ -46,17 +23,18 @@ export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string)
   const provider = new BasicTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register({ contextManager: new AsyncLocalStorageContextManager(), propagator: new W3CTraceContextPropagator() });
   const tracer = provider.getTracer('agent-pipeline');
-  installed = {
+  const tracing: Tracing = {
     tracer,
     spanProcessor,
     resource,
     url,
     shutdown: async () => {
       await provider.shutdown();
-      installed = undefined;
+      setInstalledTracing(undefined);
     },
   };
-  return installed;
+  setInstalledTracing(tracing);
+  return tracing;
 }
 
 /** The W3C `traceparent` (and `tracestate`) of `ctx`, or undefined when it holds no sampled span. */

@@ -11,7 +11,8 @@ import { RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { PipelineMetrics } from './metrics.js';
 import { freeLoopbackPort, parseMetricsAddress, serveMetrics } from './metrics-server.js';
 import { stageTelemetryInterceptor } from './stage-interceptor.js';
-import { startTracing, type Tracing } from './tracing.js';
+import { startTracing } from './tracing.js';
+import type { Tracing } from './tracing-state.js';
 
 /** The module Temporal's workflow-side OpenTelemetry interceptors live in; a traced workflow bundle includes it. */
 export const OTEL_WORKFLOW_INTERCEPTORS = createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');

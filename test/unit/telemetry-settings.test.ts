@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { agentTelemetryEnv } from '../../src/telemetry/agent-env.js';
 import { parseMetricsAddress } from '../../src/telemetry/metrics-server.js';
 import { ownShare } from '../../src/telemetry/stage-interceptor.js';
-import { tracesUrlFromEnv } from '../../src/telemetry/tracing.js';
+import { tracesUrlFromEnv } from '../../src/telemetry/tracing-state.js';
 
 describe('telemetry settings', () => {
   test('the traces URL follows the OTLP variables: the traces endpoint as is, else the base endpoint plus /v1/traces', () => {
