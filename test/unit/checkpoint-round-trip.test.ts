@@ -172,6 +172,28 @@ describe('a git workspace', () => {
     expect(await listCheckpoints(options.store, RUN)).toEqual([fourth.id, fifth.id]);
   });
 
+  test("after a run's first checkpoint, neither checkpoints nor the restore check list the run's checkpoints, which grow with the run", async () => {
+    const workspace = await openAndWork();
+    const target: CheckpointTarget = { runId: RUN, workspacesRoot: root, workspace, kind: 'git', repo };
+    const list = vi.spyOn(options.store, 'list');
+    const checkpoints = new AttemptCheckpoints(options, target, 60_000);
+    await checkpoints.start(true, 'build');
+    await checkpoints.end();
+    const firstListings = list.mock.calls.length;
+    const later: string[] = [];
+    for (let i = 0; i < 4; i++) later.push((await takeCheckpoint(options, target, 'periodic')).id);
+    expect(await restoreIfNeeded(options, place())).toBeUndefined();
+    expect(list.mock.calls.length).toBe(firstListings);
+    list.mockRestore();
+    // What the listing would have kept: the stage's first start and the newest two (whole archives chain to none).
+    const ids = await listCheckpoints(options.store, RUN);
+    expect(ids.slice(-2)).toEqual(later.slice(-2));
+    expect((await findStageStartCheckpoint(options.store, RUN, 'build'))?.id).toBe(ids[0]);
+    // A host that lost the run restores the newest.
+    await loseHost(workspace);
+    expect((await restoreIfNeeded(options, place()))?.manifest.id).toBe(later.at(-1));
+  });
+
   test('keeps its work commit under a hidden ref, never on the branch or in the agent\'s index, and prune deletes the ref', async () => {
     const workspace = await openAndWork();
     const indexBefore = await git(workspace.dir, 'status', '--porcelain');

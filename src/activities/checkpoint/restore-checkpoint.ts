@@ -6,6 +6,7 @@ import { runPaths } from '../workspace/run-folder.js';
 import { extractArchive } from './folder-archive.js';
 import { bundleProblem, unbundleInto } from './git-snapshot.js';
 import { checkpointKey, listCheckpoints } from './keys.js';
+import { readLatestCheckpoints } from './latest.js';
 import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
@@ -37,8 +38,8 @@ export interface Restored {
  * @throws WORKSPACE_ERROR (not retried) when the checkpoint is damaged or its base commit is missing here
  */
 export async function restoreIfNeeded(options: CheckpointOptions, place: RestorePlace): Promise<Restored | undefined> {
-  const ids = await listCheckpoints(options.store, place.runId);
-  const latest = ids.at(-1);
+  // The run's index names the newest checkpoint; a run checkpointed before there was one is listed.
+  const latest = (await readLatestCheckpoints(options.store, place.runId))?.id ?? (await listCheckpoints(options.store, place.runId)).at(-1);
   if (!latest) return undefined;
   const paths = runPaths(place.workspacesRoot, place.runId);
   const marker = await readCheckpointMarker(paths.bookkeeping);

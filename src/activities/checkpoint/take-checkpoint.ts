@@ -9,12 +9,10 @@ import { ArchiveTooLargeError, createArchive, listFolder } from './folder-archiv
 import { snapshotWorktree } from './git-snapshot.js';
 import { checkpointKey, checkpointsPrefix, listCheckpointEntries, MANIFEST_OBJECT, newCheckpointId, sha256Hex, STAGE_START_OBJECT } from './keys.js';
 import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
+import { readLatestCheckpoints, writeLatestCheckpoints, type LatestCheckpoints } from './latest.js';
 import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
 import { CHECKPOINT_MAX_BYTES_VARIABLE, type CheckpointOptions } from './settings.js';
-
-/** Complete checkpoints kept per run: the newest, and one before it while the newest is being replaced. */
-const KEPT_CHECKPOINTS = 2;
 
 /** What is checkpointed: a run's folder (a worktree, a plain folder, or a lent folder whose files are not ours). */
 export interface CheckpointTarget {
@@ -150,18 +148,28 @@ function tooLarge(runId: string, object: string, bytes: number | undefined, maxB
 }
 
 /**
- * Deletes the run's checkpoints but the newest {@link KEPT_CHECKPOINTS}, the checkpoints their bookkeeping chains to,
- * and the stages' first-start ones.
+ * Deletes the run's replaceable checkpoints but the newest and the one before it (while the newest is being replaced)
+ * and the checkpoints their bookkeeping chains to; stages' first-start checkpoints are never replaceable. Reads and
+ * updates the run's index (latest.ts) instead of listing the run's checkpoints, which grow with the run.
  */
 async function forgetOlder(options: CheckpointOptions, runId: string, newest: CheckpointManifest): Promise<void> {
-  const entries = await listCheckpointEntries(options.store, runId);
-  const kept = entries.slice(-KEPT_CHECKPOINTS).map((entry) => entry.id);
+  const index = (await readLatestCheckpoints(options.store, runId)) ?? (await indexFromListing(options, runId, newest.id));
   const needed = new Set([newest.id, ...(newest.bookkeepingChain ?? [])]);
-  // The one before the newest: its chain is the newest's unless the newest started a new one.
-  for (const id of kept.filter((id) => !needed.has(id))) for (const link of [id, ...(await chainOf(options, runId, id))]) needed.add(link);
-  for (const { id, stageStart } of entries) {
-    if (!stageStart && !needed.has(id)) await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+  if (index.id !== newest.id) for (const link of [index.id, ...(await chainOf(options, runId, index.id))]) needed.add(link);
+  const replaceable: string[] = [];
+  for (const id of index.replaceable) {
+    if (id === newest.id) continue;
+    if (needed.has(id)) replaceable.push(id);
+    else await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
   }
+  if (newest.stage === undefined) replaceable.push(newest.id);
+  await writeLatestCheckpoints(options.store, runId, { id: newest.id, replaceable });
+}
+
+/** The index of a run checkpointed before there was one: its checkpoints listed, the newest before `newest` first. */
+async function indexFromListing(options: CheckpointOptions, runId: string, newest: string): Promise<LatestCheckpoints> {
+  const entries = (await listCheckpointEntries(options.store, runId)).filter((entry) => entry.id !== newest);
+  return { id: entries.at(-1)?.id ?? newest, replaceable: entries.filter((entry) => !entry.stageStart).map((entry) => entry.id) };
 }
 
 /** The bookkeeping chain checkpoint `id`'s manifest names; none when it cannot be read. */
