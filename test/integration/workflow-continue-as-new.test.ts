@@ -46,6 +46,8 @@ async function executionChain(client: Client, workflowId: string): Promise<{ run
 
 describe('continue-as-new', () => {
   let harness: Harness;
+  /** The deadline test's own world: its scripted steps take their time. */
+  let timeoutHarness: Harness;
   const rules: Rule[] = [
     ...Array.from({ length: LINEAR_STAGES }, (_, i): Rule => ({
       match: `Pipeline: long-linear · Stage: s${i + 1} ·`,
@@ -65,13 +67,45 @@ describe('continue-as-new', () => {
   ];
 
   beforeAll(async () => {
-    harness = await createHarness('can', { scenario: { rules } });
+    [harness, timeoutHarness] = await Promise.all([
+      createHarness('can', { scenario: { rules } }),
+      createHarness('can-timeout', {
+        // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
+        // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
+        // on a quiet machine too (the test tells the two start times apart).
+        scenario: {
+          rules: [
+            { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
+            { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
+          ],
+        },
+      }),
+    ]);
   });
   afterAll(async () => {
-    await harness?.close();
+    await Promise.all([harness?.close(), timeoutHarness?.close()]);
   });
 
-  test('a 120-stage run continues as new several times and ends with every result, total and the cost', { timeout: 600_000 }, async () => {
+  // The deadline test mostly waits out its 20 s timeout, on a worker of its own: it runs beside the 120-stage run
+  // (the two tests below are concurrent, the others follow one at a time; issue 32).
+  test.concurrent('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
+    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
+    const timeoutMs = 20_000;
+    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
+    const handle = await timeoutHarness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
+    const final = await timeoutHarness.finish(handle);
+    expect(final.status).toBe('timed_out');
+    expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
+    const chain = await executionChain(timeoutHarness.client, handle.workflowId);
+    expect(chain.length).toBeGreaterThanOrEqual(2);
+    // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
+    const handedOverAt = (await timeoutHarness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
+    expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
+    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
+    expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
+  });
+
+  test.concurrent('a 120-stage run continues as new several times and ends with every result, total and the cost', { timeout: 600_000 }, async () => {
     const stages = Array.from({ length: LINEAR_STAGES }, (_, i) => {
       const id = `s${i + 1}`;
       // The last stage reads a result of the first execution: results are carried, not only statuses.
@@ -187,43 +221,6 @@ describe('continue-as-new', () => {
     expect(final.status).toBe('completed');
     expect(stageOf(final, 'ask').result?.outputs).toEqual({ colour: 'green' });
     expect(final.stages.map((s) => s.status)).toEqual(Array(23).fill('completed'));
-  });
-});
-
-describe('continue-as-new and the pipeline timeout', () => {
-  let harness: Harness;
-  beforeAll(async () => {
-    harness = await createHarness('can-timeout', {
-      // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
-      // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
-      // on a quiet machine too (the test tells the two start times apart).
-      scenario: {
-        rules: [
-          { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
-          { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
-        ],
-      },
-    });
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
-
-  test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
-    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
-    const timeoutMs = 20_000;
-    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
-    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
-    const final = await harness.finish(handle);
-    expect(final.status).toBe('timed_out');
-    expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
-    const chain = await executionChain(harness.client, handle.workflowId);
-    expect(chain.length).toBeGreaterThanOrEqual(2);
-    // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
-    const handedOverAt = (await harness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
-    expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
-    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
-    expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
   });
 });
 
