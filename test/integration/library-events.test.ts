@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { PipelineClient, type RunEvent, type TranscriptEntry } from '../../src/library/index.js';
 
@@ -77,7 +77,9 @@ describe.concurrent('run.events() streams what the agent does', () => {
     expect(new Set(readings.map((r) => r.historyLength)).size, JSON.stringify(readings)).toBe(1);
   }, 240_000);
 
-  test('a run waiting for a person is followed by a long-poll, not a read a second, and its approval arrives at once', async () => {
+  // The test's own onTestFinished: in a concurrent suite the global one may attach to another test (vitest's docs),
+  // which closed this client when the hand-over test ended first.
+  test('a run waiting for a person is followed by a long-poll, not a read a second, and its approval arrives at once', async ({ onTestFinished }) => {
     const harness = harnesses[1];
     const client = await PipelineClient.connect({ env: harness.env });
     onTestFinished(() => client.close());

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { LeaseClient, type LeaseKeyState } from '../../src/activities/leases/lease-client.js';
 import { listRuns } from '../../src/library/list-runs.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
@@ -101,7 +101,8 @@ async function limitsCommand(harness: Harness, key: string): Promise<LeaseKeySta
 
 // Each test has a world of its own: they run at once (issue 32).
 describe.concurrent('a stage limit shared by every run', () => {
-  test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async () => {
+  // The test's own onTestFinished: in a concurrent suite the global one may attach to another test (vitest's docs).
+  test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async ({ onTestFinished }) => {
     const { harness, workers } = worlds[0];
     // Its workers go whether it passes or not: left running, they would take the next test's stages.
     onTestFinished(() => workers.killAll());
