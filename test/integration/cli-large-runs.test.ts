@@ -20,36 +20,51 @@ function linearYaml(name: string, stages: number): string {
   return lines.join('\n') + '\n';
 }
 
-describe('clients read runs of any size in pages', () => {
-  let harness: Harness;
-  let worker: Worker;
-  let running: Promise<void>;
+/** A harness with a worker that keeps workflows cached, as a production worker does. */
+interface World {
+  harness: Harness;
+  worker: Worker;
+  running: Promise<void>;
+}
+
+// Each test has a world of its own (its task queue and worker: the second stops its worker): they run at once (issue 32).
+describe.concurrent('clients read runs of any size in pages', () => {
+  let worlds: World[] = [];
 
   beforeAll(async () => {
-    harness = await createHarness('cli-large', {
-      worker: false,
-      scenario: {
-        rules: [
-          // Each stage of the "wide" pipeline reports two 30 KB outputs: well under the caps, but a dozen of them make a
-          // history of several 1 MB pages. Its last stage fails, so `status` without a worker has to rebuild the run from history.
-          { name: 'wide-last', match: 'Pipeline: cli-large-wide · Stage: s20 ·', turns: [{ text: report(false, 'Failed at the end.', {}) }] },
-          { name: 'wide', match: 'Pipeline: cli-large-wide ·', repeatLastTurn: true, turns: [{ text: report(true, 'W'.repeat(1000), { a: 'a'.repeat(30_000), b: 'b'.repeat(30_000) }) }] },
-        ],
-        fallback: { text: report(true, 'Done.', {}) },
-      },
-    });
-    // A worker that keeps workflows cached, as a production worker does: the harness's replays every task, which
-    // makes a 200-stage run take minutes for reasons that have nothing to do with the client.
-    worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
-    running = worker.run();
+    worlds = await Promise.all(
+      ['long', 'wide'].map(async (name): Promise<World> => {
+        const harness = await createHarness(`cli-large-${name}`, {
+          worker: false,
+          scenario: {
+            rules: [
+              // Each stage of the "wide" pipeline reports two 30 KB outputs: well under the caps, but a dozen of them make a
+              // history of several 1 MB pages. Its last stage fails, so `status` without a worker has to rebuild the run from history.
+              { name: 'wide-last', match: 'Pipeline: cli-large-wide · Stage: s20 ·', turns: [{ text: report(false, 'Failed at the end.', {}) }] },
+              { name: 'wide', match: 'Pipeline: cli-large-wide ·', repeatLastTurn: true, turns: [{ text: report(true, 'W'.repeat(1000), { a: 'a'.repeat(30_000), b: 'b'.repeat(30_000) }) }] },
+            ],
+            fallback: { text: report(true, 'Done.', {}) },
+          },
+        });
+        // A worker that keeps workflows cached, as a production worker does: the harness's replays every task, which
+        // makes a 200-stage run take minutes for reasons that have nothing to do with the client.
+        const worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
+        return { harness, worker, running: worker.run() };
+      }),
+    );
   }, 120_000);
   afterAll(async () => {
-    if (worker?.getState() === 'RUNNING') worker.shutdown();
-    await running;
-    await harness?.close();
+    await Promise.all(
+      worlds.map(async ({ harness, worker, running }) => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running;
+        await harness.close();
+      }),
+    );
   });
 
   test('a 200-stage run started with --wait is followed to its end', async () => {
+    const { harness } = worlds[0];
     const file = await harness.writePipeline('long', linearYaml('cli-large-long', 200));
     const id = `cli-large-long-${Date.now()}`;
     const result = await runCli(['start', file, '--id', id, '--wait'], harness.env, 900_000);
@@ -63,6 +78,7 @@ describe('clients read runs of any size in pages', () => {
   }, 960_000);
 
   test('start --wait follows a run whose history spans pages to its end, status rebuilds it from history, and a small receive limit still reads it', async () => {
+    const { harness, worker, running } = worlds[1];
     const file = await harness.writePipeline('wide', linearYaml('cli-large-wide', 20));
     const id = `cli-large-wide-${Date.now()}`;
     const result = await runCli(['start', file, '--id', id, '--wait', '--json'], harness.env, 300_000);

@@ -45,7 +45,9 @@ afterAll(async () => {
   await connection?.close();
 });
 
-describe('lease workflow', () => {
+// Each test has keys of its own: they run at once, overlapping their waits (ttls, polls, the hand-over) rather than
+// adding them up (issue 32).
+describe.concurrent('lease workflow', () => {
   it('grants up to the limit, then first come first served as holders release', async () => {
     const key = uniqueKey('fifo');
     const a = await leases.acquire({ key, limit: 2, holder: 'a', ttlMs: 60_000 });

@@ -2,8 +2,9 @@ import { execa } from 'execa';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
-import type { LeaseKeyState } from '../../src/activities/leases/lease-client.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { LeaseClient, type LeaseKeyState } from '../../src/activities/leases/lease-client.js';
 import { listRuns } from '../../src/library/list-runs.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
@@ -20,32 +21,42 @@ const TASK = 'Task: work on the shared repository';
 const HOLD_TASK = 'Task: hold the key until the worker dies';
 const STAMP = (what: string): string => `echo ${what} $(date +%s%3N) >> stamps.txt`;
 
-let harness: Harness;
+/** A test's own world: its task queue (so its worker processes take only its stages) and its worker processes. */
+interface World {
+  harness: Harness;
+  workers: WorkerProcesses;
+}
+let worlds: World[] = [];
 let scratch: string;
-const workers = new WorkerProcesses();
 
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'limits-across-runs-'));
-  harness = await createHarness('limits', {
-    worker: false,
-    env: { HOME: await emptyHome(scratch) },
-    scenario: {
-      rules: [
-        { name: 'work', match: TASK, turns: [{ text: 'Working.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 3 && ${STAMP('end')}` } } }, { text: `Done.\n${REPORT}` }] },
-        {
-          name: 'hold',
-          match: HOLD_TASK,
-          repeatLastTurn: true,
-          turns: [{ text: 'Holding.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 300` } } }, { text: `Resumed.\n${REPORT}` }],
+  const home = await emptyHome(scratch);
+  worlds = await Promise.all(
+    ['six', 'kill'].map(async (name): Promise<World> => ({
+      harness: await createHarness(`limits-${name}`, {
+        worker: false,
+        env: { HOME: home },
+        scenario: {
+          rules: [
+            { name: 'work', match: TASK, turns: [{ text: 'Working.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 3 && ${STAMP('end')}` } } }, { text: `Done.\n${REPORT}` }] },
+            {
+              name: 'hold',
+              match: HOLD_TASK,
+              repeatLastTurn: true,
+              turns: [{ text: 'Holding.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 300` } } }, { text: `Resumed.\n${REPORT}` }],
+            },
+          ],
         },
-      ],
-    },
-  });
+      }),
+      workers: new WorkerProcesses(),
+    })),
+  );
 });
 
 afterAll(async () => {
-  await workers.killAll();
-  await harness?.close();
+  await Promise.all(worlds.map(({ workers }) => workers.killAll()));
+  await Promise.all(worlds.map(({ harness }) => harness.close()));
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
@@ -64,7 +75,7 @@ function pipelineYaml(task: string, concurrency: number, heartbeatTimeout = '5s'
 }
 
 /** `[start, end]` of the run's Bash tool, in milliseconds since the epoch (end absent while it runs). */
-async function stamps(runId: string): Promise<{ start?: number; end?: number }> {
+async function stamps(harness: Harness, runId: string): Promise<{ start?: number; end?: number }> {
   const text = await readFile(path.join(harness.runDir(runId), 'stamps.txt'), 'utf8').catch(() => '');
   const read = (what: string): number | undefined => {
     const line = text.split('\n').find((l) => l.startsWith(`${what} `));
@@ -83,13 +94,16 @@ function mostAtOnce(intervals: { start: number; end: number }[]): number {
 }
 
 /** `agent-pipeline limits KEY --json`, the real command line. */
-async function limitsCommand(key: string): Promise<LeaseKeyState[]> {
+async function limitsCommand(harness: Harness, key: string): Promise<LeaseKeyState[]> {
   const { stdout } = await execa('node', [path.join(PROJECT_ROOT, 'bin', 'agent-pipeline.js'), 'limits', key, '--json'], { env: harness.env, extendEnv: false });
   return (JSON.parse(stdout) as { keys: LeaseKeyState[] }).keys;
 }
 
-describe('a stage limit shared by every run', () => {
-  test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async () => {
+// Each test has a world of its own: they run at once (issue 32).
+describe.concurrent('a stage limit shared by every run', () => {
+  // The test's own onTestFinished: in a concurrent suite the global one may attach to another test (vitest's docs).
+  test('6 runs on two workers: never more than 2 stages hold repo:X at once, and all 6 complete', { timeout: 300_000 }, async ({ onTestFinished }) => {
+    const { harness, workers } = worlds[0];
     // Its workers go whether it passes or not: left running, they would take the next test's stages.
     onTestFinished(() => workers.killAll());
     void workers.start(harness.env);
@@ -101,36 +115,41 @@ describe('a stage limit shared by every run', () => {
     const handles = await Promise.all(Array.from({ length: 6 }, (_, i) => harness.start(file, { repo }, `limits-six-${repo}-${i}`)));
     // While they run, the key never has more than 2 holders, and at some point stages wait for it.
     const seen = { mostHolders: 0, waiters: 0, statusWaits: 0 };
+    // Read in process, as `limits` reads it (the command itself is checked at the end and in the next test): a
+    // command line a read, back to back, cost a Node process each and took a core from the agents (issue 32).
+    const leases = new LeaseClient(harness.client, harness.taskQueue);
     const watching = (async () => {
       for (let done = 0; done < 6; ) {
-        const [book] = await limitsCommand(`repo:${repo}`);
+        const book = await leases.describe(`repo:${repo}`);
         seen.mostHolders = Math.max(seen.mostHolders, book?.holders.length ?? 0);
         seen.waiters = Math.max(seen.waiters, book?.waiters.length ?? 0);
         const states = await Promise.all(handles.map((h) => h.query(getStatusQuery)));
         seen.statusWaits = Math.max(seen.statusWaits, states.filter((s) => s.stages[0].leaseWait?.key === `repo:${repo}`).length);
         done = states.filter((s) => s.status !== 'running').length;
+        if (done < 6) await sleep(250);
       }
     })();
     const states = await Promise.all(handles.map((h) => harness.finish(h)));
     await watching;
     expect(states.map((s) => s.status)).toEqual(Array(6).fill('completed'));
-    const intervals = await Promise.all(handles.map((h) => stamps(h.workflowId)));
+    const intervals = await Promise.all(handles.map((h) => stamps(harness, h.workflowId)));
     expect(intervals.every((i) => i.start !== undefined && i.end !== undefined)).toBe(true);
     expect(mostAtOnce(intervals as { start: number; end: number }[])).toBeLessThanOrEqual(2);
     expect(seen.mostHolders).toBeLessThanOrEqual(2);
     expect(seen.waiters).toBeGreaterThan(0);
     expect(seen.statusWaits).toBeGreaterThan(0);
     // Every lease was given back.
-    expect(await limitsCommand(`repo:${repo}`)).toEqual([]);
+    expect(await limitsCommand(harness, `repo:${repo}`)).toEqual([]);
   });
 
   test('SIGKILLing the worker that holds the key frees it within the heartbeat timeout, and the waiting stage runs', { timeout: 300_000 }, async () => {
+    const { harness, workers } = worlds[1];
     const repo = `Y-${Math.random().toString(36).slice(2, 8)}`;
     const key = `repo:${repo}`;
     // The first worker takes one stage at a time, so the waiting stage goes to the second.
     const holderWorker = workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
     const holding = await harness.start(await harness.writePipeline('hold', pipelineYaml(HOLD_TASK, 1)), { repo }, `limits-hold-${repo}`);
-    await waitFor(() => stamps(holding.workflowId), (s) => s.start !== undefined, 'the holding stage to run its tool', 120_000);
+    await waitFor(() => stamps(harness, holding.workflowId), (s) => s.start !== undefined, 'the holding stage to run its tool', 120_000);
     void workers.start(harness.env);
     const waiting = await harness.start(await harness.writePipeline('wait', pipelineYaml(TASK, 1)), { repo }, `limits-wait-${repo}`);
     const state = await waitFor(() => waiting.query(getStatusQuery), (s) => s.stages[0].leaseWait !== undefined, 'the second run to wait for the key', 120_000);
@@ -138,20 +157,20 @@ describe('a stage limit shared by every run', () => {
     // `list` says so too (from the run's memo).
     const listed = await waitFor(() => listRuns(harness.client, { pipeline: 'shared-repo' }), (runs) => runs.some((r) => r.runId === waiting.workflowId && r.leaseWaits.length > 0), 'list to show the wait');
     expect(listed.find((r) => r.runId === waiting.workflowId)!.leaseWaits).toEqual([{ stage: 'build', key, ahead: 0 }]);
-    const [book] = await limitsCommand(key);
+    const [book] = await limitsCommand(harness, key);
     expect(book.holders.map((h) => h.label)).toEqual([`run ${holding.workflowId} stage build attempt 1`]);
     expect(book.waiters.map((w) => w.label)).toEqual([`run ${waiting.workflowId} stage build attempt 1`]);
 
     const killedAt = Date.now();
     holderWorker.kill('SIGKILL');
     await holderWorker;
-    const ran = await waitFor(() => stamps(waiting.workflowId), (s) => s.start !== undefined, 'the waiting stage to run', 120_000);
+    const ran = await waitFor(() => stamps(harness, waiting.workflowId), (s) => s.start !== undefined, 'the waiting stage to run', 120_000);
     // The heartbeat timeout is 5 s; a few more seconds for the lease workflow's timer and the grant to reach the stage.
     console.info(`limits: the waiting stage's tool started ${ran.start! - killedAt} ms after the holder's worker was killed`);
     expect(ran.start! - killedAt).toBeLessThan(5_000 + 25_000);
     expect((await harness.finish(waiting)).status).toBe('completed');
     // The killed attempt's retry queued behind it, then resumed and completed.
     expect((await harness.finish(holding)).status).toBe('completed');
-    expect(await limitsCommand(key)).toEqual([]);
+    expect(await limitsCommand(harness, key)).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import { rebuildRunState } from '../../src/library/run-history.js';
 import { readRun } from '../../src/library/run-reader.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { Lane } from '../helpers/lanes.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -44,8 +45,14 @@ async function executionChain(client: Client, workflowId: string): Promise<{ run
   return chain;
 }
 
-describe('continue-as-new', () => {
+// Three harnesses, so that no cache-less worker runs two tests' runs at once (see lanes.ts): the 120-stage run on one,
+// the deadline test (a 20 s wait; its scripted steps take their time) on another, the review loop and then the
+// approval test on the third; the three lanes at once (issue 32).
+describe.concurrent('continue-as-new', () => {
   let harness: Harness;
+  let timeoutHarness: Harness;
+  let peopleHarness: Harness;
+  const peopleLane = new Lane(() => peopleHarness);
   const rules: Rule[] = [
     ...Array.from({ length: LINEAR_STAGES }, (_, i): Rule => ({
       match: `Pipeline: long-linear · Stage: s${i + 1} ·`,
@@ -65,10 +72,41 @@ describe('continue-as-new', () => {
   ];
 
   beforeAll(async () => {
-    harness = await createHarness('can', { scenario: { rules } });
+    [harness, peopleHarness, timeoutHarness] = await Promise.all([
+      createHarness('can', { scenario: { rules } }),
+      createHarness('can-people', { scenario: { rules } }),
+      createHarness('can-timeout', {
+        // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
+        // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
+        // on a quiet machine too (the test tells the two start times apart).
+        scenario: {
+          rules: [
+            { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
+            { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
+          ],
+        },
+      }),
+    ]);
   });
   afterAll(async () => {
-    await harness?.close();
+    await Promise.all([harness?.close(), peopleHarness?.close(), timeoutHarness?.close()]);
+  });
+
+  test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
+    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
+    const timeoutMs = 20_000;
+    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
+    const handle = await timeoutHarness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
+    const final = await timeoutHarness.finish(handle);
+    expect(final.status).toBe('timed_out');
+    expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
+    const chain = await executionChain(timeoutHarness.client, handle.workflowId);
+    expect(chain.length).toBeGreaterThanOrEqual(2);
+    // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
+    const handedOverAt = (await timeoutHarness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
+    expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
+    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
+    expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
   });
 
   test('a 120-stage run continues as new several times and ends with every result, total and the cost', { timeout: 600_000 }, async () => {
@@ -116,115 +154,80 @@ describe('continue-as-new', () => {
     expect(listed).toEqual([expect.objectContaining({ runId: handle.workflowId, pipeline: 'long-linear', status: 'completed', startedAt: final.startedAt })]);
   });
 
-  test('a review loop of 40 rounds continues as new and keeps its ledger, sessions, granted rounds and totals', { timeout: 600_000 }, async () => {
-    // 20 rounds is the most a file may grant; a person grants the other 20 at the cap, so the rounds granted cross
-    // the hand-overs too (lost, the loop would stop at the cap again).
-    const yaml =
-      HEADER('long-review', 200) +
-      '  - id: work\n    prompt: Write the draft.\n' +
-      `  - id: review\n    prompt: Review the draft.\n    needs: [work]\n    review: { of: work, maxRounds: ${REVIEW_ROUNDS / 2} }\n`;
-    const handle = await harness.startYaml('long-review', yaml);
-    const run = new RunHandle(harness.client, handle.workflowId);
-    await waitForWaiting(handle, 'review', 'review_rounds', 300_000);
-    expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(2);
-    await run.approve({ stage: 'review', rounds: REVIEW_ROUNDS / 2 });
-    // Ends, or stops at a cap again (as it would if the rounds granted or the sessions were lost on the way).
-    const ended = await waitForState(handle, (s) => s.status === 'completed' || s.status === 'failed' || stageOf(s, 'review').waitingFor !== undefined, 300_000);
-    expect(summarize(ended)).toMatchObject({ status: 'completed' });
-    const final = await run.result();
+  test('a review loop of 40 rounds continues as new and keeps its ledger, sessions, granted rounds and totals', { timeout: 600_000 }, () =>
+    peopleLane.run(async (harness) => {
+      // 20 rounds is the most a file may grant; a person grants the other 20 at the cap, so the rounds granted cross
+      // the hand-overs too (lost, the loop would stop at the cap again).
+      const yaml =
+        HEADER('long-review', 200) +
+        '  - id: work\n    prompt: Write the draft.\n' +
+        `  - id: review\n    prompt: Review the draft.\n    needs: [work]\n    review: { of: work, maxRounds: ${REVIEW_ROUNDS / 2} }\n`;
+      const handle = await harness.startYaml('long-review', yaml);
+      const run = new RunHandle(harness.client, handle.workflowId);
+      await waitForWaiting(handle, 'review', 'review_rounds', 300_000);
+      expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(2);
+      await run.approve({ stage: 'review', rounds: REVIEW_ROUNDS / 2 });
+      // Ends, or stops at a cap again (as it would if the rounds granted or the sessions were lost on the way).
+      const ended = await waitForState(handle, (s) => s.status === 'completed' || s.status === 'failed' || stageOf(s, 'review').waitingFor !== undefined, 300_000);
+      expect(summarize(ended)).toMatchObject({ status: 'completed' });
+      const final = await run.result();
 
-    expect(summarize(final)).toMatchObject({
-      status: 'completed',
-      stages: [
-        { id: 'work', status: 'completed', round: REVIEW_ROUNDS },
-        { id: 'review', status: 'completed', round: REVIEW_ROUNDS },
-      ],
-    });
-    // One finding, open for 39 rounds, fixed in the last: the ledger crossed every hand-over.
-    expect(final.reviews?.review.findings).toEqual([
-      { id: 'F1', text: 'the title is still wrong', state: 'fixed', raisedInRound: 1, lastSeenRound: REVIEW_ROUNDS - 1, fixedInRound: REVIEW_ROUNDS },
-    ]);
-    expect(stageOf(final, 'work').totals?.attempts).toBe(REVIEW_ROUNDS);
-    expect(stageOf(final, 'review').totals?.attempts).toBe(REVIEW_ROUNDS);
-    expect(final.costUsd).toBeCloseTo(stageOf(final, 'work').totals!.costUsd + stageOf(final, 'review').totals!.costUsd, 10);
-    // Sessions were carried: the reviewer's conversation went on to its 40th turn instead of starting over.
-    const reviewTurns = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: review ·')).map((r) => r.turn);
-    expect(reviewTurns).toEqual(Array.from({ length: REVIEW_ROUNDS }, (_, i) => i));
-    // The rework brief of round 40 still lists the finding raised in round 1.
-    const lastRework = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: work ·')).at(-1);
-    expect(JSON.stringify(lastRework?.body)).toContain(`Rework (round ${REVIEW_ROUNDS})`);
-    expect(JSON.stringify(lastRework?.body)).toContain('F1: the title is still wrong');
-    expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(3);
-  });
-
-  test('an approval given while the run waits to hand over lands, and an answer reaches the continued run', { timeout: 300_000 }, async () => {
-    // `gate` waits for a person while the chain beside it pushes the history past the limit: the run starts nothing
-    // new until the gate is decided, then hands over; `ask` then asks its question in a later execution.
-    const chain = Array.from({ length: 20 }, (_, i) => `  - id: c${i + 1}\n    prompt: Do c${i + 1}.\n${i > 0 ? `    needs: [c${i}]\n` : ''}`);
-    const yaml =
-      HEADER('handover-humans', 100) +
-      '  - id: gate\n    approval: true\n' +
-      chain.join('') +
-      '  - id: after\n    prompt: Do after.\n    needs: [gate, c20]\n' +
-      '  - id: ask\n    prompt: Do ask.\n    needs: [after]\n';
-    const handle = await harness.startYaml('handover-humans', yaml);
-    const run = new RunHandle(harness.client, handle.workflowId);
-    await waitForWaiting(handle, 'gate', 'approval');
-    // Wait until the chain stopped short of its end because a hand-over is due (nothing runs but the gate's wait).
-    const held = await waitForState(handle, (s) => s.stages.filter((x) => x.status === 'running').length === 0 && stageOf(s, 'c20').status === 'pending', 120_000);
-    expect(stageOf(held, 'gate').status).toBe('waiting');
-    expect((await executionChain(harness.client, handle.workflowId)).length).toBe(1);
-
-    const approved = await run.approve({ stage: 'gate', comment: 'go' });
-    expect(stageOf(approved, 'gate').status).toBe('completed');
-
-    await waitForWaiting(handle, 'ask', 'answer', 120_000);
-    const executionsAtQuestion = (await executionChain(harness.client, handle.workflowId)).length;
-    expect(executionsAtQuestion).toBeGreaterThanOrEqual(2);
-    await run.answer('Green.', { stage: 'ask' });
-    const final = await run.result();
-    expectNoStageLeftRunning(final);
-    expect(final.status).toBe('completed');
-    expect(stageOf(final, 'ask').result?.outputs).toEqual({ colour: 'green' });
-    expect(final.stages.map((s) => s.status)).toEqual(Array(23).fill('completed'));
-  });
-});
-
-describe('continue-as-new and the pipeline timeout', () => {
-  let harness: Harness;
-  beforeAll(async () => {
-    harness = await createHarness('can-timeout', {
-      // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
-      // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
-      // on a quiet machine too (the test tells the two start times apart).
-      scenario: {
-        rules: [
-          { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
-          { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
+      expect(summarize(final)).toMatchObject({
+        status: 'completed',
+        stages: [
+          { id: 'work', status: 'completed', round: REVIEW_ROUNDS },
+          { id: 'review', status: 'completed', round: REVIEW_ROUNDS },
         ],
-      },
-    });
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
+      });
+      // One finding, open for 39 rounds, fixed in the last: the ledger crossed every hand-over.
+      expect(final.reviews?.review.findings).toEqual([
+        { id: 'F1', text: 'the title is still wrong', state: 'fixed', raisedInRound: 1, lastSeenRound: REVIEW_ROUNDS - 1, fixedInRound: REVIEW_ROUNDS },
+      ]);
+      expect(stageOf(final, 'work').totals?.attempts).toBe(REVIEW_ROUNDS);
+      expect(stageOf(final, 'review').totals?.attempts).toBe(REVIEW_ROUNDS);
+      expect(final.costUsd).toBeCloseTo(stageOf(final, 'work').totals!.costUsd + stageOf(final, 'review').totals!.costUsd, 10);
+      // Sessions were carried: the reviewer's conversation went on to its 40th turn instead of starting over.
+      const reviewTurns = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: review ·')).map((r) => r.turn);
+      expect(reviewTurns).toEqual(Array.from({ length: REVIEW_ROUNDS }, (_, i) => i));
+      // The rework brief of round 40 still lists the finding raised in round 1.
+      const lastRework = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: work ·')).at(-1);
+      expect(JSON.stringify(lastRework?.body)).toContain(`Rework (round ${REVIEW_ROUNDS})`);
+      expect(JSON.stringify(lastRework?.body)).toContain('F1: the title is still wrong');
+      expect((await executionChain(harness.client, handle.workflowId)).length).toBeGreaterThanOrEqual(3);
+    }));
 
-  test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
-    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
-    const timeoutMs = 20_000;
-    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
-    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
-    const final = await harness.finish(handle);
-    expect(final.status).toBe('timed_out');
-    expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
-    const chain = await executionChain(harness.client, handle.workflowId);
-    expect(chain.length).toBeGreaterThanOrEqual(2);
-    // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
-    const handedOverAt = (await harness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
-    expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
-    expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
-    expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
-  });
+  test('an approval given while the run waits to hand over lands, and an answer reaches the continued run', { timeout: 600_000 }, () =>
+    peopleLane.run(async (harness) => {
+      // `gate` waits for a person while the chain beside it pushes the history past the limit: the run starts nothing
+      // new until the gate is decided, then hands over; `ask` then asks its question in a later execution.
+      const chain = Array.from({ length: 20 }, (_, i) => `  - id: c${i + 1}\n    prompt: Do c${i + 1}.\n${i > 0 ? `    needs: [c${i}]\n` : ''}`);
+      const yaml =
+        HEADER('handover-humans', 100) +
+        '  - id: gate\n    approval: true\n' +
+        chain.join('') +
+        '  - id: after\n    prompt: Do after.\n    needs: [gate, c20]\n' +
+        '  - id: ask\n    prompt: Do ask.\n    needs: [after]\n';
+      const handle = await harness.startYaml('handover-humans', yaml);
+      const run = new RunHandle(harness.client, handle.workflowId);
+      await waitForWaiting(handle, 'gate', 'approval');
+      // Wait until the chain stopped short of its end because a hand-over is due (nothing runs but the gate's wait).
+      const held = await waitForState(handle, (s) => s.stages.filter((x) => x.status === 'running').length === 0 && stageOf(s, 'c20').status === 'pending', 120_000);
+      expect(stageOf(held, 'gate').status).toBe('waiting');
+      expect((await executionChain(harness.client, handle.workflowId)).length).toBe(1);
+
+      const approved = await run.approve({ stage: 'gate', comment: 'go' });
+      expect(stageOf(approved, 'gate').status).toBe('completed');
+
+      await waitForWaiting(handle, 'ask', 'answer', 120_000);
+      const executionsAtQuestion = (await executionChain(harness.client, handle.workflowId)).length;
+      expect(executionsAtQuestion).toBeGreaterThanOrEqual(2);
+      await run.answer('Green.', { stage: 'ask' });
+      const final = await run.result();
+      expectNoStageLeftRunning(final);
+      expect(final.status).toBe('completed');
+      expect(stageOf(final, 'ask').result?.outputs).toEqual({ colour: 'green' });
+      expect(final.stages.map((s) => s.status)).toEqual(Array(23).fill('completed'));
+    }));
 });
 
 /** `list` once the visibility store caught up with the run's end. */
