@@ -4,6 +4,7 @@ import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelServer } from '../../src/dev/model-server.js';
+import { createHarness, type Harness, type HarnessOptions } from '../helpers/harness.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /** A real worker process (`node dist/worker.js`), in its own process group so a "host crash" kills its agents too. */
@@ -111,4 +112,32 @@ export async function processesWorkingIn(dir: string): Promise<string[]> {
     if (cwd && (cwd === dir || cwd.startsWith(`${dir}/`))) found.push(entry);
   }
   return found;
+}
+
+/** A test's own queue (a harness without an in-process worker) and the worker processes it starts on it. */
+export interface HostsWorld {
+  harness: Harness;
+  /** Starts one more worker process on the harness's queue: a host of its own, killed when the test ends. */
+  worker(env?: NodeJS.ProcessEnv): WorkerProcess;
+}
+
+/**
+ * A harness of the test's own, so that tests killing hosts can run at once (`test.concurrent`): a worker started by one
+ * test never takes another test's run. Its workers are SIGKILLed and the harness closed when the test ends.
+ */
+export async function hostsWorld(name: string, options: Omit<HarnessOptions, 'worker'>, onTestFinished: (fn: () => Promise<void>) => void): Promise<HostsWorld> {
+  const harness = await createHarness(name, { ...options, worker: false });
+  const workers: WorkerProcess[] = [];
+  onTestFinished(async () => {
+    await Promise.all(workers.map((w) => w.crash()));
+    await harness.close();
+  });
+  return {
+    harness,
+    worker(env = {}) {
+      const started = startWorkerProcess({ ...harness.env, ...env });
+      workers.push(started);
+      return started;
+    },
+  };
 }
