@@ -17,6 +17,8 @@ type Rule = NonNullable<ScenarioInput['rules']>[number];
 const REPORT = '```json\n{"success": true, "summary": "done", "outputs": {}}\n```';
 const rule = (pipeline: string, turns: Rule['turns']): Rule => ({ name: pipeline, match: `Pipeline: ${pipeline} ·`, turns });
 const PERSONA = 'You are Margo, a terse release critic who answers in haiku.';
+/** The pause the rate-limited call is asked to wait out. @unit seconds */
+const RETRY_AFTER = 15;
 
 let harness: Harness;
 beforeAll(async () => {
@@ -25,7 +27,7 @@ beforeAll(async () => {
       rules: [
         // Three attempts, three different failures: the stage must report the last one.
         rule('exhausted', [{ text: REPORT, failFirst: [{ status: 529 }, { status: 529 }, { status: 500 }] }]),
-        rule('backoff', [{ error: { status: 429, retryAfter: 15 } }]),
+        rule('backoff', [{ error: { status: 429, retryAfter: RETRY_AFTER } }]),
         rule('persona', [{ text: REPORT }]),
       ],
     },
@@ -38,7 +40,7 @@ afterAll(async () => {
 const requestsOf = (name: string) => harness.modelServer.requests().filter((r) => r.rule === name);
 
 // Each test runs a pipeline of its own, answered by its own rule and read back by it: they run at once, so the
-// others do not wait behind the 15 s rate-limit pause and the 18 s watch of the cancel test.
+// others do not wait behind the 15 s rate-limit pause and the watch past it of the cancel test.
 describe.concurrent('stage failures and retries in a real run', () => {
   test('when retries run out, the stage fails with the last attempt’s failure type and the run’s error names it', async () => {
     const yaml = 'name: exhausted\ndefaults: { backend: anthropic-api, model: haiku, retries: 2, maxTokens: 200 }\nstages:\n  - id: build\n    prompt: Build it.\n';
@@ -73,8 +75,10 @@ describe.concurrent('stage failures and retries in a real run', () => {
     const state = await harness.finish(handle);
     expect(state.status).toBe('cancelled');
     expect(stageOf(state, 'build').status).toBe('cancelled');
-    // Past the pause: a wait that survived the cancel would have asked the model again by now.
-    await new Promise((resolve) => setTimeout(resolve, 18_000));
+    // Past the pause (counted from the 429, not from the cancel's end, which comes seconds later): a wait that survived
+    // the cancel would have asked the model again by now.
+    const pauseEnd = Date.parse(requestsOf('backoff')[0].time) + RETRY_AFTER * 1_000;
+    await new Promise((resolve) => setTimeout(resolve, pauseEnd + 3_000 - Date.now()));
     expect(requestsOf('backoff')).toHaveLength(1);
   });
 
