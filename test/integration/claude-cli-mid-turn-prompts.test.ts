@@ -83,9 +83,7 @@ async function findFiles(root: string, name: string): Promise<string[]> {
   return entries.filter((e) => e.isFile() && e.name === name).map((e) => path.join(e.parentPath, e.name));
 }
 
-// Each test runs a pipeline of its own, answered by its own rule and read back by it (requests, transcripts and files
-// of its run): they run at once on the shared worker, as their agents mostly wait for a person's decision.
-describe.concurrent('mid-turn permission prompts with the real CLI', () => {
+describe('mid-turn permission prompts with the real CLI', () => {
   test('the run shows the waiting Bash call; `approve` lets the same agent process run it', { timeout: 240_000 }, async () => {
     const handle = await harness.startYaml('approved', pipeline('approved'));
     const waiting = await waitForWaiting(handle, 'work', 'tool_request', 120_000);
