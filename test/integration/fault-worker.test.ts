@@ -5,7 +5,7 @@ import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { readRun } from '../../src/library/run-reader.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
-import { hostsWorld, waitForRequest } from './fault-helpers.js';
+import { hostsWorld, longestStickyWaitMs, waitForRequest } from './fault-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -73,6 +73,9 @@ describe.concurrent('a worker that dies', () => {
     const transcript = await readFile(path.join(harness.workspacesRoot, build.result!.transcript!), 'utf8');
     const retryCost = (JSON.parse(transcript.trim().split('\n').at(-1)!) as { type: string; total_cost_usd: number }).total_cost_usd;
     expect(build.result!.costUsd).toBeCloseTo(live!.costUsd! + retryCost, 6);
+    // The run's next workflow task waited for the dead worker, which had the run cached, only as long as the workers'
+    // AGENT_PIPELINE_STICKY_TIMEOUT (2 s here; Temporal's default is 10 s).
+    expect(await longestStickyWaitMs(handle)).toBeLessThan(6_000);
   });
 
   test('during a wait for approval: the wait survives, and a new worker takes the decision', async ({ onTestFinished }) => {
