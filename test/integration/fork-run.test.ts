@@ -25,9 +25,7 @@ const FORKY = [
   '',
 ].join('\n');
 
-// The two tests fork runs of their own pipelines (their own rules, ids and calls counted by rule) on the shared worker,
-// so they run at once: most of their time is spent waiting for agents.
-describe.concurrent('fork', () => {
+describe('fork', () => {
   let harness: Harness;
   beforeAll(async () => {
     harness = await createHarness('fork', { scenario: { rules: RULES } });
