@@ -290,6 +290,7 @@ async function createWorkerWithResources(options: StartWorkerOptions): Promise<{
     taskQueue,
     ...workflowSource,
     maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
+    stickyQueueScheduleToStartTimeout: settings.stickyTimeoutMs,
     interceptors: {
       ...shared.interceptors,
       // Only used when bundling at start; a prebuilt traced bundle already contains them.

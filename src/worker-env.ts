@@ -66,6 +66,13 @@ export interface WorkerEnvOptions {
    */
   ownerTimeoutMs: number;
   /**
+   * How long a run's next workflow task waits for the worker that has the run in its cache (its sticky queue) before any
+   * worker of the queue takes it, replaying the history: after a worker dies its runs go on this much later (Temporal's
+   * `stickyQueueScheduleToStartTimeout`). @unit milliseconds
+   * @default 10s (`AGENT_PIPELINE_STICKY_TIMEOUT`)
+   */
+  stickyTimeoutMs: number;
+  /**
    * How often the worker deletes the stored objects of runs Temporal no longer keeps (ended, and the namespace's
    * retention passed; store/run-records.ts); undefined: never. @unit milliseconds
    * @default 1h (`AGENT_PIPELINE_STORE_SWEEP`; `off` turns it off)
@@ -103,6 +110,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     sandboxAllowLocal: sandboxAllowLocalFromEnv(env),
     apiKeyLimits: readSetting(() => apiKeyLimitsFromEnv(env)),
     ownerTimeoutMs: duration(env, 'AGENT_PIPELINE_OWNER_TIMEOUT', '60s'),
+    stickyTimeoutMs: duration(env, 'AGENT_PIPELINE_STICKY_TIMEOUT', '10s'),
     storeSweepMs: env.AGENT_PIPELINE_STORE_SWEEP?.trim().toLowerCase() === 'off' ? undefined : duration(env, 'AGENT_PIPELINE_STORE_SWEEP', '1h'),
   };
 }

@@ -1,18 +1,18 @@
 import type { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it, type ExpectStatic, type TestContext } from 'vitest';
 import { apiKeyId } from '../../src/activities/api-key/key-id.js';
 import { keyLimitWorkflowId, temporalKeyLimitStore } from '../../src/activities/api-key/key-limit-store.js';
 import type { ApiKeyLimits } from '../../src/activities/api-key/key-limiter.js';
 import { slotLeaseKey } from '../../src/activities/api-key/lease-slots.js';
 import { leaseWorkflowId } from '../../src/contracts/lease-messages.js';
-import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
+import { startModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/contracts/api-key-limit-messages.js';
-import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { createHarness, WORKFLOW_BUNDLE } from '../helpers/harness.js';
 
 /*
  * Shared rate limits per API key, end to end: real Temporal, real workers, the real SDK, and the scripted model server
@@ -30,44 +30,43 @@ function parallelApiStages(name: string, stages: string[]): string {
   ].join('\n');
 }
 
-let harness: Harness | undefined;
-let server: ModelServer | undefined;
-const workers: { worker: Worker; running: Promise<void> }[] = [];
+type WorkerOptions = { apiKeyLimits?: ApiKeyLimits; maxConcurrentStages?: number };
 
-afterEach(async () => {
-  for (const { worker } of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
-  await Promise.all(workers.splice(0).map(({ running }) => running));
-  await harness?.close();
-  await server?.close();
-  harness = undefined;
-  server = undefined;
-});
-
-/** A world of its own: a scripted server (limited per key or not), a key no other test uses, and no worker yet. */
-async function world(name: string, serverOptions: { concurrentRequestsPerKey?: number; scenario: Parameters<typeof startModelServer>[0]['scenario'] }) {
-  server = await startModelServer({ ...serverOptions, rateLimitRetryAfterSeconds: 1, log: () => {} });
+/**
+ * A world of its own: a scripted server (limited per key or not), a key and a queue no other test uses, and no worker
+ * yet; all closed when the test ends. The tests share nothing, so they run at once: most of their time is waiting.
+ */
+async function world(name: string, serverOptions: { concurrentRequestsPerKey?: number; scenario: Parameters<typeof startModelServer>[0]['scenario'] }, onTestFinished: TestContext['onTestFinished']) {
+  const server = await startModelServer({ ...serverOptions, rateLimitRetryAfterSeconds: 1, log: () => {} });
   const apiKey = `sk-test-${name}-${Math.random().toString(36).slice(2, 10)}`;
-  harness = await createHarness(name, { scenario: { rules: [] }, worker: false, env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: apiKey } });
-  return { apiKey, harness, server };
-}
-
-/** Starts one more worker on the harness's task queue: another host sharing the key. */
-async function startWorker(h: Harness, options: { apiKeyLimits?: ApiKeyLimits; maxConcurrentStages?: number } = {}): Promise<Worker> {
-  const worker = await createPipelineWorker({
-    env: h.env,
-    taskQueue: h.taskQueue,
-    workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined,
-    ...options,
+  const harness = await createHarness(name, { scenario: { rules: [] }, worker: false, env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: apiKey } });
+  const workers: Worker[] = [];
+  const running: Promise<void>[] = [];
+  onTestFinished(async () => {
+    for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+    await Promise.all(running);
+    await harness.close();
+    await server.close();
   });
-  workers.push({ worker, running: worker.run() });
-  return worker;
+  /** Starts one more worker on the harness's task queue: another host sharing the key. */
+  const startWorker = async (options: WorkerOptions = {}): Promise<void> => {
+    const worker = await createPipelineWorker({
+      env: harness.env,
+      taskQueue: harness.taskQueue,
+      workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined,
+      ...options,
+    });
+    workers.push(worker);
+    running.push(worker.run());
+  };
+  return { apiKey, harness, server, startWorker };
 }
 
-describe('rate limits shared by every run on an API key', () => {
-  it('4 runs x 3 parallel API stages on two workers all complete under a server limit of 2 concurrent requests per key', { timeout: 300_000 }, async () => {
-    const { apiKey, harness: h, server: s } = await world('rate-shared', { concurrentRequestsPerKey: 2, scenario: { rules: [], fallback: { text: REPORT('Reviewed.'), delayMs: 300, chunks: 3, chunkDelayMs: 50 } } });
-    await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
-    await startWorker(h, { apiKeyLimits: { concurrentRequests: 2 } });
+describe.concurrent('rate limits shared by every run on an API key', () => {
+  it('4 runs x 3 parallel API stages on two workers all complete under a server limit of 2 concurrent requests per key', { timeout: 300_000 }, async ({ onTestFinished }) => {
+    const { apiKey, harness: h, server: s, startWorker } = await world('rate-shared', { concurrentRequestsPerKey: 2, scenario: { rules: [], fallback: { text: REPORT('Reviewed.'), delayMs: 300, chunks: 3, chunkDelayMs: 50 } } }, onTestFinished);
+    await startWorker({ apiKeyLimits: { concurrentRequests: 2 } });
+    await startWorker({ apiKeyLimits: { concurrentRequests: 2 } });
     const file = await h.writePipeline('reviews', parallelApiStages('reviews', ['security', 'style', 'tests']));
     const handles = await Promise.all([1, 2, 3, 4].map((n) => h.start(file, {}, `rate-shared-${n}-${Math.random().toString(36).slice(2, 8)}`)));
     const states: RunState[] = await Promise.all(handles.map((handle) => h.finish(handle)));
@@ -86,24 +85,28 @@ describe('rate limits shared by every run on an API key', () => {
     expect(JSON.stringify(history)).not.toContain(apiKey);
   });
 
-  it("a 429 seen by one worker pauses the other worker's new calls until its retry-after has passed, and status says so", { timeout: 300_000 }, async () => {
+  it("a 429 seen by one worker pauses the other worker's new calls until its retry-after has passed, and status says so", { timeout: 300_000 }, async ({ onTestFinished, expect }) => {
     const retryAfter = 12;
-    const { apiKey, harness: h, server: s } = await world('rate-pause', {
-      scenario: {
-        rules: [{ match: 'Review part first.', turns: [{ text: REPORT('First.'), failFirst: [{ status: 429, retryAfter, message: 'rate limited' }] }] }],
-        fallback: { text: REPORT('Second.') },
+    const { apiKey, harness: h, server: s, startWorker } = await world(
+      'rate-pause',
+      {
+        scenario: {
+          rules: [{ match: 'Review part first.', turns: [{ text: REPORT('First.'), failFirst: [{ status: 429, retryAfter, message: 'rate limited' }] }] }],
+          fallback: { text: REPORT('Second.') },
+        },
       },
-    });
+      onTestFinished,
+    );
     // The first worker takes one stage at a time, so that while it waits out its 429 the next stage goes to the other.
-    await startWorker(h, { maxConcurrentStages: 1 });
+    await startWorker({ maxConcurrentStages: 1 });
     const first = await h.startYaml('first', parallelApiStages('first', ['first']));
     await expect.poll(() => s.requests().some((request) => request.status === 429), { timeout: 120_000, interval: 200 }).toBe(true);
-    const pausedUntil = await sharedPauseEnd(h.client, h.taskQueue, apiKey);
+    const pausedUntil = await sharedPauseEnd(expect, h.client, h.taskQueue, apiKey);
     expect(pausedUntil).toBeGreaterThan(Date.now());
 
-    await startWorker(h);
+    await startWorker();
     const second = await h.startYaml('second', parallelApiStages('second', ['second']));
-    const throttled = await waitForThrottled(h.client, second.workflowId);
+    const throttled = await waitForThrottled(expect, h.client, second.workflowId);
     expect(throttled).toMatchObject({ apiKey: apiKeyId(apiKey), reason: 'paused', until: pausedUntil });
 
     const [firstState, secondState] = await Promise.all([h.finish(first), h.finish(second)]);
@@ -118,8 +121,8 @@ describe('rate limits shared by every run on an API key', () => {
   });
 });
 
-/** The key's pause as its limiter workflow publishes it to every worker (its memo). */
-async function sharedPauseEnd(client: Client, taskQueue: string, apiKey: string): Promise<number> {
+/** The key's pause as its limiter workflow publishes it to every worker (its memo); `expect` is the test's own (it runs concurrently). */
+async function sharedPauseEnd(expect: ExpectStatic, client: Client, taskQueue: string, apiKey: string): Promise<number> {
   let until = 0;
   await expect
     .poll(
@@ -134,8 +137,8 @@ async function sharedPauseEnd(client: Client, taskQueue: string, apiKey: string)
   return until;
 }
 
-/** What `status` shows of the run's one running stage once it reports a throttled wait. */
-async function waitForThrottled(client: Client, runId: string): Promise<LiveAttempt['throttled']> {
+/** What `status` shows of the run's one running stage once it reports a throttled wait; `expect` is the test's own. */
+async function waitForThrottled(expect: ExpectStatic, client: Client, runId: string): Promise<LiveAttempt['throttled']> {
   let throttled: LiveAttempt['throttled'];
   await expect
     .poll(
@@ -151,14 +154,16 @@ async function waitForThrottled(client: Client, runId: string): Promise<LiveAtte
 }
 
 
-describe('CLI stages under the key limits', () => {
-  it("start no more agents at once than the key's concurrentRequests", { timeout: 300_000 }, async () => {
+describe.concurrent('CLI stages under the key limits', () => {
+  it("start no more agents at once than the key's concurrentRequests", { timeout: 300_000 }, async ({ onTestFinished }) => {
     const replyMs = 1_500;
     const stages = ['one', 'two', 'three'];
-    const { harness: h, server: s } = await world('rate-cli', {
-      scenario: { rules: stages.map((id) => ({ name: id, match: `Pipeline: cli-slots · Stage: ${id} ·`, turns: [{ text: REPORT(id), delayMs: replyMs }] })) },
-    });
-    await startWorker(h, { apiKeyLimits: { concurrentRequests: 1 } });
+    const { harness: h, server: s, startWorker } = await world(
+      'rate-cli',
+      { scenario: { rules: stages.map((id) => ({ name: id, match: `Pipeline: cli-slots · Stage: ${id} ·`, turns: [{ text: REPORT(id), delayMs: replyMs }] })) } },
+      onTestFinished,
+    );
+    await startWorker({ apiKeyLimits: { concurrentRequests: 1 } });
     const yaml = ['name: cli-slots', 'stages:', ...stages.flatMap((id) => [`  - id: ${id}`, '    backend: claude-cli', '    model: haiku', `    prompt: Do ${id}.`])].join('\n');
     const state = await h.finish(await h.startYaml('cli-slots', yaml));
     expect(state.stages.map((stage) => stage.status)).toEqual(['completed', 'completed', 'completed']);
@@ -171,10 +176,10 @@ describe('CLI stages under the key limits', () => {
   });
 });
 
-describe("an API key's limiter workflow", () => {
-  it('keeps the pause and the request window across continue-as-new', { timeout: 300_000 }, async () => {
-    const { apiKey, harness: h } = await world('rate-can', { scenario: { rules: [] } });
-    await startWorker(h);
+describe.concurrent("an API key's limiter workflow", () => {
+  it('keeps the pause and the request window across continue-as-new', { timeout: 300_000 }, async ({ onTestFinished }) => {
+    const { apiKey, harness: h, startWorker } = await world('rate-can', { scenario: { rules: [] } }, onTestFinished);
+    await startWorker();
     const keyId = apiKeyId(apiKey);
     const workflowId = keyLimitWorkflowId(h.taskQueue, keyId);
     const first = await h.client.workflow.start(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue: h.taskQueue, args: [{ keyId, continueAsNewAfterEvents: 20 }] });

@@ -1,11 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test, type TestContext } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
-import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { hostsWorld, waitForRequest } from './fault-helpers.js';
 import { loseHost, storeManifests } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
@@ -89,26 +88,17 @@ const WAIT_PIPELINE = [
   '',
 ].join('\n');
 
-describe('a machine lost in a review round and during a wait for a person', () => {
-  let harness: Harness;
-  const workers: WorkerProcess[] = [];
-  beforeAll(async () => {
-    harness = await createHarness('checkpoint-loss-rounds', { scenario: { rules: RULES }, worker: false });
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.crash()));
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
-  const worker = (): WorkerProcess => {
-    const started = startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'on' });
-    workers.push(started);
-    return started;
+// Each test has a queue, a model server and workers of its own (hostsWorld): they run at once, and a worker one test
+// starts never takes the other's run.
+describe.concurrent('a machine lost in a review round and during a wait for a person', () => {
+  const world = async (name: string, onTestFinished: TestContext['onTestFinished']) => {
+    const { harness, worker } = await hostsWorld(name, { scenario: { rules: RULES } }, onTestFinished);
+    const requestsOf = (rule: string, turn: number) => harness.modelServer.requests().filter((r) => r.rule === rule && r.turn === turn);
+    return { harness, worker: () => worker({ AGENT_PIPELINE_CHECKPOINTS: 'on' }), requestsOf };
   };
-  const requestsOf = (rule: string, turn: number) => harness.modelServer.requests().filter((r) => r.rule === rule && r.turn === turn);
 
-  test('a rework round cut short on one worker goes on on another, with round 1 and 2 files and the session', { timeout: 240_000 }, async () => {
+  test('a rework round cut short on one worker goes on on another, with round 1 and 2 files and the session', { timeout: 240_000 }, async ({ onTestFinished }) => {
+    const { harness, worker, requestsOf } = await world('checkpoint-loss-rework', onTestFinished);
     const file = await harness.writePipeline('rework-loss', REWORK_PIPELINE);
     const first = worker();
     const handle = await harness.start(file);
@@ -150,7 +140,8 @@ describe('a machine lost in a review round and during a wait for a person', () =
     expect(status.exitCode, status.all).toBe(0);
   });
 
-  test('a run waiting for an answer on a lost worker is answered and goes on on another, from the checkpoint before the wait', { timeout: 240_000 }, async () => {
+  test('a run waiting for an answer on a lost worker is answered and goes on on another, from the checkpoint before the wait', { timeout: 240_000 }, async ({ onTestFinished }) => {
+    const { harness, worker, requestsOf } = await world('checkpoint-loss-wait', onTestFinished);
     const file = await harness.writePipeline('wait-loss', WAIT_PIPELINE);
     const first = worker();
     const handle = await harness.start(file);

@@ -1,13 +1,12 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { sha256Hex } from '../../src/activities/checkpoint/keys.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
-import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { hostsWorld, waitForRequest } from './fault-helpers.js';
 import { loseHost, storeManifests } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
@@ -50,25 +49,12 @@ const PIPELINE = [
   '',
 ].join('\n');
 
-describe('a machine lost during a stage', () => {
-  let harness: Harness;
-  const workers: WorkerProcess[] = [];
-  beforeAll(async () => {
-    harness = await createHarness('checkpoint-loss', { scenario: { rules: RULES }, worker: false });
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.crash()));
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
-  const worker = (): WorkerProcess => {
-    const started = startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'on' });
-    workers.push(started);
-    return started;
-  };
-
-  test('another worker restores the run from its checkpoint, resumes the session, and finishes it', async () => {
+// Each test has a queue, a model server and workers of its own (hostsWorld): they run at once, and a worker one test
+// starts never takes the other's run.
+describe.concurrent('a machine lost during a stage', () => {
+  test('another worker restores the run from its checkpoint, resumes the session, and finishes it', async ({ onTestFinished }) => {
+    const { harness, worker: host } = await hostsWorld('checkpoint-loss', { scenario: { rules: RULES } }, onTestFinished);
+    const worker = () => host({ AGENT_PIPELINE_CHECKPOINTS: 'on' });
     const file = await harness.writePipeline('loss', PIPELINE);
     const first = worker();
     const handle = await harness.start(file);
@@ -107,9 +93,10 @@ describe('a machine lost during a stage', () => {
     expect((await storeManifests(harness, runId)).at(-1)?.reason).toBe('end');
   });
 
-  test('a worker with AGENT_PIPELINE_CHECKPOINTS=off writes no checkpoint', async () => {
+  test('a worker with AGENT_PIPELINE_CHECKPOINTS=off writes no checkpoint', async ({ onTestFinished }) => {
+    const { harness, worker } = await hostsWorld('checkpoint-off', { scenario: { rules: RULES } }, onTestFinished);
     const file = await harness.writePipeline('off', 'name: off\ndefaults: { backend: claude-cli, model: sonnet, permissionMode: dontAsk }\nstages:\n  - id: only\n    prompt: Do it.\n');
-    workers.push(startWorkerProcess({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'off' }));
+    worker({ AGENT_PIPELINE_CHECKPOINTS: 'off' });
     const handle = await harness.start(file);
     const state = await harness.finish(handle);
     expect(state.status).toBe('completed');

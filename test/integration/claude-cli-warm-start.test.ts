@@ -122,10 +122,11 @@ describe('warm start', () => {
   });
 
   test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {
-    const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ limit: 1 }) });
-    const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: undefined });
     const ttl = await firstWithHint('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ ttlMs: 15_000 }) });
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length > 0, 'the warm agent of run-ttl');
+    // The other two runs take their turn while the TTL runs out, rather than before it starts.
+    const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ limit: 1 }) });
+    const off = await firstWithHint('run-off', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: undefined });
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length === 0, 'the warm agent to go after its TTL', 30_000);
     expect(await stageProcesses(atLimit)).toEqual([]);
     expect(await stageProcesses(off)).toEqual([]);

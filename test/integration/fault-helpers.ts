@@ -1,9 +1,11 @@
+import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { execa, type ResultPromise } from 'execa';
 import { readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ModelServer } from '../../src/dev/model-server.js';
+import { createHarness, type Harness, type HarnessOptions } from '../helpers/harness.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 /** A real worker process (`node dist/worker.js`), in its own process group so a "host crash" kills its agents too. */
@@ -22,8 +24,14 @@ export interface WorkerProcess {
  */
 const OWNER_TIMEOUT = '3s';
 
+/**
+ * A run whose worker is killed goes on once its next workflow task has waited this long for the dead worker that had
+ * the run cached (10 s by default); a live worker slower than that only costs a replay elsewhere.
+ */
+const STICKY_TIMEOUT = '2s';
+
 /** Each process stands for a host of its own: its own owner queues, though all share one workspaces folder here. */
-const ownHost = (): NodeJS.ProcessEnv => ({ AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}` });
+const ownHost = (): NodeJS.ProcessEnv => ({ AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, AGENT_PIPELINE_STICKY_TIMEOUT: STICKY_TIMEOUT, AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}` });
 
 export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   let output = '';
@@ -111,4 +119,49 @@ export async function processesWorkingIn(dir: string): Promise<string[]> {
     if (cwd && (cwd === dir || cwd.startsWith(`${dir}/`))) found.push(entry);
   }
   return found;
+}
+
+/** A test's own queue (a harness without an in-process worker) and the worker processes it starts on it. */
+export interface HostsWorld {
+  harness: Harness;
+  /** Starts one more worker process on the harness's queue: a host of its own, killed when the test ends. */
+  worker(env?: NodeJS.ProcessEnv): WorkerProcess;
+}
+
+/**
+ * A harness of the test's own, so that tests killing hosts can run at once (`test.concurrent`): a worker started by one
+ * test never takes another test's run. Its workers are SIGKILLed and the harness closed when the test ends.
+ */
+export async function hostsWorld(name: string, options: Omit<HarnessOptions, 'worker'>, onTestFinished: (fn: () => Promise<void>) => void): Promise<HostsWorld> {
+  const harness = await createHarness(name, { ...options, worker: false });
+  const workers: WorkerProcess[] = [];
+  onTestFinished(async () => {
+    await Promise.all(workers.map((w) => w.crash()));
+    await harness.close();
+  });
+  return {
+    harness,
+    worker(env = {}) {
+      const started = startWorkerProcess({ ...harness.env, ...env });
+      workers.push(started);
+      return started;
+    },
+  };
+}
+
+/**
+ * The longest a workflow task of the run waited on a worker's sticky queue before it timed out there and went to the
+ * shared queue (0 when none did): after a worker dies, its runs' next tasks wait this long for it.
+ * @unit milliseconds
+ */
+export async function longestStickyWaitMs(handle: WorkflowHandle): Promise<number> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const at = (e: (typeof events)[number]): number => Number(e.eventTime?.seconds ?? 0) * 1_000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+  const byId = new Map(events.map((e) => [String(e.eventId), e]));
+  const waits = events.flatMap((e) => {
+    const timedOut = e.workflowTaskTimedOutEventAttributes;
+    const scheduled = timedOut ? byId.get(String(timedOut.scheduledEventId)) : undefined;
+    return scheduled ? [at(e) - at(scheduled)] : [];
+  });
+  return Math.max(0, ...waits);
 }

@@ -1,12 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test, type TestContext } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
 import { readRun } from '../../src/library/run-reader.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
-import { startWorkerProcess, waitForRequest, type WorkerProcess } from './fault-helpers.js';
+import { hostsWorld, longestStickyWaitMs, waitForRequest } from './fault-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -38,25 +37,13 @@ const RULES: Rule[] = [
 const PIPELINE = (name: string, stages: string): string =>
   `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, retries: 3, heartbeatTimeout: 5s, permissionMode: dontAsk, allowedTools: [Bash, Read] }\nstages:\n${stages}`;
 
-describe('a worker that dies', () => {
-  let harness: Harness;
-  const workers: WorkerProcess[] = [];
-  beforeAll(async () => {
-    harness = await createHarness('fault-worker', { scenario: { rules: RULES }, worker: false });
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.crash()));
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
-  const worker = (): WorkerProcess => {
-    const started = startWorkerProcess(harness.env);
-    workers.push(started);
-    return started;
-  };
+// Each test has a queue, a model server and workers of its own (hostsWorld): they run at once, and a worker one test
+// starts never takes the other's run.
+describe.concurrent('a worker that dies', () => {
+  const world = (name: string, onTestFinished: TestContext['onTestFinished']) => hostsWorld(name, { scenario: { rules: RULES } }, onTestFinished);
 
-  test('during a stage: another worker resumes the stage, and its files are neither lost nor duplicated', async () => {
+  test('during a stage: another worker resumes the stage, and its files are neither lost nor duplicated', async ({ onTestFinished }) => {
+    const { harness, worker } = await world('fault-worker-stage', onTestFinished);
     const file = await harness.writePipeline('crash', PIPELINE('crash', '  - id: build\n    prompt: Log two steps.\n'));
     const first = worker();
     const handle = await harness.start(file);
@@ -86,9 +73,13 @@ describe('a worker that dies', () => {
     const transcript = await readFile(path.join(harness.workspacesRoot, build.result!.transcript!), 'utf8');
     const retryCost = (JSON.parse(transcript.trim().split('\n').at(-1)!) as { type: string; total_cost_usd: number }).total_cost_usd;
     expect(build.result!.costUsd).toBeCloseTo(live!.costUsd! + retryCost, 6);
+    // The run's next workflow task waited for the dead worker, which had the run cached, only as long as the workers'
+    // AGENT_PIPELINE_STICKY_TIMEOUT (2 s here; Temporal's default is 10 s).
+    expect(await longestStickyWaitMs(handle)).toBeLessThan(6_000);
   });
 
-  test('during a wait for approval: the wait survives, and a new worker takes the decision', async () => {
+  test('during a wait for approval: the wait survives, and a new worker takes the decision', async ({ onTestFinished }) => {
+    const { harness, worker } = await world('fault-worker-gate', onTestFinished);
     const file = await harness.writePipeline('gate', PIPELINE('gate', '  - id: draft\n    prompt: Draft.\n    approval: true\n  - id: publish\n    needs: [draft]\n    prompt: Publish.\n'));
     const first = worker();
     const handle = await harness.start(file);

@@ -38,6 +38,13 @@ const RULES: Rule[] = [
 
 const PIPELINE = (name: string, stages: string): string =>
   `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, retries: 3, heartbeatTimeout: 5s, permissionMode: dontAsk, allowedTools: [Bash, Read] }\nstages:\n${stages}`;
+/**
+ * Stages whose agent is not what a test looks at run on the API backend: where a stage runs does not depend on its
+ * backend (every stage is a `runStage` activity on the owner's queue), and a model call costs far less than a `claude`.
+ */
+const API_PIPELINE = (name: string, stages: string): string =>
+  `name: ${name}\ndefaults: { backend: anthropic-api, model: haiku, retries: 3, heartbeatTimeout: 5s, maxTokens: 500 }\nstages:\n${stages}`;
+const API = '    backend: anthropic-api\n    maxTokens: 500\n';
 
 /** Each activity the run started, in order: its type, the queue it was sent to, the worker that took it, the attempt. */
 async function startedActivities(handle: WorkflowHandle): Promise<{ type: string; queue: string; identity: string; attempt: number }[]> {
@@ -67,7 +74,7 @@ describe('one owner per run', () => {
   test('a run with a parallel pair on three healthy workers runs every stage on the worker that claimed it', async () => {
     const file = await harness.writePipeline(
       'owned',
-      PIPELINE(
+      API_PIPELINE(
         'owned',
         [
           '  - id: plan\n    prompt: Plan.\n',
@@ -101,7 +108,7 @@ describe('one owner per run', () => {
   });
 
   test('when the owner is killed mid-stage, the run moves once to another worker, which resumes the session and finishes', async () => {
-    const file = await harness.writePipeline('moved', PIPELINE('moved', '  - id: first\n    prompt: First.\n  - id: slow\n    needs: [first]\n    prompt: Log two steps.\n  - id: last\n    needs: [slow]\n    prompt: Last.\n'));
+    const file = await harness.writePipeline('moved', PIPELINE('moved', `  - id: first\n    prompt: First.\n${API}  - id: slow\n    needs: [first]\n    prompt: Log two steps.\n  - id: last\n    needs: [slow]\n    prompt: Last.\n${API}`));
     const handle = await harness.start(file);
     await waitForRequest(harness.modelServer, (r) => r.rule === 'moved-slow' && r.turn === 1, 90_000);
     await waitFor(

@@ -17,6 +17,8 @@ type Rule = NonNullable<ScenarioInput['rules']>[number];
 const REPORT = '```json\n{"success": true, "summary": "done", "outputs": {}}\n```';
 const rule = (pipeline: string, turns: Rule['turns']): Rule => ({ name: pipeline, match: `Pipeline: ${pipeline} ·`, turns });
 const PERSONA = 'You are Margo, a terse release critic who answers in haiku.';
+/** The pause the rate-limited call is asked to wait out. @unit seconds */
+const RETRY_AFTER = 15;
 
 let harness: Harness;
 beforeAll(async () => {
@@ -25,7 +27,6 @@ beforeAll(async () => {
       rules: [
         // Three attempts, three different failures: the stage must report the last one.
         rule('exhausted', [{ text: REPORT, failFirst: [{ status: 529 }, { status: 529 }, { status: 500 }] }]),
-        rule('backoff', [{ error: { status: 429, retryAfter: 15 } }]),
         rule('persona', [{ text: REPORT }]),
       ],
     },
@@ -38,7 +39,8 @@ afterAll(async () => {
 const requestsOf = (name: string) => harness.modelServer.requests().filter((r) => r.rule === name);
 
 // Each test runs a pipeline of its own, answered by its own rule and read back by it: they run at once, so the
-// others do not wait behind the 15 s rate-limit pause and the 18 s watch of the cancel test.
+// others do not wait behind the 15 s rate-limit pause and the watch past it of the cancel test. That test has a worker
+// and API key of its own: a 429 pauses every call on its key, the other tests' too.
 describe.concurrent('stage failures and retries in a real run', () => {
   test('when retries run out, the stage fails with the last attempt’s failure type and the run’s error names it', async () => {
     const yaml = 'name: exhausted\ndefaults: { backend: anthropic-api, model: haiku, retries: 2, maxTokens: 200 }\nstages:\n  - id: build\n    prompt: Build it.\n';
@@ -56,9 +58,15 @@ describe.concurrent('stage failures and retries in a real run', () => {
     expect(state.error?.type).toBe('SERVER_ERROR');
   });
 
-  test('cancelling a run while its stage waits out a 429 starts no further call', { timeout: 120_000 }, async () => {
+  test('cancelling a run while its stage waits out a 429 starts no further call', { timeout: 120_000 }, async ({ onTestFinished }) => {
+    const own = await createHarness('stage-backoff', {
+      scenario: { rules: [rule('backoff', [{ error: { status: 429, retryAfter: RETRY_AFTER } }])] },
+      env: { ANTHROPIC_API_KEY: 'sk-test-stage-backoff-key' },
+    });
+    onTestFinished(() => own.close());
+    const requestsOf = (name: string) => own.modelServer.requests().filter((r) => r.rule === name);
     const yaml = 'name: backoff\ndefaults: { backend: anthropic-api, model: haiku, retries: 3, maxTokens: 200 }\nstages:\n  - id: build\n    prompt: Build it.\n';
-    const handle = await harness.startYaml('backoff', yaml);
+    const handle = await own.startYaml('backoff', yaml);
     // The first call was rate limited: the attempt waits out the 15 s the API asked for (docs/rate-limits.md).
     await waitFor(
       async () => requestsOf('backoff').length,
@@ -70,11 +78,13 @@ describe.concurrent('stage failures and retries in a real run', () => {
     await handle.cancel();
     const error = await handle.result().then(() => undefined, (err: unknown) => err);
     expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
-    const state = await harness.finish(handle);
+    const state = await own.finish(handle);
     expect(state.status).toBe('cancelled');
     expect(stageOf(state, 'build').status).toBe('cancelled');
-    // Past the pause: a wait that survived the cancel would have asked the model again by now.
-    await new Promise((resolve) => setTimeout(resolve, 18_000));
+    // Past the pause (counted from the 429, not from the cancel's end, which comes seconds later): a wait that survived
+    // the cancel would have asked the model again by now.
+    const pauseEnd = Date.parse(requestsOf('backoff')[0].time) + RETRY_AFTER * 1_000;
+    await new Promise((resolve) => setTimeout(resolve, pauseEnd + 3_000 - Date.now()));
     expect(requestsOf('backoff')).toHaveLength(1);
   });
 

@@ -27,6 +27,7 @@ describe('worker settings from the environment', () => {
       sandboxAllowLocal: false,
       apiKeyLimits: { requestsPerMinute: undefined, concurrentRequests: undefined },
       ownerTimeoutMs: 60_000,
+      stickyTimeoutMs: 10_000,
       storeSweepMs: 3_600_000,
     });
   });
@@ -47,6 +48,7 @@ describe('worker settings from the environment', () => {
         AGENT_PIPELINE_API_REQUESTS_PER_MINUTE: '50',
         AGENT_PIPELINE_API_CONCURRENT_REQUESTS: '4',
         AGENT_PIPELINE_OWNER_TIMEOUT: '20s',
+        AGENT_PIPELINE_STICKY_TIMEOUT: '2s',
         AGENT_PIPELINE_STORE_SWEEP: 'off',
       }),
     ).toEqual({
@@ -61,6 +63,7 @@ describe('worker settings from the environment', () => {
       sandboxAllowLocal: true,
       apiKeyLimits: { requestsPerMinute: 50, concurrentRequests: 4 },
       ownerTimeoutMs: 20_000,
+      stickyTimeoutMs: 2_000,
       storeSweepMs: undefined,
     });
   });
@@ -92,6 +95,7 @@ describe('worker settings from the environment', () => {
     );
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_SHUTDOWN_GRACE: 'soon' })).toThrow('AGENT_PIPELINE_SHUTDOWN_GRACE=soon is not a duration; write it like 30s, 2m or 1h');
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_OWNER_TIMEOUT: 'soon' })).toThrow('AGENT_PIPELINE_OWNER_TIMEOUT=soon is not a duration; write it like 30s, 2m or 1h');
+    expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_STICKY_TIMEOUT: 'soon' })).toThrow('AGENT_PIPELINE_STICKY_TIMEOUT=soon is not a duration; write it like 30s, 2m or 1h');
     expect(() => workerOptionsFromEnv({ AGENT_PIPELINE_KILL_GRACE: 'a bit' })).toThrow('AGENT_PIPELINE_KILL_GRACE=a bit is not a duration; write it like 30s, 2m or 1h');
   });
 });
