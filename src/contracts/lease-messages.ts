@@ -1,4 +1,4 @@
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 /** The workflow type of the one long-lived workflow per key that keeps its book (see lease-workflow.ts). */
 export const LEASE_WORKFLOW_TYPE = 'leaseWorkflow';
@@ -41,6 +41,11 @@ export const acquireLeaseUpdate = defineUpdate<LeaseAnswer, [AcquireLeaseInput]>
 export const renewLeaseUpdate = defineUpdate<{ held: boolean; expiresAt?: number }, [{ holder: string }]>('renewLease');
 /** Gives the key back or leaves its queue; true when the holder was in the book. */
 export const releaseLeaseUpdate = defineUpdate<boolean, [{ holder: string }]>('releaseLease');
+/**
+ * The same as a signal, for when the key's workflow refuses updates: Temporal admits ten in flight, and the waiters'
+ * requests (each waits up to its poll) can fill them. A release must not wait for them, or they wait for its ttl.
+ */
+export const releaseLeaseSignal = defineSignal<[{ holder: string }]>('releaseLeaseSignal');
 /** The key's book: holders and waiters in order, and its limit. Costs no history. */
 export const describeLeaseQuery = defineQuery<LeaseBookState & { key: string }>('describeLease');
 

@@ -7,6 +7,7 @@ import {
   acquireLeaseUpdate,
   describeLeaseQuery,
   MAX_LEASE_TTL_MS,
+  releaseLeaseSignal,
   releaseLeaseUpdate,
   renewLeaseUpdate,
   type AcquireLeaseInput,
@@ -79,6 +80,16 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
     },
     { validator: (req) => validateHolder(req, 'releaseLease') },
   );
+  setHandler(releaseLeaseSignal, (req) => {
+    // A signal has no validator: what the update's would refuse is ignored, leaving the book as it was.
+    try {
+      validateHolder(req, 'releaseLease');
+    } catch {
+      return;
+    }
+    changed = true;
+    book.release(req.holder, Date.now());
+  });
   setHandler(describeLeaseQuery, () => ({ key: key ?? '', ...book.snapshot() }));
   let checkedAt = Date.now();
   for (;;) {

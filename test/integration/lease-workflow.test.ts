@@ -48,6 +48,32 @@ afterAll(async () => {
 // Each test has keys of its own: they run at once, overlapping their waits (ttls, polls, the hand-over) rather than
 // adding them up (issue 32).
 describe.concurrent('lease workflow', () => {
+  it('gives a key back while a dozen waiters keep their requests in flight (Temporal admits ten updates at once)', async () => {
+    // A worker that caches its workflows, as deployed ones do: the cache-less one above replays the book's whole
+    // history for each of the waiters' requests, which is slow enough to hide what this test looks at.
+    const queue = `${taskQueue}-crowd`;
+    const cached = await Worker.create({ connection: await NativeConnection.connect({ address: inject('temporalAddress') }), taskQueue: queue, workflowBundle: { codePath: WORKFLOW_BUNDLE } });
+    const crowdLeases = new LeaseClient(client, queue);
+    await cached.runUntil(async () => {
+      const key = uniqueKey('crowd');
+      const first = await crowdLeases.acquire({ key, limit: 1, holder: 'first', ttlMs: 120_000 });
+      const abort = new AbortController();
+      // Each waiter's request waits up to its 20 s poll in the key's workflow: twelve of them fill its ten update slots.
+      const waiters = Array.from({ length: 12 }, (_, i) =>
+        crowdLeases.acquire({ key, limit: 1, holder: `w${i}`, ttlMs: 120_000 }, { pollMs: 20_000, signal: abort.signal }).catch(() => undefined),
+      );
+      await waitFor(() => crowdLeases.describe(key).catch(() => undefined), (s) => (s?.waiters.length ?? 0) >= 10, 'the waiters to queue');
+      const releasedAt = Date.now();
+      await first.release();
+      // The next waiter has the key at once, not at the first holder's ttl.
+      const next = await Promise.race(waiters.map((w) => w.then((lease) => lease ?? new Promise<never>(() => {}))));
+      expect(Date.now() - releasedAt).toBeLessThan(20_000);
+      abort.abort();
+      await next.release();
+      await Promise.all(waiters.map(async (w) => (await w)?.release()));
+    });
+  });
+
   it('grants up to the limit, then first come first served as holders release', async () => {
     const key = uniqueKey('fifo');
     const a = await leases.acquire({ key, limit: 2, holder: 'a', ttlMs: 60_000 });

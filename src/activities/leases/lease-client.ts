@@ -1,8 +1,9 @@
-import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { isGrpcServiceError, WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import {
   acquireLeaseUpdate,
   LEASE_WORKFLOW_TYPE,
+  releaseLeaseSignal,
   releaseLeaseUpdate,
   renewLeaseUpdate,
   type LeaseAnswer,
@@ -89,8 +90,21 @@ export class LeaseClient implements LeaseKeeper {
     return { held: answers.every((a) => a.held), expiresAt: times.length > 0 ? Math.min(...times) : undefined };
   }
 
+  /**
+   * Gives the key back in each book, by signal: Temporal admits ten updates in flight per workflow, and the waiters'
+   * requests (each waits up to its poll) can fill them; a release by update then waited out the client's retries
+   * (about 40 s), and the waiters with it.
+   */
   async releaseAt(ids: readonly string[], holder: string): Promise<void> {
-    await Promise.all(ids.map((id) => this.releaseOne(id, holder)));
+    await Promise.all(
+      ids.map(async (id) => {
+        try {
+          await this.client.workflow.getHandle(id).signal(releaseLeaseSignal, { holder });
+        } catch (err) {
+          if (!closedOrMissing(err)) throw err;
+        }
+      }),
+    );
   }
 
   /** One key's holders and waiters (in order), or undefined when nobody holds or waits for it. */
@@ -150,6 +164,13 @@ export class LeaseClient implements LeaseKeeper {
         const refused = refusal(err);
         if (refused) throw new LeaseRequestError(`lease on key "${key}": ${refused}`);
         if (!start && closedOrMissing(err)) return GONE;
+        // Ten other requests are in flight (waiters like this one): asked again, as a waiter polls anyway.
+        if (updatesBusy(err)) {
+          attempt--;
+          signal?.throwIfAborted();
+          await new Promise((resolve) => setTimeout(resolve, 200 + Math.floor(Math.random() * 300)));
+          continue;
+        }
         // The key's workflow closed or handed over between the start and the update: ask the next execution.
         if (attempt >= 5) throw err;
         signal?.throwIfAborted();
@@ -175,6 +196,17 @@ export class LeaseClient implements LeaseKeeper {
       throw err;
     }
   }
+}
+
+/** gRPC RESOURCE_EXHAUSTED: Temporal refuses an update while a workflow has ten in flight. */
+const RESOURCE_EXHAUSTED = 8;
+
+/** Whether the workflow refused an update for having ten in flight (after the client's own retries; it wraps the gRPC error). */
+function updatesBusy(err: unknown): boolean {
+  for (let current: unknown = err, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (isGrpcServiceError(current) && current.code === RESOURCE_EXHAUSTED) return true;
+  }
+  return false;
 }
 
 /**
