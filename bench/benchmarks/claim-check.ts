@@ -1,5 +1,4 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import type { Payload } from '@temporalio/common';
 import { performance } from 'node:perf_hooks';
 import { ClaimCheckCodec, DEFAULT_CLAIM_CHECK_BYTES } from '../../src/codec/claim-check-codec.js';
 import { FileStore } from '../../src/store/file-store.js';
@@ -10,6 +9,7 @@ import type { BenchmarkResult } from '../lib/results.js';
 import { CLAUDE_BINARY, type BenchStack } from '../lib/stack.js';
 import { median, percentile, round } from '../lib/stats.js';
 import { LATENCY_STAGES } from './stage-latency.js';
+import { payloadsIn } from '../../test/helpers/history-payloads.js';
 
 /*
  * Issue 29: what the claim-check codec costs a run that has no large payload. Every worker has the codec (it resolves
@@ -90,16 +90,6 @@ async function codecCostPerStage(handle: WorkflowHandle, storeDir: string): Prom
   const start = performance.now();
   for (let i = 0; i < REPEAT; i += 1) await codec.decode(await codec.encode(payloads, context), context);
   return ((performance.now() - start) * 1000) / REPEAT / Math.max(1, stages);
-}
-
-/** Every payload in a history (anything with `metadata.encoding`). */
-function payloadsIn(value: unknown, found: Payload[] = []): Payload[] {
-  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return found;
-  const record = value as Record<string, unknown>;
-  const metadata = record.metadata as Record<string, unknown> | undefined;
-  if (metadata && typeof metadata === 'object' && ArrayBuffer.isView(metadata.encoding)) found.push(record as Payload);
-  else for (const child of Object.values(record)) payloadsIn(child, found);
-  return found;
 }
 
 function claimCheckResult(perRun: Record<Side, number[][]>, rounds: number, codecUs: number): BenchmarkResult {

@@ -8,6 +8,7 @@ import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { PipelineClient } from '../../src/library/index.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
+import { payloadsIn } from '../helpers/history-payloads.js';
 
 /*
  * Issue 29, large values out of history: with the real Temporal dev server, a worker and the scripted model, payloads
@@ -49,17 +50,6 @@ afterAll(async () => {
   await harness?.close();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
-
-/** Every payload in a history (anything with `metadata.encoding`), found by walking its events. */
-function payloadsIn(value: unknown, found: Payload[] = []): Payload[] {
-  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return found;
-  const record = value as Record<string, unknown>;
-  // A payload has metadata with an encoding; an empty `data` does not survive protobuf, so it is not looked for.
-  const metadata = record.metadata as Record<string, unknown> | undefined;
-  if (metadata && typeof metadata === 'object' && ArrayBuffer.isView(metadata.encoding)) found.push(record as Payload);
-  else for (const child of Object.values(record)) payloadsIn(child, found);
-  return found;
-}
 
 const encodingOf = (payload: Payload): string => Buffer.from(payload.metadata?.encoding ?? new Uint8Array()).toString();
 
