@@ -102,7 +102,8 @@ describe('mid-turn permission prompts with the real CLI', () => {
     const status = await runCli(['status', handle.workflowId], harness.env);
     expect(status.stdout).toContain('wants to run: Bash echo made > approved.txt');
     expect(status.stdout).toMatch(/deadline .*; then the call is denied and the agent goes on/);
-    const listed = await eventually(() => runCli(['list', '--status', 'waiting'], harness.env), (r) => r.stdout.includes(handle.workflowId), 60_000, 'the run in `list --status waiting`');
+    // Filtered by pipeline: the dev server is shared by every test file, and another file's runs may be encrypted.
+    const listed = await eventually(() => runCli(['list', '--status', 'waiting', '--pipeline', 'approved'], harness.env), (r) => r.stdout.includes(handle.workflowId), 60_000, 'the run in `list --status waiting`');
     expect(listed.exitCode).toBe(0);
 
     const approved = await runCli(['approve', handle.workflowId, '--stage', 'work'], harness.env);

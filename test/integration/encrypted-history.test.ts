@@ -157,7 +157,8 @@ describe('encrypted history', () => {
     expect(done.bundle?.hash).toMatch(/^[0-9a-f]{64}$/);
     const human = await runCli(['status', runId], env);
     expect(human.stdout).toContain(MARKER.result);
-    const listed = parseJson<{ runs: RunListItem[] }>(await runCli(['list', '--json'], env));
+    // Filtered by pipeline: the dev server is shared by every test file, whose encrypted runs use other keys.
+    const listed = parseJson<{ runs: RunListItem[] }>(await runCli(['list', '--json', '--pipeline', 'secret-notes'], env));
     expect(listed.runs.find((item) => item.runId === runId)).toMatchObject({ pipeline: 'secret-notes', status: 'completed' });
 
     // The library with the key given as an option (an empty environment otherwise) reads the same.

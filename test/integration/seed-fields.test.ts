@@ -286,7 +286,9 @@ describe('failure flows and the end of a run', () => {
     // `list --status` reads the search attribute the workflow keeps; visibility catches up a moment later.
     const found = async (status: string, id: string): Promise<boolean> => {
       for (let i = 0; i < 60; i++) {
-        for await (const run of harness.client.workflow.list({ query: buildListQuery({ status: parseStatus(status) }) })) if (run.workflowId === id) return true;
+        // Only this run: the dev server is shared by every test file, and another file's runs may be encrypted.
+        const query = `${buildListQuery({ status: parseStatus(status) })} AND WorkflowId = '${id}'`;
+        for await (const run of harness.client.workflow.list({ query })) if (run.workflowId === id) return true;
         await sleep(500);
       }
       return false;
