@@ -11,8 +11,8 @@ import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
  * store whole (its protobuf bytes, so its metadata comes back too) under its run's keys,
  * `runs/<sha256 of the run id>/claims/<sha256 of those bytes>`, and history holds a small reference payload instead.
  * Under the run's keys, a claim lives and goes with its run (the store's sweep, store/run-records.ts); a payload whose
- * run is not known (no serialization context) goes to `claims/<sha256>`, as every claim did before, and stays. The codec comes after the encryption codec (`[encryption, claimCheck]`):
- * encoding runs in order, so what the store holds is already ciphertext; decoding runs in reverse, so the reference
+ * run is not known (no serialization context) goes to the shared `claims/<sha256>`, and stays. The codec comes after
+ * the encryption codec (`[encryption, claimCheck]`): encoding runs in order, so what the store holds is already ciphertext; decoding runs in reverse, so the reference
  * is resolved before decryption. Keys are content hashes, never a value a run brings; a reference names only such a
  * key, and what is read back must hash to it.
  */
@@ -31,7 +31,7 @@ export const DEFAULT_CLAIM_CHECK_BYTES = 256 * 1024;
 /** The largest claimed payload read back: what the largest run input (RUN_INPUT_MAX_BYTES_WITH_STORE) encodes to, and more. @unit bytes */
 export const MAX_CLAIMED_PAYLOAD_BYTES = 256 * 1024 * 1024;
 
-/** A claim's key: under its run's keys, or (no run known, or written before claims were per run) shared. */
+/** A claim's key: under its run's keys, or shared (no run known). */
 const CLAIM_KEY = /^(?:runs\/[0-9a-f]{64}\/)?claims\/([0-9a-f]{64})$/;
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
