@@ -12,9 +12,9 @@ import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
  * `runs/<sha256 of the run id>/claims/<sha256 of those bytes>`, and history holds a small reference payload instead.
  * Under the run's keys, a claim lives and goes with its run (the store's sweep, store/run-records.ts); a payload whose
  * run is not known (no serialization context) goes to the shared `claims/<sha256>`, and stays. The codec comes after
- * the encryption codec (`[encryption, claimCheck]`): encoding runs in order, so what the store holds is already ciphertext; decoding runs in reverse, so the reference
- * is resolved before decryption. Keys are content hashes, never a value a run brings; a reference names only such a
- * key, and what is read back must hash to it.
+ * the encryption codec (`[encryption, claimCheck]`): encoding runs in order, so what the store holds is already
+ * ciphertext; decoding runs in reverse, so the reference is resolved before decryption. Keys are content hashes and
+ * hashed run ids, never a value a run brings; a reference names only such a key, and what is read back must hash to it.
  */
 
 /** `metadata.encoding` of a reference payload. */
