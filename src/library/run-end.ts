@@ -57,7 +57,9 @@ function closeStage(stage: StageState, closedAt: number | undefined): StageState
 export async function reconcileClosedRun(handle: WorkflowHandle, state: RunState, execution: { status: string; closeTime?: number }): Promise<RunState> {
   if (!isClosedExecution(execution.status)) return state;
   const forced = FORCED[execution.status] !== undefined;
-  if (!forced && !OPEN.has(state.status)) return state;
+  // A state rebuilt from history (no worker answered the query in time) says `failed` but not why: the reason is added.
+  const lacksReason = execution.status === 'FAILED' && state.error === undefined;
+  if (!forced && !OPEN.has(state.status) && !lacksReason) return state;
   const reason = await readCloseReason(handle);
   const { leaseWait: _leaseWait, ...rest } = state;
   return {

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PipelineClient, RunFailedError, type RunEvent } from '../../src/library/index.js';
 import { PIPELINE_WORKFLOW_TYPE } from '../../src/contracts/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../../src/contracts/search-attributes.js';
+import { reconcileClosedRun } from '../../src/library/run-end.js';
+import { rebuildRunState } from '../../src/library/run-history.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
@@ -100,6 +102,13 @@ describe('how a run ended, as every reader says it', () => {
     expect(seen.status.executionStatus).toBe('FAILED');
     expect(seen.status.state).toMatchObject({ status: 'failed', error: { type: 'PIPELINE_INVALID', message: expect.stringContaining('unknown field "colour"') } });
     expect(seen.status.state.stages.map((s) => s.status)).toEqual(['skipped']);
+    // The same from its history, as a reader does when no worker answers the status query in time (a loaded machine):
+    // the rebuilt state says `failed`, and the execution's failure says why.
+    const handle = harness.client.workflow.getHandle(id);
+    const description = await handle.describe();
+    const rebuilt = rebuildRunState(await handle.fetchHistory(), description);
+    const fromHistory = await reconcileClosedRun(handle, rebuilt, { status: description.status.name, closeTime: description.closeTime?.getTime() });
+    expect(fromHistory).toMatchObject({ status: 'failed', error: { type: 'PIPELINE_INVALID', message: expect.stringContaining('unknown field "colour"') } });
     expect(seen.result).toMatchObject({ type: 'failed', state: { status: 'failed' } });
     expect(seen.events.at(-1)).toMatchObject({ type: 'run_ended', status: 'failed' });
     expect(seen.listed?.status).toBe('failed');
