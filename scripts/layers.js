@@ -10,7 +10,7 @@ export const LAYERS = [
   { name: 'contracts/', paths: ['src/contracts'] },
   { name: 'workflows/', paths: ['src/workflows'] },
   { name: 'store/', paths: ['src/store'] },
-  { name: 'bundle/, telemetry/, trust/, codec/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/trust', 'src/codec', 'src/config.ts'] },
+  { name: 'bundle/, telemetry/, trust/, codec/ and config.ts', paths: ['src/bundle', 'src/telemetry', 'src/trust', 'src/codec', 'src/config.ts', 'src/grpc-errors.ts'] },
   { name: 'activities/', paths: ['src/activities'] },
   {
     name: 'the worker assembly',

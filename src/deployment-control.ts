@@ -2,6 +2,7 @@ import type { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeploymentVersion } from './worker-deployment.js';
+import { GRPC_STATUS } from './grpc-errors.js';
 
 /**
  * What a release needs of a Worker Deployment: which build new runs go to, and which older builds still have pinned
@@ -30,7 +31,6 @@ export interface DeploymentStatus {
 }
 
 const STATUS_NAMES = ['unspecified', 'inactive', 'current', 'ramping', 'draining', 'drained'];
-const GRPC_NOT_FOUND = 5;
 
 /** The deployment's routing and its builds, newest first; undefined when no worker of it has ever polled. */
 export async function describeDeployment(service: DeploymentService, namespace: string, deploymentName: string): Promise<DeploymentStatus | undefined> {
@@ -38,7 +38,7 @@ export async function describeDeployment(service: DeploymentService, namespace: 
   try {
     response = await service.describeWorkerDeployment({ namespace, deploymentName });
   } catch (err) {
-    if ((err as { code?: number }).code === GRPC_NOT_FOUND) return undefined;
+    if ((err as { code?: number }).code === GRPC_STATUS.NOT_FOUND) return undefined;
     throw err;
   }
   const info = response.workerDeploymentInfo;

@@ -1,5 +1,4 @@
 import {
-  isGrpcServiceError,
   ScheduleAlreadyRunning,
   ScheduleNotFoundError,
   WorkflowUpdateFailedError,
@@ -10,6 +9,7 @@ import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
+import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ConfigError } from '../config.js';
 import { decryptionProblem } from '../codec/data-converter.js';
 
@@ -100,8 +100,6 @@ export class RunNotFoundError extends AgentPipelineError {
 }
 
 /** gRPC status codes we tell apart (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
-const GRPC = { INVALID_ARGUMENT: 3, NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9, UNAVAILABLE: 14 } as const;
-
 /**
  * Turns what the Temporal client (or the parser) throws into the library's typed errors, keeping the original as
  * `cause`. Errors already typed, and errors not recognised, pass through unchanged.
@@ -132,21 +130,14 @@ export function toLibraryError(err: unknown, address?: string): unknown {
   }
   const undecryptable = decryptionProblem(err);
   if (undecryptable) return new ConfigError(`[CONFIG_INVALID] ${undecryptable}`, { cause: err });
-  const grpc = findGrpcError(err);
-  if (grpc?.code === GRPC.UNAVAILABLE) {
+  const grpc = grpcErrorOf(err);
+  if (grpc?.code === GRPC_STATUS.UNAVAILABLE) {
     return new TemporalUnavailableError(`[TEMPORAL_UNREACHABLE] lost the connection to Temporal${address ? ` at ${address}` : ''}: ${grpc.details}`, { cause: err });
   }
-  if (grpc && [GRPC.INVALID_ARGUMENT, GRPC.NOT_FOUND, GRPC.ALREADY_EXISTS, GRPC.FAILED_PRECONDITION].includes(grpc.code as 3)) {
+  if (grpc && [GRPC_STATUS.INVALID_ARGUMENT, GRPC_STATUS.NOT_FOUND, GRPC_STATUS.ALREADY_EXISTS, GRPC_STATUS.FAILED_PRECONDITION].includes(grpc.code as 3)) {
     return new InvalidRequestError('TEMPORAL_REFUSED', `Temporal refused the request: ${grpc.details}`, { cause: err });
   }
   return err;
-}
-
-function findGrpcError(err: unknown): { code: number; details: string } | undefined {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if (isGrpcServiceError(current)) return { code: current.code, details: current.details };
-  }
-  return undefined;
 }
 
 /** Runs `fn`, rethrowing what it throws as a library error. */

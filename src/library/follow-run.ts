@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isGrpcServiceError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ActivityStageCache, readRun, type RunSnapshot } from './run-reader.js';
 
 export interface FollowOptions {
@@ -16,14 +17,12 @@ export interface FollowOptions {
 /** Polls in a row that may fail on a lost connection before following gives up (about a minute). */
 const MAX_FAILED_POLLS = 30;
 /** gRPC UNAVAILABLE and DEADLINE_EXCEEDED: the server restarts, the network blips. */
-const TRANSIENT_CODES = new Set([14, 4]);
+const TRANSIENT_CODES = new Set<number>([GRPC_STATUS.UNAVAILABLE, GRPC_STATUS.DEADLINE_EXCEEDED]);
 
 /** True for errors a lost connection or a restarting server causes; the request may be tried again. */
 export function isTransient(err: unknown): boolean {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if (isGrpcServiceError(current) && TRANSIENT_CODES.has(current.code)) return true;
-  }
-  return false;
+  const code = grpcErrorOf(err)?.code;
+  return code !== undefined && TRANSIENT_CODES.has(code);
 }
 
 /** How following ended: the run closed, or the person stopped watching. */

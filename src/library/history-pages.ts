@@ -1,4 +1,5 @@
-import { isGrpcServiceError, type Client, type WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { clientCodecs, decodeHistoryEvent } from './history-codec.js';
 
 type History = Awaited<ReturnType<WorkflowHandle['fetchHistory']>>;
@@ -20,8 +21,6 @@ export const HISTORY_PAGE_TARGET_BYTES = 1024 * 1024;
 export const HISTORY_PAGE_MAX_EVENTS = 500;
 /** Events in the first page when the history's size is not known: the pages after it are sized from it. */
 const FIRST_PAGE_EVENTS = 20;
-/** gRPC RESOURCE_EXHAUSTED: what a client reports for a message over its receive limit. */
-const RESOURCE_EXHAUSTED = 8;
 
 /** Which history to read and how. */
 export interface HistoryPagesOptions {
@@ -46,10 +45,7 @@ export function pageSizeFor(averageBytes: number, targetBytes = HISTORY_PAGE_TAR
 
 /** True when the request failed because the answer was over the receive limit (or the server's own limits). */
 function isTooLarge(err: unknown): boolean {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if (isGrpcServiceError(current) && current.code === RESOURCE_EXHAUSTED) return true;
-  }
-  return false;
+  return grpcErrorOf(err)?.code === GRPC_STATUS.RESOURCE_EXHAUSTED;
 }
 
 /**

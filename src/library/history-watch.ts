@@ -1,4 +1,5 @@
-import { isGrpcServiceError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { pageSizeFor } from './history-pages.js';
 
 /*
@@ -12,10 +13,6 @@ import { pageSizeFor } from './history-pages.js';
 
 /** The longest one long-poll request is left open; the server answers sooner when nothing happens. @unit milliseconds */
 const LONG_POLL_MS = 60_000;
-/** gRPC DEADLINE_EXCEEDED: our own bound on the request passed. */
-const DEADLINE_EXCEEDED = 4;
-/** gRPC RESOURCE_EXHAUSTED: a page over the message limit; it is asked for again at half the size. */
-const RESOURCE_EXHAUSTED = 8;
 
 /** The execution whose state was last read, as `readRun` saw it. */
 export interface SeenExecution {
@@ -78,17 +75,13 @@ export class HistoryWatch {
       const last = response.history?.events?.at(-1)?.eventId;
       return { lastEventId: last ? Number(last.toString()) : 0 };
     } catch (err) {
-      const code = grpcCode(err);
-      if (code === RESOURCE_EXHAUSTED && this.pageSize > 1) this.pageSize = Math.max(1, Math.floor(this.pageSize / 2));
-      else if (!signal?.aborted && code !== DEADLINE_EXCEEDED) throw err;
+      // RESOURCE_EXHAUSTED: a page over the message limit, asked for again at half the size; DEADLINE_EXCEEDED: our own
+      // bound on the request passed.
+      const code = grpcErrorOf(err)?.code;
+      if (code === GRPC_STATUS.RESOURCE_EXHAUSTED && this.pageSize > 1) this.pageSize = Math.max(1, Math.floor(this.pageSize / 2));
+      else if (!signal?.aborted && code !== GRPC_STATUS.DEADLINE_EXCEEDED) throw err;
       return undefined;
     }
   }
 }
 
-function grpcCode(err: unknown): number | undefined {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if (isGrpcServiceError(current)) return current.code;
-  }
-  return undefined;
-}

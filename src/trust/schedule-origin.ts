@@ -1,6 +1,7 @@
 import { isGrpcServiceError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { ScheduleIdentity } from './signatures.js';
+import { GRPC_STATUS } from '../grpc-errors.js';
 
 /*
  * Which schedule started a run, asked of Temporal itself. A schedule's signed action is the same input for every run
@@ -12,8 +13,6 @@ import type { ScheduleIdentity } from './signatures.js';
 
 /** Temporal's search attribute naming the schedule that started a run. */
 export const SCHEDULED_BY_ATTRIBUTE = 'TemporalScheduledById';
-/** gRPC NOT_FOUND: the schedule was deleted (or never existed). */
-const NOT_FOUND = 5;
 
 /** How long to look for the run among the schedule's actions, and how often. @unit milliseconds */
 export interface ScheduleOriginOptions {
@@ -73,7 +72,8 @@ async function describeSchedule(client: Client, scheduleId: string): Promise<{ p
       runs: started.flatMap((r) => (r?.workflowId && r.runId ? [{ workflowId: r.workflowId, runId: r.runId }] : [])),
     };
   } catch (err) {
-    if (isGrpcServiceError(err) && err.code === NOT_FOUND) return undefined;
+    // The schedule was deleted (or never existed).
+    if (isGrpcServiceError(err) && err.code === GRPC_STATUS.NOT_FOUND) return undefined;
     throw err;
   }
 }

@@ -1,4 +1,4 @@
-import type { Client } from '@temporalio/client';
+import { isGrpcDeadlineError, type Client } from '@temporalio/client';
 import { decryptionProblem } from '../../codec/data-converter.js';
 import { describeLeaseQuery, LEASE_WORKFLOW_TYPE, type LeaseEntry } from '../../contracts/lease-messages.js';
 import { isIdOf, type LeaseIds } from './lease-ids.js';
@@ -12,19 +12,10 @@ import { closedOrMissing, type LeaseKeyState } from './lease-request.js';
 
 /** How long `limits` waits for each key's workflow to answer. @unit milliseconds */
 const DESCRIBE_DEADLINE_MS = 5_000;
-/** gRPC DEADLINE_EXCEEDED. */
-const DEADLINE_EXCEEDED = 4;
 
 /** A key's workflow that did not answer in time (no worker takes its tasks). */
 export class LeaseQueryTimeoutError extends Error {
   override readonly name = 'LeaseQueryTimeoutError';
-}
-
-function isDeadlineExceeded(err: unknown): boolean {
-  for (let current = err; current instanceof Error; current = current.cause) {
-    if ((current as { code?: unknown }).code === DEADLINE_EXCEEDED) return true;
-  }
-  return false;
 }
 
 /**
@@ -38,7 +29,7 @@ async function readBook(client: Client, workflowId: string, deadlineMs?: number)
     return deadlineMs === undefined ? await query() : await client.connection.withDeadline(Date.now() + deadlineMs, query);
   } catch (err) {
     if (closedOrMissing(err)) return undefined;
-    if (deadlineMs !== undefined && isDeadlineExceeded(err)) {
+    if (deadlineMs !== undefined && isGrpcDeadlineError(err)) {
       throw new LeaseQueryTimeoutError(`the lease workflow ${workflowId} did not answer within ${deadlineMs / 1000}s: is a worker running on its task queue?`, { cause: err });
     }
     throw err;

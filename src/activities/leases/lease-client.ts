@@ -1,4 +1,4 @@
-import { isGrpcServiceError, WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import {
   acquireLeaseUpdate,
@@ -11,6 +11,7 @@ import {
   type LeaseWorkflowInput,
 } from '../../contracts/lease-messages.js';
 import { MESSAGE_NOT_AUTHENTICATED } from '../../contracts/payload-origin.js';
+import { GRPC_STATUS, grpcErrorOf } from '../../grpc-errors.js';
 import { describeBooks, listBooks } from './lease-books.js';
 import { leaseIdsFor, type LeaseIds } from './lease-ids.js';
 import { Lease, type LeaseKeeper } from './lease.js';
@@ -198,15 +199,9 @@ export class LeaseClient implements LeaseKeeper {
   }
 }
 
-/** gRPC RESOURCE_EXHAUSTED: Temporal refuses an update while a workflow has ten in flight. */
-const RESOURCE_EXHAUSTED = 8;
-
-/** Whether the workflow refused an update for having ten in flight (after the client's own retries; it wraps the gRPC error). */
+/** Whether the workflow refused an update for having ten in flight (after the client's own retries). */
 function updatesBusy(err: unknown): boolean {
-  for (let current: unknown = err, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
-    if (isGrpcServiceError(current) && current.code === RESOURCE_EXHAUSTED) return true;
-  }
-  return false;
+  return grpcErrorOf(err)?.code === GRPC_STATUS.RESOURCE_EXHAUSTED;
 }
 
 /**
