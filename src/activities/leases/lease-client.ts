@@ -151,7 +151,9 @@ export class LeaseClient implements LeaseKeeper {
   private async ask(request: LeaseRequest, workflowId: string, start: boolean, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseAnswer | typeof GONE> {
     const { key, holder, limit, ttlMs, label, run } = request;
     const update = { holder, limit, ttlMs, label, run, waitMs, key };
-    for (let attempt = 1; ; attempt++) {
+    // Hand-overs tried so far; a refusal for the workflow's full update slots is not one (it is waited out).
+    let handovers = 0;
+    for (;;) {
       try {
         if (!start) return await this.client.workflow.getHandle(workflowId).executeUpdate(acquireLeaseUpdate, { args: [update] });
         const startWorkflowOperation = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
@@ -167,15 +169,14 @@ export class LeaseClient implements LeaseKeeper {
         if (!start && closedOrMissing(err)) return GONE;
         // Ten other requests are in flight (waiters like this one): asked again, as a waiter polls anyway.
         if (updatesBusy(err)) {
-          attempt--;
           signal?.throwIfAborted();
           await new Promise((resolve) => setTimeout(resolve, 200 + Math.floor(Math.random() * 300)));
           continue;
         }
         // The key's workflow closed or handed over between the start and the update: ask the next execution.
-        if (attempt >= 5) throw err;
+        if (++handovers >= 5) throw err;
         signal?.throwIfAborted();
-        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** handovers));
       }
     }
   }
