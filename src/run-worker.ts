@@ -48,7 +48,7 @@ export interface StartWorkerOptions {
    * built with the encoded failure converter (`workflow-bundle-encrypted.js`), or its workflows' failures stay plain.
    */
   workflowBundlePath?: string;
-  /** Extra worker options, e.g. `maxCachedWorkflows: 0` in tests so every task replays. */
+  /** Extra worker options, e.g. `maxCachedWorkflows` or the task slots. */
   workerOptions?: Partial<WorkerOptions>;
   /** Overrides `TEMPORAL_NAMESPACE`. */
   namespace?: string;

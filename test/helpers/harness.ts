@@ -1,4 +1,5 @@
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -13,8 +14,9 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
+import { expectRunsReplay } from './replay-check.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
-import { clientDataConverter, storePayloadCodecs } from '../../src/codec/data-converter.js';
+import { clientDataConverter, storePayloadCodecs, workerDataConverter } from '../../src/codec/data-converter.js';
 import { storeFolder } from '../../src/activities/workspace/worker-folder.js';
 
 import { ENCRYPTED_WORKFLOW_BUNDLE, PROJECT_ROOT, WORKFLOW_BUNDLE } from './project-paths.js';
@@ -58,6 +60,11 @@ export interface HarnessOptions {
   encryptionKey?: string;
   /** How often a run waiting for a pipeline-level key reports its place (the worker's `leasePollMs`). @default 10 s */
   leasePollMs?: number;
+  /**
+   * At close, replay every run on the harness's task queue on its workflow bundle and fail on any that does not replay
+   * (replay-check.ts). Off only where a test feeds the queue's runs to other workflow code on purpose. @default true
+   */
+  replayCheck?: boolean;
 }
 
 let runtimeInstalled = false;
@@ -66,6 +73,16 @@ function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
+/**
+ * How the harness's runs replay: on the bundle and with the codecs of the workers its environment makes, whose key a
+ * test may give the worker alone (its `env`, not `encryptionKey`).
+ */
+function replayOptions(env: NodeJS.ProcessEnv, workspacesRoot: string): { bundlePath: string; dataConverter?: DataConverter } {
+  const encryptionKey = env.AGENT_PIPELINE_ENCRYPTION_KEY;
+  const codecs = storePayloadCodecs(env, { role: 'client', defaultStoreDir: storeFolder(workspacesRoot), encryptionKey });
+  return { bundlePath: encryptionKey ? ENCRYPTED_WORKFLOW_BUNDLE : WORKFLOW_BUNDLE, dataConverter: workerDataConverter(codecs) };
 }
 
 /** Sets up a harness against the shared dev server of this test run (see global-setup.ts). */
@@ -100,7 +117,6 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       env,
       taskQueue,
       workflowBundlePath: existsSync(bundle) ? bundle : undefined,
-      workerOptions: { maxCachedWorkflows: 0 },
       leasePollMs: options.leasePollMs,
     });
     running = worker.run();
@@ -146,10 +162,14 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     async close() {
       worker?.shutdown();
       await running;
-      await connection.close();
-      await modelServer.close();
-      await rm(workspacesRoot, { recursive: true, force: true });
-      await rm(pipelinesDir, { recursive: true, force: true });
+      try {
+        if (options.replayCheck ?? true) await expectRunsReplay(client, taskQueue, replayOptions(env, workspacesRoot));
+      } finally {
+        await connection.close();
+        await modelServer.close();
+        await rm(workspacesRoot, { recursive: true, force: true });
+        await rm(pipelinesDir, { recursive: true, force: true });
+      }
     },
   };
   return harness;

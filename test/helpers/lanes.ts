@@ -1,8 +1,6 @@
 /**
  * Tests of a file that share one harness (its worker, its model server's requests) one at a time, while tests of
- * other harnesses run beside them: mark the tests `concurrent` and run each one's body in its lane. A worker with
- * `maxCachedWorkflows: 0` is kept to one test at a time on purpose: runs started at once on it may lose a workflow
- * task to a core bug with local activities (a 10 s stall each time; issue 32).
+ * other harnesses run beside them: mark the tests `concurrent` and run each one's body in its lane.
  */
 export class Lane<T> {
   private tail: Promise<unknown> = Promise.resolve();

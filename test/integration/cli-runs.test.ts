@@ -104,7 +104,9 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(basic.every((r) => r.pipeline === 'cli-basic' && r.status === 'completed')).toBe(true);
     expect(basic.find((r) => r.runId === basicRun)).toMatchObject({ costUsd: expect.any(Number), currentStages: [], closedAt: expect.any(Number) });
 
-    const failed = await eventually(() => list(['--status', 'failed', '--since', '1h']), (runs) => runs.some((r) => r.runId === failedRun), 30_000, 'the failed run listed');
+    // Named by pipeline too: the dev server is shared by every test file, and another file's encrypted runs cannot be
+    // decoded without their key.
+    const failed = await eventually(() => list(['--pipeline', 'cli-failing', '--status', 'failed', '--since', '1h']), (runs) => runs.some((r) => r.runId === failedRun), 30_000, 'the failed run listed');
     expect(failed.map((r) => r.runId)).not.toContain(basicRun);
     expect(await list(['--pipeline', 'cli-basic', '--status', 'running'])).toEqual([]);
 

@@ -63,7 +63,6 @@ describe('agent-pipeline limits without the encryption key', () => {
       env: harness.env,
       taskQueue: harness.taskQueue,
       workflowBundlePath: path.join(PROJECT_ROOT, 'dist', 'workflow-bundle-encrypted.js'),
-      workerOptions: { maxCachedWorkflows: 0 },
     });
     running = worker.run();
   });

@@ -41,7 +41,6 @@ describe('a pinned run that continues as new', () => {
       env: { ...env, AGENT_PIPELINE_BUILD_ID: buildId },
       taskQueue: harness.taskQueue,
       workflowBundlePath: WORKFLOW_BUNDLE,
-      workerOptions: { maxCachedWorkflows: 0 },
     });
     workers.push({ worker, done: worker.run() });
   }

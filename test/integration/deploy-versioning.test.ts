@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
 import type { DeploymentStatus } from '../../src/deployment-control.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { expectRunsReplay } from '../helpers/replay-check.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
 import { waitForState } from './workflow-helpers.js';
 
@@ -47,7 +48,8 @@ describe.concurrent('deploys that never break a waiting run', () => {
   let workerBDone: Promise<void> | undefined;
 
   beforeAll(async () => {
-    harness = await createHarness('deploy', { scenario: SCENARIO, worker: false });
+    // Build B's workers run other workflow code on purpose: the runs on this queue replay on no one bundle.
+    harness = await createHarness('deploy', { scenario: SCENARIO, worker: false, replayCheck: false });
     scratch = await mkdtemp(path.join(tmpdir(), 'deploy-versioning-'));
   });
   afterAll(async () => {
@@ -104,7 +106,6 @@ describe.concurrent('deploys that never break a waiting run', () => {
       env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-b' },
       taskQueue: harness.taskQueue,
       workflowBundlePath: bundleB,
-      workerOptions: { maxCachedWorkflows: 0 },
     });
     workerBDone = workerB.run();
     const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B registered and made current');
@@ -129,6 +130,10 @@ describe.concurrent('deploys that never break a waiting run', () => {
     expect(new Set(run2.builds)).toEqual(new Set(['build-b']));
     const pinned = (await harness.client.workflow.getHandle(second).describe()).raw.workflowExecutionInfo?.versioningInfo;
     expect(pinned?.deploymentVersion?.buildId).toBe('build-b');
+    // The replay check every harness makes at close (replay-check.ts) catches such code: run 2 does not replay on A's.
+    await expect(expectRunsReplay(harness.client, harness.taskQueue, { bundlePath: WORKFLOW_BUNDLE })).rejects.toThrow(
+      new RegExp(`do not replay on their workflow code:\\n${second} \\(.*Nondeterminism`),
+    );
 
     const status = parseJson<DeploymentStatus>(await runCli(['deploy', 'status', '--json'], env));
     expect(status.currentBuildId).toBe('build-b');

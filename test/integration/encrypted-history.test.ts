@@ -80,7 +80,7 @@ describe('encrypted history', () => {
   const envWith = (encryptionKey: string): NodeJS.ProcessEnv => ({ ...baseEnv, AGENT_PIPELINE_ENCRYPTION_KEY: encryptionKey });
 
   async function startWorker(encryptionKey: string): Promise<void> {
-    worker = await createPipelineWorker({ env: envWith(encryptionKey), taskQueue: TASK_QUEUE, workflowBundlePath: ENCRYPTED_BUNDLE, workerOptions: { maxCachedWorkflows: 0 } });
+    worker = await createPipelineWorker({ env: envWith(encryptionKey), taskQueue: TASK_QUEUE, workflowBundlePath: ENCRYPTED_BUNDLE });
     running = worker.run();
   }
   async function stopWorker(): Promise<void> {

@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
 import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/contracts/lease-messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
+import { expectRunsReplay } from '../helpers/replay-check.js';
 
 // The lock workflow of one key on a real dev server, through the typed client the stages and runs use.
 let connection: Connection;
@@ -31,7 +32,6 @@ beforeAll(async () => {
     connection: await NativeConnection.connect({ address }),
     taskQueue,
     workflowBundle: { codePath: WORKFLOW_BUNDLE },
-    maxCachedWorkflows: 0,
   });
   running = worker.run();
   connection = await Connection.connect({ address });
@@ -42,36 +42,34 @@ beforeAll(async () => {
 afterAll(async () => {
   worker?.shutdown();
   await running;
-  await connection?.close();
+  try {
+    // The worker caches its workflows: each book's whole history is replayed once here instead (replay-check.ts).
+    await expectRunsReplay(client, taskQueue, { bundlePath: WORKFLOW_BUNDLE });
+  } finally {
+    await connection?.close();
+  }
 });
 
 // Each test has keys of its own: they run at once, overlapping their waits (ttls, polls, the hand-over) rather than
 // adding them up (issue 32).
 describe.concurrent('lease workflow', () => {
   it('gives a key back while a dozen waiters keep their requests in flight (Temporal admits ten updates at once)', async () => {
-    // A worker that caches its workflows, as deployed ones do: the cache-less one above replays the book's whole
-    // history for each of the waiters' requests, which is slow enough to hide what this test looks at.
-    const queue = `${taskQueue}-crowd`;
-    const cached = await Worker.create({ connection: await NativeConnection.connect({ address: inject('temporalAddress') }), taskQueue: queue, workflowBundle: { codePath: WORKFLOW_BUNDLE } });
-    const crowdLeases = new LeaseClient(client, queue);
-    await cached.runUntil(async () => {
-      const key = uniqueKey('crowd');
-      const first = await crowdLeases.acquire({ key, limit: 1, holder: 'first', ttlMs: 120_000 });
-      const abort = new AbortController();
-      // Each waiter's request waits up to its 20 s poll in the key's workflow: twelve of them fill its ten update slots.
-      const waiters = Array.from({ length: 12 }, (_, i) =>
-        crowdLeases.acquire({ key, limit: 1, holder: `w${i}`, ttlMs: 120_000 }, { pollMs: 20_000, signal: abort.signal }).catch(() => undefined),
-      );
-      await waitFor(() => crowdLeases.describe(key).catch(() => undefined), (s) => (s?.waiters.length ?? 0) >= 10, 'the waiters to queue');
-      const releasedAt = Date.now();
-      await first.release();
-      // The next waiter has the key at once, not at the first holder's ttl.
-      const next = await Promise.race(waiters.map((w) => w.then((lease) => lease ?? new Promise<never>(() => {}))));
-      expect(Date.now() - releasedAt).toBeLessThan(20_000);
-      abort.abort();
-      await next.release();
-      await Promise.all(waiters.map(async (w) => (await w)?.release()));
-    });
+    const key = uniqueKey('crowd');
+    const first = await leases.acquire({ key, limit: 1, holder: 'first', ttlMs: 120_000 });
+    const abort = new AbortController();
+    // Each waiter's request waits up to its 20 s poll in the key's workflow: twelve of them fill its ten update slots.
+    const waiters = Array.from({ length: 12 }, (_, i) =>
+      leases.acquire({ key, limit: 1, holder: `w${i}`, ttlMs: 120_000 }, { pollMs: 20_000, signal: abort.signal }).catch(() => undefined),
+    );
+    await waitFor(() => leases.describe(key).catch(() => undefined), (s) => (s?.waiters.length ?? 0) >= 10, 'the waiters to queue');
+    const releasedAt = Date.now();
+    await first.release();
+    // The next waiter has the key at once, not at the first holder's ttl.
+    const next = await Promise.race(waiters.map((w) => w.then((lease) => lease ?? new Promise<never>(() => {}))));
+    expect(Date.now() - releasedAt).toBeLessThan(20_000);
+    abort.abort();
+    await next.release();
+    await Promise.all(waiters.map(async (w) => (await w)?.release()));
   });
 
   it('grants up to the limit, then first come first served as holders release', async () => {

@@ -14,25 +14,24 @@ import { PipelineClient, type RunEvent, type TranscriptEntry } from '../../src/l
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/library-events');
 
-// Each test follows a run of its own, on a harness of its own (runs of different tests never share a cache-less
-// worker: see lanes.ts); they run at once, overlapping the agent's slow turns, the quiet wait of the second test and
-// the hand-overs of the third. The second counts its client's reads, so it has a client of its own.
+// Each test follows a run of its own; they run at once on one worker, overlapping the agent's slow turns, the quiet
+// wait of the second test and the hand-overs of the third. The second counts its client's reads, so it has a client of
+// its own.
 describe.concurrent('run.events() streams what the agent does', () => {
-  let harnesses: Harness[] = [];
-  /** A client of each harness (its task queue). */
-  let clients: PipelineClient[] = [];
+  let harness: Harness;
+  /** The client of the first and third tests. */
+  let client: PipelineClient;
 
   beforeAll(async () => {
-    harnesses = await Promise.all(['a', 'b', 'c'].map((lane) => createHarness(`library-events-${lane}`, { scenario: path.join(FIXTURES, 'scenario.yaml') })));
-    clients = await Promise.all([0, 2].map((i) => PipelineClient.connect({ env: harnesses[i].env })));
+    harness = await createHarness('library-events', { scenario: path.join(FIXTURES, 'scenario.yaml') });
+    client = await PipelineClient.connect({ env: harness.env });
   });
   afterAll(async () => {
-    await Promise.all(clients.map((client) => client.close()));
-    await Promise.all(harnesses.map((harness) => harness.close()));
+    await client?.close();
+    await harness?.close();
   });
 
   test('a stage_progress event names the tool call before the stage completes, and heartbeats leave history alone', async () => {
-    const [harness, client] = [harnesses[0], clients[0]];
     const run = await client.start(path.join(FIXTURES, 'progress.yaml'));
     const seen: RunEvent[] = [];
     // While the agent waits on the model after its tool call, the pending attempt is read every half second.
@@ -80,7 +79,6 @@ describe.concurrent('run.events() streams what the agent does', () => {
   // The test's own onTestFinished: in a concurrent suite the global one may attach to another test (vitest's docs),
   // which closed this client when the hand-over test ended first.
   test('a run waiting for a person is followed by a long-poll, not a read a second, and its approval arrives at once', async ({ onTestFinished }) => {
-    const harness = harnesses[1];
     const client = await PipelineClient.connect({ env: harness.env });
     onTestFinished(() => client.close());
     const run = await client.start(path.join(FIXTURES, 'gate.yaml'));
@@ -109,7 +107,6 @@ describe.concurrent('run.events() streams what the agent does', () => {
   }, 120_000);
 
   test('events() follows a run across continue-as-new: every stage once, then the end', async () => {
-    const [harness, client] = [harnesses[2], clients[1]];
     const stages = Array.from({ length: 30 }, (_, i) => ({ id: `s${i + 1}`, prompt: `Do step ${i + 1}.`, ...(i > 0 ? { needs: [`s${i}`] } : {}) }));
     const run = await client.start({
       name: 'library-long',

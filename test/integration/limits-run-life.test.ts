@@ -14,25 +14,20 @@ import { stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 const report = (summary: string): string => `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\``;
 
-/** One harness a test: runs of different tests never share a cache-less worker (see lanes.ts; issue 32). */
-let harnesses: Harness[] = [];
+let harness: Harness;
 /** Reads any key's book (by its workflow id, whichever worker started it). */
 let leases: LeaseClient;
 
 beforeAll(async () => {
-  harnesses = await Promise.all(
-    ['a', 'b', 'c'].map((lane) =>
-      createHarness(`limits-life-${lane}`, {
-        scenario: { rules: [{ match: 'Pipeline: ', turns: [{ text: report('done') }], repeatLastTurn: true }] },
-        // A waiting run reports its place (and learns of a cancel) within a second rather than 10 s.
-        leasePollMs: 1_000,
-      }),
-    ),
-  );
-  leases = new LeaseClient(harnesses[0].client, harnesses[0].taskQueue);
+  harness = await createHarness('limits-life', {
+    scenario: { rules: [{ match: 'Pipeline: ', turns: [{ text: report('done') }], repeatLastTurn: true }] },
+    // A waiting run reports its place (and learns of a cancel) within a second rather than 10 s.
+    leasePollMs: 1_000,
+  });
+  leases = new LeaseClient(harness.client, harness.taskQueue);
 });
 afterAll(async () => {
-  await Promise.all(harnesses.map((harness) => harness.close()));
+  await harness?.close();
 });
 
 const header = (name: string, extra = ''): string =>
@@ -46,11 +41,10 @@ async function waiters(key: string): Promise<string[]> {
   return ((await leases.describe(key))?.waiters ?? []).map((h) => h.label ?? h.holder);
 }
 
-// Each test has its own tenant (so its own keys), runs, pipeline files and harness: they run at once, overlapping their
+// Each test has its own tenant (so its own keys), runs and pipeline files: they run at once, overlapping their
 // waits (for people, for hand-overs, for the key's workflow to check on a terminated holder).
 describe.concurrent('pipeline-level keys', () => {
   test('are held for the run\'s life, through a wait for a person; the next run waits (and says so), a cancelled one leaves the queue', { timeout: 300_000 }, async () => {
-    const harness = harnesses[0];
     const tenant = `t-${Math.random().toString(36).slice(2, 8)}`;
     const key = `tenant:${tenant}`;
     const stageKey = `gate:${tenant}`;
@@ -87,7 +81,6 @@ describe.concurrent('pipeline-level keys', () => {
   });
 
   test('are carried across continue-as-new: the run holds its key through its hand-overs and gives it back at the end', { timeout: 600_000 }, async () => {
-    const harness = harnesses[1];
     const tenant = `c-${Math.random().toString(36).slice(2, 8)}`;
     const key = `tenant:${tenant}`;
     const stages =
@@ -116,7 +109,6 @@ describe.concurrent('pipeline-level keys', () => {
   });
 
   test('are taken back from a run that was terminated (it could not give them back) once another run waits', { timeout: 300_000 }, async () => {
-    const harness = harnesses[2];
     const tenant = `x-${Math.random().toString(36).slice(2, 8)}`;
     const key = `tenant:${tenant}`;
     const file = await harness.writePipeline('terminated', header('terminated') + '  - id: gate\n    prompt: Do the work.\n    approval: true\n');

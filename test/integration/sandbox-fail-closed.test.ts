@@ -40,7 +40,7 @@ beforeAll(async () => {
   // The worker as `agent-pipeline worker` makes it, on a host without bubblewrap: no AGENT_PIPELINE_SANDBOX at all.
   const env: NodeJS.ProcessEnv = { ...harness.env, PATH: hidden.path, AGENT_PIPELINE_SANDBOX: undefined };
   // A host found without the sandbox is checked again at every attempt (a worker waits 5 s), so the test need not wait.
-  worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, workerOptions: { maxCachedWorkflows: 0 }, sandboxRecheckMs: 0 });
+  worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, sandboxRecheckMs: 0 });
   running = worker.run();
 }, 120_000);
 afterAll(async () => {

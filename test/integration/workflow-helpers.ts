@@ -6,8 +6,8 @@ import { getStatusQuery } from '../../src/contracts/messages.js';
 
 /**
  * Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. Between queries it
- * waits a quarter second, or as long as the query took when that was longer: with `maxCachedWorkflows: 0` each query
- * replays the run's whole history on the worker, and back-to-back ones would slow the run being waited for.
+ * waits a quarter second, or as long as the query took when that was longer: on a loaded machine back-to-back queries
+ * would slow the run being waited for.
  */
 export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000): Promise<RunState> {
   const deadline = Date.now() + timeoutMs;

@@ -14,6 +14,7 @@ import {
 } from '../../src/contracts/messages.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../../src/contracts/search-attributes.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { eventually } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -159,7 +160,14 @@ describe('people in the loop', () => {
     const waiting = await waitForWaiting(raised, 'second', 'budget');
     expect(stageOf(waiting, 'first').totals?.costUsd).toBeGreaterThan(0.2);
     // Search attributes follow the run, so `list` and the Web UI can filter on them.
-    const attributes = (await raised.describe()).typedSearchAttributes;
+    // A query may run the workflow code past the last completed workflow task (a new event it has not answered yet), so
+    // the attributes that task upserts can show a moment after the state does.
+    const attributes = await eventually(
+      async () => (await raised.describe()).typedSearchAttributes,
+      (a) => a.get(RUN_STATUS_ATTRIBUTE) === 'waiting',
+      30_000,
+      'the waiting status in the search attributes',
+    );
     expect([attributes.get(RUN_STATUS_ATTRIBUTE), attributes.get(CURRENT_STAGES_ATTRIBUTE), attributes.get(PIPELINE_NAME_ATTRIBUTE)]).toEqual(['waiting', ['second'], 'pricey']);
     expect(attributes.get(COST_USD_ATTRIBUTE)).toBeGreaterThan(0.2);
     expect(stageOf(waiting, 'second').waitingFor?.commands[0]).toMatch(new RegExp(`^agent-pipeline approve ${raised.workflowId} --budget-usd \\d+$`));

@@ -1,0 +1,41 @@
+import type { Client } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import { Worker } from '@temporalio/worker';
+
+/**
+ * Replays the history of every execution on `taskQueue` (each run, each execution a run continued as new into) on
+ * the workflow bundle its worker loaded, and fails if the code does not replay it (a nondeterminism, or a workflow task
+ * that fails on replay). Returns how many executions it replayed.
+ *
+ * Why: the test workers keep runs in their cache, so a run's code goes from one event to the next in memory and
+ * would not notice code whose commands depend on something besides its history. Replaying each whole history at the
+ * end catches that for every run a test made, once, where a cache-less worker replayed the growing history at every
+ * workflow task and query (issue 32: work growing with the square of
+ * the history's length).
+ */
+export async function expectRunsReplay(client: Client, taskQueue: string, replay: { bundlePath: string; dataConverter?: DataConverter }): Promise<number> {
+  const executions = await executionsOn(client, taskQueue);
+  if (executions.length === 0) return 0;
+  async function* histories() {
+    for (const { workflowId, runId } of executions) yield { workflowId, history: await client.workflow.getHandle(workflowId, runId).fetchHistory() };
+  }
+  const failures: string[] = [];
+  const options = { workflowBundle: { codePath: replay.bundlePath }, dataConverter: replay.dataConverter };
+  for await (const result of Worker.runReplayHistories(options, histories())) {
+    if (result.error) failures.push(`${result.workflowId} (${result.runId}): ${result.error.message}`);
+  }
+  if (failures.length > 0) throw new Error(`runs on ${taskQueue} do not replay on their workflow code:\n${failures.join('\n')}`);
+  return executions.length;
+}
+
+/** The executions on `taskQueue`, listed raw: a run's memo may be encrypted with a key the listing client lacks. */
+async function executionsOn(client: Client, taskQueue: string): Promise<{ workflowId: string; runId: string }[]> {
+  const executions: { workflowId: string; runId: string }[] = [];
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query: `TaskQueue = "${taskQueue}"`, nextPageToken });
+    for (const e of page.executions ?? []) executions.push({ workflowId: e.execution!.workflowId!, runId: e.execution!.runId! });
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+  return executions;
+}
