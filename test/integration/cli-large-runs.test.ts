@@ -46,8 +46,7 @@ describe.concurrent('clients read runs of any size in pages', () => {
             fallback: { text: report(true, 'Done.', {}) },
           },
         });
-        // A worker that keeps workflows cached, as a production worker does: the harness's replays every task, which
-        // makes a 200-stage run take minutes for reasons that have nothing to do with the client.
+        // A worker of the test's own: the second test stops it to read its run without a worker.
         const worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
         return { harness, worker, running: worker.run() };
       }),
