@@ -1,3 +1,4 @@
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
@@ -8,7 +9,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
 import { startCodecServer, type CodecServer } from '../../src/codec/codec-server.js';
-import { payloadCodecsFor } from '../../src/codec/data-converter.js';
+import { payloadCodecsFor, workerDataConverter } from '../../src/codec/data-converter.js';
 import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
@@ -17,6 +18,7 @@ import type { RunListItem } from '../../src/library/list-runs.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
+import { expectRunsReplay } from '../helpers/replay-check.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { pickFreePort } from '../../src/dev/dev-server-ports.js';
@@ -134,6 +136,16 @@ describe('encrypted history', () => {
 
   afterAll(async () => {
     await stopWorker();
+    // The worker cached its runs: each history is replayed once here, with both keys (replay-check.ts).
+    if (server) {
+      const connection = await Connection.connect({ address: server.address });
+      try {
+        const dataConverter = workerDataConverter(payloadCodecsFor(`${NEW_KEY},${OLD_KEY}`));
+        await expectRunsReplay(new Client({ connection }), TASK_QUEUE, { bundlePath: ENCRYPTED_BUNDLE, dataConverter });
+      } finally {
+        await connection.close();
+      }
+    }
     await model?.close();
     await codecServer?.close();
     await server?.stop();
