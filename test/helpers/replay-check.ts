@@ -1,6 +1,6 @@
-import type { Client } from '@temporalio/client';
+import type { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
-import { Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 
 /**
  * Replays the history of every execution on `taskQueue` (each run, each execution a run continued as new into) on
@@ -21,8 +21,15 @@ export async function expectRunsReplay(client: Client, taskQueue: string, replay
   }
   const failures: string[] = [];
   const options = { workflowBundle: { codePath: replay.bundlePath }, dataConverter: replay.dataConverter };
-  for await (const result of Worker.runReplayHistories(options, histories())) {
-    if (result.error) failures.push(`${result.workflowId} (${result.runId}): ${result.error.message}`);
+  // The SDK's runtime shuts down once nothing native is left, and a replay worker being made just then (another test's
+  // last worker stopping) finds it gone: a connection of its own keeps it up until the replay is over.
+  const keepAlive = await NativeConnection.connect({ address: (client.connection as Connection).options.address });
+  try {
+    for await (const result of Worker.runReplayHistories(options, histories())) {
+      if (result.error) failures.push(`${result.workflowId} (${result.runId}): ${result.error.message}`);
+    }
+  } finally {
+    await keepAlive.close();
   }
   if (failures.length > 0) throw new Error(`runs on ${taskQueue} do not replay on their workflow code:\n${failures.join('\n')}`);
   return executions.length;
