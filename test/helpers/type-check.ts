@@ -1,3 +1,4 @@
+import path from 'node:path';
 import ts from 'typescript';
 
 /** What `tsc -p CONFIG` reports: its diagnostics formatted as tsc prints them without a terminal. */
@@ -27,13 +28,14 @@ export function createTypeChecker(): (configFile: string) => TypeCheckResult {
     if (!parsed) throw new Error(`${configFile}: cannot read the config`);
     const host = ts.createCompilerHost(parsed.options);
     // As `tsc -p` run in the config's folder.
-    const folder = ts.getDirectoryPath(ts.getNormalizedAbsolutePath(configFile, host.getCurrentDirectory()));
+    const folder = path.dirname(path.resolve(configFile));
     host.getCurrentDirectory = () => folder;
     const key = registry.getKeyForCompilationSettings(parsed.options);
     host.getSourceFile = (fileName, languageVersionOrOptions) => {
       const text = host.readFile(fileName);
       if (text === undefined) return undefined;
-      const filePath = ts.toPath(fileName, host.getCurrentDirectory(), host.getCanonicalFileName);
+      // The registry's key for the file, as TypeScript makes it (its own toPath is internal).
+      const filePath = host.getCanonicalFileName(path.resolve(folder, fileName)) as ts.Path;
       // One version for every file: nothing changes them while the checker lives.
       return registry.acquireDocumentWithKey(fileName, filePath, parsed.options, key, ts.ScriptSnapshot.fromString(text), '1', undefined, languageVersionOrOptions);
     };
