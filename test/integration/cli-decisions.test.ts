@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
+import { listWaits } from '../../src/cli/run-view.js';
 import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 import { waitForState } from './workflow-helpers.js';
 
@@ -67,7 +69,9 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     const wrong = await runCli(['approve', runId, '--stage', 'ask'], env);
     expect(wrong.exitCode, wrong.stderr).toBe(2);
     expect(wrong.stderr).toMatch(/^agent-pipeline: \[REQUEST_REJECTED\] .*ask/);
-    expect((await status(runId)).waiting.map((w) => w.kind)).toEqual(['answer']);
+    // Read through the run's own status query: `status --json` was read just before (a command costs a Node process).
+    const unchanged = await harness.client.workflow.getHandle(runId).query(getStatusQuery);
+    expect(listWaits(unchanged).map((w) => w.kind)).toEqual(['answer']);
 
     expect((await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env)).exitCode).toBe(0);
     const gated = await waitsFor(runId, 'ship', 'approval');
