@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { parseJson, runCli, runCliMixed } from './cli-helpers.js';
 
 /** No server at all: what a user sees when Temporal is not there, or a command or file is wrong. */
 const OFFLINE = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1' };
@@ -42,7 +42,7 @@ describe('errors a user can act on', () => {
   test('an unreachable server exits 3 naming the address tried and how to configure it', async () => {
     // One command as a user runs it, the others in one process (a process each cost more than the checks).
     const commands = [['status', 'some-run'], ['list'], ['schedule', 'list'], ['answer', 'some-run', 'yes']];
-    const results = [await runCli(commands[0], OFFLINE), ...(await runCliCommands(commands.slice(1), OFFLINE))];
+    const results = await runCliMixed(commands, new Set([0]), OFFLINE);
     for (const [i, result] of results.entries()) {
       const args = commands[i];
       expect(result.exitCode, args.join(' ')).toBe(3);
@@ -112,9 +112,7 @@ describe('errors a user can act on', () => {
       [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--overlap', 'sometimes'], /expected one of skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all/],
     ];
     // A usage error of commander's and one a command's own code throws, as a user runs them; the rest in one process.
-    const real = new Set([0, 4]);
-    const others = await runCliCommands(cases.filter((_, i) => !real.has(i)).map(([args]) => args), OFFLINE);
-    const results = await Promise.all(cases.map(async ([args], i) => (real.has(i) ? runCli(args, OFFLINE) : others.shift()!)));
+    const results = await runCliMixed(cases.map(([args]) => args), new Set([0, 4]), OFFLINE);
     for (const [i, [args, message]] of cases.entries()) {
       const result = results[i];
       expect(result.exitCode, args.join(' ')).toBe(2);
@@ -128,9 +126,7 @@ describe('errors a user can act on', () => {
     const schedule = ['create', 'list', 'describe', 'pause', 'unpause', 'trigger', 'delete'].map((c) => `schedule ${c}`);
     // The first and a nested one as a user runs them, every other one in one process.
     const all = [...commands, 'schedule', ...schedule];
-    const real = new Set(['start', 'schedule create']);
-    const others = await runCliCommands(all.filter((command) => !real.has(command)).map((command) => [...command.split(' '), '--help']), OFFLINE);
-    const results = await Promise.all(all.map(async (command) => (real.has(command) ? runCli([...command.split(' '), '--help'], OFFLINE) : others.shift()!)));
+    const results = await runCliMixed(all.map((command) => [...command.split(' '), '--help']), new Set([0, all.indexOf('schedule create')]), OFFLINE);
     results.forEach((result, i) => {
       expect(result.exitCode, all[i]).toBe(0);
       expect(result.stdout, all[i]).toMatch(new RegExp(`^Usage: agent-pipeline ${all[i]} `));

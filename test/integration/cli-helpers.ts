@@ -35,6 +35,16 @@ export async function runCliCommands(commands: readonly (readonly string[])[], e
   }));
 }
 
+/**
+ * Runs the commands whose index is in `ownProcess` each as a user runs it (`runCli`), and the others together in one
+ * process (`runCliCommands`); resolves to their results in the order given.
+ */
+export async function runCliMixed(commands: readonly (readonly string[])[], ownProcess: ReadonlySet<number>, env: NodeJS.ProcessEnv): Promise<CliResult[]> {
+  const together = await runCliCommands(commands.filter((_, i) => !ownProcess.has(i)), env);
+  let next = 0;
+  return Promise.all(commands.map(async (args, i) => (ownProcess.has(i) ? runCli(args, env) : together[next++])));
+}
+
 /** What a command printed and how it exited. */
 export interface CliResult {
   exitCode: number | undefined;
