@@ -1,8 +1,11 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunJson } from '../../src/cli/json.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
+import { getStatusQuery } from '../../src/contracts/messages.js';
+import { listWaits } from '../../src/cli/run-view.js';
 import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 import { waitForState } from './workflow-helpers.js';
 
@@ -16,12 +19,18 @@ const RETRY = path.join(CLI_FIXTURES, 'retry.yaml');
 describe.concurrent('answer, approve, reject and cancel as a user runs them', () => {
   let harness: Harness;
   let env: NodeJS.ProcessEnv;
+  /** For what a test does before the commands it is about: each command costs a Node process. */
+  let library: PipelineClient;
 
   beforeAll(async () => {
     harness = await createHarness('cli-decisions', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
     env = harness.env;
+    library = await PipelineClient.connect({ env });
   });
-  afterAll(async () => harness?.close());
+  afterAll(async () => {
+    await library?.close();
+    await harness?.close();
+  });
 
   const status = async (runId: string): Promise<RunJson> => parseJson<RunJson>(await runCli(['status', runId, '--json'], env));
   /**
@@ -43,15 +52,13 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     await waitForState(harness.client.workflow.getHandle(runId), waiting(stage, kind), 90_000);
   };
 
-  /** Starts the gates pipeline and answers its question, leaving it at the approval gate. */
+  /** Starts the gates pipeline and answers its question through the library, leaving it at the approval gate. */
   async function startAndAnswer(): Promise<string> {
-    const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
-    await reaches(runId, 'ask', 'answer');
-    const answered = await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env);
-    expect(answered.exitCode, answered.stderr).toBe(0);
-    expect(answered.stdout.split('\n')[0]).toBe('✔ answered stage ask');
-    await reaches(runId, 'ship', 'approval');
-    return runId;
+    const run = await library.start(GATES);
+    await reaches(run.id, 'ask', 'answer');
+    await run.answer('Green, please.', { stage: 'ask' });
+    await reaches(run.id, 'ship', 'approval');
+    return run.id;
   }
 
   test('status shows the question with the exact command; answer and approve move the run to completion', async () => {
@@ -67,9 +74,13 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     const wrong = await runCli(['approve', runId, '--stage', 'ask'], env);
     expect(wrong.exitCode, wrong.stderr).toBe(2);
     expect(wrong.stderr).toMatch(/^agent-pipeline: \[REQUEST_REJECTED\] .*ask/);
-    expect((await status(runId)).waiting.map((w) => w.kind)).toEqual(['answer']);
+    // Read through the run's own status query: `status --json` was read just before (a command costs a Node process).
+    const unchanged = await harness.client.workflow.getHandle(runId).query(getStatusQuery);
+    expect(listWaits(unchanged).map((w) => w.kind)).toEqual(['answer']);
 
-    expect((await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env)).exitCode).toBe(0);
+    const answered = await runCli(['answer', runId, '--stage', 'ask', 'Green, please.'], env);
+    expect(answered.exitCode, answered.stderr).toBe(0);
+    expect(answered.stdout.split('\n')[0]).toBe('✔ answered stage ask');
     const gated = await waitsFor(runId, 'ship', 'approval');
     expect(gated.stages.find((s) => s.id === 'ask')?.result?.outputs).toEqual({ colour: 'green' });
 
@@ -99,7 +110,7 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
 
   test('a failed stage waiting for a person is retried with feedback, or skipped so its dependents still run', async () => {
     const { runId: retried } = parseJson<{ runId: string }>(await runCli(['start', RETRY, '--json'], env));
-    const { runId: skipped } = parseJson<{ runId: string }>(await runCli(['start', RETRY, '--json'], env));
+    const skipped = (await library.start(RETRY)).id;
     const failing = await waitsFor(retried, 'flaky', 'failure');
     expect(failing.waiting[0].message).toContain('the flaky thing broke');
     expect(failing.waiting[0].commands).toContain(`agent-pipeline skip ${retried} --stage flaky`);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { parseJson, runCli } from './cli-helpers.js';
+import { parseJson, runCli, runCliMixed } from './cli-helpers.js';
 
 /** No server at all: what a user sees when Temporal is not there, or a command or file is wrong. */
 const OFFLINE = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1' };
@@ -40,8 +40,11 @@ describe('errors a user can act on', () => {
   afterAll(async () => rm(dir, { recursive: true, force: true }));
 
   test('an unreachable server exits 3 naming the address tried and how to configure it', async () => {
-    for (const args of [['status', 'some-run'], ['list'], ['schedule', 'list'], ['answer', 'some-run', 'yes']]) {
-      const result = await runCli(args, OFFLINE);
+    // One command as a user runs it, the others in one process (a process each cost more than the checks).
+    const commands = [['status', 'some-run'], ['list'], ['schedule', 'list'], ['answer', 'some-run', 'yes']];
+    const results = await runCliMixed(commands, new Set([0]), OFFLINE);
+    for (const [i, result] of results.entries()) {
+      const args = commands[i];
       expect(result.exitCode, args.join(' ')).toBe(3);
       expect(result.stderr).toMatch(/^agent-pipeline: \[TEMPORAL_UNREACHABLE\] cannot reach Temporal at 127\.0\.0\.1:1 \(connection refused\)\. /);
       expect(result.stderr).toContain('TEMPORAL_ADDRESS');
@@ -108,8 +111,10 @@ describe('errors a user can act on', () => {
       [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--cron', '* * * * *'], /give exactly one of --cron EXPR or --every DURATION/],
       [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--overlap', 'sometimes'], /expected one of skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all/],
     ];
-    for (const [args, message] of cases) {
-      const result = await runCli(args, OFFLINE);
+    // A usage error of commander's and one a command's own code throws, as a user runs them; the rest in one process.
+    const results = await runCliMixed(cases.map(([args]) => args), new Set([0, 4]), OFFLINE);
+    for (const [i, [args, message]] of cases.entries()) {
+      const result = results[i];
       expect(result.exitCode, args.join(' ')).toBe(2);
       expect(result.stderr, args.join(' ')).toMatch(message);
       expect(result.stderr).not.toMatch(NO_STACK);
@@ -119,8 +124,9 @@ describe('errors a user can act on', () => {
   test('every command has --help', async () => {
     const commands = ['start', 'watch', 'status', 'list', 'logs', 'answer', 'approve', 'reject', 'retry', 'skip', 'cancel', 'validate', 'worker', 'dev', 'demo'];
     const schedule = ['create', 'list', 'describe', 'pause', 'unpause', 'trigger', 'delete'].map((c) => `schedule ${c}`);
+    // The first and a nested one as a user runs them, every other one in one process.
     const all = [...commands, 'schedule', ...schedule];
-    const results = await Promise.all(all.map((command) => runCli([...command.split(' '), '--help'], OFFLINE)));
+    const results = await runCliMixed(all.map((command) => [...command.split(' '), '--help']), new Set([0, all.indexOf('schedule create')]), OFFLINE);
     results.forEach((result, i) => {
       expect(result.exitCode, all[i]).toBe(0);
       expect(result.stdout, all[i]).toMatch(new RegExp(`^Usage: agent-pipeline ${all[i]} `));

@@ -13,6 +13,38 @@ export async function runCli(args: readonly string[], env: NodeJS.ProcessEnv, ti
   return { exitCode: result.exitCode, stdout: String(result.stdout), stderr: String(result.stderr), all: String(result.all) };
 }
 
+const ONE_PROCESS = path.join(PROJECT_ROOT, 'test', 'helpers', 'cli-one-process.ts');
+
+/**
+ * Runs several commands, one after another, in one Node process through the CLI's entry module (see
+ * test/helpers/cli-one-process.ts): for checks of many commands' help and usage errors, where a process per command
+ * cost a test file ten CPU seconds. Each result is what `runCli` would have returned (`all` is stdout then stderr).
+ * Keep a `runCli` call for each behaviour checked this way, so the command as a user runs it is tested too.
+ */
+export async function runCliCommands(commands: readonly (readonly string[])[], env: NodeJS.ProcessEnv, timeoutMs = 90_000): Promise<CliResult[]> {
+  const client = path.join(PROJECT_ROOT, 'dist', 'client.js');
+  const result = await execa('node', [ONE_PROCESS, client, JSON.stringify(commands)], { env, extendEnv: false, reject: false, timeout: timeoutMs, stdin: 'ignore' });
+  if (result.exitCode !== 0) throw new Error(`${ONE_PROCESS} exited ${result.exitCode}:\n${String(result.stdout)}\n${String(result.stderr)}`);
+  // As execa returns a command's output: without its final newline.
+  const trim = (text: string): string => text.replace(/\r?\n$/, '');
+  return (JSON.parse(String(result.stdout)) as { exitCode: number; stdout: string; stderr: string }[]).map(({ exitCode, stdout, stderr }) => ({
+    exitCode,
+    stdout: trim(stdout),
+    stderr: trim(stderr),
+    all: [trim(stdout), trim(stderr)].filter(Boolean).join('\n'),
+  }));
+}
+
+/**
+ * Runs the commands whose index is in `ownProcess` each as a user runs it (`runCli`), and the others together in one
+ * process (`runCliCommands`); resolves to their results in the order given.
+ */
+export async function runCliMixed(commands: readonly (readonly string[])[], ownProcess: ReadonlySet<number>, env: NodeJS.ProcessEnv): Promise<CliResult[]> {
+  const together = await runCliCommands(commands.filter((_, i) => !ownProcess.has(i)), env);
+  let next = 0;
+  return Promise.all(commands.map(async (args, i) => (ownProcess.has(i) ? runCli(args, env) : together[next++])));
+}
+
 /** What a command printed and how it exited. */
 export interface CliResult {
   exitCode: number | undefined;

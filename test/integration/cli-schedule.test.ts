@@ -2,7 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
-import type { ScheduleJson } from '../../src/library/schedule-spec.js';
+import { scheduleJson, type ScheduleJson } from '../../src/library/schedule-spec.js';
 import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 
 const SCHEDULED = path.join(CLI_FIXTURES, 'scheduled.yaml');
@@ -22,13 +22,18 @@ describe('schedules as a user runs them', () => {
   });
 
   const describeSchedule = async (): Promise<ScheduleJson> => parseJson<ScheduleJson>(await runCli(['schedule', 'describe', scheduleId, '--json'], env));
+  /**
+   * The same description through the client in this process, for the waits between commands: polling `schedule
+   * describe` started a Node process every half second. The commands are each checked once where the test reads them.
+   */
+  const describeHere = async (): Promise<ScheduleJson> => scheduleJson(await harness.client.schedule.getHandle(scheduleId).describe());
 
   test('a schedule fires on the dev server and its run completes; pause, unpause, trigger, list and delete work', async () => {
     const created = await runCli(['schedule', 'create', SCHEDULED, '--every', '2s', '--id', scheduleId, '--input', 'topic=coffee', '--overlap', 'skip'], env);
     expect(created.exitCode, created.stderr).toBe(0);
     expect(created.stdout.split('\n')[0]).toBe(`Created schedule ${scheduleId}: every 2s, overlap skip`);
 
-    const fired = await eventually(describeSchedule, (s) => s.recentRuns.length > 0, 30_000, 'the schedule firing');
+    const fired = await eventually(describeHere, (s) => s.recentRuns.length > 0, 30_000, 'the schedule firing');
     // Stop further runs while this one is checked; pausing leaves it running.
     expect((await runCli(['schedule', 'pause', scheduleId, '--note', 'checking'], env)).exitCode).toBe(0);
     const runId = fired.recentRuns[0].runId;
@@ -48,23 +53,28 @@ describe('schedules as a user runs them', () => {
       paused: true,
       note: 'checking',
     });
+    expect(paused.recentRuns.map((r) => r.runId)).toContain(runId);
     const human = await runCli(['schedule', 'describe', scheduleId], env);
     expect(human.stdout).toContain(`Schedule ${scheduleId} (paused)`);
     expect(human.stdout).toMatch(/^ {2}last run: +(completed|running) \(/m);
 
-    const listed = await eventually(
-      async () => parseJson<{ schedules: ScheduleJson[] }>(await runCli(['schedule', 'list', '--json'], env)).schedules,
-      (schedules) => schedules.some((s) => s.scheduleId === scheduleId && s.paused),
-      30_000,
-      'the schedule listed as paused',
-    );
+    // The list comes from the server's visibility store, a moment behind: waited for here, then listed once.
+    const listsPaused = (schedules: ScheduleJson[]): boolean => schedules.some((s) => s.scheduleId === scheduleId && s.paused);
+    const listHere = async (): Promise<ScheduleJson[]> => {
+      const schedules: ScheduleJson[] = [];
+      for await (const summary of harness.client.schedule.list()) schedules.push(scheduleJson(summary));
+      return schedules;
+    };
+    await eventually(listHere, listsPaused, 30_000, 'the schedule listed as paused');
+    const listed = parseJson<{ schedules: ScheduleJson[] }>(await runCli(['schedule', 'list', '--json'], env)).schedules;
+    expect(listsPaused(listed), JSON.stringify(listed)).toBe(true);
     expect(listed.find((s) => s.scheduleId === scheduleId)?.pipeline).toBe('cli-scheduled');
 
-    const runsBefore = (await describeSchedule()).recentRuns.length;
+    const runsBefore = (await describeHere()).recentRuns.length;
     expect(parseJson(await runCli(['schedule', 'trigger', scheduleId, '--json'], env))).toEqual({ scheduleId, action: 'triggered' });
-    await eventually(describeSchedule, (s) => s.recentRuns.length > runsBefore, 30_000, 'the triggered run');
+    await eventually(describeHere, (s) => s.recentRuns.length > runsBefore, 30_000, 'the triggered run');
     expect((await runCli(['schedule', 'unpause', scheduleId], env)).stdout).toBe(`Schedule ${scheduleId} unpaused.`);
-    expect((await describeSchedule()).paused).toBe(false);
+    expect((await describeHere()).paused).toBe(false);
 
     const duplicate = await runCli(['schedule', 'create', SCHEDULED, '--every', '1h', '--id', scheduleId], env);
     expect(duplicate.exitCode, duplicate.stderr).toBe(2);

@@ -6,7 +6,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { checkWorkerHealth, createPipelineWorker } from '../../src/run-worker.js';
 import { CLI, CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 
 describe('agent-pipeline worker', () => {
@@ -37,7 +37,11 @@ describe('agent-pipeline worker', () => {
       AGENT_PIPELINE_OWNER_TIMEOUT: '3s',
     };
     const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
-    await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, 'the worker polling');
+    // Waits on the health file in this process, then checks it once as a container would: polling the command started
+    // a Node process with the worker's native runtime every half second.
+    await eventually(() => checkWorkerHealth(env), (problem) => problem === undefined, 60_000, 'the worker polling');
+    const healthy = await runCli(['worker', '--health-check'], env);
+    expect(healthy.exitCode, healthy.stderr).toBe(0);
 
     const { runId } = parseJson<{ runId: string }>(await runCli(['start', path.join(CLI_FIXTURES, 'slow.yaml'), '--json'], env));
     // The agent is mid-answer (the scripted reply streams for several seconds) when the worker is told to stop.

@@ -3,10 +3,11 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, test, vi } from 'vitest';
 import { missingSandboxPackages } from '../../src/activities/backends/claude-cli/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { testSandboxMode } from '../helpers/sandbox-host.js';
+import { CHILD_TEMPORAL_VARIABLE } from '../helpers/vitest-child.config.js';
 import {
   CHROMIUM,
   GO,
@@ -35,6 +36,7 @@ import {
  */
 
 const VITEST = path.join(PROJECT_ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+const CHILD_CONFIG = path.join(PROJECT_ROOT, 'test', 'helpers', 'vitest-child.config.ts');
 const ALL: SystemPackageKey[] = SYSTEM_PACKAGES.map((pkg) => pkg.key);
 /** What this very run hides already (this check run by hand as a machine without them, with a PATH to match). */
 const OUTER_HIDDEN = hiddenPackages();
@@ -103,10 +105,12 @@ describe('with system packages hidden', () => {
     const without = hiding(hidden);
     // node_modules/.bin first, as `npm test` puts it there (the tests' `claude`).
     without.PATH = [path.join(PROJECT_ROOT, 'node_modules', '.bin'), without.PATH].join(path.delimiter);
+    // The suite's own files run on this run's Temporal dev server (test/helpers/vitest-child.config.ts).
+    const config = args.includes('--config') ? [] : ['--config', CHILD_CONFIG];
     // Two files at a time at most: it runs inside one of the outer run's workers, beside the others.
-    const child = await execa(process.execPath, [VITEST, 'run', ...args, '--maxWorkers=2', '--reporter=json', `--outputFile=${report}`], {
+    const child = await execa(process.execPath, [VITEST, 'run', ...config, ...args, '--maxWorkers=2', '--reporter=json', `--outputFile=${report}`], {
       cwd: PROJECT_ROOT,
-      env: { ...env, ...without, ...extra },
+      env: { ...env, ...without, [CHILD_TEMPORAL_VARIABLE]: inject('temporalAddress'), ...extra },
       extendEnv: false,
       reject: false,
       all: true,
