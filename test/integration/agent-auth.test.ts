@@ -7,7 +7,8 @@ import { inject } from 'vitest';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import { createHarness } from '../helpers/harness.js';
 import { PipelineClient } from '../../src/library/index.js';
-import { CLI, eventually, runCli } from './cli-helpers.js';
+import { CLI, runCli } from './cli-helpers.js';
+import { waitForWorkerPolling } from './worker-health.js';
 
 /*
  * Auth modes other than an API key, and variables passed to agents with AGENT_PIPELINE_AGENT_ENV, through a real
@@ -67,7 +68,7 @@ describe('a worker with only CLAUDE_CODE_OAUTH_TOKEN and AGENT_PIPELINE_AGENT_EN
       GH_TOKEN,
     };
     worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore', all: true });
-    await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 90_000, 'the worker polling');
+    await waitForWorkerPolling(env, 90_000, 'the worker', () => String(worker?.all ?? ''));
   });
   afterAll(async () => {
     worker?.kill('SIGTERM');

@@ -70,6 +70,9 @@ const REWORK_PIPELINE = [
   '  - id: impl',
   '    prompt: Write the files.',
   '  - id: review',
+  // The reviewer's agent is not what is tested (impl's restored session is): the API backend spares two `claude` runs.
+  '    backend: anthropic-api',
+  '    maxTokens: 500',
   '    needs: [impl]',
   '    prompt: Review the files.',
   '    review: { of: impl, maxRounds: 3, onMaxRounds: fail }',
@@ -83,6 +86,8 @@ const WAIT_PIPELINE = [
   '  - id: ask',
   '    prompt: Write before, then ask which colour.',
   '  - id: next',
+  '    backend: anthropic-api',
+  '    maxTokens: 500',
   '    needs: [ask]',
   '    prompt: Read what ask wrote.',
   '',

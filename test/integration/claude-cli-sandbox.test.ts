@@ -9,7 +9,8 @@ import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-lis
 import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
 import { BUBBLEWRAP, SOCAT } from '../helpers/system-package.js';
 import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
-import { CLI, eventually, runCli } from './cli-helpers.js';
+import { CLI } from './cli-helpers.js';
+import { waitForWorkerPolling } from './worker-health.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
 /*
@@ -86,7 +87,7 @@ async function runProbe(mode: 'required' | 'off'): Promise<{ output: string; wor
   };
   const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
   try {
-    await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, 'the worker polling');
+    await waitForWorkerPolling(env, 60_000, `the ${mode} worker`);
     const yaml =
       `name: probe-${mode}\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, stallTimeout: 2m, retries: 0 }\n` +
       `stages:\n  - id: probe\n    prompt: Probe.\n    allowedTools: [Bash]\n    sandbox: { allowedDomains: [localhost] }\n`;

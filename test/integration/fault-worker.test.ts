@@ -80,7 +80,9 @@ describe.concurrent('a worker that dies', () => {
 
   test('during a wait for approval: the wait survives, and a new worker takes the decision', async ({ onTestFinished }) => {
     const { harness, worker } = await world('fault-worker-gate', onTestFinished);
-    const file = await harness.writePipeline('gate', PIPELINE('gate', '  - id: draft\n    prompt: Draft.\n    approval: true\n  - id: publish\n    needs: [draft]\n    prompt: Publish.\n'));
+    // The wait is what is tested, not the agents: the API backend spares two `claude` runs (issue 32).
+    const api = '    backend: anthropic-api\n    maxTokens: 500\n';
+    const file = await harness.writePipeline('gate', PIPELINE('gate', `  - id: draft\n${api}    prompt: Draft.\n    approval: true\n  - id: publish\n${api}    needs: [draft]\n    prompt: Publish.\n`));
     const first = worker();
     const handle = await harness.start(file);
     await waitForWaiting(handle, 'draft', 'approval');

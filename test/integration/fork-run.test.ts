@@ -1,10 +1,12 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { startRun } from '../../src/library/runs.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
-import { calls, RULES, startWaiting } from './fork-helpers.js';
+import { calls, RULES } from './fork-helpers.js';
 
 /*
  * Forking a run (docs/forking.md), as a person does it from the command line, with the real `claude` in its sandbox:
@@ -21,7 +23,8 @@ const FORKY = [
   '  - { id: stage1, prompt: steps/one.md }',
   '  - { id: stage2, prompt: steps/two.md, needs: [stage1] }',
   '  - { id: stage3, prompt: steps/three.md, needs: [stage2] }',
-  '  - { id: stage4, prompt: Check three.txt., needs: [stage3] }',
+  // Stage 4's agent is not what these tests look at: the API backend spares a `claude` process in each of three runs.
+  '  - { id: stage4, backend: anthropic-api, maxTokens: 500, prompt: Check three.txt., needs: [stage3] }',
   '',
 ].join('\n');
 
@@ -33,6 +36,15 @@ describe('fork', () => {
   afterAll(async () => {
     await harness?.close();
   });
+
+  /**
+   * Starts `file` as run `id` as `start` does (its files bundled: a fork compares their hashes) and waits for its end, in
+   * process: the source run is not what these tests look at, the fork is, and a CLI process costs a core for a second.
+   */
+  const runToEnd = async (file: string, id: string): Promise<RunState> => {
+    const { handle } = await startRun(harness.client, await prepareRunInput(file, {}, []), { taskQueue: harness.taskQueue, id });
+    return harness.finish(handle);
+  };
 
   /** Writes the pipeline `yaml` and `files` (relative to its folder); returns the pipeline file. */
   const writeFiles = async (name: string, yaml: string, files: Record<string, string>): Promise<string> => {
@@ -47,7 +59,7 @@ describe('fork', () => {
 
   test('fork --from stage3 after an edit runs stages 3 and 4 only, on the files stages 1 and 2 wrote, with their cost carried', { timeout: 480_000 }, async () => {
     const file = await writeFiles('forky', FORKY, { 'steps/one.md': 'Write one.txt.\n', 'steps/two.md': 'Write two.txt.\n', 'steps/three.md': 'Join the files.\n' });
-    const source = await startWaiting(harness, file, 'forky-source');
+    const source = await runToEnd(file, 'forky-source');
     expect(source.status).toBe('completed');
     const before = { stage1: calls(harness, 'stage1'), stage2: calls(harness, 'stage2'), stage3: calls(harness, 'stage3'), stage4: calls(harness, 'stage4') };
 
@@ -110,11 +122,12 @@ describe('fork', () => {
         'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk }',
         'stages:',
         '  - { id: impl, prompt: Write the code. }',
-        `  - { id: review, prompt: ${review}, needs: [impl], review: { of: impl } }`,
+        // The reviewer's agent is not what is tested (impl's session is): the API backend spares three `claude` runs.
+        `  - { id: review, backend: anthropic-api, maxTokens: 500, prompt: ${review}, needs: [impl], review: { of: impl } }`,
         '',
       ].join('\n');
     const file = await harness.writePipeline('loop', yaml('Review the code.'));
-    expect((await startWaiting(harness, file, 'loop-source')).status).toBe('completed');
+    expect((await runToEnd(file, 'loop-source')).status).toBe('completed');
     await writeFile(file, yaml('Review strictly.'));
     const forked = await runCli(['fork', 'loop-source', '--from', 'review', '--id', 'loop-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);

@@ -11,7 +11,8 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { emptyHome } from './claude-cli-world.js';
-import { CLI, eventually, runCli } from './cli-helpers.js';
+import { CLI, runCli } from './cli-helpers.js';
+import { waitForWorkerPolling } from './worker-health.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -77,7 +78,7 @@ function probeOutput(rule: string): string {
 async function startWorkerProcess(name: string, extra: NodeJS.ProcessEnv): Promise<{ env: NodeJS.ProcessEnv; child: ResultPromise; stop(): Promise<string> }> {
   const env = { ...harness.env, GH_TOKEN, AGENT_PIPELINE_SANDBOX: undefined, AGENT_PIPELINE_HEALTH_FILE: path.join(scratch, `${name}.health`), AGENT_PIPELINE_LOG_FORMAT: 'json', ...extra };
   const child = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
-  await eventually(() => runCli(['worker', '--health-check'], env), (r) => r.exitCode === 0, 60_000, `the ${name} worker polling`);
+  await waitForWorkerPolling(env, 60_000, `the ${name} worker`);
   return {
     env,
     child,
