@@ -46,7 +46,7 @@ describe('agent-pipeline worker', () => {
     const { runId } = parseJson<{ runId: string }>(await runCli(['start', path.join(CLI_FIXTURES, 'slow.yaml'), '--json'], env));
     // The agent is mid-answer (the scripted reply streams for several seconds) when the worker is told to stop.
     await eventually(async () => harness.modelServer.requests().filter((r) => r.rule === 'crawl').length, (n) => n > 0, 60_000, 'the agent calling the model');
-    spare = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, workerOptions: { maxCachedWorkflows: 0 } });
+    spare = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
     spareDone = spare.run();
     worker.kill('SIGTERM');
     const stopped = await worker;

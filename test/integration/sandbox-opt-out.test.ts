@@ -158,7 +158,7 @@ describe.skipIf(missing.length > 0)("a pipeline's `sandbox: false`", () => {
     let worker: Worker | undefined;
     let running: Promise<void> | undefined;
     const start = async (env: NodeJS.ProcessEnv): Promise<void> => {
-      worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, workerOptions: { maxCachedWorkflows: 0 } });
+      worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
       running = worker.run();
     };
     const stop = async (): Promise<void> => {
