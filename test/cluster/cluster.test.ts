@@ -87,7 +87,8 @@ describe.skipIf(!runnable)('a real cluster: Temporal server on PostgreSQL, three
     await ui?.stop();
     await cluster?.stop();
     await pg?.stop();
-    if (scratch) await rm(scratch, { recursive: true, force: true });
+    // A process that just stopped may still be writing its last file there (seen once: ENOTEMPTY): Node retries.
+    if (scratch) await rm(scratch, { recursive: true, force: true, maxRetries: 5, retryDelay: 500 });
   });
 
   const workerEnv = (taskQueue: string, name: string): NodeJS.ProcessEnv => ({
