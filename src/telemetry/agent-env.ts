@@ -1,5 +1,5 @@
+import { context, propagation, trace, type Context as TraceContext } from '@opentelemetry/api';
 import { Context } from '@temporalio/activity';
-import { traceHeaders } from './tracing.js';
 
 /** What an agent's telemetry is tagged with, so its own metrics and logs can be joined to the stage attempt. */
 export interface AgentTelemetryTags {
@@ -51,4 +51,12 @@ function currentRunId(): string | undefined {
   } catch {
     return undefined; // not inside an activity (a unit test calling a backend directly)
   }
+}
+
+/** The W3C `traceparent` (and `tracestate`) of `ctx`, or undefined when it holds no sampled span. */
+function traceHeaders(ctx: TraceContext = context.active()): { traceparent?: string; tracestate?: string } {
+  if (!trace.getSpanContext(ctx)) return {};
+  const carrier: Record<string, string> = {};
+  propagation.inject(ctx, carrier);
+  return { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
 }

@@ -1,4 +1,3 @@
-import { context, propagation, trace, type Context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -35,12 +34,4 @@ export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string)
   };
   setInstalledTracing(tracing);
   return tracing;
-}
-
-/** The W3C `traceparent` (and `tracestate`) of `ctx`, or undefined when it holds no sampled span. */
-export function traceHeaders(ctx: Context = context.active()): { traceparent?: string; tracestate?: string } {
-  if (!trace.getSpanContext(ctx)) return {};
-  const carrier: Record<string, string> = {};
-  propagation.inject(ctx, carrier);
-  return { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
 }

@@ -3,16 +3,21 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, inject, test } from 'vitest';
+import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { CLI, CLI_FIXTURES } from './cli-helpers.js';
 
 /*
  * Every command a person or a test runs pays for the modules the CLI loads. The OpenTelemetry SDK (about 270 of the
  * 650 modules a command loaded) is loaded only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and the worker's
- * native runtime only by the commands that run one.
+ * native runtime only by the commands that run one; a worker loads the SDK and the metrics registry only when tracing
+ * or metrics (AGENT_PIPELINE_METRICS) are on.
  */
 
-/** The node_modules packages `agent-pipeline ARGS` loads, CommonJS or ESM, by name (Node's module hooks see every load). */
-async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Set<string>> {
+/**
+ * The node_modules packages `agent-pipeline ARGS` loads, CommonJS or ESM, by name (Node's module hooks see every load).
+ * With `until`, a command that runs until stopped (a worker) gets SIGTERM once its output shows that text.
+ */
+async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until?: string): Promise<Set<string>> {
   const probe = `
     import { registerHooks } from 'node:module';
     const names = new Set();
@@ -23,13 +28,25 @@ async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}): Prom
       return resolved;
     } });
     process.argv = [process.argv[0], ${JSON.stringify(CLI)}, ...process.argv.slice(2)];
-    process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify([...names]) + '\\n'));
+    let printed = false;
+    const print = () => { if (!printed) process.stderr.write('\\nLOADED ' + JSON.stringify([...names]) + '\\n'); printed = true; };
+    process.on('exit', print);
+    // A worker stopped by SIGTERM drains and may end by the signal, with no exit event: the list as it was then.
+    process.prependListener('SIGTERM', print);
     await import(${JSON.stringify(CLI)});`;
   // A file, not \`node -e\`: the CLI's argument parser reads arguments differently under -e.
   const dir = await mkdtemp(path.join(tmpdir(), 'cli-modules-'));
   const file = path.join(dir, 'probe.mjs');
   await writeFile(file, probe);
-  const result = await execa('node', [file, ...args], { env: { PATH: process.env.PATH, ...env }, extendEnv: false, reject: false }).finally(() => rm(dir, { recursive: true, force: true }));
+  const child = execa('node', [file, ...args], { env: { PATH: process.env.PATH, ...env }, extendEnv: false, reject: false, all: true, timeout: 90_000 });
+  if (until) {
+    let output = '';
+    child.all?.on('data', (chunk: Buffer) => {
+      output += String(chunk);
+      if (output.includes(until)) child.kill('SIGTERM');
+    });
+  }
+  const result = await child.finally(() => rm(dir, { recursive: true, force: true }));
   const line = result.stderr.split('\n').find((l) => l.startsWith('LOADED '));
   if (!line) throw new Error(`no module list: ${result.stderr.slice(-2000)}`);
   return new Set(JSON.parse(line.slice('LOADED '.length)) as string[]);
@@ -42,6 +59,25 @@ describe('what a command loads', () => {
     const loaded = await packagesLoaded(['validate', path.join(CLI_FIXTURES, 'basic.yaml')]);
     expect(loaded.has('yaml')).toBe(true);
     for (const heavy of HEAVY) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
+  });
+
+  test('a worker loads neither the OpenTelemetry SDK nor the metrics registry while tracing and metrics are off', async () => {
+    const workspaces = await mkdtemp(path.join(tmpdir(), 'lazy-worker-'));
+    const env = {
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      AGENT_PIPELINE_TASK_QUEUE: `lazy-worker-${Math.random().toString(36).slice(2, 8)}`,
+      AGENT_PIPELINE_WORKSPACES: workspaces,
+      AGENT_PIPELINE_SANDBOX: TEST_SANDBOX_MODE,
+      ANTHROPIC_API_KEY: 'sk-test-lazy-worker',
+    };
+    try {
+      const loaded = await packagesLoaded(['worker'], env, 'agent-pipeline worker polling');
+      expect(loaded.has('@temporalio/worker')).toBe(true);
+      // telemetry.test.ts runs a worker with both on.
+      for (const heavy of ['@opentelemetry/sdk-trace-base', '@temporalio/interceptors-opentelemetry', 'prom-client']) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
+    } finally {
+      await rm(workspaces, { recursive: true, force: true });
+    }
   });
 
   test('a command that connects loads the OpenTelemetry SDK only when tracing is on', async () => {
