@@ -5,17 +5,16 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 /**
  * Replays the history of every execution on `taskQueue` (each run, each execution a run continued as new into) on
  * the workflow bundle its worker loaded, and fails if the code does not replay it (a nondeterminism, or a workflow task
- * that fails on replay). Returns how many executions it replayed.
+ * that fails on replay).
  *
  * Why: the test workers keep runs in their cache, so a run's code goes from one event to the next in memory and
  * would not notice code whose commands depend on something besides its history. Replaying each whole history at the
  * end catches that for every run a test made, once, where a cache-less worker replayed the growing history at every
- * workflow task and query (issue 32: work growing with the square of
- * the history's length).
+ * workflow task and query (issue 32: work growing with the square of the history's length).
  */
-export async function expectRunsReplay(client: Client, taskQueue: string, replay: { bundlePath: string; dataConverter?: DataConverter }): Promise<number> {
+export async function expectRunsReplay(client: Client, taskQueue: string, replay: { bundlePath: string; dataConverter?: DataConverter }): Promise<void> {
   const executions = await executionsOn(client, taskQueue);
-  if (executions.length === 0) return 0;
+  if (executions.length === 0) return;
   async function* histories() {
     for (const { workflowId, runId } of executions) yield { workflowId, history: await client.workflow.getHandle(workflowId, runId).fetchHistory() };
   }
@@ -32,7 +31,6 @@ export async function expectRunsReplay(client: Client, taskQueue: string, replay
     await keepAlive.close();
   }
   if (failures.length > 0) throw new Error(`runs on ${taskQueue} do not replay on their workflow code:\n${failures.join('\n')}`);
-  return executions.length;
 }
 
 /** The executions on `taskQueue`, listed raw: a run's memo may be encrypted with a key the listing client lacks. */
