@@ -5,7 +5,7 @@ import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { hostsWorld, waitForRequest } from './fault-helpers.js';
-import { loseHost, storeManifests } from './machine-loss-helpers.js';
+import { loseHost, restorableManifest } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -111,7 +111,7 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
     // Turn 3 is round 2's second turn: asked for once two.txt is written, so a checkpoint after that holds it.
     await waitForRequest(harness.modelServer, (r) => r.rule === 'impl' && r.turn === 3, 120_000);
     const afterTwo = Date.now();
-    await waitFor(() => storeManifests(harness, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo), 'a periodic checkpoint of round 2', 30_000);
+    await waitFor(() => restorableManifest(harness, runId), (m) => m?.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo, 'a periodic checkpoint of round 2 to restore from', 30_000);
     const lostAt = await loseHost(harness, first, runId);
     worker();
 
@@ -153,7 +153,7 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
     const runId = handle.workflowId;
     await waitForWaiting(handle, 'ask', undefined, 120_000);
     // The attempt that asked ended with a checkpoint: the one the run goes on from.
-    const before = (await storeManifests(harness, runId)).at(-1);
+    const before = await restorableManifest(harness, runId);
     expect(before?.reason).toBe('end');
     const lostAt = await loseHost(harness, first, runId);
     worker();

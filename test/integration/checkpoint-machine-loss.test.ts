@@ -7,7 +7,7 @@ import { sha256Hex } from '../../src/activities/checkpoint/keys.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { hostsWorld, waitForRequest } from './fault-helpers.js';
-import { loseHost, storeManifests } from './machine-loss-helpers.js';
+import { loseHost, restorableManifest, storeManifests } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
 /*
@@ -62,7 +62,7 @@ describe.concurrent('a machine lost during a stage', () => {
     // Turn 1 is asked for once step one's command has run: a checkpoint after that holds made.txt.
     await waitForRequest(harness.modelServer, (r) => r.rule === 'build' && r.turn === 1, 90_000);
     const afterStepOne = Date.now();
-    await waitFor(() => storeManifests(harness, runId), (found) => found.some((m) => m.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne), 'a periodic checkpoint after step one', 30_000);
+    await waitFor(() => restorableManifest(harness, runId), (m) => m?.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne, 'a periodic checkpoint after step one to restore from', 30_000);
     const lostAt = await loseHost(harness, first, runId);
     worker();
 

@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { checkpointsPrefix } from '../../src/activities/checkpoint/keys.js';
+import { LATEST_OBJECT } from '../../src/activities/checkpoint/latest.js';
 import type { Harness } from '../helpers/harness.js';
 import type { WorkerProcess } from './fault-helpers.js';
 
@@ -20,6 +22,18 @@ export async function storeManifests(harness: Harness, runId: string): Promise<S
   const files = existsSync(storeDir) ? await readdir(storeDir, { recursive: true }) : [];
   const read = files.filter((f) => f.endsWith('manifest.json')).map(async (f) => JSON.parse(await readFile(path.join(storeDir, f), 'utf8')) as SeenManifest);
   return (await Promise.all(read)).filter((m) => m.runId === runId).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/**
+ * The checkpoint another host would restore `runId` from: the one the run's index (`checkpoints/latest.json`) names.
+ * A manifest is written before the index names it, so a host lost between the two restores the one before.
+ */
+export async function restorableManifest(harness: Harness, runId: string): Promise<SeenManifest | undefined> {
+  const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
+  const latest = await readFile(path.join(storeDir, checkpointsPrefix(runId), LATEST_OBJECT), 'utf8').catch(() => undefined);
+  if (latest === undefined) return undefined;
+  const { id } = JSON.parse(latest) as { id: string };
+  return (await storeManifests(harness, runId)).find((m) => m.id === id);
 }
 
 /**
