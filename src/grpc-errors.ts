@@ -5,7 +5,7 @@ import { isGrpcServiceError } from '@temporalio/client';
  * ours around those): the status code that tells what happened is on an error somewhere down its `cause` chain.
  */
 
-/** The gRPC status codes the project acts on. */
+/** The gRPC status codes the project acts on (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
 export const GRPC_STATUS = {
   INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,

@@ -99,7 +99,6 @@ export class RunNotFoundError extends AgentPipelineError {
   }
 }
 
-/** gRPC status codes we tell apart (https://grpc.github.io/grpc/core/md_doc_statuscodes.html). */
 /**
  * Turns what the Temporal client (or the parser) throws into the library's typed errors, keeping the original as
  * `cause`. Errors already typed, and errors not recognised, pass through unchanged.
