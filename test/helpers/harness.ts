@@ -91,13 +91,12 @@ async function finalState(handle: WorkflowHandle): Promise<RunState> {
 }
 
 /**
- * How the harness's runs replay: on the bundle and with the codecs of the workers its environment makes, whose key a
+ * The data converter the harness's runs replay with: the codecs of the workers its environment makes, whose key a
  * test may give the worker alone (its `env`, not `encryptionKey`).
  */
-function replayOptions(env: NodeJS.ProcessEnv, workspacesRoot: string): { bundlePath: string; dataConverter?: DataConverter } {
-  const encryptionKey = env.AGENT_PIPELINE_ENCRYPTION_KEY;
-  const codecs = storePayloadCodecs(env, { role: 'client', defaultStoreDir: storeFolder(workspacesRoot), encryptionKey });
-  return { bundlePath: encryptionKey ? ENCRYPTED_WORKFLOW_BUNDLE : WORKFLOW_BUNDLE, dataConverter: workerDataConverter(codecs) };
+function replayConverter(env: NodeJS.ProcessEnv, workspacesRoot: string): DataConverter | undefined {
+  const codecs = storePayloadCodecs(env, { role: 'client', defaultStoreDir: storeFolder(workspacesRoot), encryptionKey: env.AGENT_PIPELINE_ENCRYPTION_KEY });
+  return workerDataConverter(codecs);
 }
 
 /** Sets up a harness against the shared dev server of this test run (see global-setup.ts). */
@@ -124,7 +123,8 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
     ...(options.encryptionKey ? { AGENT_PIPELINE_ENCRYPTION_KEY: options.encryptionKey } : {}),
     ...options.env,
   };
-  const bundle = options.encryptionKey ? ENCRYPTED_WORKFLOW_BUNDLE : WORKFLOW_BUNDLE;
+  // The workers' bundle, for the harness's worker and the replay at close: an encrypting worker's, with a key in `env`.
+  const bundle = env.AGENT_PIPELINE_ENCRYPTION_KEY ? ENCRYPTED_WORKFLOW_BUNDLE : WORKFLOW_BUNDLE;
   let worker: Worker | undefined;
   let running: Promise<void> | undefined;
   if (options.worker ?? true) {
@@ -178,7 +178,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       worker?.shutdown();
       await running;
       try {
-        if (options.replayCheck ?? true) await expectRunsReplay(client, taskQueue, replayOptions(env, workspacesRoot));
+        if (options.replayCheck ?? true) await expectRunsReplay(client, taskQueue, { bundlePath: bundle, dataConverter: replayConverter(env, workspacesRoot) });
       } finally {
         await connection.close();
         await modelServer.close();
