@@ -13,7 +13,6 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
 import { CLI, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
-import { waitForState } from './workflow-helpers.js';
 
 const INCOMPATIBLE_WORKFLOWS = fileURLToPath(new URL('../fixtures/versioning/incompatible-workflows.ts', import.meta.url));
 
@@ -47,13 +46,17 @@ describe.concurrent('deploys that never break a waiting run', () => {
   let workerA: ResultPromise | undefined;
   let workerB: Worker | undefined;
   let workerBDone: Promise<void> | undefined;
+  /** Reads runs in this process for the waits (what `status` reads, whichever build runs them): a command costs a Node process. */
+  let library: PipelineClient | undefined;
 
   beforeAll(async () => {
     // Build B's workers run other workflow code on purpose: the runs on this queue replay on no one bundle.
     harness = await createHarness('deploy', { scenario: SCENARIO, worker: false, replayCheck: false });
     scratch = await mkdtemp(path.join(tmpdir(), 'deploy-versioning-'));
+    library = await PipelineClient.connect({ env: harness.env });
   });
   afterAll(async () => {
+    await library?.close();
     workerB?.shutdown();
     await workerBDone;
     workerA?.kill('SIGTERM');
@@ -81,7 +84,15 @@ describe.concurrent('deploys that never break a waiting run', () => {
     expect(statusA.exitCode, statusA.all).toBe(0);
     expect(parseJson<DeploymentStatus>(statusA).currentBuildId).toBe('build-a');
     const first = parseJson<{ runId: string }>(started).runId;
-    await waitForState(harness.client.workflow.getHandle(first), (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000);
+    /**
+     * Waits on the run's state in this process (cheap), then reads `status --json` as a user would, again if its
+     * status query timed out on a loaded machine: polling the command itself started a Node process each time.
+     */
+    const waitsForApproval = async (runId: string, what: string): Promise<void> => {
+      await eventually(async () => (await library!.getRun(runId).status()).state, (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000, what);
+      await eventually(async () => parseJson<RunJson>(await runCli(['status', runId, '--json'], env)).waiting.length, (n) => n === 1, 60_000, what);
+    };
+    await waitsForApproval(first, 'run 1 waiting for approval');
 
     // Build B: the same workflow type, but it starts with a timer, so it cannot replay what A recorded.
     const { code } = await bundlingB;
@@ -103,14 +114,8 @@ describe.concurrent('deploys that never break a waiting run', () => {
     const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B made current');
     expect(promoted.stdout).toContain(`New runs of ${deployment} now go to build build-b (was build-a, which keeps its pinned runs until they finish).`);
 
-    // Run 1 waits at its approval on build A whatever the current build: status, approve, watch and the second run's
-    // start run back to back in one process.
-    const [waiting1, approved, finished, started2] = await runCliCommands(
-      [['status', first, '--json'], ['approve', first], ['watch', first, '--json'], ['start', file, '--json']],
-      env,
-      240_000,
-    );
-    expect(parseJson<RunJson>(waiting1).waiting).toHaveLength(1);
+    // Back to back in one process: run 1's approval, its watch, and the second run's start.
+    const [approved, finished, started2] = await runCliCommands([['approve', first], ['watch', first, '--json'], ['start', file, '--json']], env, 240_000);
     expect(approved.exitCode, approved.all).toBe(0);
     expect(finished.exitCode, finished.all).toBe(0);
     expect(parseJson<RunJson>(finished).status).toBe('completed');
@@ -119,19 +124,8 @@ describe.concurrent('deploys that never break a waiting run', () => {
     expect(new Set(run1.builds)).toEqual(new Set(['build-a']));
 
     const second = parseJson<{ runId: string }>(started2).runId;
-    // Build B's workflows answer no status query: the library reads run 2 from its history, in this process.
-    const library = await PipelineClient.connect({ env });
-    try {
-      await eventually(async () => (await library.getRun(second).status()).state, (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000, 'run 2 waiting for approval');
-    } finally {
-      await library.close();
-    }
-    const [waiting2, approved2, finished2, status] = await runCliCommands(
-      [['status', second, '--json'], ['approve', second], ['watch', second, '--json'], ['deploy', 'status', '--json']],
-      env,
-      240_000,
-    );
-    expect(parseJson<RunJson>(waiting2).waiting).toHaveLength(1);
+    await waitsForApproval(second, 'run 2 waiting for approval');
+    const [approved2, finished2, status] = await runCliCommands([['approve', second], ['watch', second, '--json'], ['deploy', 'status', '--json']], env, 240_000);
     expect(approved2.exitCode, approved2.all).toBe(0);
     expect(parseJson<RunJson>(finished2).status).toBe('completed');
     const run2 = await workflowTaskBuilds(harness.client.workflow.getHandle(second));
