@@ -6,7 +6,7 @@ import type { RunJson } from '../../src/cli/json.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { listWaits } from '../../src/cli/run-view.js';
-import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { waitForState } from './workflow-helpers.js';
 
 const GATES = path.join(CLI_FIXTURES, 'gates.yaml');
@@ -63,15 +63,21 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
 
   test('status shows the question with the exact command; answer and approve move the run to completion', async () => {
     const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
-    const asking = await waitsFor(runId, 'ask', 'answer');
-    expect(asking.status).toBe('blocked');
-    expect(asking.waiting[0]).toMatchObject({ stage: 'ask', kind: 'answer', question: expect.stringContaining('blue or green') });
-    const human = await runCli(['status', runId], env);
+    await reaches(runId, 'ask', 'answer');
+    // Back to back in one process (a command costs a Node process): what status shows, and a decision the run does
+    // not wait for. The refused decision changes nothing, so the three can be read again until status lists the wait.
+    const [asking, human, wrong] = await eventually(
+      () => runCliCommands([['status', runId, '--json'], ['status', runId], ['approve', runId, '--stage', 'ask']], env),
+      ([json]) => parseJson<RunJson>(json).waiting.some((w) => w.stage === 'ask' && w.kind === 'answer'),
+      60_000,
+      'ask waiting for answer',
+    );
+    expect(parseJson<RunJson>(asking).status).toBe('blocked');
+    expect(parseJson<RunJson>(asking).waiting[0]).toMatchObject({ stage: 'ask', kind: 'answer', question: expect.stringContaining('blue or green') });
     expect(human.stdout).toContain('⏸ ask waits for answer: Should the button be blue or green?');
     expect(human.stdout).toMatch(new RegExp(`^ {4}→ agent-pipeline answer ${runId} --stage ask `, 'm'));
 
     // A decision the run does not wait for is refused, and nothing changes.
-    const wrong = await runCli(['approve', runId, '--stage', 'ask'], env);
     expect(wrong.exitCode, wrong.stderr).toBe(2);
     expect(wrong.stderr).toMatch(/^agent-pipeline: \[REQUEST_REJECTED\] .*ask/);
     // Read through the run's own status query: `status --json` was read just before (a command costs a Node process).
@@ -84,26 +90,26 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     const gated = await waitsFor(runId, 'ship', 'approval');
     expect(gated.stages.find((s) => s.id === 'ask')?.result?.outputs).toEqual({ colour: 'green' });
 
-    const approved = await runCli(['approve', runId, '--json'], env);
+    // Back to back in one process: the approval, the watch it ends, and the status after.
+    const [approved, watched, final] = await runCliCommands([['approve', runId, '--json'], ['watch', runId], ['status', runId, '--json']], env, 180_000);
     expect(approved.exitCode, approved.stderr).toBe(0);
     expect(parseJson<RunJson>(approved)).toMatchObject({ runId, source: 'update', waiting: [] });
-    const watched = await runCli(['watch', runId], env);
     expect(watched.exitCode, watched.stderr).toBe(0);
     expect(watched.stdout).toMatch(/^✔ ship completed/m);
-    expect((await status(runId)).status).toBe('completed');
+    expect(parseJson<RunJson>(final).status).toBe('completed');
   });
 
   test('reject fails the stage with the reason, and watch exits 1', async () => {
     const runId = await startAndAnswer();
     const rejected = await runCli(['reject', runId, '--stage', 'ship', '--reason', 'not this week'], env);
     expect(rejected.exitCode, rejected.stderr).toBe(0);
-    const watched = await runCli(['watch', runId, '--json'], env);
+    // Back to back in one process: a command costs a Node process.
+    const [watched, again] = await runCliCommands([['watch', runId, '--json'], ['approve', runId]], env, 180_000);
     expect(watched.exitCode, watched.stderr).toBe(1);
     const run = parseJson<RunJson>(watched);
     expect(run.status).toBe('failed');
     expect(JSON.stringify(run.stages.find((s) => s.id === 'ship'))).toContain('not this week');
 
-    const again = await runCli(['approve', runId], env);
     expect(again.exitCode, again.stderr).toBe(2);
     expect(again.stderr).toBe(`agent-pipeline: [RUN_CLOSED] run ${runId} has ended (failed); nothing waits for a decision`);
   });
@@ -115,10 +121,11 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     expect(failing.waiting[0].message).toContain('the flaky thing broke');
     expect(failing.waiting[0].commands).toContain(`agent-pipeline skip ${retried} --stage flaky`);
 
-    const retry = await runCli(['retry', retried, '--stage', 'flaky', '--feedback', 'Use the other approach.'], env);
+    // Each decision and the watch that follows it run back to back in one process: a command costs a Node process.
+    // (Not with the status above: a status query that times out on a loaded machine is read again, a decision not.)
+    const [retry, afterRetry] = await runCliCommands([['retry', retried, '--stage', 'flaky', '--feedback', 'Use the other approach.'], ['watch', retried, '--json']], env, 180_000);
     expect(retry.exitCode, retry.stderr).toBe(0);
     expect(retry.stdout.split('\n')[0]).toBe('✔ retrying stage flaky');
-    const afterRetry = await runCli(['watch', retried, '--json'], env);
     expect(afterRetry.exitCode, afterRetry.stderr).toBe(0);
     expect(parseJson<RunJson>(afterRetry).stages.map((s) => [s.id, s.status, s.result?.summary])).toEqual([
       ['flaky', 'completed', 'Worked with the hint.'],
@@ -126,8 +133,8 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     ]);
 
     await reaches(skipped, 'flaky', 'failure');
-    expect((await runCli(['skip', skipped, '--stage', 'flaky'], env)).exitCode).toBe(0);
-    const afterSkip = await runCli(['watch', skipped, '--json'], env);
+    const [skip, afterSkip] = await runCliCommands([['skip', skipped, '--stage', 'flaky'], ['watch', skipped, '--json']], env, 180_000);
+    expect(skip.exitCode, skip.stderr).toBe(0);
     expect(afterSkip.exitCode, afterSkip.stderr).toBe(0);
     expect(parseJson<RunJson>(afterSkip).stages.map((s) => [s.id, s.status])).toEqual([['flaky', 'skipped'], ['after', 'completed']]);
   });
@@ -136,18 +143,26 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
     const runId = `cli-endless-${Math.random().toString(36).slice(2, 8)}`;
     const first = parseJson(await runCli(['start', ENDLESS, '--id', runId, '--json'], env));
     expect(first).toEqual({ runId, alreadyRunning: false, webUi: expect.stringContaining(runId), bundle: expect.objectContaining({ files: 1 }) });
-    expect(parseJson(await runCli(['start', ENDLESS, '--id', runId, '--json'], env))).toMatchObject({ runId, alreadyRunning: true });
-    await until(runId, (state) => state.stages[0]?.status === 'running', (run) => run.stages[0].status === 'running', 'crawl running');
+    await waitForState(harness.client.workflow.getHandle(runId), (state) => state.stages[0]?.status === 'running', 90_000);
+    // The stage works until cancelled, so the commands run back to back in one process (a command costs a Node process):
+    // a second start and status while it runs, read again if the status query timed out on a loaded machine; then
+    // cancel, watch, status, and a second cancel.
+    const [again, running] = await eventually(
+      () => runCliCommands([['start', ENDLESS, '--id', runId, '--json'], ['status', runId, '--json']], env),
+      ([, json]) => parseJson<RunJson>(json).stages[0].status === 'running',
+      60_000,
+      'crawl running',
+    );
+    expect(parseJson(again)).toMatchObject({ runId, alreadyRunning: true });
+    expect(parseJson<RunJson>(running).stages[0].status).toBe('running');
+    const [cancelled, watched, after, twice] = await runCliCommands([['cancel', runId], ['watch', runId], ['status', runId, '--json'], ['cancel', runId]], env, 180_000);
 
-    const cancelled = await runCli(['cancel', runId], env);
     expect(cancelled.exitCode, cancelled.stderr).toBe(0);
     expect(cancelled.stdout).toContain(`Cancellation requested for ${runId}`);
-    const watched = await runCli(['watch', runId], env);
     expect(watched.exitCode, watched.stderr).toBe(1);
-    const run = await status(runId);
+    const run = parseJson<RunJson>(after);
     expect(run).toMatchObject({ status: 'cancelled', executionStatus: 'CANCELLED' });
     expect(run.stages[0].status).toBe('cancelled');
-    const twice = await runCli(['cancel', runId], env);
     expect(twice.exitCode, twice.stderr).toBe(2);
     expect(twice.stderr).toContain('has already ended (cancelled)');
   });

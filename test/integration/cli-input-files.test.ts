@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
 import type { ScheduleJson } from '../../src/library/schedule-spec.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { CLI, parseJson, runCli, type CliResult } from './cli-helpers.js';
+import { CLI, parseJson, runCli, runCliCommands, type CliResult } from './cli-helpers.js';
 
 /** Runs `agent-pipeline ARGS` with `stdin` piped in. */
 async function runCliWithStdin(args: readonly string[], env: NodeJS.ProcessEnv, stdin: string): Promise<CliResult> {
@@ -67,13 +67,15 @@ describe('--input name=@file and name=@- as a user runs them', () => {
   test('schedule create and update read @file and @- into the runs they start', async () => {
     const created = await runCliWithStdin(['schedule', 'create', pipeline, '--every', '1h', '--paused', '--id', scheduleId, '--input', 'notes=@-'], harness.env, big);
     expect(created.exitCode, created.stderr).toBe(0);
-    const describeSchedule = async (): Promise<ScheduleJson> => parseJson<ScheduleJson>(await runCli(['schedule', 'describe', scheduleId, '--json'], harness.env));
-    expect((await describeSchedule()).inputs.notes).toBe(big);
-
     await writeFile(path.join(dir, 'short.md'), 'short notes');
-    const updated = await runCli(['schedule', 'update', pipeline, '--id', scheduleId, '--input', `notes=@${path.join(dir, 'short.md')}`], harness.env);
+    // Back to back in one process (a command costs a Node process); `schedule create` above ran as a user runs it.
+    const [before, updated, after] = await runCliCommands(
+      [['schedule', 'describe', scheduleId, '--json'], ['schedule', 'update', pipeline, '--id', scheduleId, '--input', `notes=@${path.join(dir, 'short.md')}`], ['schedule', 'describe', scheduleId, '--json']],
+      harness.env,
+    );
+    expect(parseJson<ScheduleJson>(before).inputs.notes).toBe(big);
     expect(updated.exitCode, updated.stderr).toBe(0);
-    expect((await describeSchedule()).inputs).toEqual({ notes: 'short notes', topic: 'tea' });
+    expect(parseJson<ScheduleJson>(after).inputs).toEqual({ notes: 'short notes', topic: 'tea' });
   });
 
   test('a missing file or a folder fails before anything starts, naming the flag and the file', async () => {

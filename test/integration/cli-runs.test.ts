@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
 import type { RunListItem } from '../../src/cli/commands/list.js';
-import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli, runCliCommands, type CliResult } from './cli-helpers.js';
 
 const BASIC = path.join(CLI_FIXTURES, 'basic.yaml');
 const FAILING = path.join(CLI_FIXTURES, 'failing.yaml');
@@ -14,12 +15,25 @@ describe('start, status, list and logs as a user runs them', () => {
   let env: NodeJS.ProcessEnv;
   let basicRun: string;
   let failedRun: string;
+  /** For what a test does before the commands it is about, and for its waits: each command costs a Node process. */
+  let library: PipelineClient;
+  /**
+   * The finished basic run read by status, logs --raw and logs of an unknown stage: run together in one process, the
+   * first time a test asks (a command costs a Node process). Each test still makes a command of its own as a user runs it.
+   */
+  let finishedReads: Promise<CliResult[]> | undefined;
+  const readFinished = (): Promise<CliResult[]> =>
+    (finishedReads ??= runCliCommands([['status', basicRun], ['logs', basicRun, '--stage', 'write', '--raw'], ['logs', basicRun, '--stage', 'deploy']], env));
 
   beforeAll(async () => {
     harness = await createHarness('cli-runs', { scenario: path.join(CLI_FIXTURES, 'scenario.yaml') });
     env = harness.env;
+    library = await PipelineClient.connect({ env });
   });
-  afterAll(async () => harness?.close());
+  afterAll(async () => {
+    await library?.close();
+    await harness?.close();
+  });
 
   test('start --wait prints each stage as it ends, then the artifacts and the Web UI link, and exits 0', async () => {
     const result = await runCli(['start', BASIC, '--input', 'topic=tea', '--wait'], env);
@@ -56,7 +70,7 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(path.dirname(run.workspace!)).toBe(harness.workspacesRoot);
     expect((await stat(path.join(run.workspace!, 'notes.md'))).isFile()).toBe(true);
 
-    const human = await runCli(['status', basicRun], env);
+    const [human] = await readFinished();
     expect(human.exitCode, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^ {2}✔ write +completed +attempt 1 +\S+ +\$\d+\.\d{4} +Wrote notes\.md\.$/m);
     expect(human.stdout).toContain(`Workspace: ${run.workspace}`);
@@ -71,16 +85,16 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(out).toContain('  Writing the note.\n  → Edit notes.md\n  ← ok: ');
     expect(out).toMatch(/^── done · 2 turns · \$\d+\.\d{4} · \S+$/m);
 
-    const raw = await runCli(['logs', basicRun, '--stage', 'write', '--raw'], env);
+    const [, raw, unknown] = await readFinished();
     expect(raw.stdout.split('\n').filter((l) => l.startsWith('{')).every((l) => JSON.parse(l))).toBe(true);
 
-    const unknown = await runCli(['logs', basicRun, '--stage', 'deploy'], env);
     expect(unknown.exitCode, unknown.stderr).toBe(2);
     expect(unknown.stderr).toBe(`agent-pipeline: run ${basicRun} has no stage "deploy"; its stages: write, check`);
   });
 
   test('logs --follow waits for the stage to start, prints its transcript as it grows, and stops when the stage ends', async () => {
-    const { runId } = parseJson<{ runId: string }>(await runCli(['start', BASIC, '--json'], env));
+    // Started through the library: `start` has tests of its own, and a command costs a Node process.
+    const runId = (await library.start(BASIC)).id;
     const followed = await runCli(['logs', runId, '--stage', 'check', '--follow'], env);
     expect(followed.exitCode, followed.stderr).toBe(0);
     expect(followed.stdout).toMatch(new RegExp(`^══ ${runId} · stage check · round 1 · attempt 1 · `, 'm'));
@@ -98,23 +112,38 @@ describe('start, status, list and logs as a user runs them', () => {
   });
 
   test('list filters runs by pipeline, status and start time', async () => {
-    const list = (args: string[]) => runCli(['list', ...args, '--json'], env).then((r) => parseJson<{ runs: RunListItem[] }>(r).runs);
-    // Visibility is eventually consistent: a closed run shows its final status a moment later.
-    const basic = await eventually(() => list(['--pipeline', 'cli-basic', '--status', 'completed']), (runs) => runs.some((r) => r.runId === basicRun), 30_000, 'the basic run listed');
+    // Visibility is eventually consistent: a closed run shows its final status a moment later. Waited for through the
+    // library in this process (polling the command started a Node process each time), then listed by the commands.
+    const hour = 3_600_000;
+    await eventually(() => library.list({ pipeline: 'cli-basic', status: 'completed' }), (runs) => runs.some((r) => r.runId === basicRun), 30_000, 'the basic run listed');
+    await eventually(() => library.list({ pipeline: 'cli-failing', status: 'failed', sinceMs: hour }), (runs) => runs.some((r) => r.runId === failedRun), 30_000, 'the failed run listed');
+    const json = (result: CliResult): RunListItem[] => parseJson<{ runs: RunListItem[] }>(result).runs;
+    // Back to back in one process; the human listing below runs as a user runs it.
+    const [basicJson, failedJson, runningJson, bad] = await runCliCommands(
+      [
+        ['list', '--pipeline', 'cli-basic', '--status', 'completed', '--json'],
+        // Named by pipeline too: the dev server is shared by every test file, and another file's encrypted runs cannot
+        // be decoded without their key.
+        ['list', '--pipeline', 'cli-failing', '--status', 'failed', '--since', '1h', '--json'],
+        ['list', '--pipeline', 'cli-basic', '--status', 'running', '--json'],
+        ['list', '--status', 'sleeping'],
+      ],
+      env,
+    );
+    const basic = json(basicJson);
+    expect(basic.map((r) => r.runId)).toContain(basicRun);
     expect(basic.every((r) => r.pipeline === 'cli-basic' && r.status === 'completed')).toBe(true);
     expect(basic.find((r) => r.runId === basicRun)).toMatchObject({ costUsd: expect.any(Number), currentStages: [], closedAt: expect.any(Number) });
 
-    // Named by pipeline too: the dev server is shared by every test file, and another file's encrypted runs cannot be
-    // decoded without their key.
-    const failed = await eventually(() => list(['--pipeline', 'cli-failing', '--status', 'failed', '--since', '1h']), (runs) => runs.some((r) => r.runId === failedRun), 30_000, 'the failed run listed');
+    const failed = json(failedJson);
+    expect(failed.map((r) => r.runId)).toContain(failedRun);
     expect(failed.map((r) => r.runId)).not.toContain(basicRun);
-    expect(await list(['--pipeline', 'cli-basic', '--status', 'running'])).toEqual([]);
+    expect(json(runningJson)).toEqual([]);
 
     const human = await runCli(['list', '--pipeline', 'cli-basic'], env);
     expect(human.stdout.split('\n')[0]).toMatch(/^RUN +PIPELINE +STATUS +STARTED +DURATION +COST +RUNNING STAGES +FORKED FROM$/);
     expect(human.stdout).toMatch(new RegExp(`^${basicRun} +cli-basic +completed `, 'm'));
 
-    const bad = await runCli(['list', '--status', 'sleeping'], env);
     expect(bad.exitCode, bad.stderr).toBe(2);
     expect(bad.stderr).toContain("option '--status <status>' argument 'sleeping' is invalid. expected one of running, completed, failed, cancelled, terminated, timed_out, waiting, blocked");
   });
@@ -123,12 +152,12 @@ describe('start, status, list and logs as a user runs them', () => {
     const lonely = { ...env, AGENT_PIPELINE_TASK_QUEUE: `${harness.taskQueue}-nobody` };
     const { runId } = parseJson<{ runId: string; alreadyRunning: boolean; webUi: string }>(await runCli(['start', BASIC, '--json'], lonely));
     try {
-      const run = parseJson<RunJson>(await runCli(['status', runId, '--json'], lonely));
+      // Back to back in one process (a command costs a Node process); nothing polls the queue, so nothing changes.
+      const [json, human, answer] = await runCliCommands([['status', runId, '--json'], ['status', runId], ['answer', runId, 'hello']], lonely);
+      const run = parseJson<RunJson>(json);
       expect(run).toMatchObject({ status: 'running', source: 'history', workerPolling: false, executionStatus: 'RUNNING', inputs: { topic: 'greetings' } });
       expect(run.stages.map((s) => s.status)).toEqual(['pending', 'pending']);
-      const human = await runCli(['status', runId], lonely);
       expect(human.stdout).toContain(`! no worker is polling task queue "${lonely.AGENT_PIPELINE_TASK_QUEUE}"`);
-      const answer = await runCli(['answer', runId, 'hello'], lonely);
       expect(answer.exitCode, answer.stderr).toBe(3);
       expect(answer.stderr).toContain('[NO_WORKER] no worker polls task queue');
     } finally {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { scheduleJson, type ScheduleJson } from '../../src/library/schedule-spec.js';
-import { CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
+import { CLI_FIXTURES, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 
 const SCHEDULED = path.join(CLI_FIXTURES, 'scheduled.yaml');
 
@@ -21,7 +21,6 @@ describe('schedules as a user runs them', () => {
     await harness?.close();
   });
 
-  const describeSchedule = async (): Promise<ScheduleJson> => parseJson<ScheduleJson>(await runCli(['schedule', 'describe', scheduleId, '--json'], env));
   /**
    * The same description through the client in this process, for the waits between commands: polling `schedule
    * describe` started a Node process every half second. The commands are each checked once where the test reads them.
@@ -34,15 +33,21 @@ describe('schedules as a user runs them', () => {
     expect(created.stdout.split('\n')[0]).toBe(`Created schedule ${scheduleId}: every 2s, overlap skip`);
 
     const fired = await eventually(describeHere, (s) => s.recentRuns.length > 0, 30_000, 'the schedule firing');
-    // Stop further runs while this one is checked; pausing leaves it running.
-    expect((await runCli(['schedule', 'pause', scheduleId, '--note', 'checking'], env)).exitCode).toBe(0);
     const runId = fired.recentRuns[0].runId;
     expect(runId.startsWith(`${scheduleId}-`)).toBe(true);
-    const watched = await runCli(['watch', runId, '--json'], env);
+    // From here the commands that follow one another run back to back in one process (a command costs a Node process);
+    // `schedule create` above ran as a user runs it. Pausing first stops further runs while this one is checked, and
+    // leaves it running.
+    const [pause, watched, pausedJson, human] = await runCliCommands(
+      [['schedule', 'pause', scheduleId, '--note', 'checking'], ['watch', runId, '--json'], ['schedule', 'describe', scheduleId, '--json'], ['schedule', 'describe', scheduleId]],
+      env,
+      180_000,
+    );
+    expect(pause.exitCode, pause.stderr).toBe(0);
     expect(watched.exitCode, watched.stderr).toBe(0);
     expect(parseJson<RunJson>(watched)).toMatchObject({ runId, pipeline: 'cli-scheduled', status: 'completed', inputs: { topic: 'coffee' } });
 
-    const paused = await describeSchedule();
+    const paused = parseJson<ScheduleJson>(pausedJson);
     expect(paused).toMatchObject({
       scheduleId,
       pipeline: 'cli-scheduled',
@@ -54,7 +59,6 @@ describe('schedules as a user runs them', () => {
       note: 'checking',
     });
     expect(paused.recentRuns.map((r) => r.runId)).toContain(runId);
-    const human = await runCli(['schedule', 'describe', scheduleId], env);
     expect(human.stdout).toContain(`Schedule ${scheduleId} (paused)`);
     expect(human.stdout).toMatch(/^ {2}last run: +(completed|running) \(/m);
 
@@ -66,22 +70,31 @@ describe('schedules as a user runs them', () => {
       return schedules;
     };
     await eventually(listHere, listsPaused, 30_000, 'the schedule listed as paused');
-    const listed = parseJson<{ schedules: ScheduleJson[] }>(await runCli(['schedule', 'list', '--json'], env)).schedules;
+    const runsBefore = (await describeHere()).recentRuns.length;
+    const [listedJson, triggered] = await runCliCommands([['schedule', 'list', '--json'], ['schedule', 'trigger', scheduleId, '--json']], env);
+    const listed = parseJson<{ schedules: ScheduleJson[] }>(listedJson).schedules;
     expect(listsPaused(listed), JSON.stringify(listed)).toBe(true);
     expect(listed.find((s) => s.scheduleId === scheduleId)?.pipeline).toBe('cli-scheduled');
-
-    const runsBefore = (await describeHere()).recentRuns.length;
-    expect(parseJson(await runCli(['schedule', 'trigger', scheduleId, '--json'], env))).toEqual({ scheduleId, action: 'triggered' });
+    expect(parseJson(triggered)).toEqual({ scheduleId, action: 'triggered' });
     await eventually(describeHere, (s) => s.recentRuns.length > runsBefore, 30_000, 'the triggered run');
-    expect((await runCli(['schedule', 'unpause', scheduleId], env)).stdout).toBe(`Schedule ${scheduleId} unpaused.`);
-    expect((await describeHere()).paused).toBe(false);
 
-    const duplicate = await runCli(['schedule', 'create', SCHEDULED, '--every', '1h', '--id', scheduleId], env);
+    const [unpaused, unpausedJson, duplicate, deleted, gone] = await runCliCommands(
+      [
+        ['schedule', 'unpause', scheduleId],
+        ['schedule', 'describe', scheduleId, '--json'],
+        ['schedule', 'create', SCHEDULED, '--every', '1h', '--id', scheduleId],
+        ['schedule', 'delete', scheduleId],
+        ['schedule', 'describe', scheduleId],
+      ],
+      env,
+    );
+    expect(unpaused.stdout).toBe(`Schedule ${scheduleId} unpaused.`);
+    expect(parseJson<ScheduleJson>(unpausedJson).paused).toBe(false);
+
     expect(duplicate.exitCode, duplicate.stderr).toBe(2);
     expect(duplicate.stderr).toContain(`[SCHEDULE_EXISTS] a schedule "${scheduleId}" exists already`);
 
-    expect((await runCli(['schedule', 'delete', scheduleId], env)).exitCode).toBe(0);
-    const gone = await runCli(['schedule', 'describe', scheduleId], env);
+    expect(deleted.exitCode, deleted.stderr).toBe(0);
     expect(gone.exitCode, gone.stderr).toBe(2);
     expect(gone.stderr).toContain(`[SCHEDULE_NOT_FOUND] no schedule "${scheduleId}"`);
   });

@@ -1,10 +1,10 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { DeploymentStatus } from '../../src/deployment-control.js';
+import { describeDeployment, type DeploymentStatus } from '../../src/deployment-control.js';
 import { RunHandle } from '../../src/library/run-handle.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
-import { eventually, parseJson, runCli } from './cli-helpers.js';
+import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -45,9 +45,20 @@ describe('a pinned run that continues as new', () => {
     workers.push({ worker, done: worker.run() });
   }
 
+  /**
+   * Waits in this process until a worker of `buildId` has polled the deployment (`deploy set-current` refuses a build
+   * none has): polling the command itself started a Node process each time.
+   */
+  async function untilPolled(env: NodeJS.ProcessEnv, buildId: string): Promise<void> {
+    const known = async (): Promise<string[]> =>
+      (await describeDeployment(harness.client.workflowService, harness.client.options.namespace, env.AGENT_PIPELINE_DEPLOYMENT!))?.versions.map((v) => v.buildId) ?? [];
+    await eventually(known, (builds) => builds.includes(buildId), 60_000, `build ${buildId} polling the deployment`);
+  }
+
   test('keeps its build after another build became current: every execution runs on the build it started on', async () => {
     const env = { ...harness.env, AGENT_PIPELINE_DEPLOYMENT: `deploy-can-${Math.random().toString(36).slice(2, 8)}` };
     await startWorker(env, 'build-a');
+    await untilPolled(env, 'build-a');
     // An in-process worker does not adopt itself as the first build (the `worker` command does): make A current.
     await eventually(() => runCli(['deploy', 'set-current', 'build-a'], env), (r) => r.exitCode === 0, 60_000, 'build A registered and made current');
     const handle = await harness.startYaml('deploy-continued', PIPELINE);
@@ -55,8 +66,16 @@ describe('a pinned run that continues as new', () => {
 
     // Build B (the same code) becomes current while the run waits; the run stays on A through every hand-over.
     await startWorker(env, 'build-b');
-    await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B registered and made current');
-    expect(parseJson<DeploymentStatus>(await runCli(['deploy', 'status', '--json'], env)).currentBuildId).toBe('build-b');
+    await untilPolled(env, 'build-b');
+    // Back to back in one process (a command costs a Node process); set-current of A above ran as a user runs it.
+    const [promoted, status] = await eventually(
+      () => runCliCommands([['deploy', 'set-current', 'build-b'], ['deploy', 'status', '--json']], env),
+      ([r]) => r.exitCode === 0,
+      60_000,
+      'build B made current',
+    );
+    expect(promoted.exitCode, promoted.all).toBe(0);
+    expect(parseJson<DeploymentStatus>(status).currentBuildId).toBe('build-b');
     const run = new RunHandle(harness.client, handle.workflowId);
     await run.approve({ stage: 'gate' });
     const final = await run.result();

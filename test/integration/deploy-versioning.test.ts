@@ -7,12 +7,12 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
-import type { DeploymentStatus } from '../../src/deployment-control.js';
+import { describeDeployment, type DeploymentStatus } from '../../src/deployment-control.js';
+import { PipelineClient } from '../../src/library/pipeline-client.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
-import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
-import { waitForState } from './workflow-helpers.js';
+import { CLI, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 
 const INCOMPATIBLE_WORKFLOWS = fileURLToPath(new URL('../fixtures/versioning/incompatible-workflows.ts', import.meta.url));
 
@@ -46,13 +46,17 @@ describe.concurrent('deploys that never break a waiting run', () => {
   let workerA: ResultPromise | undefined;
   let workerB: Worker | undefined;
   let workerBDone: Promise<void> | undefined;
+  /** Reads runs in this process for the waits (what `status` reads, whichever build runs them): a command costs a Node process. */
+  let library: PipelineClient | undefined;
 
   beforeAll(async () => {
     // Build B's workers run other workflow code on purpose: the runs on this queue replay on no one bundle.
     harness = await createHarness('deploy', { scenario: SCENARIO, worker: false, replayCheck: false });
     scratch = await mkdtemp(path.join(tmpdir(), 'deploy-versioning-'));
+    library = await PipelineClient.connect({ env: harness.env });
   });
   afterAll(async () => {
+    await library?.close();
     workerB?.shutdown();
     await workerBDone;
     workerA?.kill('SIGTERM');
@@ -68,29 +72,26 @@ describe.concurrent('deploys that never break a waiting run', () => {
     // Build B's bundle (webpack, the slowest step on a loaded machine) is made while build A starts and its run waits.
     const bundlingB = bundleWorkflowCode({ workflowsPath: INCOMPATIBLE_WORKFLOWS, logger: new DefaultLogger('WARN') });
     bundlingB.catch(() => undefined);
-    /**
-     * Waits on the run's status query (cheap; build A's workflows answer it), then reads `status --json` as a user
-     * would: polling the command itself started a Node process every half second.
-     */
-    const waitsForApproval = async (runId: string, what: string): Promise<void> => {
-      await waitForState(harness.client.workflow.getHandle(runId), (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000);
-      await eventually(async () => parseJson<RunJson>(await runCli(['status', runId, '--json'], env)).waiting.length, (n) => n === 1, 60_000, what);
-    };
+    /** The deployment as `deploy status --json` shows it, read in this process for the waits: a command costs a Node process. */
+    const deploymentHere = (): Promise<DeploymentStatus | undefined> => describeDeployment(harness.client.workflowService, harness.client.options.namespace, deployment);
 
     // Build A: the worker as users run it. The deployment has no current build, so A makes itself current.
     workerA = execa('node', [CLI, 'worker'], { env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-a' }, extendEnv: false, reject: false, stdin: 'ignore' });
-    // Until A's first poll registers the deployment, `deploy status` says it does not exist (exit 2).
-    await eventually(
-      async () => {
-        const result = await runCli(['deploy', 'status', '--json'], env);
-        return result.exitCode === 0 ? parseJson<DeploymentStatus>(result).currentBuildId : result.stderr;
-      },
-      (current) => current === 'build-a',
-      90_000,
-      'build A becoming current',
-    );
-
-    const first = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
+    // Until A's first poll registers the deployment, there is none (`deploy status` exits 2).
+    await eventually(deploymentHere, (status) => status?.currentBuildId === 'build-a', 90_000, 'build A becoming current');
+    // Back to back in one process: what `deploy status` says, and the first run's start.
+    const [statusA, started] = await runCliCommands([['deploy', 'status', '--json'], ['start', file, '--json']], env);
+    expect(statusA.exitCode, statusA.all).toBe(0);
+    expect(parseJson<DeploymentStatus>(statusA).currentBuildId).toBe('build-a');
+    const first = parseJson<{ runId: string }>(started).runId;
+    /**
+     * Waits on the run's state in this process (cheap), then reads `status --json` as a user would, again if its
+     * status query timed out on a loaded machine: polling the command itself started a Node process each time.
+     */
+    const waitsForApproval = async (runId: string, what: string): Promise<void> => {
+      await eventually(async () => (await library!.getRun(runId).status()).state, (state) => state.stages.some((s) => s.waitingFor !== undefined), 90_000, what);
+      await eventually(async () => parseJson<RunJson>(await runCli(['status', runId, '--json'], env)).waiting.length, (n) => n === 1, 60_000, what);
+    };
     await waitsForApproval(first, 'run 1 waiting for approval');
 
     // Build B: the same workflow type, but it starts with a timer, so it cannot replay what A recorded.
@@ -108,23 +109,25 @@ describe.concurrent('deploys that never break a waiting run', () => {
       workflowBundlePath: bundleB,
     });
     workerBDone = workerB.run();
-    const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B registered and made current');
+    // `deploy set-current` refuses a build no worker has polled yet: waited for here, then made current as a user does.
+    await eventually(deploymentHere, (status) => status?.versions.some((v) => v.buildId === 'build-b') === true, 60_000, 'build B polling the deployment');
+    const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B made current');
     expect(promoted.stdout).toContain(`New runs of ${deployment} now go to build build-b (was build-a, which keeps its pinned runs until they finish).`);
 
-    const approved = await runCli(['approve', first], env);
+    // Back to back in one process: run 1's approval, its watch, and the second run's start.
+    const [approved, finished, started2] = await runCliCommands([['approve', first], ['watch', first, '--json'], ['start', file, '--json']], env, 240_000);
     expect(approved.exitCode, approved.all).toBe(0);
-    const finished = await runCli(['watch', first, '--json'], env, 120_000);
     expect(finished.exitCode, finished.all).toBe(0);
     expect(parseJson<RunJson>(finished).status).toBe('completed');
     const run1 = await workflowTaskBuilds(harness.client.workflow.getHandle(first));
     expect(run1.failedTasks).toEqual([]);
     expect(new Set(run1.builds)).toEqual(new Set(['build-a']));
 
-    const second = parseJson<{ runId: string }>(await runCli(['start', file, '--json'], env)).runId;
-    // Build B's workflows answer no status query (status reads run 2 from its history), so this one polls the command.
-    await eventually(async () => parseJson<RunJson>(await runCli(['status', second, '--json'], env)).waiting.length, (n) => n === 1, 90_000, 'run 2 waiting for approval');
-    expect((await runCli(['approve', second], env)).exitCode).toBe(0);
-    expect(parseJson<RunJson>(await runCli(['watch', second, '--json'], env, 120_000)).status).toBe('completed');
+    const second = parseJson<{ runId: string }>(started2).runId;
+    await waitsForApproval(second, 'run 2 waiting for approval');
+    const [approved2, finished2, status] = await runCliCommands([['approve', second], ['watch', second, '--json'], ['deploy', 'status', '--json']], env, 240_000);
+    expect(approved2.exitCode, approved2.all).toBe(0);
+    expect(parseJson<RunJson>(finished2).status).toBe('completed');
     const run2 = await workflowTaskBuilds(harness.client.workflow.getHandle(second));
     expect(run2.failedTasks).toEqual([]);
     expect(new Set(run2.builds)).toEqual(new Set(['build-b']));
@@ -135,9 +138,8 @@ describe.concurrent('deploys that never break a waiting run', () => {
       new RegExp(`do not replay on their workflow code:\\n${second} \\(.*Nondeterminism`),
     );
 
-    const status = parseJson<DeploymentStatus>(await runCli(['deploy', 'status', '--json'], env));
-    expect(status.currentBuildId).toBe('build-b');
-    expect(status.versions.find((v) => v.buildId === 'build-a')?.status).toMatch(/^(draining|drained)$/);
+    expect(parseJson<DeploymentStatus>(status).currentBuildId).toBe('build-b');
+    expect(parseJson<DeploymentStatus>(status).versions.find((v) => v.buildId === 'build-a')?.status).toMatch(/^(draining|drained)$/);
   }, 400_000);
 
   test('set-current of a build no worker has polled names the known builds and exits 2', async () => {

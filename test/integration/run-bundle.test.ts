@@ -4,10 +4,10 @@ import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
-import type { ScheduleJson } from '../../src/library/schedule-spec.js';
+import { scheduleJson, type ScheduleJson } from '../../src/library/schedule-spec.js';
 import type { RunBundleSummary } from '../../src/pipeline/run-bundle.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
+import { CLI, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 
 /** Text that reaches the model only if the worker read each bundled file. */
 const MARKERS = {
@@ -77,13 +77,14 @@ describe('runs carry their own files', () => {
   test('a run started while no worker runs completes after its pipeline folder is deleted, on a worker started in another folder', async () => {
     const client = path.join(scratch, 'client');
     const file = await writePipelineFolder(client);
-    const started = await runCli(['start', file, '--json'], harness.env);
+    // The same pipeline with --files-from-worker carries nothing: its worker needs the folder. The two starts run back
+    // to back in one process (a command costs a Node process); the watch below runs as a user runs it.
+    const [started, startedFromWorker] = await runCliCommands([['start', file, '--json'], ['start', file, '--json', '--files-from-worker']], harness.env);
     expect(started.exitCode, started.all).toBe(0);
     const { runId, bundle } = parseJson<{ runId: string; bundle: RunBundleSummary }>(started);
     // pipeline.yaml, system.md, the agent, its reference, the step file and the context file.
     expect(bundle).toMatchObject({ files: 6, hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
-    // The same pipeline with --files-from-worker carries nothing: its worker needs the folder.
-    const fromWorker = parseJson<{ runId: string; bundle: null }>(await runCli(['start', file, '--json', '--files-from-worker'], harness.env));
+    const fromWorker = parseJson<{ runId: string; bundle: null }>(startedFromWorker);
     expect(fromWorker.bundle).toBeNull();
 
     await rm(client, { recursive: true, force: true });
@@ -98,12 +99,14 @@ describe('runs carry their own files', () => {
     for (const marker of [MARKERS.persona, MARKERS.reference, 'STEP-4b8e: summarise the change for users.', MARKERS.context, MARKERS.system]) {
       expect(request).toContain(marker);
     }
-    const status = parseJson<RunJson>(await runCli(['status', runId, '--json'], harness.env));
-    expect(status.bundle).toEqual(bundle);
-    const text = await runCli(['status', runId], harness.env);
+    const [statusJson, text, failed] = await runCliCommands(
+      [['status', runId, '--json'], ['status', runId], ['watch', fromWorker.runId, '--json']],
+      harness.env,
+      180_000,
+    );
+    expect(parseJson<RunJson>(statusJson).bundle).toEqual(bundle);
     expect(text.stdout).toContain(`Files: 6 carried in the run, bundle ${bundle.hash.slice(0, 12)}`);
 
-    const failed = await runCli(['watch', fromWorker.runId, '--json'], harness.env, 180_000);
     expect(failed.exitCode).toBe(1);
     expect(parseJson<RunJson>(failed).stages[0].error).toMatchObject({ type: 'FILE_NOT_FOUND' });
   }, 300_000);
@@ -122,20 +125,20 @@ describe('runs carry their own files', () => {
     const created = await runCli(['schedule', 'create', file, '--every', '1d', '--paused', '--id', id], harness.env);
     expect(created.exitCode, created.all).toBe(0);
     expect(created.stdout).toMatch(/Files: {6}6 bundled into the run \(.* KiB, bundle [0-9a-f]{12}\); edits to them reach the runs after `agent-pipeline schedule update FILE`/);
-    const before = parseJson<ScheduleJson>(await runCli(['schedule', 'describe', id, '--json'], harness.env));
+    /** The description `schedule describe --json` prints, read in this process for the waits: a command costs a Node process. */
+    const describeHere = async (): Promise<ScheduleJson> => scheduleJson(await harness.client.schedule.getHandle(id).describe());
+    const before = await describeHere();
     expect(before.bundle).toMatchObject({ files: 6 });
 
     await writeFile(path.join(scratch, 'scheduled', 'pipeline', 'steps', 'notes.md'), `${MARKERS.step} Edited.`);
     const updated = await runCli(['schedule', 'update', file, '--id', id, '--json'], harness.env);
     expect(updated.exitCode, updated.all).toBe(0);
-    const after = await eventually(
-      async () => parseJson<ScheduleJson>(await runCli(['schedule', 'describe', id, '--json'], harness.env)),
-      (s) => s.bundle?.hash !== before.bundle?.hash,
-      30_000,
-      'the schedule carrying the new bundle',
-    );
+    await eventually(describeHere, (s) => s.bundle?.hash !== before.bundle?.hash, 30_000, 'the schedule carrying the new bundle');
+    // Then what the command shows, and the schedule's end, back to back in one process.
+    const [described, deleted] = await runCliCommands([['schedule', 'describe', id, '--json'], ['schedule', 'delete', id]], harness.env);
+    const after = parseJson<ScheduleJson>(described);
     expect(after.bundle).toEqual(parseJson<{ bundle: RunBundleSummary }>(updated).bundle);
     expect(after).toMatchObject({ paused: true, spec: 'every 1d', inputs: { audience: 'users' } });
-    await runCli(['schedule', 'delete', id], harness.env);
+    expect(deleted.exitCode, deleted.all).toBe(0);
   }, 120_000);
 });
