@@ -1,5 +1,5 @@
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { DataConverter } from '@temporalio/common';
+import { IllegalStateError, type DataConverter } from '@temporalio/common';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -68,12 +68,17 @@ export interface HarnessOptions {
   replayCheck?: boolean;
 }
 
-let runtimeInstalled = false;
-/** Worker state changes at INFO would bury test output; warnings and errors still show. */
-function installQuietRuntime(): void {
-  if (runtimeInstalled) return;
-  runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+/**
+ * Worker state changes at INFO would bury test output; warnings and errors still show. Test files share their
+ * process (vitest.config.ts), so the runtime may be there already: installed by an earlier file, or made with the
+ * SDK's defaults by one that connected without a harness; its logger then stays as it is.
+ */
+export function installQuietRuntime(): void {
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch (error) {
+    if (!(error instanceof IllegalStateError)) throw error;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
+import type { Worker } from '@temporalio/worker';
 import { execa } from 'execa';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -19,6 +19,7 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
+import { installQuietRuntime } from '../helpers/harness.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { pickFreePort } from '../../src/dev/dev-server-ports.js';
@@ -100,7 +101,7 @@ describe('encrypted history', () => {
     (await execa(temporal, ['workflow', 'describe', '--workflow-id', runId, '--address', server.address, '--namespace', 'default', '--output', 'json'])).stdout;
 
   beforeAll(async () => {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
+    installQuietRuntime();
     dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-encrypted-'));
     temporal = await findTemporalCli();
     const uiPort = await pickFreePort();

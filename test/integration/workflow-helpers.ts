@@ -7,12 +7,14 @@ import { getStatusQuery } from '../../src/contracts/messages.js';
 /**
  * Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. Between queries it
  * waits a quarter second, or as long as the query took when that was longer: on a loaded machine back-to-back queries
- * would slow the run being waited for.
+ * would slow the run being waited for. `signal` stops a wait that lost a race: test files share their process, and a
+ * query still polling when its file closes the connection fails in the next file.
  */
-export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000): Promise<RunState> {
+export async function waitForState(handle: WorkflowHandle, predicate: (state: RunState) => boolean, timeoutMs = 90_000, signal?: AbortSignal): Promise<RunState> {
   const deadline = Date.now() + timeoutMs;
   let state: RunState | undefined;
   while (Date.now() < deadline) {
+    signal?.throwIfAborted();
     const queriedAt = Date.now();
     try {
       state = await handle.query(getStatusQuery);

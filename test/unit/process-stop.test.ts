@@ -49,6 +49,20 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     expect(marked.filter((pid) => !isGone(pid))).toEqual([]);
   });
 
+  test('a process that runs another program after its SIGTERM gets SIGTERM again, not SIGKILL after the grace', async () => {
+    // As a shell's child that gets SIGTERM between its fork and its exec: the program it then runs never saw the
+    // signal. Here the shell execs `sleep` on SIGTERM (waiting in a builtin, it runs the trap at once).
+    const fifo = path.join(dir, 'exec-fifo');
+    const ready = path.join(dir, 'exec-ready');
+    const child = shell(`trap 'exec sleep 300' TERM; mkfifo "${fifo}"; exec 3<>"${fifo}"; touch "${ready}"; read -u 3 -t 300`, 'exec');
+    await waitFor(() => existsSync(ready), Boolean, 'the shell to wait in read', 10_000);
+    const report = await stopMarkedProcesses(MARKER, 'exec', 'exact', 5_000);
+    expect(report.stopped).toContain(child.pid);
+    expect(report.killed).toEqual([]);
+    expect(report.survivors).toEqual([]);
+    expect(await findMarkedProcesses(MARKER, 'exec')).toEqual([]);
+  });
+
   test('leaves go first: a parent gets SIGTERM only once its children have gone, so it is never stopped mid clean-up', async () => {
     // The shell records every SIGTERM it gets; with its child stopped first it ends on its own and records none.
     const log = path.join(dir, 'parent-signals.log');

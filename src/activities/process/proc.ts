@@ -29,3 +29,13 @@ export function readProcStat(pid: number): string[] | undefined {
     return undefined;
   }
 }
+
+/** The program a process runs (`comm`, as `ps` shows it), which changes when it execs another. Undefined once gone. */
+export function readProcName(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listPids, readProcStat } from './proc.js';
+import { listPids, readProcName, readProcStat } from './proc.js';
 import { findMarkedProcesses, type MarkerMatch } from './sweep.js';
 
 /*
@@ -50,35 +50,40 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   const alive = async (): Promise<number[]> => (await find()).filter((pid) => !isGone(pid));
   const stopped = new Set<number>();
   const killed = new Set<number>();
-  const signal = (pids: number[], name: NodeJS.Signals, into: Set<number>): void => {
+  // What each pid ran when it got SIGTERM: a process that has exec'd since (a shell's child forked before it runs its
+  // program) is a new program that never saw the signal, or lost it in the fork's window; it gets SIGTERM too.
+  const termed = new Map<number, string | undefined>((options.alreadyTerminated ?? []).map((pid) => [pid, readProcName(pid)]));
+  const signal = (pids: number[], name: NodeJS.Signals): void => {
     for (const pid of pids) {
+      const program = name === 'SIGTERM' ? readProcName(pid) : undefined;
       try {
         process.kill(pid, name);
-        into.add(pid);
+        if (name === 'SIGTERM') termed.set(pid, program);
+        else killed.add(pid);
         stopped.add(pid);
       } catch {
         // Already gone.
       }
     }
   };
+  const newcomer = (pid: number): boolean => !termed.has(pid) || termed.get(pid) !== readProcName(pid);
   const report = (survivors: number[]): StopReport => ({ stopped: [...stopped], killed: [...killed], survivors });
   let pids = await alive();
   if (pids.length === 0) return report([]);
-  const termed = new Set<number>(options.alreadyTerminated ?? []);
-  for (const pid of termed) stopped.add(pid);
+  for (const pid of termed.keys()) stopped.add(pid);
   const graceEnd = Date.now() + graceMs;
   const leavesUntil = options.leavesFirst ? Date.now() + graceMs / 2 : 0;
   while (pids.length > 0 && Date.now() < graceEnd) {
     // Only newcomers get SIGTERM: a second one could cut short the clean-up the first one started.
     const due = Date.now() < leavesUntil ? withoutLiveChildren(pids) : pids;
-    signal(due.filter((pid) => !termed.has(pid)), 'SIGTERM', termed);
+    signal(due.filter(newcomer), 'SIGTERM');
     await sleep(Math.min(POLL_MS, Math.max(1, graceEnd - Date.now())));
     pids = await alive();
   }
   const killEnd = Date.now() + KILL_TIMEOUT_MS;
   while (pids.length > 0) {
     if (Date.now() > killEnd) return report(pids);
-    signal(pids, 'SIGKILL', killed);
+    signal(pids, 'SIGKILL');
     await sleep(POLL_MS);
     pids = await alive();
   }
