@@ -14,6 +14,12 @@ export const SLOW_FILES = [
   'test/integration/checkpoint-machine-loss-rounds.test.ts',
   'test/integration/workflow-continue-as-new.test.ts',
   'test/integration/limits-across-runs.test.ts',
+  // The unit files that type-check (TypeScript in their process: 8–17 s of CPU each). Last, as unit files come, they
+  // ran four at once with nothing left to overlap them: the run's last 20 seconds.
+  'test/unit/library-types.test.ts',
+  'test/unit/library-hover-docs.test.ts',
+  'test/unit/layer-rule.test.ts',
+  'test/unit/import-graph.test.ts',
   'test/integration/workspace-dir.test.ts',
   'test/integration/claude-cli-stage-timeout.test.ts',
   'test/integration/fault-cancel.test.ts',
@@ -38,7 +44,8 @@ export const SLOW_FILES = [
 /**
  * Vitest's own order (slowest first by the durations it cached, else by file size) needs a cache that a fresh clone,
  * as CI runs, does not have. This one starts the known slow files first, then the other integration files, then the
- * unit files (short, they fill the gaps at the end), each group in vitest's own order.
+ * unit files (short, they fill the gaps at the end), each group in vitest's own order; a slow unit file on the list
+ * starts with the slow ones.
  */
 export default class SlowFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
