@@ -174,6 +174,8 @@ stages:
     prompt: Inspect the code.
   - id: followup
     needs: [inspect]
+    # Its agent is not what is tested (the prompt it was given is): the API backend spares a \`claude\` run.
+    backend: anthropic-api
     prompt: |
       The inspector said:
       {{stages.inspect.answer}}
@@ -217,6 +219,8 @@ stages:
     onFailure: ask
 finally:
   - id: record
+    # Its agent is not what is tested (the prompt it was given is): the API backend spares a \`claude\` run.
+    backend: anthropic-api
     prompt: "Outcome: status={{run.status}} type={{run.error.type}} reason={{run.error.message}}"
 `,
     );
@@ -240,6 +244,8 @@ inputs:
 defaults: { heartbeatTimeout: 1m }
 stages:
   - id: elicit
+    # Its agent is not what is tested (the prompt it was given is): the API backend spares a \`claude\` run.
+    backend: anthropic-api
     prompt: "Scope chosen: {{inputs.elicitation.scope}}. All answers:\\n{{inputs.elicitation}}"
 `,
     );
