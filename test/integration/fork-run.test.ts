@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
-import { calls, RULES, runToEnd as runToEndOn } from './fork-helpers.js';
+import { calls, RULES, runToEnd } from './fork-helpers.js';
 
 /*
  * Forking a run (docs/forking.md), as a person does it from the command line, with the real `claude` in its sandbox:
@@ -35,8 +35,6 @@ describe('fork', () => {
     await harness?.close();
   });
 
-  const runToEnd = (file: string, id: string): Promise<RunState> => runToEndOn(harness, file, id);
-
   /** Writes the pipeline `yaml` and `files` (relative to its folder); returns the pipeline file. */
   const writeFiles = async (name: string, yaml: string, files: Record<string, string>): Promise<string> => {
     const file = await harness.writePipeline(name, yaml);
@@ -50,7 +48,7 @@ describe('fork', () => {
 
   test('fork --from stage3 after an edit runs stages 3 and 4 only, on the files stages 1 and 2 wrote, with their cost carried', { timeout: 480_000 }, async () => {
     const file = await writeFiles('forky', FORKY, { 'steps/one.md': 'Write one.txt.\n', 'steps/two.md': 'Write two.txt.\n', 'steps/three.md': 'Join the files.\n' });
-    const source = await runToEnd(file, 'forky-source');
+    const source = await runToEnd(harness, file, 'forky-source');
     expect(source.status).toBe('completed');
     const before = { stage1: calls(harness, 'stage1'), stage2: calls(harness, 'stage2'), stage3: calls(harness, 'stage3'), stage4: calls(harness, 'stage4') };
 
@@ -134,7 +132,7 @@ describe('fork', () => {
         '',
       ].join('\n');
     const file = await harness.writePipeline('loop', yaml('Review the code.'));
-    expect((await runToEnd(file, 'loop-source')).status).toBe('completed');
+    expect((await runToEnd(harness, file, 'loop-source')).status).toBe('completed');
     await writeFile(file, yaml('Review strictly.'));
     const forked = await runCli(['fork', 'loop-source', '--from', 'review', '--id', 'loop-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);
