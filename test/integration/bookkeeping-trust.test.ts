@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { emptyHome } from './claude-cli-world.js';
-import { parseJson, runCli } from './cli-helpers.js';
+import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -46,6 +46,7 @@ beforeAll(async () => {
         { name: 'plant', match: 'Pipeline: planted-links · Stage: s1 ·', turns: [bash(`mkdir -p .agent-pipeline/stages && rm -rf .agent-pipeline/stages/s2 && ln -s '${outside}' .agent-pipeline/stages/s2 && ls -la .agent-pipeline/stages`), { text: report('Planted.') }] },
         { name: 'work', match: 'Pipeline: planted-links · Stage: s2 ·', turns: [bash('echo done > done.txt'), { text: report('Worked.') }] },
         { name: 'plain', match: 'Pipeline: plain ·', turns: [bash('echo ended > ended.txt'), { text: report('Ended.') }] },
+        { name: 'ended', match: 'Pipeline: ended-early ·', turns: [{ text: report('Ended.') }] },
         // The live run's records say it is the ended run, and that it ended long ago.
         { name: 'forge', match: 'Pipeline: forged-records ·', turns: [bash(`mkdir -p .agent-pipeline && echo '{"runId":"${ENDED_ID}"}' > .agent-pipeline/run.json && echo '${forged(ENDED_ID)}' > .agent-pipeline/ended.json && echo work > work.txt`), { text: report('Forged.') }] },
         // An ended run's records claim it is the live run.
@@ -82,25 +83,32 @@ describe('the worker\'s bookkeeping, out of the agents\' tree', () => {
   });
 
   test('records an agent writes in its tree neither make prune delete a live run nor keep an ended one', { timeout: 240_000 }, async () => {
-    const ended = await harness.finish(await harness.startYaml('plain', `${HEADER('plain')}  - id: s1\n    prompt: End.\n    allowedTools: [Bash]\n`, ENDED_ID));
+    // The ended run's agent writes nothing (the API backend spares a `claude` run): what prune sees of it is its folder
+    // and bookkeeping, which every run has.
+    const ended = await harness.finish(await harness.startYaml('ended-early', `${HEADER('ended-early')}  - id: s1\n    backend: anthropic-api\n    prompt: End.\n`, ENDED_ID));
     expect(ended.status).toBe('completed');
     const live = await harness.startYaml('forged-records', `${HEADER('forged-records')}  - id: s1\n    prompt: Forge.\n    allowedTools: [Bash]\n    approval: true\n`, LIVE_ID);
     await waitForWaiting(live, 's1');
     const claiming = await harness.finish(await harness.startYaml('claiming-records', `${HEADER('claiming-records')}  - id: s1\n    prompt: Claim.\n    allowedTools: [Bash]\n`, CLAIMING_ID));
     expect(claiming.status).toBe('completed');
-    // The forgeries are in place.
+    // The forgeries are in place, and the ended runs' folders and bookkeeping are there to remove.
     expect(existsSync(path.join(harness.runDir(LIVE_ID), '.agent-pipeline', 'ended.json'))).toBe(true);
     expect(existsSync(path.join(harness.runDir(CLAIMING_ID), '.agent-pipeline', 'run.json'))).toBe(true);
+    for (const runId of [ENDED_ID, CLAIMING_ID]) expect(existsSync(harness.runDir(runId)) && existsSync(harness.runBookkeeping(runId)), runId).toBe(true);
 
-    for (const args of [['prune', '--older-than', '1ms', '--json'], ['prune', '--force', '--older-than', '1ms', '--json']]) {
-      const pruned = await runCli(args, harness.env);
+    // Asked of Temporal, then not: back to back in one process through the CLI's entry, each with its own argv, output
+    // and exit code (a process each cost half a CPU second). What either removed stays removed, so the live run's
+    // folder found after both was kept by each.
+    const commands = [['prune', '--older-than', '1ms', '--json'], ['prune', '--force', '--older-than', '1ms', '--json']];
+    const results = await runCliCommands(commands, harness.env);
+    for (const [i, pruned] of results.entries()) {
       expect(pruned.exitCode, pruned.all).toBe(0);
-      // The live run keeps its folder and its work, asked of Temporal or not.
-      expect(existsSync(path.join(harness.runDir(LIVE_ID), 'work.txt')), `${args.join(' ')} deleted the live run: ${pruned.stdout}`).toBe(true);
-      expect(existsSync(harness.runBookkeeping(LIVE_ID))).toBe(true);
       const entries = parseJson<{ runId: string; removed: boolean }[]>(pruned);
-      expect(entries.find((e) => e.runId === LIVE_ID)?.removed ?? false).toBe(false);
+      expect(entries.find((e) => e.runId === LIVE_ID)?.removed ?? false, `${commands[i].join(' ')} removed the live run: ${pruned.stdout}`).toBe(false);
     }
+    // The live run keeps its folder and its work.
+    expect(existsSync(path.join(harness.runDir(LIVE_ID), 'work.txt')), `prune deleted the live run: ${results.map((r) => r.stdout).join('\n')}`).toBe(true);
+    expect(existsSync(harness.runBookkeeping(LIVE_ID))).toBe(true);
     // The ended runs went, their bookkeeping with them; the claim in its tree kept nothing.
     for (const runId of [ENDED_ID, CLAIMING_ID]) {
       expect(existsSync(harness.runDir(runId)), runId).toBe(false);

@@ -1,9 +1,13 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, test, type TestContext } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { createPipelineWorker } from '../../src/run-worker.js';
+import { WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
-import { runCli } from './cli-helpers.js';
+import { runCli, runCliCommands } from './cli-helpers.js';
 import { hostsWorld, waitForRequest } from './fault-helpers.js';
 import { loseHost, restorableManifest } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
@@ -14,7 +18,8 @@ import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWait
  * (the stage resumes its session with the answer). As in checkpoint-machine-loss.test.ts, worker A (a real worker
  * process, the real claude CLI in its sandbox, the scripted model) is SIGKILLed with its agents and the run's folder
  * and bookkeeping are deleted; worker B shares only Temporal and the store with it (the same workspaces path, as
- * every host of a queue must have, and an owner id of its own), restores the run and finishes it.
+ * every host of a queue must have, and an owner id of its own), restores the run and finishes it. B runs in the test's
+ * own process (as the harness's workers do): only A is killed, and a worker process costs 1.4 CPU-s to start.
  */
 
 type Rule = NonNullable<ScenarioInput['rules']>[number];
@@ -93,17 +98,39 @@ const WAIT_PIPELINE = [
   '',
 ].join('\n');
 
+/**
+ * Worker B: a host of its own (its own owner id, the short owner and sticky timeouts of fault-helpers' worker processes)
+ * on the harness's queue, in this process; shut down when the test ends, before the harness closes.
+ */
+async function otherHost(harness: Harness, onTestFinished: TestContext['onTestFinished']): Promise<void> {
+  const env: NodeJS.ProcessEnv = {
+    ...harness.env,
+    AGENT_PIPELINE_CHECKPOINTS: 'on',
+    AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}`,
+    AGENT_PIPELINE_OWNER_TIMEOUT: '3s',
+    AGENT_PIPELINE_STICKY_TIMEOUT: '2s',
+    AGENT_PIPELINE_SHUTDOWN_GRACE: '2s',
+  };
+  const worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined });
+  const running = worker.run();
+  // Test-finished hooks run last registered first: B stops before hostsWorld's hook closes the harness.
+  onTestFinished(async () => {
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await running;
+  });
+}
+
 // Each test has a queue, a model server and workers of its own (hostsWorld): they run at once, and a worker one test
 // starts never takes the other's run.
 describe.concurrent('a machine lost in a review round and during a wait for a person', () => {
   const world = async (name: string, onTestFinished: TestContext['onTestFinished']) => {
     const { harness, worker } = await hostsWorld(name, { scenario: { rules: RULES } }, onTestFinished);
     const requestsOf = (rule: string, turn: number) => harness.modelServer.requests().filter((r) => r.rule === rule && r.turn === turn);
-    return { harness, worker: () => worker({ AGENT_PIPELINE_CHECKPOINTS: 'on' }), requestsOf };
+    return { harness, worker: () => worker({ AGENT_PIPELINE_CHECKPOINTS: 'on' }), otherHost: () => otherHost(harness, onTestFinished), requestsOf };
   };
 
   test('a rework round cut short on one worker goes on on another, with round 1 and 2 files and the session', { timeout: 240_000 }, async ({ onTestFinished }) => {
-    const { harness, worker, requestsOf } = await world('checkpoint-loss-rework', onTestFinished);
+    const { harness, worker, otherHost, requestsOf } = await world('checkpoint-loss-rework', onTestFinished);
     const file = await harness.writePipeline('rework-loss', REWORK_PIPELINE);
     const first = worker();
     const handle = await harness.start(file);
@@ -113,7 +140,7 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
     const afterTwo = Date.now();
     await waitFor(() => restorableManifest(harness, runId), (m) => m?.reason === 'periodic' && Date.parse(m.takenAt) > afterTwo, 'a periodic checkpoint of round 2 to restore from', 30_000);
     const lostAt = await loseHost(harness, first, runId);
-    worker();
+    await otherHost();
 
     const state = await harness.finish(handle);
     expectNoStageLeftRunning(state);
@@ -146,7 +173,7 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
   });
 
   test('a run waiting for an answer on a lost worker is answered and goes on on another, from the checkpoint before the wait', { timeout: 240_000 }, async ({ onTestFinished }) => {
-    const { harness, worker, requestsOf } = await world('checkpoint-loss-wait', onTestFinished);
+    const { harness, worker, otherHost, requestsOf } = await world('checkpoint-loss-wait', onTestFinished);
     const file = await harness.writePipeline('wait-loss', WAIT_PIPELINE);
     const first = worker();
     const handle = await harness.start(file);
@@ -156,7 +183,7 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
     const before = await restorableManifest(harness, runId);
     expect(before?.reason).toBe('end');
     const lostAt = await loseHost(harness, first, runId);
-    worker();
+    await otherHost();
 
     const answered = await runCli(['answer', runId, '--stage', 'ask', 'Paint it green.'], harness.env);
     expect(answered.exitCode, answered.all).toBe(0);
@@ -179,10 +206,11 @@ describe.concurrent('a machine lost in a review round and during a wait for a pe
     expect(body).toContain(`restored from a checkpoint taken at ${before!.takenAt}`);
     expect(requestsOf('ask', 0)).toHaveLength(1);
 
-    const logs = await runCli(['logs', runId, '--stage', 'ask'], harness.env);
+    // Back to back in one process through the CLI's entry (each with its own argv, output and exit code): the first test
+    // runs them as a user does.
+    const [logs, status] = await runCliCommands([['logs', runId, '--stage', 'ask'], ['status', runId]], harness.env);
     expect(logs.exitCode, logs.all).toBe(0);
     expect(logs.stdout).toContain('Painted it green.');
-    const status = await runCli(['status', runId], harness.env);
     expect(status.exitCode, status.all).toBe(0);
   });
 });

@@ -1,7 +1,8 @@
 import type { ScenarioInput } from '../../src/dev/scenario.js';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { startRun } from '../../src/library/runs.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import type { Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
 
 /* The scripted model's side of the fork tests (fork-run.test.ts, fork-rerun.test.ts): one rule per stage, named. */
 
@@ -32,7 +33,12 @@ export function calls(harness: Harness, rule: string): number {
   return harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && r.rule === rule).length;
 }
 
-/** Starts a run of `file` with the CLI and waits for its end; returns its final state. */
-export async function startWaiting(harness: Harness, file: string, id: string): Promise<RunState> {
-  return parseJson<RunState>(await runCli(['start', file, '--id', id, '--wait', '--json'], harness.env, 240_000));
+/**
+ * Starts `file` as run `id` as `start` does (its files bundled: a fork compares their hashes) and waits for its end, in
+ * process: the source runs are not what the fork tests look at, the forks are, and a CLI process costs a core for half a
+ * second. Returns its final state.
+ */
+export async function runToEnd(harness: Harness, file: string, id: string): Promise<RunState> {
+  const { handle } = await startRun(harness.client, await prepareRunInput(file, {}, []), { taskQueue: harness.taskQueue, id });
+  return harness.finish(handle);
 }

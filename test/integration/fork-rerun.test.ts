@@ -6,14 +6,16 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { generateEncryptionKey } from '../../src/trust/keys.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
-import { calls, RULES, startWaiting } from './fork-helpers.js';
+import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { calls, RULES, runToEnd } from './fork-helpers.js';
 
 /*
  * Forks without an agent to watch (docs/forking.md): `rerun` of a failed run does not run its completed stages again; a
  * fork from one of two parallel stages takes over only what had completed when it started; a fork of a git run starts
  * its own branch where the source's was, with the uncommitted work uncommitted, and pushes it; a fork of a run with
  * encrypted history reads its source and stays encrypted. fork-run.test.ts has the fork with the real `claude`.
+ * The source runs start in process (runToEnd); the commands under test run as a user runs them (runCli), or back to
+ * back in one process through the CLI's entry (runCliCommands) where one of their kind already runs as a user does.
  */
 
 describe('rerun and forks of other runs', () => {
@@ -29,19 +31,17 @@ describe('rerun and forks of other runs', () => {
     const yaml = (second: string) =>
       ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', `  - { id: second, prompt: ${second}, needs: [first] }`, ''].join('\n');
     const file = await harness.writePipeline('flaky', yaml('Do the second part.'));
-    const failed = await runCli(['start', file, '--id', 'flaky-source', '--wait', '--json'], harness.env, 240_000);
-    expect(failed.exitCode).toBe(1);
+    expect((await runToEnd(harness, file, 'flaky-source')).status).toBe('failed');
     expect(calls(harness, 'flaky-first')).toBe(1);
 
     await writeFile(file, yaml('Do the second part with care.'));
-    const rerun = await runCli(['rerun', 'flaky-source', '--id', 'flaky-rerun', '--wait', '--json'], harness.env, 240_000);
+    const [rerun, gone] = await runCliCommands([['rerun', 'flaky-source', '--id', 'flaky-rerun', '--wait', '--json'], ['rerun', 'flaky-never-was']], harness.env, 240_000);
     expect(rerun.exitCode, rerun.all).toBe(0);
     const state = parseJson<RunState>(rerun);
     expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
     expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
     expect(calls(harness, 'flaky-first')).toBe(1);
     // A run Temporal no longer keeps cannot be forked, and the message says why such a run is gone.
-    const gone = await runCli(['rerun', 'flaky-never-was'], harness.env);
     expect(gone.exitCode).toBe(2);
     expect(gone.stderr).toMatch(/FORK_REFUSED.*no run flaky-never-was.*retention/);
   });
@@ -58,11 +58,18 @@ describe('rerun and forks of other runs', () => {
       '',
     ].join('\n');
     const file = await harness.writePipeline('pair', yaml);
-    expect((await startWaiting(harness, file, 'pair-source')).status).toBe('completed');
+    expect((await runToEnd(harness, file, 'pair-source')).status).toBe('completed');
     // b and c started together after a: b completed while c ran, but after c started.
-    const plan = parseJson(await runCli(['fork', 'pair-source', '--from', 'c', '--dry-run', '--json'], harness.env));
-    expect(plan).toMatchObject({ takenOver: ['a'], runAgain: ['b', 'c', 'd'], refused: [] });
-    const fork = parseJson<RunState>(await runCli(['fork', 'pair-source', '--from', 'c', '--id', 'pair-fork', '--wait', '--json'], harness.env, 240_000));
+    const [planned, forked] = await runCliCommands(
+      [
+        ['fork', 'pair-source', '--from', 'c', '--dry-run', '--json'],
+        ['fork', 'pair-source', '--from', 'c', '--id', 'pair-fork', '--wait', '--json'],
+      ],
+      harness.env,
+      240_000,
+    );
+    expect(parseJson(planned)).toMatchObject({ takenOver: ['a'], runAgain: ['b', 'c', 'd'], refused: [] });
+    const fork = parseJson<RunState>(forked);
     expect(fork.status).toBe('completed');
     expect(fork.stages.filter((s) => s.carriedCostUsd !== undefined).map((s) => s.id)).toEqual(['a']);
     expect([calls(harness, 'pair-a'), calls(harness, 'pair-b'), calls(harness, 'pair-c'), calls(harness, 'pair-d')]).toEqual([1, 2, 2, 2]);
@@ -88,7 +95,7 @@ describe('rerun and forks of other runs', () => {
           '',
         ].join('\n');
       const file = await harness.writePipeline('gitfork', yaml('cat one.txt two.txt > three.txt'));
-      expect((await startWaiting(harness, file, 'gitfork-source')).status).toBe('completed');
+      expect((await runToEnd(harness, file, 'gitfork-source')).status).toBe('completed');
       const sourceTip = await git(remote, 'rev-parse', 'agent/gitfork-source');
 
       await writeFile(file, yaml('cat two.txt one.txt > three.txt'));
@@ -124,8 +131,9 @@ describe('a fork of a run with encrypted history', () => {
   test('reads the source\'s encrypted input and state, and keeps its own input encrypted', { timeout: 300_000 }, async () => {
     const yaml = ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', '  - { id: second, prompt: Do the second part., needs: [first] }', ''].join('\n');
     const file = await harness.writePipeline('flaky', yaml);
-    // The first call of `second` fails for good: the source fails there, and the rerun takes `first` over.
-    expect((await runCli(['start', file, '--id', 'enc-source', '--wait', '--json'], harness.env, 240_000)).exitCode).toBe(1);
+    // The first call of `second` fails for good: the source fails there, and the rerun takes `first` over. The harness's
+    // client encrypts as a key holder's does.
+    expect((await runToEnd(harness, file, 'enc-source')).status).toBe('failed');
     const rerun = await runCli(['rerun', 'enc-source', '--id', 'enc-rerun', '--wait', '--json'], harness.env, 240_000);
     expect(rerun.exitCode, rerun.all).toBe(0);
     expect(parseJson<RunState>(rerun).stages.map((s) => [s.id, s.carriedCostUsd !== undefined])).toEqual([['first', true], ['second', false]]);

@@ -1,12 +1,10 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { prepareRunInput } from '../../src/library/pipeline-source.js';
-import { startRun } from '../../src/library/runs.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
-import { calls, RULES } from './fork-helpers.js';
+import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { calls, RULES, runToEnd } from './fork-helpers.js';
 
 /*
  * Forking a run (docs/forking.md), as a person does it from the command line, with the real `claude` in its sandbox:
@@ -37,15 +35,6 @@ describe('fork', () => {
     await harness?.close();
   });
 
-  /**
-   * Starts `file` as run `id` as `start` does (its files bundled: a fork compares their hashes) and waits for its end, in
-   * process: the source run is not what these tests look at, the fork is, and a CLI process costs a core for a second.
-   */
-  const runToEnd = async (file: string, id: string): Promise<RunState> => {
-    const { handle } = await startRun(harness.client, await prepareRunInput(file, {}, []), { taskQueue: harness.taskQueue, id });
-    return harness.finish(handle);
-  };
-
   /** Writes the pipeline `yaml` and `files` (relative to its folder); returns the pipeline file. */
   const writeFiles = async (name: string, yaml: string, files: Record<string, string>): Promise<string> => {
     const file = await harness.writePipeline(name, yaml);
@@ -59,16 +48,28 @@ describe('fork', () => {
 
   test('fork --from stage3 after an edit runs stages 3 and 4 only, on the files stages 1 and 2 wrote, with their cost carried', { timeout: 480_000 }, async () => {
     const file = await writeFiles('forky', FORKY, { 'steps/one.md': 'Write one.txt.\n', 'steps/two.md': 'Write two.txt.\n', 'steps/three.md': 'Join the files.\n' });
-    const source = await runToEnd(file, 'forky-source');
+    const source = await runToEnd(harness, file, 'forky-source');
     expect(source.status).toBe('completed');
     const before = { stage1: calls(harness, 'stage1'), stage2: calls(harness, 'stage2'), stage3: calls(harness, 'stage3'), stage4: calls(harness, 'stage4') };
 
-    // The person tunes stage 3's prompt, looks at the plan, then forks.
+    // The person tunes stage 3's prompt, looks at the plan, forks, then looks at the fork and the list. The commands run
+    // back to back in one process, each through the CLI's entry with its own argv, output and exit code (a process
+    // each cost half a CPU second); the second test's fork runs as a user runs it.
     await writeFile(path.join(path.dirname(file), 'steps/three.md'), 'Join the two files, one after the other.\n');
-    const plan = await runCli(['fork', 'forky-source', '--from', 'stage3', '--dry-run', '--json'], harness.env);
+    const [plan, forked, status, listed, listedJson] = await runCliCommands(
+      [
+        ['fork', 'forky-source', '--from', 'stage3', '--dry-run', '--json'],
+        ['fork', 'forky-source', '--from', 'stage3', '--id', 'forky-fork', '--wait', '--json'],
+        ['status', 'forky-fork'],
+        // The dev server is shared by every test file: only this pipeline's runs (the newest 20 of all could be others').
+        ['list', '--pipeline', 'forky'],
+        ['list', '--pipeline', 'forky', '--json'],
+      ],
+      harness.env,
+      300_000,
+    );
     expect(plan.exitCode, plan.all).toBe(0);
     expect(parseJson(plan)).toMatchObject({ from: 'stage3', takenOver: ['stage1', 'stage2'], runAgain: ['stage3', 'stage4'], refused: [] });
-    const forked = await runCli(['fork', 'forky-source', '--from', 'stage3', '--id', 'forky-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);
     const fork = parseJson<RunState>(forked);
 
@@ -93,21 +94,25 @@ describe('fork', () => {
     expect(fork.costUsd).toBeCloseTo(stage('stage3').totals!.costUsd + stage('stage4').totals!.costUsd, 10);
     expect(fork.costUsd).toBeGreaterThan(0);
 
-    const status = await runCli(['status', 'forky-fork'], harness.env);
     expect(status.stdout).toContain('forked from forky-source at stage3');
     expect(status.stdout).toMatch(/stage1.*carried/);
-    // The dev server is shared by every test file: only this pipeline's runs (the newest 20 of all could be others').
-    expect((await runCli(['list', '--pipeline', 'forky'], harness.env)).stdout).toMatch(/forky-fork .* forky-source at stage3/);
-    const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(await runCli(['list', '--pipeline', 'forky', '--json'], harness.env));
+    expect(listed.stdout).toMatch(/forky-fork .* forky-source at stage3/);
+    const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(listedJson);
     expect(runs.find((r) => r.runId === 'forky-fork')?.forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3' });
 
     // Stage 1's prompt changed too: a fork from stage 3 would take over work its new prompt did not ask for.
     await writeFile(path.join(path.dirname(file), 'steps/one.md'), 'Write one.txt, in capitals.\n');
-    const refused = await runCli(['fork', 'forky-source', '--from', 'stage3'], harness.env);
+    const [refused, forced] = await runCliCommands(
+      [
+        ['fork', 'forky-source', '--from', 'stage3'],
+        ['fork', 'forky-source', '--from', 'stage3', '--force', '--id', 'forky-forced', '--wait', '--json'],
+      ],
+      harness.env,
+      240_000,
+    );
     expect(refused.exitCode).toBe(2);
     expect(refused.stderr).toContain('FORK_REFUSED');
     expect(refused.stderr).toContain('stage1.prompt');
-    const forced = await runCli(['fork', 'forky-source', '--from', 'stage3', '--force', '--id', 'forky-forced', '--wait', '--json'], harness.env, 240_000);
     expect(forced.exitCode, forced.all).toBe(0);
     expect(parseJson<RunState>(forced).forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3', forced: true });
     expect(calls(harness, 'stage1')).toBe(before.stage1);
@@ -127,7 +132,7 @@ describe('fork', () => {
         '',
       ].join('\n');
     const file = await harness.writePipeline('loop', yaml('Review the code.'));
-    expect((await runToEnd(file, 'loop-source')).status).toBe('completed');
+    expect((await runToEnd(harness, file, 'loop-source')).status).toBe('completed');
     await writeFile(file, yaml('Review strictly.'));
     const forked = await runCli(['fork', 'loop-source', '--from', 'review', '--id', 'loop-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);

@@ -6,7 +6,7 @@ import { reconcileClosedRun } from '../../src/library/run-end.js';
 import { rebuildRunState } from '../../src/library/run-history.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
+import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -19,26 +19,29 @@ import { waitForWaiting } from './workflow-helpers.js';
 
 const GATED = 'name: end-status\ndefaults: { backend: anthropic-api, model: haiku, retries: 0 }\nstages:\n  - id: gate\n    approval: true\n  - id: after\n    prompt: After.\n    needs: [gate]\n';
 
-/** Every reader's word on the run: the library's status, result, events and list, and the CLI's status, list and watch. */
+/**
+ * Every reader's word on the run: the library's status, result, events and list, and the CLI's status, list and watch.
+ * The CLI's commands run side by side as a user runs them, each a process of its own; with `oneProcess`, back to back
+ * in one process through the CLI's entry, each with its own argv, output and exit code (a process costs half a CPU
+ * second, and the first test runs each command as a user does).
+ */
 // Lists by pipeline name: the namespace is shared with other test files' encrypted runs, which a client without their
 // key cannot list (it is told to set the key).
-async function readers(client: PipelineClient, harness: Harness, id: string, pipeline = 'end-status') {
+async function readers(client: PipelineClient, harness: Harness, id: string, { pipeline = 'end-status', oneProcess = false } = {}) {
   const run = client.getRun(id);
   const events = async (): Promise<RunEvent[]> => {
     const seen: RunEvent[] = [];
     for await (const event of run.events({ progress: false })) seen.push(event);
     return seen;
   };
-  // The CLI's commands run side by side: each is a process of its own.
-  const [status, result, seenEvents, list, cliStatus, cliText, cliList, watch] = await Promise.all([
+  const commands = [['status', id, '--json'], ['status', id], ['list', '--json', '--pipeline', pipeline, '--limit', '50'], ['watch', id, '--json']];
+  const cli = oneProcess ? runCliCommands(commands, harness.env) : Promise.all(commands.map((args) => runCli(args, harness.env)));
+  const [status, result, seenEvents, list, [cliStatus, cliText, cliList, watch]] = await Promise.all([
     run.status(),
     run.result().then(() => undefined, (e: unknown) => e),
     events(),
     client.list({ pipeline, limit: 50 }),
-    runCli(['status', id, '--json'], harness.env),
-    runCli(['status', id], harness.env),
-    runCli(['list', '--json', '--pipeline', pipeline, '--limit', '50'], harness.env),
-    runCli(['watch', id, '--json'], harness.env),
+    cli,
   ]);
   return {
     status,
@@ -98,7 +101,7 @@ describe('how a run ended, as every reader says it', () => {
     await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [input], typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: 'invalid' }] });
     await harness.client.workflow.getHandle(id).result().catch(() => undefined);
 
-    const seen = await readers(client, harness, id, 'invalid');
+    const seen = await readers(client, harness, id, { pipeline: 'invalid', oneProcess: true });
     expect(seen.status.executionStatus).toBe('FAILED');
     expect(seen.status.state).toMatchObject({ status: 'failed', error: { type: 'PIPELINE_INVALID', message: expect.stringContaining('unknown field "colour"') } });
     expect(seen.status.state.stages.map((s) => s.status)).toEqual(['skipped']);
@@ -124,7 +127,7 @@ describe('how a run ended, as every reader says it', () => {
     await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { workflowId: id, taskQueue: harness.taskQueue, args: [{ version: 1, ...prepared }], workflowExecutionTimeout: '2s', typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: 'end-status' }] });
     await harness.client.workflow.getHandle(id).result().catch(() => undefined);
 
-    const seen = await readers(client, harness, id);
+    const seen = await readers(client, harness, id, { oneProcess: true });
     expect(seen.status.executionStatus).toBe('TIMED_OUT');
     expect(seen.status.state).toMatchObject({ status: 'timed_out', error: { type: 'TIMED_OUT' } });
     expect(seen.result).toMatchObject({ type: 'timed_out', state: { status: 'timed_out' } });

@@ -46,7 +46,6 @@ beforeAll(async () => {
       rules: [
         writer('parallel', 'left', 'left.txt', 'left'),
         writer('parallel', 'right', 'right.txt', 'right'),
-        { name: 'parallel-after', match: 'Pipeline: parallel · Stage: after ·', turns: [{ text: 'Both are here.', tool: { name: 'Bash', input: { command: 'cat left.txt right.txt > both.txt', description: 'join' } } }, { text: report('Joined.') }] },
         writer('clash', 'one', 'same.txt', 'from one'),
         writer('clash', 'two', 'same.txt', 'from two'),
       ],
@@ -64,7 +63,9 @@ afterAll(async () => {
 describe('isolation: stage', () => {
   // Generous: agents in git worktrees, with other test files at once on a loaded 2-core machine (its wait alone allows 120 s).
   it('runs parallel stages in their own worktrees and merges both into the run\'s branch', { timeout: 300_000 }, async () => {
-    const yaml = pipeline('parallel', ['  - { id: left, prompt: Write left. }', '  - { id: right, prompt: Write right. }', '  - { id: after, needs: [left, right], prompt: Join them. }']);
+    // The stage after them is a command: what it shows is what its worktree holds, not what an agent does (a `claude`
+    // run spared).
+    const yaml = pipeline('parallel', ['  - { id: left, prompt: Write left. }', '  - { id: right, prompt: Write right. }', '  - { id: after, needs: [left, right], run: "cat left.txt right.txt > both.txt && echo Joined." }']);
     const state = await harness.finish(await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1'));
     expectNoStageLeftRunning(state);
     expect(state.status).toBe('completed');

@@ -174,6 +174,8 @@ stages:
     prompt: Inspect the code.
   - id: followup
     needs: [inspect]
+    # Its agent is not what is tested (the prompt it was given is): the API backend spares a \`claude\` run.
+    backend: anthropic-api
     prompt: |
       The inspector said:
       {{stages.inspect.answer}}
@@ -209,8 +211,10 @@ stages:
   it('ends the run failed with AGENT_BLOCKED on a BLOCKED answer under onBlocked: fail; finally sees run.error.type', { timeout: 180_000 }, async () => {
     const handle = await harness.startYaml(
       'blocked-fail',
+      // The answer is read and the run ended the same for either backend (pipeline/contract.ts, the workflow): the API
+      // backend spares two `claude` runs.
       `name: blocked-fail
-defaults: { heartbeatTimeout: 1m, onBlocked: fail }
+defaults: { backend: anthropic-api, heartbeatTimeout: 1m, onBlocked: fail }
 stages:
   - id: stuck
     prompt: Deploy the service.
@@ -240,6 +244,8 @@ inputs:
 defaults: { heartbeatTimeout: 1m }
 stages:
   - id: elicit
+    # Its agent is not what is tested (the prompt it was given is): the API backend spares a \`claude\` run.
+    backend: anthropic-api
     prompt: "Scope chosen: {{inputs.elicitation.scope}}. All answers:\\n{{inputs.elicitation}}"
 `,
     );

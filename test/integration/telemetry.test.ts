@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { freeLoopbackPort } from '../../src/telemetry/metrics-server.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
+import { waitForWaiting } from './workflow-helpers.js';
 
 const FIXTURES = path.join(PROJECT_ROOT, 'test', 'fixtures', 'telemetry');
 
@@ -149,9 +150,10 @@ describe('traces and metrics', () => {
   });
 
   test('/metrics serves the stage metrics and the SDK worker metrics in the Prometheus text format', async () => {
-    // A run that waits for a person, so the waiting gauge has something to count.
-    const gated = parseJson<{ runId: string }>(await runCli(['start', path.join(FIXTURES, 'gate.yaml'), '--json'], env));
-    await eventually(async () => parseJson<{ status: string }>(await runCli(['status', gated.runId, '--json'], env)).status, (s) => s === 'waiting', 120_000, 'the gated run waiting');
+    // A run that waits for a person, so the waiting gauge has something to count. Started and awaited in process: what
+    // this test reads is the worker's /metrics, and a command (or a status poll) costs a Node process each.
+    const gated = await harness.start(path.join(FIXTURES, 'gate.yaml'));
+    await waitForWaiting(gated, 'release', 'approval', 120_000);
 
     const text = await eventually(
       async () => (await fetch(metricsUrl)).text(),
@@ -186,7 +188,7 @@ describe('traces and metrics', () => {
     expect(families.some((f) => f.name.startsWith('temporal_workflow_completed'))).toBe(true);
     expect(families.some((f) => f.name.startsWith('temporal_activity_execution'))).toBe(true);
 
-    await runCli(['cancel', gated.runId], env);
+    await gated.cancel();
   });
 
   test('without the OTLP variables neither the worker nor the client exports a span, and the agent gets no TRACEPARENT', async () => {
