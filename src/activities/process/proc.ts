@@ -22,19 +22,20 @@ export function listPids(): number[] {
  * so read after the last `)`). Undefined once the process is gone.
  */
 export function readProcStat(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
+  const stat = statLine(pid);
+  return stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
 /** The program a process runs (`comm`, as `ps` shows it), which changes when it execs another. Undefined once gone. */
 export function readProcName(pid: number): string | undefined {
+  const stat = statLine(pid);
+  return stat?.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+}
+
+/** `/proc/<pid>/stat` as read, or undefined once the process is gone. */
+function statLine(pid: number): string | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    return readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
     return undefined;
   }
