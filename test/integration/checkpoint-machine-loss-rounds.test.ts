@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,7 +7,7 @@ import { createPipelineWorker } from '../../src/run-worker.js';
 import { WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli, runCliCommands } from './cli-helpers.js';
-import { hostsWorld, waitForRequest } from './fault-helpers.js';
+import { hostsWorld, ownHostEnvironment, waitForRequest } from './fault-helpers.js';
 import { loseHost, restorableManifest } from './machine-loss-helpers.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
@@ -99,18 +98,11 @@ const WAIT_PIPELINE = [
 ].join('\n');
 
 /**
- * Worker B: a host of its own (its own owner id, the short owner and sticky timeouts of fault-helpers' worker processes)
- * on the harness's queue, in this process; shut down when the test ends, before the harness closes.
+ * Worker B: a host of its own (as fault-helpers' worker processes are) on the harness's queue, in this process; shut
+ * down when the test ends, before the harness closes.
  */
 async function otherHost(harness: Harness, onTestFinished: TestContext['onTestFinished']): Promise<void> {
-  const env: NodeJS.ProcessEnv = {
-    ...harness.env,
-    AGENT_PIPELINE_CHECKPOINTS: 'on',
-    AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}`,
-    AGENT_PIPELINE_OWNER_TIMEOUT: '3s',
-    AGENT_PIPELINE_STICKY_TIMEOUT: '2s',
-    AGENT_PIPELINE_SHUTDOWN_GRACE: '2s',
-  };
+  const env = ownHostEnvironment({ ...harness.env, AGENT_PIPELINE_CHECKPOINTS: 'on' });
   const worker = await createPipelineWorker({ env, taskQueue: harness.taskQueue, workflowBundlePath: existsSync(WORKFLOW_BUNDLE) ? WORKFLOW_BUNDLE : undefined });
   const running = worker.run();
   // Test-finished hooks run last registered first: B stops before hostsWorld's hook closes the harness.

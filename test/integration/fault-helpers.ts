@@ -33,10 +33,15 @@ const STICKY_TIMEOUT = '2s';
 /** Each process stands for a host of its own: its own owner queues, though all share one workspaces folder here. */
 const ownHost = (): NodeJS.ProcessEnv => ({ AGENT_PIPELINE_OWNER_TIMEOUT: OWNER_TIMEOUT, AGENT_PIPELINE_STICKY_TIMEOUT: STICKY_TIMEOUT, AGENT_PIPELINE_OWNER_ID: `host-${randomUUID()}` });
 
+/** `env` as a killable host's worker has it (a process here, or one in the test's process): its own host, a short grace. */
+export function ownHostEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...ownHost(), ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' };
+}
+
 export function startWorkerProcess(env: NodeJS.ProcessEnv): WorkerProcess {
   let output = '';
   const child: ResultPromise = execa('node', [path.join(PROJECT_ROOT, 'dist', 'worker.js')], {
-    env: { ...ownHost(), ...env, AGENT_PIPELINE_SHUTDOWN_GRACE: '2s' },
+    env: ownHostEnvironment(env),
     extendEnv: false,
     detached: true,
     reject: false,
