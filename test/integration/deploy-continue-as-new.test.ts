@@ -1,10 +1,11 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { describeDeployment, type DeploymentStatus } from '../../src/deployment-control.js';
+import type { DeploymentStatus } from '../../src/deployment-control.js';
 import { RunHandle } from '../../src/library/run-handle.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { untilBuildPolled } from './deploy-helpers.js';
 import { waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -45,20 +46,10 @@ describe('a pinned run that continues as new', () => {
     workers.push({ worker, done: worker.run() });
   }
 
-  /**
-   * Waits in this process until a worker of `buildId` has polled the deployment (`deploy set-current` refuses a build
-   * none has): polling the command itself started a Node process each time.
-   */
-  async function untilPolled(env: NodeJS.ProcessEnv, buildId: string): Promise<void> {
-    const known = async (): Promise<string[]> =>
-      (await describeDeployment(harness.client.workflowService, harness.client.options.namespace, env.AGENT_PIPELINE_DEPLOYMENT!))?.versions.map((v) => v.buildId) ?? [];
-    await eventually(known, (builds) => builds.includes(buildId), 60_000, `build ${buildId} polling the deployment`);
-  }
-
   test('keeps its build after another build became current: every execution runs on the build it started on', async () => {
     const env = { ...harness.env, AGENT_PIPELINE_DEPLOYMENT: `deploy-can-${Math.random().toString(36).slice(2, 8)}` };
     await startWorker(env, 'build-a');
-    await untilPolled(env, 'build-a');
+    await untilBuildPolled(harness.client, env.AGENT_PIPELINE_DEPLOYMENT, 'build-a');
     // An in-process worker does not adopt itself as the first build (the `worker` command does): make A current.
     await eventually(() => runCli(['deploy', 'set-current', 'build-a'], env), (r) => r.exitCode === 0, 60_000, 'build A registered and made current');
     const handle = await harness.startYaml('deploy-continued', PIPELINE);
@@ -66,7 +57,7 @@ describe('a pinned run that continues as new', () => {
 
     // Build B (the same code) becomes current while the run waits; the run stays on A through every hand-over.
     await startWorker(env, 'build-b');
-    await untilPolled(env, 'build-b');
+    await untilBuildPolled(harness.client, env.AGENT_PIPELINE_DEPLOYMENT, 'build-b');
     // Back to back in one process (a command costs a Node process); set-current of A above ran as a user runs it.
     const [promoted, status] = await eventually(
       () => runCliCommands([['deploy', 'set-current', 'build-b'], ['deploy', 'status', '--json']], env),

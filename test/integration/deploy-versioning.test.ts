@@ -7,12 +7,13 @@ import { bundleWorkflowCode, DefaultLogger, Worker } from '@temporalio/worker';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
-import { describeDeployment, type DeploymentStatus } from '../../src/deployment-control.js';
+import type { DeploymentStatus } from '../../src/deployment-control.js';
 import { PipelineClient } from '../../src/library/pipeline-client.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
 import { CLI, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { deploymentStatus, untilBuildPolled } from './deploy-helpers.js';
 
 const INCOMPATIBLE_WORKFLOWS = fileURLToPath(new URL('../fixtures/versioning/incompatible-workflows.ts', import.meta.url));
 
@@ -72,13 +73,11 @@ describe.concurrent('deploys that never break a waiting run', () => {
     // Build B's bundle (webpack, the slowest step on a loaded machine) is made while build A starts and its run waits.
     const bundlingB = bundleWorkflowCode({ workflowsPath: INCOMPATIBLE_WORKFLOWS, logger: new DefaultLogger('WARN') });
     bundlingB.catch(() => undefined);
-    /** The deployment as `deploy status --json` shows it, read in this process for the waits: a command costs a Node process. */
-    const deploymentHere = (): Promise<DeploymentStatus | undefined> => describeDeployment(harness.client.workflowService, harness.client.options.namespace, deployment);
 
     // Build A: the worker as users run it. The deployment has no current build, so A makes itself current.
     workerA = execa('node', [CLI, 'worker'], { env: { ...env, AGENT_PIPELINE_BUILD_ID: 'build-a' }, extendEnv: false, reject: false, stdin: 'ignore' });
     // Until A's first poll registers the deployment, there is none (`deploy status` exits 2).
-    await eventually(deploymentHere, (status) => status?.currentBuildId === 'build-a', 90_000, 'build A becoming current');
+    await eventually(() => deploymentStatus(harness.client, deployment), (status) => status?.currentBuildId === 'build-a', 90_000, 'build A becoming current');
     // Back to back in one process: what `deploy status` says, and the first run's start.
     const [statusA, started] = await runCliCommands([['deploy', 'status', '--json'], ['start', file, '--json']], env);
     expect(statusA.exitCode, statusA.all).toBe(0);
@@ -110,7 +109,7 @@ describe.concurrent('deploys that never break a waiting run', () => {
     });
     workerBDone = workerB.run();
     // `deploy set-current` refuses a build no worker has polled yet: waited for here, then made current as a user does.
-    await eventually(deploymentHere, (status) => status?.versions.some((v) => v.buildId === 'build-b') === true, 60_000, 'build B polling the deployment');
+    await untilBuildPolled(harness.client, deployment, 'build-b');
     const promoted = await eventually(() => runCli(['deploy', 'set-current', 'build-b'], env), (r) => r.exitCode === 0, 60_000, 'build B made current');
     expect(promoted.stdout).toContain(`New runs of ${deployment} now go to build build-b (was build-a, which keeps its pinned runs until they finish).`);
 
