@@ -111,9 +111,13 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
   const taskQueue = `test-${name}-${Math.random().toString(36).slice(2, 8)}`;
   const workspacesRoot = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-`));
   const pipelinesDir = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-pipelines-`));
+  // A HOME without dotfiles, as a service user's: an agent's Bash tool sources `~/.bashrc` into a shell snapshot, and
+  // this machine's runs pyenv (about 0.4 CPU-s a snapshot, and a stale lock when a test kills the shell).
+  const home = await mkdtemp(path.join(tmpdir(), `agent-pipeline-${name}-home-`));
   const modelServer = await startModelServer({ scenario: options.scenario, log: () => {} });
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    HOME: home,
     TEMPORAL_ADDRESS: address,
     AGENT_PIPELINE_TASK_QUEUE: taskQueue,
     AGENT_PIPELINE_WORKSPACES: workspacesRoot,
@@ -189,6 +193,7 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
         await modelServer.close();
         await rm(workspacesRoot, { recursive: true, force: true });
         await rm(pipelinesDir, { recursive: true, force: true });
+        await rm(home, { recursive: true, force: true });
       }
     },
   };
