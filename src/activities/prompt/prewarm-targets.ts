@@ -32,16 +32,27 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
       const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
       // As `assemblePrompt` does: raw stages, and every stage under the pipeline's own system prompt, go as written.
       const asWritten = stage.promptFormat === 'raw' || source.systemPromptFile !== undefined;
-      const caps = [stage.maxBudgetUsd, source.budgetRemainingUsd].filter((v): v is number => v !== undefined);
+      if (!capKnownAhead(stage.maxBudgetUsd, source.budgetRemainingUsd)) continue;
       targets.push({
         stage,
         system: asWritten ? composeRawSystem(stage, agent?.persona, undefined, source.systemPromptFile ? wrapper : undefined) : composeSystem(stage, agent?.persona, wrapper),
         addDirs: source.resolveAddDirs(stage),
-        maxBudgetUsd: caps.length > 0 ? Math.min(...caps) : undefined,
+        maxBudgetUsd: stage.maxBudgetUsd,
       });
     } catch {
       // Not started early, then; the stage's own attempt meets the same problem and reports it.
     }
   }
   return targets;
+}
+
+/**
+ * Whether the spend cap the stage's attempt will start with (its `--max-budget-usd`, part of the command line a
+ * waiting process must match) is known now. Under a pipeline budget the cap is what is left when the stage starts, which
+ * the stages running now are still spending: a process started with today's figure could never be adopted, and would
+ * cost a `claude` start for nothing. The stage's own cap, when lower than what is left now, is the cap either way
+ * (unless the stages running now spend the difference, and then the waiting process is stopped, as any that differs).
+ */
+function capKnownAhead(stageCapUsd: number | undefined, budgetRemainingUsd: number | undefined): boolean {
+  return budgetRemainingUsd === undefined || (stageCapUsd !== undefined && stageCapUsd < budgetRemainingUsd);
 }
