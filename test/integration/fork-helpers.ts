@@ -10,9 +10,13 @@ export type Rule = NonNullable<ScenarioInput['rules']>[number];
 export const report = (summary: string, extra: Record<string, unknown> = {}): string => `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {}, ...extra })}\n\`\`\``;
 const bash = (command: string, then: string): Rule['turns'] => [{ text: 'Working.', tool: { name: 'Bash', input: { command, description: 'Write the file' } } }, { text: report(then) }];
 
+/** An API stage's answer: `text` (its `output:` file receives it, without the report block), then the report. */
+const answer = (text: string, summary: string): Rule['turns'] => [{ text: `${text}\n\`\`\`json\n${JSON.stringify({ success: true, summary, outputs: {} })}\n\`\`\`` }];
+
 export const RULES: Rule[] = [
-  { name: 'stage1', match: 'Pipeline: forky · Stage: stage1 ·', turns: bash('echo one > one.txt', 'wrote one') },
-  { name: 'stage2', match: 'Pipeline: forky · Stage: stage2 ·', turns: bash('echo two > two.txt', 'wrote two') },
+  // Stages 1 and 2 run on the API backend and write their answer to one.txt and two.txt; stage 3's `claude` joins them.
+  { name: 'stage1', match: 'Pipeline: forky · Stage: stage1 ·', turns: answer('one', 'wrote one') },
+  { name: 'stage2', match: 'Pipeline: forky · Stage: stage2 ·', turns: answer('two', 'wrote two') },
   { name: 'stage3', match: 'Pipeline: forky · Stage: stage3 ·', turns: bash('cat one.txt two.txt > three.txt', 'joined them') },
   { name: 'stage4', match: 'Pipeline: forky · Stage: stage4 ·', turns: [{ text: report('checked') }] },
   // The API backend keeps the other two pipelines quick; the first call of `second` fails for good, the next succeeds.

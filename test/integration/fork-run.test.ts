@@ -11,6 +11,8 @@ import { calls, RULES, runToEnd } from './fork-helpers.js';
  * a four-stage pipeline runs; a step file is edited; `fork --from stage3` runs stages 3 and 4 only, in a workspace that
  * holds what stages 1 and 2 wrote, and shows their cost as carried. A change to a stage it would take over is refused,
  * naming the field, unless forced. A review's rework of a taken-over stage resumes that stage's own session.
+ * Only stage 3 (which joins the files stages 1 and 2 left, in its sandbox) and the reworked stage run `claude`: the
+ * other agents are not what these tests look at, and the API backend spares a `claude` process each.
  * fork-rerun.test.ts has `rerun`, parallel stages, git workspaces and encrypted history.
  */
 
@@ -18,8 +20,9 @@ const FORKY = [
   'name: forky',
   'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk, allowedTools: [Bash, Read] }',
   'stages:',
-  '  - { id: stage1, prompt: steps/one.md }',
-  '  - { id: stage2, prompt: steps/two.md, needs: [stage1] }',
+  // Stages 1 and 2 leave one.txt and two.txt in the workspace (their answers, through `output:`).
+  '  - { id: stage1, backend: anthropic-api, maxTokens: 500, prompt: steps/one.md, output: one.txt }',
+  '  - { id: stage2, backend: anthropic-api, maxTokens: 500, prompt: steps/two.md, output: two.txt, needs: [stage1] }',
   '  - { id: stage3, prompt: steps/three.md, needs: [stage2] }',
   // Stage 4's agent is not what these tests look at: the API backend spares a `claude` process in each of three runs.
   '  - { id: stage4, backend: anthropic-api, maxTokens: 500, prompt: Check three.txt., needs: [stage3] }',
@@ -90,6 +93,7 @@ describe('fork', () => {
     expect(stage('stage1')).toMatchObject({ status: 'completed', carriedCostUsd: sourceStage('stage1').totals!.costUsd });
     expect(stage('stage1').totals).toBeUndefined();
     expect(stage('stage1').result?.summary).toBe('wrote one');
+    expect(fork.carriedCostUsd).toBeGreaterThan(0);
     expect(fork.carriedCostUsd).toBeCloseTo(sourceStage('stage1').totals!.costUsd + sourceStage('stage2').totals!.costUsd, 10);
     expect(fork.costUsd).toBeCloseTo(stage('stage3').totals!.costUsd + stage('stage4').totals!.costUsd, 10);
     expect(fork.costUsd).toBeGreaterThan(0);
@@ -100,12 +104,15 @@ describe('fork', () => {
     const { runs } = parseJson<{ runs: { runId: string; forkedFrom: unknown }[] }>(listedJson);
     expect(runs.find((r) => r.runId === 'forky-fork')?.forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3' });
 
-    // Stage 1's prompt changed too: a fork from stage 3 would take over work its new prompt did not ask for.
+    // Stage 1's prompt changed too: a fork from stage 3 would take over work its new prompt did not ask for; one from
+    // stage 4 also stage 3's, changed before. Forced, the fork from stage 4 runs stage 4 alone (an API stage, where one
+    // from stage 3 would have started `claude` again for what the first fork showed).
     await writeFile(path.join(path.dirname(file), 'steps/one.md'), 'Write one.txt, in capitals.\n');
-    const [refused, forced] = await runCliCommands(
+    const [refused, refusedLater, forced] = await runCliCommands(
       [
         ['fork', 'forky-source', '--from', 'stage3'],
-        ['fork', 'forky-source', '--from', 'stage3', '--force', '--id', 'forky-forced', '--wait', '--json'],
+        ['fork', 'forky-source', '--from', 'stage4'],
+        ['fork', 'forky-source', '--from', 'stage4', '--force', '--id', 'forky-forced', '--wait', '--json'],
       ],
       harness.env,
       240_000,
@@ -113,11 +120,17 @@ describe('fork', () => {
     expect(refused.exitCode).toBe(2);
     expect(refused.stderr).toContain('FORK_REFUSED');
     expect(refused.stderr).toContain('stage1.prompt');
+    expect(refusedLater.exitCode).toBe(2);
+    expect(refusedLater.stderr).toContain('FORK_REFUSED');
+    expect(refusedLater.stderr).toContain('stage1.prompt');
+    expect(refusedLater.stderr).toContain('stage3.prompt');
     expect(forced.exitCode, forced.all).toBe(0);
-    expect(parseJson<RunState>(forced).forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3', forced: true });
+    expect(parseJson<RunState>(forced).forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage4', forced: true });
     expect(calls(harness, 'stage1')).toBe(before.stage1);
+    expect(calls(harness, 'stage3')).toBe(before.stage3 * 2);
+    expect(calls(harness, 'stage4')).toBe(before.stage4 * 3);
     const { memo } = await harness.client.workflow.getHandle('forky-forced').describe();
-    expect(memo).toMatchObject({ forkForced: true, forkedFrom: { runId: 'forky-source', stage: 'stage3' } });
+    expect(memo).toMatchObject({ forkForced: true, forkedFrom: { runId: 'forky-source', stage: 'stage4' } });
   });
 
   test('a rework of a taken-over stage resumes that stage\'s own agent session in the fork', { timeout: 300_000 }, async () => {

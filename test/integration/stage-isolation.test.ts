@@ -11,7 +11,8 @@ import { expectNoStageLeftRunning, stageOf, waitForState } from './workflow-help
 
 /*
  * `isolation: stage`: stages that run at the same time each work in their own worktree on their own branch and are
- * merged into the run's branch when they complete; a merge conflict waits for a person. Real claude, real git.
+ * merged into the run's branch when they complete; a merge conflict waits for a person. Real claude (in the parallel
+ * stages, which show what each saw in its worktree), real git.
  */
 
 type Rule = NonNullable<ScenarioInput['rules']>[number];
@@ -46,8 +47,6 @@ beforeAll(async () => {
       rules: [
         writer('parallel', 'left', 'left.txt', 'left'),
         writer('parallel', 'right', 'right.txt', 'right'),
-        writer('clash', 'one', 'same.txt', 'from one'),
-        writer('clash', 'two', 'same.txt', 'from two'),
       ],
     },
   });
@@ -86,7 +85,11 @@ describe('isolation: stage', () => {
   });
 
   it('waits for a person when the second merge conflicts, and goes on after they merged it by hand', { timeout: 300_000 }, async () => {
-    const yaml = pipeline('clash', ['  - { id: one, prompt: Write one. }', '  - { id: two, prompt: Write two. }']);
+    // The clash is the merges' (the same whichever stage wrote the file): two command stages write same.txt, no
+    // `claude` runs. Their `sleep` keeps both at work together, as the writers' does, so each has its worktree before
+    // the other merges.
+    const clasher = (stage: string): string => `  - { id: ${stage}, run: "sleep 3; printf 'from ${stage}\\n' > same.txt" }`;
+    const yaml = pipeline('clash', [clasher('one'), clasher('two')]);
     const handle = await harness.start(await harness.writePipeline('clash', yaml), {}, 'clash-1');
     const waiting = await waitForState(handle, (s) => s.stages.some((x) => x.waitingFor?.kind === 'failure'), 120_000);
     const stuck = waiting.stages.find((x) => x.waitingFor)!;
