@@ -17,10 +17,10 @@ describe('the work-and-review example', () => {
   let remote: string;
   beforeAll(async () => {
     // Its `sync` command stage runs `bd sync` unsandboxed (`sandbox: false`), which only a `permissive` worker honours.
-    // Without warm start: here no stage could adopt an agent started ahead for it (the first review's command line
-    // carries the budget left, which the work stage's cost changed; the second review resumes its session; the blocked
-    // bead's review never starts), so each would only be started and stopped: a `claude` and its `npm root -g` each,
-    // three times. claude-cli-warm-start.test.ts has warm start, and its agents stopped on a differing command line.
+    // Without warm start: here no stage could adopt an agent started ahead for it (the second review resumes its
+    // session; the blocked bead's review never starts; the pipeline's budget keeps the first review from being started
+    // ahead), so each would only be started and stopped: a `claude` and its `npm root -g` each. claude-cli-warm-start
+    // has warm start, and its agents stopped on a differing command line.
     harness = await createHarness('work-review', {
       scenario: path.join(EXAMPLE, 'scenario.yaml'),
       env: { AGENT_PIPELINE_SANDBOX: TEST_PERMISSIVE_SANDBOX_MODE, AGENT_PIPELINE_PREWARM: 'off' },
