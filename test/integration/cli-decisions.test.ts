@@ -62,7 +62,8 @@ describe.concurrent('answer, approve, reject and cancel as a user runs them', ()
   }
 
   test('status shows the question with the exact command; answer and approve move the run to completion', async () => {
-    const { runId } = parseJson<{ runId: string }>(await runCli(['start', GATES, '--json'], env));
+    // Started through the library: `start` as a user runs it is the other tests' (a command costs a Node process).
+    const runId = (await library.start(GATES)).id;
     await reaches(runId, 'ask', 'answer');
     // Back to back in one process (a command costs a Node process): what status shows, and a decision the run does
     // not wait for. The refused decision changes nothing, so the three can be read again until status lists the wait.

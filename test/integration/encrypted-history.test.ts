@@ -21,7 +21,8 @@ import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
 import { installQuietRuntime } from '../helpers/harness.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
-import { eventually, parseJson, runCli } from './cli-helpers.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { pickFreePort } from '../../src/dev/dev-server-ports.js';
 
 /*
@@ -92,8 +93,16 @@ describe('encrypted history', () => {
     worker = undefined;
   }
   const status = async (runId: string, encryptionKey = OLD_KEY): Promise<RunJson> => parseJson<RunJson>(await runCli(['status', runId, '--json'], envWith(encryptionKey)));
-  const statusUntil = (runId: string, accept: (run: RunJson) => boolean, what: string, encryptionKey = OLD_KEY): Promise<RunJson> =>
-    eventually(() => status(runId, encryptionKey), accept, 90_000, what);
+  /** A library client per key, in this process: for the waits and starts before the commands a test is about (a command costs a Node process). */
+  const readers = new Map<string, Promise<PipelineClient>>();
+  const reader = (encryptionKey: string): Promise<PipelineClient> => {
+    let client = readers.get(encryptionKey);
+    if (!client) readers.set(encryptionKey, (client = PipelineClient.connect({ env: envWith(encryptionKey) })));
+    return client;
+  };
+  /** Waits on the run's state, decoded with `encryptionKey`, read in this process (polling `status` started a Node process each time). */
+  const stateUntil = (runId: string, accept: (state: RunState) => boolean, what: string, encryptionKey = OLD_KEY): Promise<RunState> =>
+    eventually(async () => (await (await reader(encryptionKey)).getRun(runId).status()).state, accept, 90_000, what);
   /** The run's whole history as the plain `temporal` CLI prints it, with no codec. */
   const plainHistory = async (runId: string): Promise<string> =>
     (await execa(temporal, ['workflow', 'show', '--workflow-id', runId, '--address', server.address, '--namespace', 'default', '--output', 'json'])).stdout;
@@ -136,6 +145,7 @@ describe('encrypted history', () => {
   }, 180_000);
 
   afterAll(async () => {
+    for (const client of readers.values()) await (await client.catch(() => undefined))?.close();
     await stopWorker();
     // The worker cached its runs: each history is replayed once here, with both keys (replay-check.ts).
     if (server) {
@@ -159,19 +169,26 @@ describe('encrypted history', () => {
     const env = envWith(OLD_KEY);
     const started = await runCli(['start', pipelineFile, '--input', `topic=${MARKER.input}`, '--json'], env);
     runId = parseJson<{ runId: string }>(started).runId;
-    await statusUntil(runId, (run) => run.waiting.some((w) => w.stage === 'ask' && w.kind === 'answer'), 'ask waiting for an answer');
+    await stateUntil(runId, (state) => state.stages.some((s) => s.id === 'ask' && s.waitingFor?.kind === 'answer'), 'ask waiting for an answer');
     const answered = await runCli(['answer', runId, '--stage', 'ask', `For ${MARKER.answer} readers.`], env);
     expect(answered.exitCode, answered.all).toBe(0);
-    const done = await statusUntil(runId, (run) => run.status === 'completed', 'the run completed');
+    await stateUntil(runId, (state) => state.status === 'completed', 'the run completed');
+    // Visibility is eventually consistent: waited for in this process before `list` reads it.
+    await eventually(async () => (await reader(OLD_KEY)).list({ pipeline: 'secret-notes' }), (runs) => runs.some((r) => r.runId === runId && r.status === 'completed'), 30_000, 'the run listed as completed');
+    // Back to back in one process (a command costs a Node process): status as JSON and for people, and list. `status`
+    // as a user runs it, one command a process, reads encrypted runs below (without the key, and in the rotation test).
+    // Filtered by pipeline: the dev server is shared by every test file, whose encrypted runs use other keys.
+    const [doneJson, human, listJson] = await runCliCommands([['status', runId, '--json'], ['status', runId], ['list', '--json', '--pipeline', 'secret-notes']], env);
+    const done = parseJson<RunJson>(doneJson);
 
     // Decoded for whoever holds the key: the input, the result, the bundle from the memo.
+    expect(done.status).toBe('completed');
     expect(done.inputs).toEqual({ topic: MARKER.input });
     expect(done.stages[0]!.result?.summary).toContain(MARKER.result);
     expect(done.bundle?.hash).toMatch(/^[0-9a-f]{64}$/);
-    const human = await runCli(['status', runId], env);
+    expect(human.exitCode, human.all).toBe(0);
     expect(human.stdout).toContain(MARKER.result);
-    // Filtered by pipeline: the dev server is shared by every test file, whose encrypted runs use other keys.
-    const listed = parseJson<{ runs: RunListItem[] }>(await runCli(['list', '--json', '--pipeline', 'secret-notes'], env));
+    const listed = parseJson<{ runs: RunListItem[] }>(listJson);
     expect(listed.runs.find((item) => item.runId === runId)).toMatchObject({ pipeline: 'secret-notes', status: 'completed' });
 
     // The library with the key given as an option (an empty environment otherwise) reads the same.
@@ -206,9 +223,11 @@ describe('encrypted history', () => {
   });
 
   test("a failure's message is encoded too: history shows no marker, status shows it", { timeout: 180_000 }, async () => {
-    const env = envWith(OLD_KEY);
-    const failed = parseJson<{ runId: string }>(await runCli(['start', failingFile, '--json'], env)).runId;
-    const run = await statusUntil(failed, (r) => r.status === 'failed', 'the run failed');
+    // Started and waited for in this process: `start` as a user runs it is the first test's (a command costs a Node process).
+    const { id: failed } = await (await reader(OLD_KEY)).start(failingFile);
+    await stateUntil(failed, (state) => state.status === 'failed', 'the run failed');
+    const run = await status(failed);
+    expect(run.status).toBe('failed');
     expect(JSON.stringify(run.stages[0])).toContain(MARKER.failure);
     const history = await plainHistory(failed);
     expect(history).toContain('Encoded failure');
@@ -235,8 +254,9 @@ describe('encrypted history', () => {
   test('key rotation: a run started under the old key finishes after the worker restarts with "new,old"', { timeout: 240_000 }, async () => {
     await writeFile(path.join(dir, 'rotating.yaml'), PIPELINE.replace('name: secret-notes', 'name: rotating'));
     const oldEnv = envWith(OLD_KEY);
-    const id = parseJson<{ runId: string }>(await runCli(['start', path.join(dir, 'rotating.yaml'), '--input', 'topic=rotation', '--json'], oldEnv)).runId;
-    await statusUntil(id, (run) => run.waiting.some((w) => w.stage === 'ask' && w.kind === 'answer'), 'ask waiting for an answer');
+    // Started and waited for in this process: `start` as a user runs it is the first test's (a command costs a Node process).
+    const { id } = await (await reader(OLD_KEY)).start(path.join(dir, 'rotating.yaml'), { inputs: { topic: 'rotation' } });
+    await stateUntil(id, (state) => state.stages.some((s) => s.id === 'ask' && s.waitingFor?.kind === 'answer'), 'ask waiting for an answer');
 
     await stopWorker();
     const rotated = `${NEW_KEY},${OLD_KEY}`;
@@ -244,9 +264,10 @@ describe('encrypted history', () => {
     const fromHistory = await status(id, rotated);
     expect(fromHistory.inputs).toEqual({ topic: 'rotation' });
     await startWorker(rotated);
-    const answered = await runCli(['answer', id, '--stage', 'ask', 'Anyone.'], envWith(rotated));
-    expect(answered.exitCode, answered.all).toBe(0);
-    const done = await statusUntil(id, (run) => run.status === 'completed', 'the rotated run completed', rotated);
+    // Answered through the library holding "new,old" (`answer` as a user runs it is the first test's; `status` above read
+    // the same key list as a user gives it): a command costs a Node process.
+    await (await reader(rotated)).getRun(id).answer('Anyone.', { stage: 'ask' });
+    const done = await stateUntil(id, (state) => state.status === 'completed', 'the rotated run completed', rotated);
     expect(done.stages[0]!.result?.summary).toContain(MARKER.result);
     // The answer went in under the new key: payloads of both keys sit in one history.
     const history = await plainHistory(id);
