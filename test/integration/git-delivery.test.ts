@@ -7,7 +7,7 @@ import { writeEndedMarker } from '../../src/activities/workspace/remove-workspac
 import { retryStageUpdate } from '../../src/contracts/messages.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
+import { parseJson, runCliMixed } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -160,8 +160,12 @@ describe('workspace.push to a bare remote', () => {
   it('prune removes the workspaces of runs that ended long enough ago, and keeps unpushed work', async () => {
     const root = harness.workspacesRoot;
     await mkdir(path.join(root, 'stray'));
-    // Every run above has just ended: nothing is old enough.
-    const none = await runCli(['prune', '--older-than', '1d', '--json'], harness.env);
+    // The conflicted run's record says it ended ten days ago; its branch was never pushed and holds its commit.
+    // Temporal knows it ended just now, so only --force (trust the records) removes it.
+    await writeEndedMarker(harness.runBookkeeping('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
+    // The two commands that remove nothing in one process, one after the other; `prune --force` as a user runs it.
+    const [none, kept, pruned] = await runCliMixed([['prune', '--older-than', '1d', '--json'], ['prune'], ['prune', '--force']], new Set([2]), harness.env);
+    // Every run above has just ended (as Temporal knows): nothing is old enough.
     expect(none.exitCode).toBe(0);
     const listed = parseJson<{ runId: string; status: string; removed: boolean; warnings: string[] }[]>(none);
     expect(listed.filter((e) => e.removed)).toEqual([]);
@@ -169,11 +173,7 @@ describe('workspace.push to a bare remote', () => {
     expect(listed.find((e) => e.runId === 'push-plain-1')?.status).toBe('completed');
     expect(listed.find((e) => e.runId === 'stray')?.warnings[0]).toContain('no record names the run this folder belongs to; it is kept');
 
-    // The conflicted run's record says it ended ten days ago; its branch was never pushed and holds its commit.
-    // Temporal knows it ended just now, so only --force (trust the records) removes it.
-    await writeEndedMarker(harness.runBookkeeping('push-conflict-1'), { runId: 'push-conflict-1', status: 'failed', endedAt: Date.now() - 10 * 86_400_000, pushed: false });
-    expect((await runCli(['prune'], harness.env)).stdout).toContain('kept  push-conflict-1 (failed, ended');
-    const pruned = await runCli(['prune', '--force'], harness.env);
+    expect(kept.stdout).toContain('kept  push-conflict-1 (failed, ended');
     expect(pruned.exitCode).toBe(0);
     expect(pruned.stdout).toContain('removed  push-conflict-1 (failed, ended');
     expect(pruned.stdout).toContain('kept  push-plain-1 (unknown');

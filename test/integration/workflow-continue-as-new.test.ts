@@ -12,9 +12,9 @@ import { Lane } from '../helpers/lanes.js';
 import { expectNoStageLeftRunning, stageOf, summarize, waitForState, waitForWaiting } from './workflow-helpers.js';
 
 /*
- * Long runs continue as new: with a low `continueAsNew.afterEvents`, a 120-stage run and a 40-round review loop each
- * hand over to fresh executions of themselves several times, carrying their whole state (results, costs, ledgers,
- * sessions), and clients still see one run. The anthropic-api backend against the scripted model server keeps it fast.
+ * Long runs continue as new: with the lowest `continueAsNew.afterEvents` (100), a 36-stage run and a 16-round
+ * review loop each hand over to fresh executions of themselves several times, carrying their whole state (results,
+ * costs, ledgers, sessions), and clients still see one run. The anthropic-api backend against the scripted model server keeps it fast.
  */
 
 type Rule = NonNullable<ScenarioInput['rules']>[number];
@@ -26,8 +26,14 @@ const HEADER = (name: string, afterEvents: number): string =>
   `name: ${name}\ncontinueAsNew: { afterEvents: ${afterEvents} }\n` +
   'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500, heartbeatTimeout: 10s }\nstages:\n';
 
-const LINEAR_STAGES = 120;
-const REVIEW_ROUNDS = 40;
+// About 10 events a stage and 20 a review round: 36 stages run in 4 executions of 100 events, 16 rounds in 3 (2 by
+// the cap at round 8); each check on the chain's length keeps a margin of 60 events or more.
+const LINEAR_STAGES = 36;
+/** The stage of a middle execution whose result the last stage reads, beside the first stage's. */
+const MIDDLE_STAGE = LINEAR_STAGES / 2;
+const REVIEW_ROUNDS = 16;
+/** Fast steps of the deadline test: the first hand-over (a dozen stages) comes among them; the steps after are slow. */
+const QUICK_STEPS = 16;
 
 /** Every execution of a run, oldest first: walks back from the latest through each start event's `continuedExecutionRunId`. */
 async function executionChain(client: Client, workflowId: string): Promise<{ runId: string; input: PipelineRunInput }[]> {
@@ -45,11 +51,10 @@ async function executionChain(client: Client, workflowId: string): Promise<{ run
   return chain;
 }
 
-// Two harnesses: the deadline test (a 20 s wait; its scripted steps take their time) on one, the 120-stage run and,
-// beside it, the review loop and then the approval test on the other (issue 32).
+// One harness: the deadline test (a 20 s wait; its scripted steps take their time) and the 36-stage run beside it,
+// and beside them the review loop and then the approval test, in a lane (they read the model server's requests).
 describe.concurrent('continue-as-new', () => {
   let harness: Harness;
-  let timeoutHarness: Harness;
   const peopleLane = new Lane(() => harness);
   const rules: Rule[] = [
     ...Array.from({ length: LINEAR_STAGES }, (_, i): Rule => ({
@@ -67,54 +72,48 @@ describe.concurrent('continue-as-new', () => {
     },
     { match: 'Pipeline: handover-humans · Stage: ask ·', turns: [{ text: 'BLOCKED: Which colour?' }, { text: report('painted it', { colour: 'green' }) }] },
     { match: 'Pipeline: handover-humans ·', turns: [{ text: report('done') }], repeatLastTurn: true },
+    // The deadline test. Quick steps first: the first hand-over (a dozen stages) comes within seconds even on a loaded
+    // machine; then slow ones, so that few stages run until the deadline, and 100 of them outlast it on a quiet machine.
+    // The first step is slow, so the hand-over comes well after the start on a quiet machine too (the test tells the
+    // two start times apart).
+    { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
+    { match: { regex: `Pipeline: long-timeout · Stage: s(${Array.from({ length: QUICK_STEPS - 1 }, (_, i) => i + 2).join('|')}) ·` }, turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
+    { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 1_000 }], repeatLastTurn: true },
   ];
 
   beforeAll(async () => {
-    [harness, timeoutHarness] = await Promise.all([
-      createHarness('can', { scenario: { rules } }),
-      createHarness('can-timeout', {
-        // Quick steps: the first hand-over comes within seconds even on a loaded machine; 200 of them (150 ms each at
-        // least) outlast the timeout on a quiet one. The first step is slow, so the hand-over comes well after the start
-        // on a quiet machine too (the test tells the two start times apart).
-        scenario: {
-          rules: [
-            { match: 'Pipeline: long-timeout · Stage: s1 ·', turns: [{ text: report('step'), delayMs: 2_500 }] },
-            { match: 'Pipeline: long-timeout ·', turns: [{ text: report('step'), delayMs: 150 }], repeatLastTurn: true },
-          ],
-        },
-      }),
-    ]);
+    harness = await createHarness('can', { scenario: { rules } });
   });
   afterAll(async () => {
-    await Promise.all([harness?.close(), timeoutHarness?.close()]);
+    await harness?.close();
   });
 
   test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
-    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 200 stages.
+    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 100 stages.
     const timeoutMs = 20_000;
-    const stages = Array.from({ length: 200 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
-    const handle = await timeoutHarness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
-    const final = await timeoutHarness.finish(handle);
+    const stages = Array.from({ length: 100 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
+    const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
+    const final = await harness.finish(handle);
     expect(final.status).toBe('timed_out');
     expect(final.error?.type).toBe('PIPELINE_TIMEOUT');
-    const chain = await executionChain(timeoutHarness.client, handle.workflowId);
+    const chain = await executionChain(harness.client, handle.workflowId);
     expect(chain.length).toBeGreaterThanOrEqual(2);
     // Restarted at the hand-over, the timeout would end the run `timeoutMs` after the second execution started, not after the first.
-    const handedOverAt = (await timeoutHarness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
+    const handedOverAt = (await harness.client.workflow.getHandle(handle.workflowId, chain[1].runId).describe()).startTime.getTime();
     expect(handedOverAt - final.startedAt).toBeGreaterThan(1_000);
     expect(final.finishedAt! - final.startedAt).toBeGreaterThanOrEqual(timeoutMs);
     expect(final.finishedAt!).toBeLessThan(handedOverAt + timeoutMs);
   });
 
-  test('a 120-stage run continues as new several times and ends with every result, total and the cost', { timeout: 600_000 }, async () => {
+  test('a 36-stage run continues as new several times and ends with every result, total and the cost', { timeout: 600_000 }, async () => {
     const stages = Array.from({ length: LINEAR_STAGES }, (_, i) => {
       const id = `s${i + 1}`;
       // The last stage reads a result of the first execution: results are carried, not only statuses.
       // Its answer and report fields are carried too.
-      const prompt = i === LINEAR_STAGES - 1 ? `Do ${id} after {{stages.s1.outputs.value}} and {{stages.s60.outputs.value}} ({{stages.s1.answer}} {{stages.s1.report.checked}}).` : `Do ${id}.`;
+      const prompt = i === LINEAR_STAGES - 1 ? `Do ${id} after {{stages.s1.outputs.value}} and {{stages.s${MIDDLE_STAGE}.outputs.value}} ({{stages.s1.answer}} {{stages.s1.report.checked}}).` : `Do ${id}.`;
       return `  - id: ${id}\n    prompt: "${prompt}"\n${i > 0 ? `    needs: [s${i}]\n` : ''}`;
     });
-    const handle = await harness.startYaml('long-linear', HEADER('long-linear', 300) + stages.join(''));
+    const handle = await harness.startYaml('long-linear', HEADER('long-linear', 100) + stages.join(''));
     const final = await new RunHandle(harness.client, handle.workflowId).result();
 
     expectNoStageLeftRunning(final);
@@ -136,10 +135,10 @@ describe.concurrent('continue-as-new', () => {
       expect(input.carryOver).toMatchObject({ version: 1, executions: i + 1, state: { runId: handle.workflowId, startedAt: final.startedAt } });
       expect(input.bundle?.hash).toBe(chain[0].input.bundle?.hash);
     }
-    const lastPrompt = harness.modelServer.requests().find((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Stage: s120 ·'));
-    expect(JSON.stringify(lastPrompt?.body)).toContain('Do s120 after v1 and v60 (Done. yes).');
+    const lastPrompt = harness.modelServer.requests().find((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes(`Pipeline: long-linear · Stage: s${LINEAR_STAGES} ·`));
+    expect(JSON.stringify(lastPrompt?.body)).toContain(`Do s${LINEAR_STAGES} after v1 and v${MIDDLE_STAGE} (Done. yes).`);
 
-    // Clients see one run: status reads all 120 stages, list shows one entry with the run's first start time.
+    // Clients see one run: status reads all its stages, list shows one entry with the run's first start time.
     const snapshot = await readRun(harness.client, handle.workflowId);
     expect(snapshot.state.stages.filter((s) => s.status === 'completed')).toHaveLength(LINEAR_STAGES);
     expect(snapshot.bundle?.hash).toBe(chain[0].input.bundle?.hash);
@@ -151,12 +150,12 @@ describe.concurrent('continue-as-new', () => {
     expect(listed).toEqual([expect.objectContaining({ runId: handle.workflowId, pipeline: 'long-linear', status: 'completed', startedAt: final.startedAt })]);
   });
 
-  test('a review loop of 40 rounds continues as new and keeps its ledger, sessions, granted rounds and totals', { timeout: 600_000 }, () =>
+  test('a review loop of 16 rounds continues as new and keeps its ledger, sessions, granted rounds and totals', { timeout: 600_000 }, () =>
     peopleLane.run(async (harness) => {
-      // 20 rounds is the most a file may grant; a person grants the other 20 at the cap, so the rounds granted cross
-      // the hand-overs too (lost, the loop would stop at the cap again).
+      // The file grants half the rounds; a person grants the other half at the cap, so the rounds granted cross the
+      // hand-overs too (lost, the loop would stop at the cap again).
       const yaml =
-        HEADER('long-review', 200) +
+        HEADER('long-review', 100) +
         '  - id: work\n    prompt: Write the draft.\n' +
         `  - id: review\n    prompt: Review the draft.\n    needs: [work]\n    review: { of: work, maxRounds: ${REVIEW_ROUNDS / 2} }\n`;
       const handle = await harness.startYaml('long-review', yaml);
@@ -176,17 +175,17 @@ describe.concurrent('continue-as-new', () => {
           { id: 'review', status: 'completed', round: REVIEW_ROUNDS },
         ],
       });
-      // One finding, open for 39 rounds, fixed in the last: the ledger crossed every hand-over.
+      // One finding, open for 15 rounds, fixed in the last: the ledger crossed every hand-over.
       expect(final.reviews?.review.findings).toEqual([
         { id: 'F1', text: 'the title is still wrong', state: 'fixed', raisedInRound: 1, lastSeenRound: REVIEW_ROUNDS - 1, fixedInRound: REVIEW_ROUNDS },
       ]);
       expect(stageOf(final, 'work').totals?.attempts).toBe(REVIEW_ROUNDS);
       expect(stageOf(final, 'review').totals?.attempts).toBe(REVIEW_ROUNDS);
       expect(final.costUsd).toBeCloseTo(stageOf(final, 'work').totals!.costUsd + stageOf(final, 'review').totals!.costUsd, 10);
-      // Sessions were carried: the reviewer's conversation went on to its 40th turn instead of starting over.
+      // Sessions were carried: the reviewer's conversation went on to its 16th turn instead of starting over.
       const reviewTurns = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: review ·')).map((r) => r.turn);
       expect(reviewTurns).toEqual(Array.from({ length: REVIEW_ROUNDS }, (_, i) => i));
-      // The rework brief of round 40 still lists the finding raised in round 1.
+      // The rework brief of round 16 still lists the finding raised in round 1.
       const lastRework = harness.modelServer.requests().filter((r) => r.path === '/v1/messages' && JSON.stringify(r.body).includes('Pipeline: long-review · Stage: work ·')).at(-1);
       expect(JSON.stringify(lastRework?.body)).toContain(`Rework (round ${REVIEW_ROUNDS})`);
       expect(JSON.stringify(lastRework?.body)).toContain('F1: the title is still wrong');
