@@ -29,10 +29,10 @@ export async function prewarmTargets(hints: readonly ResolvedStage[], source: Pr
       if (!backendTraits(stage.backend).prewarms) continue;
       // Additions filled from the run (`{{stages.…}}`) are only known once the stage starts: it starts cold.
       if (listTemplateVariables(stage.appendSystemPrompt ?? '').length > 0) continue;
+      if (!capKnownAhead(stage.maxBudgetUsd, source.budgetRemainingUsd)) continue;
       const wrapper = await loadSystemPrompt(source.baseDir, source.systemPromptFile, stage.id);
       // As `assemblePrompt` does: raw stages, and every stage under the pipeline's own system prompt, go as written.
       const asWritten = stage.promptFormat === 'raw' || source.systemPromptFile !== undefined;
-      if (!capKnownAhead(stage.maxBudgetUsd, source.budgetRemainingUsd)) continue;
       targets.push({
         stage,
         system: asWritten ? composeRawSystem(stage, agent?.persona, undefined, source.systemPromptFile ? wrapper : undefined) : composeSystem(stage, agent?.persona, wrapper),
