@@ -5,7 +5,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
-import { emptyHome } from './claude-cli-world.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
@@ -39,7 +38,7 @@ beforeAll(async () => {
   outside = await mkdtemp(path.join(tmpdir(), 'bookkeeping-trust-outside-'));
   const forged = (runId: string): string => JSON.stringify({ runId, status: 'completed', endedAt: 1, pushed: true });
   harness = await createHarness('bookkeeping-trust', {
-    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_SANDBOX: MISSING_SANDBOX_PACKAGES.length > 0 ? 'off' : 'required' },
+    env: { AGENT_PIPELINE_SANDBOX: MISSING_SANDBOX_PACKAGES.length > 0 ? 'off' : 'required' },
     scenario: {
       rules: [
         // Its Bash, sandboxed, makes the next stage's bookkeeping folder a symlink to a folder outside.

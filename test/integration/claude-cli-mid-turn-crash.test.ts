@@ -1,10 +1,9 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { WorkerProcesses } from './fault-helpers.js';
 import { stageOf, waitForState } from './workflow-helpers.js';
@@ -28,14 +27,11 @@ function signal(pid: number, name: NodeJS.Signals): void {
 }
 
 let harness: Harness;
-let scratch: string;
 const workers = new WorkerProcesses();
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-mid-turn-crash-'));
   harness = await createHarness('claude-cli-mid-turn-crash', {
     worker: false,
-    env: { HOME: await emptyHome(scratch) },
     // The resumed conversation holds the call, its "interrupted" result and the CLI's own "No response requested."
     // reply, so the resumed agent's first request is turn 2: it asks for the same call again, then reports.
     scenario: { rules: [{ name: 'crash', match: TASK, turns: [{ tool: CALL }, { tool: CALL }, { tool: CALL }, { text: REPORT }] }] },
@@ -44,7 +40,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await workers.killAll();
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 describe('a worker killed while its agent waits mid-turn', () => {

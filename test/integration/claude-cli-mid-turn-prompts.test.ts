@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { WorkflowUpdateFailedError, WorkflowUpdateStage } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -13,7 +12,6 @@ import { listTranscripts, stageFolder } from '../../src/library/transcript-files
 import { listRuns } from '../../src/library/list-runs.js';
 import type { RecordedRequest } from '../../src/dev/request-log.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { emptyHome } from './claude-cli-world.js';
 import { eventually, runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 import { isAlive } from '../helpers/process-alive.js';
@@ -29,14 +27,11 @@ const bash = (command: string) => ({ tool: { name: 'Bash', input: { command, des
 const QUESTION = { question: 'Which test runner should the project use?', header: 'Runner', multiSelect: false, options: [{ label: 'vitest', description: 'fast' }, { label: 'jest', description: 'common' }] };
 
 let harness: Harness;
-let scratch: string;
 /** A person deciding through the library, in process, where the command line is not what a test looks at. */
 let person: PipelineClient;
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-mid-turn-'));
   harness = await createHarness('claude-cli-mid-turn', {
-    env: { HOME: await emptyHome(scratch) },
     scenario: {
       rules: [
         { name: 'approved', match: 'Pipeline: approved ·', turns: [bash('echo made > approved.txt'), { text: report('Wrote approved.txt.') }] },
@@ -55,7 +50,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await person?.close();
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 const pipeline = (name: string, extra = ''): string =>
@@ -231,7 +225,7 @@ describe('signed decisions on what an agent asks mid-turn', () => {
 
   beforeAll(async () => {
     signed = await createHarness('claude-cli-mid-turn-signed', {
-      env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_TRUSTED_KEYS: starter.publicLine, AGENT_PIPELINE_DECISION_KEYS: decider.publicLine },
+      env: { AGENT_PIPELINE_TRUSTED_KEYS: starter.publicLine, AGENT_PIPELINE_DECISION_KEYS: decider.publicLine },
       scenario: { rules: [{ name: 'two-calls', match: 'Pipeline: two-calls ·', turns: [bash('echo one > one.txt'), bash('echo two > two.txt'), { text: report('Did what was allowed.') }] }] },
     });
     starting = await PipelineClient.connect({ env: signed.env, signingKey: starter.privateLine });

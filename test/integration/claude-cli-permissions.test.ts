@@ -1,10 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { emptyHome } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
@@ -18,12 +16,9 @@ const report = (summary: string): string => `\`\`\`json\n${JSON.stringify({ succ
 const write = (file: string, content: string) => ({ tool: { name: 'Write', input: { file_path: file, content } } });
 
 let harness: Harness;
-let scratch: string;
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-permissions-'));
   harness = await createHarness('claude-cli-permissions', {
-    env: { HOME: await emptyHome(scratch) },
     scenario: {
       rules: [
         { name: 'plan', match: 'Pipeline: planned ·', turns: [write('plan-output.md', 'should not be written\n'), { text: report('Planned only.') }] },
@@ -40,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 const HEADER = (name: string): string =>

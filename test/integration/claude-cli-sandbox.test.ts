@@ -8,7 +8,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-listener.js';
 import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
 import { BUBBLEWRAP, SOCAT } from '../helpers/system-package.js';
-import { createCliWorld, emptyHome, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
+import { createCliWorld, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
 import { CLI } from './cli-helpers.js';
 import { waitForWorkerPolling } from './worker-health.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
@@ -62,7 +62,6 @@ beforeAll(async () => {
   allowed = await listenOnLoopback('reached\n');
   harness = await createHarness('claude-cli-sandbox', {
     worker: false,
-    env: { HOME: await emptyHome(scratch) },
     scenario: {
       rules: [{ name: 'probe', match: 'Pipeline: probe-', turns: [{ tool: { name: 'Bash', input: { command: probeCommand() } } }, { text: report('Probed.') }] }],
     },

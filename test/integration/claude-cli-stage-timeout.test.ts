@@ -1,12 +1,11 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { commandLine, processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { expectNoStageLeftRunning } from './workflow-helpers.js';
 
 /*
@@ -18,14 +17,12 @@ import { expectNoStageLeftRunning } from './workflow-helpers.js';
 const TASK = 'Task: outlive the timeout';
 
 let harness: Harness;
-let scratch: string;
 /** Written by the tool's EXIT trap, in the run's workspace. */
 const TRAP_FILE = 'tool-stopped';
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-timeout-'));
   harness = await createHarness('claude-cli-timeout', {
-    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '5s' },
+    env: { AGENT_PIPELINE_KILL_GRACE: '5s' },
     scenario: {
       rules: [
         {
@@ -45,7 +42,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 const agentProcesses = (): Promise<number[]> => processesWith(STAGE_MARKER, harness.workspacesRoot, 'prefix');

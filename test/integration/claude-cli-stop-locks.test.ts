@@ -7,7 +7,7 @@ import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { indexLockPath } from '../../src/activities/workspace/git-index-lock.js';
 import { initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { commandLine, processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';
 
 /*
@@ -38,7 +38,7 @@ beforeAll(async () => {
     // Unsandboxed: the tool takes a lock outside the workspace (as pyenv does in ~/.pyenv) and git's index.lock in the
     // repository's own .git, both of which Claude Code's sandbox refuses to write (docs/security.md).
     // A long grace: the tool exits as soon as its trap has run, and on a machine at load 30 that took over 5 s once.
-    env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_KILL_GRACE: '20s', AGENT_PIPELINE_SANDBOX: 'off' },
+    env: { AGENT_PIPELINE_KILL_GRACE: '20s', AGENT_PIPELINE_SANDBOX: 'off' },
     scenario: {
       rules: [
         {

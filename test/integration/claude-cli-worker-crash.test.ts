@@ -1,11 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { commandLine, emptyHome, processesWith, REPORT, waitFor } from './claude-cli-world.js';
+import { commandLine, processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';
 
 /*
@@ -19,14 +17,11 @@ const TASK = 'Task: crash and resume';
 
 let harness: Harness;
 let pipelineFile: string;
-let scratch: string;
 const workers = new WorkerProcesses();
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-crash-'));
   harness = await createHarness('claude-cli-crash', {
     worker: false,
-    env: { HOME: await emptyHome(scratch) },
     scenario: {
       rules: [
         {
@@ -60,7 +55,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await workers.killAll();
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 /** The agent processes of this test's runs: the CLI and its tools carry the stage marker. */

@@ -1,12 +1,11 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
-import { emptyHome, processesWith, waitFor } from './claude-cli-world.js';
+import { processesWith, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';
 import { stageOf } from './workflow-helpers.js';
 
@@ -17,18 +16,15 @@ import { stageOf } from './workflow-helpers.js';
  */
 
 let harness: Harness;
-let scratch: string;
 const workers = new WorkerProcesses();
 
 beforeAll(async () => {
-  scratch = await mkdtemp(path.join(tmpdir(), 'command-stage-kill-'));
-  harness = await createHarness('command-stage-kill', { worker: false, scenario: { rules: [] }, env: { HOME: await emptyHome(scratch), AGENT_PIPELINE_SANDBOX: 'required', AGENT_PIPELINE_KILL_GRACE: '1s' } });
+  harness = await createHarness('command-stage-kill', { worker: false, scenario: { rules: [] }, env: { AGENT_PIPELINE_SANDBOX: 'required', AGENT_PIPELINE_KILL_GRACE: '1s' } });
 });
 
 afterAll(async () => {
   await workers.killAll();
   await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
 describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a worker killed while a command stage runs', () => {

@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-listener.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
-import { emptyHome } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
@@ -40,9 +39,8 @@ beforeAll(async () => {
   // Through the sandbox's proxy (NO_PROXY cleared: the sandbox lists loopback there, which would skip the proxy).
   const command = `NO_PROXY= no_proxy= curl -s -m 5 http://localhost:${service.port}/by-name; NO_PROXY= no_proxy= curl -s -m 5 http://127.0.0.1:${service.port}/by-address`;
   const scenario = { rules: [{ name: 'call', match: 'Pipeline: local-', turns: [{ tool: { name: 'Bash', input: { command } } }, { text: REPORT }] }] };
-  const env = { HOME: await emptyHome(scratch) };
-  refusing = await createHarness('local-hosts-refused', { scenario, env });
-  allowing = await createHarness('local-hosts-allowed', { scenario, env: { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1' } });
+  refusing = await createHarness('local-hosts-refused', { scenario });
+  allowing = await createHarness('local-hosts-allowed', { scenario, env: { AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1' } });
 });
 afterAll(async () => {
   await refusing?.close();

@@ -10,7 +10,6 @@ import { generateSigningKey } from '../../src/trust/keys.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
-import { emptyHome } from './claude-cli-world.js';
 import { CLI, runCli } from './cli-helpers.js';
 import { waitForWorkerPolling } from './worker-health.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
@@ -54,7 +53,6 @@ beforeAll(async () => {
   outside = await mkdtemp(path.join(tmpdir(), 'sandbox-opt-out-outside-'));
   harness = await createHarness('opt-out', {
     worker: false,
-    env: { HOME: await emptyHome(scratch) },
     scenario: { rules: ['refused', 'off', 'on', 'signed', 'inflight'].map(probeRule) },
   });
 });
