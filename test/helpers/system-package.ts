@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs';
 import { mkdir, readdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -143,7 +143,10 @@ export const SYSTEM_PACKAGES: readonly SystemPackage[] = [CHROMIUM, POSTGRESQL, 
 export async function linkPathWithout(hidden: readonly string[], into: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   await mkdir(into, { recursive: true });
   const skip = new Set(hidden);
-  for (const dir of pathDirs(env)) {
+  // A folder on PATH twice (Debian's /bin is /usr/bin) gives nothing the first time did not: a link per program is
+  // thousands of files (a share of the suite's CPU in ext4's inode allocation), so each folder is linked once.
+  const folders = new Set(pathDirs(env).map((dir) => (existsSync(dir) ? realpathSync(dir) : dir)));
+  for (const dir of folders) {
     for (const name of await readdir(dir).catch(() => [])) {
       if (!skip.has(name)) await symlink(path.join(dir, name), path.join(into, name)).catch(() => undefined);
     }
