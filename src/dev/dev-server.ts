@@ -101,6 +101,9 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
   // The workflow task that schedules a stage brings its activity task back to the same worker: no poll round trip.
   args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
+  // A deleted run is gone in seconds, not half a minute: the server deletes a closed run only once its queue's ack
+  // level shows the close done, and writes that level every 30 s by default (a store sweep waits on the deletion).
+  args.push('--dynamic-config-value', 'history.transferProcessorUpdateAckInterval="1s"');
   for (const key of attributes) args.push('--search-attribute', `${key.name}=${ATTRIBUTE_TYPES[key.type].flag}`);
 
   const logStart = (await stat(logFile).catch(() => undefined))?.size ?? 0;
