@@ -71,7 +71,7 @@ const holdingPipeline = (name: string, dir: string): string =>
 // take about as long as each other. The timeout counts the wait for a lane's earlier tests.
 describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 300_000 }, () => {
   let harnesses: Harness[] = [];
-  const [laneB, laneC] = [0, 1].map((i) => new Lane(() => harnesses[i]));
+  const [laneA, laneB] = [0, 1].map((i) => new Lane(() => harnesses[i]));
   let base: string;
   let allowed: string;
   let outside: string;
@@ -110,7 +110,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
         ],
       },
     };
-    harnesses = await Promise.all(['b', 'c'].map((lane) => createHarness(`workspace-dir-${lane}`, options)));
+    harnesses = await Promise.all(['a', 'b'].map((lane) => createHarness(`workspace-dir-${lane}`, options)));
   });
   afterAll(async () => {
     await Promise.all(harnesses.map((harness) => harness.close()));
@@ -120,7 +120,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
   const startIn = async (harness: Harness, dir: string, id?: string) => harness.start(await harness.writePipeline('shared-notes', SHARED_PIPELINE), { dir }, id);
 
   test('writes its outputs in the folder, reads context from it, and leaves no bookkeeping there', () =>
-    laneB.run(async (harness) => {
+    laneA.run(async (harness) => {
       const shared = path.join(allowed, 'team-space');
       await mkdir(path.join(shared, 'context'), { recursive: true });
       await writeFile(path.join(shared, 'context', 'brief.md'), 'Product: Tandem, read from the shared folder.\n');
@@ -155,7 +155,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('lets one run at a time work in a folder: a second run waits, visibly in status, until the first has ended', () =>
-    laneC.run(async (harness) => {
+    laneB.run(async (harness) => {
       const shared = path.join(allowed, 'one-at-a-time');
       await mkdir(shared, { recursive: true });
       const stage = (which: string): string => `
@@ -189,7 +189,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('lets runs that all say shared: true work in one folder at once; a run without it waits until they have ended', () =>
-    laneC.run(async (harness) => {
+    laneB.run(async (harness) => {
       const folder = path.join(allowed, 'shared-by-runs');
       await mkdir(folder, { recursive: true });
       const write = (which: string, output: string): string =>
@@ -218,7 +218,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('a run that was terminated while holding the folder does not keep it locked', () =>
-    laneB.run(async (harness) => {
+    laneA.run(async (harness) => {
       const shared = path.join(allowed, 'terminated-holder');
       await mkdir(shared, { recursive: true });
       const first = await harness.writePipeline('terminated-holder', `name: terminated-holder\nworkspace: { dir: ${JSON.stringify(shared)} }\nstages:\n  - { id: write, backend: anthropic-api, model: haiku, contract: none, prompt: "slow run: write the notes." }\n  - { id: gate, needs: [write], approval: true }\n`);
@@ -235,7 +235,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('refuses a folder outside AGENT_PIPELINE_ALLOWED_PATHS, and a symlink inside that leads out', () =>
-    laneC.run(async (harness) => {
+    laneB.run(async (harness) => {
       for (const dir of [outside, path.join(allowed, 'link-out')]) {
         if (dir.endsWith('link-out')) await symlink(outside, dir);
         harness.modelServer.reset();
@@ -253,7 +253,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('fails at once, naming the folder, when it does not exist', () =>
-    laneC.run(async (harness) => {
+    laneB.run(async (harness) => {
       const missing = path.join(allowed, 'no-such-folder');
       const state = await harness.finish(await startIn(harness, missing));
       expect(state.status).toBe('failed');
@@ -263,7 +263,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('checks the folder again once the run holds it: a folder swapped for a symlink leading out while the run waited is refused, and nothing is written there', () =>
-    laneB.run(async (harness) => {
+    laneA.run(async (harness) => {
       const folder = path.join(allowed, 'swapped', 'a');
       await mkdir(folder, { recursive: true });
       harness.modelServer.reset();
@@ -289,7 +289,7 @@ describe.concurrent('a run in an existing folder (workspace.dir)', { timeout: 30
     }));
 
   test('never lends a folder inside, or around, a folder another run holds: each waits until the other has ended', () =>
-    laneC.run(async (harness) => {
+    laneB.run(async (harness) => {
       const parent = path.join(allowed, 'nested');
       const child = path.join(parent, 'a');
       await mkdir(child, { recursive: true });
