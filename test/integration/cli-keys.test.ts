@@ -1,7 +1,7 @@
-import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, onTestFinished, test } from 'vitest';
 import { parseSigningKey, publicKeyLine } from '../../src/trust/keys.js';
 import { runCli } from './cli-helpers.js';
 
@@ -16,6 +16,8 @@ describe('agent-pipeline keys generate', () => {
     expect(publicKeyLine(parseSigningKey(privateLine))).toBe(publicLine);
 
     const dir = await mkdtemp(path.join(tmpdir(), 'keys-'));
+    // It holds a private key.
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'signing.env');
     const written = await runCli(['keys', 'generate', 'signing', '--out', file, '--json'], { PATH: process.env.PATH });
     expect(written.exitCode, written.all).toBe(0);

@@ -1,7 +1,7 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { definePipeline, PipelineClient } from '../../src/library/index.js';
@@ -145,6 +145,7 @@ describe('signed runs and decisions', () => {
 
   test('a definition built in code is bundled with its agent and step files and signed like a file: the worker runs it (issue 34)', async () => {
     const baseDir = await mkdtemp(path.join(tmpdir(), 'signed-definition-'));
+    onTestFinished(() => rm(baseDir, { recursive: true, force: true }));
     await mkdir(path.join(baseDir, 'agents'));
     await mkdir(path.join(baseDir, 'steps'));
     await writeFile(path.join(baseDir, 'agents', 'helper.md'), '---\nname: helper\ndescription: helps\n---\nYou help.\n');
