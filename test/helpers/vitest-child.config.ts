@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
-import base from '../../vitest.config.js';
+import { suiteConfig } from '../../vitest.config.js';
 
 /** The outer run's Temporal dev server, for a vitest run started by a test (system-packages-hidden.test.ts). */
 export const CHILD_TEMPORAL_VARIABLE = 'AGENT_PIPELINE_TEST_TEMPORAL_ADDRESS';
@@ -11,10 +11,6 @@ export const CHILD_TEMPORAL_VARIABLE = 'AGENT_PIPELINE_TEST_TEMPORAL_ADDRESS';
  * it, this is the suite's config.
  */
 const address = process.env[CHILD_TEMPORAL_VARIABLE];
+const config = suiteConfig(address);
 
-export default address
-  ? defineConfig({
-      ...base,
-      test: { ...base.test, root: fileURLToPath(new URL('../..', import.meta.url)), globalSetup: [], provide: { temporalAddress: address } },
-    })
-  : base;
+export default address ? defineConfig({ ...config, test: { ...config.test, root: fileURLToPath(new URL('../..', import.meta.url)) } }) : config;
