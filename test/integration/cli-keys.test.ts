@@ -1,8 +1,8 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { describe, expect, onTestFinished, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { parseSigningKey, publicKeyLine } from '../../src/trust/keys.js';
+import { testFolder } from '../helpers/test-folder.js';
 import { runCli } from './cli-helpers.js';
 
 /* `agent-pipeline keys generate` as a user runs it (no Temporal server needed). */
@@ -15,9 +15,8 @@ describe('agent-pipeline keys generate', () => {
     const publicLine = /^AGENT_PIPELINE_TRUSTED_KEYS="(ci-key:[^"]+)"$/m.exec(printed.stdout)![1];
     expect(publicKeyLine(parseSigningKey(privateLine))).toBe(publicLine);
 
-    const dir = await mkdtemp(path.join(tmpdir(), 'keys-'));
-    // It holds a private key.
-    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    // It holds a private key: removed when the test ends.
+    const dir = await testFolder('keys-');
     const file = path.join(dir, 'signing.env');
     const written = await runCli(['keys', 'generate', 'signing', '--out', file, '--json'], { PATH: process.env.PATH });
     expect(written.exitCode, written.all).toBe(0);

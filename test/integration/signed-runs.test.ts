@@ -1,8 +1,7 @@
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { definePipeline, PipelineClient } from '../../src/library/index.js';
 import { startRun } from '../../src/library/runs.js';
@@ -11,6 +10,7 @@ import { RunSigner } from '../../src/trust/signer.js';
 import { signRunInput } from '../../src/trust/signatures.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { testFolder } from '../helpers/test-folder.js';
 import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { stageOf, waitForWaiting } from './workflow-helpers.js';
 
@@ -144,8 +144,7 @@ describe('signed runs and decisions', () => {
   });
 
   test('a definition built in code is bundled with its agent and step files and signed like a file: the worker runs it (issue 34)', async () => {
-    const baseDir = await mkdtemp(path.join(tmpdir(), 'signed-definition-'));
-    onTestFinished(() => rm(baseDir, { recursive: true, force: true }));
+    const baseDir = await testFolder('signed-definition-');
     await mkdir(path.join(baseDir, 'agents'));
     await mkdir(path.join(baseDir, 'steps'));
     await writeFile(path.join(baseDir, 'agents', 'helper.md'), '---\nname: helper\ndescription: helps\n---\nYou help.\n');

@@ -1,9 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { describe, expect, onTestFinished, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { agentSecretValues, detectAgentAuth, extraAgentVariables } from '../../src/activities/backends/claude-cli/agent-auth.js';
 import { agentEnvironment } from '../../src/activities/backends/claude-cli/args.js';
+import { testFolder } from '../helpers/test-folder.js';
 
 const markers = { stage: 's', worker: 'w' };
 
@@ -22,9 +22,7 @@ describe('agent authentication', () => {
   });
 
   test('an apiKeyHelper in a settings file counts as credentials', async () => {
-    const dir = await mkdtemp(path.join(tmpdir(), 'auth-'));
-    onTestFinished(() => rm(dir, { recursive: true, force: true }));
-    const file = path.join(dir, 'settings.json');
+    const file = path.join(await testFolder('auth-'), 'settings.json');
     await writeFile(file, JSON.stringify({ apiKeyHelper: 'echo key' }));
     expect(detectAgentAuth({ AGENT_PIPELINE_CLAUDE_SETTINGS: file })).toBe('api-key-helper');
     expect(detectAgentAuth({ AGENT_PIPELINE_CLAUDE_SETTINGS: path.join(file, 'missing') })).toBeUndefined();

@@ -1,15 +1,8 @@
-import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { appendFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readLines } from '../../src/library/tail-file.js';
-
-/** A file in a folder of its own, removed when the test ends. */
-async function scratchFile(): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'tail-'));
-  onTestFinished(() => rm(dir, { recursive: true, force: true }));
-  return path.join(dir, 't.jsonl');
-}
+import { testFolder } from '../helpers/test-folder.js';
 
 async function collect(lines: AsyncIterable<string>): Promise<string[]> {
   const out: string[] = [];
@@ -19,14 +12,14 @@ async function collect(lines: AsyncIterable<string>): Promise<string[]> {
 
 describe('readLines', () => {
   it('keeps a multi-byte character that straddles two reads intact', async () => {
-    const file = await scratchFile();
+    const file = path.join(await testFolder('tail-'), 't.jsonl');
     const line = `${'a'.repeat(64 * 1024 - 1)}é€ end`;
     await writeFile(file, `${line}\nsecond\n`);
     expect(await collect(readLines(file, { follow: false }))).toEqual([line, 'second']);
   });
 
   it('reads what the writer appended between the last read and learning it had finished', async () => {
-    const file = await scratchFile();
+    const file = path.join(await testFolder('tail-'), 't.jsonl');
     await writeFile(file, 'first\n');
     const isDone = async (): Promise<boolean> => {
       await appendFile(file, 'last words\n');
