@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'vitest';
 import type { RunState, StageState } from '../../src/pipeline/run-state.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
+import { grpcErrorOf } from '../../src/grpc-errors.js';
 
 /**
  * Polls the status query until `predicate` holds; fails with the last state seen after `timeoutMs`. Between queries it
@@ -20,8 +21,11 @@ export async function waitForState(handle: WorkflowHandle, predicate: (state: Ru
       state = await handle.query(getStatusQuery);
       if (predicate(state)) return state;
     } catch (err) {
-      // The first workflow task may not have run yet; anything else is a real problem.
-      if (!String(err).includes('no poller') && !String(err).includes('not found')) throw err;
+      // The first workflow task may not have run yet, or no worker polls just now (one killed, the next starting);
+      // anything else is a real problem. The server says which in the gRPC error under the client's own ("Failed to
+      // query Workflow"): FAILED_PRECONDITION "no poller seen for task queue recently".
+      const reason = `${String(err)} ${grpcErrorOf(err)?.details ?? ''}`;
+      if (!reason.includes('no poller') && !reason.includes('not found')) throw err;
     }
     await sleep(Math.min(Math.max(250, Date.now() - queriedAt), 2_000));
   }
