@@ -53,7 +53,7 @@ describe('a worker killed while its agent waits mid-turn', () => {
     const firstSince = stageOf(firstAsk, 'work').waitingFor!.since;
 
     // The agent goes with its worker, as when the worker's machine goes. Killed alone, the worker closes the agent's
-    // stdin before the kernel's SIGTERM (setpriv --pdeathsig) reaches it, and the agent may fail its own pending
+    // stdin a moment before the kernel freezes it (setpriv --pdeathsig STOP), and the agent may fail its own pending
     // request and ask the model once more first, which changes the conversation this scenario scripts (seen on a
     // loaded machine; claude-cli-worker-crash.test.ts covers the agent stopping after its worker). Frozen first, it
     // cannot read that end of its input.

@@ -1,3 +1,4 @@
+import { execa } from 'execa';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,10 @@ import { WorkerProcesses } from './fault-helpers.js';
  * it). The dead worker's watchdog sends SIGTERM first, so the trap runs and the first lock is gone; the stale
  * index.lock, which no trap can release, is removed before the next attempt starts, with a warning. The next
  * attempt's tool calls then find both locks free: no wait, and git works.
+ *
+ * The trap takes 3 s to release its lock, as a clean-up on a loaded machine can: the operator's grace is the tool's
+ * to use. Had the CLI been told of its worker's death with SIGTERM rather than frozen, it would SIGKILL its tool about
+ * a second later, whatever the grace, and the lock would stay (spawn-agent.ts).
  */
 
 const TASK = 'Task: hold locks and get killed';
@@ -29,6 +34,9 @@ const workers = new WorkerProcesses();
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'claude-cli-locks-'));
   shimLock = path.join(scratch, 'shims.lock');
+  // The trap waits on a pipe nobody writes to: a wait in the shell itself, with no child for a stop to signal.
+  const slowRelease = path.join(scratch, 'slow-release.fifo');
+  await execa('mkfifo', ['--', slowRelease]);
   const repo = path.join(scratch, 'repo');
   await initRepo(repo, { 'README.md': '# Project\n' });
   // The check the next attempt runs: pyenv would wait 60 s on its lock; here a lock still there is named at once.
@@ -52,7 +60,9 @@ beforeAll(async () => {
               tool: {
                 name: 'Bash',
                 input: {
-                  command: `trap 'rm -f "${shimLock}"' EXIT; touch "${shimLock}"; touch "$(git rev-parse --git-path index.lock)"; echo holding; sleep 300`,
+                  // Once in its clean-up the shell ignores SIGTERM (and so does the rm it starts), as one that must
+                  // finish it does; a SIGKILL still ends it.
+                  command: `trap 'trap "" TERM; read -t 3 <> "${slowRelease}"; rm -f "${shimLock}"' EXIT; touch "${shimLock}"; touch "$(git rev-parse --git-path index.lock)"; echo holding; sleep 300`,
                 },
               },
             },
@@ -108,7 +118,8 @@ describe('a worker killed while its agent holds locks', () => {
 
     first.kill('SIGKILL');
     await first;
-    // The watchdog's SIGTERM lets the shell run its EXIT trap; SIGKILL would have left the lock behind.
+    // The watchdog's SIGTERM lets the shell run its EXIT trap, the CLI frozen meanwhile; SIGKILL would have left the
+    // lock behind.
     await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 45_000);
     expect(existsSync(shimLock)).toBe(false);
     // Nothing can release git's lock but the next attempt.

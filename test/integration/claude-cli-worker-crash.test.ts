@@ -87,7 +87,7 @@ describe('a worker killed in the middle of a stage', () => {
 
     first.kill('SIGKILL');
     await first;
-    // setpriv's parent-death signal takes the CLI, the worker's watchdog the tool in its own session.
+    // The worker's watchdog stops the tool in its own session, then the CLI, which the kernel froze when the worker died.
     await waitFor(agentProcesses, (pids) => pids.length === 0, 'the agent and its tool to be gone', 5_000);
 
     const before = harness.modelServer.requests().length;

@@ -88,6 +88,17 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     expect(await findMarkedProcesses(MARKER, 'stubborn')).toEqual([]);
   });
 
+  test('a frozen process (an agent whose worker died) is woken to act on its SIGTERM, not left for SIGKILL', async () => {
+    const log = path.join(dir, 'frozen-signals.log');
+    const ready = path.join(dir, 'frozen-ready');
+    const child = shell(`trap 'echo TERM >> "${log}"; exit 143' TERM; touch "${ready}"; while :; do sleep 1; done`, 'frozen');
+    await waitFor(() => existsSync(ready), Boolean, 'the shell to set its trap', 10_000);
+    process.kill(child.pid as number, 'SIGSTOP');
+    const report = await stopMarkedProcesses(MARKER, 'frozen', 'exact', 5_000);
+    expect(report.killed).toEqual([]);
+    expect(await readFile(log, 'utf8')).toBe('TERM\n');
+  });
+
   test('what the caller already sent SIGTERM (a process group) gets no second SIGTERM', async () => {
     // The shell counts the SIGTERMs it gets and writes the count when it exits.
     const count = path.join(dir, 'terms');
@@ -149,5 +160,37 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     await waitFor(() => findMarkedProcesses(WORKER_MARKER, value), (pids) => pids.length === 0, 'the watchdog to stop the tool', 20_000);
     expect(existsSync(lock)).toBe(false);
     expect(existsSync(signals)).toBe(false);
+  });
+
+  test("a dead worker's agent is frozen at once, so its tool's clean-up gets the watchdog's grace, not the agent's own kill", async () => {
+    // The stand-in agent, started as every agent is (spawnAgent), does what the CLI does on SIGTERM: SIGKILLs its tool's
+    // process group. Its tool, in a session of its own, needs 2 s to release its lock (a wait in the shell itself,
+    // on a pipe nobody writes to), ignoring SIGTERM meanwhile. Told of its worker's death by SIGTERM, the agent would
+    // cut that clean-up short; frozen, it is stopped after its tool, by the watchdog.
+    const log = path.join(dir, 'frozen-agent.log');
+    const fifo = path.join(dir, 'frozen-agent.fifo');
+    const ready = path.join(dir, 'frozen-agent-ready');
+    const tool = `trap 'trap "" TERM; read -t 2 <> "${fifo}"; echo tool-released >> "${log}"' EXIT; touch "${ready}"; sleep 300`;
+    const agent = `mkfifo "${fifo}"; setsid bash -c '${tool.replaceAll("'", "'\\''")}' & tool=$!; trap 'kill -KILL -- -$tool; echo agent-stopped >> "${log}"; exit 143' TERM; wait $tool`;
+    const spawnAgent = path.join(PROJECT_ROOT, 'dist', 'activities', 'backends', 'claude-cli', 'spawn-agent.js');
+    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
+    const script = `
+      Promise.all([import(${JSON.stringify(watchdog)}), import(${JSON.stringify(spawnAgent)})]).then(([w, s]) => {
+        const value = w.workerMarkerValue(10000);
+        const env = { PATH: process.env.PATH, ${WORKER_MARKER}: value };
+        s.spawnAgent({ binary: 'bash', args: ['-c', ${JSON.stringify(agent)}], cwd: ${JSON.stringify(dir)}, env }).catch(() => {});
+        process.stdout.write(value + '\\n');
+        setInterval(() => {}, 1000);
+      });`;
+    const worker = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(worker);
+    let marker = '';
+    worker.stdout?.on('data', (chunk: Buffer) => (marker += chunk.toString()));
+    await waitFor(() => marker.includes('\n') && existsSync(ready), Boolean, 'the stand-in agent to start its tool', 20_000);
+    const value = marker.trim();
+
+    worker.kill('SIGKILL');
+    await waitFor(() => findMarkedProcesses(WORKER_MARKER, value), (pids) => pids.length === 0, 'the watchdog to stop agent and tool', 20_000);
+    expect(await readFile(log, 'utf8')).toBe('tool-released\nagent-stopped\n');
   });
 });

@@ -5,18 +5,20 @@ import { DEFAULT_KILL_GRACE_MS } from './stop.js';
 import { WORKER_MARKER } from './sweep.js';
 
 /*
- * Agents must not outlive the worker that started them. `setpriv --pdeathsig TERM` tells the CLI itself, but
- * the Bash tools it starts run in their own session and are reparented to init when the worker is killed
- * with SIGKILL, so nothing in the worker can reach them any more.
+ * Agents must not outlive the worker that started them. `setpriv --pdeathsig STOP` freezes the CLI itself when the
+ * worker dies (spawn-agent.ts says why it is not stopped outright), but the Bash tools it starts run in their own
+ * session and are reparented to init when the worker is killed with SIGKILL, so nothing in the worker can reach them
+ * any more.
  *
  * So each worker process starts one small watchdog: a separate `node` in its own session, whose stdin
  * is a pipe from the worker. Only the worker holds the write end; when the worker dies, however it
  * dies, the kernel closes it, the watchdog reads end-of-file and stops every process that carries this
  * worker's marker the way everything is stopped here (`stop.ts`): SIGTERM to all of them, leaves first, so that a
- * tool can release its locks, up to the grace period for them to exit, then SIGKILL to what is left; then it
- * exits. It ignores SIGTERM and SIGINT and has no parent-death signal, so it lives through both steps.
- * Sweeping before the next attempt (`stage-guard.ts`) remains as the second line, for what a watchdog
- * cannot see (a watchdog killed along with the worker).
+ * tool can release its locks (each SIGTERM followed by SIGCONT, which wakes the frozen CLI), up to the grace period
+ * for them to exit, then SIGKILL to what is left; then it exits. It ignores SIGTERM and SIGINT and has no
+ * parent-death signal, so it lives through both steps. Sweeping before the next attempt (`stage-guard.ts`) remains
+ * as the second line, for what a watchdog cannot see (a watchdog killed along with the worker, whose frozen CLI then
+ * waits there for that sweep).
  *
  * The watchdog is inline JavaScript rather than a module file so it runs the same from `dist/` and
  * from the TypeScript sources under test. It repeats `stopGracefully` from stop.ts in plain JS;
@@ -74,6 +76,7 @@ function finish() {
     const due = Date.now() < leavesUntil ? pids.filter((pid) => !parents.has(pid)) : pids;
     const fresh = due.filter((pid) => !termed.has(pid));
     signal(fresh, 'SIGTERM');
+    signal(fresh, 'SIGCONT');
     for (const pid of fresh) termed.add(pid);
     setTimeout(term, 50);
   };

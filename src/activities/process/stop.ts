@@ -64,6 +64,9 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
       } catch {
         // Already gone.
       }
+      // An agent frozen when its worker died (spawn-agent.ts) acts on SIGTERM only once it runs again; a process that
+      // ended on the SIGTERM is gone by now, so this one may find nobody.
+      if (name === 'SIGTERM') resume(pid);
     }
   };
   const newcomer = (pid: number): boolean => !termed.has(pid) || termed.get(pid) !== readProcName(pid);
@@ -88,6 +91,15 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
     pids = await alive();
   }
   return report([]);
+}
+
+/** SIGCONT to `pid`, if it is still there. */
+function resume(pid: number): void {
+  try {
+    process.kill(pid, 'SIGCONT');
+  } catch {
+    // Already gone.
+  }
 }
 
 /** The pids of `pids` that are no other one's parent. */

@@ -2,10 +2,16 @@ import { existsSync } from 'node:fs';
 import { execa, type ResultPromise } from 'execa';
 
 /**
- * util-linux's setpriv lets the kernel stop the agent when the worker dies without cleaning up. TERM, not KILL, so
- * that the CLI can end its tools; the worker's watchdog SIGKILLs whatever is left after the grace.
+ * util-linux's setpriv lets the kernel act on the agent the moment the worker dies without cleaning up: it freezes it
+ * (SIGSTOP). Frozen, the CLI can neither go on alone (read its closed input, ask the model again) nor stop its own
+ * tools: on SIGTERM the CLI SIGKILLs its Bash tools about a second after its own SIGTERM to them, and a tool still in
+ * its EXIT trap on a loaded machine lost its lock release to that. The worker's watchdog then stops everything the
+ * way every stop here goes (`process/stop.ts`): the tools first, within the operator's grace, then the CLI, with a
+ * SIGCONT after each SIGTERM so the frozen CLI can act on it.
  */
 const SETPRIV = '/usr/bin/setpriv';
+/** The parent-death signal of an agent (see above). */
+const ON_WORKER_DEATH = 'STOP';
 
 /** How an agent process is started; a warm start compares all of it. */
 export interface AgentLaunch {
@@ -22,7 +28,7 @@ export interface AgentLaunch {
  * (a warm start).
  */
 export function spawnAgent(launch: AgentLaunch, input?: string): ResultPromise {
-  const [file, args] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'TERM', '--', launch.binary, ...launch.args]] : [launch.binary, launch.args];
+  const [file, args] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', ON_WORKER_DEATH, '--', launch.binary, ...launch.args]] : [launch.binary, launch.args];
   return execa(file, args, {
     cwd: launch.cwd,
     env: launch.env,
