@@ -1,4 +1,4 @@
-import { allHandlersFinished, condition, continueAsNew, patched, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, condition, makeContinueAsNewFunc, patched, setHandler, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import { MAX_REQUESTS_PER_MINUTE } from '../contracts/api-key-limit-messages.js';
 import { cameUnencrypted } from '../contracts/payload-origin.js';
 import { extendPause, emptyWindow, idleAt, reserveStart } from './api-key-window.js';
@@ -64,7 +64,10 @@ export async function apiKeyLimitWorkflow(input: ApiKeyLimitInput): Promise<void
     }
     if (workflowInfo().historyLength > (given.continueAsNewAfterEvents ?? CONTINUE_AS_NEW_AFTER_EVENTS) || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof apiKeyLimitWorkflow>({ ...given, keyId: input.keyId, window });
+      // The pause goes with it in the memo: the next execution publishes it only at its first task, and a worker that
+      // described the key in between would have read no pause.
+      const next = makeContinueAsNewFunc<typeof apiKeyLimitWorkflow>({ memo: { [PAUSED_UNTIL_MEMO]: window.pausedUntil } });
+      return next({ ...given, keyId: input.keyId, window });
     }
     changed = false;
     const rest = idleAt(window) - Date.now();

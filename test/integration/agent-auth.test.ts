@@ -67,7 +67,8 @@ describe('a worker with only CLAUDE_CODE_OAUTH_TOKEN and AGENT_PIPELINE_AGENT_EN
       AGENT_PIPELINE_AGENT_ENV: 'GH_TOKEN, SSH_AUTH_SOCK',
       GH_TOKEN,
     };
-    worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore', all: true });
+    // Not execa's SIGKILL 5 s after the SIGTERM below: the log read after it must be the drained worker's whole log.
+    worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore', all: true, forceKillAfterDelay: 120_000 });
     await waitForWorkerPolling(env, 90_000, 'the worker', () => String(worker?.all ?? ''));
   });
   afterAll(async () => {

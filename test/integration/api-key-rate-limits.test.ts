@@ -1,5 +1,6 @@
-import type { Client } from '@temporalio/client';
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import { describe, expect, it, type ExpectStatic, type TestContext } from 'vitest';
 import { apiKeyId } from '../../src/activities/api-key/key-id.js';
@@ -11,7 +12,7 @@ import { startModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/contracts/api-key-limit-messages.js';
+import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO, reportPauseUpdate } from '../../src/contracts/api-key-limit-messages.js';
 import { createHarness, WORKFLOW_BUNDLE } from '../helpers/harness.js';
 
 /*
@@ -86,7 +87,9 @@ describe.concurrent('rate limits shared by every run on an API key', () => {
   });
 
   it("a 429 seen by one worker pauses the other worker's new calls until its retry-after has passed, and status says so", { timeout: 300_000 }, async ({ onTestFinished, expect }) => {
-    const retryAfter = 12;
+    // Long enough for the second worker to start and its run to reach its call while the pause lasts, on a loaded
+    // machine too (12 s was not, once: the call went out after the pause, and status never showed the wait).
+    const retryAfter = 20;
     const { apiKey, harness: h, server: s, startWorker } = await world(
       'rate-pause',
       {
@@ -182,15 +185,29 @@ describe.concurrent("an API key's limiter workflow", () => {
     await startWorker();
     const keyId = apiKeyId(apiKey);
     const workflowId = keyLimitWorkflowId(h.taskQueue, keyId);
-    const first = await h.client.workflow.start(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue: h.taskQueue, args: [{ keyId, continueAsNewAfterEvents: 20 }] });
-    const store = temporalKeyLimitStore(h.client, h.taskQueue, keyId);
+    // Started with the pause in one call, as a worker starts it: started empty, it may end at its first task (nothing to
+    // remember) before a pause arrives, and the pause would then start another execution without the low threshold.
     const pausedUntil = Date.now() + 5 * 60_000;
-    await store.reportPause(pausedUntil);
+    const start = new WithStartWorkflowOperation(API_KEY_LIMIT_WORKFLOW_TYPE, {
+      workflowId,
+      taskQueue: h.taskQueue,
+      args: [{ keyId, continueAsNewAfterEvents: 20 }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    await h.client.workflow.executeUpdateWithStart(reportPauseUpdate, { args: [{ until: pausedUntil }], startWorkflowOperation: start });
+    const firstRunId = (await (await start.workflowHandle()).describe()).runId;
+    const store = temporalKeyLimitStore(h.client, h.taskQueue, keyId);
     const starts: number[] = [];
     for (let i = 0; i < 12; i++) starts.push(await store.reserve(4));
 
     const description = await h.client.workflow.getHandle(workflowId).describe();
-    expect(description.runId).not.toBe(first.firstExecutionRunId);
+    expect(description.runId).not.toBe(firstRunId);
+    // The pause is in the new execution's memo from its start, not only from its first task: a worker describing the
+    // key in between reads it too.
+    const started = (await h.client.workflow.getHandle(workflowId, description.runId).fetchHistory()).events?.[0];
+    expect(started?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId).toBeTruthy();
+    const startMemo = started?.workflowExecutionStartedEventAttributes?.memo?.fields?.[PAUSED_UNTIL_MEMO];
+    expect(startMemo && defaultPayloadConverter.fromPayload(startMemo)).toBe(pausedUntil);
     expect(await store.readPausedUntil()).toBe(pausedUntil);
     // Four start times per minute from the end of the pause, first come first served, whichever execution granted them.
     expect(starts).toEqual([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2].map((minute) => pausedUntil + minute * 60_000));

@@ -36,7 +36,9 @@ describe('agent-pipeline worker', () => {
       // spare worker after the owner window (3 s here, 60 s by default) and the unanswered ping.
       AGENT_PIPELINE_OWNER_TIMEOUT: '3s',
     };
-    const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore' });
+    // execa's own SIGKILL 5 s after a SIGTERM would cut a drain short on a loaded machine (seen: no exit code); the
+    // worker's own limits (grace 1 s, then the force timeout) are what this test checks.
+    const worker = execa('node', [CLI, 'worker'], { env, extendEnv: false, reject: false, stdin: 'ignore', forceKillAfterDelay: 120_000 });
     // Waits on the health file in this process, then checks it once as a container would: polling the command started
     // a Node process with the worker's native runtime every half second.
     await eventually(() => checkWorkerHealth(env), (problem) => problem === undefined, 60_000, 'the worker polling');
