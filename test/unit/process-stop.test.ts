@@ -132,28 +132,14 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
   });
 
   test("a dead worker's watchdog sends SIGTERM first, leaves first, so a tool out of the agent's reach still releases its lock", async () => {
-    // A stand-in worker: loads the watchdog (from dist/, as a worker does), starts a marked tool in a session of its
-    // own, prints the marker and waits. Killing it with SIGKILL leaves only the watchdog to stop the tool.
     const lock = path.join(dir, 'watchdog.lock');
     // The tool's shell records a SIGTERM of its own; stopped leaves first (its sleep), it ends without one.
     const signals = path.join(dir, 'watchdog-signals.log');
-    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
-    const script = `
-      const { spawn } = require('node:child_process');
-      import(${JSON.stringify(watchdog)}).then((m) => {
-        const value = m.workerMarkerValue(10000);
-        spawn('bash', ['-c', 'trap "echo TERM >> ${signals}" TERM; trap "rm -f ${lock}" EXIT; touch "${lock}"; sleep 300'], {
-          detached: true, stdio: 'ignore', env: { PATH: process.env.PATH, ${WORKER_MARKER}: value },
-        }).unref();
-        process.stdout.write(value + '\\n');
-        setInterval(() => {}, 1000);
-      });`;
-    const worker = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(worker);
-    let marker = '';
-    worker.stdout?.on('data', (chunk: Buffer) => (marker += chunk.toString()));
-    await waitFor(() => marker.includes('\n') && existsSync(lock), Boolean, 'the stand-in worker to start its tool', 20_000);
-    const value = marker.trim();
+    const tool = `trap "echo TERM >> ${signals}" TERM; trap "rm -f ${lock}" EXIT; touch "${lock}"; sleep 300`;
+    const { worker, value } = await standInWorker(
+      `require('node:child_process').spawn('bash', ['-c', ${JSON.stringify(tool)}], { detached: true, stdio: 'ignore', env }).unref();`,
+      lock,
+    );
     expect(await findMarkedProcesses(WORKER_MARKER, value)).not.toEqual([]);
 
     worker.kill('SIGKILL');
@@ -173,24 +159,36 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     const tool = `trap 'trap "" TERM; read -t 2 <> "${fifo}"; echo tool-released >> "${log}"' EXIT; touch "${ready}"; sleep 300`;
     const agent = `mkfifo "${fifo}"; setsid bash -c '${tool.replaceAll("'", "'\\''")}' & tool=$!; trap 'kill -KILL -- -$tool; echo agent-stopped >> "${log}"; exit 143' TERM; wait $tool`;
     const spawnAgent = path.join(PROJECT_ROOT, 'dist', 'activities', 'backends', 'claude-cli', 'spawn-agent.js');
-    const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
-    const script = `
-      Promise.all([import(${JSON.stringify(watchdog)}), import(${JSON.stringify(spawnAgent)})]).then(([w, s]) => {
-        const value = w.workerMarkerValue(10000);
-        const env = { PATH: process.env.PATH, ${WORKER_MARKER}: value };
-        s.spawnAgent({ binary: 'bash', args: ['-c', ${JSON.stringify(agent)}], cwd: ${JSON.stringify(dir)}, env }).catch(() => {});
-        process.stdout.write(value + '\\n');
-        setInterval(() => {}, 1000);
-      });`;
-    const worker = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(worker);
-    let marker = '';
-    worker.stdout?.on('data', (chunk: Buffer) => (marker += chunk.toString()));
-    await waitFor(() => marker.includes('\n') && existsSync(ready), Boolean, 'the stand-in agent to start its tool', 20_000);
-    const value = marker.trim();
+    const { worker, value } = await standInWorker(
+      `import(${JSON.stringify(spawnAgent)}).then((s) => s.spawnAgent({ binary: 'bash', args: ['-c', ${JSON.stringify(agent)}], cwd: ${JSON.stringify(dir)}, env }).catch(() => {}));`,
+      ready,
+    );
 
     worker.kill('SIGKILL');
     await waitFor(() => findMarkedProcesses(WORKER_MARKER, value), (pids) => pids.length === 0, 'the watchdog to stop agent and tool', 20_000);
     expect(await readFile(log, 'utf8')).toBe('tool-released\nagent-stopped\n');
   });
 });
+
+/**
+ * A stand-in worker: a `node` that loads the watchdog (from dist/, as a worker does), runs `start` (which finds the
+ * worker's marker environment in `env`), prints its marker and waits, until `ready` exists. Killed with SIGKILL, it
+ * leaves only the watchdog to stop what it started.
+ */
+async function standInWorker(start: string, ready: string): Promise<{ worker: ChildProcess; value: string }> {
+  const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
+  const script = `
+    import(${JSON.stringify(watchdog)}).then((m) => {
+      const value = m.workerMarkerValue(10000);
+      const env = { PATH: process.env.PATH, ${WORKER_MARKER}: value };
+      ${start}
+      process.stdout.write(value + '\\n');
+      setInterval(() => {}, 1000);
+    });`;
+  const worker = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(worker);
+  let marker = '';
+  worker.stdout?.on('data', (chunk: Buffer) => (marker += chunk.toString()));
+  await waitFor(() => marker.includes('\n') && existsSync(ready), Boolean, 'the stand-in worker to start its process', 20_000);
+  return { worker, value: marker.trim() };
+}
