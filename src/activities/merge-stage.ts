@@ -1,6 +1,6 @@
 import type { TemplateContext } from '../pipeline/template.js';
-import { openPipelineWorkspace } from './workspace/open-workspace.js';
-import { mergeStageBranch } from './workspace/stage-isolation.js';
+import { openPipelineWorkspace, repoOf } from './workspace/open-workspace.js';
+import { mergeStageBranch, uncommittedStageWork } from './workspace/stage-isolation.js';
 import type { MergeOutcome } from '../contracts/activities.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
@@ -12,7 +12,9 @@ export function createMergeStage(deps: { workspacesRoot: string }) {
     const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
     const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
     try {
-      return await mergeStageBranch(run, input.stageId);
+      // The stage's commit failed, or the person changed its worktree: its branch lacks that work.
+      const uncommitted = await uncommittedStageWork(run, repoOf(input.baseDir, input.workspace), input.stageId);
+      return uncommitted ?? (await mergeStageBranch(run, input.stageId));
     } catch (err) {
       throw err instanceof GitError ? gitFailure(err, input.stageId) : err;
     }

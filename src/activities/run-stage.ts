@@ -17,6 +17,7 @@ import { runAttempt } from './run-stage/run-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { mergeWarnings } from './attempt/warnings.js';
 import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
+import { keepHeartbeating } from './checkpoint/keep-heartbeating.js';
 import { repoOf } from './workspace/open-workspace.js';
 import { storeUnavailableIn } from './store-failure.js';
 import { recordRun } from '../store/run-records.js';
@@ -39,7 +40,9 @@ export function createRunStage(deps: RunStageDependencies) {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
       }
-      const { context, workspace, filesDir, restored } = await openAttemptWorkspace(deps, input, info);
+      // A restore, worktrees added one at a time, a lent folder's key: all before the agent's own heartbeats. The
+      // previous attempt's details are kept: the session to resume is in them.
+      const { context, workspace, filesDir, restored } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));

@@ -1,5 +1,6 @@
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { setTimeout } from 'node:timers/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
@@ -8,6 +9,8 @@ import { CHECKPOINT_OBJECTS } from '../../src/activities/checkpoint/manifest.js'
 import { extractArchive } from '../../src/activities/checkpoint/folder-archive.js';
 import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
 import { FileStore } from '../../src/store/file-store.js';
+import { withLock } from '../../src/activities/workspace/git.js';
+import { stageOf } from './workflow-helpers.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 
 /*
@@ -57,6 +60,25 @@ describe("a stage's first-start checkpoint", () => {
       expect(await filesOf(store, runId, manifest!.id)).toEqual(files);
     }
     expect(await findStageStartCheckpoint(store, runId, 'four')).toBeUndefined();
+  });
+
+  test('heartbeats while it waits: a stage whose checkpoint waits behind another does not time out', async () => {
+    // The worker takes one checkpoint of a run at a time: the test holds the run's turn (as a parallel stage's
+    // checkpoint of a large workspace would) for longer than the stage's heartbeat timeout. The stage is a command:
+    // nothing else heartbeats before it starts.
+    const id = `stage-start-waits-${Date.now()}`;
+    const yaml = ['name: waits', 'defaults: { heartbeatTimeout: 10s, retries: 0 }', 'stages:', '  - { id: only, run: "echo done" }', ''].join('\n');
+    let started!: () => void;
+    const taking = new Promise<void>((resolve) => (started = resolve));
+    const held = withLock(`checkpoint:${id}`, async () => {
+      started();
+      await setTimeout(16_000);
+    });
+    await taking;
+    const state = await harness.finish(await harness.start(await harness.writePipeline('waits', yaml), {}, id));
+    await held;
+    expect(state.status, JSON.stringify(state.stages).slice(0, 2_000)).toBe('completed');
+    expect(stageOf(state, 'only').result?.attempt).toBe(1);
   });
 });
 

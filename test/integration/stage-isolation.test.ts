@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { retryStageUpdate } from '../../src/contracts/messages.js';
 import { git, initRepo } from '../helpers/git-repo.js';
@@ -65,9 +65,11 @@ describe('isolation: stage', () => {
     // The stage after them is a command: what it shows is what its worktree holds, not what an agent does (a `claude`
     // run spared).
     const yaml = pipeline('parallel', ['  - { id: left, prompt: Write left. }', '  - { id: right, prompt: Write right. }', '  - { id: after, needs: [left, right], run: "cat left.txt right.txt > both.txt && echo Joined." }']);
-    const state = await harness.finish(await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1'));
+    const handle = await harness.start(await harness.writePipeline('parallel', yaml), {}, 'parallel-1');
+    // Ended, or waiting for a person (a merge that could not be made): either way the state says why.
+    const state = await waitForState(handle, (s) => s.status !== 'running', 240_000);
+    expect(state.status, JSON.stringify({ error: state.error, stages: state.stages.map((s) => [s.id, s.status, s.error, s.waitingFor?.message]) })).toBe('completed');
     expectNoStageLeftRunning(state);
-    expect(state.status).toBe('completed');
     const dir = harness.runDir('parallel-1');
     expect(state.workspace).toBe(dir);
     // Neither saw the other's file while it worked.
@@ -107,5 +109,34 @@ describe('isolation: stage', () => {
     expectNoStageLeftRunning(state);
     expect(state.status).toBe('completed');
     expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${stuck.id}`);
+  });
+
+  it('waits for a person when a stage\'s work cannot be committed, rather than merging its branch without it', { timeout: 300_000 }, async () => {
+    // While the stage's command runs, the test holds its worktree's index lock open, as a git still at work there would:
+    // the stage's commit fails. Merged anyway, its branch would bring nothing, and the stage after it would run
+    // without its file.
+    const yaml = pipeline('locked', [`  - { id: locker, run: "printf 'work\\n' > work.txt && sleep 3" }`, '  - { id: after, needs: [locker], run: "cat work.txt" }']);
+    const handle = await harness.start(await harness.writePipeline('locked', yaml), {}, 'locked-1');
+    const worktree = path.join(harness.runBookkeeping('locked-1'), 'worktrees', 'locker');
+    await vi.waitFor(() => expect(existsSync(path.join(worktree, 'work.txt'))).toBe(true), { timeout: 120_000, interval: 100 });
+    const lockFile = path.resolve(worktree, await git(worktree, 'rev-parse', '--git-path', 'index.lock'));
+    const lock = await open(lockFile, 'wx');
+    const waitsWith = (text: string) => waitForState(handle, (s) => stageOf(s, 'locker').waitingFor?.message.includes(text) ?? false, 120_000);
+    let waiting = await waitsWith('index.lock');
+    expect(stageOf(waiting, 'locker').waitingFor!.message).toContain("committing the stage's changes on agent/locked-1--locker failed, they stay uncommitted in");
+    expect(stageOf(waiting, 'after').status).toBe('pending');
+    // The person ends what held the lock but does not commit: the retry finds the work still off the branch.
+    await lock.close();
+    await rm(lockFile);
+    await handle.executeUpdate(retryStageUpdate, { args: [{ stage: 'locker' }] });
+    waiting = await waitsWith('holds work not committed');
+    expect(stageOf(waiting, 'locker').waitingFor!.message).toContain(`worktree ${worktree} holds work not committed on its branch agent/locked-1--locker (work.txt)`);
+    // Committed there, the retry merges it and the run goes on with the file.
+    await git(worktree, 'add', '-A');
+    await git(worktree, 'commit', '--quiet', '-m', 'locker: work');
+    await handle.executeUpdate(retryStageUpdate, { args: [{ stage: 'locker' }] });
+    const state = await harness.finish(handle);
+    expect(state.status).toBe('completed');
+    expect(await git(harness.runDir('locked-1'), 'show', 'HEAD:work.txt')).toBe('work');
   });
 });

@@ -4,9 +4,9 @@ import { heartbeat } from '@temporalio/activity';
 const EVERY_MS = 1_000;
 
 /**
- * Runs `fn` while heartbeating `details()` (the attempt's latest progress, so a retry still finds its session): a
- * restore or the end checkpoint of a large workspace on a loaded host may outlast the stage's heartbeat timeout, and
- * must not be taken for a dead worker.
+ * Runs `fn` while heartbeating `details()` (the attempt's latest progress, so a retry still finds its session): an
+ * attempt's setup (a restore, a worktree, a lent folder's key) and its first-start and end checkpoints of a large
+ * workspace on a loaded host may outlast the stage's heartbeat timeout, and must not be taken for a dead worker.
  */
 export async function keepHeartbeating<T>(details: () => unknown, fn: () => Promise<T>): Promise<T> {
   const timer = setInterval(() => heartbeat(details()), EVERY_MS);

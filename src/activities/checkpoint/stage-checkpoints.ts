@@ -1,4 +1,4 @@
-import { activityInfo, log } from '@temporalio/activity';
+import { log } from '@temporalio/activity';
 import { keepHeartbeating } from './keep-heartbeating.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { redactSecrets } from '../secrets.js';
@@ -32,8 +32,7 @@ export async function restoreBeforeAttempt(options: CheckpointOptions | undefine
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
   const place = { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id };
-  // The previous attempt's details are kept: the session to resume is in them.
-  const restored = await keepHeartbeating(() => activityInfo().heartbeatDetails, () => restoreIfNeeded(options, place));
+  const restored = await restoreIfNeeded(options, place);
   if (restored) log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: restored.manifest.id, takenAt: restored.manifest.takenAt });
   return restored;
 }
@@ -81,7 +80,10 @@ export class AttemptCheckpoints {
     };
     if (!first) return tick();
     this.running = this.take('start', stage).finally(tick);
-    if (stage !== undefined) await this.running;
+    if (stage === undefined) return;
+    // Behind another stage's checkpoint, or of a large workspace on a loaded host, it may outlast the heartbeat timeout.
+    const running = this.running;
+    await (this.details ? keepHeartbeating(this.details, () => running) : running);
   }
 
   /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */

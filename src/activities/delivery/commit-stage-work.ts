@@ -17,12 +17,16 @@ export async function commitStageWork(workspace: RunWorkspace, stageId: string, 
     warnings.push(...committed.warnings);
     return { commit: committed.commit };
   }
+  const branch = stageBranchOf(run.branch!, stageId);
+  // The work is not on the stage's branch: merged, the branch would bring none of it, and the stage would pass without
+  // its work. A person decides, as for a conflict.
+  if (committed.failure) return { mergeConflict: { branch, files: [], message: `${committed.failure} (commit them there, then retry)` } };
   try {
     const merged = await mergeStageBranch(run, stageId);
     if (merged.kind === 'merged') return { commit: merged.commit };
-    return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: merged.files, message: merged.message } };
+    return { mergeConflict: { branch, files: merged.files, message: merged.message } };
   } catch (err) {
     // Not a conflict (a lock, local changes in the way): a person decides as for a conflict, with git's own words.
-    return { mergeConflict: { branch: stageBranchOf(run.branch!, stageId), files: [], message: (err as Error).message.slice(0, 500) } };
+    return { mergeConflict: { branch, files: [], message: (err as Error).message.slice(0, 500) } };
   }
 }

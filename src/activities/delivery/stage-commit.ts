@@ -23,7 +23,7 @@ export function stageCommitMessage(stageId: string, summary: string, runId: stri
 export async function commitStageChanges(
   workspace: RunWorkspace,
   message: string,
-): Promise<{ commit?: string; warnings: string[] }> {
+): Promise<{ commit?: string; warnings: string[]; failure?: string }> {
   if (!workspace.branch) {
     return { warnings: ['`commit: true` needs `workspace.repo` in the pipeline file; nothing was committed'] };
   }
@@ -32,7 +32,8 @@ export async function commitStageChanges(
     return commit ? { commit, warnings: [] } : { warnings: [`the stage changed no files, so nothing was committed on ${workspace.branch}`] };
   } catch (err) {
     if (err instanceof NestedRepositoryError) throw err;
-    return { warnings: [`committing the stage's changes on ${workspace.branch} failed, they stay uncommitted in ${workspace.dir}: ${(err as Error).message.slice(0, 500)}`] };
+    const failure = `committing the stage's changes on ${workspace.branch} failed, they stay uncommitted in ${workspace.dir}: ${(err as Error).message.slice(0, 500)}`;
+    return { warnings: [failure], failure };
   }
 }
 

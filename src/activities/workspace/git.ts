@@ -143,6 +143,17 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
 const STAGED_PATHS = ['--', '.', `:(top,exclude)${OLD_BOOKKEEPING_DIR}`];
 
 /**
+ * The files of the worktree `dir` that {@link commitAll} would commit (changed, added or removed since its branch's
+ * last commit), the first `max` of them by git's order; [] when it holds none.
+ * @throws GitError with git's stderr when `git status` fails
+ */
+export async function uncommittedFiles(dir: string, max: number): Promise<string[]> {
+  const status = await git(dir, ['status', '--porcelain', '--untracked-files=all', ...STAGED_PATHS]);
+  if (status.failed) throw new GitError(`git status failed in ${dir}: ${status.stderr || status.stdout}`, status.stderr || status.stdout);
+  return status.stdout.split('\n').filter(Boolean).slice(0, max).map((line) => line.slice(3));
+}
+
+/**
  * Commits everything that changed in the worktree (our bookkeeping folder aside) with `message`. Returns the new
  * commit, or `undefined` when there was nothing to commit.
  * @throws NestedRepositoryError when the worktree holds a git repository the agent made: staging it would run its config

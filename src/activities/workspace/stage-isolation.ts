@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, withLock } from './git.js';
 import { ensureRealDir } from './own-files.js';
 import type { RunWorkspace } from './run-workspace.js';
 import type { MergeOutcome } from '../../contracts/activities.js';
@@ -16,6 +16,14 @@ export function stageBranchOf(runBranch: string, stageId: string): string {
   return `${runBranch}--${stageId}`;
 }
 
+/** The stage's own worktree: in the run's bookkeeping folder. */
+function stageWorktreeDir(run: RunWorkspace, stageId: string): string {
+  return path.join(run.bookkeeping, 'worktrees', stageId);
+}
+
+/** How many of a stage's uncommitted files a message names. */
+const NAMED_FILES = 20;
+
 /**
  * Opens the stage's own worktree in the run's bookkeeping folder (outside the run's worktree, so neither git nor an
  * agent there sees it), so retries and later rounds reuse the same folder and the agent's session can resume there. A worktree whose branch is already merged
@@ -24,7 +32,8 @@ export function stageBranchOf(runBranch: string, stageId: string): string {
 export async function openStageWorktree(run: RunWorkspace, repo: string, stageId: string): Promise<RunWorkspace> {
   if (!run.branch) throw new Error('isolation: stage needs a git workspace');
   const branch = stageBranchOf(run.branch, stageId);
-  const dir = path.join(await ensureRealDir(run.bookkeeping, 'worktrees'), stageId);
+  await ensureRealDir(run.bookkeeping, 'worktrees');
+  const dir = stageWorktreeDir(run, stageId);
   if (existsSync(path.join(dir, '.git'))) {
     await pinWorktree(dir, repo, stageId);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
@@ -34,6 +43,21 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
     await withLock(repo, () => ensureWorktree(dir, { repo, branch, base: run.branch }, stageId));
   }
   return { ...run, dir, branch, parent: run };
+}
+
+/**
+ * Work the stage's worktree holds that is not committed on its branch (its commit failed, or a person changed files
+ * there), as a conflict to report: merging the branch would leave it out of the run's branch and call the stage merged.
+ * Undefined when there is none, or no worktree of the stage on this host.
+ */
+export async function uncommittedStageWork(run: RunWorkspace, repo: string, stageId: string): Promise<Extract<MergeOutcome, { kind: 'conflict' }> | undefined> {
+  const dir = stageWorktreeDir(run, stageId);
+  if (!existsSync(path.join(dir, '.git'))) return undefined;
+  await pinWorktree(dir, repo, stageId);
+  const files = await uncommittedFiles(dir, NAMED_FILES);
+  if (files.length === 0) return undefined;
+  const branch = stageBranchOf(run.branch!, stageId);
+  return { kind: 'conflict', files, message: `stage ${stageId}'s worktree ${dir} holds work not committed on its branch ${branch} (${files.join(', ')}); commit it there (git -C ${dir} add -A, then commit) before you retry` };
 }
 
 /**
