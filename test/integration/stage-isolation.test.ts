@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { retryStageUpdate } from '../../src/contracts/messages.js';
@@ -111,16 +112,34 @@ describe('isolation: stage', () => {
     expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${stuck.id}`);
   });
 
-  it('waits for a person when a stage\'s work cannot be committed, rather than merging its branch without it', { timeout: 300_000 }, async () => {
-    // While the stage's command runs, the test holds its worktree's index lock open, as a git still at work there would:
-    // the stage's commit fails. Merged anyway, its branch would bring nothing, and the stage after it would run
-    // without its file.
-    const yaml = pipeline('locked', [`  - { id: locker, run: "printf 'work\\n' > work.txt && sleep 3" }`, '  - { id: after, needs: [locker], run: "cat work.txt" }']);
-    const handle = await harness.start(await harness.writePipeline('locked', yaml), {}, 'locked-1');
-    const worktree = path.join(harness.runBookkeeping('locked-1'), 'worktrees', 'locker');
+  /**
+   * Starts a run whose first stage, a command, writes work.txt and sleeps 3 s; once the file is there, the test holds
+   * the stage worktree's index lock open, as a git still at work there would when the stage's commit comes.
+   */
+  async function startLocked(runId: string) {
+    const yaml = pipeline(runId, [`  - { id: locker, run: "printf 'work\\n' > work.txt && sleep 3" }`, '  - { id: after, needs: [locker], run: "cat work.txt" }']);
+    const handle = await harness.start(await harness.writePipeline(runId, yaml), {}, runId);
+    const worktree = path.join(harness.runBookkeeping(runId), 'worktrees', 'locker');
     await vi.waitFor(() => expect(existsSync(path.join(worktree, 'work.txt'))).toBe(true), { timeout: 120_000, interval: 100 });
     const lockFile = path.resolve(worktree, await git(worktree, 'rev-parse', '--git-path', 'index.lock'));
-    const lock = await open(lockFile, 'wx');
+    return { handle, worktree, lockFile, lock: await open(lockFile, 'wx') };
+  }
+
+  it('commits a stage\'s work once a git still at work in its worktree lets go of the index', { timeout: 300_000 }, async () => {
+    const { handle, lockFile, lock } = await startLocked('briefly-1');
+    // Let go after the command's end, within the commit's wait (10 s).
+    await setTimeout(6_000);
+    await lock.close();
+    await rm(lockFile);
+    const state = await waitForState(handle, (s) => s.status !== 'running', 120_000);
+    expect(state.status, JSON.stringify(state.stages.map((s) => [s.id, s.status, s.error, s.waitingFor?.message]))).toBe('completed');
+    expect(await git(harness.runDir('briefly-1'), 'show', 'HEAD:work.txt')).toBe('work');
+  });
+
+  it('waits for a person when a stage\'s work cannot be committed, rather than merging its branch without it', { timeout: 300_000 }, async () => {
+    // The lock is held past the commit's wait: the commit fails. Merged anyway, the stage's branch would bring nothing,
+    // and the stage after it would run without its file.
+    const { handle, worktree, lockFile, lock } = await startLocked('locked-1');
     const waitsWith = (text: string) => waitForState(handle, (s) => stageOf(s, 'locker').waitingFor?.message.includes(text) ?? false, 120_000);
     let waiting = await waitsWith('index.lock');
     expect(stageOf(waiting, 'locker').waitingFor!.message).toContain("committing the stage's changes on agent/locked-1--locker failed, they stay uncommitted in");

@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { indexLockPath, processesHolding, removeStaleIndexLock } from '../../src/activities/workspace/git-index-lock.js';
+import { indexLockPath, processesHolding, removeStaleIndexLock, settleIndexLock } from '../../src/activities/workspace/git-index-lock.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 
@@ -51,5 +51,28 @@ describe.runIf(process.platform === 'linux')('removeStaleIndexLock', () => {
     expect(existsSync(lock)).toBe(false);
     await git(worktree, 'add', '-A');
     expect(await removeStaleIndexLock(worktree)).toBeUndefined();
+  });
+
+  test('before a commit, waits for a git still at work to let go of the lock, and gives up after its bound', async () => {
+    const lock = (await indexLockPath(worktree)) as string;
+    // A git at work: holds the lock open for a while, then removes it, as git does when it is done.
+    const holder = spawn('bash', ['-c', `exec 3>"${lock}"; sleep 2; rm -f "${lock}"`], { stdio: 'ignore' });
+    await waitFor(() => processesHolding(lock), (pids) => pids.includes(holder.pid as number), 'the holder to open the lock', 10_000);
+    expect(await settleIndexLock(worktree, 30_000)).toBeUndefined();
+    expect(existsSync(lock)).toBe(false);
+    await writeFile(path.join(worktree, 'b.txt'), 'b\n');
+    await git(worktree, 'add', '-A');
+    // One that outlasts the bound is left in place, and said.
+    const stuck = spawn('bash', ['-c', `exec 3>"${lock}"; sleep 300`], { stdio: 'ignore' });
+    try {
+      await waitFor(() => processesHolding(lock), (pids) => pids.includes(stuck.pid as number), 'the holder to open the lock', 10_000);
+      const started = Date.now();
+      expect(await settleIndexLock(worktree, 500)).toBe(`git's ${lock} is held by pid ${stuck.pid}; it was left in place`);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+    } finally {
+      stuck.kill('SIGKILL');
+    }
+    await waitFor(() => processesHolding(lock), (pids) => pids.length === 0, 'the holder to be gone', 10_000);
+    expect(await settleIndexLock(worktree, 500)).toMatch(/^removed a stale .*index\.lock that no process held/);
   });
 });

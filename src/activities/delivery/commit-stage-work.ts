@@ -1,5 +1,6 @@
 import type { StageResult } from '../../pipeline/stage-result.js';
 import { commitStageChanges } from './stage-commit.js';
+import { settleIndexLock } from '../workspace/git-index-lock.js';
 import { mergeStageBranch, stageBranchOf } from '../workspace/stage-isolation.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 
@@ -11,6 +12,9 @@ import type { RunWorkspace } from '../workspace/run-workspace.js';
  * @param warnings the result's warnings, to which this adds
  */
 export async function commitStageWork(workspace: RunWorkspace, stageId: string, message: string, warnings: string[]): Promise<Pick<StageResult, 'commit' | 'mergeConflict'>> {
+  // A git the agent left at work in the worktree holds its index: the commit waits for it (or clears its stale lock).
+  const lock = workspace.branch ? await settleIndexLock(workspace.dir) : undefined;
+  if (lock) warnings.push(lock);
   const committed = await commitStageChanges(workspace, message);
   const run = workspace.parent;
   if (!run) {

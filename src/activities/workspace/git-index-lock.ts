@@ -1,6 +1,7 @@
 import { readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { listPids } from '../process/proc.js';
 
 /*
@@ -56,11 +57,8 @@ export function processesHolding(file: string): number[] {
   return holders;
 }
 
-/**
- * Removes the worktree's `index.lock` when no live process holds it open.
- * @returns the warning for the stage result, or undefined when there was no stale lock
- */
-export async function removeStaleIndexLock(dir: string): Promise<string | undefined> {
+/** The worktree's `index.lock` and the processes holding it open; undefined when there is none (or no /proc to ask). */
+async function findIndexLock(dir: string): Promise<{ lock: string; holders: number[] } | undefined> {
   const lock = await indexLockPath(dir);
   if (!lock) return undefined;
   try {
@@ -70,8 +68,32 @@ export async function removeStaleIndexLock(dir: string): Promise<string | undefi
   }
   // Without /proc nobody can tell a live git from a dead one: leave the lock alone.
   if (process.platform !== 'linux') return undefined;
-  const holders = processesHolding(lock);
-  if (holders.length > 0) return `git's ${lock} is held by pid ${holders.join(', ')}; it was left in place`;
-  await rm(lock, { force: true });
-  return `removed a stale ${lock} that no process held (left by a git command that was killed); git works again in the workspace`;
+  return { lock, holders: processesHolding(lock) };
+}
+
+/**
+ * Removes the worktree's `index.lock` when no live process holds it open.
+ * @returns the warning for the stage result, or undefined when there was no stale lock
+ */
+export async function removeStaleIndexLock(dir: string): Promise<string | undefined> {
+  const found = await findIndexLock(dir);
+  if (!found) return undefined;
+  if (found.holders.length > 0) return `git's ${found.lock} is held by pid ${found.holders.join(', ')}; it was left in place`;
+  await rm(found.lock, { force: true });
+  return `removed a stale ${found.lock} that no process held (left by a git command that was killed); git works again in the workspace`;
+}
+
+/** How long a stage's commit waits for a git still at work in its worktree. @unit milliseconds */
+export const INDEX_LOCK_WAIT_MS = 10_000;
+
+/**
+ * Before a stage's commit: while a live process holds the worktree's `index.lock` (a git the agent started, still at
+ * work as the agent ended), waits for it, at most `waitMs`; then removes the lock if nobody holds it any more. A lock
+ * still held after the wait stays, and the commit fails with git's own words.
+ * @returns the warning for the stage result, as {@link removeStaleIndexLock}
+ */
+export async function settleIndexLock(dir: string, waitMs = INDEX_LOCK_WAIT_MS): Promise<string | undefined> {
+  const deadline = Date.now() + waitMs;
+  while (((await findIndexLock(dir))?.holders.length ?? 0) > 0 && Date.now() < deadline) await sleep(100);
+  return removeStaleIndexLock(dir);
 }
