@@ -42,14 +42,22 @@ afterAll(async () => {
   await harness?.close();
 });
 
+/** A wait's failure with the model's requests and the workers' output. */
+function explain(err: Error): never {
+  const requests = harness.modelServer.requests().map((r) => `${r.rule}#${r.turn} ${JSON.stringify((r.body as { messages: unknown[] }).messages).slice(-600)}`);
+  throw new Error(`${err.message}\nmodel requests:\n${requests.join('\n')}\nworker output: ${workers.output()}`);
+}
+
 describe('a worker killed while its agent waits mid-turn', () => {
-  test('the retry elsewhere asks again, and the approval reaches the new agent', { timeout: 240_000 }, async () => {
+  // Its waits add up to 400 s, each failing with what the run, the model and the workers did: a timeout of the test
+  // itself (once in CI, at 240 s) says nothing of where it stood.
+  test('the retry elsewhere asks again, and the approval reaches the new agent', { timeout: 420_000 }, async () => {
     const first = workers.start(harness.env);
     const yaml =
       'name: crash-ask\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 5s, retries: 1 }\n' +
       `stages:\n  - id: work\n    prompt: "${TASK}"\n    allowedTools: [Read]\n    onPermissionRequest: ask\n`;
     const handle = await harness.startYaml('crash-ask', yaml);
-    const firstAsk = await waitForState(handle, (s) => stageOf(s, 'work').waitingFor?.kind === 'tool_request', 120_000);
+    const firstAsk = await waitForState(handle, (s) => stageOf(s, 'work').waitingFor?.kind === 'tool_request', 120_000).catch(explain);
     const firstSince = stageOf(firstAsk, 'work').waitingFor!.since;
 
     // The agent goes with its worker, as when the worker's machine goes. Killed alone, the worker closes the agent's
@@ -66,15 +74,12 @@ describe('a worker killed while its agent waits mid-turn', () => {
     void workers.start(harness.env);
 
     // The retried attempt's agent asks again: a new wait replaces the one nobody can answer any more.
-    const again = await waitForState(handle, (s) => (stageOf(s, 'work').waitingFor?.since ?? 0) > firstSince, 120_000).catch((err: Error) => {
-      const requests = harness.modelServer.requests().map((r) => `${r.rule}#${r.turn} ${JSON.stringify((r.body as { messages: unknown[] }).messages).slice(-600)}`);
-      throw new Error(`${err.message}\nmodel requests:\n${requests.join('\n')}\nworker output: ${workers.output()}`);
-    });
+    const again = await waitForState(handle, (s) => (stageOf(s, 'work').waitingFor?.since ?? 0) > firstSince, 120_000).catch(explain);
     expect(stageOf(again, 'work').waitingFor?.request?.tool).toBe('Bash');
     const approved = await runCli(['approve', handle.workflowId, '--stage', 'work'], harness.env);
     expect(approved.exitCode, approved.stderr).toBe(0);
 
-    const state = await harness.finish(handle);
+    const state = await waitForState(handle, (s) => ['completed', 'failed', 'timed_out', 'cancelled'].includes(s.status), 60_000).catch(explain);
     expect(state.status).toBe('completed');
     expect(stageOf(state, 'work')).toMatchObject({ status: 'completed', attempt: 2 });
     expect(await readFile(path.join(state.workspace!, 'crashed.txt'), 'utf8')).toBe('made\n');
