@@ -83,7 +83,7 @@ export class AttemptCheckpoints {
     if (stage === undefined) return;
     // Behind another stage's checkpoint, or of a large workspace on a loaded host, it may outlast the heartbeat timeout.
     const running = this.running;
-    await (this.details ? keepHeartbeating(this.details, () => running) : running);
+    await this.heartbeating(() => running);
   }
 
   /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
@@ -92,9 +92,13 @@ export class AttemptCheckpoints {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
-    const details = this.details;
-    await (details ? keepHeartbeating(details, () => this.take('end')) : this.take('end'));
+    await this.heartbeating(() => this.take('end'));
     return this.warnings;
+  }
+
+  /** `work`, heartbeating the attempt's latest details meanwhile (when there are details to send). */
+  private heartbeating(work: () => Promise<unknown>): Promise<unknown> {
+    return this.details ? keepHeartbeating(this.details, work) : work();
   }
 
   /** A checkpoint that fails leaves the run as durable as before it: the stage goes on, with a warning. */

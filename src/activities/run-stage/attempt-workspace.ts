@@ -1,4 +1,4 @@
-import { cancellationSignal, Context, heartbeat, type Info } from '@temporalio/activity';
+import { cancellationSignal, Context, type Info } from '@temporalio/activity';
 import { realpath } from 'node:fs/promises';
 import { needIds } from '../../pipeline/graph.js';
 import type { TemplateContext } from '../../pipeline/template.js';
@@ -77,7 +77,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
 
 /**
  * A run in a lent folder (`workspace.dir`) takes the folder's lease before its agent may write there: while another
- * run holds it, the attempt waits, heartbeating with the details earlier attempts left (see folder-lease.ts).
+ * run holds it, the attempt waits (heartbeating as all of the attempt's setup does: run-stage.ts; see folder-lease.ts).
  */
 async function waitForLentFolder(folder: string, input: StageAttemptInput, info: Info, shared: boolean): Promise<void> {
   const workflowId = info.workflowExecution?.workflowId ?? input.runId;
@@ -90,10 +90,7 @@ async function waitForLentFolder(folder: string, input: StageAttemptInput, info:
     workflowId,
     label: `run ${workflowId} (stage ${input.stage.id})`,
     signal: cancellationSignal(),
-    onWait: (wait: FolderWait) => {
-      heartbeat(info.heartbeatDetails);
-      reports.waiting(wait);
-    },
+    onWait: (wait: FolderWait) => reports.waiting(wait),
   };
   // A run that shares the folder takes no key of its own for it: it joins the shared key once the nesting check passes.
   if (!shared) await holdLentFolder(folder, options);

@@ -76,11 +76,7 @@ async function findIndexLock(dir: string): Promise<{ lock: string; holders: numb
  * @returns the warning for the stage result, or undefined when there was no stale lock
  */
 export async function removeStaleIndexLock(dir: string): Promise<string | undefined> {
-  const found = await findIndexLock(dir);
-  if (!found) return undefined;
-  if (found.holders.length > 0) return `git's ${found.lock} is held by pid ${found.holders.join(', ')}; it was left in place`;
-  await rm(found.lock, { force: true });
-  return `removed a stale ${found.lock} that no process held (left by a git command that was killed); git works again in the workspace`;
+  return settleIndexLock(dir, 0);
 }
 
 /** How long a stage's commit waits for a git still at work in its worktree. @unit milliseconds */
@@ -94,6 +90,13 @@ export const INDEX_LOCK_WAIT_MS = 10_000;
  */
 export async function settleIndexLock(dir: string, waitMs = INDEX_LOCK_WAIT_MS): Promise<string | undefined> {
   const deadline = Date.now() + waitMs;
-  while (((await findIndexLock(dir))?.holders.length ?? 0) > 0 && Date.now() < deadline) await sleep(100);
-  return removeStaleIndexLock(dir);
+  let found = await findIndexLock(dir);
+  while (found && found.holders.length > 0 && Date.now() < deadline) {
+    await sleep(100);
+    found = await findIndexLock(dir);
+  }
+  if (!found) return undefined;
+  if (found.holders.length > 0) return `git's ${found.lock} is held by pid ${found.holders.join(', ')}; it was left in place`;
+  await rm(found.lock, { force: true });
+  return `removed a stale ${found.lock} that no process held (left by a git command that was killed); git works again in the workspace`;
 }
