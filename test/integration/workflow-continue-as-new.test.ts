@@ -51,7 +51,7 @@ async function executionChain(client: Client, workflowId: string): Promise<{ run
   return chain;
 }
 
-// One harness: the deadline test (a 20 s wait; its scripted steps take their time) and the 36-stage run beside it,
+// One harness: the deadline test (a 40 s wait; its scripted steps take their time) and the 36-stage run beside it,
 // and beside them the review loop and then the approval test, in a lane (they read the model server's requests).
 describe.concurrent('continue-as-new', () => {
   let harness: Harness;
@@ -89,8 +89,9 @@ describe.concurrent('continue-as-new', () => {
   });
 
   test('the deadline counts from the first execution: a hand-over does not restart it', { timeout: 300_000 }, async () => {
-    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine, far shorter than 100 stages.
-    const timeoutMs = 20_000;
+    // Long enough for the first hand-over (100 events, a dozen stages) on a loaded machine (20 s was not, once: no
+    // hand-over before the deadline), far shorter than 100 stages (the steps after the 16th take 1 s each: 84 s more).
+    const timeoutMs = 40_000;
     const stages = Array.from({ length: 100 }, (_, i) => `  - id: s${i + 1}\n    prompt: Do s${i + 1}.\n${i > 0 ? `    needs: [s${i}]\n` : ''}`);
     const handle = await harness.startYaml('long-timeout', HEADER('long-timeout', 100).replace('defaults:', `timeout: ${timeoutMs / 1000}s\ndefaults:`) + stages.join(''));
     const final = await harness.finish(handle);
