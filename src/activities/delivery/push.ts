@@ -1,5 +1,5 @@
 import { REMOTE_NAME } from '../../pipeline/workspace-schema.js';
-import { FALLBACK_IDENTITY, git, withLock } from '../workspace/git.js';
+import { FALLBACK_IDENTITY, git, unmergedFiles, withLock } from '../workspace/git.js';
 
 /** How a push of the run's branch ended. */
 export type PushOutcome =
@@ -41,13 +41,13 @@ export async function pushBranch(options: PushOptions): Promise<PushOutcome> {
     if (first.kind !== 'rejected' || !options.rebaseOnce) return first;
     const pulled = await git(options.dir, [...(await identityArgs(options.dir)), 'pull', '--rebase', '--no-autostash', '--', options.remote, options.branch], 'remote');
     if (pulled.failed) {
-      const files = (await git(options.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
+      const conflicting = await unmergedFiles(options.dir);
       await git(options.dir, ['rebase', '--abort']);
-      if (files.length === 0) throw new PushError(`git pull --rebase ${options.remote} ${options.branch} failed: ${firstLine(pulled.stderr)}`, pulled.stderr);
+      if (conflicting.files.length === 0) throw new PushError(`git pull --rebase ${options.remote} ${options.branch} failed: ${firstLine(pulled.stderr)}`, pulled.stderr);
       return {
         kind: 'conflict',
-        files,
-        message: `the push of ${options.branch} to ${options.remote} was rejected, and rebasing onto ${options.remote}/${options.branch} conflicts in ${files.join(', ')}`,
+        files: conflicting.files,
+        message: `the push of ${options.branch} to ${options.remote} was rejected, and rebasing onto ${options.remote}/${options.branch} conflicts in ${conflicting.text}`,
       };
     }
     const second = await push(options);

@@ -142,15 +142,39 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
  */
 const STAGED_PATHS = ['--', '.', `:(top,exclude)${OLD_BOOKKEEPING_DIR}`];
 
+/** How many file names a report of conflicting or uncommitted files carries: it lands in the run's state and history. */
+const NAMED_FILES = 20;
+/** The length each of those names is cut to (a path may be 4 KB). @unit characters */
+const NAMED_FILE_CHARS = 200;
+
+/** Files as a report names them: the first {@link NAMED_FILES}, each cut to {@link NAMED_FILE_CHARS}. */
+export interface NamedFiles {
+  files: string[];
+  /** The names for a message, with how many more there were: `a.md, b.md and 31 more`. */
+  text: string;
+}
+
+/** The names of `all` (git's order) as a report carries them. */
+export function namedFiles(all: string[]): NamedFiles {
+  const files = all.slice(0, NAMED_FILES).map((name) => (name.length > NAMED_FILE_CHARS ? `${name.slice(0, NAMED_FILE_CHARS - 1)}…` : name));
+  const more = all.length - files.length;
+  return { files, text: more > 0 ? `${files.join(', ')} and ${more} more` : files.join(', ') };
+}
+
+/** The files in conflict in `dir` after a merge or rebase stopped (git's unmerged paths), as a report names them. */
+export async function unmergedFiles(dir: string): Promise<NamedFiles> {
+  return namedFiles((await git(dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean));
+}
+
 /**
  * The files of the worktree `dir` that {@link commitAll} would commit (changed, added or removed since its branch's
- * last commit), the first `max` of them by git's order; [] when it holds none.
+ * last commit), as a report names them; no file when it holds none.
  * @throws GitError with git's stderr when `git status` fails
  */
-export async function uncommittedFiles(dir: string, max: number): Promise<string[]> {
+export async function uncommittedFiles(dir: string): Promise<NamedFiles> {
   const status = await git(dir, ['status', '--porcelain', '--untracked-files=all', ...STAGED_PATHS]);
   if (status.failed) throw new GitError(`git status failed in ${dir}: ${status.stderr || status.stdout}`, status.stderr || status.stdout);
-  return status.stdout.split('\n').filter(Boolean).slice(0, max).map((line) => line.slice(3));
+  return namedFiles(status.stdout.split('\n').filter(Boolean).map((line) => line.slice(3)));
 }
 
 /**

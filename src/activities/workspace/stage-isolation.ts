@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, unmergedFiles, withLock } from './git.js';
 import { ensureRealDir } from './own-files.js';
 import type { RunWorkspace } from './run-workspace.js';
 import type { MergeOutcome } from '../../contracts/activities.js';
@@ -20,9 +20,6 @@ export function stageBranchOf(runBranch: string, stageId: string): string {
 function stageWorktreeDir(run: RunWorkspace, stageId: string): string {
   return path.join(run.bookkeeping, 'worktrees', stageId);
 }
-
-/** How many of a stage's uncommitted files a message names. */
-const NAMED_FILES = 20;
 
 /**
  * Opens the stage's own worktree in the run's bookkeeping folder (outside the run's worktree, so neither git nor an
@@ -54,10 +51,11 @@ export async function uncommittedStageWork(run: RunWorkspace, repo: string, stag
   const dir = stageWorktreeDir(run, stageId);
   if (!existsSync(path.join(dir, '.git'))) return undefined;
   await pinWorktree(dir, repo, stageId);
-  const files = await uncommittedFiles(dir, NAMED_FILES);
-  if (files.length === 0) return undefined;
+  const uncommitted = await uncommittedFiles(dir);
+  if (uncommitted.files.length === 0) return undefined;
   const branch = stageBranchOf(run.branch!, stageId);
-  return { kind: 'conflict', files, message: `stage ${stageId}'s worktree ${dir} holds work not committed on its branch ${branch} (${files.join(', ')}); commit it there (git -C ${dir} add -A, then commit) before you retry` };
+  const message = `stage ${stageId}'s worktree ${dir} holds work not committed on its branch ${branch} (${uncommitted.text}); commit it there (git -C ${dir} add -A, then commit) before you retry`;
+  return { kind: 'conflict', files: uncommitted.files, message };
 }
 
 /**
@@ -71,13 +69,13 @@ export async function mergeStageBranch(run: RunWorkspace, stageId: string): Prom
     const identity = (await git(run.dir, ['config', 'user.email'])).failed ? FALLBACK_IDENTITY : [];
     const merged = await git(run.dir, [...identity, 'merge', '--no-edit', '--quiet', '-m', `Merge stage ${stageId} into ${run.branch}`, '--', branch]);
     if (!merged.failed) return { kind: 'merged', commit: (await git(run.dir, ['rev-parse', 'HEAD'])).stdout };
-    const files = (await git(run.dir, ['diff', '--name-only', '--diff-filter=U'])).stdout.split('\n').filter(Boolean);
+    const conflicting = await unmergedFiles(run.dir);
     await git(run.dir, ['merge', '--abort']);
-    if (files.length === 0) throw new GitError(`git merge ${branch} into ${run.branch} failed: ${merged.stderr || merged.stdout}`, merged.stderr || merged.stdout);
+    if (conflicting.files.length === 0) throw new GitError(`git merge ${branch} into ${run.branch} failed: ${merged.stderr || merged.stdout}`, merged.stderr || merged.stdout);
     return {
       kind: 'conflict',
-      files,
-      message: `merging stage ${stageId}'s branch ${branch} into ${run.branch} conflicts in ${files.join(', ')}`,
+      files: conflicting.files,
+      message: `merging stage ${stageId}'s branch ${branch} into ${run.branch} conflicts in ${conflicting.text}`,
     };
   });
 }
