@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
-import { isGone, listProcessGroup, stopMarkedProcesses } from '../../src/activities/process/stop.js';
+import { isGone, stopMarkedProcesses } from '../../src/activities/process/stop.js';
 import { findMarkedProcesses } from '../../src/activities/process/sweep.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 
@@ -97,19 +97,6 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
     const report = await stopMarkedProcesses(MARKER, 'frozen', 'exact', 5_000);
     expect(report.killed).toEqual([]);
     expect(await readFile(log, 'utf8')).toBe('TERM\n');
-  });
-
-  test('what the caller already sent SIGTERM (a process group) gets no second SIGTERM', async () => {
-    // The shell counts the SIGTERMs it gets and writes the count when it exits.
-    const count = path.join(dir, 'terms');
-    const child = shell(`n=0; trap 'n=$((n+1))' TERM; trap 'echo $n > "${count}"' EXIT; while [ $n -eq 0 ]; do sleep 0.1; done; sleep 1`, 'group');
-    await waitFor(() => findMarkedProcesses(MARKER, 'group'), (pids) => pids.length >= 2, 'the shell and its sleep', 10_000);
-    const group = listProcessGroup(child.pid as number);
-    expect(group).toContain(child.pid);
-    process.kill(-(child.pid as number), 'SIGTERM');
-    await stopMarkedProcesses(MARKER, 'group', 'exact', 10_000, { alreadyTerminated: group });
-    await waitFor(() => existsSync(count), Boolean, 'the shell to exit', 10_000);
-    expect(await readFile(count, 'utf8')).toBe('1\n');
   });
 
   test('with nothing to stop, nothing is signalled', async () => {

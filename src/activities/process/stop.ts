@@ -30,8 +30,6 @@ export interface StopReport {
 
 /** Options of {@link stopGracefully}. */
 export interface StopOptions {
-  /** Pids the caller already sent SIGTERM (a process group): they get no second one, which could cut their clean-up short. */
-  alreadyTerminated?: readonly number[];
   /**
    * SIGTERM the processes without a live child among them first, and a parent only once its children have gone (or
    * half the grace has passed). A shell runs its EXIT trap only after its foreground child ends, and a sandbox
@@ -52,7 +50,7 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   const killed = new Set<number>();
   // What each pid ran when it got SIGTERM: a process that has exec'd since (a shell's child forked before it runs its
   // program) is a new program that never saw the signal, or lost it in the fork's window; it gets SIGTERM too.
-  const termed = new Map<number, string | undefined>((options.alreadyTerminated ?? []).map((pid) => [pid, readProcName(pid)]));
+  const termed = new Map<number, string | undefined>();
   const signal = (pids: number[], name: NodeJS.Signals): void => {
     for (const pid of pids) {
       const program = name === 'SIGTERM' ? readProcName(pid) : undefined;
@@ -73,7 +71,6 @@ export async function stopGracefully(find: () => number[] | Promise<number[]>, g
   const report = (survivors: number[]): StopReport => ({ stopped: [...stopped], killed: [...killed], survivors });
   let pids = await alive();
   if (pids.length === 0) return report([]);
-  for (const pid of termed.keys()) stopped.add(pid);
   const graceEnd = Date.now() + graceMs;
   const leavesUntil = options.leavesFirst ? Date.now() + graceMs / 2 : 0;
   while (pids.length > 0 && Date.now() < graceEnd) {
