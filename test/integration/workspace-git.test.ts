@@ -125,4 +125,31 @@ describe('a git failure that is not a conflict', () => {
     expect(failure.message).toContain('would be overwritten by merge');
     expect(failure.message).not.toContain('please report');
   });
+
+  it("a merged stage's worktree that cannot be brought up to the run's branch for its next round fails naming it, rather than starting from the stage's old work", async () => {
+    const { mergeStageBranch, openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
+    const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+    const { GitError } = await import('../../src/activities/workspace/git.js');
+    const context = { inputs: {}, stages: {}, run: { id: 'rework-blocked', pipeline: 'git-pipeline' }, attempt: 1 };
+    const run = await openPipelineWorkspace({ root, runId: 'rework-blocked', baseDir: base, settings: { repo }, context, stageId: 'edit' });
+    const stage = await openStageWorktree(run, repo, 'edit');
+    await writeFile(path.join(stage.dir, 'notes.md'), 'first round\n');
+    await git(stage.dir, 'add', 'notes.md');
+    await git(stage.dir, 'commit', '--quiet', '-m', 'the first round');
+    expect((await mergeStageBranch(run, 'edit')).kind).toBe('merged');
+    // A later stage changes the notes on the run's branch; a change left in the stage's worktree is in the way.
+    await writeFile(path.join(run.dir, 'notes.md'), 'a later stage\n');
+    await git(run.dir, 'commit', '--quiet', '-am', 'a later stage');
+    await writeFile(path.join(stage.dir, 'notes.md'), 'left behind\n');
+
+    const refused = await openStageWorktree(run, repo, 'edit').catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(GitError);
+    expect(String(refused)).toMatch(/stage edit's worktree .* could not be brought up to the run's branch agent\/rework-blocked for its new round: .*notes\.md/s);
+    expect(String(refused)).toContain('commit or undo what is in the way there, then retry');
+
+    await git(stage.dir, 'checkout', '--', 'notes.md');
+    const reopened = await openStageWorktree(run, repo, 'edit');
+    expect(await readFile(path.join(reopened.dir, 'notes.md'), 'utf8')).toBe('a later stage\n');
+    expect(await git(reopened.dir, 'rev-parse', 'HEAD')).toBe(await git(run.dir, 'rev-parse', 'HEAD'));
+  });
 });

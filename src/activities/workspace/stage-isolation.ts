@@ -34,12 +34,24 @@ export async function openStageWorktree(run: RunWorkspace, repo: string, stageId
   if (existsSync(path.join(dir, '.git'))) {
     await pinWorktree(dir, repo, stageId);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
-    if (merged) await git(dir, ['merge', '--ff-only', '--quiet', '--', run.branch]);
+    if (merged) await fastForward(dir, run.branch, stageId);
   } else {
     // Worktrees of one repository are added one at a time: parallel stages start together.
     await withLock(repo, () => ensureWorktree(dir, { repo, branch, base: run.branch }, stageId));
   }
   return { ...run, dir, branch, parent: run };
+}
+
+/**
+ * Brings a merged stage's worktree up to the run's branch for its next round. A failure is the attempt's: a round
+ * started from the stage's old work would redo, or undo, what completed since.
+ * @throws GitError with git's words when the fast-forward fails (a change left in the worktree in the way, a lock)
+ */
+async function fastForward(dir: string, runBranch: string, stageId: string): Promise<void> {
+  const forwarded = await git(dir, ['merge', '--ff-only', '--quiet', '--', runBranch]);
+  if (!forwarded.failed) return;
+  const output = forwarded.stderr || forwarded.stdout;
+  throw new GitError(`stage ${stageId}'s worktree ${dir} could not be brought up to the run's branch ${runBranch} for its new round: ${output}; commit or undo what is in the way there, then retry`, output);
 }
 
 /**
