@@ -28,6 +28,10 @@ const writer = (pipeline: string, stage: string, file: string, content: string):
   ],
 });
 
+/** A reviewer's report. */
+const verdict = (kind: 'rework' | 'approve', feedback: string[]): string =>
+  `\`\`\`json\n${JSON.stringify({ success: true, summary: kind, outputs: {}, verdict: kind, feedback })}\n\`\`\``;
+
 let harness: Harness;
 let base: string;
 let repo: string;
@@ -48,6 +52,11 @@ beforeAll(async () => {
       rules: [
         writer('parallel', 'left', 'left.txt', 'left'),
         writer('parallel', 'right', 'right.txt', 'right'),
+        {
+          name: 'rework-review',
+          match: 'Pipeline: rework · Stage: review ·',
+          turns: [{ text: verdict('rework', ['F1: once more']) }, { text: verdict('approve', []) }],
+        },
       ],
     },
   });
@@ -110,6 +119,24 @@ describe('isolation: stage', () => {
     expectNoStageLeftRunning(state);
     expect(state.status).toBe('completed');
     expect(await git(dir, 'show', 'HEAD:same.txt')).toBe(`from ${stuck.id}`);
+  });
+
+  it("starts a review's rework round of a stage from the run's branch as it is then, with what completed since", { timeout: 300_000 }, async () => {
+    // Commands, and the reviewer on the API backend: no `claude` runs. `other` lands on the run's branch after `fix`'s
+    // first round; the second round reuses fix's worktree, brought up to the run's branch first.
+    const yaml = pipeline('rework', [
+      '  - { id: fix, run: "ls > fix-saw.txt; echo round >> fix.txt" }',
+      '  - { id: other, needs: [fix], run: "echo other > other.txt" }',
+      '  - { id: review, needs: [other], backend: anthropic-api, maxTokens: 500, prompt: Review the fix., review: { of: fix, maxRounds: 3, onMaxRounds: fail } }',
+    ]);
+    const handle = await harness.start(await harness.writePipeline('rework', yaml), {}, 'rework-1');
+    const state = await waitForState(handle, (s) => s.status !== 'running', 120_000);
+    expect(state.status, JSON.stringify(state.stages.map((s) => [s.id, s.status, s.round, s.error, s.waitingFor?.message]))).toBe('completed');
+    expect(stageOf(state, 'fix').round).toBe(2);
+    const dir = harness.runDir('rework-1');
+    expect((await git(dir, 'show', 'HEAD:fix-saw.txt')).split('\n')).toContain('other.txt');
+    expect(await git(dir, 'show', 'HEAD:fix.txt')).toBe('round\nround');
+    expect(await git(dir, 'status', '--porcelain')).toBe('');
   });
 
   /**
