@@ -21,12 +21,17 @@ export async function git(cwd: string, ...args: string[]): Promise<string> {
 export async function initRepo(dir: string, files: Record<string, string> = {}): Promise<void> {
   await mkdir(dir, { recursive: true });
   await git(dir, 'init', '--quiet', '--initial-branch', 'main');
+  await writeFiles(dir, files);
+  await git(dir, 'add', '.');
+  await git(dir, 'commit', '--quiet', '-m', 'initial');
+}
+
+/** Writes `files` (path → content) into `dir`, making their folders; nothing is committed. */
+export async function writeFiles(dir: string, files: Record<string, string>): Promise<void> {
   for (const [file, content] of Object.entries(files)) {
     await mkdir(path.dirname(path.join(dir, file)), { recursive: true });
     await writeFile(path.join(dir, file), content);
   }
-  await git(dir, 'add', '.');
-  await git(dir, 'commit', '--quiet', '-m', 'initial');
 }
 
 /** Clones `repo` into a bare repository at `remote`: a remote to push to that needs no network. */

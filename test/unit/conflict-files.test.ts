@@ -1,10 +1,9 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { pushBranch } from '../../src/activities/delivery/push.js';
 import { namedFiles, uncommittedFiles } from '../../src/activities/workspace/git.js';
-import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
+import { cloneBare, git, initRepo, writeFiles } from '../helpers/git-repo.js';
+import { testFolder } from '../helpers/test-folder.js';
 
 /*
  * A conflict or uncommitted-work report names its files in the run's state and history, which stay bounded whatever
@@ -24,12 +23,6 @@ function expectBounded(files: string[]): void {
   expect(files[0]).toMatch(/^d{120}\/e+…$/);
 }
 
-let base: string;
-beforeEach(async () => {
-  base = await mkdtemp(path.join(tmpdir(), 'conflict-files-'));
-});
-afterEach(async () => rm(base, { recursive: true, force: true }));
-
 describe('the files a report names', () => {
   it('are all of them when there are few, and the first 20 with how many more when there are many', () => {
     expect(namedFiles(['a.md', 'b.md'])).toEqual({ files: ['a.md', 'b.md'], text: 'a.md, b.md' });
@@ -40,6 +33,7 @@ describe('the files a report names', () => {
   });
 
   it("of a push whose rebase conflicts in 30 files are 20, each cut, and the message says 10 more", async () => {
+    const base = await testFolder('conflict-files-');
     const repo = path.join(base, 'repo');
     await initRepo(repo, manyFiles(30, 'base\n'));
     const remote = path.join(base, 'remote.git');
@@ -47,10 +41,8 @@ describe('the files a report names', () => {
     await git(repo, 'remote', 'add', 'origin', remote);
     const other = path.join(base, 'other');
     await git(base, 'clone', '--quiet', remote, other);
-    for (const [file] of Object.entries(manyFiles(30, ''))) {
-      await writeFile(path.join(other, file), 'theirs\n');
-      await writeFile(path.join(repo, file), 'ours\n');
-    }
+    await writeFiles(other, manyFiles(30, 'theirs\n'));
+    await writeFiles(repo, manyFiles(30, 'ours\n'));
     await git(other, 'commit', '--quiet', '-am', 'theirs');
     await git(other, 'push', '--quiet', 'origin', 'main');
     await git(repo, 'commit', '--quiet', '-am', 'ours');
@@ -65,7 +57,7 @@ describe('the files a report names', () => {
   });
 
   it('of a worktree holding 25 uncommitted files are 20, each cut, with 5 more', async () => {
-    const repo = path.join(base, 'repo');
+    const repo = path.join(await testFolder('conflict-files-'), 'repo');
     await initRepo(repo, { 'a.txt': 'a\n' });
     await writeFiles(repo, manyFiles(25, 'new\n'));
     const uncommitted = await uncommittedFiles(repo);
@@ -76,11 +68,3 @@ describe('the files a report names', () => {
     expect(await uncommittedFiles(repo)).toEqual({ files: [], text: '' });
   });
 });
-
-/** Writes `files` into `repo` without committing them. */
-async function writeFiles(repo: string, files: Record<string, string>): Promise<void> {
-  for (const [file, content] of Object.entries(files)) {
-    await mkdir(path.dirname(path.join(repo, file)), { recursive: true });
-    await writeFile(path.join(repo, file), content);
-  }
-}
