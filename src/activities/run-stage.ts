@@ -42,14 +42,14 @@ export function createRunStage(deps: RunStageDependencies) {
       }
       // A restore, worktrees added one at a time, a lent folder's key: all before the agent's own heartbeats. The
       // previous attempt's details are kept: the session to resume is in them.
-      const { context, workspace, filesDir, restored } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
+      const { context, workspace, filesDir, restored, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
       const restoredFrom = restored && { id: restored.manifest.id, takenAt: restored.manifest.takenAt };
       const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings, restoredFrom };
-      return redactSecrets(await runCheckpointed(setup, restored?.warnings ?? []));
+      return redactSecrets(await runCheckpointed(setup, warnings));
     } catch (err) {
       let failure = toFailure(err, stageId);
       if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
@@ -67,7 +67,7 @@ export function createRunStage(deps: RunStageDependencies) {
  * The attempt between its checkpoints: at the stage's first start (not right after a restore: the store has it),
  * every `checkpoint.every` while it runs, and at its end, whatever the outcome (see checkpoint/stage-checkpoints.ts).
  */
-async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): Promise<StageResult> {
+async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Promise<StageResult> {
   const { deps, input, workspace } = setup;
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
@@ -83,7 +83,7 @@ async function runCheckpointed(setup: AttemptSetup, restoreWarnings: string[]): 
     result = await runAttempt(setup);
   } finally {
     const warnings = await checkpoints.end();
-    if (result) result.warnings = mergeWarnings(result.warnings, restoreWarnings, warnings);
+    if (result) result.warnings = mergeWarnings(result.warnings, setupWarnings, warnings);
   }
   return result;
 }

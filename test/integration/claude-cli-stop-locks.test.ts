@@ -5,8 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
-import { indexLockPath } from '../../src/activities/workspace/git-index-lock.js';
-import { initRepo } from '../helpers/git-repo.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { commandLine, processesWith, REPORT, waitFor } from './claude-cli-world.js';
 import { WorkerProcesses } from './fault-helpers.js';
@@ -121,7 +120,7 @@ describe('a worker killed while its agent holds locks', () => {
       throw new Error(`${err.message}\nworker output: ${workers.output()}`);
     });
     const worktree = harness.runDir(handle.workflowId);
-    const indexLock = (await indexLockPath(worktree)) as string;
+    const indexLock = await git(worktree, 'rev-parse', '--path-format=absolute', '--git-path', 'index.lock');
     await waitFor(() => existsSync(shimLock) && existsSync(indexLock), Boolean, 'both locks to be taken', 10_000);
     // Usually the first; on a loaded machine an earlier attempt may have failed before it took the locks.
     const killedAttempt = await lockingAttempt(handle.workflowId);

@@ -152,4 +152,29 @@ describe('a git failure that is not a conflict', () => {
     expect(await readFile(path.join(reopened.dir, 'notes.md'), 'utf8')).toBe('a later stage\n');
     expect(await git(reopened.dir, 'rev-parse', 'HEAD')).toBe(await git(run.dir, 'rev-parse', 'HEAD'));
   });
+
+  it("a stale index lock in a merged stage's worktree (a git killed in its last round) is removed before the bring-up, and said", async () => {
+    const { mergeStageBranch, openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
+    const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+    const { indexLockPath } = await import('../../src/activities/workspace/git-index-lock.js');
+    const context = { inputs: {}, stages: {}, run: { id: 'rework-locked', pipeline: 'git-pipeline' }, attempt: 1 };
+    const run = await openPipelineWorkspace({ root, runId: 'rework-locked', baseDir: base, settings: { repo }, context, stageId: 'edit' });
+    const stage = await openStageWorktree(run, repo, 'edit');
+    await writeFile(path.join(stage.dir, 'notes.md'), 'first round\n');
+    await git(stage.dir, 'add', 'notes.md');
+    await git(stage.dir, 'commit', '--quiet', '-m', 'the first round');
+    expect((await mergeStageBranch(run, 'edit')).kind).toBe('merged');
+    await writeFile(path.join(run.dir, 'later.md'), 'a later stage\n');
+    await git(run.dir, 'add', 'later.md');
+    await git(run.dir, 'commit', '--quiet', '-m', 'a later stage');
+    const lock = (await indexLockPath(stage.dir)) as string;
+    await writeFile(lock, '');
+
+    const warnings: string[] = [];
+    const reopened = await openStageWorktree(run, repo, 'edit', (warning) => warnings.push(warning));
+    expect(warnings).toEqual([`removed a stale ${lock} that no process held (left by a git command that was killed); git works again in the workspace`]);
+    expect(existsSync(lock)).toBe(false);
+    expect(await readFile(path.join(reopened.dir, 'later.md'), 'utf8')).toBe('a later stage\n');
+    expect(await git(reopened.dir, 'rev-parse', 'HEAD')).toBe(await git(run.dir, 'rev-parse', 'HEAD'));
+  });
 });

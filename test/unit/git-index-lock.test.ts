@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { indexLockPath, processesHolding, removeStaleIndexLock, settleIndexLock } from '../../src/activities/workspace/git-index-lock.js';
+import { pinWorktree } from '../../src/activities/workspace/git.js';
 import { waitFor } from '../integration/claude-cli-world.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 
@@ -20,6 +21,8 @@ beforeAll(async () => {
   worktree = path.join(dir, 'worktree');
   await initRepo(repo, { 'a.txt': 'a\n' });
   await git(repo, 'worktree', 'add', '--quiet', '-b', 'run', worktree);
+  // As the worker opens a run's worktree: its gits, and its lock removal, use the git directory found then.
+  await pinWorktree(worktree, repo, 'stage');
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
@@ -32,6 +35,33 @@ describe.runIf(process.platform === 'linux')('removeStaleIndexLock', () => {
       expect(await indexLockPath(where)).toBe(gitPath);
     }
     expect(await indexLockPath(dir)).toBeUndefined();
+  });
+
+  test("never removes a lock where the worktree's `.git` file says, which the agent can rewrite", async () => {
+    const decoy = path.join(dir, 'decoy');
+    await mkdir(decoy);
+    const decoyLock = path.join(decoy, 'index.lock');
+    await writeFile(decoyLock, '');
+    const dotGit = path.join(worktree, '.git');
+    const original = await readFile(dotGit, 'utf8');
+    const unpinned = path.join(dir, 'unpinned');
+    await mkdir(unpinned);
+    try {
+      // The worker's worktree still gets the lock it pinned; a `.git` file the worker never pinned gets none.
+      await writeFile(dotGit, `gitdir: ${decoy}\n`);
+      await writeFile(path.join(unpinned, '.git'), `gitdir: ${decoy}\n`);
+      expect(await indexLockPath(worktree)).toBe(await git(repo, 'rev-parse', '--path-format=absolute', '--git-path', 'worktrees/worktree/index.lock'));
+      expect(await indexLockPath(unpinned)).toBeUndefined();
+      expect(await removeStaleIndexLock(worktree)).toBeUndefined();
+      expect(await removeStaleIndexLock(unpinned)).toBeUndefined();
+      // Nor a `.git` symlink to a folder elsewhere.
+      await rm(path.join(unpinned, '.git'));
+      await symlink(decoy, path.join(unpinned, '.git'));
+      expect(await removeStaleIndexLock(unpinned)).toBeUndefined();
+      expect(existsSync(decoyLock)).toBe(true);
+    } finally {
+      await writeFile(dotGit, original);
+    }
   });
 
   test('leaves a lock a live process holds, removes it once nobody does, and git works again', async () => {

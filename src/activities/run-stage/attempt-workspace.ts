@@ -11,6 +11,7 @@ import { openPipelineWorkspace, repoOf, runBranch, workspaceVariables } from '..
 import { finishRestore, restoreBeforeAttempt } from '../checkpoint/stage-checkpoints.js';
 import type { Restored } from '../checkpoint/restore-checkpoint.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
+import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';
@@ -19,11 +20,21 @@ import { recheckLentFolder } from '../workspace/lent-folder.js';
 import { WaitReports } from '../leases/wait-reports.js';
 import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 
+/** What {@link openAttemptWorkspace} opened. */
+export interface AttemptWorkspace {
+  context: TemplateContext;
+  workspace: RunWorkspace;
+  filesDir: string;
+  restored?: Restored;
+  /** For the stage's result: what the restore and the stale-lock removal said. */
+  warnings: string[];
+}
+
 /**
  * The run's workspace (under `isolation: stage`, the stage's worktree in it), where the attempt reads its files from,
  * and the template variables.
  */
-export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<{ context: TemplateContext; workspace: RunWorkspace; filesDir: string; restored?: Restored }> {
+export async function openAttemptWorkspace(deps: RunStageDependencies, input: StageAttemptInput, info: Info): Promise<AttemptWorkspace> {
   const stageId = input.stage.id;
   const { stage, pipeline } = input;
   // Agent, step and context files: from the run's bundle when it carries them, else from `baseDir` on this host, only
@@ -55,8 +66,15 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
   const restored = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot, branch);
   let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  const warnings: string[] = [];
+  // Before any git of the attempt: a lock left by a git that was killed outright would fail every git command there.
+  // Only in the run's own worktrees: a lent folder's git is its owner's (who may be running git in it right now).
+  if (pipeline.workspace?.repo !== undefined) {
+    const staleLock = await removeStaleIndexLock(workspace.dir);
+    if (staleLock) warnings.push(staleLock);
+  }
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
-    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId);
+    workspace = await openStageWorktree(workspace, repoOf(input.baseDir, pipeline.workspace), stageId, (warning) => warnings.push(warning));
   }
   if (workspace.lent) {
     await waitForLentFolder(workspace.dir, input, info, pipeline.workspace?.shared === true);
@@ -72,7 +90,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
   await finishRestore(restored, workspace);
-  return { context, workspace, filesDir, restored };
+  return { context, workspace, filesDir, restored, warnings: [...(restored?.warnings ?? []), ...warnings] };
 }
 
 /**

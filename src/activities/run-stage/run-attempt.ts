@@ -10,7 +10,6 @@ import { customCommitMessage, stageCommitMessage } from '../delivery/stage-commi
 import { stageFailure } from '../failures.js';
 import { FileClaims } from '../outputs/file-claims.js';
 import { assemblePrompt, withTemplateErrors } from '../prompt/stage-prompt.js';
-import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
 import { NestedRepositoryError } from '../workspace/nested-repositories.js';
 import { collectArtifacts, type RunWorkspace } from '../workspace/run-workspace.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
@@ -31,9 +30,6 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     budgetRemainingUsd: input.budgetRemainingUsd,
     spentBeforeUsd: earlier.costUsd,
   });
-  // Before the agent needs git: a lock left by a git that was killed outright would fail every git command.
-  // Only in the run's own worktree: a lent folder's git is its owner's (who may be running git in it right now).
-  const staleLock = input.pipeline.workspace?.repo !== undefined ? await removeStaleIndexLock(workspace.dir) : undefined;
   const baseline = await log.baseline(workspace.dir);
   const claims = new FileClaims(workspace.dir, log.dir);
   // A command has no prompt: only its `env:` is filled from the run.
@@ -60,7 +56,7 @@ export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
     numTurns: outcome.numTurns,
     durationMs: outcome.durationMs,
     // Earlier attempts' warnings too: a retry must not hide that attempt 1's answer was cut off.
-    warnings: mergeWarnings(setup.earlierWarnings, staleLock ? [staleLock] : [], assembled.warnings, outcome.warnings, collected.warnings),
+    warnings: mergeWarnings(setup.earlierWarnings, assembled.warnings, outcome.warnings, collected.warnings),
     permissionDenials: outcome.permissionDenials,
     ...(outcome.warmStart === undefined ? {} : { warmStart: outcome.warmStart }),
     // The transcript is in the run's bookkeeping, in the worker's own folder under the workspaces root.

@@ -1,8 +1,9 @@
 import { readdirSync, readlinkSync, realpathSync } from 'node:fs';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { lstat, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { listPids } from '../process/proc.js';
+import { pinnedGitDir } from './git-safety.js';
 
 /*
  * git takes `.git/index.lock` (O_EXCL) for any command that writes the index, holds it open while it works, and
@@ -12,19 +13,17 @@ import { listPids } from '../process/proc.js';
  * process holds open is therefore removed, and the stage result says so.
  */
 
-/** Where git keeps the index lock of the worktree at `dir`: `.git/index.lock`, or in the git dir a `.git` file names. */
+/**
+ * Where the worker's gits in `dir` keep its index lock: in the git directory the worker pinned when it opened the
+ * worktree (git.ts, pinWorktree), or `.git/index.lock` of a repository's own folder. Never where the worktree's `.git`
+ * file says: that file is the agent's to rewrite, and a lock path read from it could lead outside the workspaces root.
+ */
 export async function indexLockPath(dir: string): Promise<string | undefined> {
-  const dotGit = path.join(dir, '.git');
-  let info;
-  try {
-    info = await stat(dotGit);
-  } catch {
-    return undefined;
-  }
-  if (info.isDirectory()) return path.join(dotGit, 'index.lock');
-  // A linked worktree: `.git` is a file `gitdir: <path>` (relative paths are relative to the worktree).
-  const match = /^gitdir:\s*(.+?)\s*$/m.exec(await readFile(dotGit, 'utf8').catch(() => ''));
-  return match ? path.join(path.resolve(dir, match[1]), 'index.lock') : undefined;
+  const pinned = pinnedGitDir(dir);
+  if (pinned) return path.join(pinned, 'index.lock');
+  // lstat: a `.git` symlink leads elsewhere too.
+  const info = await lstat(path.join(dir, '.git')).catch(() => undefined);
+  return info?.isDirectory() ? path.join(dir, '.git', 'index.lock') : undefined;
 }
 
 /** Pids of the processes that have `file` open, read from /proc (none found elsewhere, or for other users' processes). */

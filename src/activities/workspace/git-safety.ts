@@ -103,9 +103,14 @@ export function unpinGitDir(dir: string): void {
   pinnedGitDirs.delete(dir);
 }
 
+/** The git directory the worker found for the worktree at `dir` when it opened it; undefined when it did not. */
+export function pinnedGitDir(dir: string): string | undefined {
+  return pinnedGitDirs.get(dir);
+}
+
 /** `GIT_DIR` and `GIT_WORK_TREE` for a git in `dir` when the worker opened it as a worktree; otherwise nothing. */
 export function pinnedGitEnvironment(dir: string): Record<string, string> {
-  const gitDir = pinnedGitDirs.get(dir);
+  const gitDir = pinnedGitDir(dir);
   return gitDir ? { GIT_DIR: gitDir, GIT_WORK_TREE: dir } : {};
 }
 

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, unmergedFiles, withLock } from './git.js';
+import { removeStaleIndexLock } from './git-index-lock.js';
 import { ensureRealDir } from './own-files.js';
 import type { RunWorkspace } from './run-workspace.js';
 import type { MergeOutcome } from '../../contracts/activities.js';
@@ -23,16 +24,20 @@ function stageWorktreeDir(run: RunWorkspace, stageId: string): string {
 
 /**
  * Opens the stage's own worktree in the run's bookkeeping folder (outside the run's worktree, so neither git nor an
- * agent there sees it), so retries and later rounds reuse the same folder and the agent's session can resume there. A worktree whose branch is already merged
- * is first brought up to the run's branch, so a rework round starts from everything completed since.
+ * agent there sees it), so retries and later rounds reuse the same folder and the agent's session can resume there. A
+ * worktree whose branch is already merged is first brought up to the run's branch, so a rework round starts from
+ * everything completed since; a stale index lock in it is removed first, and `onWarning` hears of it.
  */
-export async function openStageWorktree(run: RunWorkspace, repo: string, stageId: string): Promise<RunWorkspace> {
+export async function openStageWorktree(run: RunWorkspace, repo: string, stageId: string, onWarning: (warning: string) => void = () => {}): Promise<RunWorkspace> {
   if (!run.branch) throw new Error('isolation: stage needs a git workspace');
   const branch = stageBranchOf(run.branch, stageId);
   await ensureRealDir(run.bookkeeping, 'worktrees');
   const dir = stageWorktreeDir(run, stageId);
   if (existsSync(path.join(dir, '.git'))) {
     await pinWorktree(dir, repo, stageId);
+    // Before the fast-forward: a lock left by a git killed in an earlier round would fail it.
+    const staleLock = await removeStaleIndexLock(dir);
+    if (staleLock) onWarning(staleLock);
     const merged = !(await git(run.dir, ['merge-base', '--is-ancestor', '--', branch, run.branch])).failed;
     if (merged) await fastForward(dir, run.branch, stageId);
   } else {
