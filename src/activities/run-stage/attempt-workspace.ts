@@ -12,6 +12,7 @@ import { finishRestore, restoreBeforeAttempt } from '../checkpoint/stage-checkpo
 import type { Restored } from '../checkpoint/restore-checkpoint.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
+import { withLock } from '../workspace/git.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';
@@ -68,9 +69,11 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   const warnings: string[] = [];
   // Before any git of the attempt: a lock left by a git that was killed outright would fail every git command there.
-  // Only in the run's own worktrees: a lent folder's git is its owner's (who may be running git in it right now).
+  // Only in the run's own worktrees: a lent folder's git is its owner's (who may be running git in it right now). Not
+  // while this process runs a git there (another stage's merge): git closes its lock before renaming it into place.
   if (pipeline.workspace?.repo !== undefined) {
-    const staleLock = await removeStaleIndexLock(workspace.dir);
+    const run = workspace;
+    const staleLock = await withLock(run.dir, () => removeStaleIndexLock(run.dir));
     if (staleLock) warnings.push(staleLock);
   }
   if (pipeline.isolation === 'stage' && pipeline.workspace?.repo !== undefined && workspace.branch) {
