@@ -56,18 +56,29 @@ export function processesHolding(file: string): number[] {
   return holders;
 }
 
-/** The worktree's `index.lock` and the processes holding it open; undefined when there is none (or no /proc to ask). */
+/** How many times {@link findIndexLock} looks again when the lock changed hands while it looked. */
+const LOOKS = 3;
+
+/**
+ * The worktree's `index.lock` and the processes holding it open; undefined when there is none (or no /proc to ask).
+ * The lock is looked at again after its holders are listed: a git that finished meanwhile removed it (nobody held
+ * it, yet it was never stale), and one another git took meanwhile is that git's. A lock that keeps changing hands is
+ * in use: undefined.
+ */
 async function findIndexLock(dir: string): Promise<{ lock: string; holders: number[] } | undefined> {
   const lock = await indexLockPath(dir);
-  if (!lock) return undefined;
-  try {
-    await stat(lock);
-  } catch {
-    return undefined;
-  }
   // Without /proc nobody can tell a live git from a dead one: leave the lock alone.
-  if (process.platform !== 'linux') return undefined;
-  return { lock, holders: processesHolding(lock) };
+  if (!lock || process.platform !== 'linux') return undefined;
+  for (let look = 0; look < LOOKS; look++) {
+    const before = await stat(lock, { bigint: true }).catch(() => undefined);
+    if (!before) return undefined;
+    const holders = processesHolding(lock);
+    const after = await stat(lock, { bigint: true }).catch(() => undefined);
+    if (!after) return undefined;
+    // The same file, not a new one that reused its inode number.
+    if (after.ino === before.ino && after.ctimeNs === before.ctimeNs) return { lock, holders };
+  }
+  return undefined;
 }
 
 /**
