@@ -103,6 +103,20 @@ describe('a run workspace on a git repository', () => {
   });
 });
 
+/** A run under `isolation: stage` whose stage `edit` wrote notes.md in its own worktree, committed and merged: its first round. */
+async function mergedFirstRound(runId: string) {
+  const { mergeStageBranch, openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
+  const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+  const context = { inputs: {}, stages: {}, run: { id: runId, pipeline: 'git-pipeline' }, attempt: 1 };
+  const run = await openPipelineWorkspace({ root, runId, baseDir: base, settings: { repo }, context, stageId: 'edit' });
+  const stage = await openStageWorktree(run, repo, 'edit');
+  await writeFile(path.join(stage.dir, 'notes.md'), 'first round\n');
+  await git(stage.dir, 'add', 'notes.md');
+  await git(stage.dir, 'commit', '--quiet', '-m', 'the first round');
+  expect((await mergeStageBranch(run, 'edit')).kind).toBe('merged');
+  return { run, stage };
+}
+
 describe('a git failure that is not a conflict', () => {
   it('fails as GIT_FAILED with git\'s own message, not as an internal error to report', async () => {
     const { MockActivityEnvironment } = await import('@temporalio/testing');
@@ -127,16 +141,9 @@ describe('a git failure that is not a conflict', () => {
   });
 
   it("a merged stage's worktree that cannot be brought up to the run's branch for its next round fails naming it, rather than starting from the stage's old work", async () => {
-    const { mergeStageBranch, openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
-    const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+    const { openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
     const { GitError } = await import('../../src/activities/workspace/git.js');
-    const context = { inputs: {}, stages: {}, run: { id: 'rework-blocked', pipeline: 'git-pipeline' }, attempt: 1 };
-    const run = await openPipelineWorkspace({ root, runId: 'rework-blocked', baseDir: base, settings: { repo }, context, stageId: 'edit' });
-    const stage = await openStageWorktree(run, repo, 'edit');
-    await writeFile(path.join(stage.dir, 'notes.md'), 'first round\n');
-    await git(stage.dir, 'add', 'notes.md');
-    await git(stage.dir, 'commit', '--quiet', '-m', 'the first round');
-    expect((await mergeStageBranch(run, 'edit')).kind).toBe('merged');
+    const { run, stage } = await mergedFirstRound('rework-blocked');
     // A later stage changes the notes on the run's branch; a change left in the stage's worktree is in the way.
     await writeFile(path.join(run.dir, 'notes.md'), 'a later stage\n');
     await git(run.dir, 'commit', '--quiet', '-am', 'a later stage');
@@ -154,16 +161,9 @@ describe('a git failure that is not a conflict', () => {
   });
 
   it("a stale index lock in a merged stage's worktree (a git killed in its last round) is removed before the bring-up, and said", async () => {
-    const { mergeStageBranch, openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
-    const { openPipelineWorkspace } = await import('../../src/activities/workspace/open-workspace.js');
+    const { openStageWorktree } = await import('../../src/activities/workspace/stage-isolation.js');
     const { indexLockPath } = await import('../../src/activities/workspace/git-index-lock.js');
-    const context = { inputs: {}, stages: {}, run: { id: 'rework-locked', pipeline: 'git-pipeline' }, attempt: 1 };
-    const run = await openPipelineWorkspace({ root, runId: 'rework-locked', baseDir: base, settings: { repo }, context, stageId: 'edit' });
-    const stage = await openStageWorktree(run, repo, 'edit');
-    await writeFile(path.join(stage.dir, 'notes.md'), 'first round\n');
-    await git(stage.dir, 'add', 'notes.md');
-    await git(stage.dir, 'commit', '--quiet', '-m', 'the first round');
-    expect((await mergeStageBranch(run, 'edit')).kind).toBe('merged');
+    const { run, stage } = await mergedFirstRound('rework-locked');
     await writeFile(path.join(run.dir, 'later.md'), 'a later stage\n');
     await git(run.dir, 'add', 'later.md');
     await git(run.dir, 'commit', '--quiet', '-m', 'a later stage');
