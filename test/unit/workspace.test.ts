@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, utimes, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -166,11 +167,33 @@ describe('file claims of stages that share the run folder', () => {
       new FileClaims(ws.dir, dir).add(file);
     };
     await claim('old', 'exec', 'old.txt');
-    await utimes(path.join(ws.stageDir('old'), 'exec', 'claims.jsonl'), new Date(1_000), new Date(1_000));
+    await sleep(5);
+    const since = Date.now();
     await claim('self', 'exec', 'mine.txt');
     await claim('b', 'round-1', 'b1.txt');
     await claim('b', 'round-2', 'b2.txt');
+    // Found through the run's log of claims: the claims files' own times no longer count.
+    await utimes(path.join(ws.stageDir('b'), 'round-1', 'claims.jsonl'), new Date(1_000), new Date(1_000));
     const stagesDir = path.dirname(ws.stageDir('self'));
-    expect([...(await FileClaims.ofOtherStages(stagesDir, 'self', 10_000))].sort()).toEqual(['b1.txt', 'b2.txt']);
+    expect([...(await FileClaims.ofOtherStages(stagesDir, 'self', since))].sort()).toEqual(['b1.txt', 'b2.txt']);
+    // A line of the log that would lead out of the stages folder is not followed; one cut short by a crash is skipped.
+    await mkdir(path.join(ws.bookkeeping, 'x'), { recursive: true });
+    await writeFile(path.join(ws.bookkeeping, 'x', 'claims.jsonl'), '"escaped.txt"\n');
+    await appendFile(path.join(ws.bookkeeping, 'claims-log.jsonl'), `${JSON.stringify([Date.now(), '../x'])}\n[${Date.now()}, "b/ro`);
+    expect([...(await FileClaims.ofOtherStages(stagesDir, 'self', since))].sort()).toEqual(['b1.txt', 'b2.txt']);
+  });
+
+  it('finds them by the claims files\' times in a run whose stages claimed before the run had a log', async () => {
+    const ws = await openRunWorkspace(root, 'claims-unlogged');
+    const write = async (stage: string, file: string, at: number): Promise<void> => {
+      const claims = path.join(ws.stageDir(stage), 'exec', 'claims.jsonl');
+      await mkdir(path.dirname(claims), { recursive: true });
+      await writeFile(claims, `${JSON.stringify(file)}\n`);
+      await utimes(claims, new Date(at), new Date(at));
+    };
+    await write('old', 'old.txt', 1_000);
+    await write('self', 'mine.txt', 20_000);
+    await write('b', 'b.txt', 20_000);
+    expect([...(await FileClaims.ofOtherStages(path.dirname(ws.stageDir('self')), 'self', 10_000))]).toEqual(['b.txt']);
   });
 });
