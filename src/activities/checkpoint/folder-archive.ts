@@ -1,5 +1,7 @@
-import { lstat, readdir, writeFile } from 'node:fs/promises';
+import { lstatSync, readdirSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { execa } from 'execa';
 
 /*
@@ -35,7 +37,10 @@ export interface ListOptions {
   skip?: (relative: string) => boolean;
 }
 
-/** Every regular file, folder and symlink under `dir` (symlinks not followed; sockets and devices left out). */
+/**
+ * Every regular file, folder and symlink under `dir` (symlinks not followed; sockets and devices left out). Each folder
+ * is read with synchronous calls, the event loop let go between folders: a promise per file cost five times the CPU.
+ */
 export async function listFolder(dir: string, options: ListOptions): Promise<FolderListing> {
   const listing: FolderListing = { entries: [], kinds: new Map(), bytes: 0, signatures: new Map() };
   const add = (entry: string, kind: 'dir' | 'file' | 'link') => {
@@ -45,7 +50,7 @@ export async function listFolder(dir: string, options: ListOptions): Promise<Fol
   const stack = [''];
   while (stack.length > 0) {
     const relative = stack.pop()!;
-    const entries = await readdir(path.join(dir, relative), { withFileTypes: true });
+    const entries = readdirSync(path.join(dir, relative), { withFileTypes: true });
     for (const entry of entries) {
       const child = relative ? `${relative}/${entry.name}` : entry.name;
       if (options.skip?.(child)) continue;
@@ -55,13 +60,14 @@ export async function listFolder(dir: string, options: ListOptions): Promise<Fol
       } else if (entry.isSymbolicLink()) {
         add(`./${child}`, 'link');
       } else if (entry.isFile()) {
-        const info = await lstat(path.join(dir, child), { bigint: true });
+        const info = lstatSync(path.join(dir, child), { bigint: true });
         listing.bytes += Number(info.size);
         if (listing.bytes > options.maxBytes) throw new ArchiveTooLargeError(`${dir} holds more than ${options.maxBytes} bytes of files`);
         add(`./${child}`, 'file');
         listing.signatures.set(`./${child}`, `${info.size}:${info.mtimeNs}`);
       }
     }
+    await yieldToEventLoop();
   }
   return listing;
 }

@@ -1,8 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, readdir, readlink, realpath, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { createReadStream, existsSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { mkdir, realpath, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline as streamPipeline } from 'node:stream/promises';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { ensureWorktree, type WorktreeOptions } from './git.js';
@@ -97,31 +98,46 @@ export function workspacePath(dir: string, full: string): string {
 /** Size and modification time of every file (or a symlink's target), keyed by workspace-relative path. */
 export type FileSnapshot = Map<string, { bytes: number; mtimeMs: number; link?: string }>;
 
-/** Records the files in `dir` so artifacts can later be found as what an attempt created or changed. */
+/**
+ * Records the files in `dir` so artifacts can later be found as what an attempt created or changed. Each folder is
+ * read with synchronous calls, the event loop let go between folders: every stage walks its workspace twice, and a
+ * promise per file cost five times the CPU (40 µs a file, against 8).
+ */
 export async function snapshotFiles(dir: string): Promise<FileSnapshot> {
   const snapshot: FileSnapshot = new Map();
-  const walk = async (folder: string): Promise<void> => {
+  // Each folder with its workspace-relative key ('' for `dir`), so keys are joined rather than worked out per file.
+  const folders: [string, string][] = [[dir, '']];
+  for (let next = folders.pop(); next !== undefined; next = folders.pop()) {
+    const [folder, folderKey] = next;
     let entries;
     try {
-      entries = await readdir(folder, { withFileTypes: true });
+      entries = readdirSync(folder, { withFileTypes: true });
     } catch {
-      return;
+      continue;
     }
     for (const entry of entries) {
       const full = path.join(folder, entry.name);
-      const key = workspacePath(dir, full);
+      const key = folderKey ? `${folderKey}/${entry.name}` : entry.name;
       if (entry.isDirectory()) {
-        if (!IGNORED_DIRS.has(entry.name)) await walk(full);
+        if (!IGNORED_DIRS.has(entry.name)) folders.push([full, key]);
       } else if (entry.isSymbolicLink()) {
-        snapshot.set(key, { bytes: 0, mtimeMs: 0, link: await readlink(full).catch(() => '') });
+        snapshot.set(key, { bytes: 0, mtimeMs: 0, link: readLinkOrEmpty(full) });
       } else if (entry.isFile() && entry.name !== '.git') {
-        const info = await stat(full).catch(() => undefined);
+        const info = statSync(full, { throwIfNoEntry: false });
         if (info) snapshot.set(key, { bytes: info.size, mtimeMs: info.mtimeMs });
       }
     }
-  };
-  await walk(dir);
+    await yieldToEventLoop();
+  }
   return snapshot;
+}
+
+function readLinkOrEmpty(link: string): string {
+  try {
+    return readlinkSync(link);
+  } catch {
+    return '';
+  }
 }
 
 /**
