@@ -43,11 +43,17 @@ describe('run workspaces', () => {
     await writeFile(path.join(ws.dir, 'old.md'), 'changed!');
     await mkdir(path.join(ws.dir, 'src'));
     await writeFile(path.join(ws.dir, 'src', 'new.js'), 'new');
+    await mkdir(path.join(ws.dir, 'src', 'deep', 'er'), { recursive: true });
+    await writeFile(path.join(ws.dir, 'src', 'deep', 'er', 'x.txt'), 'x');
+    // What an agent's installs and git write are not artifacts.
+    await mkdir(path.join(ws.dir, 'node_modules', 'pkg'), { recursive: true });
+    await writeFile(path.join(ws.dir, 'node_modules', 'pkg', 'index.js'), 'module');
     await mkdir(ws.stageDir('x'), { recursive: true });
     await writeFile(path.join(ws.stageDir('x'), 'bookkeeping.json'), '{}');
     const { artifacts, warnings } = await collectArtifacts(ws.dir, before);
     expect(artifacts).toEqual([
       { path: 'old.md', bytes: 8, sha256: sha256('changed!') },
+      { path: 'src/deep/er/x.txt', bytes: 1, sha256: sha256('x') },
       { path: 'src/new.js', bytes: 3, sha256: sha256('new') },
     ]);
     expect(warnings).toEqual([]);
