@@ -39,13 +39,18 @@ export class FileClaims {
   /** `stage/execution`, as the run's log names this execution. */
   private readonly execution: string;
 
+  /** The run's log of claims. */
+  private readonly runLog: string;
+
   constructor(
     private readonly workspaceDir: string,
     /** The execution's bookkeeping folder: `<stages folder>/<stage>/<execution>`. */
     private readonly executionDir: string,
   ) {
     this.claimed = readClaims(path.join(executionDir, CLAIMS_FILE));
-    this.execution = `${path.basename(path.dirname(executionDir))}/${path.basename(executionDir)}`;
+    const stageDir = path.dirname(executionDir);
+    this.execution = `${path.basename(stageDir)}/${path.basename(executionDir)}`;
+    this.runLog = runClaimsLog(path.dirname(stageDir));
   }
 
   /** Records that the agent writes `file` (absolute, or relative to the workspace); paths outside it are ignored. */
@@ -57,7 +62,7 @@ export class FileClaims {
     this.claimed.add(relative);
     // Synchronous, so the claim is on disk before the tool that writes the file runs; one small line per write call.
     appendFileSync(path.join(this.executionDir, CLAIMS_FILE), `${JSON.stringify(relative)}\n`);
-    appendFileSync(runClaimsLog(path.dirname(path.dirname(this.executionDir))), `${JSON.stringify([Date.now(), this.execution])}\n`);
+    appendFileSync(this.runLog, `${JSON.stringify([Date.now(), this.execution])}\n`);
   }
 
   has(relative: string): boolean {
