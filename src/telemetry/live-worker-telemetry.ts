@@ -32,7 +32,7 @@ export const WAITING_RUNS_QUERY = `${RUN_STATUS_ATTRIBUTE.name} = "waiting" AND 
 
 /** A worker's traces and metrics, once its environment turned one of them on (see startWorkerTelemetry). */
 export async function startLiveWorkerTelemetry(env: NodeJS.ProcessEnv, address: MetricsAddress | undefined): Promise<WorkerTelemetry> {
-  const tracing = startTracing(env, 'agent-pipeline-worker');
+  const tracing = startTracing(env, 'agent-pipeline-worker', { retryExports: true });
   const corePort = address ? await freeLoopbackPort() : undefined;
   let metrics: PipelineMetrics | undefined;
   let server: http.Server | undefined;

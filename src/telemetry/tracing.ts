@@ -3,6 +3,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { RetryingSpanExporter } from './retrying-exporter.js';
 import { installedTracing, setInstalledTracing, tracesUrlFromEnv, type Tracing } from './tracing-state.js';
 
 /**
@@ -11,14 +12,17 @@ import { installedTracing, setInstalledTracing, tracesUrlFromEnv, type Tracing }
  * Registers the W3C propagator and an AsyncLocalStorage context manager globally, because Temporal's interceptors
  * inject and extract through the global API. Once per process; later calls return the same pipeline.
  * `OTEL_EXPORTER_OTLP_HEADERS` (e.g. Honeycomb's API key) is read by the exporter itself.
+ * `retryExports` sends a batch again after a network failure (a worker's spans outlive a collector's restart); a
+ * command leaves it off, so that an unreachable collector does not hold up its exit.
  */
-export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string): Tracing | undefined {
+export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string, { retryExports = false } = {}): Tracing | undefined {
   const running = installedTracing();
   if (running) return running;
   const url = tracesUrlFromEnv(env);
   if (!url) return undefined;
   const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || defaultServiceName });
-  const spanProcessor = new BatchSpanProcessor(new OTLPTraceExporter({ url }));
+  const exporter = new OTLPTraceExporter({ url });
+  const spanProcessor = new BatchSpanProcessor(retryExports ? new RetryingSpanExporter(exporter) : exporter);
   const provider = new BasicTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register({ contextManager: new AsyncLocalStorageContextManager(), propagator: new W3CTraceContextPropagator() });
   const tracer = provider.getTracer('agent-pipeline');

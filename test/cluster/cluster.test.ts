@@ -203,17 +203,19 @@ describe.skipIf(!runnable)('a real cluster: Temporal server on PostgreSQL, three
     let interrupted = 0;
     for (const id of ids) {
       const dir = path.join(workspacesRoot, toFolderName(id));
-      // Every side effect is there: the draft's file, and every build step whose tool call the agent saw succeed,
-      // whichever worker ran it. (A step whose tool call a kill interrupted before it ran is not a side effect;
-      // the scripted model moves on where a real one would redo it.)
-      expect(await readFile(path.join(dir, 'notes.md'), 'utf8'), id).toBe('# Notes\n');
+      // Every side effect is there: the draft's file and every build step whose tool call the agent saw succeed,
+      // whichever worker ran it. (A tool call a kill interrupted before it ran is not a side effect; the scripted model
+      // moves on where a real one would redo it, so a draft whose Edit was interrupted has no notes.md.)
+      const draft = toolCalls(requests, id, 'draft', (call) => (call.name === 'Edit' ? 'notes.md' : undefined));
+      expect(draft.issued.size, id).toBe(1);
+      if (draft.succeeded.size > 0) expect(await readFile(path.join(dir, 'notes.md'), 'utf8'), id).toBe('# Notes\n');
       const logged = new Set((await readFile(path.join(dir, 'build.log'), 'utf8')).split('\n').filter(Boolean));
-      const { succeeded, issued } = buildSteps(requests, id);
-      interrupted += issued.size - succeeded.size;
+      const { succeeded, issued } = toolCalls(requests, id, 'build', (call) => /echo (step-\d)/.exec(call.input?.command ?? '')?.[1]);
+      interrupted += issued.size - succeeded.size + draft.issued.size - draft.succeeded.size;
       expect(succeeded.size, id).toBeGreaterThan(0);
       expect([...succeeded].filter((step) => !logged.has(step)), id).toEqual([]);
     }
-    log(`chaos: ${interrupted} build step(s) interrupted by the kills before their command ran`);
+    log(`chaos: ${interrupted} tool call(s) interrupted by the kills before they ran`);
     // No agent outlives the run: none of the killed workers' Claude processes is left.
     await waitFor(async () => (await agentsUnder(workspacesRoot)).length === 0, 120_000, 'every agent process gone');
     if (ui) {
@@ -237,25 +239,32 @@ async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: numbe
   }
 }
 
+/** A tool call as the conversation carries it: the assistant's `tool_use` block. */
+interface ToolCall {
+  name?: string;
+  input?: { command?: string };
+}
+
 /**
- * The build steps of run `runId` whose Bash tool call the agent issued, and those whose call came back without an
- * error, read from the conversations the scripted model server received (the prompt names the run).
+ * The side effects of run `runId`'s stage `rule` whose tool call the agent issued, and those whose call came back
+ * without an error, read from the conversations the scripted model server received (the prompt names the run).
+ * `effectOf` names a call's side effect, or skips the call.
  */
-function buildSteps(requests: RecordedRequest[], runId: string): { issued: Set<string>; succeeded: Set<string> } {
+function toolCalls(requests: RecordedRequest[], runId: string, rule: string, effectOf: (call: ToolCall) => string | undefined): { issued: Set<string>; succeeded: Set<string> } {
   const issued = new Set<string>();
   const succeeded = new Set<string>();
   for (const request of requests) {
-    if (request.rule !== 'build' || !JSON.stringify(request.body).includes(`Run: ${runId} ·`)) continue;
-    const stepOf = new Map<string, string>();
+    if (request.rule !== rule || !JSON.stringify(request.body).includes(`Run: ${runId} ·`)) continue;
+    const effectOfCall = new Map<string, string>();
     for (const message of (request.body as { messages?: { content: unknown }[] }).messages ?? []) {
       if (!Array.isArray(message.content)) continue;
-      for (const block of message.content as { type: string; id?: string; input?: { command?: string }; tool_use_id?: string; is_error?: boolean }[]) {
-        const step = block.type === 'tool_use' ? /echo (step-\d)/.exec(block.input?.command ?? '')?.[1] : undefined;
-        if (step && block.id) {
-          stepOf.set(block.id, step);
-          issued.add(step);
+      for (const block of message.content as (ToolCall & { type: string; id?: string; tool_use_id?: string; is_error?: boolean })[]) {
+        const effect = block.type === 'tool_use' ? effectOf(block) : undefined;
+        if (effect && block.id) {
+          effectOfCall.set(block.id, effect);
+          issued.add(effect);
         }
-        if (block.type === 'tool_result' && !block.is_error && block.tool_use_id && stepOf.has(block.tool_use_id)) succeeded.add(stepOf.get(block.tool_use_id)!);
+        if (block.type === 'tool_result' && !block.is_error && block.tool_use_id && effectOfCall.has(block.tool_use_id)) succeeded.add(effectOfCall.get(block.tool_use_id)!);
       }
     }
   }
