@@ -20,7 +20,10 @@ interface OtlpSpan {
   attributes?: { key: string; value: Record<string, unknown> }[];
 }
 
-/** A minimal OTLP/HTTP collector: keeps every span POSTed to /v1/traces and counts the other signals it is sent. */
+/**
+ * A minimal OTLP/HTTP collector: keeps every span POSTed to /v1/traces (once: a batch the worker sent again after a
+ * lost answer repeats its spans) and counts the other signals it is sent.
+ */
 async function startOtlpReceiver(): Promise<{ url: string; spans: OtlpSpan[]; otherPaths: string[]; close(): Promise<void> }> {
   const spans: OtlpSpan[] = [];
   const otherPaths: string[] = [];
@@ -30,7 +33,8 @@ async function startOtlpReceiver(): Promise<{ url: string; spans: OtlpSpan[]; ot
     req.on('end', () => {
       if (req.url === '/v1/traces') {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[] };
-        for (const rs of body.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+        const seen = new Set(spans.map((s) => s.spanId));
+        for (const rs of body.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans.filter((s) => !seen.has(s.spanId)));
       } else {
         otherPaths.push(req.url ?? '');
       }
