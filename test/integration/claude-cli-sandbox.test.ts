@@ -5,7 +5,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { listenOnLoopback, type LoopbackListener } from '../helpers/loopback-listener.js';
+import { listenOnLoopback, listenOnSocketFile, type LoopbackListener } from '../helpers/loopback-listener.js';
 import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
 import { BUBBLEWRAP, SOCAT } from '../helpers/system-package.js';
 import { createCliWorld, failureOf, REPORT, type CliWorld } from './claude-cli-world.js';
@@ -17,8 +17,9 @@ import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
  * Issue 19, reproduction 3: an agent's Bash read the worker's secrets from /proc/<worker>/environ, wrote anywhere the
  * worker's user may, and reached any port. With the real `claude`, a real worker process holding secrets in its
  * environment and the real bubblewrap: the scripted agent searches every /proc/*\/environ it can see, writes outside
- * its workspace and calls a port it was not allowed, then does its allowed work. Sandboxed, all three fail and the
- * stage completes; with AGENT_PIPELINE_SANDBOX=off the same probe finds the secrets, which proves the probe works.
+ * its workspace, calls a port it was not allowed and a service on a unix-domain socket of the host, then does its
+ * allowed work. Sandboxed, all four fail and the stage completes; with AGENT_PIPELINE_SANDBOX=off the same probe finds
+ * the secrets and reaches both services, which proves the probe works.
  */
 
 const missing = MISSING_SANDBOX_PACKAGES;
@@ -40,6 +41,9 @@ let scratch: string;
 let outside: string;
 let forbidden: LoopbackListener;
 let allowed: LoopbackListener;
+/** A service on a unix-domain socket the agent can see, as the Docker daemon's or an SSH agent's is. */
+let socketFile: LoopbackListener;
+let socketPath: string;
 
 function probeCommand(): string {
   return [
@@ -51,6 +55,7 @@ function probeCommand(): string {
     `curl -s -m 5 --noproxy '*' http://127.0.0.1:${forbidden.port}/direct && echo REACHED-DIRECT`,
     `NO_PROXY= no_proxy= curl -s -m 5 -o /dev/null -w 'proxied %{http_code}\\n' http://127.0.0.1:${forbidden.port}/proxied`,
     `NO_PROXY= no_proxy= curl -s -m 5 http://localhost:${allowed.port}/allowed`,
+    `curl -s -m 5 --unix-socket '${socketPath}' http://host/unix && echo REACHED-UNIX-SOCKET`,
     'echo "allowed work" > inside.txt && echo WROTE-INSIDE',
   ].join('; ');
 }
@@ -60,6 +65,8 @@ beforeAll(async () => {
   outside = await mkdtemp(path.join(tmpdir(), 'claude-cli-sandbox-outside-'));
   forbidden = await listenOnLoopback('reached\n');
   allowed = await listenOnLoopback('reached\n');
+  socketPath = path.join(scratch, 'host.sock');
+  socketFile = await listenOnSocketFile(socketPath, 'reached\n');
   harness = await createHarness('claude-cli-sandbox', {
     worker: false,
     scenario: {
@@ -69,7 +76,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await harness?.close();
-  await Promise.all([forbidden?.close(), allowed?.close()]);
+  await Promise.all([forbidden?.close(), allowed?.close(), socketFile?.close()]);
   for (const dir of [scratch, outside]) if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -121,6 +128,9 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
       expect(output).not.toContain('REACHED-DIRECT');
       expect(output).toContain('proxied 403');
       expect(forbidden.hits).toEqual([]);
+      // No unix-domain socket either: the sandbox's seccomp filter refuses to make one.
+      expect(output).not.toContain('REACHED-UNIX-SOCKET');
+      expect(socketFile.hits).toEqual([]);
       // The host the pipeline allowed was reached through the sandbox's proxy.
       expect(allowed.hits).toEqual(['/allowed']);
     },
@@ -133,6 +143,7 @@ describe("Claude Code's sandbox around an agent's Bash", () => {
     expect(output).toContain('WROTE-OUTSIDE');
     expect(existsSync(path.join(outside, 'escape.txt'))).toBe(true);
     expect(forbidden.hits.length).toBeGreaterThan(0);
+    expect(output).toContain('REACHED-UNIX-SOCKET');
   });
 });
 
