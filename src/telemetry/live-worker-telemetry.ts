@@ -4,7 +4,7 @@ import {
   OpenTelemetryActivityOutboundInterceptor,
 } from '@temporalio/interceptors-opentelemetry';
 import { Client } from '@temporalio/client';
-import type { ActivityInterceptorsFactory, MetricsExporterConfig, NativeConnection, WorkerOptions } from '@temporalio/worker';
+import { Runtime, type ActivityInterceptorsFactory, type MetricsExporterConfig, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type http from 'node:http';
 import { RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { PipelineMetrics } from './metrics.js';
@@ -32,7 +32,11 @@ export const WAITING_RUNS_QUERY = `${RUN_STATUS_ATTRIBUTE.name} = "waiting" AND 
 
 /** A worker's traces and metrics, once its environment turned one of them on (see startWorkerTelemetry). */
 export async function startLiveWorkerTelemetry(env: NodeJS.ProcessEnv, address: MetricsAddress | undefined): Promise<WorkerTelemetry> {
-  const tracing = startTracing(env, 'agent-pipeline-worker', { retryExports: true });
+  const tracing = startTracing(env, 'agent-pipeline-worker', {
+    retryExports: true,
+    // Batches are exported once the worker runs, by when its runtime (and its logger) is installed.
+    warn: (message) => Runtime.instance().logger.warn(message),
+  });
   const corePort = address ? await freeLoopbackPort() : undefined;
   let metrics: PipelineMetrics | undefined;
   let server: http.Server | undefined;

@@ -14,16 +14,40 @@ const FIRST_BACKOFF_MS = 1_000;
  * tried a retryable status again.
  */
 export class RetryingSpanExporter implements SpanExporter {
-  constructor(private readonly exporter: SpanExporter) {}
+  /** Spans dropped since the last batch that went through; a warning starts and one ends each such streak. */
+  private dropped = 0;
+
+  /** `warn` is told when batches start being dropped and when the collector takes them again (`collector` names it). */
+  constructor(
+    private readonly exporter: SpanExporter,
+    private readonly report?: { collector: string; warn(message: string): void },
+  ) {}
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
     const attempt = (tried: number): void => {
       this.exporter.export(spans, (result) => {
-        if (result.code === ExportResultCode.SUCCESS || tried >= TRIES || answeredByCollector(result.error)) return done(result);
+        if (result.code === ExportResultCode.SUCCESS || tried >= TRIES || answeredByCollector(result.error)) {
+          this.tell(result, spans.length, tried);
+          return done(result);
+        }
         setTimeout(() => attempt(tried + 1), FIRST_BACKOFF_MS * 2 ** (tried - 1));
       });
     };
     attempt(1);
+  }
+
+  /** Warns at the first dropped batch of a streak and when one goes through again; silent in between. */
+  private tell(result: ExportResult, spans: number, tried: number): void {
+    if (result.code === ExportResultCode.SUCCESS) {
+      if (this.dropped > 0) this.report?.warn(`the collector at ${this.report.collector} takes spans again; ${this.dropped} span(s) were dropped meanwhile`);
+      this.dropped = 0;
+      return;
+    }
+    if (this.dropped === 0) {
+      const how = answeredByCollector(result.error) ? 'it refused them' : `after ${tried} tries`;
+      this.report?.warn(`spans are being dropped: the collector at ${this.report.collector} did not take a batch (${result.error?.message ?? 'no reason given'}; ${how}); check OTEL_EXPORTER_OTLP_* and the collector`);
+    }
+    this.dropped += spans;
   }
 
   shutdown(): Promise<void> {

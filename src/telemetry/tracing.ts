@@ -12,17 +12,18 @@ import { installedTracing, setInstalledTracing, tracesUrlFromEnv, type Tracing }
  * Registers the W3C propagator and an AsyncLocalStorage context manager globally, because Temporal's interceptors
  * inject and extract through the global API. Once per process; later calls return the same pipeline.
  * `OTEL_EXPORTER_OTLP_HEADERS` (e.g. Honeycomb's API key) is read by the exporter itself.
- * `retryExports` sends a batch again after a network failure (a worker's spans outlive a collector's restart); a
- * command leaves it off, so that an unreachable collector does not hold up its exit.
+ * `retryExports` sends a batch again after a network failure (a worker's spans outlive a collector's restart) and
+ * tells `warn` when batches start being dropped and when they go through again; a command leaves it off, so that an
+ * unreachable collector does not hold up its exit.
  */
-export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string, { retryExports = false } = {}): Tracing | undefined {
+export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string, { retryExports = false, warn = (_message: string) => {} } = {}): Tracing | undefined {
   const running = installedTracing();
   if (running) return running;
   const url = tracesUrlFromEnv(env);
   if (!url) return undefined;
   const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || defaultServiceName });
   const exporter = new OTLPTraceExporter({ url });
-  const spanProcessor = new BatchSpanProcessor(retryExports ? new RetryingSpanExporter(exporter) : exporter);
+  const spanProcessor = new BatchSpanProcessor(retryExports ? new RetryingSpanExporter(exporter, { collector: originOf(url), warn }) : exporter);
   const provider = new BasicTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register({ contextManager: new AsyncLocalStorageContextManager(), propagator: new W3CTraceContextPropagator() });
   const tracer = provider.getTracer('agent-pipeline');
@@ -32,10 +33,21 @@ export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string,
     resource,
     url,
     shutdown: async () => {
-      await provider.shutdown();
+      // The last batch failing (a collector gone) must not fail the command or stop the worker's clean-up after it: a
+      // worker has warned of it already (RetryingSpanExporter), and a command's spans are dropped as any batch is.
+      await provider.shutdown().catch(() => {});
       setInstalledTracing(undefined);
     },
   };
   setInstalledTracing(tracing);
   return tracing;
+}
+
+/** Where spans go, for a warning: the URL's origin only, since a path or query may carry a token. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'the OTLP endpoint';
+  }
 }

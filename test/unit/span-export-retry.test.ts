@@ -4,6 +4,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { BasicTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, test } from 'vitest';
 import { RetryingSpanExporter } from '../../src/telemetry/retrying-exporter.js';
+import { startTracing } from '../../src/telemetry/tracing.js';
 
 /** A collector that answers each POST by what `answer` says for it: drop the connection unanswered, or a status. */
 async function collector(answer: (posts: number) => 'reset' | number): Promise<{ url: string; bodies: string[]; close(): Promise<void> }> {
@@ -69,5 +70,29 @@ describe('span export retries', () => {
     const dropped = await exportOne(new RetryingSpanExporter(new OTLPTraceExporter({ url: alwaysDrops.url })), 'dropped');
     expect(dropped.code).toBe(ExportResultCode.FAILED);
     expect(posts).toBe(3);
+  });
+  test('the worker is told once when batches start being dropped, and once when the collector takes them again', async () => {
+    let up = false;
+    const flaky = await collector(() => (up ? 200 : 'reset'));
+    open.push(flaky);
+    const warnings: string[] = [];
+    const exporter = new RetryingSpanExporter(new OTLPTraceExporter({ url: `${flaky.url}?token=secret` }), { collector: new URL(flaky.url).origin, warn: (m) => warnings.push(m) });
+    expect((await exportOne(exporter, 'first')).code).toBe(ExportResultCode.FAILED);
+    expect((await exportOne(exporter, 'second')).code).toBe(ExportResultCode.FAILED);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`spans are being dropped: the collector at ${new URL(flaky.url).origin} did not take a batch`);
+    expect(warnings[0]).toContain('after 3 tries');
+    up = true;
+    expect((await exportOne(exporter, 'third')).code).toBe(ExportResultCode.SUCCESS);
+    expect((await exportOne(exporter, 'fourth')).code).toBe(ExportResultCode.SUCCESS);
+    expect(warnings.slice(1)).toEqual([`the collector at ${new URL(flaky.url).origin} takes spans again; 2 span(s) were dropped meanwhile`]);
+    expect(warnings.join('\n')).not.toContain('secret');
+  });
+  test("a command's last batch that no collector takes does not fail its shutdown (the command would fail and hang)", async () => {
+    const gone = await collector(() => 200);
+    await gone.close();
+    const tracing = startTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: new URL(gone.url).origin }, 'agent-pipeline-client')!;
+    tracing.tracer.startSpan('StartWorkflow:pipelineWorkflow').end();
+    await expect(tracing.shutdown()).resolves.toBeUndefined();
   });
 });
