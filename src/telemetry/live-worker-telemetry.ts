@@ -33,9 +33,8 @@ export const WAITING_RUNS_QUERY = `${RUN_STATUS_ATTRIBUTE.name} = "waiting" AND 
 /** A worker's traces and metrics, once its environment turned one of them on (see startWorkerTelemetry). */
 export async function startLiveWorkerTelemetry(env: NodeJS.ProcessEnv, address: MetricsAddress | undefined): Promise<WorkerTelemetry> {
   const tracing = startTracing(env, 'agent-pipeline-worker', {
-    retryExports: true,
     // Batches are exported once the worker runs, by when its runtime (and its logger) is installed.
-    warn: (message) => Runtime.instance().logger.warn(message),
+    retryExports: { warn: (message) => Runtime.instance().logger.warn(message) },
   });
   const corePort = address ? await freeLoopbackPort() : undefined;
   let metrics: PipelineMetrics | undefined;

@@ -13,17 +13,17 @@ import { installedTracing, setInstalledTracing, tracesUrlFromEnv, type Tracing }
  * inject and extract through the global API. Once per process; later calls return the same pipeline.
  * `OTEL_EXPORTER_OTLP_HEADERS` (e.g. Honeycomb's API key) is read by the exporter itself.
  * `retryExports` sends a batch again after a network failure (a worker's spans outlive a collector's restart) and
- * tells `warn` when batches start being dropped and when they go through again; a command leaves it off, so that an
- * unreachable collector does not hold up its exit.
+ * tells its `warn` when batches start being dropped and when they go through again; a command leaves it out, so that
+ * an unreachable collector does not hold up its exit.
  */
-export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string, { retryExports = false, warn = (_message: string) => {} } = {}): Tracing | undefined {
+export function startTracing(env: NodeJS.ProcessEnv, defaultServiceName: string, { retryExports }: { retryExports?: { warn(message: string): void } } = {}): Tracing | undefined {
   const running = installedTracing();
   if (running) return running;
   const url = tracesUrlFromEnv(env);
   if (!url) return undefined;
   const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || defaultServiceName });
   const exporter = new OTLPTraceExporter({ url });
-  const spanProcessor = new BatchSpanProcessor(retryExports ? new RetryingSpanExporter(exporter, { collector: originOf(url), warn }) : exporter);
+  const spanProcessor = new BatchSpanProcessor(retryExports ? new RetryingSpanExporter(exporter, { collector: originOf(url), warn: retryExports.warn }) : exporter);
   const provider = new BasicTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register({ contextManager: new AsyncLocalStorageContextManager(), propagator: new W3CTraceContextPropagator() });
   const tracer = provider.getTracer('agent-pipeline');

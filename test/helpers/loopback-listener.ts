@@ -11,14 +11,14 @@ export interface LoopbackListener {
   close(): Promise<void>;
 }
 
-/** Listens where `listen` says (a port, a socket file) and answers every request with `body`. */
-async function listen(body: string, listen: (server: Server, ready: () => void) => void): Promise<LoopbackListener> {
+/** Listens where `bind` says (a port, a socket file) and answers every request with `body`. */
+async function listen(body: string, bind: (server: Server, ready: () => void) => void): Promise<LoopbackListener> {
   const hits: string[] = [];
   const server = createServer((req, res) => {
     hits.push(req.url ?? '');
     res.end(body);
   });
-  await new Promise<void>((resolve) => listen(server, resolve));
+  await new Promise<void>((resolve) => bind(server, resolve));
   const address = server.address();
   return {
     server,
