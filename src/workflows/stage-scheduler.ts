@@ -5,7 +5,8 @@ import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { RunCarryOver } from '../contracts/run-carry-over.js';
 import type { RunLimits } from './run-limits.js';
 import type { RunTracker } from './run-tracker.js';
-import type { StageOutcome, StageRunner } from './stage-runner.js';
+import type { StageOutcome } from './stage-round.js';
+import type { StageRunner } from './stage-runner.js';
 
 /** A failure that ends the run: its type from the failure catalogue (or `PIPELINE_TIMEOUT` …) and its message. */
 export interface RunFailure {

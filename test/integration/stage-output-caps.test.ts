@@ -5,7 +5,7 @@ import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { OUTPUT_CAPS } from '../../src/pipeline/output-caps.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { retryStageUpdate } from '../../src/contracts/messages.js';
-import { MAX_PERSON_RETRIES } from '../../src/workflows/stage-runner.js';
+import { MAX_PERSON_RETRIES } from '../../src/workflows/person-decisions.js';
 import { stageOf, waitForState } from './workflow-helpers.js';
 
 /* The caps on an agent's report, end to end: the activity applies them, the workflow and `status` see the result. */

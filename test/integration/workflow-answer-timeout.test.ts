@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { answerStageUpdate } from '../../src/contracts/messages.js';
-import { MAX_UNANSWERED_QUESTIONS } from '../../src/workflows/stage-runner.js';
+import { MAX_UNANSWERED_QUESTIONS } from '../../src/workflows/person-decisions.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { Lane } from '../helpers/lanes.js';
 import { runCli } from './cli-helpers.js';
