@@ -14,7 +14,16 @@ export const LAYERS = [
   { name: 'activities/', paths: ['src/activities'] },
   {
     name: 'the worker assembly',
-    paths: ['src/run-worker.ts', 'src/worker-env.ts', 'src/owner-workers.ts', 'src/worker-deployment.ts', 'src/deployment-control.ts'],
+    paths: [
+      'src/run-worker.ts',
+      'src/worker-options.ts',
+      'src/worker-store.ts',
+      'src/worker-process.ts',
+      'src/worker-env.ts',
+      'src/owner-workers.ts',
+      'src/worker-deployment.ts',
+      'src/deployment-control.ts',
+    ],
   },
   { name: 'dev/', paths: ['src/dev'] },
   { name: 'library/', paths: ['src/library'] },

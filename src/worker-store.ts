@@ -1,0 +1,72 @@
+import { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type PayloadCodec } from '@temporalio/common';
+import { Runtime, type Worker } from '@temporalio/worker';
+import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
+import { openWorkerSubfolder, storeFolder } from './activities/workspace/worker-folder.js';
+import { storeOfCodecs, storePayloadCodecs } from './codec/data-converter.js';
+import { ENCRYPTION_KEY_VARIABLE } from './codec/encryption-key.js';
+import { ConfigError } from './config.js';
+import type { ObjectStore } from './store/object-store.js';
+import { sweepGoneRuns } from './store/run-records.js';
+import { STORE_VARIABLE } from './store/store-settings.js';
+
+/*
+ * The worker's object store: made with its payload codecs, where it keeps checkpoints, and swept of the runs Temporal
+ * no longer keeps.
+ */
+
+/**
+ * The worker's codecs (encryption when a key is set, then the claim check that moves payloads over
+ * AGENT_PIPELINE_CLAIM_CHECK_BYTES to the store) and its store (AGENT_PIPELINE_STORE). Made before connecting: a
+ * malformed key or store setting stops the worker at once, naming the variable.
+ */
+export async function workerCodecs(env: NodeJS.ProcessEnv, workspacesRoot: string, keyOption: string | undefined): Promise<{ codecs: PayloadCodec[]; store: ObjectStore; encryptionKey?: string }> {
+  const encryptionKey = keyOption ?? env[ENCRYPTION_KEY_VARIABLE];
+  const keySource = keyOption === undefined ? {} : { keySource: 'the encryptionKey option' };
+  const codecs = storePayloadCodecs(env, { defaultStoreDir: storeFolder(workspacesRoot), role: 'worker', encryptionKey, ...keySource });
+  // The default store is the worker's own folder: made as real folders, never through a symlink.
+  if (!env[STORE_VARIABLE]?.trim()) await openWorkerSubfolder(workspacesRoot, 'store');
+  return { codecs, store: storeOfCodecs(codecs)!, encryptionKey };
+}
+
+/**
+ * Where and how often the worker checkpoints its runs (docs/deployment.md): in its object store
+ * (`AGENT_PIPELINE_STORE`); none with `AGENT_PIPELINE_CHECKPOINTS=off`.
+ * @throws ConfigError naming the setting that is malformed
+ */
+export function checkpointsFromEnv(env: NodeJS.ProcessEnv, store: ObjectStore): CheckpointOptions | undefined {
+  try {
+    const settings = checkpointSettingsFromEnv(env);
+    if (!settings.enabled) return undefined;
+    return { store, everyMs: settings.everyMs, maxBytes: settings.maxBytes, ...(settings.forkPointsOnly ? { forkPointsOnly: true } : {}) };
+  } catch (err) {
+    if (err instanceof CheckpointSettingError) throw new ConfigError(`[CONFIG_INVALID] ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * Every `everyMs` while the worker runs (the first pass a minute after it starts, or sooner with a shorter interval),
+ * deletes the stored objects of runs of its namespace that Temporal no longer keeps: describing such a run finds none.
+ */
+export function sweepStoreWhileRunning(worker: Worker, store: ObjectStore, client: Client, everyMs: number): void {
+  const isGone = (runId: string) =>
+    client.workflow.getHandle(runId).describe().then(
+      () => false,
+      (err: unknown) => err instanceof WorkflowNotFoundError,
+    );
+  const pass = async (): Promise<void> => {
+    const state = worker.getState();
+    if (state === 'STOPPED' || state === 'FAILED') return clearInterval(timer);
+    if (state !== 'RUNNING') return;
+    const deleted = await sweepGoneRuns(store, worker.options.namespace, isGone).catch((err: unknown) => {
+      Runtime.instance().logger.warn(`the store sweep of ${store.description} failed: ${err instanceof Error ? err.message : String(err)}`);
+      return [];
+    });
+    if (deleted.length > 0) Runtime.instance().logger.info(`deleted the stored objects of ${deleted.length} run(s) Temporal no longer keeps`, { runs: deleted.slice(0, 20) });
+  };
+  const first = setTimeout(() => void pass(), Math.min(everyMs, 60_000));
+  const timer = setInterval(() => void pass(), everyMs);
+  first.unref();
+  timer.unref();
+}
