@@ -1,7 +1,8 @@
 import type { PipelineActivities } from '../contracts/activities.js';
 import { runAnthropicApi, type AnthropicApiOptions } from './backends/anthropic-api/backend.js';
 import { workerSecretValues } from './backends/claude-cli/agent-auth.js';
-import { runClaudeCli, type ClaudeCliOptions } from './backends/claude-cli/backend.js';
+import { runClaudeCli } from './backends/claude-cli/backend.js';
+import type { ClaudeCliOptions } from './backends/claude-cli/backend-options.js';
 import { runCommand, type CommandOptions } from './backends/command/backend.js';
 import { allowedCommandEnv, commandSecretValues } from './backends/command/command-env.js';
 import { COMMAND_BACKEND } from '../pipeline/command-stage.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { workerSecretValues } from '../../src/activities/backends/claude-cli/agent-auth.js';
-import type { CliProcessResult } from '../../src/activities/backends/claude-cli/agent-process.js';
-import { attemptWarn, followToExit } from '../../src/activities/backends/claude-cli/backend.js';
+import type { CliProcessResult } from '../../src/activities/backends/claude-cli/agent-process-options.js';
+import { attemptWarn, followToExit } from '../../src/activities/backends/claude-cli/attempt-outcome.js';
 import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
 import { createActivities } from '../../src/activities/index.js';

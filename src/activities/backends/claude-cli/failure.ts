@@ -1,7 +1,7 @@
 import type { ApplicationFailure } from '@temporalio/common';
 import { failureTypeForStatus, stageFailure } from '../../failures.js';
 import type { CliEventReader, CliResultEvent } from './events.js';
-import type { CliProcessResult } from './agent-process.js';
+import type { CliProcessResult } from './agent-process-options.js';
 
 /*
  * Decides whether a finished `claude` run failed, and how, from its `result` event and exit status.
