@@ -2,7 +2,8 @@
 // docs/library.md describes every export.
 export { PipelineClient, type ForkOptions, type PipelineClientOptions, type StartOptions } from './pipeline-client.js';
 export type { ForkPreview } from './fork-run.js';
-export { RunHandle, type ApproveOptions, type CancelOutcome, type EventsOptions, type RunStatusReport } from './run-handle.js';
+export { RunHandle } from './run-handle.js';
+export type { ApproveOptions, CancelOutcome, EventsOptions, RunStatusReport } from './run-handle-options.js';
 export type { FollowOptions, FollowOutcome } from './follow-run.js';
 export type { RunEvent, StageProgress } from './run-events.js';
 export type { TranscriptEntry, TranscriptOptions } from './run-transcript.js';

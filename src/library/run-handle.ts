@@ -13,7 +13,9 @@ import {
   retryStageUpdate,
   skipStageUpdate,
 } from '../contracts/messages.js';
-import { InvalidRequestError, NoWorkerError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
+import { InvalidRequestError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
+import { failedStageOf, requestOf, sendDecision, signedDecision, type DecisionTarget } from './run-decisions.js';
+import type { ApproveOptions, CancelOutcome, EventsOptions, RunStatusReport } from './run-handle-options.js';
 import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
 import { HistoryWatch } from './history-watch.js';
 import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
@@ -21,47 +23,6 @@ import { finalAnswerOf, type FinalAnswerOptions } from './final-answer.js';
 import type { ClientStoreSettings } from './client-store.js';
 import type { RunSigner } from '../trust/signer.js';
 
-/** What `run.status()` returns: the run's state, where it came from, and what Temporal knows of the execution. */
-export type RunStatusReport = RunSnapshot;
-
-/** Options of {@link RunHandle.approve}. */
-export interface ApproveOptions {
-  /** The waiting stage; optional when only one stage waits. */
-  stage?: string;
-  /** Allow these tools (permission waits), or `'all'` for every tool the stage was denied. */
-  allow?: string[] | 'all';
-  /** Raise the pipeline budget to this amount (budget waits). @unit US dollars */
-  budgetUsd?: number;
-  /** Grant this many more review rounds (review-round waits). */
-  rounds?: number;
-  /** A note kept with the decision. */
-  comment?: string;
-  /**
-   * For an agent waiting mid-turn: the digest of the request decided (`waitingFor.promptDigest` in `status`); refused
-   * if the agent waits on another by then. Filled in from the run's current wait when the client signs and it is left out.
-   */
-  request?: string;
-}
-
-/** Options of {@link RunHandle.events}. */
-export interface EventsOptions {
-  /** Stops the iteration (the run goes on). */
-  signal?: AbortSignal;
-  /**
-   * While an agent works, how often its last heartbeat is read for `stage_progress` events. Changes of the run's
-   * state (a stage starts, ends, waits) arrive as they happen, whatever this is. @unit milliseconds @default 2000
-   */
-  intervalMs?: number;
-  /** Yield `stage_progress` events (what the agent is doing while its stage runs). @default true */
-  progress?: boolean;
-}
-
-/** How long a decision may wait for a worker to take it. @unit milliseconds */
-const UPDATE_TIMEOUT_MS = 20_000;
-/** How long a decision waits when the task queue's last poll is over half a minute old. @unit milliseconds */
-const QUIET_WORKER_UPDATE_TIMEOUT_MS = 5_000;
-/** Times a decision is sent again because the run continued as new while it was on its way. */
-const MAX_HAND_OVER_RETRIES = 3;
 /** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
 const MAX_FAILED_POLLS = 30;
 /** Between two reads of a working agent's heartbeat by `events()`. @unit milliseconds */
@@ -89,21 +50,9 @@ export class RunHandle {
     private readonly storeSettings: Pick<ClientStoreSettings, 'env' | 'encryptionKey'> = {},
   ) {}
 
-  /** A decision's arguments, signed for this run when the client has a signing key. */
-  private signed<T extends object>(decision: string, args: T): T {
-    return this.signer ? this.signer.signDecision(this.id, decision, args) : args;
-  }
-
-  /**
-   * The request a decision is for: the one given, else, when the client signs, the digest of the mid-turn request the
-   * targeted stage's agent waits on now (a signed decision on one must name it, so its signature covers which).
-   */
-  private async requestOf(stage: string | undefined, given: string | undefined): Promise<{ request?: string }> {
-    if (given !== undefined || !this.signer) return given === undefined ? {} : { request: given };
-    const { state } = await readRun(this.client, this.id);
-    const asking = state.stages.filter((s) => (stage === undefined || s.id === stage) && (s.waitingFor?.kind === 'tool_request' || s.waitingFor?.kind === 'question'));
-    const digest = asking.length === 1 ? asking[0].waitingFor?.promptDigest : undefined;
-    return digest === undefined ? {} : { request: digest };
+  /** Where this handle's decisions go (run-decisions.ts). */
+  private get target(): DecisionTarget {
+    return { client: this.client, id: this.id, address: this.address, signer: this.signer };
   }
 
   private get workflow(): WorkflowHandle {
@@ -232,19 +181,19 @@ export class RunHandle {
    * as in {@link ApproveOptions.request}.
    */
   answer(text: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => {
-      const args = { stage: options.stage, text, ...(await this.requestOf(options.stage, options.request)) };
-      return h.executeUpdate(answerStageUpdate, { args: [this.signed(answerStageUpdate.name, args)] });
+    return sendDecision(this.target, async (h) => {
+      const args = { stage: options.stage, text, ...(await requestOf(this.target, options.stage, options.request)) };
+      return h.executeUpdate(answerStageUpdate, { args: [signedDecision(this.target, answerStageUpdate.name, args)] });
     });
   }
 
   /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds, an agent's request. */
   approve(options: ApproveOptions = {}): Promise<RunState> {
     const { stage, allow, budgetUsd, rounds, comment } = options;
-    return this.decide(async (h) => {
+    return sendDecision(this.target, async (h) => {
       const allowTools = Array.isArray(allow) ? allow : undefined;
-      const args = { stage, budgetUsd, rounds, comment, allowTools, allowAll: allow === 'all' ? true : undefined, ...(await this.requestOf(stage, options.request)) };
-      return h.executeUpdate(approveStageUpdate, { args: [this.signed(approveStageUpdate.name, args)] });
+      const args = { stage, budgetUsd, rounds, comment, allowTools, allowAll: allow === 'all' ? true : undefined, ...(await requestOf(this.target, stage, options.request)) };
+      return h.executeUpdate(approveStageUpdate, { args: [signedDecision(this.target, approveStageUpdate.name, args)] });
     });
   }
 
@@ -254,28 +203,28 @@ export class RunHandle {
    * `request`: as in {@link ApproveOptions.request}.
    */
   deny(options: { stage?: string; message?: string; request?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => {
-      const args = { stage: options.stage, message: options.message, ...(await this.requestOf(options.stage, options.request)) };
-      return h.executeUpdate(denyStageUpdate, { args: [this.signed(denyStageUpdate.name, args)] });
+    return sendDecision(this.target, async (h) => {
+      const args = { stage: options.stage, message: options.message, ...(await requestOf(this.target, options.stage, options.request)) };
+      return h.executeUpdate(denyStageUpdate, { args: [signedDecision(this.target, denyStageUpdate.name, args)] });
     });
   }
 
   /** Rejects what a stage waits for; the stage fails with `reason`. `request`: as in {@link ApproveOptions.request}. */
   reject(reason: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => {
-      const args = { stage: options.stage, reason, ...(await this.requestOf(options.stage, options.request)) };
-      return h.executeUpdate(rejectStageUpdate, { args: [this.signed(rejectStageUpdate.name, args)] });
+    return sendDecision(this.target, async (h) => {
+      const args = { stage: options.stage, reason, ...(await requestOf(this.target, options.stage, options.request)) };
+      return h.executeUpdate(rejectStageUpdate, { args: [signedDecision(this.target, rejectStageUpdate.name, args)] });
     });
   }
 
   /** Runs a failed stage again (`onFailure: ask`); `stage` may be left out when one stage waits after a failure. */
   retry(options: { stage?: string; feedback?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => h.executeUpdate(retryStageUpdate, { args: [this.signed(retryStageUpdate.name, { stage: options.stage ?? (await this.failedStage()), feedback: options.feedback })] }));
+    return sendDecision(this.target, async (h) => h.executeUpdate(retryStageUpdate, { args: [signedDecision(this.target, retryStageUpdate.name, { stage: options.stage ?? (await failedStageOf(this.target)), feedback: options.feedback })] }));
   }
 
   /** Skips a failed stage (`onFailure: ask`); its dependents still run. */
   skip(options: { stage?: string } = {}): Promise<RunState> {
-    return this.decide(async (h) => h.executeUpdate(skipStageUpdate, { args: [this.signed(skipStageUpdate.name, { stage: options.stage ?? (await this.failedStage()) })] }));
+    return sendDecision(this.target, async (h) => h.executeUpdate(skipStageUpdate, { args: [signedDecision(this.target, skipStageUpdate.name, { stage: options.stage ?? (await failedStageOf(this.target)) })] }));
   }
 
   /**
@@ -293,69 +242,5 @@ export class RunHandle {
     }, this.address);
   }
 
-  /**
-   * Sends a decision as a workflow update. Checks first that the run is open and a worker polls its task queue: an
-   * update nobody accepts is not kept. A worker that has not polled for half a minute gets a short deadline, so a
-   * stopped one is told within seconds, never after a minute.
-   */
-  private decide(send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
-    return typedErrors(async () => {
-      for (let handOvers = 0; ; handOvers++) {
-        // Without a run id the handle targets the run's latest execution, so a run that continued as new gets it.
-        const handle = this.workflow;
-        const description = await handle.describe();
-        if (description.status.name !== 'RUNNING') {
-          throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} has ended (${description.status.name.toLowerCase()}); nothing waits for a decision`);
-        }
-        const presence = await readWorkerPresence(this.client, description.taskQueue);
-        if (presence.kind === 'none') throw noWorker(description.taskQueue, presence.sinceMs);
-        const timeoutMs = presence.kind === 'live' ? UPDATE_TIMEOUT_MS : QUIET_WORKER_UPDATE_TIMEOUT_MS;
-        try {
-          return await this.client.connection.withDeadline(Date.now() + timeoutMs, () => send(handle));
-        } catch (err) {
-          // The run continued as new while the decision was on its way: the execution it reached closed (or, handing
-          // over, had nothing waiting). The decision is sent again to the execution that carries the run on.
-          if (handOvers < MAX_HAND_OVER_RETRIES && (await this.continuedSince(description.runId))) continue;
-          // The run may have closed between the check and the update (which then finds no open execution): say so.
-          const now = await handle.describe().catch(() => undefined);
-          if (now && now.status.name !== 'RUNNING') {
-            throw new InvalidRequestError('RUN_CLOSED', `[RUN_CLOSED] run ${this.id} ended (${now.status.name.toLowerCase()}) before the decision reached it`, { cause: err });
-          }
-          if (presence.kind === 'quiet' && toLibraryError(err) instanceof NoWorkerError) throw noWorker(description.taskQueue, presence.sinceMs, err);
-          throw err;
-        }
-      }
-    }, this.address);
-  }
-
-  /** True when the run's latest execution is no longer `runId` (it continued as new since). */
-  private async continuedSince(runId: string): Promise<boolean> {
-    const latest = await this.workflow.describe().catch(() => undefined);
-    return latest !== undefined && latest.runId !== runId;
-  }
-
-  /** The one stage waiting after a failure. @throws InvalidRequestError `REQUEST_REJECTED` when none or several wait. */
-  private async failedStage(): Promise<string> {
-    const { state } = await readRun(this.client, this.id);
-    const waiting = state.stages.filter((s) => s.waitingFor?.kind === 'failure').map((s) => s.id);
-    if (waiting.length === 1) return waiting[0];
-    throw new InvalidRequestError(
-      'REQUEST_REJECTED',
-      waiting.length === 0
-        ? `[REQUEST_REJECTED] no stage of run ${this.id} waits after a failure`
-        : `[REQUEST_REJECTED] stages ${waiting.join(', ')} of run ${this.id} wait after a failure; name one with { stage }`,
-    );
-  }
 }
 
-/** What `cancel()` found: whether a worker polls the run's task queue, so the run stops now rather than when one does. */
-export interface CancelOutcome {
-  /** False when no worker has polled lately: the cancel waits in the run's history until one starts. */
-  workerPolling: boolean;
-  taskQueue: string;
-}
-
-function noWorker(taskQueue: string, sinceMs: number | undefined, cause?: unknown): NoWorkerError {
-  const last = sinceMs === undefined ? 'no worker polls' : `no worker has polled for ${Math.round(sinceMs / 1000)} s on`;
-  return new NoWorkerError(`[NO_WORKER] ${last} task queue "${taskQueue}", so nobody can take the decision; start a worker (createPipelineWorker, or \`agent-pipeline worker\`) and try again`, { cause });
-}

@@ -1,0 +1,28 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
+
+/** A module past this has grown more than one job (issue 32; docs/architecture.md). @unit lines */
+const MAX_MODULE_LINES = 300;
+
+/** Every `.ts` file under `dir`, relative to the project. */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(path.join(PROJECT_ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+    const relative = path.posix.join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(relative);
+    return entry.name.endsWith('.ts') ? [relative] : [];
+  });
+}
+
+describe('module size', () => {
+  it(`keeps every module of src/ within ${MAX_MODULE_LINES} lines`, () => {
+    const files = sourceFiles('src');
+    expect(files.length).toBeGreaterThan(100);
+    const over = files
+      .map((file) => ({ file, lines: readFileSync(path.join(PROJECT_ROOT, file), 'utf8').split('\n').length - 1 }))
+      .filter(({ lines }) => lines > MAX_MODULE_LINES)
+      .map(({ file, lines }) => `${file}: ${lines} lines; split it along its seams into modules of one job each`);
+    expect(over).toEqual([]);
+  });
+});
