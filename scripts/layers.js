@@ -17,8 +17,12 @@ export const LAYERS = [
     paths: [
       'src/run-worker.ts',
       'src/worker-options.ts',
+      'src/worker-bundle.ts',
+      'src/worker-resources.ts',
+      'src/worker-activities.ts',
       'src/worker-store.ts',
       'src/worker-process.ts',
+      'src/worker-health.ts',
       'src/worker-env.ts',
       'src/owner-workers.ts',
       'src/worker-deployment.ts',

@@ -1,22 +1,21 @@
 import path from 'node:path';
-import { rm, stat, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { SANDBOX_INSTALL, type SandboxHost } from './activities/backends/claude-cli/sandbox-host.js';
 import { describeSandboxMode, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
 import { loadConfig } from './config.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';
 import { installRuntimeLogging } from './logging.js';
-import { createWorkerWithResources, releaseWorkerResources } from './run-worker.js';
+import { createWorkerWithResources } from './run-worker.js';
 import { startWorkerTelemetry } from './telemetry/worker-telemetry.js';
 import { workerTrustFromEnv } from './trust/worker-trust.js';
 import { workerOptionsFromEnv } from './worker-env.js';
+import { keepHealthFile } from './worker-health.js';
+import { releaseWorkerResources } from './worker-resources.js';
 
 /*
  * The worker as a process (`agent-pipeline worker`): its start-up log and warnings, its signals and drain, and the
- * health file a container's health check reads.
+ * health file a container's health check reads (kept by worker-health.ts).
  */
-
-/** How often the health file is touched while the worker polls. @unit milliseconds */
-const HEALTH_INTERVAL_MS = 5_000;
 
 /**
  * Runs a worker until SIGINT or SIGTERM, then drains: running stages get the grace time to finish, after which they
@@ -62,28 +61,6 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env): Promise<v
     await telemetry.shutdown();
   }
   logger.info('agent-pipeline worker stopped');
-}
-
-/** Touches `file` while `healthy()` holds; a container health check reads its age (`agent-pipeline worker --health-check`). */
-function keepHealthFile(file: string, healthy: () => boolean): NodeJS.Timeout {
-  const touch = (): void => {
-    if (healthy()) void writeFile(file, `${new Date().toISOString()}\n`).catch(() => {});
-  };
-  touch();
-  return setInterval(touch, HEALTH_INTERVAL_MS).unref();
-}
-
-/** How stale the health file may be before the worker counts as unhealthy. @unit milliseconds */
-export const HEALTH_MAX_AGE_MS = 30_000;
-
-/** Resolves to a problem description, or undefined when the worker touched its health file recently. */
-export async function checkWorkerHealth(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
-  const { healthFile } = workerOptionsFromEnv(env);
-  if (!healthFile) return 'AGENT_PIPELINE_HEALTH_FILE is not set, so the worker keeps no health file';
-  const info = await stat(healthFile).catch(() => undefined);
-  if (!info) return `no health file at ${healthFile}: the worker is not polling`;
-  const age = Date.now() - info.mtimeMs;
-  return age > HEALTH_MAX_AGE_MS ? `the health file ${healthFile} is ${Math.round(age / 1000)}s old: the worker stopped polling` : undefined;
 }
 
 /**

@@ -1,7 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { followRun, isTransient, type FollowOptions, type FollowOutcome } from './follow-run.js';
-import { ActivityStageCache, readRun, type RunSnapshot } from './run-reader.js';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { followRun, type FollowOptions, type FollowOutcome } from './follow-run.js';
+import { readRun } from './run-reader.js';
 import { readWorkerPresence } from './worker-presence.js';
 import type { ForkedFrom, RunState } from '../pipeline/run-state.js';
 import { FORK_FORCED_MEMO_KEY, FORKED_FROM_MEMO_KEY } from '../contracts/run-fork.js';
@@ -13,27 +12,15 @@ import {
   retryStageUpdate,
   skipStageUpdate,
 } from '../contracts/messages.js';
-import { InvalidRequestError, RunFailedError, toLibraryError, typedErrors, type RunFailureKind } from './errors.js';
+import { InvalidRequestError, typedErrors } from './errors.js';
 import { failedStageOf, requestOf, sendDecision, signedDecision, type DecisionTarget } from './run-decisions.js';
 import type { ApproveOptions, CancelOutcome, EventsOptions, RunStatusReport } from './run-handle-options.js';
-import { StageEventTracker, StageProgressTracker, type RunEvent } from './run-events.js';
-import { HistoryWatch } from './history-watch.js';
+import type { RunEvent } from './run-events.js';
+import { runEvents, runResult } from './run-waiting.js';
 import { readTranscript, type TranscriptEntry, type TranscriptOptions } from './run-transcript.js';
 import { finalAnswerOf, type FinalAnswerOptions } from './final-answer.js';
 import type { ClientStoreSettings } from './client-store.js';
 import type { RunSigner } from '../trust/signer.js';
-
-/** Polls in a row that may fail on a lost connection before `events()` gives up (about a minute). */
-const MAX_FAILED_POLLS = 30;
-/** Between two reads of a working agent's heartbeat by `events()`. @unit milliseconds */
-const PROGRESS_INTERVAL_MS = 2_000;
-/** After a failed read, before the next. @unit milliseconds */
-const RETRY_DELAY_MS = 2_000;
-
-/** Temporal's closed statuses and how the library names them. */
-const FAILURE_KIND: Record<string, RunFailureKind> = { FAILED: 'failed', CANCELLED: 'cancelled', TERMINATED: 'terminated', TIMED_OUT: 'timed_out' };
-/** Run statuses that name how a run failed (a run the pipeline's timeout ended is `timed_out` though Temporal says FAILED). */
-const FAILURE_KINDS: ReadonlySet<string> = new Set<RunFailureKind>(['failed', 'cancelled', 'terminated', 'timed_out']);
 
 /** One pipeline run: read it, follow it, answer it. Get one from `client.start()` or `client.getRun(id)`. */
 export class RunHandle {
@@ -83,45 +70,8 @@ export class RunHandle {
    * `run_ended`. A lost connection is retried for about a minute; calling `events()` again resumes from the run's
    * current state.
    */
-  async *events(options: EventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
-    const tracker = new StageEventTracker();
-    const progress = new StageProgressTracker();
-    const cache = new ActivityStageCache();
-    const watch = new HistoryWatch(this.client, this.id);
-    let failedPolls = 0;
-    while (!options.signal?.aborted) {
-      let snapshot: RunSnapshot | undefined;
-      try {
-        snapshot = await readRun(this.client, this.id, cache);
-        failedPolls = 0;
-      } catch (err) {
-        // A follow can last days: ride out a server restart or a network blip instead of giving up at once.
-        if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, this.address);
-      }
-      if (snapshot) {
-        yield* tracker.next(snapshot.state);
-        if (options.progress !== false) yield* progress.next(snapshot.state, snapshot.live);
-        if (snapshot.executionStatus !== 'RUNNING') {
-          const state = snapshot.state;
-          // The snapshot's state is reconciled with the execution (run-end.ts): its status is how the run ended.
-          yield { type: 'run_ended', runId: state.runId, state, status: state.status };
-          return;
-        }
-      }
-      await this.untilChange(watch, snapshot, options);
-    }
-  }
-
-  /** Waits for the run's next change after `snapshot` (bounded while an agent works, so its progress is read). */
-  private async untilChange(watch: HistoryWatch, snapshot: RunSnapshot | undefined, options: EventsOptions): Promise<void> {
-    const working = options.progress !== false && (snapshot?.live.size ?? 0) > 0;
-    const maxMs = working ? (options.intervalMs ?? PROGRESS_INTERVAL_MS) : undefined;
-    try {
-      if (snapshot?.execution) return await watch.changeAfter(snapshot.execution, { maxMs, signal: options.signal });
-    } catch {
-      // The long-poll failed (a server restart, a lost connection): the next read tells whether that lasts.
-    }
-    await sleep(maxMs ?? RETRY_DELAY_MS, undefined, { signal: options.signal }).catch(() => undefined);
+  events(options: EventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
+    return runEvents(this.client, this.id, this.address, options);
   }
 
   /**
@@ -157,23 +107,8 @@ export class RunHandle {
    * Waits for the run to end. Resolves with the final state when it completed.
    * @throws RunFailedError (with `type` and the final `state`) when it failed, was cancelled, terminated or timed out.
    */
-  async result(): Promise<RunState> {
-    for (let failedPolls = 0; ; ) {
-      try {
-        const state = (await this.workflow.result()) as RunState;
-        if (state.status !== 'completed') throw new RunFailedError(state.status === 'cancelled' ? 'cancelled' : 'failed', state);
-        return state;
-      } catch (err) {
-        if (err instanceof WorkflowFailedError) {
-          const { state, executionStatus } = await this.status();
-          const kind = FAILURE_KINDS.has(state.status) ? (state.status as RunFailureKind) : (FAILURE_KIND[executionStatus] ?? 'failed');
-          throw new RunFailedError(kind, state, { cause: err });
-        }
-        // The result is a long poll that may last days: a server restart must not end it.
-        if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, this.address);
-        await sleep(2_000);
-      }
-    }
+  result(): Promise<RunState> {
+    return runResult(this.client, this.id, this.address, () => this.status());
   }
 
   /**
@@ -241,6 +176,4 @@ export class RunHandle {
       return { workerPolling: (await readWorkerPresence(this.client, taskQueue)).kind !== 'none', taskQueue };
     }, this.address);
   }
-
 }
-

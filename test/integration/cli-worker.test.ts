@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { createPipelineWorker } from '../../src/run-worker.js';
-import { checkWorkerHealth } from '../../src/worker-process.js';
+import { checkWorkerHealth } from '../../src/worker-health.js';
 import { CLI, CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 
 describe('agent-pipeline worker', () => {
