@@ -5,7 +5,7 @@
  * environment like `node dist/worker.js`.
  */
 import { fileURLToPath } from 'node:url';
-import { createPipelineWorker } from '../src/run-worker.js';
+import { createPipelineWorker } from '../src/worker/create-worker.js';
 
 // This file runs as dist/bench/bench/worker-without-bundle.js; the workflows are the regular build's, dist/workflows/.
 const workflowsPath = fileURLToPath(new URL('../../workflows/index.js', import.meta.url));

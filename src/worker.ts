@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Entry point: runs a pipeline worker until SIGINT/SIGTERM, then drains running stages (same as `agent-pipeline worker`).
-import { runWorker } from './worker-process.js';
+import { runWorker } from './worker/run-worker.js';
 
 try {
   await runWorker();

@@ -3,7 +3,7 @@ import { startDevServer, type DevServer } from '../dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../dev/model-server.js';
 import { ALLOWED_PATHS_VARIABLE, parseFolderList } from '../activities/workspace/allowed-paths.js';
 import { PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
-import { createPipelineWorker } from '../run-worker.js';
+import { createPipelineWorker } from '../worker/create-worker.js';
 import { SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
 import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeFileAtomic } from '../activities/workspace/run-workspace.js';
 import { ENCODED_FAILURE_CONVERTER_PATH, MARKING_PAYLOAD_CONVERTER_PATH } from '../codec/data-converter.js';
-import { prebuiltBundle } from '../worker-bundle.js';
+import { prebuiltBundle } from '../worker/bundles.js';
 import { OTEL_WORKFLOW_INTERCEPTORS } from '../telemetry/worker-telemetry.js';
 import { relativizeInlineSourceMap } from './bundle-source-map.js';
 

@@ -3,7 +3,7 @@ import { DefaultLogger, Runtime, type Logger, type LogLevel, type Worker, type W
 import { ConfigError } from '../config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../logging.js';
 import type { StageBackend } from '../activities/backends/stage-backend.js';
-import { createPipelineWorker as createWorker } from '../run-worker.js';
+import { createPipelineWorker as createWorker } from '../worker/create-worker.js';
 import type { SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
 
 /** Options of {@link createPipelineWorker}. Anything left out comes from the environment, as for `agent-pipeline worker`. */

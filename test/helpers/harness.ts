@@ -11,7 +11,7 @@ import { startRun } from '../../src/library/runs.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { grpcErrorOf, GRPC_STATUS } from '../../src/grpc-errors.js';

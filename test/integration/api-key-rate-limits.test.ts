@@ -11,7 +11,7 @@ import { leaseWorkflowId } from '../../src/contracts/lease-messages.js';
 import { startModelServer } from '../../src/dev/model-server.js';
 import { readRun, type LiveAttempt } from '../../src/library/run-reader.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO, reportPauseUpdate } from '../../src/contracts/api-key-limit-messages.js';
 import { createHarness, WORKFLOW_BUNDLE } from '../helpers/harness.js';
 

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, test, type TestContext } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli, runCliCommands } from './cli-helpers.js';

@@ -3,7 +3,7 @@ import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunJson } from '../../src/cli/json.js';
 import { HISTORY_PAGE_MAX_EVENTS, HISTORY_PAGE_TARGET_BYTES, readHistoryEvents } from '../../src/library/history-pages.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';
 

@@ -11,7 +11,7 @@ import { runsFolder } from '../../src/activities/workspace/worker-folder.js';
 import { toFolderName } from '../../src/activities/workspace/run-folder.js';
 import { LEASE_WORKFLOW_TYPE, leaseWorkflowId } from '../../src/contracts/lease-messages.js';
 import { PipelineClient } from '../../src/library/pipeline-client.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
 

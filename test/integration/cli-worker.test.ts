@@ -6,8 +6,8 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
-import { checkWorkerHealth } from '../../src/worker-health.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
+import { checkWorkerHealth } from '../../src/worker/health-file.js';
 import { CLI, CLI_FIXTURES, eventually, parseJson, runCli } from './cli-helpers.js';
 
 describe('agent-pipeline worker', () => {

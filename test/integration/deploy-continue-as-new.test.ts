@@ -1,8 +1,8 @@
 import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { DeploymentStatus } from '../../src/deployment-control.js';
+import type { DeploymentStatus } from '../../src/worker/deployment-control.js';
 import { RunHandle } from '../../src/library/run-handle.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { untilBuildPolled } from './deploy-helpers.js';

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { describeDeployment, type DeploymentStatus } from '../../src/deployment-control.js';
+import { describeDeployment, type DeploymentStatus } from '../../src/worker/deployment-control.js';
 import { eventually } from './cli-helpers.js';
 
 /** The deployment as `deploy status --json` shows it, read in the test's process: a command costs a Node process. */

@@ -15,7 +15,7 @@ import { startModelServer, type ModelServer } from '../../src/dev/model-server.j
 import { findTemporalCli } from '../../src/dev/temporal-cli.js';
 import { PipelineClient } from '../../src/library/pipeline-client.js';
 import type { RunListItem } from '../../src/library/list-runs.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';

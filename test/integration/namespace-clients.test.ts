@@ -14,7 +14,7 @@ import type { LeaseKeyState } from '../../src/activities/leases/lease-request.js
 import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO } from '../../src/contracts/api-key-limit-messages.js';
 import { describeLeaseQuery, LEASE_WORKFLOW_TYPE } from '../../src/contracts/lease-messages.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 import { createHarness, ENCRYPTED_WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli } from './cli-helpers.js';

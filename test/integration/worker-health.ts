@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkWorkerHealth } from '../../src/worker-health.js';
+import { checkWorkerHealth } from '../../src/worker/health-file.js';
 
 /**
  * Waits until the worker started with `env` is polling: its health file (`AGENT_PIPELINE_HEALTH_FILE`) is fresh, as

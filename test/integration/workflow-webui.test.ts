@@ -9,7 +9,7 @@ import { loadPipelineFile, resolveInputs } from '../../src/library/load-pipeline
 import { startRun } from '../../src/library/runs.js';
 import { startDevServer, type DevServer } from '../../src/dev/dev-server.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
-import { createPipelineWorker } from '../../src/run-worker.js';
+import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { approveStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';

@@ -16,7 +16,7 @@ import { startRun } from '../../dist/library/runs.js';
 import { createRunBundle } from '../../dist/bundle/create-run-bundle.js';
 import { startDevServer } from '../../dist/dev/dev-server.js';
 import { startModelServer } from '../../dist/dev/model-server.js';
-import { createPipelineWorker } from '../../dist/run-worker.js';
+import { createPipelineWorker } from '../../dist/worker/create-worker.js';
 import { answerStageUpdate, approveStageUpdate, getStatusQuery } from '../../dist/contracts/messages.js';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';

@@ -16,7 +16,7 @@ import { clientDataConverter, payloadCodecsFor } from '../../dist/codec/data-con
 import { acquireLeaseUpdate, describeLeaseQuery, releaseLeaseUpdate, renewLeaseUpdate } from '../../dist/contracts/lease-messages.js';
 import { pauseKeySignal, reserveRequestUpdate } from '../../dist/contracts/api-key-limit-messages.js';
 import { startDevServer } from '../../dist/dev/dev-server.js';
-import { createPipelineWorker } from '../../dist/run-worker.js';
+import { createPipelineWorker } from '../../dist/worker/create-worker.js';
 import { recordHistory } from './record-history.mjs';
 
 const KEY = (await readFile(fileURLToPath(new URL('./fixtures/trust-encryption-key.txt', import.meta.url)), 'utf8')).trim();

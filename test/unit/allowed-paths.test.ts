@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runFolder } from '../../src/activities/workspace/run-folder.js';
-import { workerOptionsFromEnv } from '../../src/worker-env.js';
+import { workerOptionsFromEnv } from '../../src/worker/env.js';
 import { initRepo } from '../helpers/git-repo.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 

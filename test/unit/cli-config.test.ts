@@ -11,7 +11,7 @@ import { ConfigError } from '../../src/config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
-import { workerOptionsFromEnv } from '../../src/worker-env.js';
+import { workerOptionsFromEnv } from '../../src/worker/env.js';
 
 describe('worker settings from the environment', () => {
   test('have defaults for a worker, which fails closed: the sandbox is required', () => {

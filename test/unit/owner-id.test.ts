@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ownerClaim, ownerIdFor } from '../../src/owner-workers.js';
+import { ownerClaim, ownerIdFor } from '../../src/worker/owner-workers.js';
 
 let base: string;
 

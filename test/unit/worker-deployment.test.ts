@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { ConfigError } from '../../src/config.js';
-import { defaultBuildId, deploymentFromEnv, pinnedDeploymentOptions } from '../../src/worker-deployment.js';
+import { defaultBuildId, deploymentFromEnv, pinnedDeploymentOptions } from '../../src/worker/deployment.js';
 import { WORKFLOW_CODE_VERSION } from '../../src/workflows/code-version.js';
 
 describe('worker deployment settings', () => {

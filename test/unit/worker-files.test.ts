@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openWorkerPipelineFolder } from '../../src/activities/prompt/worker-files.js';
 import { readPipelineFile } from '../../src/activities/prompt/pipeline-file.js';
-import { workerOptionsFromEnv } from '../../src/worker-env.js';
+import { workerOptionsFromEnv } from '../../src/worker/env.js';
 import { activitiesFor, failureOf, stageInput, startAttempt } from '../helpers/stage-attempt.js';
 
 /*

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { describeDeployment, setCurrentBuild, type DeploymentStatus } from '../../deployment-control.js';
+import { describeDeployment, setCurrentBuild, type DeploymentStatus } from '../../worker/deployment-control.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';

@@ -25,7 +25,7 @@ export function addWorkerCommand(program: Command): void {
     )
     .action(async (opts: { healthCheck?: boolean }) => {
       // Loaded here: the worker's native runtime would slow every other command's start.
-      const [{ checkWorkerHealth }, { runWorker }] = await Promise.all([import('../../worker-health.js'), import('../../worker-process.js')]);
+      const [{ checkWorkerHealth }, { runWorker }] = await Promise.all([import('../../worker/health-file.js'), import('../../worker/run-worker.js')]);
       if (opts.healthCheck) {
         const problem = await checkWorkerHealth();
         if (problem) printNote(`unhealthy: ${problem}`);

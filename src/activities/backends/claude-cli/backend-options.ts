@@ -10,7 +10,7 @@ export type AgentTelemetryEnv = (tags: { stage: string; attempt: number }) => Re
 
 /**
  * Options of the Claude Code CLI backend, fixed per worker, and the objects its attempts share, which the worker
- * makes once when it starts (see run-worker.ts) and hands in through `createActivities`.
+ * makes once when it starts (see worker/activities.ts) and hands in through `createActivities`.
  */
 export interface ClaudeCliOptions {
   /** The environment the worker got; only an allow-list of it reaches the agent. */

@@ -25,7 +25,7 @@ import { prepareCommandSandbox } from './command-sandbox.js';
 const STDERR_TAIL_CHARS = 4_000;
 
 /**
- * Options of the command stages' backend, fixed per worker (see run-worker.ts): the worker's environment and the same
+ * Options of the command stages' backend, fixed per worker (see worker/activities.ts): the worker's environment and the same
  * sandbox settings its CLI agents get.
  */
 export interface CommandOptions {

@@ -1,16 +1,16 @@
 import path from 'node:path';
 import { rm } from 'node:fs/promises';
-import { SANDBOX_INSTALL, type SandboxHost } from './activities/backends/claude-cli/sandbox-host.js';
-import { describeSandboxMode, SANDBOX_VARIABLE, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
-import { loadConfig } from './config.js';
+import { SANDBOX_INSTALL, type SandboxHost } from '../activities/backends/claude-cli/sandbox-host.js';
+import { describeSandboxMode, SANDBOX_VARIABLE, type SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
+import { loadConfig } from '../config.js';
 import { adoptFirstBuildInBackground } from './deployment-control.js';
-import { installRuntimeLogging } from './logging.js';
-import { createWorkerWithResources } from './run-worker.js';
-import { startWorkerTelemetry } from './telemetry/worker-telemetry.js';
-import { workerTrustFromEnv } from './trust/worker-trust.js';
-import { workerOptionsFromEnv } from './worker-env.js';
-import { keepHealthFile } from './worker-health.js';
-import { releaseWorkerResources } from './worker-resources.js';
+import { installRuntimeLogging } from '../logging.js';
+import { createWorkerWithResources } from './create-worker.js';
+import { startWorkerTelemetry } from '../telemetry/worker-telemetry.js';
+import { workerTrustFromEnv } from '../trust/worker-trust.js';
+import { workerOptionsFromEnv } from './env.js';
+import { keepHealthFile } from './health-file.js';
+import { releaseWorkerResources } from './resources.js';
 
 /*
  * The worker as a process (`agent-pipeline worker`): its start-up log and warnings, its signals and drain, and the

@@ -3,9 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { gitEnvironment, safeGitArgs } from './activities/workspace/git-safety.js';
-import { ConfigError } from './config.js';
-import { WORKFLOW_CODE_VERSION } from './workflows/code-version.js';
+import { gitEnvironment, safeGitArgs } from '../activities/workspace/git-safety.js';
+import { ConfigError } from '../config.js';
+import { WORKFLOW_CODE_VERSION } from '../workflows/code-version.js';
 
 /**
  * Worker Deployment Versioning (docs/deployment.md, "Deploys that never break a waiting run"): a worker started with
@@ -20,7 +20,7 @@ export interface DeploymentVersion {
   buildId: string;
 }
 
-const PACKAGE_ROOT = fileURLToPath(new URL('../', import.meta.url));
+const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
  * The worker's deployment version from `AGENT_PIPELINE_DEPLOYMENT` and `AGENT_PIPELINE_BUILD_ID`; undefined when

@@ -1,11 +1,11 @@
-import { ExitingAgents } from './activities/backends/claude-cli/agent-exits.js';
-import { sandboxHostChecker, type SandboxHost } from './activities/backends/claude-cli/sandbox-host.js';
-import { WarmPool } from './activities/backends/claude-cli/warm-pool.js';
-import type { ApiKeyLimiter } from './activities/api-key/key-limiter.js';
-import { SecretRegistry } from './activities/secrets.js';
-import { encryptionSecretValues } from './codec/encryption-key.js';
-import { storeSecretValues } from './store/store-settings.js';
-import type { WorkerEnvOptions } from './worker-env.js';
+import { ExitingAgents } from '../activities/backends/claude-cli/agent-exits.js';
+import { sandboxHostChecker, type SandboxHost } from '../activities/backends/claude-cli/sandbox-host.js';
+import { WarmPool } from '../activities/backends/claude-cli/warm-pool.js';
+import type { ApiKeyLimiter } from '../activities/api-key/key-limiter.js';
+import { SecretRegistry } from '../activities/secrets.js';
+import { encryptionSecretValues } from '../codec/encryption-key.js';
+import { storeSecretValues } from '../store/store-settings.js';
+import type { WorkerEnvOptions } from './env.js';
 
 /**
  * The objects a worker makes once and hands to its activities through `createActivities` (Temporal's

@@ -1,12 +1,12 @@
-import { toMilliseconds } from './pipeline/duration.js';
-import { durationSchema } from './pipeline/schema.js';
-import { warmStartSettings, type WarmStartSettings } from './activities/backends/claude-cli/warm-start.js';
-import { sandboxModeFromEnv, type SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
-import { ConfigError, sandboxAllowLocalFromEnv } from './config.js';
-import { apiKeyLimitsFromEnv } from './activities/api-key/limits-env.js';
-import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
-import { ALLOWED_PATHS_VARIABLE, parseFolderList, type AllowedPaths } from './activities/workspace/allowed-paths.js';
-import { PIPELINE_DIRS_VARIABLE, type PipelineDirs } from './activities/prompt/worker-files.js';
+import { toMilliseconds } from '../pipeline/duration.js';
+import { durationSchema } from '../pipeline/schema.js';
+import { warmStartSettings, type WarmStartSettings } from '../activities/backends/claude-cli/warm-start.js';
+import { sandboxModeFromEnv, type SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
+import { ConfigError, sandboxAllowLocalFromEnv } from '../config.js';
+import { apiKeyLimitsFromEnv } from '../activities/api-key/limits-env.js';
+import type { ApiKeyLimits } from '../activities/api-key/key-limiter.js';
+import { ALLOWED_PATHS_VARIABLE, parseFolderList, type AllowedPaths } from '../activities/workspace/allowed-paths.js';
+import { PIPELINE_DIRS_VARIABLE, type PipelineDirs } from '../activities/prompt/worker-files.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
 export interface WorkerEnvOptions {

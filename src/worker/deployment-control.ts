@@ -1,8 +1,8 @@
 import type { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DeploymentVersion } from './worker-deployment.js';
-import { GRPC_STATUS } from './grpc-errors.js';
+import type { DeploymentVersion } from './deployment.js';
+import { GRPC_STATUS } from '../grpc-errors.js';
 
 /**
  * What a release needs of a Worker Deployment: which build new runs go to, and which older builds still have pinned

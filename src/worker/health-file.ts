@@ -1,5 +1,5 @@
 import { stat, writeFile } from 'node:fs/promises';
-import { workerOptionsFromEnv } from './worker-env.js';
+import { workerOptionsFromEnv } from './env.js';
 
 /*
  * The health file of a worker process (AGENT_PIPELINE_HEALTH_FILE): touched while the worker polls, its age read by a

@@ -1,16 +1,16 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { loadModelCatalog } from './activities/backends/models.js';
-import { createActivities } from './activities/index.js';
-import type { PipelineDirs } from './activities/prompt/worker-files.js';
-import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
-import type { RunOwnerClaim } from './contracts/run-owner.js';
-import type { ObjectStore } from './store/object-store.js';
-import { agentTelemetryEnv } from './telemetry/agent-env.js';
-import { workerTrustFromEnv } from './trust/worker-trust.js';
-import type { WorkerEnvOptions } from './worker-env.js';
-import type { StartWorkerOptions } from './worker-options.js';
-import type { WorkerResources } from './worker-resources.js';
-import { checkpointsFromEnv } from './worker-store.js';
+import { loadModelCatalog } from '../activities/backends/models.js';
+import { createActivities } from '../activities/index.js';
+import type { PipelineDirs } from '../activities/prompt/worker-files.js';
+import type { AllowedPaths } from '../activities/workspace/allowed-paths.js';
+import type { RunOwnerClaim } from '../contracts/run-owner.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { agentTelemetryEnv } from '../telemetry/agent-env.js';
+import { workerTrustFromEnv } from '../trust/worker-trust.js';
+import type { WorkerEnvOptions } from './env.js';
+import type { StartWorkerOptions } from './options.js';
+import type { WorkerResources } from './resources.js';
+import { checkpointsFromEnv } from './store.js';
 
 /** What a worker's activities are made from: its options and settings, its store, its claim on runs, its resources. */
 export interface WorkerActivitiesInput {

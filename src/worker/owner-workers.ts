@@ -3,10 +3,10 @@ import { link, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Worker, type WorkerOptions } from '@temporalio/worker';
-import { readOwnFile } from './activities/workspace/own-files.js';
-import { openWorkerSubfolder, workerFolder } from './activities/workspace/worker-folder.js';
-import type { RunOwnerClaim } from './contracts/run-owner.js';
-import { ConfigError } from './errors.js';
+import { readOwnFile } from '../activities/workspace/own-files.js';
+import { openWorkerSubfolder, workerFolder } from '../activities/workspace/worker-folder.js';
+import type { RunOwnerClaim } from '../contracts/run-owner.js';
+import { ConfigError } from '../errors.js';
 
 /**
  * One owner per run, on the worker's side (Temporal's worker-specific task queues, as in its file-processing and

@@ -1,10 +1,10 @@
 import type { WorkerOptions } from '@temporalio/worker';
-import type { ApiKeyLimits } from './activities/api-key/key-limiter.js';
-import type { StageBackend } from './activities/backends/stage-backend.js';
-import type { SandboxMode } from './activities/backends/claude-cli/sandbox-mode.js';
-import type { PipelineDirs } from './activities/prompt/worker-files.js';
-import type { AllowedPaths } from './activities/workspace/allowed-paths.js';
-import type { WorkerTelemetry } from './telemetry/worker-telemetry.js';
+import type { ApiKeyLimits } from '../activities/api-key/key-limiter.js';
+import type { StageBackend } from '../activities/backends/stage-backend.js';
+import type { SandboxMode } from '../activities/backends/claude-cli/sandbox-mode.js';
+import type { PipelineDirs } from '../activities/prompt/worker-files.js';
+import type { AllowedPaths } from '../activities/workspace/allowed-paths.js';
+import type { WorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
 /** Options for a worker; everything else comes from the environment (see docs/configuration.md). */
 export interface StartWorkerOptions {

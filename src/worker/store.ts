@@ -1,14 +1,14 @@
 import { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, type PayloadCodec } from '@temporalio/common';
 import { Runtime, type Worker } from '@temporalio/worker';
-import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from './activities/checkpoint/settings.js';
-import { openWorkerSubfolder, storeFolder } from './activities/workspace/worker-folder.js';
-import { storeOfCodecs, storePayloadCodecs } from './codec/data-converter.js';
-import { ENCRYPTION_KEY_VARIABLE } from './codec/encryption-key.js';
-import { ConfigError } from './config.js';
-import type { ObjectStore } from './store/object-store.js';
-import { sweepGoneRuns } from './store/run-records.js';
-import { STORE_VARIABLE } from './store/store-settings.js';
+import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from '../activities/checkpoint/settings.js';
+import { openWorkerSubfolder, storeFolder } from '../activities/workspace/worker-folder.js';
+import { storeOfCodecs, storePayloadCodecs } from '../codec/data-converter.js';
+import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
+import { ConfigError } from '../config.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { sweepGoneRuns } from '../store/run-records.js';
+import { STORE_VARIABLE } from '../store/store-settings.js';
 
 /*
  * The worker's object store: made with its payload codecs, where it keeps checkpoints, and swept of the runs Temporal
