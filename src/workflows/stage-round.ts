@@ -1,7 +1,6 @@
 import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef } from '../pipeline/stage-result.js';
-import type { RunDeliveryOutcome } from '../pipeline/template.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
 
 /** How the agent of the next attempt goes on: an answer, granted tools or a retry's feedback, in its session. */
@@ -32,13 +31,8 @@ export interface Round {
   retries?: number;
 }
 
-/** How the run ended, for `finally` stages: `{{run.status}}`, `{{run.error}}` and `{{run.delivery.…}}`. */
-export interface RunEnd {
-  status: string;
-  error: string;
-  errorType?: string;
-  delivery?: RunDeliveryOutcome;
-}
+/** How the run ended, for `finally` stages: what their attempts are sent (`{{run.status}}`, `{{run.error}}`, `{{run.delivery.…}}`). */
+export type RunEnd = NonNullable<StageAttemptInput['runEnd']>;
 
 export type Step = { kind: 'again'; continuation: Continuation } | Done;
 
