@@ -44,12 +44,14 @@ export async function createWorkerWithResources(options: StartWorkerOptions): Pr
   const resources = createWorkerResources(settings, env, encryptionKey, options.sandboxRecheckMs);
   const workerNamespace = options.namespace ?? namespace ?? 'default';
   const taskQueue = options.taskQueue ?? config.taskQueue;
+  // The worker's own client, for the API key's limiter and the store sweep: its signals, updates, memo and queries are
+  // encoded as the worker's own payloads are.
+  const client = new Client({ connection, namespace: workerNamespace, dataConverter: clientDataConverter(codecs) });
   resources.apiKeyLimiter = apiKey
     ? createWorkerLimiter({
         apiKey,
         limits: options.apiKeyLimits ?? settings.apiKeyLimits,
-        // Its signals, updates and memo must be encoded as the worker's own payloads are.
-        client: new Client({ connection, namespace: workerNamespace, dataConverter: clientDataConverter(codecs) }),
+        client,
         taskQueue,
         warn: (message) => Runtime.instance().logger.warn(message),
       })
@@ -86,7 +88,7 @@ export async function createWorkerWithResources(options: StartWorkerOptions): Pr
   // The runs this worker claims send their activities to its own queues (one owner per run).
   runWithOwnerWorkers(worker, await createOwnerWorkers(owner, { ...shared, identity: worker.options.identity }));
   // The objects of runs Temporal no longer keeps go from the store, whichever worker wrote them.
-  if (settings.storeSweepMs !== undefined) sweepStoreWhileRunning(worker, store, new Client({ connection, namespace: workerNamespace, dataConverter: clientDataConverter(codecs) }), settings.storeSweepMs);
+  if (settings.storeSweepMs !== undefined) sweepStoreWhileRunning(worker, store, client, settings.storeSweepMs);
   // One read before the worker polls, so that a worker started during a key's pause already keeps to it.
   await resources.apiKeyLimiter?.start(() => worker.getState() !== 'STOPPED' && worker.getState() !== 'FAILED');
   return { worker, resources };
