@@ -5,7 +5,7 @@
  * them): no file may take part in an import loop, and no import may point up the layers of scripts/layers.js.
  * Usage: node scripts/check-imports.js [ROOT]   (exit 1 listing every loop and upward import, 0 when there is none)
  */
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -13,11 +13,9 @@ import { LAYERS } from './layers.js';
 
 /** Every `.ts` file under `dir`, as paths relative to `root` with forward slashes. */
 function sourceFiles(root, dir) {
-  return readdirSync(path.join(root, dir)).flatMap((entry) => {
-    const relative = `${dir}/${entry}`;
-    if (statSync(path.join(root, relative)).isDirectory()) return sourceFiles(root, relative);
-    return relative.endsWith('.ts') && !relative.endsWith('.d.ts') ? [relative] : [];
-  });
+  return readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'))
+    .map((file) => `${dir}/${file.split(path.sep).join('/')}`);
 }
 
 /** The files of src/ that `file` imports, exports from or `import()`s, type-only imports included. */

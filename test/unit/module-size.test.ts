@@ -8,11 +8,9 @@ const MAX_MODULE_LINES = 300;
 
 /** Every `.ts` file under `dir`, relative to the project. */
 function sourceFiles(dir: string): string[] {
-  return readdirSync(path.join(PROJECT_ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
-    const relative = path.posix.join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(relative);
-    return entry.name.endsWith('.ts') ? [relative] : [];
-  });
+  return readdirSync(path.join(PROJECT_ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.ts'))
+    .map((file) => path.posix.join(dir, file.split(path.sep).join('/')));
 }
 
 describe('module size', () => {
