@@ -85,7 +85,7 @@ export async function runResult(client: Client, id: string, address: string | un
       }
       // The result is a long poll that may last days: a server restart must not end it.
       if (!isTransient(err) || ++failedPolls > MAX_FAILED_POLLS) throw toLibraryError(err, address);
-      await sleep(2_000);
+      await sleep(RETRY_DELAY_MS);
     }
   }
 }

@@ -1,4 +1,4 @@
-import { Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError, type PayloadCodec } from '@temporalio/common';
 import { Runtime, type Worker } from '@temporalio/worker';
 import { checkpointSettingsFromEnv, CheckpointSettingError, type CheckpointOptions } from '../activities/checkpoint/settings.js';
