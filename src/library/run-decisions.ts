@@ -1,4 +1,5 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import type { RunSigner } from '../trust/signer.js';
 import { InvalidRequestError, NoWorkerError, toLibraryError, typedErrors } from './errors.js';
@@ -29,8 +30,16 @@ export interface DecisionTarget {
 }
 
 /** A decision's arguments, signed for the run when the client has a signing key. */
-export function signedDecision<T extends object>(target: DecisionTarget, decision: string, args: T): T {
+function signedDecision<T extends object>(target: DecisionTarget, decision: string, args: T): T {
   return target.signer ? target.signer.signDecision(target.id, decision, args) : args;
+}
+
+/**
+ * Sends decision `update` with the arguments `args` makes (read again each time it is sent), signed for the run when
+ * the client signs (see {@link sendDecision}).
+ */
+export function sendSignedUpdate<A extends object>(target: DecisionTarget, update: UpdateDefinition<RunState, [A]>, args: () => A | Promise<A>): Promise<RunState> {
+  return sendDecision(target, async (handle) => handle.executeUpdate(update, { args: [signedDecision(target, update.name, await args())] }));
 }
 
 /**
@@ -50,7 +59,7 @@ export async function requestOf(target: DecisionTarget, stage: string | undefine
  * update nobody accepts is not kept. A worker that has not polled for half a minute gets a short deadline, so a
  * stopped one is told within seconds, never after a minute.
  */
-export function sendDecision(target: DecisionTarget, send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
+function sendDecision(target: DecisionTarget, send: (handle: WorkflowHandle) => Promise<RunState>): Promise<RunState> {
   const { client, id, address } = target;
   const workflow = () => client.workflow.getHandle(id);
   return typedErrors(async () => {

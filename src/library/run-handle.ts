@@ -13,7 +13,7 @@ import {
   skipStageUpdate,
 } from '../contracts/messages.js';
 import { InvalidRequestError, typedErrors } from './errors.js';
-import { failedStageOf, requestOf, sendDecision, signedDecision, type DecisionTarget } from './run-decisions.js';
+import { failedStageOf, requestOf, sendSignedUpdate, type DecisionTarget } from './run-decisions.js';
 import type { ApproveOptions, CancelOutcome, EventsOptions, RunStatusReport } from './run-handle-options.js';
 import type { RunEvent } from './run-events.js';
 import { runEvents, runResult } from './run-waiting.js';
@@ -116,20 +116,22 @@ export class RunHandle {
    * as in {@link ApproveOptions.request}.
    */
   answer(text: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
-    return sendDecision(this.target, async (h) => {
-      const args = { stage: options.stage, text, ...(await requestOf(this.target, options.stage, options.request)) };
-      return h.executeUpdate(answerStageUpdate, { args: [signedDecision(this.target, answerStageUpdate.name, args)] });
-    });
+    return sendSignedUpdate(this.target, answerStageUpdate, async () => ({ stage: options.stage, text, ...(await this.pendingRequest(options)) }));
   }
 
   /** Approves what a stage waits for: a gate, more budget, denied tools, more review rounds, an agent's request. */
   approve(options: ApproveOptions = {}): Promise<RunState> {
     const { stage, allow, budgetUsd, rounds, comment } = options;
-    return sendDecision(this.target, async (h) => {
-      const allowTools = Array.isArray(allow) ? allow : undefined;
-      const args = { stage, budgetUsd, rounds, comment, allowTools, allowAll: allow === 'all' ? true : undefined, ...(await requestOf(this.target, stage, options.request)) };
-      return h.executeUpdate(approveStageUpdate, { args: [signedDecision(this.target, approveStageUpdate.name, args)] });
-    });
+    const allowTools = Array.isArray(allow) ? allow : undefined;
+    return sendSignedUpdate(this.target, approveStageUpdate, async () => ({
+      stage,
+      budgetUsd,
+      rounds,
+      comment,
+      allowTools,
+      allowAll: allow === 'all' ? true : undefined,
+      ...(await this.pendingRequest(options)),
+    }));
   }
 
   /**
@@ -138,28 +140,27 @@ export class RunHandle {
    * `request`: as in {@link ApproveOptions.request}.
    */
   deny(options: { stage?: string; message?: string; request?: string } = {}): Promise<RunState> {
-    return sendDecision(this.target, async (h) => {
-      const args = { stage: options.stage, message: options.message, ...(await requestOf(this.target, options.stage, options.request)) };
-      return h.executeUpdate(denyStageUpdate, { args: [signedDecision(this.target, denyStageUpdate.name, args)] });
-    });
+    return sendSignedUpdate(this.target, denyStageUpdate, async () => ({ stage: options.stage, message: options.message, ...(await this.pendingRequest(options)) }));
   }
 
   /** Rejects what a stage waits for; the stage fails with `reason`. `request`: as in {@link ApproveOptions.request}. */
   reject(reason: string, options: { stage?: string; request?: string } = {}): Promise<RunState> {
-    return sendDecision(this.target, async (h) => {
-      const args = { stage: options.stage, reason, ...(await requestOf(this.target, options.stage, options.request)) };
-      return h.executeUpdate(rejectStageUpdate, { args: [signedDecision(this.target, rejectStageUpdate.name, args)] });
-    });
+    return sendSignedUpdate(this.target, rejectStageUpdate, async () => ({ stage: options.stage, reason, ...(await this.pendingRequest(options)) }));
   }
 
   /** Runs a failed stage again (`onFailure: ask`); `stage` may be left out when one stage waits after a failure. */
   retry(options: { stage?: string; feedback?: string } = {}): Promise<RunState> {
-    return sendDecision(this.target, async (h) => h.executeUpdate(retryStageUpdate, { args: [signedDecision(this.target, retryStageUpdate.name, { stage: options.stage ?? (await failedStageOf(this.target)), feedback: options.feedback })] }));
+    return sendSignedUpdate(this.target, retryStageUpdate, async () => ({ stage: options.stage ?? (await failedStageOf(this.target)), feedback: options.feedback }));
   }
 
   /** Skips a failed stage (`onFailure: ask`); its dependents still run. */
   skip(options: { stage?: string } = {}): Promise<RunState> {
-    return sendDecision(this.target, async (h) => h.executeUpdate(skipStageUpdate, { args: [signedDecision(this.target, skipStageUpdate.name, { stage: options.stage ?? (await failedStageOf(this.target)) })] }));
+    return sendSignedUpdate(this.target, skipStageUpdate, async () => ({ stage: options.stage ?? (await failedStageOf(this.target)) }));
+  }
+
+  /** The request a decision on `options.stage` is for (run-decisions.ts, requestOf). */
+  private pendingRequest(options: { stage?: string; request?: string }): Promise<{ request?: string }> {
+    return requestOf(this.target, options.stage, options.request);
   }
 
   /**
