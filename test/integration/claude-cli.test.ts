@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { computeCostUsd, DEFAULT_MODELS, resolveModelId } from '../../src/activities/backends/models.js';
 import type { RecordedRequest } from '../../src/dev/model-server.js';
 import { createCliWorld, failureOf, REPORT, stageProcesses, TEST_API_KEY, waitFor, type CliWorld } from './claude-cli-world.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 
 /*
  * The Claude Code CLI backend with the real `claude` binary against the scripted model server:
@@ -176,7 +177,12 @@ describe('the Claude Code CLI backend', () => {
     });
     const outcome = await attempt.outcome;
     const config = JSON.parse(await readFile(path.join(attempt.stageDir, 'mcp-config.json'), 'utf8')) as unknown;
-    expect(config).toEqual({ mcpServers: { tools: { command: 'false' }, shared: { command: 'true', args: ['--stdio'] } } });
+    // Each stdio server starts in the stage's sandbox (`srt`), where the host has one; as written where it has none.
+    const launched = (command: string, args: string[] = []) =>
+      MISSING_SANDBOX_PACKAGES.length > 0
+        ? { command, ...(args.length > 0 ? { args } : {}) }
+        : { command: process.execPath, args: [expect.stringMatching(/sandbox-runtime\/dist\/cli\.js$/), '--settings', path.join(attempt.stageDir, 'mcp-sandbox.json'), '--', 'env', '--', command, ...args] };
+    expect(config).toEqual({ mcpServers: { tools: launched('false'), shared: launched('true', ['--stdio']) } });
     expect(outcome.warnings.join('\n')).toMatch(/MCP server\(s\) .*(tools|shared).* failed to start/);
   });
 

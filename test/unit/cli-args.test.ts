@@ -43,7 +43,7 @@ describe('buildCliArgs', () => {
       '--disallowedTools=WebFetch',
       '--fallback-model=sonnet',
       '--max-budget-usd', '1.5',
-      '--mcp-config=/s/mcp-config.json',
+      '--strict-mcp-config', '--mcp-config=/s/mcp-config.json',
       '--add-dir=/data', '--add-dir=/docs',
       '--append-system-prompt-file=/s/system-prompt.md',
       '--settings=/s/settings.json',
@@ -73,7 +73,7 @@ describe('buildCliArgs', () => {
     const args = buildCliArgs(requestFor({ maxBudgetUsd: 2 }), { ...FRESH, resume: true }, {});
     expect(args).toEqual([
       '-p', '--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--model=sonnet',
-      '--resume', 'sess-1', '--permission-mode', 'dontAsk', '--max-budget-usd', '2',
+      '--resume', 'sess-1', '--permission-mode', 'dontAsk', '--max-budget-usd', '2', '--strict-mcp-config',
     ]);
   });
 });

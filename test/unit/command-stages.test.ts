@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { commandEnvironment, allowedCommandEnv, commandSecretValues } from '../../src/activities/backends/command/command-env.js';
-import { runtimeConfig } from '../../src/activities/backends/command/command-sandbox.js';
+import { runtimeConfig } from '../../src/activities/backends/claude-cli/command-sandbox.js';
 import { commandArgv } from '../../src/activities/backends/command/backend.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -159,6 +159,29 @@ describe('assemblePrompt', () => {
     expect(work).toContain(`[cut: showing the first ${MAX_INLINE_FILE_BYTES} of ${MAX_INLINE_FILE_BYTES + 10} bytes]`);
     expect(prompt.user).not.toContain('## Input files');
     expect(prompt.user).toContain('- Read these input files first (shown in your instructions): docs/spec.md');
+  });
+
+  it('shows no earlier file that a later stage turned into a symlink, or put under a linked folder, leading out', async () => {
+    const outside = await mkdtemp(path.join(tmpdir(), 'prompt-outside-'));
+    try {
+      await write(outside, '.ssh/id_ed25519', 'WORKER-KEY-4c1f\n');
+      await write(workspaceDir, 'kept.md', 'Kept.\n');
+      await symlink(path.join(outside, '.ssh', 'id_ed25519'), path.join(workspaceDir, 'notes.md'));
+      await symlink(path.join(outside, '.ssh'), path.join(workspaceDir, 'd'));
+      await symlink('kept.md', path.join(workspaceDir, 'alias.md'));
+      const { notes } = stagesOf('name: p\nstages:\n  - id: a\n    prompt: x\n  - id: notes\n    needs: [a]\n    backend: anthropic-api\n    prompt: Sum up.\n');
+      const stages = { a: { summary: 'Wrote notes.', outputs: {}, artifacts: ['notes.md', 'd/id_ed25519', 'alias.md'] } };
+      const { prompt } = await assemblePrompt(options(notes, { context: context({ stages }) }));
+      const everything = JSON.stringify(prompt);
+      expect(everything).not.toContain('WORKER-KEY');
+      const [work] = prompt.context ?? [];
+      expect(work).toContain('#### notes.md (a symlink leading outside the workspace: not shown)');
+      expect(work).toContain('#### d/id_ed25519 (a symlink leading outside the workspace: not shown)');
+      // A link inside the workspace is read as its target.
+      expect(work).toContain('#### alias.md\n```\nKept.\n```');
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
   });
 
   it('carries reviewer feedback from earlier rounds and the previous attempt\'s failure', async () => {

@@ -1,4 +1,6 @@
-import { open, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readlink, realpath, type FileHandle } from 'node:fs/promises';
+import { resolveInside } from '../workspace/run-workspace.js';
 
 /** The beginning of a file, read with a size bound, as a prompt inlines it. */
 export interface FileExcerpt {
@@ -14,15 +16,20 @@ export interface FileExcerpt {
 
 /**
  * Reads at most `maxBytes` of a file; never loads more, however large the file is. A multi-byte
- * character cut at the bound is dropped rather than shown broken.
- * @throws the file system's error (ENOENT…), or code `ENOTREG` for anything but a regular file, for the caller to report
+ * character cut at the bound is dropped rather than shown broken. With `root`, the file opened must lie inside it
+ * once every symlink is followed: a stage running alongside may have swapped the file, or a folder above it, for a link.
+ * @throws the file system's error (ENOENT…), code `ENOTREG` for anything but a regular file, or code `EOUTSIDE` for a
+ * file outside `root`, for the caller to report
  */
-export async function readFileExcerpt(file: string, maxBytes: number): Promise<FileExcerpt> {
-  // Only regular files: opening a FIFO waits for a writer, and a device's size says nothing of what it yields.
-  if (!(await stat(file)).isFile()) throw Object.assign(new Error(`${file} is not a regular file`), { code: 'ENOTREG' });
-  const handle = await open(file, 'r');
+export async function readFileExcerpt(file: string, maxBytes: number, root?: string): Promise<FileExcerpt> {
+  // Non-blocking, so that opening a FIFO does not wait for a writer; then only regular files are read (a device's size
+  // says nothing of what it yields).
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
-    const { size } = await handle.stat();
+    const info = await handle.stat();
+    if (!info.isFile()) throw Object.assign(new Error(`${file} is not a regular file`), { code: 'ENOTREG' });
+    if (root) await refuseOutside(handle, file, root);
+    const { size } = info;
     const length = Math.min(size, Math.max(0, maxBytes));
     const buffer = Buffer.alloc(length);
     let read = 0;
@@ -38,6 +45,15 @@ export async function readFileExcerpt(file: string, maxBytes: number): Promise<F
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Fails unless the open file lies inside `root`. Checked on the file as opened (Linux's /proc/self/fd), not on its path,
+ * which a symlink swapped in after the check would lead elsewhere; by its path where there is no /proc.
+ */
+async function refuseOutside(handle: FileHandle, file: string, root: string): Promise<void> {
+  const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => realpath(file));
+  if (!resolveInside(await realpath(root), opened)) throw Object.assign(new Error(`${file} leads outside ${root}`), { code: 'EOUTSIDE' });
 }
 
 /** Drops a trailing, incomplete UTF-8 sequence. */

@@ -174,8 +174,13 @@ class InlinedFiles {
       this.omitted++;
       return { path: relative, description, omitted: true };
     }
-    const excerpt = await readFileExcerpt(file, this.nextLimit).catch(() => undefined);
-    if (!excerpt) return { path: relative, description: `${description ? `${description}; ` : ''}no longer in the workspace` };
+    // Inside the workspace once symlinks are followed: an agent may have made the file, or a folder above it, a link.
+    const read = await readFileExcerpt(file, this.nextLimit, this.workspaceDir).catch((err: NodeJS.ErrnoException) => err);
+    if (read instanceof Error) {
+      const why = read.code === 'EOUTSIDE' ? 'a symlink leading outside the workspace: not shown' : 'no longer in the workspace';
+      return { path: relative, description: `${description ? `${description}; ` : ''}${why}` };
+    }
+    const excerpt = read;
     this.count(excerpt);
     return { path: relative, description, excerpt };
   }

@@ -10,6 +10,7 @@ import { SANDBOX_VARIABLE, sandboxRequired, type SandboxMode } from './sandbox-m
 import { applyReadLimits, readLimitsFor, type AgentReadScope } from './agent-reads.js';
 import { refuseLocalHosts } from './sandbox-network.js';
 import { withDeniedRules } from './own-folder-rules.js';
+import { refuseProjectHelpers } from './project-settings.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -120,7 +121,7 @@ export interface AgentSettings {
 /**
  * Decides the attempt's sandbox, merges its settings, limits what the agent may read (`scope`: where it works) and adds
  * the permission rules `denied` (see own-folder-rules.ts) to what the file tools may never do. The command stages'
- * sandbox is fed from the same settings (backends/command/command-sandbox.ts).
+ * sandbox is fed from the same settings (command-sandbox.ts).
  * @throws the `SANDBOX_OPT_OUT_REFUSED` failure when the stage says `sandbox: false` where the worker does not allow it,
  * `SANDBOX_UNAVAILABLE` when the worker requires the sandbox and the host cannot provide it, `CONFIG_INVALID` when
  * the operator's settings cannot be read or the stage lists a local host the worker refuses
@@ -138,8 +139,15 @@ export async function buildAgentSettings(stage: ResolvedStage, env: NodeJS.Proce
     throw stageFailure({ type: 'CONFIG_INVALID', stageId: stage.id, message: (err as Error).message, hint: `fix ${SETTINGS_VARIABLE} in the environment of the worker and restart it` });
   }
   const settings = applyReadLimits(mergeAgentSettings(operator, stage, sandbox, mode), await readLimitsFor(env, scope), sandbox.enabled);
-  return { settings: withDeniedRules(settings, denied), sandbox };
+  return { settings: { ...withDeniedRules(settings, denied), ...NO_RUN_CHOSEN_COMMANDS }, sandbox };
 }
+
+/**
+ * Claude Code runs hooks and a project's `.mcp.json` servers itself, outside the sandbox, with the worker's reach. A
+ * workspace's `.claude/settings*.json` (a repository's, or what an earlier stage wrote) would choose them, so no agent
+ * runs hooks, the operator's included, and none starts a project's servers; `--settings` outranks the project's files.
+ */
+const NO_RUN_CHOSEN_COMMANDS: Json = { disableAllHooks: true, enableAllProjectMcpServers: false };
 
 /** The `SANDBOX_UNAVAILABLE` failure of a stage the worker must sandbox and its host cannot. */
 function sandboxUnavailable(stageId: string, mode: SandboxMode, { reason, missing }: NonNullable<SandboxDecision['unavailable']>): Error {
@@ -154,8 +162,12 @@ function sandboxUnavailable(stageId: string, mode: SandboxMode, { reason, missin
   });
 }
 
-/** {@link buildAgentSettings}, written in the stage's folder (mode 0600) for the agent's `--settings`. */
+/**
+ * {@link buildAgentSettings}, written in the stage's folder (mode 0600) for the agent's `--settings`, once the workspace's
+ * own settings are known to choose no helper command (project-settings.ts).
+ */
 export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettingsFile> {
   const { settings, sandbox } = await buildAgentSettings(stage, env, scope, attempt, denied);
+  await refuseProjectHelpers(stage.id, scope.workspaceDir, settings);
   return { file: await writeAgentSettings(scope.stageDir, settings), sandbox };
 }

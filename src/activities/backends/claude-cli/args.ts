@@ -60,6 +60,9 @@ export function buildCliArgs(request: BackendRequest, session: SessionPlan, file
   if (stage.fallbackModel) args.push(`--fallback-model=${stage.fallbackModel}`);
   const budget = request.maxBudgetUsd ?? stage.maxBudgetUsd;
   if (budget !== undefined) args.push('--max-budget-usd', String(budget));
+  // MCP servers come only from the pipeline (`--mcp-config`, each in the sandbox): a workspace's `.mcp.json` is what a
+  // repository or an earlier stage put there, and Claude Code would start its servers outside the sandbox.
+  args.push('--strict-mcp-config');
   if (files.mcpConfig) args.push(`--mcp-config=${files.mcpConfig}`);
   args.push(...flagValues('--add-dir', request.addDirs));
   if (files.systemPrompt) args.push(`--append-system-prompt-file=${files.systemPrompt}`);

@@ -11,6 +11,7 @@ import { agentEnvironment, buildCliArgs } from './args.js';
 import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import { readScopeOf } from './agent-reads.js';
 import { writeMcpConfig } from './mcp-config.js';
+import { mcpServersSandbox } from './command-sandbox.js';
 import { ownFolderDenyRules } from './own-folder-rules.js';
 import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
@@ -114,7 +115,8 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping), ctx.workerEnv);
     const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox, denied).catch(() => undefined);
     if (!settings) continue;
-    const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env });
+    const sandboxPrefix = mcpServersSandbox(stage, { workerEnv: ctx.workerEnv, scope, attempt: ctx.sandbox, denied, claudeBinary: ctx.binary });
+    const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env, sandboxPrefix });
     const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
     if (systemPrompt) await writeFileAtomic(systemPrompt, target.system);
     const sessionId = randomUUID();

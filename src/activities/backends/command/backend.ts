@@ -19,7 +19,7 @@ import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
 import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { commandEnvironment } from './command-env.js';
 import { runCommandProcess, type CommandRunResult } from './command-process.js';
-import { prepareCommandSandbox } from './command-sandbox.js';
+import { prepareCommandSandbox } from '../claude-cli/command-sandbox.js';
 
 /** Kept of a failed command's stderr, for its failure. @unit characters */
 const STDERR_TAIL_CHARS = 4_000;

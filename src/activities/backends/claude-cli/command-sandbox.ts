@@ -1,12 +1,12 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
-import { buildAgentSettings, writeAgentSettings, type AttemptSandbox } from '../claude-cli/agent-settings.js';
-import type { AgentReadScope } from '../claude-cli/agent-reads.js';
-import type { SandboxDecision } from '../claude-cli/sandbox-decision.js';
+import { buildAgentSettings, writeAgentSettings, type AttemptSandbox } from './agent-settings.js';
+import type { AgentReadScope } from './agent-reads.js';
+import type { SandboxDecision } from './sandbox-decision.js';
 
 /*
- * The sandbox around a command stage's command: the one Claude Code puts around its agents' Bash, from the same merged
+ * The sandbox around a command a run chooses (a command stage's command, a pipeline's stdio MCP server): the one Claude Code puts around its agents' Bash, from the same merged
  * settings (the operator's, the stage's `sandbox` option, what the worker enforces, the read limits), applied by
  * Anthropic's `@anthropic-ai/sandbox-runtime` (the library Claude Code's sandbox is built on) through its `srt` command.
  *
@@ -45,6 +45,8 @@ export interface CommandSandboxOptions {
   denied: string[];
   /** The Claude Code binary, whose bundled ripgrep the sandbox uses to find files no command may write. */
   claudeBinary?: string;
+  /** The sandbox's settings file in the stage's folder. @default 'command-sandbox.json' */
+  settingsFile?: string;
 }
 
 /**
@@ -58,7 +60,7 @@ export async function prepareCommandSandbox(stage: ResolvedStage, options: Comma
   const { settings, sandbox } = await buildAgentSettings(asBash, options.workerEnv, options.scope, options.attempt, options.denied);
   if (!sandbox.enabled) return { prefix: [], sandbox };
   const config = runtimeConfig(objectAt(settings.sandbox), [options.scope.workspaceDir, ...options.writable], options.claudeBinary);
-  const file = await writeAgentSettings(options.scope.stageDir, config, 'command-sandbox.json');
+  const file = await writeAgentSettings(options.scope.stageDir, config, options.settingsFile ?? 'command-sandbox.json');
   return { prefix: [process.execPath, srtCli(), '--settings', file, '--'], sandbox };
 }
 
@@ -87,4 +89,12 @@ export function runtimeConfig(sandbox: Json, writable: string[], claudeBinary: s
     // Claude Code's binary is also ripgrep when started under that name, as Claude Code itself runs it.
     ...(claudeBinary ? { ripgrep: { command: claudeBinary, argv0: 'rg' } } : {}),
   };
+}
+
+/**
+ * The prefix of a stage's stdio MCP servers (mcp-config.ts), computed when it has one: the stage's sandbox decided as
+ * for a command, since an MCP server is a command the pipeline chose, run on the worker.
+ */
+export function mcpServersSandbox(stage: ResolvedStage, options: Omit<CommandSandboxOptions, 'writable' | 'settingsFile'>): () => Promise<string[]> {
+  return async () => (await prepareCommandSandbox(stage, { ...options, writable: [], settingsFile: 'mcp-sandbox.json' })).prefix;
 }

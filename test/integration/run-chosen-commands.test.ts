@@ -1,0 +1,110 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { initRepo } from '../helpers/git-repo.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+
+/*
+ * Commands a run chooses that Claude Code itself starts, outside the sandbox it puts around Bash: the hooks and MCP
+ * servers of a workspace's `.claude/settings*.json` and `.mcp.json` (a repository's, or what an earlier stage wrote),
+ * and the pipeline's own `mcpServers`. With the real `claude`, bubblewrap and the scripted model: the workspace's run
+ * nothing at all, and the pipeline's run in the stage's sandbox (no write outside the workspace, no read of the worker's
+ * home, no sight of the worker's process and its environment), yet run.
+ */
+
+const REPORT = '```json\n{"success": true, "summary": "Looked.", "outputs": {}}\n```';
+const HOME_KEY = 'WORKER-HOME-KEY-7d2e91c4';
+
+let harness: Harness;
+let scratch: string;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(tmpdir(), 'run-chosen-commands-'));
+  harness = await createHarness('run-chosen', { scenario: { rules: [], fallback: { text: REPORT } } });
+  const key = path.join(harness.env.HOME as string, '.ssh', 'id_ed25519');
+  await mkdir(path.dirname(key), { recursive: true });
+  await writeFile(key, `${HOME_KEY}\n`, { mode: 0o600 });
+});
+afterAll(async () => {
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+/** A hook entry of Claude Code's settings that runs `command`. */
+const hook = (command: string) => [{ hooks: [{ type: 'command', command }] }];
+
+/** A repository whose committed files are `files`, and a one-stage pipeline working in it. */
+async function repoPipeline(name: string, files: Record<string, string>): Promise<string> {
+  const repo = path.join(scratch, name);
+  await initRepo(repo, { 'README.md': 'A project.\n', ...files });
+  return (
+    `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, retries: 0 }\n` +
+    `workspace: { repo: ${JSON.stringify(repo)} }\n` +
+    'stages:\n  - id: look\n    prompt: Look at the project.\n    allowedTools: [Read]\n'
+  );
+}
+
+const marker = (name: string) => path.join(scratch, name);
+const ran = (names: string[]) => names.filter((name) => existsSync(marker(name)));
+
+test("a workspace's hooks, in its project and local settings, and its .mcp.json servers do not run", { timeout: 180_000 }, async () => {
+  const yaml = await repoPipeline('project-hooks', {
+    '.claude/settings.json': JSON.stringify({
+      hooks: { SessionStart: hook(`touch ${marker('session-start')}`), UserPromptSubmit: hook(`touch ${marker('prompt-submit')}`) },
+      enableAllProjectMcpServers: true,
+      statusLine: { type: 'command', command: `touch ${marker('status-line')}` },
+    }),
+    '.claude/settings.local.json': JSON.stringify({ hooks: { Stop: hook(`touch ${marker('stop')}`) }, disableAllHooks: false }),
+    '.mcp.json': JSON.stringify({ mcpServers: { planted: { command: 'sh', args: ['-c', `touch ${marker('project-mcp')}`] } } }),
+  });
+  const state = await harness.finish(await harness.startYaml('project-hooks', yaml));
+  expectNoStageLeftRunning(state);
+  expect(state.status, JSON.stringify(stageOf(state, 'look'))).toBe('completed');
+  expect(ran(['session-start', 'prompt-submit', 'stop', 'status-line', 'project-mcp'])).toEqual([]);
+});
+
+test("a workspace's settings that choose a helper command fail the stage before its agent starts, naming file and setting", { timeout: 180_000 }, async () => {
+  const yaml = await repoPipeline('project-helpers', {
+    '.claude/settings.json': JSON.stringify({ permissions: { allow: ['Read'] } }),
+    '.claude/settings.local.json': JSON.stringify({ apiKeyHelper: `touch ${marker('api-key-helper')}; echo sk-planted`, otelHeadersHelper: `touch ${marker('otel')}` }),
+  });
+  const requests = harness.modelServer.requests().length;
+  const state = await harness.finish(await harness.startYaml('project-helpers', yaml));
+  expect(state.status).toBe('failed');
+  const look = stageOf(state, 'look');
+  expect(look.error).toMatchObject({ type: 'CONFIG_INVALID' });
+  expect(look.error?.message).toContain("the workspace's .claude/settings.local.json sets apiKeyHelper, otelHeadersHelper");
+  expect(ran(['api-key-helper', 'otel'])).toEqual([]);
+  expect(harness.modelServer.requests().length).toBe(requests);
+});
+
+describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)("a pipeline's stdio MCP server", () => {
+  test("runs in the stage's sandbox: it writes its workspace, not outside it, and reads neither the worker's home nor its process", { timeout: 180_000 }, async () => {
+    const outside = path.join(scratch, 'written-by-mcp');
+    const key = path.join(harness.env.HOME as string, '.ssh', 'id_ed25519');
+    // The worker's process: this one (the harness's worker runs in it).
+    const script = [
+      `cat ${key} > home-key.txt 2>/dev/null`,
+      `cat /proc/${process.pid}/environ > worker-environ.txt 2>/dev/null`,
+      `touch ${outside} 2>/dev/null`,
+      'echo "$PROBE_VALUE" > ran.txt',
+    ].join('; ');
+    const yaml =
+      'name: mcp-sandbox\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, retries: 0 }\n' +
+      'stages:\n  - id: probe\n    prompt: Use the probe.\n    allowedTools: [Read]\n' +
+      `    mcpServers: { probe: { command: sh, args: [-c, ${JSON.stringify(script)}], env: { PROBE_VALUE: its-own-variable } } }\n`;
+    const handle = await harness.startYaml('mcp-sandbox', yaml);
+    const state = await harness.finish(handle);
+    expect(state.status, JSON.stringify(stageOf(state, 'probe'))).toBe('completed');
+    const workspace = harness.runDir(handle.workflowId);
+    // It ran, with its own variable, in the workspace.
+    expect((await readFile(path.join(workspace, 'ran.txt'), 'utf8')).trim()).toBe('its-own-variable');
+    expect(await readFile(path.join(workspace, 'home-key.txt'), 'utf8')).toBe('');
+    expect(await readFile(path.join(workspace, 'worker-environ.txt'), 'utf8')).toBe('');
+    expect(existsSync(outside)).toBe(false);
+  });
+});
