@@ -79,3 +79,11 @@ export class ConfigError extends AgentPipelineError {
     super('CONFIG_INVALID', message, options);
   }
 }
+
+/** Thrown when Temporal cannot be reached (refused, timed out, connection lost). Code `TEMPORAL_UNREACHABLE`. */
+export class TemporalUnavailableError extends AgentPipelineError {
+  override readonly name: string = 'TemporalUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }, code: 'TEMPORAL_UNREACHABLE' | 'NO_WORKER' = 'TEMPORAL_UNREACHABLE') {
+    super(code, message, options);
+  }
+}

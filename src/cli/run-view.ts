@@ -130,7 +130,7 @@ export function noticeLines(snapshot: RunSnapshot): string[] {
   if (snapshot.source === 'history') lines.push('! state rebuilt from the event history (no worker answered); waits for a person are not shown');
   // A run refused before any stage started (RUN_NOT_TRUSTED): no stage row says why, so the run's own error does.
   const { error, stages } = snapshot.state;
-  if (error && stages.every((s) => s.status === 'pending' || s.status === 'skipped')) lines.push(`✘ [${error.type}] ${error.message}`);
+  if (error && stages.every((s) => s.status === 'pending' || s.status === 'skipped')) lines.push(`✘ ${error.message.startsWith(`[${error.type}]`) ? '' : `[${error.type}] `}${error.message}`);
   return lines;
 }
 

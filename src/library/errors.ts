@@ -8,13 +8,13 @@ import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/commo
 import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
-import { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
+import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ConfigError } from '../config.js';
 import { decryptionProblem } from '../codec/data-converter.js';
 
 // The library's errors: the base classes every layer below the CLI throws, and those only a client meets.
-export { AgentPipelineError, InvalidRequestError, type AgentPipelineErrorCode, type InvalidRequestCode };
+export { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, type AgentPipelineErrorCode, type InvalidRequestCode };
 
 /** One problem in a pipeline definition, as `agent-pipeline validate` and `validatePipeline` list it: which file, where in it, and what is wrong. */
 export interface PipelineProblemReport {
@@ -52,14 +52,6 @@ export class PipelineInvalidError extends AgentPipelineError {
       ? err.message
       : `[PIPELINE_INVALID] ${err.file} is not a valid pipeline:\n${problems.map((p) => `  ${p.field || '(document)'}: ${p.message}`).join('\n')}`;
     return new PipelineInvalidError(err.file, problems, message, { cause: err });
-  }
-}
-
-/** Thrown when Temporal cannot be reached (refused, timed out, connection lost). Code `TEMPORAL_UNREACHABLE`. */
-export class TemporalUnavailableError extends AgentPipelineError {
-  override readonly name: string = 'TemporalUnavailableError';
-  constructor(message: string, options?: { cause?: unknown }, code: 'TEMPORAL_UNREACHABLE' | 'NO_WORKER' = 'TEMPORAL_UNREACHABLE') {
-    super(code, message, options);
   }
 }
 

@@ -38,6 +38,7 @@ const ENUM_NOUNS: Record<string, string> = {
   onTimeout: 'a choice for onTimeout',
   onBudgetExceeded: 'a choice for onBudgetExceeded',
   type: 'an MCP server type',
+  inputType: 'an input type',
 };
 
 const DURATION_HELP = 'use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0';
@@ -81,7 +82,8 @@ function describeIssue(schema: z.ZodType, issue: IssueLike): string {
   switch (issue.code) {
     case 'invalid_value':
       if (!issue.values) break;
-      return describeUnknownChoice(field, issue.input, issue.values.map((v) => String(v)));
+      // `type` is an MCP server's or a run input's: named by where it is.
+      return describeUnknownChoice(field === 'type' && issue.path.includes('inputs') ? 'inputType' : field, issue.input, issue.values.map((v) => String(v)));
     case 'too_small':
     case 'too_big':
       if (issue.origin === 'number') return `${got} is too ${issue.code === 'too_small' ? 'small' : 'large'}; use ${describeRange(schema, issue)}`;

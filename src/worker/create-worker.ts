@@ -19,6 +19,7 @@ import { sweepStoreWhileRunning, workerCodecs } from './store.js';
 import { clientDataConverter, encryptionCodecOf, workerDataConverter } from '../codec/data-converter.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './deployment.js';
 import { createOwnerWorkers, ownerClaim, ownerIdFor, runWithOwnerWorkers } from './owner-workers.js';
+import { connectWorker } from './worker-connection.js';
 
 /** Connects to Temporal and creates a worker for the pipeline workflow and its activities. */
 export async function createPipelineWorker(options: StartWorkerOptions = {}): Promise<Worker> {
@@ -39,7 +40,7 @@ export async function createWorkerWithResources(options: StartWorkerOptions): Pr
   checkBackendNames(options.backends);
   const workspacesRoot = options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot;
   const { codecs, store, encryptionKey } = await workerCodecs(env, workspacesRoot, options.encryptionKey);
-  const connection = await NativeConnection.connect({ ...connectionOptions, address: options.address ?? connectionOptions.address });
+  const connection = await connectWorker({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const resources = createWorkerResources(settings, env, encryptionKey, options.sandboxRecheckMs);
   const workerNamespace = options.namespace ?? namespace ?? 'default';

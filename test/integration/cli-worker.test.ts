@@ -84,4 +84,18 @@ describe('agent-pipeline worker', () => {
     expect(result.exitCode, result.stderr).toBe(2);
     expect(result.stderr).toBe('agent-pipeline: [CONFIG_INVALID] AGENT_PIPELINE_MAX_CONCURRENT_STAGES=lots is not a whole number of 1 or more; unset it for the default 8');
   });
+
+  test('connection settings it cannot read, or no Temporal at the address, end the worker with 2 or 3, never a hang', async () => {
+    // Once started, the SDK's runtime held the process open after such a failure, deaf to SIGTERM.
+    const profile = await runCli(['worker'], { ...harness.env, TEMPORAL_PROFILE: 'nope' }, 60_000);
+    expect(profile.exitCode, profile.stderr).toBe(2);
+    expect(profile.stderr).toContain('[CONFIG_INVALID] cannot load the Temporal connection settings');
+    expect(profile.stderr).toContain('profile "nope"');
+    const refused = await runCli(['worker'], { ...harness.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, 60_000);
+    expect(refused.exitCode, refused.stderr).toBe(3);
+    expect(refused.stderr).toBe(
+      'agent-pipeline: [TEMPORAL_UNREACHABLE] the worker cannot reach Temporal at 127.0.0.1:1 (connection refused). Start a server (`agent-pipeline dev`), or point ' +
+        'TEMPORAL_ADDRESS at your cluster (plus TEMPORAL_NAMESPACE, and TEMPORAL_API_KEY or TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH), or choose a profile with TEMPORAL_PROFILE.',
+    );
+  });
 });

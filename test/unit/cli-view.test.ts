@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { DEFAULT_MODELS } from '../../src/activities/backends/models.js';
 import { LiveView } from '../../src/cli/live-view.js';
 import type { RunSnapshot } from '../../src/library/run-reader.js';
-import { closingLines, listWaits, progressLines, summariseInput } from '../../src/cli/run-view.js';
+import { closingLines, listWaits, noticeLines, progressLines, summariseInput } from '../../src/cli/run-view.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 
@@ -169,5 +169,15 @@ describe('the closing lines', () => {
       '  setup  /w/run-1/requirements.txt  12 bytes',
       '  setup  … and 19000 more files (80.0 MB): .venv/ 18990, build/ 10',
     ]);
+  });
+});
+
+describe('a run refused before any stage started', () => {
+  test('shows its error once, with its type once, whether or not the message starts with it', () => {
+    const stages = [{ id: 'a', status: 'pending' }] as never;
+    const tagged = snapshot({ status: 'failed', stages, error: { type: 'PIPELINE_INVALID', message: '[PIPELINE_INVALID] the run input is not valid' } }, { executionStatus: 'FAILED' });
+    expect(noticeLines(tagged)).toEqual(['✘ [PIPELINE_INVALID] the run input is not valid']);
+    const bare = snapshot({ status: 'failed', stages, error: { type: 'RUN_NOT_TRUSTED', message: 'no signature' } }, { executionStatus: 'FAILED' });
+    expect(noticeLines(bare)).toEqual(['✘ [RUN_NOT_TRUSTED] no signature']);
   });
 });

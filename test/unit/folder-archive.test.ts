@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rename, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -38,3 +38,19 @@ test.skipIf(MISSING_SANDBOX_PACKAGES.includes('bubblewrap'))(
     expect(await readFile(path.join(unpacked, 'notes.md'), 'utf8')).toBe('Notes.\n');
   },
 );
+
+test("restores each file's modification time to below the millisecond, as a resumed stage compares them", async () => {
+  const dir = path.join(scratch, 'workspace');
+  await mkdir(path.join(dir, 'src'), { recursive: true });
+  await writeFile(path.join(dir, 'src', 'kept.txt'), 'unchanged\n');
+  // A time with a fraction of a millisecond, as file systems keep them (whole seconds in gnu tar headers).
+  await utimes(path.join(dir, 'src', 'kept.txt'), 1_795_944_392.372_898, 1_795_944_392.372_898);
+  const archive = path.join(scratch, 'checkpoint.tar');
+  await createArchive(dir, (await listFolder(dir, { maxBytes: 1_000_000 })).entries, archive);
+  const unpacked = path.join(scratch, 'unpacked');
+  await mkdir(unpacked);
+  await extractArchive(archive, unpacked);
+  const [before, after] = await Promise.all([stat(path.join(dir, 'src', 'kept.txt'), { bigint: true }), stat(path.join(unpacked, 'src', 'kept.txt'), { bigint: true })]);
+  expect(after.mtimeNs).toBe(before.mtimeNs);
+  expect(before.mtimeNs % 1_000_000n).not.toBe(0n);
+});

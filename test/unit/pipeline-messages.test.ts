@@ -26,6 +26,7 @@ const cases: [string, string, string][] = [
   ['approval.onTimeout', stage('    approval: { timeout: 1h, onTimeout: maybe }'), 'stages[0].approval.onTimeout: "maybe" is not a choice for onTimeout; use approve or reject'],
   ['onBudgetExceeded', 'name: p\nonBudgetExceeded: pray\nstages:\n  - { id: a, prompt: hi }\n', 'onBudgetExceeded: "pray" is not a choice for onBudgetExceeded; use ask or fail'],
   ['mcp server type', stage('    mcpServers: { s: { type: ftp, url: "http://x" } }'), 'stages[0].mcpServers.s.type: "ftp" is not an MCP server type; use http or sse'],
+  ['input type', 'name: p\ninputs:\n  level: { type: number }\nstages:\n  - { id: a, prompt: hi }\n', 'inputs.level.type: "number" is not an input type; use string or object'],
   ['retries', stage('    retries: 200'), 'stages[0].retries: 200 is too large; use a whole number from 0 to 100'],
   ['retries below', 'name: p\ndefaults: { retries: -1 }\nstages:\n  - { id: a, prompt: hi }\n', 'defaults.retries: -1 is too small; use a whole number from 0 to 100'],
   ['retries as text', stage('    retries: three'), 'stages[0].retries: "three" is not a number'],

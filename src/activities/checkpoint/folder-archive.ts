@@ -69,8 +69,13 @@ export async function listFolder(dir: string, options: ListOptions): Promise<Fol
 export async function createArchive(dir: string, entries: string[], archive: string): Promise<void> {
   const list = `${archive}.list`;
   await writeFile(list, entries.map((entry) => `${entry}\0`).join(''));
-  // A file the agent removes between the listing and tar's read is left out, not a failed checkpoint.
-  const args = ['--create', '--file', archive, '--directory', dir, '--no-recursion', '--ignore-failed-read', '--null', '--verbatim-files-from', '--files-from', list];
+  // A file the agent removes between the listing and tar's read is left out, not a failed checkpoint. POSIX (pax)
+  // headers keep modification times to the nanosecond, as a restored file must have them: a stage resumed on another
+  // host tells the files it wrote from the ones it found by them (gnu headers keep whole seconds).
+  const args = [
+    '--create', '--file', archive, '--directory', dir, '--format=posix', '--pax-option=delete=atime,delete=ctime',
+    '--no-recursion', '--ignore-failed-read', '--null', '--verbatim-files-from', '--files-from', list,
+  ];
   const options = { reject: false, env: tarEnvironment(), extendEnv: false } as const;
   const bwrap = process.platform === 'linux' ? await findExecutable('bwrap', tarEnvironment()) : undefined;
   let result = bwrap ? await execa(bwrap, [...onlyFolders(dir, path.dirname(archive)), '--', 'tar', ...args], options) : undefined;
