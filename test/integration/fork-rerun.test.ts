@@ -41,6 +41,13 @@ describe('rerun and forks of other runs', () => {
     expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
     expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
     expect(calls(harness, 'flaky-first')).toBe(1);
+    // A fork of the rerun takes `first` over again, its cost still carried (not the $0 the rerun spent on it).
+    const again = await runCli(['fork', 'flaky-rerun', '--from', 'second', file, '--id', 'flaky-rerun-fork', '--wait', '--json'], harness.env, 240_000);
+    expect(again.exitCode, again.all).toBe(0);
+    const carried = (run: RunState) => run.stages.find((s) => s.id === 'first')?.carriedCostUsd;
+    expect(carried(state)).toBeGreaterThan(0);
+    expect(carried(parseJson<RunState>(again))).toBe(carried(state));
+    expect(calls(harness, 'flaky-first')).toBe(1);
     // A run Temporal no longer keeps cannot be forked, and the message says why such a run is gone.
     expect(gone.exitCode).toBe(2);
     expect(gone.stderr).toMatch(/FORK_REFUSED.*no run flaky-never-was.*retention/);

@@ -80,8 +80,8 @@ function sourceSide(source: SourceRun) {
   return { side: source.input, stages: source.state.stages };
 }
 
-/** What the fork keeps of a stage it takes over: its result and times, and its cost (carried). */
+/** What the fork keeps of a stage it takes over: its result and times, and its cost (carried, again for a fork's fork). */
 function takenOverState(stage: StageState): StageState {
-  const { id, status, backend, model, round, startedAt, finishedAt, result, totals } = stage;
-  return { id, status, backend, model, round, startedAt, finishedAt, result, carriedCostUsd: totals?.costUsd ?? 0 };
+  const { id, status, backend, model, round, startedAt, finishedAt, result, totals, carriedCostUsd } = stage;
+  return { id, status, backend, model, round, startedAt, finishedAt, result, carriedCostUsd: carriedCostUsd ?? totals?.costUsd ?? 0 };
 }
