@@ -6,9 +6,10 @@ import type { AgentReadScope } from './agent-reads.js';
 import type { SandboxDecision } from './sandbox-decision.js';
 
 /*
- * The sandbox around a command a run chooses (a command stage's command, a pipeline's stdio MCP server): the one Claude Code puts around its agents' Bash, from the same merged
- * settings (the operator's, the stage's `sandbox` option, what the worker enforces, the read limits), applied by
- * Anthropic's `@anthropic-ai/sandbox-runtime` (the library Claude Code's sandbox is built on) through its `srt` command.
+ * The sandbox around a command a run chooses (a command stage's command, a pipeline's stdio MCP server): the one Claude
+ * Code puts around its agents' Bash, from the same merged settings (the operator's, the stage's `sandbox` option, what
+ * the worker enforces, the read limits), applied by Anthropic's `@anthropic-ai/sandbox-runtime` (the library Claude
+ * Code's sandbox is built on) through its `srt` command.
  *
  * One `srt` process per command, started in the command's workspace, rather than the library's `SandboxManager` in the
  * worker: the manager is one per process (one network allow list for every stage running at once), and it computes the
