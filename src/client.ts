@@ -37,7 +37,4 @@ try {
   // prints its message and throws a CommanderError instead: nobody printed it yet.
   if (!(err instanceof CommanderError) || err instanceof InvalidArgumentError) process.stderr.write(`agent-pipeline: ${(err as Error).message}\n`);
   if (process.env.AGENT_PIPELINE_DEBUG) console.error(err);
-  // A command that failed ends, though a library may hold the process open: the Temporal SDK's runtime, installed by a
-  // worker that then failed to start, keeps polling its logs and waits on SIGTERM for workers that never came.
-  setTimeout(() => process.exit(), 1_000).unref();
 }

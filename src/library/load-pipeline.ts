@@ -11,7 +11,9 @@ export async function loadPipelineFile(file: string, options?: ParseOptions): Pr
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] cannot read pipeline file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file; check the path' : code === 'EISDIR' ? 'it is a folder; give the pipeline\'s YAML file' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
+    throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] cannot read pipeline file ${file}: ${why}`);
   }
   return { pipeline: parsePipeline(text, file, options), baseDir: path.dirname(path.resolve(file)) };
 }

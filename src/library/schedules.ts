@@ -10,6 +10,7 @@ import type { PipelineRunInput } from '../contracts/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { readInputValues } from './input-files.js';
 import { clientCodecs } from './history-codec.js';
+import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 
 /** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
 export type ScheduleInfo = ScheduleJson;
@@ -49,6 +50,22 @@ function checkTiming(options: Pick<CreateScheduleOptions, 'cron' | 'every' | 'ov
   }
 }
 
+/**
+ * The server's refusal of a cron expression (its fields, their ranges), as the request's mistake naming `cron`. The SDK
+ * turns the server's "Invalid schedule spec" into a TypeError carrying the server's words.
+ */
+function cronRefused(err: unknown, cron: string | undefined): InvalidRequestError | undefined {
+  if (cron === undefined) return undefined;
+  const grpc = grpcErrorOf(err);
+  const reason = err instanceof TypeError ? err.message : grpc?.code === GRPC_STATUS.INVALID_ARGUMENT ? grpc.details : undefined;
+  if (reason === undefined) return undefined;
+  return new InvalidRequestError(
+    'INVALID_REQUEST',
+    `[INVALID_REQUEST] cron: "${cron}" is not a schedule Temporal accepts (${reason}); write five fields, minute hour day-of-month month day-of-week, such as "0 2 * * *"`,
+    { cause: err },
+  );
+}
+
 /** Schedules that start pipeline runs on a cron expression or an interval (`client.schedules`). */
 export class PipelineSchedules {
   constructor(
@@ -82,18 +99,22 @@ export class PipelineSchedules {
     const idProblem = findRunIdProblem(scheduleId);
     if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] schedule id ${JSON.stringify(scheduleId)}: ${idProblem}`);
     return typedErrors(async () => {
-      const handle = await this.client.schedule.create(
-        buildSchedule({
-          scheduleId,
-          input,
-          taskQueue: this.taskQueue,
-          cron: options.cron,
-          every: options.every === undefined ? undefined : { text: options.every, ms: toMilliseconds(options.every) },
-          overlap: options.overlap ?? 'skip',
-          note: options.note,
-          paused: this.signer ? true : options.paused,
-        }),
-      );
+      const handle = await this.client.schedule
+        .create(
+          buildSchedule({
+            scheduleId,
+            input,
+            taskQueue: this.taskQueue,
+            cron: options.cron,
+            every: options.every === undefined ? undefined : { text: options.every, ms: toMilliseconds(options.every) },
+            overlap: options.overlap ?? 'skip',
+            note: options.note,
+            paused: this.signer ? true : options.paused,
+          }),
+        )
+        .catch((err: unknown) => {
+          throw cronRefused(err, options.cron) ?? err;
+        });
       if (this.signer) await this.signCreated(handle, input, options.paused ?? false);
       return scheduleJson(await handle.describe());
     }, this.address);

@@ -106,7 +106,7 @@ describe('errors a user can act on', () => {
       [['reject', 'some-run'], /required option '--reason <text>' not specified/],
       [['list', '--since', 'yesterday'], /expected a duration such as 30s, 15m, 2h or 1d, got "yesterday"/],
       [['approve', 'r', '--allow', 'Bash', '--allow-all'], /option '--allow <tool>' cannot be used with option '--allow-all'/],
-      [['start', path.join(dir, 'missing.yaml')], /cannot read pipeline file .*missing\.yaml: ENOENT/],
+      [['start', path.join(dir, 'missing.yaml')], /cannot read pipeline file .*missing\.yaml: no such file; check the path/],
       [['start', path.join(dir, 'schema.yaml')], /\[PIPELINE_INVALID\]/],
       [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--cron', '* * * * *'], /give exactly one of --cron EXPR or --every DURATION/],
       [['schedule', 'create', path.join(dir, 'schema.yaml'), '--every', '1h', '--overlap', 'sometimes'], /expected one of skip, buffer-one, buffer-all, cancel-other, terminate-other, allow-all/],

@@ -98,4 +98,19 @@ describe('schedules as a user runs them', () => {
     expect(gone.exitCode, gone.stderr).toBe(2);
     expect(gone.stderr).toContain(`[SCHEDULE_NOT_FOUND] no schedule "${scheduleId}"`);
   });
+
+  test('a cron expression the server refuses is a usage error naming cron, the value and the form', async () => {
+    const [fields, range] = await runCliCommands(
+      [
+        ['schedule', 'create', SCHEDULED, '--cron', '0 2 * *', '--id', 'bad-cron-fields'],
+        ['schedule', 'create', SCHEDULED, '--cron', '99 2 * * *', '--id', 'bad-cron-range'],
+      ],
+      env,
+    );
+    for (const [result, value] of [[fields, '0 2 * *'], [range, '99 2 * * *']] as const) {
+      expect(result.exitCode, result.stderr).toBe(2);
+      expect(result.stderr).toContain(`[INVALID_REQUEST] cron: "${value}" is not a schedule Temporal accepts (`);
+      expect(result.stderr).toContain('write five fields, minute hour day-of-month month day-of-week, such as "0 2 * * *"');
+    }
+  });
 });

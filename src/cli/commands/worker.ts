@@ -32,6 +32,13 @@ export function addWorkerCommand(program: Command): void {
         process.exitCode = problem ? EXIT.PIPELINE_FAILED : EXIT.OK;
         return;
       }
-      await runWorker();
+      try {
+        await runWorker();
+      } catch (err) {
+        // The Temporal SDK's runtime, installed before the worker failed to start, would hold the process open (polling
+        // its logs, waiting on SIGTERM for workers that never came): the worker ends once its error is printed.
+        setTimeout(() => process.exit(), 1_000).unref();
+        throw err;
+      }
     });
 }
