@@ -16,6 +16,7 @@ import { ownFolderDenyRules } from './own-folder-rules.js';
 import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
+import { PROJECT_SETTINGS_FILES } from './project-settings.js';
 
 /*
  * How the CLI backend uses the warm pool: which stage a waiting process is for (`warmKey`), how it is launched
@@ -56,7 +57,7 @@ export function warmKey(workspace: RunWorkspace, stageId: string): string {
  * configuration, plus the files the command line names. Any change after a warm spawn discards the process.
  */
 export function startupFiles(cwd: string, claudeConfigDir: string, named: (string | undefined)[]): string[] {
-  const inCwd = ['CLAUDE.md', 'CLAUDE.local.md', '.claude/CLAUDE.md', '.claude/settings.json', '.claude/settings.local.json', '.mcp.json'];
+  const inCwd = ['CLAUDE.md', 'CLAUDE.local.md', '.claude/CLAUDE.md', ...PROJECT_SETTINGS_FILES, '.mcp.json'];
   const inConfig = ['CLAUDE.md', 'settings.json', 'settings.local.json'];
   return [...inCwd.map((f) => path.join(cwd, f)), ...inConfig.map((f) => path.join(claudeConfigDir, f)), ...named.filter((f): f is string => !!f)];
 }
