@@ -25,6 +25,7 @@ import type { AllowedPaths } from './workspace/allowed-paths.js';
 import type { PipelineDirs } from './prompt/worker-files.js';
 import type { CheckpointOptions } from './checkpoint/settings.js';
 import { createOwnerActivities, type OwnerSettings } from './owner/run-owner.js';
+import { checkpointElsewhere } from './checkpoint/restore-checkpoint.js';
 import { createPrepareFork } from './fork/prepare-fork.js';
 
 /** What the activities are built from: settings, and the objects a worker makes once and its activities share. */
@@ -126,7 +127,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
     mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
-    ...createOwnerActivities(deps.owner, () => running),
+    ...createOwnerActivities(deps.owner, () => running, (runId) => (deps.checkpoints ? checkpointElsewhere(deps.checkpoints, deps.workspacesRoot, runId) : Promise.resolve(undefined))),
     // A fork's first step reads its source's checkpoints from the store this worker checkpoints to.
     prepareFork: withSecrets(createPrepareFork({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, trust, store: deps.checkpoints?.store })),
   };

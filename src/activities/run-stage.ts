@@ -74,7 +74,11 @@ async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Pr
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
   // The store's record of a run checkpointed there, which its sweep reads once Temporal no longer keeps the run.
   const store = deps.checkpoints?.store;
-  if (store && setup.info.workflowNamespace) await recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace });
+  const heartbeatDetails = () => setup.lastHeartbeat ?? setup.info.heartbeatDetails;
+  if (store && setup.info.workflowNamespace) await keepHeartbeating(heartbeatDetails, () => recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace! }));
+  // An earlier attempt on this host completed the stage, but no store took its end checkpoint: only that is left to do.
+  const unsaved = setup.restoredFrom ? undefined : await setup.log.takeUncheckpointedResult();
+  if (unsaved) return endCheckpointed(setup, checkpoints, unsaved, setupWarnings);
   const first = setup.info.attempt === 1 && !setup.restoredFrom;
   // Round 1's first attempt is the stage's first start: its checkpoint is the one a fork from this stage starts from.
   await checkpoints.start(first, first && input.round === 1 ? input.stage.id : undefined);
@@ -82,10 +86,32 @@ async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Pr
   try {
     result = await runAttempt(setup);
   } finally {
-    const warnings = await checkpoints.end();
-    if (result) result.warnings = mergeWarnings(result.warnings, setupWarnings, warnings);
+    if (!result) await checkpoints.end();
   }
-  return result;
+  return endCheckpointed(setup, checkpoints, result, setupWarnings);
+}
+
+/**
+ * `result` once the attempt's end checkpoint holds its files. An attempt whose checkpoint no store took (after the
+ * store's wait, store/waiting-store.ts) fails STORE_UNAVAILABLE, retried: the run must not go on, nor wait for a
+ * person, on files that a lost host would take with it. The result is kept for the retry on this host, which writes
+ * the checkpoint and returns it without running the agent again; a retry elsewhere restores the older checkpoint and
+ * runs the stage again from there.
+ */
+async function endCheckpointed(setup: AttemptSetup, checkpoints: AttemptCheckpoints, result: StageResult, setupWarnings: string[]): Promise<StageResult> {
+  const { warnings, endFailure } = await checkpoints.end();
+  if (endFailure === undefined) {
+    return { ...result, warnings: mergeWarnings(result.warnings, setupWarnings, warnings) };
+  }
+  await setup.log.keepUncheckpointedResult(result);
+  throw stageFailure({
+    type: 'STORE_UNAVAILABLE',
+    stageId: setup.input.stage.id,
+    message: `the attempt finished (${result.status}), but ${endFailure}`,
+    hint: 'the next attempt writes the checkpoint and returns the stage\'s result without running it again; check AGENT_PIPELINE_STORE and its settings on the worker',
+    // Its spending, so that the run's totals count it if no attempt gets the result through.
+    details: { sessionId: result.sessionId, costUsd: result.costUsd, usage: result.usage, warnings: result.warnings },
+  });
 }
 
 /** One folder per execution of a stage (a review round, a retry a person asked for); Temporal's attempts share it. */

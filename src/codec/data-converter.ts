@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { openStore } from '../store/open-store.js';
-import { STORE_VARIABLE } from '../store/store-settings.js';
+import { DEFAULT_WORKER_STORE_WAIT, STORE_VARIABLE } from '../store/store-settings.js';
 import { CLAIM_CHECK_BYTES_VARIABLE, ClaimCheckCodec, DEFAULT_CLAIM_CHECK_BYTES, ClaimCheckError } from './claim-check-codec.js';
 import { EncryptionCodec, PayloadDecryptionError } from './encryption-codec.js';
 import { ENCRYPTION_KEY_VARIABLE, parseEncryptionKeys } from './encryption-key.js';
@@ -78,6 +78,8 @@ export interface StoreCodecOptions {
   encryptionKey?: string;
   /** What errors name as the key's origin. */
   keySource?: string;
+  /** A worker's store waits out outages (store/waiting-store.ts); this is where it says so. */
+  reportStoreWait?: (message: string) => void;
 }
 
 /**
@@ -89,7 +91,8 @@ export function storePayloadCodecs(env: NodeJS.ProcessEnv, options: StoreCodecOp
   const key = options.encryptionKey?.trim();
   const source = options.keySource ?? ENCRYPTION_KEY_VARIABLE;
   const codecs = payloadCodecsFor(key, source);
-  const store = openStore(env, { defaultDir: options.defaultStoreDir, encryptionKeys: key ? parseEncryptionKeys(key, source) : undefined });
+  const wait = options.role === 'worker' ? { wait: { fallback: DEFAULT_WORKER_STORE_WAIT, report: options.reportStoreWait } } : {};
+  const store = openStore(env, { defaultDir: options.defaultStoreDir, encryptionKeys: key ? parseEncryptionKeys(key, source) : undefined, ...wait });
   const threshold = claimCheckBytesFromEnv(env);
   const claims = threshold > 0 && (options.role === 'worker' || Boolean(env[STORE_VARIABLE]?.trim()));
   return [...codecs, new ClaimCheckCodec({ store, thresholdBytes: claims ? threshold : undefined, recordRuns: options.role === 'worker' })];

@@ -23,8 +23,14 @@ export interface ObjectStore {
 /** The store could not be reached or refused a request: retryable, and names the setting to check. */
 export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
-  constructor(message: string, options?: { cause?: unknown }) {
+  /**
+   * An outage that may pass (no connection, a timeout, a 5xx or throttling answer), which a worker waits out
+   * (waiting-store.ts); false for a refusal that waiting does not change (credentials, a missing bucket).
+   */
+  readonly passing: boolean;
+  constructor(message: string, options?: { cause?: unknown; passing?: boolean }) {
     super(message, options);
+    this.passing = options?.passing ?? false;
   }
 }
 

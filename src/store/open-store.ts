@@ -2,7 +2,8 @@ import { EncryptedStore, type StoreKey } from './encrypted-store.js';
 import { FileStore } from './file-store.js';
 import type { ObjectStore } from './object-store.js';
 import { S3Store } from './s3-store.js';
-import { storeSettingsFromEnv, type StoreSettings } from './store-settings.js';
+import { storeSettingsFromEnv, storeWaitMs, type StoreSettings } from './store-settings.js';
+import { WaitingStore, type StoreWaitReport } from './waiting-store.js';
 
 /** Options of {@link openStore}. */
 export interface OpenStoreOptions {
@@ -13,6 +14,11 @@ export interface OpenStoreOptions {
   defaultDir: string;
   /** The keys of `AGENT_PIPELINE_ENCRYPTION_KEY` (the first encrypts): everything written is encrypted with them. */
   encryptionKeys?: readonly StoreKey[];
+  /**
+   * How long an `s3://` store's operations wait out an outage when `AGENT_PIPELINE_STORE_WAIT` is unset (a duration),
+   * and where its reports go. @default no wait: a client fails at once, and its user runs the command again
+   */
+  wait?: { fallback: string; report?: StoreWaitReport };
 }
 
 /** The store of `settings`, not yet contacted (an `s3://` store loads its SDK and connects on first use). */
@@ -26,6 +32,9 @@ export function storeOf(settings: StoreSettings): ObjectStore {
  * @throws ConfigError `CONFIG_INVALID` naming the variable that is wrong and how to fix it
  */
 export function openStore(env: NodeJS.ProcessEnv, options: OpenStoreOptions): ObjectStore {
-  const store = storeOf(storeSettingsFromEnv(env, options.defaultDir));
+  const settings = storeSettingsFromEnv(env, options.defaultDir);
+  const waitMs = settings.kind === 's3' ? storeWaitMs(env, options.wait?.fallback ?? '0') : 0;
+  // A folder store's failures are the disk's, which waiting does not mend.
+  const store = waitMs > 0 ? new WaitingStore(storeOf(settings), waitMs, options.wait?.report) : storeOf(settings);
   return options.encryptionKeys?.length ? new EncryptedStore(store, options.encryptionKeys) : store;
 }

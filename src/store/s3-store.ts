@@ -140,7 +140,7 @@ export class S3Store implements ObjectStore {
       return await request();
     } catch (err) {
       if (missingOk && isMissing(err)) return undefined as T;
-      throw new StoreUnavailableError(`the object store ${this.description} failed to ${what} ${key}: ${describeS3Error(err)}; ${fixFor(err)}`, { cause: err });
+      throw new StoreUnavailableError(`the object store ${this.description} failed to ${what} ${key}: ${describeS3Error(err)}; ${fixFor(err)}`, { cause: err, passing: isPassing(err) });
     }
   }
 }
@@ -167,6 +167,19 @@ function isMissing(err: unknown): boolean {
   return e?.name === 'NoSuchKey' || (e?.name === 'NotFound' && e.$metadata?.httpStatusCode === 404);
 }
 
+/** No answer at all, a timeout, the service's own failure or throttling: what an outage or a restart looks like. */
+function isPassing(err: unknown): boolean {
+  const e = err as S3ErrorShape;
+  const status = e?.$metadata?.httpStatusCode;
+  if (status === undefined) return !isRefusedCredentials(e);
+  return status >= 500 || status === 408 || status === 429 || ['SlowDown', 'RequestTimeout', 'ServiceUnavailable', 'InternalError'].includes(e?.name ?? '');
+}
+
+/** Credentials the service (or the SDK's default chain) refused or could not find. */
+function isRefusedCredentials(e: S3ErrorShape): boolean {
+  return ['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'CredentialsProviderError', 'InvalidClientTokenId'].includes(e?.name ?? '');
+}
+
 function describeS3Error(err: unknown): string {
   const e = err as S3ErrorShape;
   const status = e?.$metadata?.httpStatusCode;
@@ -177,10 +190,10 @@ function describeS3Error(err: unknown): string {
 function fixFor(err: unknown): string {
   const e = err as S3ErrorShape;
   const status = e?.$metadata?.httpStatusCode;
-  if (['InvalidAccessKeyId', 'SignatureDoesNotMatch', 'AccessDenied', 'CredentialsProviderError', 'InvalidClientTokenId'].includes(e?.name ?? '') || status === 401 || status === 403) {
+  if (isRefusedCredentials(e) || status === 401 || status === 403) {
     return `check ${STORE_ACCESS_KEY_VARIABLE} and ${STORE_SECRET_KEY_VARIABLE} (or the AWS default credentials when they are unset)`;
   }
   if (e?.name === 'NoSuchBucket') return `check the bucket in ${STORE_VARIABLE}; create it first`;
   if (status === undefined) return `check ${STORE_ENDPOINT_VARIABLE} and that the store is reachable from here`;
-  return `check ${STORE_VARIABLE} and ${STORE_ENDPOINT_VARIABLE}; the request is retried`;
+  return `check ${STORE_VARIABLE} and ${STORE_ENDPOINT_VARIABLE}`;
 }

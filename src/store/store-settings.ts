@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
+import { toMilliseconds } from '../pipeline/duration.js';
 import { checkStoreKey } from './object-store.js';
 
 /*
@@ -15,11 +16,15 @@ export const STORE_REGION_VARIABLE = 'AGENT_PIPELINE_STORE_REGION';
 export const STORE_PATH_STYLE_VARIABLE = 'AGENT_PIPELINE_STORE_PATH_STYLE';
 export const STORE_ACCESS_KEY_VARIABLE = 'AGENT_PIPELINE_STORE_ACCESS_KEY_ID';
 export const STORE_SECRET_KEY_VARIABLE = 'AGENT_PIPELINE_STORE_SECRET_ACCESS_KEY';
+export const STORE_WAIT_VARIABLE = 'AGENT_PIPELINE_STORE_WAIT';
 
 /** Every store setting: none of them is ever given to an agent or a command. */
 export const STORE_VARIABLES = [
-  STORE_VARIABLE, STORE_ENDPOINT_VARIABLE, STORE_REGION_VARIABLE, STORE_PATH_STYLE_VARIABLE, STORE_ACCESS_KEY_VARIABLE, STORE_SECRET_KEY_VARIABLE,
+  STORE_VARIABLE, STORE_ENDPOINT_VARIABLE, STORE_REGION_VARIABLE, STORE_PATH_STYLE_VARIABLE, STORE_ACCESS_KEY_VARIABLE, STORE_SECRET_KEY_VARIABLE, STORE_WAIT_VARIABLE,
 ] as const;
+
+/** How long a worker waits for an `s3://` store that does not answer before an operation fails (waiting-store.ts). */
+export const DEFAULT_WORKER_STORE_WAIT = '5m';
 
 /** The region when none is set: what S3-compatible stores that ignore regions accept. */
 export const DEFAULT_STORE_REGION = 'us-east-1';
@@ -106,6 +111,21 @@ function credentialsOf(env: NodeJS.ProcessEnv): { credentials?: { accessKeyId: s
   if (!accessKeyId) throw invalid(STORE_ACCESS_KEY_VARIABLE, `is not set while ${STORE_SECRET_KEY_VARIABLE} is`, 'set both, or neither to use the AWS default credential chain');
   if (!secretAccessKey) throw invalid(STORE_SECRET_KEY_VARIABLE, `is not set while ${STORE_ACCESS_KEY_VARIABLE} is`, 'set both, or neither to use the AWS default credential chain');
   return { credentials: { accessKeyId, secretAccessKey } };
+}
+
+/**
+ * How long one operation waits out a store outage: `AGENT_PIPELINE_STORE_WAIT` (`0` for not at all), else `fallback`.
+ * @unit milliseconds
+ * @throws ConfigError `CONFIG_INVALID` naming the variable and its value
+ */
+export function storeWaitMs(env: NodeJS.ProcessEnv, fallback: string): number {
+  const value = env[STORE_WAIT_VARIABLE]?.trim() || fallback;
+  if (value === '0') return 0;
+  try {
+    return toMilliseconds(value);
+  } catch {
+    throw invalid(STORE_WAIT_VARIABLE, `"${value.slice(0, 40)}" is not a duration`, 'write it like 30s, 5m or 1h, or 0 to fail at once');
+  }
 }
 
 /** What to redact of the store settings: the secret key, and the access key id (it names the account). */

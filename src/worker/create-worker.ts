@@ -15,7 +15,7 @@ import { prebuiltBundle, WORKFLOWS_PATH } from './bundles.js';
 import { workerOptionsFromEnv, type WorkerEnvOptions } from './env.js';
 import type { StartWorkerOptions } from './options.js';
 import { createWorkerResources, type WorkerResources } from './resources.js';
-import { sweepStoreWhileRunning, workerCodecs } from './store.js';
+import { checkStoreAtStart, sweepStoreWhileRunning, workerCodecs } from './store.js';
 import { clientDataConverter, encryptionCodecOf, workerDataConverter } from '../codec/data-converter.js';
 import { deploymentFromEnv, pinnedDeploymentOptions } from './deployment.js';
 import { createOwnerWorkers, ownerClaim, ownerIdFor, runWithOwnerWorkers } from './owner-workers.js';
@@ -40,6 +40,7 @@ export async function createWorkerWithResources(options: StartWorkerOptions): Pr
   checkBackendNames(options.backends);
   const workspacesRoot = options.workspacesRoot ? path.resolve(options.workspacesRoot) : config.workspacesRoot;
   const { codecs, store, encryptionKey } = await workerCodecs(env, workspacesRoot, options.encryptionKey);
+  await checkStoreAtStart(store, (message) => Runtime.instance().logger.warn(message));
   const connection = await connectWorker({ ...connectionOptions, address: options.address ?? connectionOptions.address });
   const apiKey = env.ANTHROPIC_API_KEY;
   const resources = createWorkerResources(settings, env, encryptionKey, options.sandboxRecheckMs);

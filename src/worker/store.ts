@@ -23,10 +23,36 @@ import { STORE_VARIABLE } from '../store/store-settings.js';
 export async function workerCodecs(env: NodeJS.ProcessEnv, workspacesRoot: string, keyOption: string | undefined): Promise<{ codecs: PayloadCodec[]; store: ObjectStore; encryptionKey?: string }> {
   const encryptionKey = keyOption ?? env[ENCRYPTION_KEY_VARIABLE];
   const keySource = keyOption === undefined ? {} : { keySource: 'the encryptionKey option' };
-  const codecs = storePayloadCodecs(env, { defaultStoreDir: storeFolder(workspacesRoot), role: 'worker', encryptionKey, ...keySource });
+  const reportStoreWait = (message: string) => Runtime.instance().logger.warn(message);
+  const codecs = storePayloadCodecs(env, { defaultStoreDir: storeFolder(workspacesRoot), role: 'worker', encryptionKey, reportStoreWait, ...keySource });
   // The default store is the worker's own folder: made as real folders, never through a symlink.
   if (!env[STORE_VARIABLE]?.trim()) await openWorkerSubfolder(workspacesRoot, 'store');
   return { codecs, store: storeOfCodecs(codecs)!, encryptionKey };
+}
+
+/**
+ * A first request to the store before the worker takes work: a store that refuses it (credentials, a missing bucket)
+ * stops the worker, naming the setting (exit 2), instead of failing every stage the worker would take. A store that
+ * does not answer within `answerMs` is only warned of: the worker starts, and its runs wait for the store.
+ * @throws ConfigError `CONFIG_INVALID` with the store's refusal
+ */
+export async function checkStoreAtStart(store: ObjectStore, warn: (message: string) => void, answerMs = 10_000): Promise<void> {
+  const probe = (async () => {
+    for await (const _key of store.list('runs/')) break;
+  })();
+  const slow = Symbol('slow');
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([probe.then(() => undefined, (err: unknown) => err), new Promise((resolve) => (timer = setTimeout(resolve, answerMs, slow)))]);
+  clearTimeout(timer);
+  if (outcome === undefined) return;
+  if (outcome === slow) {
+    probe.catch(() => undefined);
+    return warn(`the object store ${store.description} did not answer within ${answerMs / 1000} s; the worker starts, and its runs wait for the store (AGENT_PIPELINE_STORE_WAIT)`);
+  }
+  const message = outcome instanceof Error ? outcome.message : String(outcome);
+  // An outage that outlasted AGENT_PIPELINE_STORE_WAIT may still pass; a refusal, or a folder store that cannot be read, will not.
+  if ((outcome as { passing?: boolean }).passing === true) return warn(message);
+  throw new ConfigError(`[CONFIG_INVALID] ${message.includes(store.description) ? message : `the object store ${store.description} cannot be used: ${message}`}`);
 }
 
 /**

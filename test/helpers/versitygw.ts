@@ -21,6 +21,8 @@ export interface Versitygw {
   /** The environment of a worker or client using bucket `bucket` of this server. */
   storeEnv(bucket: string, prefix?: string): Record<string, string>;
   createBucket(name: string): Promise<void>;
+  /** Stops the server as an outage does (its objects kept); the function returned starts it again, as it was. */
+  outage(): Promise<() => Promise<void>>;
   /** Stops the server (SIGTERM, then SIGKILL) and removes its folder. */
   stop(): Promise<void>;
 }
@@ -61,27 +63,36 @@ export async function startVersitygw(binary: string): Promise<Versitygw> {
   const accessKeyId = `test${randomBytes(6).toString('hex')}`;
   const secretAccessKey = randomBytes(24).toString('base64url');
   const port = await pickFreePort();
-  const child = spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', data], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { PATH: process.env.PATH ?? '', HOME: root },
-  });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) {
+  // One server process over the folder; an outage ends it and a later one serves the same folder, port and keys.
+  const serve = async (): Promise<() => Promise<void>> => {
+    const child = spawn(binary, ['--access', accessKeyId, '--secret', secretAccessKey, '--port', `127.0.0.1:${port}`, '--quiet', 'posix', data], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', HOME: root },
+    });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+    const end = async (): Promise<void> => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
       await exited;
       clearTimeout(timer);
+    };
+    try {
+      await waitForPort(port, child, 30_000);
+    } catch (err) {
+      await end();
+      throw new Error(`${(err as Error).message}: ${stderr}`);
     }
-    await rm(root, { recursive: true, force: true });
+    return end;
   };
+  let end: () => Promise<void>;
   try {
-    await waitForPort(port, child, 30_000);
+    end = await serve();
   } catch (err) {
-    await stop();
-    throw new Error(`${(err as Error).message}: ${stderr}`);
+    await rm(root, { recursive: true, force: true });
+    throw err;
   }
   const endpoint = `http://127.0.0.1:${port}`;
   const admin = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId, secretAccessKey } });
@@ -99,9 +110,16 @@ export async function startVersitygw(binary: string): Promise<Versitygw> {
     createBucket: async (name) => {
       await admin.send(new CreateBucketCommand({ Bucket: name }));
     },
+    outage: async () => {
+      await end();
+      return async () => {
+        end = await serve();
+      };
+    },
     stop: async () => {
       admin.destroy();
-      await stop();
+      await end();
+      await rm(root, { recursive: true, force: true });
     },
   };
 }

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseEncryptionKeys } from '../../src/codec/encryption-key.js';
 import { StoreObjectTooLargeError, StoreUnavailableError, type ObjectStore } from '../../src/store/object-store.js';
 import { openStore } from '../../src/store/open-store.js';
+import { checkStoreAtStart } from '../../src/worker/store.js';
 import { startVersitygw, versitygwOrSkip, type Versitygw } from '../helpers/versitygw.js';
 
 /*
@@ -91,4 +92,57 @@ describe.skipIf(!binary)('the s3:// store on versitygw', () => {
     expect(Buffer.from(raw!).toString('latin1')).not.toContain('the secret plan');
     expect(Buffer.from((await sealed.get('runs/e/plan', 1024))!).toString()).toBe('the secret plan');
   });
+
+  test('a worker\'s store waits out an outage: writes, reads and listings made while it is down finish once it is back', async () => {
+    const reports: string[] = [];
+    const waiting = openStore(server.storeEnv('runs', 'outage'), { defaultDir: dir, wait: { fallback: '1m', report: (m) => reports.push(m) } });
+    await waiting.put('runs/o/before', Buffer.from('before'));
+    const serveAgain = await server.outage();
+    const during = Promise.all([waiting.put('runs/o/during', Buffer.from('during')), waiting.get('runs/o/before', 1024), all(waiting.list('runs/o/'))]);
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await serveAgain();
+    const [, before, listed] = await during;
+    expect(Buffer.from(before!).toString()).toBe('before');
+    expect(listed).toContain('runs/o/before');
+    expect(Buffer.from((await waiting.get('runs/o/during', 1024))!).toString()).toBe('during');
+    // One report when the outage began, one when it ended, whatever the number of operations that met it.
+    expect(reports).toHaveLength(2);
+    expect(reports[0]).toMatch(/AGENT_PIPELINE_STORE_ENDPOINT.*waiting up to 1m00s for the store \(AGENT_PIPELINE_STORE_WAIT\)/);
+    expect(reports[1]).toMatch(/answers again, after \d/);
+  }, 60_000);
+
+  test('an outage longer than AGENT_PIPELINE_STORE_WAIT fails, naming it; a refusal is not waited out', async () => {
+    const env = { ...server.storeEnv('runs'), AGENT_PIPELINE_STORE_WAIT: '2s' };
+    const serveAgain = await server.outage();
+    try {
+      const startedAt = Date.now();
+      const failure = await openStore(env, { defaultDir: dir, wait: { fallback: '1m' } }).get('runs/x', 10).catch((err: unknown) => err);
+      expect(failure).toBeInstanceOf(StoreUnavailableError);
+      expect((failure as Error).message).toMatch(/after waiting 2\.0s for the store: AGENT_PIPELINE_STORE_WAIT/);
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(2_000);
+    } finally {
+      await serveAgain();
+    }
+    const wrong = openStore({ ...env, AGENT_PIPELINE_STORE_WAIT: '1m', AGENT_PIPELINE_STORE_SECRET_ACCESS_KEY: 'not-the-secret-0000' }, { defaultDir: dir, wait: { fallback: '1m' } });
+    const startedAt = Date.now();
+    await expect(wrong.get('runs/x', 10)).rejects.toThrow(/AGENT_PIPELINE_STORE_SECRET_ACCESS_KEY/);
+    expect(Date.now() - startedAt).toBeLessThan(20_000);
+    expect(() => openStore({ ...env, AGENT_PIPELINE_STORE_WAIT: 'soon' }, { defaultDir: dir })).toThrow(/AGENT_PIPELINE_STORE_WAIT: "soon" is not a duration; write it like 30s/);
+  }, 60_000);
+
+  test('a worker refuses to start on a store that refuses it, and starts with a warning when the store is only down', async () => {
+    const refusing = openStore({ ...server.storeEnv('runs'), AGENT_PIPELINE_STORE_SECRET_ACCESS_KEY: 'not-the-secret-0000' }, { defaultDir: dir, wait: { fallback: '1m' } });
+    await expect(checkStoreAtStart(refusing, () => undefined)).rejects.toThrow(/^\[CONFIG_INVALID\] the object store .* failed to list runs\/: .*check AGENT_PIPELINE_STORE_ACCESS_KEY_ID/);
+    await expect(checkStoreAtStart(openStore(server.storeEnv('no-such-bucket'), { defaultDir: dir }), () => undefined)).rejects.toThrow(/check the bucket in AGENT_PIPELINE_STORE/);
+    const warnings: string[] = [];
+    const serveAgain = await server.outage();
+    try {
+      await checkStoreAtStart(openStore(server.storeEnv('runs'), { defaultDir: dir, wait: { fallback: '1m' } }), (m) => warnings.push(m), 1_500);
+    } finally {
+      await serveAgain();
+    }
+    expect(warnings).toEqual([expect.stringMatching(/did not answer within 1\.5 s; the worker starts, and its runs wait for the store/)]);
+    await checkStoreAtStart(store, (m) => warnings.push(m));
+    expect(warnings).toHaveLength(1);
+  }, 60_000);
 });

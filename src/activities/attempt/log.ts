@@ -1,7 +1,10 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { TokenUsage } from '../../pipeline/stage-result.js';
+import type { StageResult, TokenUsage } from '../../pipeline/stage-result.js';
 import { snapshotFiles, writeFileAtomic, type FileSnapshot } from '../workspace/run-workspace.js';
+
+/** The file of a completed attempt's result that waits for its end checkpoint. */
+const UNCHECKPOINTED_RESULT = 'uncheckpointed-result.json';
 
 /** How an earlier attempt of the same stage execution failed. */
 export interface AttemptFailure {
@@ -75,6 +78,22 @@ export class AttemptLog {
   async recordFailure(failure: AttemptFailure): Promise<void> {
     this.failures = [...this.failures.filter((f) => f.attempt !== failure.attempt), failure];
     await writeFileAtomic(path.join(this.dir, 'failures.json'), JSON.stringify(this.failures, null, 2));
+  }
+
+  /**
+   * Keeps the result of an attempt whose stage completed but whose end checkpoint no store took: the next attempt
+   * on this host writes the checkpoint and returns it, instead of running the agent again (run-stage.ts).
+   */
+  async keepUncheckpointedResult(result: StageResult): Promise<void> {
+    await writeFileAtomic(path.join(this.dir, UNCHECKPOINTED_RESULT), JSON.stringify(result));
+  }
+
+  /** The result {@link keepUncheckpointedResult} kept, removed from the folder; undefined when there is none. */
+  async takeUncheckpointedResult(): Promise<StageResult | undefined> {
+    const file = path.join(this.dir, UNCHECKPOINTED_RESULT);
+    const result = await readJson<StageResult>(file);
+    await rm(file, { force: true });
+    return result !== null && typeof result === 'object' ? result : undefined;
   }
 
   /**

@@ -90,6 +90,17 @@ async function readManifest(options: CheckpointOptions, place: RestorePlace, id:
   return manifest;
 }
 
+/**
+ * The run folder of the run's newest checkpoint (one a run goes on from), when it is not where this worker would put
+ * the run: such a worker could not go on with the run ({@link refuseOtherPaths}), and declines to own it.
+ */
+export async function checkpointElsewhere(options: CheckpointOptions, workspacesRoot: string, runId: string): Promise<string | undefined> {
+  const latest = (await readLatestCheckpoints(options.store, runId))?.id;
+  const manifest = latest === undefined ? undefined : await readCheckpointManifest(options.store, runId, latest);
+  if (!manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
+  return manifest.runDir === runPaths(workspacesRoot, runId).dir ? undefined : manifest.runDir;
+}
+
 /** Claude Code keys its sessions by the working directory's path: a run can only go on where that path is the same. */
 function refuseOtherPaths(manifest: CheckpointManifest, place: RestorePlace, runDir: string): void {
   const mismatch =

@@ -86,29 +86,37 @@ export class AttemptCheckpoints {
     await this.heartbeating(() => running);
   }
 
-  /** Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed. */
-  async end(): Promise<string[]> {
-    if (!this.options || this.options.forkPointsOnly) return this.warnings;
+  /**
+   * Stops the periodic checkpoints and takes the last one; returns warnings of checkpoints that failed, and whether
+   * the last one did: the caller of a completed attempt must not let the run go on from files no store holds.
+   */
+  async end(): Promise<{ warnings: string[]; endFailure?: string }> {
+    if (!this.options || this.options.forkPointsOnly) return { warnings: this.warnings };
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
-    await this.heartbeating(() => this.take('end'));
-    return this.warnings;
+    const endFailure = await this.heartbeating(() => this.take('end'));
+    return { warnings: this.warnings, ...(endFailure === undefined ? {} : { endFailure }) };
   }
 
   /** `work`, heartbeating the attempt's latest details meanwhile (when there are details to send). */
-  private heartbeating(work: () => Promise<unknown>): Promise<unknown> {
+  private heartbeating<T>(work: () => Promise<T>): Promise<T> {
     return this.details ? keepHeartbeating(this.details, work) : work();
   }
 
-  /** A checkpoint that fails leaves the run as durable as before it: the stage goes on, with a warning. */
-  private async take(reason: string, stage?: string): Promise<void> {
+  /**
+   * A checkpoint that fails leaves the run as durable as before it: the stage goes on, with a warning.
+   * @returns the failure's message, or undefined when the checkpoint was written
+   */
+  private async take(reason: string, stage?: string): Promise<string | undefined> {
     try {
       await takeCheckpoint(this.options!, this.target, reason, stage);
+      return undefined;
     } catch (err) {
       const message = redactSecrets(`the ${reason} checkpoint of the run failed: ${err instanceof Error ? err.message : String(err)}`);
       log.warn(message, { runId: this.target.runId });
       if (!this.warnings.includes(message)) this.warnings.push(message);
+      return message;
     }
   }
 }

@@ -2,6 +2,17 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { RunOwnerClaim } from '../../contracts/run-owner.js';
 
+/**
+ * Where a run's checkpoint says its folder is, when this worker would put it elsewhere (another
+ * `AGENT_PIPELINE_WORKSPACES`): it could not resume the run's sessions there. Undefined when it can hold the run.
+ */
+export type RunElsewhere = (runId: string) => Promise<string | undefined>;
+
+/** How many times a worker declines a run whose checkpoint is under another workspaces path before it takes it. */
+const DECLINES = 12;
+/** How long the claim waits for the store's answer before it takes the run anyway. @unit milliseconds */
+const ELSEWHERE_ANSWER_MS = 10_000;
+
 /** What a worker offers the runs it may claim: its own queues, and how many stages it runs at once. */
 export interface OwnerSettings {
   claim: RunOwnerClaim;
@@ -14,9 +25,9 @@ export interface OwnerSettings {
  * answers this worker's own queues, `pingRunOwner` runs on its ping queue and says it is alive. `running`: the stage
  * attempts running on this worker now.
  */
-export function createOwnerActivities(owner: OwnerSettings | undefined, running: () => number) {
+export function createOwnerActivities(owner: OwnerSettings | undefined, running: () => number, elsewhere: RunElsewhere = async () => undefined) {
   return {
-    async claimRunOwner(): Promise<RunOwnerClaim> {
+    async claimRunOwner({ runId }: { runId: string }): Promise<RunOwnerClaim> {
       // A worker built without its own queues (activities made by hand, in a test) keeps the run on the shared queue:
       // the run then behaves as before owners existed.
       if (!owner) return { taskQueue: activityInfo().taskQueue, pingQueue: activityInfo().taskQueue, identity: 'the shared queue', windowMs: 60_000 };
@@ -29,10 +40,30 @@ export function createOwnerActivities(owner: OwnerSettings | undefined, running:
           nextRetryDelay: '1s',
         });
       }
+      await declineIfElsewhere(owner, runId, elsewhere);
       return owner.claim;
     },
     async pingRunOwner(): Promise<string> {
       return owner?.claim.identity ?? 'the shared queue';
     },
   };
+}
+
+/**
+ * A run moving to a new owner (its host lost) goes on from its checkpoint, which only a worker with the same workspaces
+ * path can resume: a worker with another path lets the claim go round to one that has it. After {@link DECLINES}
+ * rounds (about a minute) with no such worker, it takes the run, and the stage fails naming both paths. A store that
+ * does not answer in time is no reason to decline.
+ */
+async function declineIfElsewhere(owner: OwnerSettings, runId: string, elsewhere: RunElsewhere): Promise<void> {
+  if (activityInfo().attempt > DECLINES) return;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_ANSWER_MS)));
+  const runDir = await Promise.race([elsewhere(runId).catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
+  if (runDir === undefined) return;
+  throw ApplicationFailure.create({
+    type: 'OWNER_ELSEWHERE',
+    message: `worker ${owner.claim.identity} would put the run outside ${runDir}, where its checkpoint was taken (another AGENT_PIPELINE_WORKSPACES): a worker with that path may claim the run`,
+    nextRetryDelay: '2s',
+  });
 }

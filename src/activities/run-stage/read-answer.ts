@@ -6,6 +6,7 @@ import type { BackendOutcome } from '../backends/stage-backend.js';
 import { FINAL_EMPTY_ANSWER_HINT, stageFailure } from '../failures.js';
 import { checkReportedPaths } from '../outputs/reported-paths.js';
 import { checkExpectedFiles } from '../outputs/stage-outputs.js';
+import { keepHeartbeating } from '../checkpoint/keep-heartbeating.js';
 import { keepFinalAnswer, type FinalAnswerPlace } from './final-answer.js';
 import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
 
@@ -21,7 +22,9 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
   const fullAnswer = withoutReportBlock(outcome.text).trimEnd();
   const answer = capProse('text', fullAnswer, record.warnings, OUTPUT_CAPS.answerBytes);
   // A cut answer is kept whole in the workers' store: `final-answer` and `RunHandle.finalAnswer` read it there.
-  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepFinalAnswer(fullAnswer, answerPlace(setup)) } : {};
+  // The agent's heartbeats have stopped: the attempt sends its own while the store takes it (or waits for the store).
+  const keep = () => keepFinalAnswer(fullAnswer, answerPlace(setup));
+  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepHeartbeating(() => setup.lastHeartbeat ?? setup.info.heartbeatDetails, keep) } : {};
   if (reading.kind === 'needs_input') {
     const question = capProse('question', reading.question, record.warnings);
     return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...answerRef, ...(reading.blocked ? { blocked: true } : {}) };
