@@ -1,10 +1,15 @@
 import type { Client } from '@temporalio/client';
+import { existsSync } from 'node:fs';
+import { listCheckpoints } from '../activities/checkpoint/keys.js';
+import { findStageStartCheckpoint, missingForkPoint } from '../activities/checkpoint/stage-start.js';
+import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError } from '../errors.js';
 import { describeRefusals, forkStart, planFork, type ForkPlan, type ForkProblem } from '../pipeline/fork-plan.js';
 import type { RunState } from '../pipeline/run-state.js';
+import { openClientStore, type ClientStoreSettings } from './client-store.js';
 import { clientCodecs, decodeHistoryEvent } from './history-codec.js';
 import { decodeFirst } from './run-history.js';
 import { readRun } from './run-reader.js';
@@ -53,6 +58,26 @@ export function previewFork(runId: string, source: ForkSource, target: PipelineR
   if (!('from' in start)) throw refused(start);
   const startedAt = source.state.stages.find((s) => s.id === start.from)!.startedAt!;
   return { source: runId, from: start.from, ...planFork(sourceSide, target, start.from, startedAt, request.force) };
+}
+
+/**
+ * Refuses at once a fork from a stage whose first-start checkpoint is not in the store this client reads (its
+ * `AGENT_PIPELINE_STORE`, or the default store of a workspaces folder it sees), as the worker would. Only a store that
+ * holds other checkpoints of the run answers: one this client cannot reach or read, or that holds none of the run's
+ * (another store than the workers', or checkpoints off), leaves the decision to the worker.
+ * @throws InvalidRequestError FORK_REFUSED naming the stage and the store
+ */
+export async function refuseMissingForkPoint(settings: ClientStoreSettings, runId: string, from: string): Promise<void> {
+  let missing: ForkProblem | undefined;
+  try {
+    const { store, configured, workspacesRoot } = openClientStore(settings);
+    if (!configured && !existsSync(storeFolder(workspacesRoot))) return;
+    if ((await listCheckpoints(store, runId)).length === 0) return;
+    if (!(await findStageStartCheckpoint(store, runId, from))) missing = missingForkPoint(runId, from, store);
+  } catch {
+    return;
+  }
+  if (missing) throw refused(missing);
 }
 
 /** @throws InvalidRequestError FORK_REFUSED listing the refusals of `preview`, when it has any */

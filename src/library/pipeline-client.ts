@@ -11,7 +11,7 @@ import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPa
 import type { PipelineSource } from './pipeline-definition.js';
 import type { InputValue } from './input-files.js';
 import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
-import { previewFork, readForkSource, refuseChanges, type ForkPreview } from './fork-run.js';
+import { previewFork, readForkSource, refuseChanges, refuseMissingForkPoint, type ForkPreview } from './fork-run.js';
 import { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
@@ -185,7 +185,9 @@ export class PipelineClient<B extends string = never> {
     const inputs = { ...source.input.inputs, ...options.inputs };
     const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
     const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir });
-    return { input, preview: previewFork(runId, source, input, { stage: options.from, force: options.force }) };
+    const preview = previewFork(runId, source, input, { stage: options.from, force: options.force });
+    await refuseMissingForkPoint(this.storeSettings, runId, preview.from);
+    return { input, preview };
   }
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */

@@ -30,6 +30,8 @@ export const RULES: Rule[] = [
   { name: 'pair-b', match: 'Pipeline: pair · Stage: b ·', turns: [{ text: report('b done'), delayMs: 500 }] },
   { name: 'pair-c', match: 'Pipeline: pair · Stage: c ·', turns: [{ text: report('c done'), delayMs: 3_000 }] },
   { name: 'pair-d', match: 'Pipeline: pair · Stage: d ·', turns: [{ text: report('d done') }] },
+  { name: 'gap-a', match: 'Pipeline: gap · Stage: a ·', turns: [{ text: report('a done') }] },
+  { name: 'gap-b', match: 'Pipeline: gap · Stage: b ·', turns: [{ text: report('b done') }] },
 ];
 
 /** How many model requests the rule named `rule` answered. */

@@ -4,6 +4,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { generateEncryptionKey } from '../../src/trust/keys.js';
+import { checkpointsPrefix } from '../../src/activities/checkpoint/keys.js';
+import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
+import { openStore } from '../../src/store/open-store.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
@@ -80,6 +83,33 @@ describe('rerun and forks of other runs', () => {
     expect(fork.status).toBe('completed');
     expect(fork.stages.filter((s) => s.carriedCostUsd !== undefined).map((s) => s.id)).toEqual(['a']);
     expect([calls(harness, 'pair-a'), calls(harness, 'pair-b'), calls(harness, 'pair-c'), calls(harness, 'pair-d')]).toEqual([1, 2, 2, 2]);
+  });
+
+  test('a fork from a stage whose first-start checkpoint the store lacks is refused at once, --dry-run included', { timeout: 300_000 }, async () => {
+    const yaml = ['name: gap', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: a, prompt: Do a. }', '  - { id: b, prompt: Do b., needs: [a] }', ''].join('\n');
+    const file = await harness.writePipeline('gap', yaml);
+    expect((await runToEnd(harness, file, 'gap-source')).status).toBe('completed');
+    // As when the store was down at b's first start: its checkpoint was never written.
+    const store = openStore({}, { defaultDir: path.join(harness.workspacesRoot, '.agent-pipeline', 'store') });
+    const lost = await findStageStartCheckpoint(store, 'gap-source', 'b');
+    expect(lost).toBeDefined();
+    await store.deletePrefix(`${checkpointsPrefix('gap-source')}${lost!.id}/`);
+    const [planned, forked, fromA] = await runCliCommands(
+      [
+        ['fork', 'gap-source', '--from', 'b', '--dry-run'],
+        ['fork', 'gap-source', '--from', 'b', '--id', 'gap-fork'],
+        ['fork', 'gap-source', '--from', 'a', '--dry-run', '--json'],
+      ],
+      harness.env,
+      120_000,
+    );
+    for (const refusedFork of [planned, forked]) {
+      expect(refusedFork.exitCode, refusedFork.all).toBe(2);
+      expect(refusedFork.stderr).toMatch(/\[FORK_REFUSED\] run gap-source has no checkpoint of stage b's first start in file:\/\/.*; fork from another stage, or start the pipeline again/);
+    }
+    expect(fromA.exitCode, fromA.all).toBe(0);
+    expect(parseJson(fromA)).toMatchObject({ from: 'a', runAgain: ['a', 'b'] });
+    await expect(harness.client.workflow.getHandle('gap-fork').describe()).rejects.toThrow();
   });
 
   test('a fork of a git run starts its own branch at the source branch as it was, with the uncommitted work uncommitted, and pushes it', { timeout: 300_000 }, async () => {

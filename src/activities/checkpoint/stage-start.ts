@@ -1,5 +1,6 @@
 import type { ObjectStore } from '../../store/object-store.js';
 import { checkpointKey, listCheckpointEntries, sha256Hex, STAGE_START_OBJECT } from './keys.js';
+import { CHECKPOINT_MAX_BYTES_VARIABLE, CHECKPOINTS_VARIABLE } from './settings.js';
 import { readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 
 /*
@@ -26,4 +27,12 @@ export async function findStageStartCheckpoint(store: ObjectStore, runId: string
     if (manifest?.stage === stage) return manifest;
   }
   return undefined;
+}
+
+/** Why a fork from `stage` of run `runId` cannot start, when `store` holds no checkpoint of the stage's first start. */
+export function missingForkPoint(runId: string, stage: string, store: ObjectStore): { message: string; fix: string } {
+  return {
+    message: `run ${runId} has no checkpoint of stage ${stage}'s first start in ${store.description}: the stage never started, the worker that ran it had ${CHECKPOINTS_VARIABLE}=off or could not reach the store then, its workspace was over ${CHECKPOINT_MAX_BYTES_VARIABLE} then (the stage's result warned of it), or the run's checkpoints were deleted (\`prune\`)`,
+    fix: 'fork from another stage, or start the pipeline again',
+  };
 }

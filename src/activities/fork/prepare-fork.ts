@@ -8,8 +8,8 @@ import type { ObjectStore } from '../../store/object-store.js';
 import type { WorkerTrust } from '../../trust/worker-trust.js';
 import { findForkSourceProblem } from '../check-trust.js';
 import { keepHeartbeating } from '../checkpoint/keep-heartbeating.js';
-import { CHECKPOINT_MAX_BYTES_VARIABLE, CHECKPOINTS_VARIABLE } from '../checkpoint/settings.js';
-import { findStageStartCheckpoint } from '../checkpoint/stage-start.js';
+import { CHECKPOINTS_VARIABLE } from '../checkpoint/settings.js';
+import { findStageStartCheckpoint, missingForkPoint } from '../checkpoint/stage-start.js';
 import { readRunStartInput } from '../run-start-input.js';
 import type { AllowedPaths } from '../workspace/allowed-paths.js';
 import { forkRefused } from './fork-refused.js';
@@ -46,10 +46,8 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     const store = deps.store;
     const manifest = await findStageStartCheckpoint(store, source.runId, from);
     if (!manifest) {
-      throw forkRefused(
-        `run ${source.runId} has no checkpoint of stage ${from}'s first start in ${store.description}: the stage never started, the worker that ran it had ${CHECKPOINTS_VARIABLE}=off, its workspace was over ${CHECKPOINT_MAX_BYTES_VARIABLE} then (the stage's result warned of it), or the run's checkpoints were deleted (\`prune\`)`,
-        'fork from another stage, or start the pipeline again',
-      );
+      const missing = missingForkPoint(source.runId, from, store);
+      throw forkRefused(missing.message, missing.fix);
     }
     const plan = planFork(sourceSide(source), own, from, Date.parse(manifest.takenAt), fork.force);
     const refusal = describeRefusals(source.runId, plan.refused);
