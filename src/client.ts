@@ -3,6 +3,7 @@
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { addCommands } from './cli/commands/index.js';
 import { exitCodeFor } from './cli/errors.js';
+import { cliMessageOf } from './errors.js';
 
 // A reader that stops early (`agent-pipeline list | head`) closes the pipe: that is not an error.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
@@ -34,7 +35,8 @@ try {
   process.exitCode = exitCodeFor(err);
   // Commander has printed its own message (usage errors, --help); everything else gets one line, no stack trace. An
   // InvalidArgumentError that reaches here was thrown by a command's own code, not by commander's parsing, which
-  // prints its message and throws a CommanderError instead: nobody printed it yet.
-  if (!(err instanceof CommanderError) || err instanceof InvalidArgumentError) process.stderr.write(`agent-pipeline: ${(err as Error).message}\n`);
+  // prints its message and throws a CommanderError instead: nobody printed it yet. A library error is said with the
+  // commands and flags of the command line, not the library calls a user of it never wrote.
+  if (!(err instanceof CommanderError) || err instanceof InvalidArgumentError) process.stderr.write(`agent-pipeline: ${cliMessageOf(err)}\n`);
   if (process.env.AGENT_PIPELINE_DEBUG) console.error(err);
 }

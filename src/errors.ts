@@ -87,3 +87,23 @@ export class TemporalUnavailableError extends AgentPipelineError {
     super(code, message, options);
   }
 }
+
+/*
+ * Some errors are said differently at the command line. Where the library tells its caller of a call or an option
+ * (`client.list()`, `{ stage }`), a person at a terminal, who never wrote either, is told of the command or flag
+ * (`agent-pipeline list`, `--stage`). That wording rides on the error outside its public shape, so the library's
+ * `message` stays the library's, and the command line prints it instead (cli/errors.ts).
+ */
+const CLI_MESSAGES = new WeakMap<Error, string>();
+
+/** Gives `err` the message the command line shows instead of `err.message`. Returns `err`. */
+export function withCliMessage<E extends Error>(err: E, cliMessage: string): E {
+  CLI_MESSAGES.set(err, cliMessage);
+  return err;
+}
+
+/** What the command line shows for `err`: the wording it was given for the command line, else its message. */
+export function cliMessageOf(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  return CLI_MESSAGES.get(err) ?? err.message;
+}

@@ -2,11 +2,15 @@
  * Starts a pipeline and approves the approval gates of the stages a rule allows, as they come; any other wait is
  * left for a person (the script prints the command that would move it on) and the script stops following.
  *
- *   npx tsx examples/scripts/auto-approve.ts [PIPELINE.yaml] [STAGE_REGEX]
+ *   node auto-approve.ts [PIPELINE.yaml] [STAGE_REGEX]
+ *
+ * Without PIPELINE.yaml it runs release.yaml from its own folder: copy the two together.
  */
+import { fileURLToPath } from 'node:url';
 import { PipelineClient, type RunEvent } from 'agent-pipeline';
 
-const file = process.argv[2] ?? 'examples/scripts/release.yaml';
+// Next to this file, not the current folder: the script runs from wherever it was copied to.
+const file = process.argv[2] ?? fileURLToPath(new URL('release.yaml', import.meta.url));
 /** The rule: approval gates of stages whose id matches are approved. */
 const approvable = new RegExp(process.argv[3] ?? '^release$');
 

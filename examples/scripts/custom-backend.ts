@@ -1,7 +1,9 @@
 /**
  * A worker with a third backend next to claude-cli and anthropic-api, and a run that uses it.
  *
- *   npx tsx examples/scripts/custom-backend.ts [PIPELINE.yaml]
+ *   node custom-backend.ts [PIPELINE.yaml]
+ *
+ * Without PIPELINE.yaml it runs shout.yaml from its own folder: copy the two together.
  *
  * The `shout` backend calls no model: it writes the stage's prompt in capitals to SHOUT.txt in the run's workspace
  * and reports it. A real one might call another model provider or an internal service. Stages select it with
@@ -9,10 +11,12 @@
  */
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PipelineClient } from 'agent-pipeline';
 import { createPipelineWorker, type StageBackend } from 'agent-pipeline/worker';
 
-const file = process.argv[2] ?? 'examples/scripts/shout.yaml';
+// Next to this file, not the current folder: the script runs from wherever it was copied to.
+const file = process.argv[2] ?? fileURLToPath(new URL('shout.yaml', import.meta.url));
 
 /** A backend gets the stage, its rendered prompt and the workspace; it returns the agent's final text and accounting. */
 const shout: StageBackend = async (request) => {

@@ -1,14 +1,18 @@
 /**
  * Starts a pipeline, prints each thing that happens in the run, and waits for its result.
  *
- *   npx tsx examples/scripts/start-and-wait.ts [PIPELINE.yaml] [who]
+ *   node start-and-wait.ts [PIPELINE.yaml] [who]
+ *
+ * Without PIPELINE.yaml it runs hello.yaml from its own folder: copy the two together.
  *
  * Connects like the CLI does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, temporal.toml profiles). Exit code 0 when the
  * run completed, 1 when it failed or was cancelled.
  */
+import { fileURLToPath } from 'node:url';
 import { PipelineClient, RunFailedError, type RunEvent, type RunState } from 'agent-pipeline';
 
-const file = process.argv[2] ?? 'examples/scripts/hello.yaml';
+// Next to this file, not the current folder: the script runs from wherever it was copied to.
+const file = process.argv[2] ?? fileURLToPath(new URL('hello.yaml', import.meta.url));
 const who = process.argv[3] ?? 'TypeScript';
 
 /** One line per event. */

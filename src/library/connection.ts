@@ -6,6 +6,7 @@ import { clientTelemetry } from '../telemetry/client-telemetry.js';
 import { clientDataConverter, storePayloadCodecs } from '../codec/data-converter.js';
 import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
+import { withCliMessage } from '../errors.js';
 import { TemporalUnavailableError } from './errors.js';
 
 /** How to reach Temporal. Anything left out comes from the environment, exactly as the CLI reads it. */
@@ -42,10 +43,14 @@ export interface TemporalConnection {
   close(): Promise<void>;
 }
 
-const HOW_TO_CONFIGURE =
-  'Start a local server (startDevServer from agent-pipeline/testing, or `agent-pipeline dev`), or point TEMPORAL_ADDRESS (the `address` option) at your cluster ' +
+const CLUSTER_SETTINGS =
   '(plus TEMPORAL_NAMESPACE, and TEMPORAL_API_KEY for Temporal Cloud or TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH for mTLS), ' +
   'or choose a profile of your temporal.toml with TEMPORAL_PROFILE.';
+/** What to do about an unreachable server, for a caller of the library, and (without its calls and options) at the command line. */
+const HOW_TO_CONFIGURE = {
+  library: `Start a local server (startDevServer from agent-pipeline/testing, or \`agent-pipeline dev\`), or point TEMPORAL_ADDRESS (the \`address\` option) at your cluster ${CLUSTER_SETTINGS}`,
+  cli: `Start a local server (\`agent-pipeline dev\`), or point TEMPORAL_ADDRESS at your cluster ${CLUSTER_SETTINGS}`,
+};
 
 /**
  * A client's payload codecs: encryption with `AGENT_PIPELINE_ENCRYPTION_KEY` (or `encryptionKey`, the option), then the
@@ -74,11 +79,10 @@ export async function connectTemporal(options: ConnectionOptions = {}): Promise<
   const timeoutMs = options.connectTimeoutMs ?? 10_000;
   // A malformed key fails before anything is sent, naming the variable (or option) and the fix, never the key.
   const codecs = clientCodecsFromEnv(env, options.encryptionKey);
-  const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError =>
-    new TemporalUnavailableError(
-      `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}). ${HOW_TO_CONFIGURE}`,
-      { cause },
-    );
+  const unreachable = (reason: string, cause?: unknown): TemporalUnavailableError => {
+    const problem = `[TEMPORAL_UNREACHABLE] cannot reach Temporal at ${target}${env.TEMPORAL_PROFILE ? ` (profile "${env.TEMPORAL_PROFILE}")` : ''} (${reason}).`;
+    return withCliMessage(new TemporalUnavailableError(`${problem} ${HOW_TO_CONFIGURE.library}`, { cause }), `${problem} ${HOW_TO_CONFIGURE.cli}`);
+  };
   // A plain TCP connect first: a refused port fails in milliseconds instead of after gRPC's full deadline.
   const refusal = await probeTcp(target, timeoutMs);
   if (refusal) throw unreachable(refusal);

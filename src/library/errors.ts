@@ -8,7 +8,7 @@ import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/commo
 import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
 import { PipelineValidationError } from '../pipeline/errors.js';
-import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
+import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, withCliMessage, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ConfigError } from '../config.js';
 import { decryptionProblem } from '../codec/data-converter.js';
@@ -88,6 +88,7 @@ export class RunNotFoundError extends AgentPipelineError {
     options?: { cause?: unknown },
   ) {
     super('RUN_NOT_FOUND', `[RUN_NOT_FOUND] no run "${runId}"; \`client.list()\` (\`agent-pipeline list\`) shows the runs`, options);
+    withCliMessage(this, `[RUN_NOT_FOUND] no run "${runId}"; \`agent-pipeline list\` shows the runs`);
   }
 }
 
@@ -100,7 +101,10 @@ export function toLibraryError(err: unknown, address?: string): unknown {
   if (err instanceof PipelineValidationError) return PipelineInvalidError.from(err);
   if (err instanceof WorkflowNotFoundError) return new RunNotFoundError(err.workflowId, { cause: err });
   if (err instanceof ScheduleNotFoundError) {
-    return new InvalidRequestError('SCHEDULE_NOT_FOUND', `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`client.schedules.list()\` (\`agent-pipeline schedule list\`) shows the schedules`, { cause: err });
+    return withCliMessage(
+      new InvalidRequestError('SCHEDULE_NOT_FOUND', `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`client.schedules.list()\` (\`agent-pipeline schedule list\`) shows the schedules`, { cause: err }),
+      `[SCHEDULE_NOT_FOUND] no schedule "${err.scheduleId}"; \`agent-pipeline schedule list\` shows the schedules`,
+    );
   }
   if (err instanceof ScheduleAlreadyRunning) {
     return new InvalidRequestError('SCHEDULE_EXISTS', `[SCHEDULE_EXISTS] a schedule "${err.scheduleId}" exists already; pick another id or delete it first`, { cause: err });
@@ -117,7 +121,8 @@ export function toLibraryError(err: unknown, address?: string): unknown {
     return new InvalidRequestError('REQUEST_REJECTED', `[REQUEST_REJECTED] ${err.cause?.message ?? err.message}`, { cause: err });
   }
   if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
-    return new NoWorkerError('[NO_WORKER] the run did not take the request in time: is a worker running on its task queue? (createPipelineWorker, or `agent-pipeline worker`)', { cause: err });
+    const question = '[NO_WORKER] the run did not take the request in time: is a worker running on its task queue?';
+    return withCliMessage(new NoWorkerError(`${question} (createPipelineWorker, or \`agent-pipeline worker\`)`, { cause: err }), `${question} (\`agent-pipeline worker\`)`);
   }
   const undecryptable = decryptionProblem(err);
   if (undecryptable) return new ConfigError(`[CONFIG_INVALID] ${undecryptable}`, { cause: err });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { readOwnFile } from '../activities/workspace/own-files.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, withCliMessage } from '../errors.js';
 import { OUTPUT_CAPS } from '../pipeline/output-caps.js';
 import type { RunState } from '../pipeline/run-state.js';
 import type { FinalAnswerRef } from '../pipeline/stage-result.js';
@@ -114,10 +114,9 @@ async function readBookkeepingAnswer(ref: FinalAnswerRef, root: string): Promise
   const real = await realpath(file).catch(() => undefined);
   const data = real === file ? await readOwnFile(file, ref.bytes) : undefined;
   if (!data) {
-    throw notFound(
-      `the whole answer (${ref.bytes} bytes) of this run, recorded before answers were kept in the object store, is on the worker that ran the stage, at ${file}, which this host cannot read; ` +
-        "run this where the workers' workspaces folder is (a worker host, or one mounting it, with the same AGENT_PIPELINE_WORKSPACES, or the `workspacesRoot` option)",
-    );
+    const problem = `the whole answer (${ref.bytes} bytes) of this run, recorded before answers were kept in the object store, is on the worker that ran the stage, at ${file}, which this host cannot read`;
+    const where = "run this where the workers' workspaces folder is (a worker host, or one mounting it, with the same AGENT_PIPELINE_WORKSPACES";
+    throw withCliMessage(notFound(`${problem}; ${where}, or the \`workspacesRoot\` option)`), notFound(`${problem}; ${where})`).message);
   }
   if (createHash('sha256').update(data).digest('hex') !== ref.sha256) throw notFound(`${file} is not the answer the worker kept (its sha256 differs); it was changed after the stage ended`);
   return data.toString('utf8');

@@ -6,7 +6,7 @@ import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
-import { InvalidRequestError } from '../errors.js';
+import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { describeRefusals, forkStart, planFork, type ForkPlan, type ForkProblem } from '../pipeline/fork-plan.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { openClientStore, type ClientStoreSettings } from './client-store.js';
@@ -36,7 +36,9 @@ export interface ForkSource {
 export async function readForkSource(client: Client, runId: string): Promise<ForkSource> {
   const snapshot = await readRun(client, runId).catch((err: unknown) => {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
-    throw refused({ message: `there is no run ${runId} to fork in namespace ${client.options.namespace}`, fix: 'check the id with `agent-pipeline list`; a run (and the checkpoints a fork starts from) is gone once the namespace\'s retention has passed after it ended' });
+    const problem = { message: `there is no run ${runId} to fork in namespace ${client.options.namespace}` };
+    const gone = "a run (and the checkpoints a fork starts from) is gone once the namespace's retention has passed after it ended";
+    throw withCliMessage(refused({ ...problem, fix: `check the id with \`client.list()\`; ${gone}` }), refused({ ...problem, fix: `check the id with \`agent-pipeline list\`; ${gone}` }).message);
   });
   const page = await client.workflowService.getWorkflowExecutionHistory({ namespace: client.options.namespace, execution: { workflowId: runId, runId: snapshot.execution?.runId }, maximumPageSize: 1 });
   const first = page.history?.events?.[0];

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parsePipeline, type ParseOptions } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
-import { InvalidRequestError } from '../errors.js';
+import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { parseObjectInput } from '../pipeline/object-inputs.js';
 
 /** Reads and validates a pipeline file. @throws InvalidRequestError `FILE_UNREADABLE`, or PipelineValidationError */
@@ -43,7 +43,11 @@ export function resolveInputs(pipeline: PipelineDefinition, file: string, given:
     else inputs[name] = typeof value === 'string' ? value : JSON.stringify(value);
   }
   if (missing.length > 0) {
-    throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}; give it in the inputs (the library's \`inputs: { ${missing[0]}: ... }\`, the command's \`--input ${missing[0]}=...\`)`);
+    const problem = `[INPUT_INVALID] ${file} requires input ${missing.map((k) => `"${k}"`).join(', ')}`;
+    throw withCliMessage(
+      new InvalidRequestError('INPUT_INVALID', `${problem}; give it in the inputs (the library's \`inputs: { ${missing[0]}: ... }\`, the command's \`--input ${missing[0]}=...\`)`),
+      `${problem}; give it with ${missing.map((k) => `\`--input ${k}=...\``).join(' ')}`,
+    );
   }
   return inputs;
 }

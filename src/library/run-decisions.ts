@@ -2,6 +2,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import type { RunSigner } from '../trust/signer.js';
+import { withCliMessage } from '../errors.js';
 import { InvalidRequestError, NoWorkerError, toLibraryError, typedErrors } from './errors.js';
 import { readRun } from './run-reader.js';
 import { readWorkerPresence } from './worker-presence.js';
@@ -102,15 +103,16 @@ export async function failedStageOf(target: DecisionTarget): Promise<string> {
   const { state } = await readRun(target.client, target.id);
   const waiting = state.stages.filter((s) => s.waitingFor?.kind === 'failure').map((s) => s.id);
   if (waiting.length === 1) return waiting[0];
-  throw new InvalidRequestError(
-    'REQUEST_REJECTED',
-    waiting.length === 0
-      ? `[REQUEST_REJECTED] no stage of run ${target.id} waits after a failure`
-      : `[REQUEST_REJECTED] stages ${waiting.join(', ')} of run ${target.id} wait after a failure; name one with { stage }`,
-  );
+  if (waiting.length === 0) throw new InvalidRequestError('REQUEST_REJECTED', `[REQUEST_REJECTED] no stage of run ${target.id} waits after a failure`);
+  const problem = `[REQUEST_REJECTED] stages ${waiting.join(', ')} of run ${target.id} wait after a failure`;
+  throw withCliMessage(new InvalidRequestError('REQUEST_REJECTED', `${problem}; name one with { stage }`), `${problem}; name one with --stage ${waiting[0]}`);
 }
 
 function noWorker(taskQueue: string, sinceMs: number | undefined, cause?: unknown): NoWorkerError {
   const last = sinceMs === undefined ? 'no worker polls' : `no worker has polled for ${Math.round(sinceMs / 1000)} s on`;
-  return new NoWorkerError(`[NO_WORKER] ${last} task queue "${taskQueue}", so nobody can take the decision; start a worker (createPipelineWorker, or \`agent-pipeline worker\`) and try again`, { cause });
+  const problem = `[NO_WORKER] ${last} task queue "${taskQueue}", so nobody can take the decision`;
+  return withCliMessage(
+    new NoWorkerError(`${problem}; start a worker (createPipelineWorker, or \`agent-pipeline worker\`) and try again`, { cause }),
+    `${problem}; start a worker (\`agent-pipeline worker\`) and try again`,
+  );
 }

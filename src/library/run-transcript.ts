@@ -8,6 +8,7 @@ import { InvalidRequestError } from './errors.js';
 import { readRun } from './run-reader.js';
 import { readLines } from './tail-file.js';
 import { listTranscripts, oldStageFolder, stageFolder, type TranscriptFile } from './transcript-files.js';
+import { transcriptNotFound } from './transcript-not-found.js';
 
 /** Options of `run.transcript()`. */
 export interface TranscriptOptions {
@@ -42,7 +43,8 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
     throw new InvalidRequestError('INVALID_REQUEST', `run ${runId} has no stage "${options.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   }
   const root = options.workspacesRoot ?? loadConfig().workspacesRoot;
-  const folder = await findStageFolder(root, runId, options.stage, [state.workspace, stage.result?.workspace]);
+  const reported = [state.workspace, stage.result?.workspace];
+  const folder = await findStageFolder(root, runId, options.stage, reported);
   const status = new StageStatusReader(client, runId, options.stage, stage.status);
   const wanted = async (): Promise<TranscriptFile[]> => (await listTranscripts(folder)).filter((t) => options.attempt === undefined || t.attempt === options.attempt);
   const { signal } = options;
@@ -67,11 +69,8 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
     if (!options.follow) break;
   }
   if (read.size === 0 && !signal?.aborted) {
-    const which = options.attempt === undefined ? 'no transcript' : `no transcript of attempt ${options.attempt}`;
-    throw new InvalidRequestError(
-      'TRANSCRIPT_NOT_FOUND',
-      `[TRANSCRIPT_NOT_FOUND] ${which} in ${folder}. The stage has not run yet, or this machine does not see the workers' workspaces folder (set AGENT_PIPELINE_WORKSPACES to it, or run logs on a worker host)`,
-    );
+    const rootFrom = options.workspacesRoot !== undefined ? 'option' : process.env.AGENT_PIPELINE_WORKSPACES ? 'variable' : 'default';
+    throw transcriptNotFound({ runId, stageId: options.stage, attempt: options.attempt, root, rootFrom, folder, reported });
   }
 }
 

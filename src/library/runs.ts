@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { InvalidRequestError } from '../errors.js';
+import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { findRunIdProblem } from '../pipeline/run-id.js';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { summarizeBundle } from '../bundle/create-run-bundle.js';
@@ -84,7 +84,12 @@ export async function startRun(
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
       if (options.idConflictPolicy === 'FAIL') {
-        throw new InvalidRequestError('RUN_EXISTS', `[RUN_EXISTS] a run "${workflowId}" is still running; pick another id, or start with idConflictPolicy 'USE_EXISTING' or 'TERMINATE_EXISTING'`, { cause: err });
+        const problem = `[RUN_EXISTS] a run "${workflowId}" is still running`;
+        // Only a fork asks for FAIL from the command line, where the id is its --id.
+        throw withCliMessage(
+          new InvalidRequestError('RUN_EXISTS', `${problem}; pick another id, or start with idConflictPolicy 'USE_EXISTING' or 'TERMINATE_EXISTING'`, { cause: err }),
+          `${problem}; pick another --id, or leave --id out for a new one`,
+        );
       }
       return { handle: client.workflow.getHandle(workflowId), alreadyRunning: true };
     }

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { durationSchema } from './schema.js';
 import { inputTemplateSchema } from './input-template.js';
+import { findClosestName } from './closest-name.js';
 
 /*
  * What a person is told about a value the pipeline schema rejects: the value, and what is allowed instead.
@@ -51,9 +52,40 @@ export function describeUnknownChoice(field: string, value: unknown, allowed: re
   return `${value === undefined ? 'the value' : show(value)} is not ${ENUM_NOUNS[field] ?? `a valid ${field || 'value'}`}; use ${orList(allowed)}`;
 }
 
-/** The issues of a failed `schema.safeParse(value, { reportInput: true })`, each with a message naming the bad value. */
-export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]): { path: PropertyKey[]; message: string }[] {
-  return flattenUnions(schema, issues).map((issue) => ({ path: [...issue.path], message: describeIssue(schema, issue) }));
+/** One described issue: the field it is about, and for an unknown field, that field's own key (to find its line). */
+export interface DescribedIssue {
+  path: PropertyKey[];
+  message: string;
+  /** The unknown key inside the object at `path`: the problem is about the object, but the key is where the typo is. */
+  key?: string;
+}
+
+/**
+ * The issues of a failed `schema.safeParse(value, { reportInput: true })`, each with a message naming the bad value.
+ * Unknown fields are one issue each, so that each can be located at its own line.
+ */
+export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]): DescribedIssue[] {
+  return flattenUnions(schema, issues).flatMap((issue) =>
+    issue.code === 'unrecognized_keys' && issue.keys?.length
+      ? issue.keys.map((key) => ({ path: [...issue.path], key, message: describeUnknownField(schema, issue.path, key) }))
+      : [{ path: [...issue.path], message: describeIssue(schema, issue) }],
+  );
+}
+
+/** `unknown field "promt"; did you mean "prompt"?` when a field of the object at `path` is near the key. */
+function describeUnknownField(schema: z.ZodType, path: readonly PropertyKey[], key: string): string {
+  const closest = findClosestName(key, knownFields(schema, path));
+  return `unknown field "${key}"${closest ? `; did you mean "${closest}"?` : ''}`;
+}
+
+/** The field names the object at `path` allows (of every object a union there allows). */
+function knownFields(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  const node = path.length === 0 ? unwrap(schema) : schemaAt(schema, path);
+  const objects = (candidate: z.ZodType): z.ZodType[] => {
+    const def = defOf(unwrap(candidate));
+    return def.type === 'object' ? [unwrap(candidate)] : def.type === 'union' ? (def.options ?? []).flatMap(objects) : [];
+  };
+  return [...new Set((node ? objects(node) : []).flatMap((o) => Object.keys(defOf(o).shape ?? {})))];
 }
 
 /**
@@ -101,9 +133,6 @@ function describeIssue(schema: z.ZodType, issue: IssueLike): string {
       if (expected.length > 0) return `${got} is not valid here; expected ${orList(expected)}`;
       break;
     }
-    case 'unrecognized_keys':
-      if (issue.keys) return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-      break;
   }
   return issue.message;
 }

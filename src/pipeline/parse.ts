@@ -1,4 +1,4 @@
-import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
+import { isMap, isNode, isScalar, LineCounter, parseDocument, type Document } from 'yaml';
 import { findGraphProblems } from './graph.js';
 import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
 import { describeIssues } from './issue-messages.js';
@@ -57,8 +57,7 @@ export function inspectPipeline(text: string, file: string, options: ParseOption
   if (data === null || data === undefined) {
     return { problems: [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }], skipped: [] };
   }
-  const located = (found: readonly { path: readonly PropertyKey[]; message: string }[]): PipelineProblem[] =>
-    found.map((issue) => locate(doc, lineCounter, issue.path, issue.message));
+  const located = (found: readonly Located[]): PipelineProblem[] => found.map((issue) => locate(doc, lineCounter, issue));
   const parsed = pipelineSchema.safeParse(data, { reportInput: true });
   if (parsed.success) return checkParsed(parsed.data, [], [], options, located);
   const salvage = salvagePipeline(data, parsed.error.issues);
@@ -72,10 +71,10 @@ export function inspectPipeline(text: string, file: string, options: ParseOption
 /** The checks after the schema, on a pipeline that passes it; those inside `skipped` are follow-ons, left out. */
 function checkParsed(
   pipeline: PipelineDefinition,
-  schemaProblems: { path: PropertyKey[]; message: string }[],
+  schemaProblems: Located[],
   skipped: PropertyKey[][],
   options: ParseOptions,
-  located: (found: readonly { path: readonly PropertyKey[]; message: string }[]) => PipelineProblem[],
+  located: (found: readonly Located[]) => PipelineProblem[],
 ): PipelineInspection {
   const backends = findUnknownBackends(pipeline, options.backends);
   // Unknown and self `needs` are left out of the graph, so that the checks walking it still run.
@@ -96,7 +95,17 @@ function dropBadNeeds(pipeline: PipelineDefinition, graphProblems: readonly { pa
   return { ...pipeline, stages: pipeline.stages.map((s, i) => (s.needs ? { ...s, needs: s.needs.filter((_, j) => !bad.has(`${i}/${j}`)) } : s)) };
 }
 
-function locate(doc: Document, lineCounter: LineCounter, path: readonly PropertyKey[], message: string): PipelineProblem {
+/** A problem before it has a line: its path, and for an unknown field the key inside the object at `path`. */
+interface Located {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly key?: string;
+}
+
+function locate(doc: Document, lineCounter: LineCounter, { path, message, key }: Located): PipelineProblem {
+  // An unknown field is reported at its own key, not at the object that holds it (which may start lines above).
+  const keyStart = key === undefined ? undefined : keyOffset(doc, path, key);
+  if (keyStart !== undefined) return { path: formatPath(path), line: lineCounter.linePos(keyStart).line, message };
   // Walk up until a node exists: a missing field has no node, but its parent object does.
   for (let depth = path.length; depth >= 0; depth--) {
     const node = depth === 0 ? doc.contents : doc.getIn(path.slice(0, depth) as unknown[], true);
@@ -105,4 +114,12 @@ function locate(doc: Document, lineCounter: LineCounter, path: readonly Property
     }
   }
   return { path: formatPath(path), message };
+}
+
+/** Where the key `key` of the mapping at `path` starts in the text. */
+function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): number | undefined {
+  const map = path.length === 0 ? doc.contents : doc.getIn(path as unknown[], true);
+  if (!isMap(map)) return undefined;
+  const pair = map.items.find((item) => (isScalar(item.key) ? String(item.key.value) : item.key) === key);
+  return isNode(pair?.key) ? pair.key.range?.[0] : undefined;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { link, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker, type WorkerOptions } from '@temporalio/worker';
+import { Worker, type Logger, type LogLevel, type LogMetadata, type WorkerOptions } from '@temporalio/worker';
 import { readOwnFile } from '../activities/workspace/own-files.js';
 import { openWorkerSubfolder, workerFolder } from '../activities/workspace/worker-folder.js';
 import type { RunOwnerClaim } from '../contracts/run-owner.js';
@@ -73,7 +73,35 @@ export async function createOwnerWorkers(claim: RunOwnerClaim, shared: SharedOpt
     maxConcurrentActivityTaskExecutions: 2,
     activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
   });
-  return [work, ping];
+  return [work, ping].map(quietAboutNoWorkflows);
+}
+
+/** What the SDK warns, when a Worker starts, of a Worker given no workflows. */
+export const NO_WORKFLOWS_WARNING = 'No workflows registered, not polling for workflow tasks';
+
+/**
+ * `worker`, without the SDK's warning that it has no workflows: the owner's Workers run activities only, by design,
+ * and the warning (one a queue, at every start) told operators of a fault there is not. The SDK gives every Worker
+ * the Runtime's one logger, with no filter of its own, and reads it from the Worker's `logger` when `run()` starts
+ * polling: that logger is swapped for one that drops this one warning and passes on everything else.
+ */
+export function quietAboutNoWorkflows(worker: Worker): Worker {
+  const internal = worker as unknown as { logger?: Logger };
+  if (internal.logger) internal.logger = withoutNoWorkflowsWarning(internal.logger);
+  return worker;
+}
+
+/** `logger`, dropping the SDK's no-workflows warning. */
+export function withoutNoWorkflowsWarning(logger: Logger): Logger {
+  const dropped = (level: LogLevel, message: string): boolean => level === 'WARN' && message === NO_WORKFLOWS_WARNING;
+  return {
+    log: (level: LogLevel, message: string, meta?: LogMetadata) => (dropped(level, message) ? undefined : logger.log(level, message, meta)),
+    trace: (message: string, meta?: LogMetadata) => logger.trace(message, meta),
+    debug: (message: string, meta?: LogMetadata) => logger.debug(message, meta),
+    info: (message: string, meta?: LogMetadata) => logger.info(message, meta),
+    warn: (message: string, meta?: LogMetadata) => (dropped('WARN', message) ? undefined : logger.warn(message, meta)),
+    error: (message: string, meta?: LogMetadata) => logger.error(message, meta),
+  };
 }
 
 /**

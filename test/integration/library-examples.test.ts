@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -40,6 +41,24 @@ describe('the example scripts', () => {
     expect(result.stdout).toMatch(/^completed · \$\d+\.\d{4} · artifacts: hello\.md$/m);
     // The input reached the agent's prompt.
     expect(JSON.stringify(harness.modelServer.requests().map((r) => r.body))).toContain('Write a greeting for Ada to hello.md.');
+  });
+
+  test('start-and-wait.ts copied out of the repository with its pipeline runs it from its own folder', async () => {
+    // What docs/library.md tells users: the script and its YAML copied into a project of their own, run from there
+    // with no arguments, as TypeScript (Node strips the types), `agent-pipeline` resolved from the project's node_modules.
+    const project = await mkdtemp(path.join(tmpdir(), 'example-copy-'));
+    try {
+      await mkdir(path.join(project, 'node_modules'));
+      await symlink(PROJECT_ROOT, path.join(project, 'node_modules', 'agent-pipeline'), 'dir');
+      await writeFile(path.join(project, 'package.json'), '{ "type": "module" }\n');
+      await mkdir(path.join(project, 'scripts'));
+      for (const name of ['start-and-wait.ts', 'hello.yaml']) await copyFile(path.join(EXAMPLES, name), path.join(project, 'scripts', name));
+      const result = await execa('node', [path.join('scripts', 'start-and-wait.ts')], { cwd: project, env: harness.env, extendEnv: false, reject: false, timeout: 180_000, stdin: 'ignore' });
+      expect(result.exitCode, String(result.stderr)).toBe(0);
+      expect(String(result.stdout)).toContain('run ended: completed');
+    } finally {
+      await rm(project, { recursive: true, force: true });
+    }
   });
 
   test('auto-approve.ts approves the gate its rule allows and the run completes', async () => {

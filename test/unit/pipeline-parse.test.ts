@@ -39,8 +39,27 @@ describe('parsePipeline', () => {
   });
 
   it('reports unknown fields instead of ignoring them', () => {
-    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    promt: y'].join('\n'));
-    expect(problems).toEqual([expect.stringContaining('stages[0]: unknown field "promt"')]);
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    colour: y'].join('\n'));
+    expect(problems).toEqual(['5 stages[0]: unknown field "colour"']);
+  });
+
+  it('reports an unknown stage field at its own line and suggests the field it is near', () => {
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    model: opus', '    promt: y', '    timeuot: 5m'].join('\n'));
+    expect(problems).toEqual([
+      '5 stages[0]: unknown field "promt"; did you mean "prompt"?',
+      '6 stages[0]: unknown field "timeuot"; did you mean "timeout"?',
+      expect.stringMatching(/^3 stages\[0\]\.prompt: /),
+    ]);
+  });
+
+  it('reports an unknown top-level field at its own line and suggests the field it is near', () => {
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', 'defualts:', '  model: opus'].join('\n'));
+    expect(problems).toEqual(['5 : unknown field "defualts"; did you mean "defaults"?']);
+  });
+
+  it('reports an unknown field of a nested block at its own line and suggests the field it is near', () => {
+    const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    approval:', '      timeout: 1h', '      onTimout: reject'].join('\n'));
+    expect(problems).toEqual(['7 stages[0].approval: unknown field "onTimout"; did you mean "onTimeout"?']);
   });
 
   it('reports a missing required field at its parent', () => {

@@ -13,7 +13,7 @@ const MANY_MISTAKES = readFileSync(path.join(PROJECT_ROOT, 'test', 'fixtures', '
 
 /** field → line of every mistake in MANY_MISTAKES. */
 const EXPECTED: [field: RegExp, line: number, message: RegExp][] = [
-  [/^stages\[0\]$/, 5, /colour/],
+  [/^stages\[0\]$/, 7, /colour/],
   [/^stages\[1\]\.timeout$/, 10, /5 minutes/],
   [/^stages\[1\]\.prompt \{\{inputs\.topc\}\}$/, 11, /topc|declare/],
   [/^stages\[2\]\.needs\[1\]$/, 13, /unknown stage "biuld"/],

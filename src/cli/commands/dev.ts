@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { parsePort } from '../options.js';
 import { printNote } from '../output.js';
+import { describeAgentCredentials } from '../agent-credentials-notice.js';
 
 export function addDevCommand(program: Command): void {
   program
@@ -11,6 +12,9 @@ export function addDevCommand(program: Command): void {
     .option('--scenario <file>', 'answer agents from this scripted model scenario when no ANTHROPIC_API_KEY is set')
     .addHelpText('after', '\nIn another terminal: TEMPORAL_ADDRESS=localhost:PORT agent-pipeline start FILE --wait. Ctrl-C stops everything.')
     .action(async (opts: { port: number; worker: boolean; scenario?: string }) => {
+      // First, so that it is read before the server's lines, and also when the server cannot start.
+      const credentials = opts.worker ? describeAgentCredentials(process.env, opts.scenario) : undefined;
+      if (credentials) printNote(credentials);
       const { startLocalStack } = await import('../local-stack.js');
       const stack = await startLocalStack({ port: opts.port, worker: opts.worker, scenarioFile: opts.scenario, log: printNote });
       printNote(`Ready. Point clients at TEMPORAL_ADDRESS=${stack.server.address}. Ctrl-C stops.`);

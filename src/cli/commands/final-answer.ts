@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { cliMessageOf } from '../../errors.js';
 import { InvalidRequestError } from '../../library/errors.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
@@ -10,7 +11,7 @@ async function printFinalAnswer(connected: ConnectedClient, runId: string, stage
     process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   } catch (err) {
     // An unknown stage, no answer yet, or an answer the store here does not hold: said as the library says it (exit 2).
-    if (err instanceof InvalidRequestError) throw new UsageError(err.message, { cause: err });
+    if (err instanceof InvalidRequestError) throw new UsageError(cliMessageOf(err), { cause: err });
     throw err;
   }
   return EXIT.OK;

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { loadModelCatalog } from '../../activities/backends/models.js';
+import { cliMessageOf } from '../../errors.js';
 import { InvalidRequestError } from '../../library/errors.js';
 import { readTranscript } from '../../library/run-transcript.js';
 import { withClient, type ConnectedClient } from '../connect.js';
@@ -25,7 +26,7 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
     }
   } catch (err) {
     // An unknown stage or no transcript: bad usage (exit 2), said as the library says it.
-    if (err instanceof InvalidRequestError) throw new UsageError(err.message);
+    if (err instanceof InvalidRequestError) throw new UsageError(cliMessageOf(err), { cause: err });
     throw err;
   }
   return signal.aborted ? EXIT.INTERRUPTED : EXIT.OK;
