@@ -11,7 +11,7 @@ import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
 import { OwnFolderError } from './workspace/own-files.js';
 import { openStageFolder } from './workspace/run-workspace.js';
-import type { AttemptSetup, RunStageDependencies } from './run-stage/attempt-setup.js';
+import { latestHeartbeat, type AttemptSetup, type RunStageDependencies } from './run-stage/attempt-setup.js';
 import { openAttemptWorkspace } from './run-stage/attempt-workspace.js';
 import { runAttempt } from './run-stage/run-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
@@ -71,10 +71,10 @@ async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Pr
   const { deps, input, workspace } = setup;
   const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
-  const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, () => setup.lastHeartbeat ?? setup.info.heartbeatDetails);
+  const heartbeatDetails = () => latestHeartbeat(setup);
+  const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, heartbeatDetails);
   // The store's record of a run checkpointed there, which its sweep reads once Temporal no longer keeps the run.
   const store = deps.checkpoints?.store;
-  const heartbeatDetails = () => setup.lastHeartbeat ?? setup.info.heartbeatDetails;
   if (store && setup.info.workflowNamespace) await keepHeartbeating(heartbeatDetails, () => recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace! }));
   // An earlier attempt on this host completed the stage, but no store took its end checkpoint: only that is left to do.
   const unsaved = setup.restoredFrom ? undefined : await setup.log.takeUncheckpointedResult();

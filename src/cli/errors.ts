@@ -38,5 +38,8 @@ export function exitCodeFor(err: unknown): number {
   if (err instanceof TemporalUnavailableError) return EXIT.TEMPORAL_UNREACHABLE;
   if (err instanceof RunFailedError) return EXIT.PIPELINE_FAILED;
   if (err instanceof AgentPipelineError || err instanceof PipelineValidationError || err instanceof DevServerError) return EXIT.USAGE;
+  // A Temporal CLI that cannot be found or run is the machine's setup (TEMPORAL_CLI, PATH), not a run that failed. By
+  // name: importing dev/temporal-cli.ts would load its dependencies at every command's start.
+  if (err instanceof Error && err.name === 'TemporalCliNotFoundError') return EXIT.USAGE;
   return EXIT.PIPELINE_FAILED;
 }

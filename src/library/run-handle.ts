@@ -80,7 +80,7 @@ export class RunHandle {
    * `agent-pipeline logs --follow` prints. @throws InvalidRequestError (`INVALID_REQUEST`, `TRANSCRIPT_NOT_FOUND`)
    */
   transcript(options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
-    return readTranscript(this.client, this.id, options);
+    return readTranscript(this.client, this.id, options, this.storeSettings);
   }
 
   /**

@@ -9,6 +9,8 @@ import { readRun } from './run-reader.js';
 import { readLines } from './tail-file.js';
 import { listTranscripts, oldStageFolder, stageFolder, type TranscriptFile } from './transcript-files.js';
 import { transcriptNotFound } from './transcript-not-found.js';
+import type { ClientStoreSettings } from './client-store.js';
+import { readStoredTranscripts, type TranscriptCheckpoint } from './stored-transcripts.js';
 
 /** Options of `run.transcript()`. */
 export interface TranscriptOptions {
@@ -23,7 +25,7 @@ export interface TranscriptOptions {
 }
 
 /** What `run.transcript()` yields: each attempt's transcript file as it is reached, then its lines (stream-json, as saved). */
-export type TranscriptEntry = ({ type: 'transcript' } & TranscriptFile) | { type: 'line'; file: string; text: string };
+export type TranscriptEntry = ({ type: 'transcript'; checkpoint?: TranscriptCheckpoint } & TranscriptFile) | { type: 'line'; file: string; text: string };
 
 /** How often a follow re-reads the run to learn whether the stage still runs. @unit milliseconds */
 const RUN_POLL_MS = 2_000;
@@ -36,7 +38,7 @@ const FINISHED: ReadonlySet<StageStatus> = new Set(['completed', 'failed', 'skip
  * (a worker host, or one mounting the same workspaces folder): what `agent-pipeline logs` prints. With `follow`, lines come as the agent writes them.
  * @throws InvalidRequestError `INVALID_REQUEST` for a stage the run does not have; `TRANSCRIPT_NOT_FOUND` when none is found
  */
-export async function* readTranscript(client: Client, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, void, undefined> {
+export async function* readTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'> = {}): AsyncGenerator<TranscriptEntry, void, undefined> {
   const { state } = await readRun(client, runId);
   const stage = state.stages.find((s) => s.id === options.stage);
   if (!stage) {
@@ -69,8 +71,30 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
     if (!options.follow) break;
   }
   if (read.size === 0 && !signal?.aborted) {
+    // Not in the workspaces folder this host sees: the run's newest checkpoint in the workers' store may hold them.
+    if (yield* fromCheckpoint({ ...storeSettings, workspacesRoot: root }, runId, options)) return;
     const rootFrom = options.workspacesRoot !== undefined ? 'option' : process.env.AGENT_PIPELINE_WORKSPACES ? 'variable' : 'default';
     throw transcriptNotFound({ runId, stageId: options.stage, attempt: options.attempt, root, rootFrom, folder, reported });
+  }
+}
+
+/**
+ * Yields the stage's transcripts from the run's newest checkpoint in the client's store (the wanted attempt only, when
+ * given), each whole; returns whether there was one. A store this client cannot read has none.
+ */
+async function* fromCheckpoint(settings: ClientStoreSettings, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, boolean, undefined> {
+  const stored = await readStoredTranscripts(settings, runId, options.stage).catch(() => undefined);
+  if (!stored) return false;
+  try {
+    const wanted = stored.transcripts.filter((t) => options.attempt === undefined || t.attempt === options.attempt);
+    for (const transcript of wanted) {
+      if (options.signal?.aborted) break;
+      yield { type: 'transcript', ...transcript, checkpoint: stored.checkpoint };
+      for await (const text of readLines(transcript.file, { follow: false, signal: options.signal, maxBytes: MAX_TRANSCRIPT_BYTES })) yield { type: 'line', file: transcript.file, text };
+    }
+    return wanted.length > 0;
+  } finally {
+    await stored.dispose();
   }
 }
 

@@ -64,6 +64,11 @@ describe.concurrent('a machine lost during a stage', () => {
     const afterStepOne = Date.now();
     await waitFor(() => restorableManifest(harness, runId), (m) => m?.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne, 'a periodic checkpoint after step one to restore from', 30_000);
     const lostAt = await loseHost(harness, first, runId);
+    // With the host gone, its transcripts are in the run's checkpoint: logs reads them from the store, saying so.
+    const stored = await runCli(['logs', runId, '--stage', 'build'], harness.env);
+    expect(stored.exitCode, String(stored.all ?? stored.stderr)).toBe(0);
+    expect(String(stored.stdout)).toMatch(/══ .* · stage build · round 1 · attempt 1 · from checkpoint \S+ of \d{4}-.* in file:\/\/.* \(not in the workspaces folder this host sees; as of that checkpoint\)/);
+    expect(String(stored.stdout)).toContain('echo one > made.txt');
     worker();
 
     const state = await harness.finish(handle);

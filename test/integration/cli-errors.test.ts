@@ -74,7 +74,7 @@ describe('errors a user can act on', () => {
     expect(result.exitCode, result.stderr).toBe(2);
     const lines = result.stdout.split('\n');
     expect(lines[0]).toBe(`✘ ${file}: 6 problems`);
-    for (const [line, field] of [[5, 'stages[0]'], [10, 'stages[1].timeout'], [11, 'stages[1].prompt {{inputs.topc}}'], [13, 'stages[2].needs[1]'], [14, 'stages[2].when'], [19, 'stages[3].model']] as const) {
+    for (const [line, field] of [[7, 'stages[0]'], [10, 'stages[1].timeout'], [11, 'stages[1].prompt {{inputs.topc}}'], [13, 'stages[2].needs[1]'], [14, 'stages[2].when'], [19, 'stages[3].model']] as const) {
       expect(lines).toContainEqual(expect.stringContaining(`  ${file}:${line} ${field}: `));
     }
     // start refuses before it reaches for Temporal, with the same list.

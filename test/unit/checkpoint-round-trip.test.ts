@@ -291,7 +291,7 @@ describe('a plain run folder', () => {
     const checkpoints = new AttemptCheckpoints(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' }, 300);
     await checkpoints.start(true);
     await vi.waitFor(async () => expect(await reasons()).toEqual(['start', 'periodic']), { timeout: 20_000, interval: 50 });
-    expect(await checkpoints.end()).toEqual([]);
+    expect(await checkpoints.end()).toEqual({ warnings: [] });
     expect((await reasons()).at(-1)).toBe('end');
   });
 
@@ -303,7 +303,7 @@ describe('a plain run folder', () => {
     // Written when start() resolves: the agent, started after it, has changed nothing of what a fork starts from.
     const first = await findStageStartCheckpoint(options.store, RUN, 'build');
     expect(first).toMatchObject({ runId: RUN, reason: 'start', stage: 'build' });
-    expect(await checkpoints.end()).toEqual([]);
+    expect(await checkpoints.end()).toEqual({ warnings: [] });
     for (let i = 0; i < 3; i++) {
       // Whole archives (as on a host with no record of what it archived): no bookkeeping chain keeps older ones.
       await rm(path.join(workspace.bookkeeping, ARCHIVED_FILES_RECORD), { force: true });

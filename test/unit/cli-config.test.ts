@@ -12,6 +12,7 @@ import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
 import { workerOptionsFromEnv } from '../../src/worker/env.js';
+import { TemporalCliNotFoundError } from '../../src/dev/temporal-cli.js';
 
 describe('worker settings from the environment', () => {
   test('have defaults for a worker, which fails closed: the sandbox is required', () => {
@@ -196,6 +197,7 @@ describe('errors', () => {
     expect(exitCodeFor(new PipelineValidationError('f.yaml', []))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new ConfigError('x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new TemporalUnavailableError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
+    expect(exitCodeFor(new TemporalCliNotFoundError(['TEMPORAL_CLI=/nope: no such file; fix the path or unset it']))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new NoWorkerError('x'))).toBe(EXIT.TEMPORAL_UNREACHABLE);
     expect(exitCodeFor(new PipelineInvalidError('f.yaml', [], 'x'))).toBe(EXIT.USAGE);
     expect(exitCodeFor(new Error('x'))).toBe(EXIT.PIPELINE_FAILED);

@@ -1,5 +1,5 @@
 import type { ObjectStore } from '../../store/object-store.js';
-import { checkpointsPrefix } from './keys.js';
+import { checkpointsPrefix, listCheckpoints } from './keys.js';
 
 /*
  * The run's index of its checkpoints in the store, `checkpoints/latest.json`: the newest complete checkpoint, and the
@@ -33,6 +33,11 @@ export async function readLatestCheckpoints(store: ObjectStore, runId: string): 
   } catch {
     return undefined;
   }
+}
+
+/** The id of the run's newest complete checkpoint: its index's, or for a run checkpointed before there was one, listed. */
+export async function newestCheckpointId(store: ObjectStore, runId: string): Promise<string | undefined> {
+  return (await readLatestCheckpoints(store, runId))?.id ?? (await listCheckpoints(store, runId)).at(-1);
 }
 
 export async function writeLatestCheckpoints(store: ObjectStore, runId: string, latest: LatestCheckpoints): Promise<void> {

@@ -5,8 +5,8 @@ import { stageFailure } from '../failures.js';
 import { runPaths } from '../workspace/run-folder.js';
 import { extractArchive } from './folder-archive.js';
 import { bundleProblem, unbundleInto } from './git-snapshot.js';
-import { checkpointKey, listCheckpoints } from './keys.js';
-import { readLatestCheckpoints } from './latest.js';
+import { checkpointKey } from './keys.js';
+import { newestCheckpointId } from './latest.js';
 import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
 import { withScratch } from './scratch.js';
@@ -38,8 +38,7 @@ export interface Restored {
  * @throws WORKSPACE_ERROR (not retried) when the checkpoint is damaged or its base commit is missing here
  */
 export async function restoreIfNeeded(options: CheckpointOptions, place: RestorePlace): Promise<Restored | undefined> {
-  // The run's index names the newest checkpoint; a run checkpointed before there was one is listed.
-  const latest = (await readLatestCheckpoints(options.store, place.runId))?.id ?? (await listCheckpoints(options.store, place.runId)).at(-1);
+  const latest = await newestCheckpointId(options.store, place.runId);
   if (!latest) return undefined;
   const paths = runPaths(place.workspacesRoot, place.runId);
   const marker = await readCheckpointMarker(paths.bookkeeping);
@@ -76,7 +75,7 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
   });
 }
 
-async function readManifest(options: CheckpointOptions, place: RestorePlace, id: string): Promise<CheckpointManifest> {
+async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, id: string): Promise<CheckpointManifest> {
   const manifest = await readCheckpointManifest(options.store, place.runId, id);
   if (!manifest) {
     throw stageFailure({
@@ -95,7 +94,7 @@ async function readManifest(options: CheckpointOptions, place: RestorePlace, id:
  * the run: such a worker could not go on with the run ({@link refuseOtherPaths}), and declines to own it.
  */
 export async function checkpointElsewhere(options: CheckpointOptions, workspacesRoot: string, runId: string): Promise<string | undefined> {
-  const latest = (await readLatestCheckpoints(options.store, runId))?.id;
+  const latest = await newestCheckpointId(options.store, runId);
   const manifest = latest === undefined ? undefined : await readCheckpointManifest(options.store, runId, latest);
   if (!manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
   return manifest.runDir === runPaths(workspacesRoot, runId).dir ? undefined : manifest.runDir;
@@ -183,7 +182,7 @@ interface ArchiveStep {
  * The archives that make up the checkpoint's bookkeeping, oldest first: those of the checkpoints it chains to
  * (bookkeeping-delta.ts), each checked against its manifest, then its own `archive`.
  */
-async function bookkeepingSteps(options: CheckpointOptions, place: RestorePlace, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
+async function bookkeepingSteps(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
   const steps: ArchiveStep[] = [];
   for (const id of manifest.bookkeepingChain ?? []) {
     const link = await readManifest(options, place, id);
@@ -193,6 +192,16 @@ async function bookkeepingSteps(options: CheckpointOptions, place: RestorePlace,
     steps.push({ archive: files[CHECKPOINT_OBJECTS.bookkeeping]!, removed: link.bookkeepingRemoved ?? [] });
   }
   return [...steps, { archive, removed: manifest.bookkeepingRemoved ?? [] }];
+}
+
+/**
+ * The bookkeeping of checkpoint `manifest` (its chain's archives, then its own), each checked against its manifest,
+ * unpacked into `target`, a folder that does not exist yet: what a client reads a lost host's transcripts from.
+ * @throws WORKSPACE_ERROR naming the object missing or damaged
+ */
+export async function unpackBookkeeping(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, scratch: string, target: string): Promise<void> {
+  const files = await downloadVerified(options, place, manifest, scratch, [CHECKPOINT_OBJECTS.bookkeeping]);
+  await unpackSteps(await bookkeepingSteps(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch), scratch, target);
 }
 
 /** Unpacks `steps` in order into a folder beside `target`, then moves it into place in one rename. */

@@ -53,3 +53,8 @@ export type AttemptRecord = Omit<StageResult, 'status' | 'summary' | 'outputs'>;
 export function placeOf(deps: Pick<RunStageDependencies, 'workspacesRoot'>, input: { runId: string; baseDir: string }): RunPlace {
   return { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir };
 }
+
+/** The attempt's latest heartbeat details (its own, else the previous attempt's): what work that heartbeats sends. */
+export function latestHeartbeat(setup: Pick<AttemptSetup, 'lastHeartbeat' | 'info'>): unknown {
+  return setup.lastHeartbeat ?? setup.info.heartbeatDetails;
+}

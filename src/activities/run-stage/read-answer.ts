@@ -8,7 +8,7 @@ import { checkReportedPaths } from '../outputs/reported-paths.js';
 import { checkExpectedFiles } from '../outputs/stage-outputs.js';
 import { keepHeartbeating } from '../checkpoint/keep-heartbeating.js';
 import { keepFinalAnswer, type FinalAnswerPlace } from './final-answer.js';
-import type { AttemptRecord, AttemptSetup } from './attempt-setup.js';
+import { latestHeartbeat, type AttemptRecord, type AttemptSetup } from './attempt-setup.js';
 
 /**
  * The stage result the agent's answer makes: its question, or its report with the files it names checked.
@@ -24,7 +24,7 @@ export async function readAnswer(setup: AttemptSetup, stage: ResolvedStage, outc
   // A cut answer is kept whole in the workers' store: `final-answer` and `RunHandle.finalAnswer` read it there.
   // The agent's heartbeats have stopped: the attempt sends its own while the store takes it (or waits for the store).
   const keep = () => keepFinalAnswer(fullAnswer, answerPlace(setup));
-  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepHeartbeating(() => setup.lastHeartbeat ?? setup.info.heartbeatDetails, keep) } : {};
+  const answerRef = Buffer.byteLength(fullAnswer) > OUTPUT_CAPS.answerBytes ? { answerRef: await keepHeartbeating(() => latestHeartbeat(setup), keep) } : {};
   if (reading.kind === 'needs_input') {
     const question = capProse('question', reading.question, record.warnings);
     return { ...record, status: 'needs_input', summary: question, outputs: {}, question, answer, ...answerRef, ...(reading.blocked ? { blocked: true } : {}) };

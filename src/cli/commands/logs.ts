@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadModelCatalog } from '../../activities/backends/models.js';
 import { cliMessageOf } from '../../errors.js';
 import { InvalidRequestError } from '../../library/errors.js';
-import { readTranscript } from '../../library/run-transcript.js';
+import { readTranscript, type TranscriptEntry } from '../../library/run-transcript.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
 import { interruptSignal } from '../../library/follow-run.js';
@@ -21,7 +21,7 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
   const formatter = new TranscriptFormatter(loadModelCatalog(process.env));
   try {
     for await (const entry of readTranscript(connected.client, runId, { ...opts, signal })) {
-      if (entry.type === 'transcript') printLine(`══ ${runId} · stage ${opts.stage} · round ${entry.round} · attempt ${entry.attempt} · ${entry.file}`);
+      if (entry.type === 'transcript') printLine(`══ ${runId} · stage ${opts.stage} · round ${entry.round} · attempt ${entry.attempt} · ${whereFrom(entry)}`);
       else for (const out of opts.raw ? [entry.text] : formatter.format(entry.text)) printLine(out);
     }
   } catch (err) {
@@ -30,6 +30,13 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
     throw err;
   }
   return signal.aborted ? EXIT.INTERRUPTED : EXIT.OK;
+}
+
+/** The transcript's file, or for one read from a checkpoint in the store, that checkpoint (its files are gone after). */
+function whereFrom(entry: Extract<TranscriptEntry, { type: 'transcript' }>): string {
+  const { checkpoint } = entry;
+  if (!checkpoint) return entry.file;
+  return `from checkpoint ${checkpoint.id} of ${checkpoint.takenAt} in ${checkpoint.store} (not in the workspaces folder this host sees; as of that checkpoint)`;
 }
 
 export function addLogsCommand(program: Command): void {
@@ -45,6 +52,7 @@ export function addLogsCommand(program: Command): void {
       'after',
       "\nTranscripts live in the run's bookkeeping on the workers (<workspaces>/.agent-pipeline/runs/<run folder>/stages/<stage>/round-R-…/attempt-N.jsonl),\n" +
         'so run this on a machine that sees the workers\' workspaces folder (AGENT_PIPELINE_WORKSPACES: a worker host, or one mounting the same shared volume).\n' +
+        "Where that folder holds none (the host is gone), they are read from the run's newest checkpoint in the workers' object store (AGENT_PIPELINE_STORE).\n" +
         'Exit code: 0 printed, 2 unknown run or stage or no transcript, 3 Temporal unreachable, 130 Ctrl-C while following.',
     )
     .action(async (id: string, opts: LogsOptions) => {
