@@ -10,7 +10,7 @@ import { readLines } from './tail-file.js';
 import { listTranscripts, oldStageFolder, stageFolder, type TranscriptFile } from './transcript-files.js';
 import { transcriptNotFound } from './transcript-not-found.js';
 import type { ClientStoreSettings } from './client-store.js';
-import { readStoredTranscripts, type TranscriptCheckpoint } from './stored-transcripts.js';
+import type { TranscriptCheckpoint } from './stored-transcripts.js';
 
 /** Options of `run.transcript()`. */
 export interface TranscriptOptions {
@@ -83,6 +83,8 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
  * given), each whole; returns whether there was one. A store this client cannot read has none.
  */
 async function* fromCheckpoint(settings: ClientStoreSettings, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, boolean, undefined> {
+  // Imported here: unpacking a checkpoint loads the worker's archive and git code, which `import 'agent-pipeline'` does not.
+  const { readStoredTranscripts } = await import('./stored-transcripts.js');
   const stored = await readStoredTranscripts(settings, runId, options.stage).catch(() => undefined);
   if (!stored) return false;
   try {
