@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { parseEncryptionKeys, ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 import { loadConfig } from '../config.js';
@@ -31,6 +32,16 @@ export interface ClientStoreSettings {
   encryptionKey?: string;
   /** The workers' workspaces folder as this host sees it. @default `AGENT_PIPELINE_WORKSPACES`, else `.agent-pipeline/workspaces` */
   workspacesRoot?: string;
+}
+
+/**
+ * The client's store when it can be the workers': `AGENT_PIPELINE_STORE` is set here, or the default store's folder
+ * exists in the workspaces folder this host sees. Undefined otherwise: a default store nobody wrote holds nothing.
+ * @throws ConfigError `CONFIG_INVALID` naming the store or key setting that is malformed
+ */
+export function openWorkersStore(settings: ClientStoreSettings = {}): ObjectStore | undefined {
+  const { store, configured, workspacesRoot } = openClientStore(settings);
+  return configured || existsSync(storeFolder(workspacesRoot)) ? store : undefined;
 }
 
 /**

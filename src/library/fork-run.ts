@@ -1,15 +1,13 @@
 import type { Client } from '@temporalio/client';
-import { existsSync } from 'node:fs';
-import { listCheckpoints } from '../activities/checkpoint/keys.js';
+import { listCheckpointEntries } from '../activities/checkpoint/keys.js';
 import { findStageStartCheckpoint, missingForkPoint } from '../activities/checkpoint/stage-start.js';
-import { storeFolder } from '../activities/workspace/worker-folder.js';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { describeRefusals, forkStart, planFork, type ForkPlan, type ForkProblem } from '../pipeline/fork-plan.js';
 import type { RunState } from '../pipeline/run-state.js';
-import { openClientStore, type ClientStoreSettings } from './client-store.js';
+import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
 import { clientCodecs, decodeHistoryEvent } from './history-codec.js';
 import { decodeFirst } from './run-history.js';
 import { readRun } from './run-reader.js';
@@ -72,10 +70,11 @@ export function previewFork(runId: string, source: ForkSource, target: PipelineR
 export async function refuseMissingForkPoint(settings: ClientStoreSettings, runId: string, from: string): Promise<void> {
   let missing: ForkProblem | undefined;
   try {
-    const { store, configured, workspacesRoot } = openClientStore(settings);
-    if (!configured && !existsSync(storeFolder(workspacesRoot))) return;
-    if ((await listCheckpoints(store, runId)).length === 0) return;
-    if (!(await findStageStartCheckpoint(store, runId, from))) missing = missingForkPoint(runId, from, store);
+    const store = openWorkersStore(settings);
+    // Listed once: both whether the store holds the run at all, and where the stage's checkpoint is.
+    const entries = store ? await listCheckpointEntries(store, runId) : [];
+    if (entries.length === 0) return;
+    if (!(await findStageStartCheckpoint(store!, runId, from, entries))) missing = missingForkPoint(runId, from, store!);
   } catch {
     return;
   }

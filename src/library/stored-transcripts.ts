@@ -1,12 +1,8 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { newestCheckpointId } from '../activities/checkpoint/latest.js';
-import { CHECKPOINT_OBJECTS, readCheckpointManifest } from '../activities/checkpoint/manifest.js';
-import { unpackBookkeeping } from '../activities/checkpoint/restore-checkpoint.js';
-import { storeFolder } from '../activities/workspace/worker-folder.js';
-import { openClientStore, type ClientStoreSettings } from './client-store.js';
+import { newestRunCheckpoint, unpackBookkeeping } from '../activities/checkpoint/restore-checkpoint.js';
+import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
 import { listTranscripts, type TranscriptFile } from './transcript-files.js';
 
 /*
@@ -39,11 +35,9 @@ export interface StoredTranscripts {
  * @throws the store's errors, and WORKSPACE_ERROR for a checkpoint whose objects are missing or damaged
  */
 export async function readStoredTranscripts(settings: ClientStoreSettings, runId: string, stageId: string): Promise<StoredTranscripts | undefined> {
-  const { store, configured, workspacesRoot } = openClientStore(settings);
-  if (!configured && !existsSync(storeFolder(workspacesRoot))) return undefined;
-  const id = await newestCheckpointId(store, runId);
-  const manifest = id === undefined ? undefined : await readCheckpointManifest(store, runId, id);
-  if (!manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
+  const store = openWorkersStore(settings);
+  const manifest = store ? await newestRunCheckpoint(store, runId) : undefined;
+  if (!store || !manifest) return undefined;
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'agent-pipeline-transcripts-'));
   const dispose = () => rm(scratch, { recursive: true, force: true });
   try {

@@ -34,6 +34,14 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/**
+ * Whether `err` is an outage that may pass ({@link StoreUnavailableError} `passing`). By name: the store's errors cross
+ * module copies (source and dist).
+ */
+export function isPassingOutage(err: unknown): boolean {
+  return err instanceof Error && err.name === 'StoreUnavailableError' && (err as { passing?: boolean }).passing === true;
+}
+
 /** An object is larger than its reader allows. */
 export class StoreObjectTooLargeError extends Error {
   override readonly name = 'StoreObjectTooLargeError';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatDuration } from '../pipeline/duration.js';
-import type { ObjectStore } from './object-store.js';
+import { isPassingOutage, type ObjectStore } from './object-store.js';
 
 /*
  * A worker rides out a store outage instead of failing the stage that met it: every operation that fails with an outage
@@ -103,11 +103,6 @@ export class WaitingStore implements ObjectStore {
     this.report(`the object store ${this.description} answers again, after ${formatDuration(Date.now() - this.outageSince)}`);
     this.outageSince = undefined;
   }
-}
-
-/** An outage the store's client marked as one that may pass, found by name along the cause chain (module copies). */
-function isPassingOutage(err: unknown): boolean {
-  return err instanceof Error && err.name === 'StoreUnavailableError' && (err as { passing?: boolean }).passing === true;
 }
 
 /** One operation's wait, from its first failure (a long upload does not shorten it): exponential pauses, none past its end. */

@@ -6,7 +6,8 @@ import { openWorkerSubfolder, storeFolder } from '../activities/workspace/worker
 import { storeOfCodecs, storePayloadCodecs } from '../codec/data-converter.js';
 import { ENCRYPTION_KEY_VARIABLE } from '../codec/encryption-key.js';
 import { ConfigError } from '../config.js';
-import type { ObjectStore } from '../store/object-store.js';
+import { settledWithin } from '../activities/settled-within.js';
+import { isPassingOutage, type ObjectStore } from '../store/object-store.js';
 import { sweepGoneRuns } from '../store/run-records.js';
 import { STORE_VARIABLE } from '../store/store-settings.js';
 
@@ -40,18 +41,13 @@ export async function checkStoreAtStart(store: ObjectStore, warn: (message: stri
   const probe = (async () => {
     for await (const _key of store.list('runs/')) break;
   })();
-  const slow = Symbol('slow');
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([probe.then(() => undefined, (err: unknown) => err), new Promise((resolve) => (timer = setTimeout(resolve, answerMs, slow)))]);
-  clearTimeout(timer);
-  if (outcome === undefined) return;
-  if (outcome === slow) {
-    probe.catch(() => undefined);
-    return warn(`the object store ${store.description} did not answer within ${answerMs / 1000} s; the worker starts, and its runs wait for the store (AGENT_PIPELINE_STORE_WAIT)`);
-  }
-  const message = outcome instanceof Error ? outcome.message : String(outcome);
+  const outcome = await settledWithin(probe, answerMs);
+  if (outcome?.status === 'fulfilled') return;
+  if (!outcome) return warn(`the object store ${store.description} did not answer within ${answerMs / 1000} s; the worker starts, and its runs wait for the store (AGENT_PIPELINE_STORE_WAIT)`);
+  const err: unknown = outcome.reason;
+  const message = err instanceof Error ? err.message : String(err);
   // An outage that outlasted AGENT_PIPELINE_STORE_WAIT may still pass; a refusal, or a folder store that cannot be read, will not.
-  if ((outcome as { passing?: boolean }).passing === true) return warn(message);
+  if (isPassingOutage(err)) return warn(message);
   throw new ConfigError(`[CONFIG_INVALID] ${message.includes(store.description) ? message : `the object store ${store.description} cannot be used: ${message}`}`);
 }
 

@@ -40,8 +40,14 @@ export async function listCheckpoints(store: ObjectStore, runId: string): Promis
   return (await listCheckpointEntries(store, runId)).map((entry) => entry.id);
 }
 
-/** Run `runId`'s complete checkpoints, oldest first, each with whether it is a stage's first-start checkpoint. */
-export async function listCheckpointEntries(store: ObjectStore, runId: string): Promise<{ id: string; stageStart: boolean }[]> {
+/** A complete checkpoint of a run, and whether it is a stage's first-start checkpoint. */
+export interface CheckpointEntry {
+  id: string;
+  stageStart: boolean;
+}
+
+/** Run `runId`'s complete checkpoints, oldest first. */
+export async function listCheckpointEntries(store: ObjectStore, runId: string): Promise<CheckpointEntry[]> {
   const prefix = checkpointsPrefix(runId);
   const complete = new Set<string>();
   const stageStarts = new Set<string>();

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import type { ObjectStore } from '../../store/object-store.js';
 import { stageFailure } from '../failures.js';
 import { runPaths } from '../workspace/run-folder.js';
 import { extractArchive } from './folder-archive.js';
@@ -94,10 +95,19 @@ async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: Pi
  * the run: such a worker could not go on with the run ({@link refuseOtherPaths}), and declines to own it.
  */
 export async function checkpointElsewhere(options: CheckpointOptions, workspacesRoot: string, runId: string): Promise<string | undefined> {
-  const latest = await newestCheckpointId(options.store, runId);
-  const manifest = latest === undefined ? undefined : await readCheckpointManifest(options.store, runId, latest);
-  if (!manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
+  const manifest = await newestRunCheckpoint(options.store, runId);
+  if (!manifest) return undefined;
   return manifest.runDir === runPaths(workspacesRoot, runId).dir ? undefined : manifest.runDir;
+}
+
+/**
+ * The manifest of the run's newest checkpoint when a run can go on from it (it holds the bookkeeping: not a fork
+ * point); undefined when there is none, or it cannot be read.
+ */
+export async function newestRunCheckpoint(store: ObjectStore, runId: string): Promise<CheckpointManifest | undefined> {
+  const id = await newestCheckpointId(store, runId);
+  const manifest = id === undefined ? undefined : await readCheckpointManifest(store, runId, id);
+  return manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping] ? manifest : undefined;
 }
 
 /** Claude Code keys its sessions by the working directory's path: a run can only go on where that path is the same. */

@@ -1,6 +1,7 @@
 import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { RunOwnerClaim } from '../../contracts/run-owner.js';
+import { settledWithin } from '../settled-within.js';
 
 /**
  * Where a run's checkpoint says its folder is, when this worker would put it elsewhere (another
@@ -57,9 +58,8 @@ export function createOwnerActivities(owner: OwnerSettings | undefined, running:
  */
 async function declineIfElsewhere(owner: OwnerSettings, runId: string, elsewhere: RunElsewhere): Promise<void> {
   if (activityInfo().attempt > DECLINES) return;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ELSEWHERE_ANSWER_MS)));
-  const runDir = await Promise.race([elsewhere(runId).catch(() => undefined), timeout]).finally(() => clearTimeout(timer));
+  const answer = await settledWithin(elsewhere(runId), ELSEWHERE_ANSWER_MS);
+  const runDir = answer?.status === 'fulfilled' ? answer.value : undefined;
   if (runDir === undefined) return;
   throw ApplicationFailure.create({
     type: 'OWNER_ELSEWHERE',
