@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { GracefulShutdownPeriodExpiredError, NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
@@ -32,6 +32,9 @@ beforeAll(async () => {
     connection: await NativeConnection.connect({ address }),
     taskQueue,
     workflowBundle: { codePath: WORKFLOW_BUNDLE },
+    // As the product's workers do (create-worker.ts): once in CI this worker's shutdown never ended, with no activity
+    // and nothing logged, and the hook timed out after 300 s; not seen in six runs of the file alone.
+    shutdownForceTime: '30s',
   });
   running = worker.run();
   connection = await Connection.connect({ address });
@@ -41,7 +44,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   worker?.shutdown();
-  await running;
+  // A shutdown that had to be forced is the SDK's teardown, not the lease workflow: said, not failed. The replay check
+  // below still checks every book's history.
+  await running?.catch((error: unknown) => {
+    if (!(error instanceof GracefulShutdownPeriodExpiredError)) throw error;
+    console.warn(`lease-workflow: the test worker's shutdown was forced after 30 s (${error.message})`);
+  });
   try {
     // The worker caches its workflows: each book's whole history is replayed once here instead (replay-check.ts).
     await expectRunsReplay(client, taskQueue, { bundlePath: WORKFLOW_BUNDLE });
