@@ -1,19 +1,13 @@
 import type { ResultPromise } from 'execa';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { stageFailure } from '../../failures.js';
-import { openStageFolder, writeFileAtomic } from '../../workspace/run-workspace.js';
-import { workerFolderOfRun } from '../../workspace/worker-folder.js';
-import { ownFolderDenyRules } from './own-folder-rules.js';
+import { openStageFolder } from '../../workspace/run-workspace.js';
 import type { BackendRequest } from '../stage-backend.js';
 import { describeClaudeLookup, findClaudeBinary } from './claude-binary.js';
 import { AUTH_MODES_HELP, detectAgentAuth } from './agent-auth.js';
 import { agentEnvironment, buildCliArgs, type CliFiles } from './args.js';
-import { prepareAgentSettings } from './agent-settings.js';
-import { readScopeOf } from './agent-reads.js';
+import { writeAgentFiles } from './agent-files.js';
 import { planSession, type SessionPlan } from './session.js';
-import { writeMcpConfig } from './mcp-config.js';
-import { mcpServersSandbox } from './command-sandbox.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
 import { StageGuard } from '../../process/stage-guard.js';
@@ -88,7 +82,10 @@ export async function prepareLaunch(request: BackendRequest, options: ClaudeCliO
     // The attempt span's TRACEPARENT, and Claude Code's own telemetry when AGENT_PIPELINE_AGENT_TELEMETRY=1.
     ...options.agentTelemetryEnv?.({ stage: stage.id, attempt: request.attempt }),
   };
-  const { files, warnings } = await writeAgentFiles(request, options, { stageDir, env, binary });
+  const { files, warnings } = await writeAgentFiles({
+    stage, workspace, stageDir, agentEnv: env, binary, workerEnv: options.env, sandbox: attemptSandbox(options, request.runSignedBy),
+    workspacesRoot: options.workspacesRoot, addDirs: request.addDirs, mcpServers: request.mcpServers, system: request.prompt.system,
+  });
   const session = await planSession(request);
   if (waiting && !session.resume) session.sessionId = waiting.sessionId;
   // Only a process started ahead of time reads its prompt as stream-json (see `CliFiles.streamInput`).
@@ -106,19 +103,3 @@ export async function prepareLaunch(request: BackendRequest, options: ClaudeCliO
   }
   return { binary, args, env, stageDir, killGraceMs, guard, session, files, adopted: took?.kind === 'adopted' ? took.child : undefined, warnings };
 }
-
-/** Writes the MCP configuration, the system prompt and the settings the command line names; warns of a missing sandbox. */
-async function writeAgentFiles(request: BackendRequest, options: ClaudeCliOptions, agent: { stageDir: string; env: Record<string, string>; binary: string }): Promise<{ files: CliFiles; warnings: string[] }> {
-  const { stage, workspace } = request;
-  const { stageDir, env } = agent;
-  const scope = readScopeOf(workspace, stage.id, request.addDirs, options.workspacesRoot);
-  const attempt = attemptSandbox(options, request.runSignedBy);
-  const denied = ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping), options.env);
-  const settings = await prepareAgentSettings(stage, options.env, scope, attempt, denied);
-  const sandboxPrefix = mcpServersSandbox(stage, { workerEnv: options.env, scope, attempt, denied, claudeBinary: agent.binary });
-  const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: request.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env, sandboxPrefix });
-  const systemPrompt = request.prompt.system ? path.join(stageDir, 'system-prompt.md') : undefined;
-  if (systemPrompt) await writeFileAtomic(systemPrompt, request.prompt.system);
-  return { files: { mcpConfig, systemPrompt, settings: settings.file }, warnings: [...settings.sandbox.warnings] };
-}
-

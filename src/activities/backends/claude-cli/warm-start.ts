@@ -4,16 +4,12 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { toMilliseconds } from '../../../pipeline/duration.js';
 import { durationSchema } from '../../../pipeline/schema.js';
-import { openStageFolder, writeFileAtomic, type RunWorkspace } from '../../workspace/run-workspace.js';
+import { openStageFolder, type RunWorkspace } from '../../workspace/run-workspace.js';
 import { readEndedMarker } from '../../workspace/remove-workspace.js';
 import type { BackendRequest, PrewarmTarget } from '../stage-backend.js';
 import { agentEnvironment, buildCliArgs } from './args.js';
-import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
-import { readScopeOf } from './agent-reads.js';
-import { writeMcpConfig } from './mcp-config.js';
-import { mcpServersSandbox } from './command-sandbox.js';
-import { ownFolderDenyRules } from './own-folder-rules.js';
-import { workerFolderOfRun } from '../../workspace/worker-folder.js';
+import type { AttemptSandbox } from './agent-settings.js';
+import { writeAgentFiles } from './agent-files.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
 import { PROJECT_SETTINGS_FILES } from './project-settings.js';
@@ -112,18 +108,15 @@ export async function prewarmStages(pool: WarmPool, targets: PrewarmTarget[], ct
     const env = agentEnvironment(ctx.workerEnv, ctx.workspace.claudeConfigDir, { stage: marker, worker: workerMarkerValue(ctx.killGraceMs) });
     // A stage that cannot start (its sandbox unavailable or its `sandbox: false` refused) is not started ahead of time:
     // its attempt reports why.
-    const scope = readScopeOf(ctx.workspace, stage.id, target.addDirs, ctx.workspacesRoot);
-    const denied = ownFolderDenyRules(workerFolderOfRun(ctx.workspace.bookkeeping), ctx.workerEnv);
-    const settings = await prepareAgentSettings(stage, ctx.workerEnv, scope, ctx.sandbox, denied).catch(() => undefined);
-    if (!settings) continue;
-    const sandboxPrefix = mcpServersSandbox(stage, { workerEnv: ctx.workerEnv, scope, attempt: ctx.sandbox, denied, claudeBinary: ctx.binary });
-    const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: ctx.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: ctx.workspace.dir, env, sandboxPrefix });
-    const systemPrompt = target.system ? path.join(stageDir, 'system-prompt.md') : undefined;
-    if (systemPrompt) await writeFileAtomic(systemPrompt, target.system);
+    const written = await writeAgentFiles({
+      stage, workspace: ctx.workspace, stageDir, agentEnv: env, binary: ctx.binary, workerEnv: ctx.workerEnv, sandbox: ctx.sandbox,
+      workspacesRoot: ctx.workspacesRoot, addDirs: target.addDirs, mcpServers: ctx.mcpServers, system: target.system,
+    }).catch(() => undefined);
+    if (!written) continue;
     const sessionId = randomUUID();
     const request = { stage, maxBudgetUsd: target.maxBudgetUsd, addDirs: target.addDirs } as BackendRequest;
-    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { mcpConfig, systemPrompt, settings: settings.file, streamInput: true });
-    const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [mcpConfig, systemPrompt, settings.file]);
+    const args = buildCliArgs(request, { sessionId, resume: false, stdin: '', warnings: [] }, { ...written.files, streamInput: true });
+    const watched = startupFiles(ctx.workspace.dir, ctx.workspace.claudeConfigDir, [written.files.mcpConfig, written.files.systemPrompt, written.files.settings]);
     const wanted = await stageNotStartedYet(stageDir, ctx.workspace.bookkeeping);
     if (await pool.spawn(key, { binary: ctx.binary, args, cwd: ctx.workspace.dir, env, sessionId, marker }, watched, wanted)) spawned.push(key);
   }
