@@ -17,7 +17,8 @@ import type { SandboxHost } from '../claude-cli/sandbox-host.js';
 import { DEFAULT_SANDBOX_MODE, type SandboxMode } from '../claude-cli/sandbox-mode.js';
 import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
 import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
-import { commandEnvironment } from './command-env.js';
+import { commandEnvironment, launcherEnvironment, type CommandPlace } from './command-env.js';
+import { launchWithEnvFile } from './command-env-file.js';
 import { runCommandProcess, type CommandRunResult } from './command-process.js';
 import { prepareCommandSandbox } from '../claude-cli/command-sandbox.js';
 
@@ -66,7 +67,8 @@ export async function runCommand(request: BackendRequest, options: CommandOption
   try {
     const home = path.join(workspace.bookkeeping, 'home');
     await mkdir(home, { recursive: true });
-    const env = commandEnvironment(stage, options.env, options.allowedEnv, { home, markers: { stage: guard.marker, worker: workerMarkerValue(killGraceMs) } });
+    const place: CommandPlace = { home, markers: { stage: guard.marker, worker: workerMarkerValue(killGraceMs) } };
+    const env = commandEnvironment(stage, options.env, options.allowedEnv, place);
     const { prefix, sandbox } = await prepareCommandSandbox(stage, {
       workerEnv: options.env,
       scope: readScopeOf(workspace, stage.id, undefined, options.workspacesRoot),
@@ -76,7 +78,10 @@ export async function runCommand(request: BackendRequest, options: CommandOption
       claudeBinary: await findClaudeBinary(options.env),
     });
     const started = Date.now();
-    const run = await runRecorded(request, options, { argv: [...prefix, ...commandArgv(stage.run)], env, killGraceMs, guard });
+    // Sandboxed, the stage's variables go in only past the sandbox (command-env-file.ts); unsandboxed, there is no boundary.
+    const inside = sandbox.enabled ? await launchWithEnvFile(home, env, commandArgv(stage.run)) : undefined;
+    const launch = inside ? { argv: [...prefix, ...inside.argv], env: launcherEnvironment(options.env, place) } : { argv: commandArgv(stage.run), env };
+    const run = await runRecorded(request, options, { ...launch, killGraceMs, guard }).finally(() => inside?.cleanup());
     if (run.cancelled) throw request.signal.reason ?? new Error('cancelled');
     failIfUnsuccessful(stage, run);
     request.heartbeat({ turns: 0, costUsd: 0, lastEventAt: Date.now() });
