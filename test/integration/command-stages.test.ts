@@ -160,6 +160,14 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect((await filesBelow(dir)).filter((f) => /pwned/.test(f))).toEqual([]);
   });
 
+  test('runs side by side with the other command stages of its workspace: none fails because another sandbox went away', { timeout: 120_000 }, async () => {
+    // Each sandbox binds placeholders of absent files (`.gitconfig`…) that its `srt` removes at exit; a sandbox started
+    // meanwhile failed to bind them ("bwrap: Can't find source path"), so parallel stages failed one run in two.
+    const stages = Array.from({ length: 8 }, (_, i) => `  - id: p${i}\n    run: "echo p${i} > p${i}.txt; sleep 0.${i}"\n`).join('');
+    const states = await Promise.all([1, 2, 3].map(async (n) => harness.finish(await harness.startYaml(`cmd-parallel-${n}`, header(`cmd-parallel-${n}`) + stages))));
+    for (const state of states) expect(state.stages.filter((s) => s.status !== 'completed').map((s) => s.error?.message), state.runId).toEqual([]);
+  });
+
   test('stops cleanly on cancel: every process it started is gone and the run is cancelled', { timeout: 120_000 }, async () => {
     const yaml = header('cmd-cancel') + '  - id: long\n    run: "(sleep 300 &) ; echo started > started.txt; sleep 300"\n';
     const handle = await harness.startYaml('cmd-cancel', yaml);

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { commandEnvironment, allowedCommandEnv, commandSecretValues, launcherEnvironment } from '../../src/activities/backends/command/command-env.js';
 import { launchWithEnvFile } from '../../src/activities/backends/command/command-env-file.js';
 import { runtimeConfig } from '../../src/activities/backends/claude-cli/command-sandbox.js';
-import { commandArgv } from '../../src/activities/backends/command/backend.js';
+import { commandArgv, describeCommand } from '../../src/activities/backends/command/backend.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
@@ -97,6 +97,15 @@ describe("what starts a sandboxed command outside the sandbox", () => {
     } finally {
       await rm(home, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a failed command in its message', () => {
+  test('is the whole command: a string as written, a list as its words, quoted where a word needs it', () => {
+    // The message named only the list's last word: `the command "--flag" exited with code 127`.
+    expect(describeCommand(['no-such-tool', '--flag'])).toBe('no-such-tool --flag');
+    expect(describeCommand(['sh', '-c', "echo it's"])).toBe(`sh -c 'echo it'\\''s'`);
+    expect(describeCommand('npm test && echo "ok"')).toBe('npm test && echo "ok"');
   });
 });
 
