@@ -117,11 +117,13 @@ const SANDBOX_RACE_LAUNCHES = 4;
  * Whether the command never started because its sandbox could not: bubblewrap's only words, nothing on stdout. Each
  * `srt` binds the files no command may write (`.gitconfig`, `.bashrc`…); one that is absent gets an empty placeholder
  * that `srt` removes when its command exits. A second command in the same workspace that started meanwhile takes the
- * placeholder for a real file and asks bubblewrap to bind it, which fails once the first is gone: two parallel stages
- * in one workspace failed that way one run in two. bubblewrap says so only in text, so the text is what is read.
+ * placeholder for a real file and asks bubblewrap to bind it, which fails once the first is gone ("Can't find source
+ * path", "Can't get type of source", "Can't bind mount … Unable to find … in mount table", by when it goes
+ * missing): two parallel stages in one workspace failed that way one run in two. bubblewrap says so only in text, so
+ * the text is what is read: one line "Can't …" of its own, which it prints only when it fails before the command.
  */
 function lostSandboxRace(run: CommandRunResult): boolean {
-  return !run.cancelled && run.exitCode === 1 && run.stdoutTail === '' && /^bwrap: Can't find source path [^\n]*\n?$/.test(run.stderrTail);
+  return !run.cancelled && run.exitCode === 1 && run.stdoutTail === '' && /^bwrap: Can't [^\n]*\n?$/.test(run.stderrTail);
 }
 
 /** Launches the command again, a moment later, while it lost the race of {@link lostSandboxRace}; it never ran then. */
