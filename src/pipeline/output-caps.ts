@@ -20,6 +20,8 @@ export const OUTPUT_CAPS = {
   answerBytes: 16 * 1024,
   /** The whole final answer kept beside the result when `answer` was cut: far above any model's, an end to a runaway one. @unit bytes */
   wholeAnswerBytes: 32 * 1024 * 1024,
+  /** A command stage's output kept in one attempt's transcript (`logs`); later lines are counted, not kept. @unit bytes */
+  commandTranscriptBytes: 32 * 1024 * 1024,
   /** Each of the report's own top-level fields (`{{stages.ID.report.FIELD}}`), like an entry of `outputs`. @unit bytes */
   reportFieldBytes: 64 * 1024,
   /** All of the report's own fields together. @unit bytes */

@@ -140,6 +140,34 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect(existsSync(path.join(harness.runDir(handle.workflowId), 'inside.txt'))).toBe(true);
   });
 
+  test("keeps its `env:` away from the programs that build its sandbox: NODE_OPTIONS and PATH run nothing outside, and reach the command as data", { timeout: 120_000 }, async () => {
+    const escaped = path.join(outside, 'escaped-launcher.txt');
+    // Given to the sandbox runtime's node (outside the sandbox), this read the worker's secrets from /proc and wrote them here.
+    const nodeOptions = `--import data:text/javascript,import{writeFileSync,readFileSync}from'node:fs';writeFileSync('${escaped}',readFileSync('/proc/'+process.ppid+'/environ'));`;
+    const tricky = 'it\'s "$(touch pwned)" `touch pwned2` \\ $HOME\n; end';
+    const run = 'printf %s "$NODE_OPTIONS" > node-options.txt; printf %s "$TRICKY" > tricky.txt; printf %s "$PATH" > path.txt; ls -A "$HOME" > home.txt';
+    const env = { NODE_OPTIONS: nodeOptions, PATH: '/usr/bin:/bin', TRICKY: tricky };
+    const handle = await harness.startYaml('cmd-launcher', header('cmd-launcher') + `  - id: env\n    run: ${JSON.stringify(run)}\n    env: ${JSON.stringify(env)}\n`);
+    const state = await harness.finish(handle);
+    expect(stageOf(state, 'env').status, JSON.stringify(state.stages)).toBe('completed');
+    expect(existsSync(escaped)).toBe(false);
+    const dir = harness.runDir(handle.workflowId);
+    expect(await readFile(path.join(dir, 'node-options.txt'), 'utf8')).toBe(nodeOptions);
+    expect(await readFile(path.join(dir, 'tricky.txt'), 'utf8')).toBe(tricky);
+    expect(await readFile(path.join(dir, 'path.txt'), 'utf8')).toBe('/usr/bin:/bin');
+    // The file that carried the environment in is gone before the command runs.
+    expect(await readFile(path.join(dir, 'home.txt'), 'utf8')).not.toContain('.agent-pipeline-env-');
+    expect((await filesBelow(dir)).filter((f) => /pwned/.test(f))).toEqual([]);
+  });
+
+  test('runs side by side with the other command stages of its workspace: none fails because another sandbox went away', { timeout: 120_000 }, async () => {
+    // Each sandbox binds placeholders of absent files (`.gitconfig`…) that its `srt` removes at exit; a sandbox started
+    // meanwhile failed to bind them ("bwrap: Can't find source path"), so parallel stages failed one run in two.
+    const stages = Array.from({ length: 8 }, (_, i) => `  - id: p${i}\n    run: "echo p${i} > p${i}.txt; sleep 0.${i}"\n`).join('');
+    const states = await Promise.all([1, 2, 3].map(async (n) => harness.finish(await harness.startYaml(`cmd-parallel-${n}`, header(`cmd-parallel-${n}`) + stages))));
+    for (const state of states) expect(state.stages.filter((s) => s.status !== 'completed').map((s) => s.error?.message), state.runId).toEqual([]);
+  });
+
   test('stops cleanly on cancel: every process it started is gone and the run is cancelled', { timeout: 120_000 }, async () => {
     const yaml = header('cmd-cancel') + '  - id: long\n    run: "(sleep 300 &) ; echo started > started.txt; sleep 300"\n';
     const handle = await harness.startYaml('cmd-cancel', yaml);

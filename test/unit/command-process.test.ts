@@ -72,3 +72,16 @@ describe('a command run', () => {
     expect(isGone(pid)).toBe(true);
   });
 });
+
+describe("a command's transcript", () => {
+  test('keeps its cap of the output and says how many lines it did not keep; the ends of the output stay whole', async () => {
+    // 60 MB of stdout made a 147 MB transcript: a command printing without end filled the worker's disk.
+    const { result, lines } = await run('i=0; while [ $i -lt 2000 ]; do echo "line $i of the output, padded to a hundred characters or so ......................"; i=$((i+1)); done; echo last', { transcriptCapBytes: 50_000 });
+    expect(result.exitCode).toBe(0);
+    const bytes = lines.reduce((sum, line) => sum + JSON.stringify({ type: 'command', ...line }).length + 1, 0);
+    expect(bytes).toBeLessThan(51_000);
+    expect(lines.at(-1)?.text).toMatch(/^\[agent-pipeline: \d+ more line\(s\) of output \(\d+ KiB as recorded\) not kept: the transcript keeps 49 KB of a command/);
+    expect(lines.at(-2)?.text).toMatch(/^line \d+ of the output/);
+    expect(result.stdoutTail.trimEnd().split('\n').at(-1)).toBe('last');
+  });
+});

@@ -1,7 +1,13 @@
 import { describe, expect, test } from 'vitest';
-import { commandEnvironment, allowedCommandEnv, commandSecretValues } from '../../src/activities/backends/command/command-env.js';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { commandEnvironment, allowedCommandEnv, commandSecretValues, launcherEnvironment } from '../../src/activities/backends/command/command-env.js';
+import { launchWithEnvFile } from '../../src/activities/backends/command/command-env-file.js';
 import { runtimeConfig } from '../../src/activities/backends/claude-cli/command-sandbox.js';
-import { commandArgv } from '../../src/activities/backends/command/backend.js';
+import { commandArgv, describeCommand } from '../../src/activities/backends/command/backend.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
@@ -67,6 +73,39 @@ describe("a command's environment", () => {
     expect(() => commandEnvironment(stage, worker, allowedCommandEnv({}), place)).toThrow(
       /\[CONFIG_INVALID\] stage t: `passEnv` names GH_TOKEN, which this worker does not pass to commands \(AGENT_PIPELINE_COMMAND_ENV=\(unset\)\).*add it to AGENT_PIPELINE_COMMAND_ENV/,
     );
+  });
+});
+
+describe("what starts a sandboxed command outside the sandbox", () => {
+  const stage = { id: 't', env: { NODE_OPTIONS: '--require ./evil.js', PATH: './bin', LD_PRELOAD: './evil.so' }, passEnv: ['GH_TOKEN'] } as unknown as ResolvedStage;
+  const worker = { PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', GH_TOKEN: 'ghp_x', NODE_OPTIONS: '--max-old-space-size=4096' };
+  const place = { home: '/runs/r/home', markers: { stage: 's#1', worker: 'w' } };
+
+  test("gets only the worker's base variables, the run home and the markers: no `env:`, no `passEnv:`", () => {
+    expect(launcherEnvironment(worker, place)).toEqual({ PATH: '/usr/bin:/bin', LANG: 'C.UTF-8', HOME: '/runs/r/home', [STAGE_MARKER]: 's#1', [WORKER_MARKER]: 'w' });
+  });
+
+  test('hands the command its whole environment inside, byte for byte, from a file the loader removes', async () => {
+    const home = await mkdtemp(path.join(tmpdir(), 'command-env-file-'));
+    try {
+      const tricky = `it's "$(touch pwned)" \`x\` \\ $HOME\n; rm -rf /`;
+      const env = { ...commandEnvironment(stage, worker, new Set(['GH_TOKEN']), place), TRICKY: tricky };
+      const launch = await launchWithEnvFile(home, env, ['/bin/sh', '-c', 'printf "%s|%s|%s|%s" "$TRICKY" "$NODE_OPTIONS" "$GH_TOKEN" "$PATH"']);
+      const { stdout } = await promisify(execFile)(launch.argv[0]!, launch.argv.slice(1), { cwd: home, env: launcherEnvironment(worker, place) });
+      expect(stdout).toBe(`${tricky}|--require ./evil.js|ghp_x|./bin`);
+      expect(await readdir(home)).toEqual([]);
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a failed command in its message', () => {
+  test('is the whole command: a string as written, a list as its words, quoted where a word needs it', () => {
+    // The message named only the list's last word: `the command "--flag" exited with code 127`.
+    expect(describeCommand(['no-such-tool', '--flag'])).toBe('no-such-tool --flag');
+    expect(describeCommand(['sh', '-c', "echo it's"])).toBe(`sh -c 'echo it'\\''s'`);
+    expect(describeCommand('npm test && echo "ok"')).toBe('npm test && echo "ok"');
   });
 });
 

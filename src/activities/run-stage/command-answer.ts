@@ -44,7 +44,8 @@ export function readCommandAnswer(stage: ResolvedStage, outcome: BackendOutcome,
   const warnings = [...record.warnings, ...checked.warnings];
   const summaryLine = (stage.outputs === 'json' ? lines.slice(0, -1) : lines).filter((line) => line.trim() !== '').at(-1);
   const answer = capText(outcome.text.trimEnd(), OUTPUT_CAPS.answerBytes);
-  if (answer.cut) warnings.push(`the command's stdout was ${formatSize(answer.bytes)}, over the answer's limit of ${formatSize(OUTPUT_CAPS.answerBytes)}; its end was kept (all of it is in the transcript)`);
+  // The backend hands over only stdout's end, so its whole size is unknown here: say what is known.
+  if (answer.cut) warnings.push(`the command's stdout was over the answer's limit of ${formatSize(OUTPUT_CAPS.answerBytes)}; its end was kept (the transcript keeps its first ${formatSize(OUTPUT_CAPS.commandTranscriptBytes)}: \`agent-pipeline logs\`)`);
   return {
     ...record,
     status: 'completed',

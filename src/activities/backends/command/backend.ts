@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
 import { stageFailure } from '../../failures.js';
@@ -17,7 +18,8 @@ import type { SandboxHost } from '../claude-cli/sandbox-host.js';
 import { DEFAULT_SANDBOX_MODE, type SandboxMode } from '../claude-cli/sandbox-mode.js';
 import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
 import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
-import { commandEnvironment } from './command-env.js';
+import { commandEnvironment, launcherEnvironment, type CommandPlace } from './command-env.js';
+import { launchWithEnvFile, shellQuote } from './command-env-file.js';
 import { runCommandProcess, type CommandRunResult } from './command-process.js';
 import { prepareCommandSandbox } from '../claude-cli/command-sandbox.js';
 
@@ -45,6 +47,12 @@ export interface CommandOptions {
   workspacesRoot?: string;
 }
 
+/** The command as its stage gives it, for messages: a string as it is, a list as its words (quoted where needed). */
+export function describeCommand(run: ResolvedStage['run']): string {
+  if (run === undefined) return '';
+  return typeof run === 'string' ? run : run.map((word) => (/^[\w./:=@%+,-]+$/.test(word) ? word : shellQuote(word))).join(' ');
+}
+
 /** The command's own argv: a string runs through `sh -c`, a list as it is (no shell). */
 export function commandArgv(run: ResolvedStage['run']): string[] {
   if (run === undefined) return [];
@@ -66,7 +74,8 @@ export async function runCommand(request: BackendRequest, options: CommandOption
   try {
     const home = path.join(workspace.bookkeeping, 'home');
     await mkdir(home, { recursive: true });
-    const env = commandEnvironment(stage, options.env, options.allowedEnv, { home, markers: { stage: guard.marker, worker: workerMarkerValue(killGraceMs) } });
+    const place: CommandPlace = { home, markers: { stage: guard.marker, worker: workerMarkerValue(killGraceMs) } };
+    const env = commandEnvironment(stage, options.env, options.allowedEnv, place);
     const { prefix, sandbox } = await prepareCommandSandbox(stage, {
       workerEnv: options.env,
       scope: readScopeOf(workspace, stage.id, undefined, options.workspacesRoot),
@@ -76,7 +85,14 @@ export async function runCommand(request: BackendRequest, options: CommandOption
       claudeBinary: await findClaudeBinary(options.env),
     });
     const started = Date.now();
-    const run = await runRecorded(request, options, { argv: [...prefix, ...commandArgv(stage.run)], env, killGraceMs, guard });
+    const warnings = [...guard.warnings, ...sandbox.warnings];
+    const launchOnce = async (): Promise<CommandRunResult> => {
+      // Sandboxed, the stage's variables go in only past the sandbox (command-env-file.ts); unsandboxed, there is no boundary.
+      const inside = sandbox.enabled ? await launchWithEnvFile(home, env, commandArgv(stage.run)) : undefined;
+      const launch = inside ? { argv: [...prefix, ...inside.argv], env: launcherEnvironment(options.env, place) } : { argv: commandArgv(stage.run), env };
+      return runRecorded(request, options, { ...launch, killGraceMs, guard }).finally(() => inside?.cleanup());
+    };
+    const run = await launchThroughSandboxRace(launchOnce, warnings);
     if (run.cancelled) throw request.signal.reason ?? new Error('cancelled');
     failIfUnsuccessful(stage, run);
     request.heartbeat({ turns: 0, costUsd: 0, lastEventAt: Date.now() });
@@ -86,11 +102,37 @@ export async function runCommand(request: BackendRequest, options: CommandOption
       costUsd: 0,
       numTurns: 0,
       durationMs: Date.now() - started,
-      warnings: [...guard.warnings, ...sandbox.warnings],
+      warnings,
     };
   } finally {
     // Whatever the command left running (a server started in the background) goes with the attempt.
     await guard.release();
+  }
+}
+
+/** Launches of a command whose sandbox could not start for the race below, before its failure stands. */
+const SANDBOX_RACE_LAUNCHES = 4;
+
+/**
+ * Whether the command never started because its sandbox could not: bubblewrap's only words, nothing on stdout. Each
+ * `srt` binds the files no command may write (`.gitconfig`, `.bashrc`…); one that is absent gets an empty placeholder
+ * that `srt` removes when its command exits. A second command in the same workspace that started meanwhile takes the
+ * placeholder for a real file and asks bubblewrap to bind it, which fails once the first is gone ("Can't find source
+ * path", "Can't get type of source", "Can't bind mount … Unable to find … in mount table", by when it goes
+ * missing): two parallel stages in one workspace failed that way one run in two. bubblewrap says so only in text, so
+ * the text is what is read: one line "Can't …" of its own, which it prints only when it fails before the command.
+ */
+function lostSandboxRace(run: CommandRunResult): boolean {
+  return !run.cancelled && run.exitCode === 1 && run.stdoutTail === '' && /^bwrap: Can't [^\n]*\n?$/.test(run.stderrTail);
+}
+
+/** Launches the command again, a moment later, while it lost the race of {@link lostSandboxRace}; it never ran then. */
+async function launchThroughSandboxRace(launch: () => Promise<CommandRunResult>, warnings: string[]): Promise<CommandRunResult> {
+  for (let attempt = 1; ; attempt++) {
+    const run = await launch();
+    if (attempt >= SANDBOX_RACE_LAUNCHES || !lostSandboxRace(run)) return run;
+    warnings.push(`the sandbox could not start (${run.stderrTail.trim()}: another sandbox in this workspace removed it meanwhile); the command was started again`);
+    await sleep(100 * attempt + Math.random() * 100);
   }
 }
 
@@ -128,12 +170,13 @@ function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
   if (run.exitCode === 0 && !run.spawnError) return;
   const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}`;
   const said = run.stderrTail.trimEnd().slice(-MESSAGE_STDERR_CHARS);
-  const shown = commandArgv(stage.run).at(-1)!.slice(0, 200);
+  const shown = describeCommand(stage.run).slice(0, 200);
   throw stageFailure({
     type: 'COMMAND_FAILED',
     stageId: stage.id,
     // stageFailure redacts the worker's secrets from both: a command given one through `passEnv` may print it.
     message: `the command ${JSON.stringify(shown)} ${how}${said ? `; the end of its stderr:\n${said}\n` : ' (no stderr)'}`,
+    hint: `the command's output is in \`agent-pipeline logs RUN --stage ${stage.id}\`; the attempt is retried while the stage has \`retries\` left (list COMMAND_FAILED in \`retry.nonRetryable\` to make a failure final)`,
     details: { exitCode: run.exitCode, signal: run.exitSignal, stderrTail: run.stderrTail },
   });
 }

@@ -16,6 +16,11 @@ export const COMMAND_ENV_VARIABLE = 'AGENT_PIPELINE_COMMAND_ENV';
 /** What any program expects, taken from the worker's environment as they are: none holds a secret. */
 const BASE_VARIABLES = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'USER', 'LOGNAME', 'TMPDIR'] as const;
 
+/** The base variables the worker has. */
+function baseVariables(workerEnv: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(BASE_VARIABLES.filter((name) => workerEnv[name] !== undefined).map((name) => [name, workerEnv[name] as string]));
+}
+
 /** The names `AGENT_PIPELINE_COMMAND_ENV` allows, read once when the worker starts; never a signing or encryption key. */
 export function allowedCommandEnv(env: NodeJS.ProcessEnv): ReadonlySet<string> {
   return new Set((env[COMMAND_ENV_VARIABLE] ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '' && !NEVER_FOR_AGENTS.includes(name)));
@@ -40,7 +45,7 @@ export interface CommandPlace {
  * @throws CONFIG_INVALID naming the variable and the worker setting when `passEnv:` names one the worker does not allow
  */
 export function commandEnvironment(stage: ResolvedStage, workerEnv: NodeJS.ProcessEnv, allowed: ReadonlySet<string>, place: CommandPlace): Record<string, string> {
-  const base = Object.fromEntries(BASE_VARIABLES.filter((name) => workerEnv[name] !== undefined).map((name) => [name, workerEnv[name] as string]));
+  const base = baseVariables(workerEnv);
   const passed: Record<string, string> = {};
   for (const name of stage.passEnv ?? []) {
     if (!allowed.has(name)) {
@@ -63,4 +68,14 @@ export function commandEnvironment(stage: ResolvedStage, workerEnv: NodeJS.Proce
     [STAGE_MARKER]: place.markers.stage,
     [WORKER_MARKER]: place.markers.worker,
   };
+}
+
+/**
+ * The environment of what starts a sandboxed command outside the sandbox (`setpriv`, `srt`, its shell, bubblewrap):
+ * the worker's base variables, the run's `HOME` and the markers, none of them the pipeline's choice. The stage's
+ * `env:` and `passEnv:` reach the command inside the sandbox only (command-env-file.ts): `NODE_OPTIONS` or `PATH`
+ * given to `srt` would run the pipeline's code outside the sandbox, as the worker's user.
+ */
+export function launcherEnvironment(workerEnv: NodeJS.ProcessEnv, place: CommandPlace): Record<string, string> {
+  return { ...baseVariables(workerEnv), HOME: place.home, [STAGE_MARKER]: place.markers.stage, [WORKER_MARKER]: place.markers.worker };
 }

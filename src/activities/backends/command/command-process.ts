@@ -2,6 +2,7 @@ import { execa, type ResultPromise } from 'execa';
 import { existsSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
 import type { Readable } from 'node:stream';
+import { formatSize, OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
 import { listProcessGroup, stopGracefully, type StopReport } from '../../process/stop.js';
 import { findMarkedProcesses, STAGE_MARKER } from '../../process/sweep.js';
 import type { TranscriptWriter } from '../claude-cli/transcript-writer.js';
@@ -29,6 +30,8 @@ export interface CommandRunOptions {
   stdoutTailChars: number;
   /** Kept of stderr for the failure: its end. @unit characters */
   stderrTailChars: number;
+  /** Most the transcript takes of the output; later lines are counted, not kept. @unit bytes @default {@link TRANSCRIPT_CAP_BYTES} */
+  transcriptCapBytes?: number;
   signal: AbortSignal;
   heartbeat(): void;
   /** Called once the process exists, with its pid (also its process group id). */
@@ -79,13 +82,12 @@ export async function runCommandProcess(o: CommandRunOptions): Promise<CommandRu
   const beat = setInterval(() => o.heartbeat(), o.heartbeatIntervalMs);
   try {
     if (child.pid) await o.onSpawn(child.pid);
-    // One write at a time: the transcript's redaction holds back the end of each write for the next one.
-    let queue = Promise.resolve();
-    const write = (bytes: Buffer): Promise<void> => (queue = queue.then(() => o.transcript.write(bytes)));
+    const cap = new TranscriptCap(o.transcript, o.transcriptCapBytes ?? TRANSCRIPT_CAP_BYTES);
     const [stdoutTail, stderrTail] = await Promise.all([
-      recordLines(child.stdout, 'stdout', write, o.stdoutTailChars),
-      recordLines(child.stderr, 'stderr', write, o.stderrTailChars),
+      recordLines(child.stdout, 'stdout', (bytes) => cap.write(bytes), o.stdoutTailChars),
+      recordLines(child.stderr, 'stderr', (bytes) => cap.write(bytes), o.stderrTailChars),
     ]);
+    await cap.close();
     const done = await child;
     exited = true;
     await stopping;
@@ -94,6 +96,39 @@ export async function runCommandProcess(o: CommandRunOptions): Promise<CommandRu
   } finally {
     clearInterval(beat);
     o.signal.removeEventListener('abort', stop);
+  }
+}
+
+/** Most of a command's output one attempt's transcript keeps (`yes` would otherwise fill the worker's disk). @unit bytes */
+const TRANSCRIPT_CAP_BYTES = OUTPUT_CAPS.commandTranscriptBytes;
+
+/**
+ * The transcript's writes, one at a time (its redaction holds back the end of each write for the next one), up to
+ * `capBytes`; past it, lines are counted and a last line says how many were not kept.
+ */
+class TranscriptCap {
+  private queue = Promise.resolve();
+  private written = 0;
+  private droppedLines = 0;
+  private droppedBytes = 0;
+
+  constructor(private readonly transcript: TranscriptWriter, private readonly capBytes: number) {}
+
+  write(bytes: Buffer): Promise<void> {
+    if (this.droppedLines > 0 || this.written + bytes.length > this.capBytes) {
+      this.droppedLines++;
+      this.droppedBytes += bytes.length;
+      return this.queue;
+    }
+    this.written += bytes.length;
+    return (this.queue = this.queue.then(() => this.transcript.write(bytes)));
+  }
+
+  async close(): Promise<void> {
+    if (this.droppedLines === 0) return this.queue;
+    const text = `[agent-pipeline: ${this.droppedLines} more line(s) of output (${Math.ceil(this.droppedBytes / 1024)} KiB as recorded) not kept: the transcript keeps ${formatSize(this.capBytes)} of a command's output]`;
+    const note = Buffer.from(`${JSON.stringify({ type: 'command', stream: 'stderr', text })}\n`);
+    return (this.queue = this.queue.then(() => this.transcript.write(note)));
   }
 }
 
