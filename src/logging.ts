@@ -1,4 +1,5 @@
 import { DefaultLogger, Runtime, type ActivityInterceptorsFactory, type LogEntry, type Logger, type LogLevel, type MetricsExporterConfig } from '@temporalio/worker';
+import { terminalSafe } from './terminal-text.js';
 
 /** Log levels from least to most severe, as Temporal names them. */
 const LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
@@ -44,7 +45,8 @@ export function formatLogEntry(entry: LogEntry, format: LoggingOptions['format']
   const fields = Object.entries(meta)
     .filter(([key]) => key !== 'sdkComponent' && key !== 'taskToken')
     .map(([key, value]) => `${key}=${typeof value === 'object' ? JSON.stringify(value, (_k, v: unknown) => toJsonValue(v)) : String(value)}`);
-  return `${time} ${entry.level.padEnd(5)} ${entry.message}${fields.length ? ` ${fields.join(' ')}` : ''}`;
+  // The text format is for a terminal or a journal: a warning quoting a run's output keeps no terminal control.
+  return terminalSafe(`${time} ${entry.level.padEnd(5)} ${entry.message}${fields.length ? ` ${fields.join(' ')}` : ''}`);
 }
 
 /** A Temporal logger writing formatted entries to stderr (or `write`). */

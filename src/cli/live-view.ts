@@ -1,5 +1,6 @@
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunSnapshot } from '../library/run-reader.js';
+import { terminalSafe } from '../terminal-text.js';
 import { truncate } from './output.js';
 import { noticeLines, progressLines, STAGE_ICON, waitLines } from './run-view.js';
 
@@ -27,8 +28,9 @@ export class LiveView {
 
   private redraw(lines: string[]): void {
     const width = Math.max(20, (this.out.columns ?? 100) - 1);
-    // Lines are cut to the terminal width: a wrapped line would throw off the cursor arithmetic.
-    const block = lines.map((line) => `${truncate(line, width)}\x1b[K\n`).join('');
+    // Lines are one row each, cut to the terminal width: a wrapped or broken line would throw off the cursor arithmetic.
+    // They quote what the run brought, so no terminal control of theirs gets in among the view's own.
+    const block = lines.map((line) => `${truncate(terminalSafe(line).replaceAll('\n', ' '), width)}\x1b[K\n`).join('');
     const up = this.drawnLines > 0 ? `\x1b[${this.drawnLines}F` : '';
     this.out.write(`${up}${block}\x1b[J`);
     this.drawnLines = lines.length;
@@ -68,6 +70,6 @@ export class LiveView {
   }
 
   private line(text: string): void {
-    this.out.write(`${text}\n`);
+    this.out.write(`${terminalSafe(text)}\n`);
   }
 }

@@ -1,6 +1,11 @@
-/** Human output goes to stdout line by line; `--json` output is one JSON document (shapes in docs/cli.md). */
+import { terminalSafe } from '../terminal-text.js';
+
+/**
+ * Human output goes to stdout line by line; `--json` output is one JSON document (shapes in docs/cli.md). Lines often
+ * quote what a run brought, so no terminal control in them reaches the terminal (terminal-text.ts).
+ */
 export function printLine(line = ''): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${terminalSafe(line)}\n`);
 }
 
 export function printJson(value: unknown): void {
@@ -9,7 +14,7 @@ export function printJson(value: unknown): void {
 
 /** Progress and notes that are not the command's result go to stderr, so `--json` stdout stays parseable. */
 export function printNote(line: string): void {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${terminalSafe(line)}\n`);
 }
 
 /** Shortens `text` to `width` columns, marking the cut with `…`. */

@@ -199,6 +199,21 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect(logs.all).toContain('wrote built.txt');
   });
 
+  test("prints what a command wrote with no terminal control left: `logs` and `status` show the text, never an escape that writes the clipboard or clears the screen", { timeout: 120_000 }, async () => {
+    // OSC 52 (write the clipboard), erase the screen, OSC 0 (the window title), a bell: what a run's output could do to
+    // the terminal of whoever looks at it.
+    const yaml = header('cmd-escapes') + "  - id: loud\n    run: [printf, 'before\\033]52;c;ZXZpbA==\\007\\033[2J\\033]0;pwned\\007after\\007\\n']\n";
+    const state = await harness.finish(await harness.startYaml('cmd-escapes', yaml));
+    expect(state.status, JSON.stringify(state.stages)).toBe('completed');
+    expect(stageOf(state, 'loud').result?.answer).toContain('\u001b]52;c;');
+    for (const command of [['logs', state.runId, '--stage', 'loud'], ['status', state.runId]]) {
+      const printed = await runCli(command, harness.env);
+      expect(printed.exitCode, printed.all).toBe(0);
+      expect(printed.stdout).toContain('beforeafter\u2407');
+      expect(printed.stdout).not.toMatch(/[\u0007\u001b]/u);
+    }
+  });
+
   test('`validate` refuses a template inside `run:` and an unknown variable in `env:`, exit 2, naming the stage and field', { timeout: 60_000 }, async () => {
     const templated = await harness.writePipeline('cmd-validate', 'name: v\ninputs: { bead: { required: true } }\nstages:\n  - id: track\n    run: bd update {{inputs.bead}}\n');
     const refused = await runCli(['validate', templated], harness.env);
