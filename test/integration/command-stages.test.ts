@@ -41,7 +41,7 @@ beforeAll(async () => {
   });
   harness = await createHarness('command-stages', {
     scenario: { rules: [] },
-    env: { HOME: home, AGENT_PIPELINE_SANDBOX: 'required', DEPLOY_TOKEN, PASSED_TOKEN, AGENT_PIPELINE_COMMAND_ENV: 'PASSED_TOKEN', AGENT_PIPELINE_KILL_GRACE: '1s' },
+    env: { HOME: home, AGENT_PIPELINE_SANDBOX: 'required', DEPLOY_TOKEN, PASSED_TOKEN, AGENT_PIPELINE_COMMAND_ENV: 'PASSED_TOKEN,UNSET_TOKEN', AGENT_PIPELINE_KILL_GRACE: '1s' },
   });
 });
 
@@ -106,7 +106,7 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
       'echo "HOME=$HOME"',
       'echo probed',
     ].join('; ');
-    const yaml = header('cmd-env') + `  - id: probe\n    run: ${JSON.stringify(probe)}\n    passEnv: [PASSED_TOKEN]\n` + '  - id: refused\n    needs: [probe]\n    run: "true"\n    passEnv: [DEPLOY_TOKEN]\n';
+    const yaml = header('cmd-env') + `  - id: probe\n    run: ${JSON.stringify(probe)}\n    passEnv: [PASSED_TOKEN, UNSET_TOKEN]\n` + '  - id: refused\n    needs: [probe]\n    run: "true"\n    passEnv: [DEPLOY_TOKEN]\n';
     const handle = await harness.startYaml('cmd-env', yaml);
     const state = await harness.finish(handle);
     const probed = stageOf(state, 'probe');
@@ -114,13 +114,15 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect(probed.result?.answer).toContain('probed');
     expect(probed.result?.answer).not.toContain('HAS ');
     expect(probed.result?.answer).not.toContain('FOUND');
+    // Allowed, but the worker has none: said, not silently left out.
+    expect(probed.result?.warnings).toContainEqual(expect.stringContaining('`passEnv` names UNSET_TOKEN, which this worker allows but does not have set'));
     // The run's own home, never the worker's.
     expect(probed.result?.answer).not.toContain(`HOME=${home}`);
     expect((await readFile(path.join(harness.runDir(handle.workflowId), 'passed.sha'), 'utf8')).trim()).toBe(sha(PASSED_TOKEN));
     const refused = stageOf(state, 'refused');
     expect(refused.error?.type).toBe('CONFIG_INVALID');
     expect(refused.error?.message).toContain('`passEnv` names DEPLOY_TOKEN');
-    expect(refused.error?.message).toContain('AGENT_PIPELINE_COMMAND_ENV=PASSED_TOKEN');
+    expect(refused.error?.message).toContain('AGENT_PIPELINE_COMMAND_ENV=PASSED_TOKEN,UNSET_TOKEN');
   });
 
   test("cannot write outside its workspace nor read the worker's home", { timeout: 120_000 }, async () => {

@@ -18,7 +18,7 @@ import type { SandboxHost } from '../claude-cli/sandbox-host.js';
 import { DEFAULT_SANDBOX_MODE, type SandboxMode } from '../claude-cli/sandbox-mode.js';
 import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
 import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
-import { commandEnvironment, launcherEnvironment, type CommandPlace } from './command-env.js';
+import { commandEnvironment, launcherEnvironment, unsetPassEnvWarnings, type CommandPlace } from './command-env.js';
 import { launchWithEnvFile, shellQuote } from './command-env-file.js';
 import { runCommandProcess, type CommandRunResult } from './command-process.js';
 import { prepareCommandSandbox } from '../claude-cli/command-sandbox.js';
@@ -85,7 +85,7 @@ export async function runCommand(request: BackendRequest, options: CommandOption
       claudeBinary: await findClaudeBinary(options.env),
     });
     const started = Date.now();
-    const warnings = [...guard.warnings, ...sandbox.warnings];
+    const warnings = [...guard.warnings, ...sandbox.warnings, ...unsetPassEnvWarnings(stage, options.env)];
     const launchOnce = async (): Promise<CommandRunResult> => {
       // Sandboxed, the stage's variables go in only past the sandbox (command-env-file.ts); unsandboxed, there is no boundary.
       const inside = sandbox.enabled ? await launchWithEnvFile(home, env, commandArgv(stage.run)) : undefined;

@@ -71,6 +71,16 @@ export function commandEnvironment(stage: ResolvedStage, workerEnv: NodeJS.Proce
 }
 
 /**
+ * What to tell the run of `passEnv:` names the worker allows but does not have: the command runs without them, and a
+ * command that needs a token would otherwise fail later with no word of why.
+ */
+export function unsetPassEnvWarnings(stage: ResolvedStage, workerEnv: NodeJS.ProcessEnv): string[] {
+  const unset = (stage.passEnv ?? []).filter((name) => workerEnv[name] === undefined);
+  if (unset.length === 0) return [];
+  return [`\`passEnv\` names ${unset.join(', ')}, which this worker allows but does not have set: the command ran without ${unset.length > 1 ? 'them' : 'it'} (set ${unset.length > 1 ? 'them' : 'it'} in the worker's environment)`];
+}
+
+/**
  * The environment of what starts a sandboxed command outside the sandbox (`setpriv`, `srt`, its shell, bubblewrap):
  * the worker's base variables, the run's `HOME` and the markers, none of them the pipeline's choice. The stage's
  * `env:` and `passEnv:` reach the command inside the sandbox only (command-env-file.ts): `NODE_OPTIONS` or `PATH`
