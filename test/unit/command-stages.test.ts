@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { commandEnvironment, allowedCommandEnv, commandSecretValues, launcherEnvironment } from '../../src/activities/backends/command/command-env.js';
 import { launchWithEnvFile } from '../../src/activities/backends/command/command-env-file.js';
 import { runtimeConfig } from '../../src/activities/backends/claude-cli/command-sandbox.js';
-import { commandArgv, describeCommand } from '../../src/activities/backends/command/backend.js';
+import { commandArgv, describeCommand, signalOfExitCode } from '../../src/activities/backends/command/backend.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import { TranscriptFormatter } from '../../src/cli/transcript.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
@@ -106,6 +106,12 @@ describe('a failed command in its message', () => {
     expect(describeCommand(['no-such-tool', '--flag'])).toBe('no-such-tool --flag');
     expect(describeCommand(['sh', '-c', "echo it's"])).toBe(`sh -c 'echo it'\\''s'`);
     expect(describeCommand('npm test && echo "ok"')).toBe('npm test && echo "ok"');
+  });
+
+  test("says which signal a shell's exit code over 128 stands for: a sandboxed command runs under shells", () => {
+    expect(signalOfExitCode(137)).toBe(' (128 + 9: killed by SIGKILL, perhaps out of memory)');
+    expect(signalOfExitCode(143)).toBe(' (128 + 15: killed by SIGTERM)');
+    for (const code of [1, 127, 128, 255, undefined]) expect(signalOfExitCode(code)).toBe('');
   });
 });
 

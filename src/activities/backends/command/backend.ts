@@ -1,4 +1,5 @@
 import { mkdir } from 'node:fs/promises';
+import { constants } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
@@ -110,6 +111,16 @@ export async function runCommand(request: BackendRequest, options: CommandOption
   }
 }
 
+/**
+ * A shell reports a child killed by signal N as exit code 128 + N, and a sandboxed command runs under shells (the
+ * sandbox's own, the environment loader): 137 is SIGKILL, often the kernel's out-of-memory killer. Said in words.
+ */
+export function signalOfExitCode(code: number | undefined): string {
+  if (code === undefined || code <= 128) return '';
+  const name = Object.entries(constants.signals).find(([, number]) => number === code - 128)?.[0];
+  return name ? ` (128 + ${code - 128}: killed by ${name}${name === 'SIGKILL' ? ', perhaps out of memory' : ''})` : '';
+}
+
 /** Launches of a command whose sandbox could not start for the race below, before its failure stands. */
 const SANDBOX_RACE_LAUNCHES = 4;
 
@@ -168,7 +179,7 @@ const MESSAGE_STDERR_CHARS = 1_500;
  */
 function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
   if (run.exitCode === 0 && !run.spawnError) return;
-  const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}`;
+  const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}${signalOfExitCode(run.exitCode)}`;
   const said = run.stderrTail.trimEnd().slice(-MESSAGE_STDERR_CHARS);
   const shown = describeCommand(stage.run).slice(0, 200);
   throw stageFailure({
