@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import path from 'node:path';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
-import { startRun, type RunIdConflictPolicy } from './runs.js';
+import { newRunId, startRun, type RunIdConflictPolicy } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
 import { toLibraryError, typedErrors } from './errors.js';
@@ -161,9 +161,9 @@ export class PipelineClient<B extends string = never> {
    */
   fork(runId: string, options: ForkOptions<B>): Promise<RunHandle> {
     return typedErrors(async () => {
-      const { input, preview } = await this.prepareFork(runId, options);
+      const { id, input, preview } = await this.prepareFork(runId, options);
       refuseChanges(preview);
-      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id: options.id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL' });
+      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL' });
     }, this.address);
   }
 
@@ -180,14 +180,16 @@ export class PipelineClient<B extends string = never> {
     return typedErrors(async () => (await this.prepareFork(runId, options)).preview, this.address);
   }
 
-  private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ input: PipelineRunInput; preview: ForkPreview }> {
+  private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ id: string; input: PipelineRunInput; preview: ForkPreview }> {
     const source = await readForkSource(this.temporal, runId);
     const inputs = { ...source.input.inputs, ...options.inputs };
     const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
     const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir });
-    const preview = previewFork(runId, source, input, { stage: options.from, force: options.force });
+    // Its id now, not at the start: the fork's branch is rendered from it, and must differ from the source's.
+    const id = options.id ?? newRunId(input.pipeline.name);
+    const preview = previewFork(runId, source, { runId: id, input }, { stage: options.from, force: options.force });
     await refuseMissingForkPoint(this.storeSettings, runId, preview.from);
-    return { input, preview };
+    return { id, input, preview };
   }
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */
