@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import path from 'node:path';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
-import { newRunId, startRun, type RunIdConflictPolicy } from './runs.js';
+import { newRunId, startRun, type RunIdConflictPolicy, type StartRunOptions } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
 import { toLibraryError, typedErrors } from './errors.js';
@@ -141,12 +141,13 @@ export class PipelineClient<B extends string = never> {
   }
 
   /** Starts a run from an already prepared input (see {@link prepare}). */
-  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue' | 'idConflictPolicy'> = {}): Promise<RunHandle> {
+  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue' | 'idConflictPolicy'> & Pick<StartRunOptions, 'newIdOnly'> = {}): Promise<RunHandle> {
     return typedErrors(async () => {
       const { handle, alreadyRunning } = await startRun(this.temporal, input, {
         taskQueue: options.taskQueue ?? this.taskQueue,
         id: options.id,
         idConflictPolicy: options.idConflictPolicy,
+        newIdOnly: options.newIdOnly,
         signer: this.signer,
       });
       return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer, this.storeSettings);
@@ -163,7 +164,7 @@ export class PipelineClient<B extends string = never> {
     return typedErrors(async () => {
       const { id, input, preview } = await this.prepareFork(runId, options);
       refuseChanges(preview);
-      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL' });
+      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL', newIdOnly: true });
     }, this.address);
   }
 

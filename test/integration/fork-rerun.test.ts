@@ -55,7 +55,14 @@ describe('rerun and forks of other runs', () => {
     expect(calls(harness, 'flaky-first')).toBe(1);
     // The fork of the fork ran `first` in neither run: its transcript is the source's, said so; and a fork from it is
     // one of the source, which alone holds the workspace of its start.
-    const [logs, fromTaken] = await runCliCommands([['logs', 'flaky-rerun-fork', '--stage', 'first'], ['fork', 'flaky-rerun', '--from', 'first', '--dry-run']], harness.env, 60_000);
+    // A fork under the id of an ended run would start from that run's folder: refused, naming the id.
+    const [logs, fromTaken, reused] = await runCliCommands(
+      [['logs', 'flaky-rerun-fork', '--stage', 'first'], ['fork', 'flaky-rerun', '--from', 'first', '--dry-run'], ['fork', 'flaky-rerun', '--from', 'second', '--id', 'flaky-rerun-fork']],
+      harness.env,
+      60_000,
+    );
+    expect(reused.exitCode, reused.all).toBe(2);
+    expect(reused.stderr).toContain('[RUN_EXISTS] a run "flaky-rerun-fork" exists already (running or ended); pick another --id');
     expect(logs.exitCode, logs.all).toBe(0);
     expect(logs.stdout).toContain("══ flaky-rerun-fork · stage first (taken over: run flaky-source's transcript) · round 1 · attempt 1");
     expect(logs.stdout).toContain('first done');
