@@ -5,7 +5,8 @@ import { runUrl } from '../config.js';
 import { newRunId, startRun, type RunIdConflictPolicy, type StartRunOptions } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
-import { toLibraryError, typedErrors } from './errors.js';
+import { InvalidRequestError, toLibraryError, typedErrors } from './errors.js';
+import { withCliMessage } from '../errors.js';
 import { clientCodecs } from './history-codec.js';
 import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
 import type { PipelineSource } from './pipeline-definition.js';
@@ -185,7 +186,9 @@ export class PipelineClient<B extends string = never> {
     const source = await readForkSource(this.temporal, runId);
     const inputs = { ...source.input.inputs, ...options.inputs };
     const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
-    const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir });
+    const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir }).catch((err: unknown) => {
+      throw options.pipeline === undefined ? withSourceFileContext(err, runId) : err;
+    });
     // Its id now, not at the start: the fork's branch is rendered from it, and must differ from the source's.
     const id = options.id ?? newRunId(input.pipeline.name);
     const preview = previewFork(runId, source, { runId: id, input }, { stage: options.from, force: options.force });
@@ -234,4 +237,15 @@ export class PipelineClient<B extends string = never> {
   close(): Promise<void> {
     return this.connection.close();
   }
+}
+
+/**
+ * A fork without a file reads the source run's pipeline file again: when that file is gone (moved, renamed, another
+ * machine), the error says so and how to name the file, keeping what the read said.
+ */
+function withSourceFileContext(err: unknown, runId: string): unknown {
+  if (!(err instanceof InvalidRequestError) || err.code !== 'FILE_UNREADABLE') return err;
+  const library = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: pass the file to run as \`pipeline\``;
+  const cli = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: name the file to run after the run id (agent-pipeline fork ${runId} --from STAGE FILE)`;
+  return withCliMessage(new InvalidRequestError('FILE_UNREADABLE', library, { cause: err }), cli);
 }

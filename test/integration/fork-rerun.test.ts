@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -71,6 +71,11 @@ describe('rerun and forks of other runs', () => {
     // A run Temporal no longer keeps cannot be forked, and the message says why such a run is gone.
     expect(gone.exitCode).toBe(2);
     expect(gone.stderr).toMatch(/FORK_REFUSED.*no run flaky-never-was.*retention/);
+    // The source's file moved away: the error says the fork reads it again, and how to name the one to run.
+    await rename(file, `${file}.moved`);
+    const moved = await runCli(['rerun', 'flaky-source', '--dry-run'], harness.env, 60_000);
+    expect(moved.exitCode).toBe(2);
+    expect(moved.stderr).toContain(`[FILE_UNREADABLE] cannot read pipeline file ${file}: no such file; check the path. A fork reads run flaky-source's pipeline file again, from where it was started: name the file to run after the run id (agent-pipeline fork flaky-source --from STAGE FILE)`);
   });
 
   test('a fork from one of two parallel stages takes over only what had completed when it started', { timeout: 300_000 }, async () => {
