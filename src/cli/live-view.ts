@@ -1,6 +1,7 @@
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunSnapshot } from '../library/run-reader.js';
 import { terminalSafe } from '../terminal-text.js';
+import type { StageState } from '../pipeline/run-state.js';
 import { truncate } from './output.js';
 import { noticeLines, progressLines, STAGE_ICON, waitLines } from './run-view.js';
 
@@ -49,8 +50,8 @@ export class LiveView {
         attempt && attempt > 1 ? `attempt ${attempt}` : '',
         stage.round && stage.round > 1 ? `round ${stage.round}` : '',
         stage.startedAt && stage.finishedAt ? formatDuration(stage.finishedAt - stage.startedAt) : '',
-        stage.result?.costUsd != null ? `$${stage.result.costUsd.toFixed(4)}` : '',
-        stage.status === 'failed' ? (stage.error?.message ?? '') : stage.status === 'completed' ? (stage.result?.summary ?? '') : '',
+        stageCost(stage),
+        stage.status === 'failed' ? (stage.error?.message ?? '') : stage.status === 'completed' ? completedLine(stage, state.forkedFrom?.runId) : '',
         stage.status === 'running' && live?.lastFailure ? `retrying after: ${live.lastFailure}` : '',
       ].filter(Boolean);
       this.line(`${STAGE_ICON[stage.status]} ${stage.id} ${stage.status}${details.length ? ` · ${details.join(' · ')}` : ''}`);
@@ -58,7 +59,8 @@ export class LiveView {
     this.once('waits', waitLines(state));
     this.once('notices', noticeLines(snapshot));
     const open = state.status === 'running' || state.status === 'waiting' || state.status === 'blocked';
-    this.once('run', open ? [] : [`Run ${state.runId} ${state.status} · ${formatDuration((state.finishedAt ?? now) - state.startedAt)} · $${state.costUsd.toFixed(4)}`]);
+    const carried = state.carriedCostUsd !== undefined ? ` · $${state.carriedCostUsd.toFixed(4)} carried` : '';
+    this.once('run', open ? [] : [`Run ${state.runId} ${state.status} · ${formatDuration((state.finishedAt ?? now) - state.startedAt)} · $${state.costUsd.toFixed(4)}${carried}`]);
   }
 
   /** Prints a group of lines when it differs from what was last printed for it. */
@@ -72,4 +74,16 @@ export class LiveView {
   private line(text: string): void {
     this.out.write(`${terminalSafe(text)}\n`);
   }
+}
+
+/** A stage's cost: what it spent, or for one a fork took over, what it cost its source run (carried, not spent here). */
+function stageCost(stage: StageState): string {
+  if (stage.carriedCostUsd !== undefined) return `$${stage.carriedCostUsd.toFixed(4)} carried`;
+  return stage.result?.costUsd != null ? `$${stage.result.costUsd.toFixed(4)}` : '';
+}
+
+/** A completed stage's summary, saying so when a fork took it over from `source` rather than ran it. */
+function completedLine(stage: StageState, source: string | undefined): string {
+  const summary = stage.result?.summary ?? '';
+  return stage.carriedCostUsd !== undefined && source !== undefined ? `taken over from ${source}: ${summary}` : summary;
 }

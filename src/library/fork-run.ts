@@ -5,6 +5,7 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError, withCliMessage } from '../errors.js';
+import { findSharedBranchProblem } from '../pipeline/fork-branch.js';
 import { describeRefusals, forkStart, planFork, type ForkPlan, type ForkProblem } from '../pipeline/fork-plan.js';
 import type { RunState } from '../pipeline/run-state.js';
 import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
@@ -47,17 +48,23 @@ export async function readForkSource(client: Client, runId: string): Promise<For
 }
 
 /**
- * The plan of a fork of `source` from `request.stage` (a rerun's stage when absent) into `target`, with the time the
- * stage last started standing in for its first start (the worker uses its first-start checkpoint).
- * @throws InvalidRequestError FORK_REFUSED when the run cannot be forked so (forkStart)
+ * The plan of a fork of `source` from `request.stage` (a rerun's stage when absent) into new run `target`, from the time
+ * the stage first started, as the worker plans it from the stage's first-start checkpoint: a stage a review sent back
+ * after that is not taken over, though it completed before the stage's last start. A run whose state predates
+ * `firstStartedAt` gives its last start (its stages' first, unless reworked).
+ * @throws InvalidRequestError FORK_REFUSED when the run cannot be forked so (forkStart), or would share the source's
+ * branch
  */
-export function previewFork(runId: string, source: ForkSource, target: PipelineRunInput, request: Omit<RunForkRequest, 'runId'>): ForkPreview {
+export function previewFork(runId: string, source: ForkSource, target: { runId: string; input: PipelineRunInput }, request: Omit<RunForkRequest, 'runId'>): ForkPreview {
   // A run input is a fork side (its pipeline, bundle and inputs) as it is.
-  const sourceSide = { side: source.input, stages: source.state.stages };
-  const start = forkStart(runId, sourceSide, target, request.stage);
+  const sourceSide = { side: source.input, stages: source.state.stages, forkedFrom: source.state.forkedFrom };
+  const start = forkStart(runId, sourceSide, target.input, request.stage);
   if (!('from' in start)) throw refused(start);
-  const startedAt = source.state.stages.find((s) => s.id === start.from)!.startedAt!;
-  return { source: runId, from: start.from, ...planFork(sourceSide, target, start.from, startedAt, request.force) };
+  const shared = findSharedBranchProblem({ ...source.input, runId }, { ...target.input, runId: target.runId });
+  if (shared) throw refused(shared);
+  const stage = source.state.stages.find((s) => s.id === start.from)!;
+  const startedAt = stage.firstStartedAt ?? stage.startedAt!;
+  return { source: runId, from: start.from, ...planFork(sourceSide, target.input, start.from, startedAt, request.force) };
 }
 
 /**

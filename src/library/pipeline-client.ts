@@ -2,10 +2,11 @@ import type { Client } from '@temporalio/client';
 import path from 'node:path';
 import { LeaseClient, type LeaseKeyState } from '../activities/leases/lease-client.js';
 import { runUrl } from '../config.js';
-import { startRun, type RunIdConflictPolicy } from './runs.js';
+import { newRunId, startRun, type RunIdConflictPolicy, type StartRunOptions } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
-import { toLibraryError, typedErrors } from './errors.js';
+import { InvalidRequestError, toLibraryError, typedErrors } from './errors.js';
+import { withCliMessage } from '../errors.js';
 import { clientCodecs } from './history-codec.js';
 import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
 import type { PipelineSource } from './pipeline-definition.js';
@@ -141,12 +142,13 @@ export class PipelineClient<B extends string = never> {
   }
 
   /** Starts a run from an already prepared input (see {@link prepare}). */
-  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue' | 'idConflictPolicy'> = {}): Promise<RunHandle> {
+  startPrepared(input: PipelineRunInput, options: Pick<StartOptions, 'id' | 'taskQueue' | 'idConflictPolicy'> & Pick<StartRunOptions, 'newIdOnly'> = {}): Promise<RunHandle> {
     return typedErrors(async () => {
       const { handle, alreadyRunning } = await startRun(this.temporal, input, {
         taskQueue: options.taskQueue ?? this.taskQueue,
         id: options.id,
         idConflictPolicy: options.idConflictPolicy,
+        newIdOnly: options.newIdOnly,
         signer: this.signer,
       });
       return new RunHandle(this.temporal, handle.workflowId, alreadyRunning, this.address, this.signer, this.storeSettings);
@@ -161,9 +163,9 @@ export class PipelineClient<B extends string = never> {
    */
   fork(runId: string, options: ForkOptions<B>): Promise<RunHandle> {
     return typedErrors(async () => {
-      const { input, preview } = await this.prepareFork(runId, options);
+      const { id, input, preview } = await this.prepareFork(runId, options);
       refuseChanges(preview);
-      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id: options.id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL' });
+      return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL', newIdOnly: true });
     }, this.address);
   }
 
@@ -180,14 +182,18 @@ export class PipelineClient<B extends string = never> {
     return typedErrors(async () => (await this.prepareFork(runId, options)).preview, this.address);
   }
 
-  private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ input: PipelineRunInput; preview: ForkPreview }> {
+  private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ id: string; input: PipelineRunInput; preview: ForkPreview }> {
     const source = await readForkSource(this.temporal, runId);
     const inputs = { ...source.input.inputs, ...options.inputs };
     const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
-    const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir });
-    const preview = previewFork(runId, source, input, { stage: options.from, force: options.force });
+    const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir }).catch((err: unknown) => {
+      throw options.pipeline === undefined ? withSourceFileContext(err, runId) : err;
+    });
+    // Its id now, not at the start: the fork's branch is rendered from it, and must differ from the source's.
+    const id = options.id ?? newRunId(input.pipeline.name);
+    const preview = previewFork(runId, source, { runId: id, input }, { stage: options.from, force: options.force });
     await refuseMissingForkPoint(this.storeSettings, runId, preview.from);
-    return { input, preview };
+    return { id, input, preview };
   }
 
   /** A handle on an existing run; nothing is checked until it is used (then RunNotFoundError if there is none). */
@@ -231,4 +237,15 @@ export class PipelineClient<B extends string = never> {
   close(): Promise<void> {
     return this.connection.close();
   }
+}
+
+/**
+ * A fork without a file reads the source run's pipeline file again: when that file is gone (moved, renamed, another
+ * machine), the error says so and how to name the file, keeping what the read said.
+ */
+function withSourceFileContext(err: unknown, runId: string): unknown {
+  if (!(err instanceof InvalidRequestError) || err.code !== 'FILE_UNREADABLE') return err;
+  const library = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: pass the file to run as \`pipeline\``;
+  const cli = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: name the file to run after the run id (agent-pipeline fork ${runId} --from STAGE FILE)`;
+  return withCliMessage(new InvalidRequestError('FILE_UNREADABLE', library, { cause: err }), cli);
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import { isRealDir } from '../activities/workspace/own-files.js';
 import { runFolder } from '../activities/workspace/run-folder.js';
 import { loadConfig } from '../config.js';
@@ -24,26 +25,39 @@ export interface TranscriptOptions {
   workspacesRoot?: string;
 }
 
-/** What `run.transcript()` yields: each attempt's transcript file as it is reached, then its lines (stream-json, as saved). */
-export type TranscriptEntry = ({ type: 'transcript'; checkpoint?: TranscriptCheckpoint } & TranscriptFile) | { type: 'line'; file: string; text: string };
+/**
+ * What `run.transcript()` yields: each attempt's transcript file as it is reached, then its lines (stream-json, as
+ * saved). `takenOverFrom` names the run whose transcript it is, for a stage a fork took over from it.
+ */
+export type TranscriptEntry = ({ type: 'transcript'; checkpoint?: TranscriptCheckpoint; takenOverFrom?: string } & TranscriptFile) | { type: 'line'; file: string; text: string };
 
 /** How often a follow re-reads the run to learn whether the stage still runs. @unit milliseconds */
 const RUN_POLL_MS = 2_000;
 /** How much of one transcript is read: far above any agent's session, and an end to a file that never stops growing. @unit bytes */
 const MAX_TRANSCRIPT_BYTES = 256 * 1024 * 1024;
 const FINISHED: ReadonlySet<StageStatus> = new Set(['completed', 'failed', 'skipped', 'cancelled']);
+/** How many forks back a taken-over stage's transcripts are followed (a fork of a fork of …): past any real chain. */
+const MAX_FORK_HOPS = 16;
 
 /**
  * A stage's agent transcripts from the run's bookkeeping in the workers' workspaces folder, which this host must see
  * (a worker host, or one mounting the same workspaces folder): what `agent-pipeline logs` prints. With `follow`, lines come as the agent writes them.
  * @throws InvalidRequestError `INVALID_REQUEST` for a stage the run does not have; `TRANSCRIPT_NOT_FOUND` when none is found
  */
-export async function* readTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'> = {}): AsyncGenerator<TranscriptEntry, void, undefined> {
+export function readTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'> = {}): AsyncGenerator<TranscriptEntry, void, undefined> {
+  return readStageTranscript(client, runId, options, storeSettings, 0);
+}
+
+/** {@link readTranscript}, `hops` forks away from the run asked about. */
+async function* readStageTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, void, undefined> {
   const { state } = await readRun(client, runId);
   const stage = state.stages.find((s) => s.id === options.stage);
   if (!stage) {
     throw new InvalidRequestError('INVALID_REQUEST', `run ${runId} has no stage "${options.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   }
+  // A stage a fork took over ran in the fork's source: its transcripts are there (a rework in the fork adds its own).
+  const takenOverFrom = stage.carriedCostUsd !== undefined ? state.forkedFrom?.runId : undefined;
+  const carried = takenOverFrom !== undefined && hops < MAX_FORK_HOPS ? yield* fromForkSource(client, takenOverFrom, options, storeSettings, hops) : 0;
   const root = options.workspacesRoot ?? loadConfig().workspacesRoot;
   const reported = [state.workspace, stage.result?.workspace];
   const folder = await findStageFolder(root, runId, options.stage, reported);
@@ -70,12 +84,33 @@ export async function* readTranscript(client: Client, runId: string, options: Tr
     }
     if (!options.follow) break;
   }
-  if (read.size === 0 && !signal?.aborted) {
+  if (read.size === 0 && carried === 0 && !signal?.aborted) {
     // Not in the workspaces folder this host sees: the run's newest checkpoint in the workers' store may hold them.
     if (yield* fromCheckpoint({ ...storeSettings, workspacesRoot: root }, runId, options)) return;
     const rootFrom = options.workspacesRoot !== undefined ? 'option' : process.env.AGENT_PIPELINE_WORKSPACES ? 'variable' : 'default';
     throw transcriptNotFound({ runId, stageId: options.stage, attempt: options.attempt, root, rootFrom, folder, reported });
   }
+}
+
+/**
+ * Yields the transcripts of a stage a fork took over, read from run `sourceRunId` (itself perhaps a fork: then from
+ * where it ran), each marked with the run it ran in; returns how many. A source that is gone, or holds none, gives none.
+ */
+async function* fromForkSource(client: Client, sourceRunId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, number, undefined> {
+  let count = 0;
+  try {
+    // It completed in the source: nothing there to follow.
+    for await (const entry of readStageTranscript(client, sourceRunId, { ...options, follow: false }, storeSettings, hops + 1)) {
+      if (entry.type === 'line') yield entry;
+      else {
+        count += 1;
+        yield { ...entry, takenOverFrom: entry.takenOverFrom ?? sourceRunId };
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof InvalidRequestError) && !(err instanceof WorkflowNotFoundError)) throw err;
+  }
+  return count;
 }
 
 /**

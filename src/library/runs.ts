@@ -25,6 +25,11 @@ export interface StartRunOptions {
   idConflictPolicy?: RunIdConflictPolicy;
   /** Signs the input for this workflow id (AGENT_PIPELINE_SIGNING_KEY); unsigned without one. */
   signer?: RunSigner;
+  /**
+   * Refuse `id` when an ended run has it too (`RUN_EXISTS`), not only a running one: a fork's workspace and bookkeeping
+   * are found by its id, so a fork under an ended run's id would start from that run's folder. @default false
+   */
+  newIdOnly?: boolean;
 }
 
 /** A fresh run id: the pipeline name, the UTC start time to the second, and four random characters. */
@@ -79,12 +84,13 @@ export async function startRun(
       memo: runMemo(input),
       // USE_EXISTING is decided here, from Temporal's FAIL, so the caller learns the run was already running.
       workflowIdConflictPolicy: options.idConflictPolicy === 'TERMINATE_EXISTING' ? 'TERMINATE_EXISTING' : 'FAIL',
+      ...(options.newIdOnly ? { workflowIdReusePolicy: 'REJECT_DUPLICATE' as const } : {}),
     });
     return { handle, alreadyRunning: false };
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
       if (options.idConflictPolicy === 'FAIL') {
-        const problem = `[RUN_EXISTS] a run "${workflowId}" is still running`;
+        const problem = `[RUN_EXISTS] a run "${workflowId}" ${options.newIdOnly ? 'exists already (running or ended)' : 'is still running'}`;
         // Only a fork asks for FAIL from the command line, where the id is its --id.
         throw withCliMessage(
           new InvalidRequestError('RUN_EXISTS', `${problem}; pick another id, or start with idConflictPolicy 'USE_EXISTING' or 'TERMINATE_EXISTING'`, { cause: err }),

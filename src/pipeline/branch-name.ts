@@ -6,6 +6,9 @@ import { listTemplateVariables, renderTemplate, type TemplateContext } from './t
  * `git check-ref-format --branch`. Pure.
  */
 
+/** The run's branch when `workspace.branch` is not set. */
+export const DEFAULT_BRANCH_TEMPLATE = 'agent/{{run.id}}';
+
 /** Characters git refuses in a ref name, plus space and `/` (a value must not add path levels). */
 const UNSAFE_IN_VALUE = /[\s/\\~^:?*[\]{}\x00-\x1f\x7f]+|\.{2,}|@\{/g;
 

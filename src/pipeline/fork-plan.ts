@@ -28,6 +28,8 @@ export interface ForkSourceStage {
   startedAt?: number;
   /** @unit milliseconds since the epoch */
   finishedAt?: number;
+  /** Set on a stage the source (itself a fork) took over from its own source: it never ran in the source. */
+  carriedCostUsd?: number;
 }
 
 /** Why a taken-over stage cannot be: `field` names what changed, as `<stage>.<field>`. */
@@ -89,7 +91,7 @@ export interface ForkProblem {
  * lent folder, files read from the worker, no stage to rerun, a stage unknown to either pipeline or never started. The
  * client and the worker both ask, so they refuse alike.
  */
-export function forkStart(runId: string, source: { side: ForkSide; stages: readonly ForkSourceStage[] }, target: ForkSide, stage: string | undefined): { from: string } | ForkProblem {
+export function forkStart(runId: string, source: { side: ForkSide; stages: readonly ForkSourceStage[]; forkedFrom?: { runId: string } }, target: ForkSide, stage: string | undefined): { from: string } | ForkProblem {
   if (source.side.pipeline.workspace?.dir !== undefined) {
     return { message: `run ${runId} worked in a lent folder (workspace.dir), which it changed in place: there is no earlier state of it to start from`, fix: 'start the pipeline again' };
   }
@@ -103,8 +105,14 @@ export function forkStart(runId: string, source: { side: ForkSide; stages: reado
     const ids = pipeline.stages.map((s) => s.id);
     if (!ids.includes(from)) return { message: `${side} has no stage ${from} (--from)`, fix: `name one of its stages: ${ids.join(', ')}` };
   }
-  if (source.stages.find((s) => s.id === from)?.startedAt === undefined) {
+  const started = source.stages.find((s) => s.id === from);
+  if (started?.startedAt === undefined) {
     return { message: `stage ${from} of run ${runId} never started, so there is no workspace of its start to fork from`, fix: 'fork from a stage that started' };
+  }
+  // A fork's taken-over stage first started in the fork's source: only that run has a checkpoint of its first start.
+  if (started.carriedCostUsd !== undefined && source.forkedFrom) {
+    const origin = source.forkedFrom.runId;
+    return { message: `stage ${from} of run ${runId} was taken over from run ${origin}: it first started there, so only ${origin} has the workspace of its start`, fix: `fork run ${origin} instead: agent-pipeline fork ${origin} --from ${from}` };
   }
   return { from };
 }

@@ -74,6 +74,12 @@ export interface StageState {
   /** Review round (1 for the first run of the stage; +1 per rework). */
   round?: number;
   startedAt?: number;
+  /**
+   * When the stage first started in this run, once it has started again (a review's rework, a retry a person asked
+   * for): a fork from it starts from the workspace of then. Absent: `startedAt` is its first start.
+   * @unit milliseconds since the epoch
+   */
+  firstStartedAt?: number;
   finishedAt?: number;
   result?: StageResult;
   /** Why the stage failed, when it did. */

@@ -85,6 +85,8 @@ export class RunTracker {
     this.reportChanged.add(id);
     this.changed.add(id);
     const stage = this.stage(id);
+    // Kept from the first start only once there is a second: a fork from the stage plans from its first (fork-run.ts).
+    if (stage.startedAt !== undefined && stage.firstStartedAt === undefined && stage.carriedCostUsd === undefined) stage.firstStartedAt = stage.startedAt;
     Object.assign(stage, { status: 'running', round, startedAt: Date.now(), finishedAt: undefined, error: undefined, skip: undefined, attempt: undefined });
     this.refreshStatus();
   }

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -10,6 +10,8 @@ import { openStore } from '../../src/store/open-store.js';
 import { cloneBare, git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import { startRun } from '../../src/library/runs.js';
 import { calls, RULES, runToEnd } from './fork-helpers.js';
 
 /*
@@ -51,9 +53,29 @@ describe('rerun and forks of other runs', () => {
     expect(carried(state)).toBeGreaterThan(0);
     expect(carried(parseJson<RunState>(again))).toBe(carried(state));
     expect(calls(harness, 'flaky-first')).toBe(1);
+    // The fork of the fork ran `first` in neither run: its transcript is the source's, said so; and a fork from it is
+    // one of the source, which alone holds the workspace of its start.
+    // A fork under the id of an ended run would start from that run's folder: refused, naming the id.
+    const [logs, fromTaken, reused] = await runCliCommands(
+      [['logs', 'flaky-rerun-fork', '--stage', 'first'], ['fork', 'flaky-rerun', '--from', 'first', '--dry-run'], ['fork', 'flaky-rerun', '--from', 'second', '--id', 'flaky-rerun-fork']],
+      harness.env,
+      60_000,
+    );
+    expect(reused.exitCode, reused.all).toBe(2);
+    expect(reused.stderr).toContain('[RUN_EXISTS] a run "flaky-rerun-fork" exists already (running or ended); pick another --id');
+    expect(logs.exitCode, logs.all).toBe(0);
+    expect(logs.stdout).toContain("══ flaky-rerun-fork · stage first (taken over: run flaky-source's transcript) · round 1 · attempt 1");
+    expect(logs.stdout).toContain('first done');
+    expect(fromTaken.exitCode).toBe(2);
+    expect(fromTaken.stderr).toContain('[FORK_REFUSED] stage first of run flaky-rerun was taken over from run flaky-source: it first started there, so only flaky-source has the workspace of its start; fork run flaky-source instead: agent-pipeline fork flaky-source --from first');
     // A run Temporal no longer keeps cannot be forked, and the message says why such a run is gone.
     expect(gone.exitCode).toBe(2);
     expect(gone.stderr).toMatch(/FORK_REFUSED.*no run flaky-never-was.*retention/);
+    // The source's file moved away: the error says the fork reads it again, and how to name the one to run.
+    await rename(file, `${file}.moved`);
+    const moved = await runCli(['rerun', 'flaky-source', '--dry-run'], harness.env, 60_000);
+    expect(moved.exitCode).toBe(2);
+    expect(moved.stderr).toContain(`[FILE_UNREADABLE] cannot read pipeline file ${file}: no such file; check the path. A fork reads run flaky-source's pipeline file again, from where it was started: name the file to run after the run id (agent-pipeline fork flaky-source --from STAGE FILE)`);
   });
 
   test('a fork from one of two parallel stages takes over only what had completed when it started', { timeout: 300_000 }, async () => {
@@ -150,6 +172,56 @@ describe('rerun and forks of other runs', () => {
       // The source's branch did not move, and no checkpoint commit or hidden ref reached the remote.
       expect(await git(remote, 'rev-parse', 'agent/gitfork-source')).toBe(sourceTip);
       expect(await git(remote, 'for-each-ref', '--format=%(refname)')).not.toContain('refs/agent-pipeline/');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a fork of a git run whose branch template names neither run', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await createHarness('fork-branch', { scenario: { rules: RULES } });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test("is refused by the command line and by the worker, before the source's branch is touched", { timeout: 300_000 }, async () => {
+    const base = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fork-branch-'));
+    try {
+      const repo = path.join(base, 'repo');
+      await initRepo(repo, { 'README.md': '# Widgets\n' });
+      const yaml = [
+        'name: topicfork',
+        'inputs: { topic: { default: dark } }',
+        `workspace: { repo: ${repo}, branch: "feature/{{inputs.topic}}" }`,
+        'defaults: { heartbeatTimeout: 30s, retries: 0 }',
+        'stages:',
+        '  - { id: one, run: "echo one > one.txt", commit: true }',
+        '  - { id: two, run: "echo two > two.txt", needs: [one] }',
+        '',
+      ].join('\n');
+      const file = await harness.writePipeline('topicfork', yaml);
+      expect((await runToEnd(harness, file, 'topic-source')).status).toBe('completed');
+      const tip = await git(repo, 'rev-parse', 'feature/dark');
+      // The source's worktree is gone (cleaned up, or its host lost): the branch alone is left to take.
+      await git(repo, 'worktree', 'remove', '--force', harness.runDir('topic-source'));
+
+      const refused = await runCli(['fork', 'topic-source', '--from', 'two', '--dry-run'], harness.env, 60_000);
+      expect(refused.exitCode).toBe(2);
+      expect(refused.stderr).toContain('[FORK_REFUSED] the fork\'s branch would be feature/dark, the branch of run topic-source: workspace.branch "feature/{{inputs.topic}}"');
+      // Started without the command line's check, the worker refuses it too.
+      const input = { ...(await prepareRunInput(file, {}, [])), fork: { runId: 'topic-source', stage: 'two' } };
+      const { handle } = await startRun(harness.client, input, { taskQueue: harness.taskQueue, id: 'topic-fork' });
+      const fork = await harness.finish(handle);
+      expect(fork.status).toBe('failed');
+      expect(fork.error).toMatchObject({ type: 'FORK_REFUSED', message: expect.stringContaining("the fork's branch would be feature/dark") });
+      expect(await git(repo, 'rev-parse', 'feature/dark')).toBe(tip);
+      expect(await git(repo, 'worktree', 'list')).not.toContain('topic-fork');
+      // With another topic the fork has a branch of its own.
+      const other = await runCli(['fork', 'topic-source', '--from', 'two', '--input', 'topic=light', '--dry-run', '--json'], harness.env, 60_000);
+      expect(other.exitCode, other.all).toBe(0);
     } finally {
       await rm(base, { recursive: true, force: true });
     }

@@ -96,6 +96,14 @@ describe('the progress view', () => {
     );
   });
 
+  test("piped, a fork's taken-over stage shows its cost as carried and where it was taken over from, and the run its carried total", () => {
+    const out: string[] = [];
+    const spec = { ...waiting.state.stages[0], carriedCostUsd: 0.0123 };
+    const fork = snapshot({ status: 'completed', costUsd: 0.02, carriedCostUsd: 0.0123, finishedAt: T0 + 30_000, forkedFrom: { runId: 'run-0', stage: 'ship' }, stages: [spec] });
+    new LiveView({ write: (t: string) => out.push(t) }).render(fork, T0 + 30_000);
+    expect(out.join('')).toBe(['✔ spec completed · 12.3s · $0.0123 carried · taken over from run-0: Wrote the spec.', 'Run run-1 completed · 30.0s · $0.0200 · $0.0123 carried', ''].join('\n'));
+  });
+
   test('summarises a tool input by its command, path or pattern, on one short line', () => {
     expect(summariseInput({ command: 'npm test\n  --silent', description: 'Run the tests' })).toBe('npm test --silent');
     expect(summariseInput({ file_path: 'src/a.ts', old_string: 'x' })).toBe('src/a.ts');

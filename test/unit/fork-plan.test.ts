@@ -4,7 +4,11 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { createRunBundle } from '../../src/bundle/create-run-bundle.js';
 import { loadPipelineFile } from '../../src/library/load-pipeline.js';
+import type { PipelineRunInput } from '../../src/contracts/messages.js';
+import { previewFork } from '../../src/library/fork-run.js';
+import { findSharedBranchProblem } from '../../src/pipeline/fork-branch.js';
 import { describeRefusals, forkStart, planFork, rerunFrom, type ForkSide, type ForkSourceStage } from '../../src/pipeline/fork-plan.js';
+import type { RunState, StageState } from '../../src/pipeline/run-state.js';
 
 /*
  * The plan of a fork (docs/forking.md), from real pipeline files and the bundles `start` makes of them: which stages
@@ -132,5 +136,51 @@ describe('the plan of a fork', () => {
       message: 'a stage the fork would take over from run src changed: stage2.inputs.tone (it read the input tone, whose value changed)',
       fix: 'fork from an earlier stage, or give the inputs the values the source run had',
     });
+  });
+
+  test("refuses a fork of a fork from a stage it took over, naming the run it ran in and the fork to start instead", async () => {
+    const a = await side('a');
+    const stages = STAGES.map((s) => ({ ...s, startedAt: (s.finishedAt ?? 0) - 50, ...(s.id === 'stage2' ? { carriedCostUsd: 0.5 } : {}) }));
+    expect(forkStart('fork-1', { side: a, stages, forkedFrom: { runId: 'src' } }, a, 'stage2')).toEqual({
+      message: 'stage stage2 of run fork-1 was taken over from run src: it first started there, so only src has the workspace of its start',
+      fix: 'fork run src instead: agent-pipeline fork src --from stage2',
+    });
+    expect(forkStart('fork-1', { side: a, stages, forkedFrom: { runId: 'src' } }, a, 'stage3')).toEqual({ from: 'stage3' });
+  });
+
+  /** A run's state and start input as the client reads them, from a fork side and its stages. */
+  const source = (input: ForkSide, stages: Partial<StageState>[]) => ({
+    state: { runId: 'src', pipeline: input.pipeline.name, status: 'completed', inputs: input.inputs, costUsd: 0, startedAt: 0, stages } as RunState,
+    input: { ...input, baseDir: dir, pipelineFile: 'pipeline.yaml' } as PipelineRunInput,
+  });
+
+  test('the preview plans from when the stage first started: a stage a review sent back after that is run again, as the worker plans it', async () => {
+    const a = await side('a');
+    // stage3 first started at 300; a review sent stage2 back, which completed again at 350, and stage3 started again at 400.
+    const stages = [
+      { id: 'stage1', status: 'completed', startedAt: 50, finishedAt: 100 },
+      { id: 'stage2', status: 'completed', startedAt: 320, firstStartedAt: 150, finishedAt: 350, round: 2 },
+      { id: 'stage3', status: 'completed', startedAt: 400, firstStartedAt: 300, finishedAt: 450, round: 2 },
+    ] as StageState[];
+    const preview = previewFork('src', source(a, stages), { runId: 'fork-1', input: source(a, []).input }, { stage: 'stage3' });
+    expect(preview).toMatchObject({ from: 'stage3', takenOver: ['stage1'], runAgain: ['stage2', 'stage3', 'stage4', 'tidy'] });
+  });
+
+  test("refuses a git fork whose workspace.branch gives it the source's own branch, naming the branch and the template", async () => {
+    const git = (branch: string) => PIPELINE.replace('stages:', `workspace: { repo: ., ${branch} }\nstages:`);
+    const shared = await side('a', { yaml: git('branch: "feature/{{inputs.topic}}"') });
+    expect(findSharedBranchProblem({ ...shared, runId: 'src' }, { ...shared, runId: 'fork-1' })).toEqual({
+      message: 'the fork\'s branch would be feature/cats, the branch of run src: workspace.branch "feature/{{inputs.topic}}" gives both runs the same name, so the fork would work on the source\'s branch (and push it)',
+      fix: 'put {{run.id}} in workspace.branch (its default is agent/{{run.id}}), or change with --input an input the branch name uses',
+    });
+    // Another topic, a branch naming the run, or the default: the fork's own branch.
+    expect(findSharedBranchProblem({ ...shared, runId: 'src' }, { ...shared, inputs: { ...shared.inputs, topic: 'dogs' }, runId: 'fork-1' })).toBeUndefined();
+    const own = await side('b', { yaml: git('branch: "feature/{{run.id}}"') });
+    expect(findSharedBranchProblem({ ...own, runId: 'src' }, { ...own, runId: 'fork-1' })).toBeUndefined();
+    const byDefault = await side('c', { yaml: git('') });
+    expect(findSharedBranchProblem({ ...byDefault, runId: 'src' }, { ...byDefault, runId: 'fork-1' })).toBeUndefined();
+    // The client refuses it before the fork starts, --dry-run included.
+    const started = [{ id: 'stage1', status: 'completed', startedAt: 50, finishedAt: 100 }, { id: 'stage2', status: 'completed', startedAt: 150, finishedAt: 200 }] as StageState[];
+    expect(() => previewFork('src', source(shared, started), { runId: 'fork-1', input: source(shared, []).input }, { stage: 'stage2' })).toThrow(/^\[FORK_REFUSED\] the fork's branch would be feature\/cats/);
   });
 });

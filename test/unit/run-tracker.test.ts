@@ -1,4 +1,4 @@
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { formatDuration } from '../../src/pipeline/duration.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
@@ -79,6 +79,23 @@ describe('the work of one activation does not grow with the run', () => {
     });
     return { tracker, reads: () => reads };
   }
+
+  test("keeps a stage's first start once it starts again (a rework), so a fork from it plans from then", () => {
+    vi.useFakeTimers({ now: 1_000 });
+    try {
+      const tracker = new RunTracker('run-1', 'p', {}, stages, 1);
+      tracker.markRunning('a', 1);
+      expect(tracker.state.stages[0].firstStartedAt).toBeUndefined();
+      tracker.markCompleted('a', result('did a'));
+      vi.setSystemTime(2_000);
+      tracker.markRunning('a', 2);
+      vi.setSystemTime(3_000);
+      tracker.markRunning('a', 3);
+      expect(tracker.state.stages[0]).toMatchObject({ firstStartedAt: 1_000, startedAt: 3_000 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 
   test('a stage is found by its id without searching the list', () => {
     const { tracker, reads } = countingTracker(1_000);

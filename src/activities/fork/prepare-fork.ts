@@ -2,6 +2,7 @@ import { activityInfo, Context } from '@temporalio/activity';
 import type { PrepareForkInput } from '../../contracts/activities.js';
 import type { PipelineRunInput } from '../../contracts/messages.js';
 import type { ForkTakeOver, RunForkRequest } from '../../contracts/run-fork.js';
+import { findSharedBranchProblem } from '../../pipeline/fork-branch.js';
 import { describeRefusals, forkStart, planFork } from '../../pipeline/fork-plan.js';
 import type { StageState } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
@@ -41,7 +42,7 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     const fork = own?.fork;
     if (!own || !fork) throw forkRefused(`run ${execution.workflowId} is not a fork: its start input names no source run`, 'start it with `agent-pipeline fork`');
     const source = await readSourceRun(client, info.workflowNamespace, fork.runId);
-    const from = checkSource(deps, source, own, fork);
+    const from = checkSource(deps, source, { runId: execution.workflowId, input: own }, fork);
     if (!deps.store) throw forkRefused(`this worker keeps no checkpoints (${CHECKPOINTS_VARIABLE}=off), so it cannot start a fork from one`, `run the fork on a worker without ${CHECKPOINTS_VARIABLE}=off`);
     const store = deps.store;
     const manifest = await findStageStartCheckpoint(store, source.runId, from);
@@ -63,19 +64,22 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
 
 /**
  * The stage to fork from, once the source may be forked at all.
- * @throws FORK_REFUSED when it may not: untrusted, files read from the worker, a lent folder, an unknown stage (forkStart)
+ * @throws FORK_REFUSED when it may not: untrusted, files read from the worker, a lent folder, an unknown stage (forkStart),
+ * or a branch template that gives the fork the source's own branch
  */
-function checkSource(deps: PrepareForkDependencies, source: SourceRun, own: PipelineRunInput, fork: RunForkRequest): string {
+function checkSource(deps: PrepareForkDependencies, source: SourceRun, own: { runId: string; input: PipelineRunInput }, fork: RunForkRequest): string {
   const trustProblem = findForkSourceProblem(deps.trust, source.input, source.runId);
   if (trustProblem) throw forkRefused(trustProblem, 'fork a run this worker trusts');
-  const start = forkStart(source.runId, sourceSide(source), own, fork.stage);
+  const start = forkStart(source.runId, sourceSide(source), own.input, fork.stage);
   if (!('from' in start)) throw forkRefused(start.message, start.fix);
+  const shared = findSharedBranchProblem({ ...source.input, runId: source.runId }, { ...own.input, runId: own.runId });
+  if (shared) throw forkRefused(shared.message, shared.fix);
   return start.from;
 }
 
 /** The source as the fork plan reads it: a run input is a fork side (its pipeline, bundle and inputs) as it is. */
 function sourceSide(source: SourceRun) {
-  return { side: source.input, stages: source.state.stages };
+  return { side: source.input, stages: source.state.stages, forkedFrom: source.state.forkedFrom };
 }
 
 /** What the fork keeps of a stage it takes over: its result and times, and its cost (carried, again for a fork's fork). */

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { renderBranchName } from '../../pipeline/branch-name.js';
+import { DEFAULT_BRANCH_TEMPLATE, renderBranchName } from '../../pipeline/branch-name.js';
 import type { PipelineDefinition } from '../../pipeline/schema.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import { branchDiff } from '../delivery/push.js';
@@ -8,8 +8,6 @@ import type { AllowedPaths } from './allowed-paths.js';
 import { openLentFolder } from './lent-folder.js';
 import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 
-/** The run's branch when `workspace.branch` is not set. */
-export const DEFAULT_BRANCH_TEMPLATE = 'agent/{{run.id}}';
 
 export interface PipelineWorkspaceOptions {
   root: string;

@@ -21,7 +21,7 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
   const formatter = new TranscriptFormatter(loadModelCatalog(process.env));
   try {
     for await (const entry of readTranscript(connected.client, runId, { ...opts, signal })) {
-      if (entry.type === 'transcript') printLine(`══ ${runId} · stage ${opts.stage} · round ${entry.round} · attempt ${entry.attempt} · ${whereFrom(entry)}`);
+      if (entry.type === 'transcript') printLine(`══ ${runId} · stage ${opts.stage}${takenOver(entry)} · round ${entry.round} · attempt ${entry.attempt} · ${whereFrom(entry)}`);
       else for (const out of opts.raw ? [entry.text] : formatter.format(entry.text)) printLine(out);
     }
   } catch (err) {
@@ -30,6 +30,11 @@ async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOp
     throw err;
   }
   return signal.aborted ? EXIT.INTERRUPTED : EXIT.OK;
+}
+
+/** For a stage the run (a fork) took over: the run it ran in, whose transcript this is. */
+function takenOver(entry: Extract<TranscriptEntry, { type: 'transcript' }>): string {
+  return entry.takenOverFrom === undefined ? '' : ` (taken over: run ${entry.takenOverFrom}'s transcript)`;
 }
 
 /** The transcript's file, or for one read from a checkpoint in the store, that checkpoint (its files are gone after). */
