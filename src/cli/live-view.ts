@@ -1,9 +1,8 @@
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunSnapshot } from '../library/run-reader.js';
 import { terminalSafe } from '../terminal-text.js';
-import type { StageState } from '../pipeline/run-state.js';
 import { truncate } from './output.js';
-import { noticeLines, progressLines, STAGE_ICON, waitLines } from './run-view.js';
+import { completedNote, noticeLines, progressLines, stageCost, STAGE_ICON, waitLines } from './run-view.js';
 
 /** Where live progress goes; a terminal gets a block redrawn in place, anything else appended lines. */
 export interface ProgressStream {
@@ -50,8 +49,8 @@ export class LiveView {
         attempt && attempt > 1 ? `attempt ${attempt}` : '',
         stage.round && stage.round > 1 ? `round ${stage.round}` : '',
         stage.startedAt && stage.finishedAt ? formatDuration(stage.finishedAt - stage.startedAt) : '',
-        stageCost(stage),
-        stage.status === 'failed' ? (stage.error?.message ?? '') : stage.status === 'completed' ? completedLine(stage, state.forkedFrom?.runId) : '',
+        stageCost(stage, live),
+        stage.status === 'failed' ? (stage.error?.message ?? '') : stage.status === 'completed' ? completedNote(stage, state) : '',
         stage.status === 'running' && live?.lastFailure ? `retrying after: ${live.lastFailure}` : '',
       ].filter(Boolean);
       this.line(`${STAGE_ICON[stage.status]} ${stage.id} ${stage.status}${details.length ? ` · ${details.join(' · ')}` : ''}`);
@@ -74,16 +73,4 @@ export class LiveView {
   private line(text: string): void {
     this.out.write(`${terminalSafe(text)}\n`);
   }
-}
-
-/** A stage's cost: what it spent, or for one a fork took over, what it cost its source run (carried, not spent here). */
-function stageCost(stage: StageState): string {
-  if (stage.carriedCostUsd !== undefined) return `$${stage.carriedCostUsd.toFixed(4)} carried`;
-  return stage.result?.costUsd != null ? `$${stage.result.costUsd.toFixed(4)}` : '';
-}
-
-/** A completed stage's summary, saying so when a fork took it over from `source` rather than ran it. */
-function completedLine(stage: StageState, source: string | undefined): string {
-  const summary = stage.result?.summary ?? '';
-  return stage.carriedCostUsd !== undefined && source !== undefined ? `taken over from ${source}: ${summary}` : summary;
 }

@@ -34,7 +34,8 @@ function stageElapsed(stage: StageState, now: number): string {
   return formatDuration((stage.finishedAt ?? now) - stage.startedAt);
 }
 
-function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
+/** A stage's cost: so far while it runs, what it spent, or for one a fork took over, what it cost its source (carried). */
+export function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
   // The CLI reports cost only when an attempt ends; while it runs, earlier attempts' cost plus `…` says "so far".
   if (stage.status === 'running') {
     const soFar = (stage.totals?.costUsd ?? 0) + (live?.costUsd ?? 0);
@@ -46,18 +47,24 @@ function stageCost(stage: StageState, live: LiveAttempt | undefined): string {
   return cost === undefined ? '' : formatUsd(cost);
 }
 
+/** A completed stage's summary, saying so when a fork took it over from its source rather than ran it. */
+export function completedNote(stage: StageState, state: Pick<RunState, 'forkedFrom'>): string {
+  const summary = stage.result?.summary ?? '';
+  return stage.carriedCostUsd !== undefined && state.forkedFrom ? `taken over from ${state.forkedFrom.runId}: ${summary}` : summary;
+}
+
 /** One row per stage: icon, id, state, attempt, round, elapsed, cost, and a short note. */
 export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt>, now: number): string[][] {
   return state.stages.map((stage) => {
     const attempt = live.get(stage.id)?.attempt ?? stage.attempt;
     const throttled = stage.status === 'running' ? live.get(stage.id)?.throttled : undefined;
     const note =
-      stage.carriedCostUsd !== undefined && state.forkedFrom ? `taken over from ${state.forkedFrom.runId}: ${stage.result?.summary ?? ''}` :
+      stage.carriedCostUsd !== undefined && state.forkedFrom ? completedNote(stage, state) :
       stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
       stage.status === 'running' && stage.leaseWait ? describeLeaseWait(stage.leaseWait) :
       throttled ? throttledNote(throttled) :
       stage.status === 'running' && live.get(stage.id)?.lastFailure ? `retrying after: ${live.get(stage.id)!.lastFailure}` :
-      stage.status === 'completed' ? (stage.result?.summary ?? '') : '';
+      stage.status === 'completed' ? completedNote(stage, state) : '';
     return [
       // A `finally` stage runs after the run has ended; say so, since it sits after stages that were skipped.
       `${STAGE_ICON[stage.status]} ${stage.id}${stage.finally ? ' (finally)' : ''}`,
