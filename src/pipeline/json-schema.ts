@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { INPUT_TEMPLATE, inputTemplateSchema } from './input-template.js';
+import { pipelineSchema } from './schema.js';
+
+/** Where the package ships the schema: `dist/pipeline.schema.json`, exported as `agent-pipeline/pipeline.schema.json`. */
+export const PIPELINE_JSON_SCHEMA_FILE = 'pipeline.schema.json';
+
+/**
+ * The pipeline file schema as JSON Schema, for editors: `# yaml-language-server: $schema=…` in a pipeline file gives
+ * completion, hover and typo warnings (docs/pipeline.md, "Editor support").
+ *
+ * Made from the same zod schema `validate` parses with, so the two cannot drift. It is draft-07 because the YAML
+ * language server (VS Code's YAML extension, and the editors built on it) supports JSON Schema 7 and below. What JSON
+ * Schema cannot say (a stage needs a `prompt`, an `agent` or a `run`; `needs` naming known stages; template variables;
+ * files that exist) only `agent-pipeline validate` checks: the schema accepts a little more than validate, never less.
+ */
+export function buildPipelineJsonSchema(): Record<string, unknown> {
+  // `input`: what a person writes (before defaults). A whole `{{inputs.NAME}}` (a stage option filled per run) is a
+  // custom check zod cannot describe: say it as the pattern it tests, else the option's union would accept anything.
+  // Any other refinement becomes `{}` (`unrepresentable: 'any'`), so that the schema never refuses what validate accepts.
+  const schema = z.toJSONSchema(pipelineSchema, {
+    target: 'draft-7',
+    io: 'input',
+    unrepresentable: 'any',
+    override: ({ zodSchema, jsonSchema }) => {
+      if (zodSchema === inputTemplateSchema) Object.assign(jsonSchema, { type: 'string', pattern: INPUT_TEMPLATE.source, description: 'A run input, `{{inputs.NAME}}`, filled when the run starts.' });
+    },
+  });
+  return {
+    ...schema,
+    title: 'agent-pipeline pipeline file',
+    description: 'A pipeline of agent-pipeline: its name, inputs, stage defaults and stages. `agent-pipeline validate FILE` checks what a schema cannot (the stage graph, template variables, the files it names).',
+  };
+}
