@@ -5,7 +5,8 @@ import { loadScenario } from '../dev/scenario.js';
 import { ALLOWED_PATHS_VARIABLE, parseFolderList } from '../activities/workspace/allowed-paths.js';
 import { PIPELINE_DIRS_VARIABLE } from '../activities/prompt/worker-files.js';
 import { createPipelineWorker } from '../worker/create-worker.js';
-import { SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
+import { sandboxModeFromEnv, SANDBOX_VARIABLE } from '../activities/backends/claude-cli/sandbox-mode.js';
+import { ConfigError } from '../config.js';
 import { startWorkerTelemetry, type WorkerTelemetry } from '../telemetry/worker-telemetry.js';
 
 export interface LocalStackOptions {
@@ -91,6 +92,8 @@ async function startLocalWorker(env: NodeJS.ProcessEnv, started: Started, log: (
   // serving others fails closed (`required`). (A value of the variable is read, and a bad one refused naming it, as
   // for `agent-pipeline worker`.)
   const chosen = env[SANDBOX_VARIABLE]?.trim();
+  // Read here first, so that a bad value is refused naming `dev`'s own default, not a worker's (`required`).
+  readSetting(() => sandboxModeFromEnv(env, 'auto'));
   const worker = await createPipelineWorker({
     env,
     address: started.server.address,
@@ -102,6 +105,15 @@ async function startLocalWorker(env: NodeJS.ProcessEnv, started: Started, log: (
   started.workerDone = worker.run();
   log(`Worker polling task queue "${worker.options.taskQueue}"; agents' Bash sandbox: ${chosen ? `${chosen} (${SANDBOX_VARIABLE})` : LOCAL_SANDBOX}`);
   return worker;
+}
+
+/** `read()`, its error a ConfigError (exit 2, as the worker's own settings are). */
+function readSetting<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }
 
 /** The stack of what started; `stop` stops each part, the worker first. */

@@ -49,7 +49,8 @@ describe('agent-pipeline dev refused at its start', () => {
     const scenario = path.join(PROJECT_ROOT, 'examples', 'demo', 'scenario.yaml');
     const result = await runCli(['dev', '--port', String(port), '--scenario', scenario], { ...env, AGENT_PIPELINE_SANDBOX: 'bogus' }, 60_000);
     expect(result.stderr).toContain(`Temporal dev server on 127.0.0.1:${port}`);
-    expect(result.stderr).toContain('[CONFIG_INVALID] AGENT_PIPELINE_SANDBOX=bogus');
+    // `dev`'s own default, not a worker's (`required`), which is what unsetting it gives here.
+    expect(result.stderr).toContain('[CONFIG_INVALID] AGENT_PIPELINE_SANDBOX=bogus is not one of required, permissive, auto, off; unset it for the default (auto)');
     expect(result.exitCode).toBe(2);
     expect(await listening(port)).toBe(false);
   });
