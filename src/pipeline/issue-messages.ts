@@ -72,8 +72,15 @@ export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]):
   );
 }
 
+/** A top-level `$schema:` field, and where the link to the JSON Schema goes instead. */
+const SCHEMA_FIELD_MESSAGE =
+  'unknown field "$schema"; link the JSON Schema with a comment on the first line instead: ' +
+  '# yaml-language-server: $schema=<path to node_modules/agent-pipeline/dist/pipeline.schema.json>';
+
 /** `unknown field "promt"; did you mean "prompt"?` when a field of the object at `path` is near the key. */
 function describeUnknownField(schema: z.ZodType, path: readonly PropertyKey[], key: string): string {
+  // JSON's way of naming a schema; in YAML, editors read it from a comment (docs/pipeline.md, "Editor support").
+  if (key === '$schema' && path.length === 0) return SCHEMA_FIELD_MESSAGE;
   const closest = findClosestName(key, knownFields(schema, path));
   return `unknown field "${key}"${closest ? `; did you mean "${closest}"?` : ''}`;
 }
