@@ -1,9 +1,18 @@
 import { z } from 'zod';
+import { durationSchema } from './duration.js';
 import { INPUT_TEMPLATE, inputTemplateSchema } from './input-template.js';
 import { pipelineSchema } from './schema.js';
 
 /** Where the package ships the schema: `dist/pipeline.schema.json`, exported as `agent-pipeline/pipeline.schema.json`. */
 export const PIPELINE_JSON_SCHEMA_FILE = 'pipeline.schema.json';
+
+/** A duration as JSON Schema, with the words an editor shows for a wrong one (`patternErrorMessage`, VS Code's). */
+const DURATION_JSON_SCHEMA = {
+  type: ['integer', 'string'],
+  exclusiveMinimum: 0,
+  description: 'A duration: "90s", "30m", "2h" or "1d" (units ms, s, m, h, d), or a whole number of milliseconds.',
+  patternErrorMessage: 'not a duration; use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0',
+};
 
 /**
  * The pipeline file schema as JSON Schema, for editors: `# yaml-language-server: $schema=…` in a pipeline file gives
@@ -24,6 +33,13 @@ export function buildPipelineJsonSchema(): Record<string, unknown> {
     unrepresentable: 'any',
     override: ({ zodSchema, jsonSchema }) => {
       if (zodSchema === inputTemplateSchema) Object.assign(jsonSchema, { type: 'string', pattern: INPUT_TEMPLATE.source, description: 'A run input, `{{inputs.NAME}}`, filled when the run starts.' });
+      // One node, not zod's `anyOf` of a number and a string: an editor then says what a duration is (`1 minute` was
+      // "Expected integer"). `pattern` applies to strings only and `exclusiveMinimum` to numbers only.
+      if ((zodSchema as unknown) === durationSchema) {
+        const pattern = jsonSchema.anyOf?.find((option) => typeof option === 'object' && option.type === 'string')?.pattern;
+        delete jsonSchema.anyOf;
+        Object.assign(jsonSchema, { ...DURATION_JSON_SCHEMA, pattern });
+      }
     },
   });
   return {

@@ -54,11 +54,29 @@ describe('the pipeline JSON schema', () => {
     }
   });
 
+  it('says what a wrong duration is in the words an editor shows, not "Expected integer"', () => {
+    const { timeout } = (buildPipelineJsonSchema().properties as Record<string, Record<string, unknown>>);
+    expect(timeout).toMatchObject({ type: ['integer', 'string'], patternErrorMessage: expect.stringContaining('"30m"') });
+    expect(validateFile({ name: 'p', timeout: '2 hours', stages: [{ id: 'a', prompt: 'Hi.' }] })).toBe(false);
+    expect(validateFile({ name: 'p', timeout: 0, stages: [{ id: 'a', prompt: 'Hi.' }] })).toBe(false);
+    expect(validateFile({ name: 'p', timeout: '2 h', stages: [{ id: 'a', prompt: 'Hi.' }] })).toBe(true);
+  });
+
+  it('built, carries each field\'s doc comment (unit and default included) as its hover text', () => {
+    // `npm run build` writes it (scripts/write-pipeline-schema.js); `npm test` builds first.
+    const built = JSON.parse(readFileSync(path.join(root, 'dist', 'pipeline.schema.json'), 'utf8')) as { properties: Record<string, { description?: string; items?: { properties: Record<string, { description?: string }> } }> };
+    const stage = built.properties.stages.items?.properties ?? {};
+    expect(stage.timeout.description).toMatch(/Default: 30m/);
+    expect(stage.retries.description).toMatch(/retries \+ 1/);
+    expect(stage.maxBudgetUsd.description).toMatch(/US dollars/);
+    expect(built.properties.name.description).toMatch(/letters, digits/);
+  });
+
   it('is draft-07 (what the YAML language server reads) and is written by the build where the package exports it', () => {
     const schema = buildPipelineJsonSchema();
     expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown>; scripts: Record<string, string> };
     expect(pkg.exports['./pipeline.schema.json']).toBe('./dist/pipeline.schema.json');
-    expect(pkg.scripts.build).toContain('node dist/dev/write-pipeline-schema.js');
+    expect(pkg.scripts.build).toContain('node scripts/write-pipeline-schema.js');
   });
 });
