@@ -18,6 +18,15 @@ function issuesOf(text: string): ScenarioValidationError {
   throw new Error('expected the scenario to be rejected');
 }
 
+describe('a request no rule matches', () => {
+  test('shows the prompt, not the system reminders Claude Code puts before it', () => {
+    const scenario = parseScenario('rules:\n  - match: "Stage: spec ·"\n    turns: [{ text: hi }]\n', 'scenario.yaml');
+    const reminder = `<system-reminder>\nAttribution for git commits and pull requests ${'you create from here on '.repeat(8)}\n</system-reminder>`;
+    const selection = selectTurn(scenario, [{ role: 'user', content: [{ type: 'text', text: reminder }, { type: 'text', text: 'Stage: hello · Say hello to the reader.' }] }]);
+    expect(selection).toMatchObject({ kind: 'no-match', message: expect.stringContaining('(first user message: "Stage: hello · Say hello to the reader.")') });
+  });
+});
+
 describe('parseScenario', () => {
   test('accepts the scenario docs/testing.md shows', () => {
     const docs = readFileSync(join(PROJECT_ROOT, 'docs', 'testing.md'), 'utf8');
