@@ -6,11 +6,13 @@ import { pipelineSchema } from './schema.js';
 /** Where the package ships the schema: `dist/pipeline.schema.json`, exported as `agent-pipeline/pipeline.schema.json`. */
 export const PIPELINE_JSON_SCHEMA_FILE = 'pipeline.schema.json';
 
-/** A duration as JSON Schema, with the words an editor shows for a wrong one (`patternErrorMessage`, VS Code's). */
+/**
+ * A duration as JSON Schema, with the words an editor shows for a wrong one (`patternErrorMessage`, VS Code's). No
+ * `description`: an editor's hover would show it instead of the field's own (`timeout`: of what, and its default).
+ */
 const DURATION_JSON_SCHEMA = {
   type: ['integer', 'string'],
   exclusiveMinimum: 0,
-  description: 'A duration: "90s", "30m", "2h" or "1d" (units ms, s, m, h, d), or a whole number of milliseconds.',
   patternErrorMessage: 'not a duration; use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0',
 };
 
@@ -22,6 +24,7 @@ const DURATION_JSON_SCHEMA = {
  * language server (VS Code's YAML extension, and the editors built on it) supports JSON Schema 7 and below. What JSON
  * Schema cannot say (a stage needs a `prompt`, an `agent` or a `run`; `needs` naming known stages; template variables;
  * files that exist) only `agent-pipeline validate` checks: the schema accepts a little more than validate, never less.
+ * Each field's hover text, its doc comment, is added at build time by scripts/write-pipeline-schema.js.
  */
 export function buildPipelineJsonSchema(): Record<string, unknown> {
   // `input`: what a person writes (before defaults). A whole `{{inputs.NAME}}` (a stage option filled per run) is a
@@ -32,7 +35,7 @@ export function buildPipelineJsonSchema(): Record<string, unknown> {
     io: 'input',
     unrepresentable: 'any',
     override: ({ zodSchema, jsonSchema }) => {
-      if (zodSchema === inputTemplateSchema) Object.assign(jsonSchema, { type: 'string', pattern: INPUT_TEMPLATE.source, description: 'A run input, `{{inputs.NAME}}`, filled when the run starts.' });
+      if (zodSchema === inputTemplateSchema) Object.assign(jsonSchema, { type: 'string', pattern: INPUT_TEMPLATE.source });
       // One node, not zod's `anyOf` of a number and a string: an editor then says what a duration is (`1 minute` was
       // "Expected integer"). `pattern` applies to strings only and `exclusiveMinimum` to numbers only.
       if ((zodSchema as unknown) === durationSchema) {

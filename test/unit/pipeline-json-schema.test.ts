@@ -70,6 +70,8 @@ describe('the pipeline JSON schema', () => {
     expect(stage.retries.description).toMatch(/retries \+ 1/);
     expect(stage.maxBudgetUsd.description).toMatch(/US dollars/);
     expect(built.properties.name.description).toMatch(/letters, digits/);
+    // The field's own words, not a description of what any duration is (an editor shows one of them on hover).
+    expect(built.properties.timeout.description).toMatch(/whole run/);
   });
 
   it('is draft-07 (what the YAML language server reads) and is written by the build where the package exports it', () => {
