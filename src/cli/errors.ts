@@ -41,5 +41,7 @@ export function exitCodeFor(err: unknown): number {
   // A Temporal CLI that cannot be found or run is the machine's setup (TEMPORAL_CLI, PATH), not a run that failed. By
   // name: importing dev/temporal-cli.ts would load its dependencies at every command's start.
   if (err instanceof Error && err.name === 'TemporalCliNotFoundError') return EXIT.USAGE;
+  // A scenario file (`dev --scenario`) that is missing or wrong is an invalid file, as a pipeline file is.
+  if (err instanceof Error && err.name === 'ScenarioValidationError') return EXIT.USAGE;
   return EXIT.PIPELINE_FAILED;
 }

@@ -132,7 +132,9 @@ export function progressLines(snapshot: RunSnapshot, now: number): string[] {
 export function noticeLines(snapshot: RunSnapshot): string[] {
   const lines: string[] = [];
   if (snapshot.executionStatus === 'RUNNING' && !snapshot.workerPolling) {
-    lines.push(`! no worker is polling task queue "${snapshot.taskQueue}": the run waits until one starts (agent-pipeline worker)`);
+    // A cancel sent now is kept in the history: the run reads as running until a worker acts on it, so say so.
+    const waits = snapshot.cancelRequested ? 'the run is cancelled, and stops, once one starts' : 'the run waits until one starts';
+    lines.push(`! no worker is polling task queue "${snapshot.taskQueue}": ${waits} (agent-pipeline worker)`);
   }
   if (snapshot.source === 'history') lines.push('! state rebuilt from the event history (no worker answered); waits for a person are not shown');
   // A run refused before any stage started (RUN_NOT_TRUSTED): no stage row says why, so the run's own error does.

@@ -62,8 +62,12 @@ function ruleMatches(rule: Rule, text: string): boolean {
   return new RegExp(rule.match.regex, rule.match.flags).test(text);
 }
 
+/**
+ * The start of the message, for a no-match error. Without Claude Code's `<system-reminder>` blocks: they come first
+ * (its attribution guidance) and filled the whole preview, hiding the prompt a scenario author needs to match.
+ */
 function preview(text: string): string {
-  const oneLine = text.replace(/\s+/g, ' ').trim();
+  const oneLine = text.replace(/<system-reminder>[\s\S]*?<\/system-reminder>/g, ' ').replace(/\s+/g, ' ').trim();
   return oneLine.length > 160 ? `${oneLine.slice(0, 160)}…` : oneLine;
 }
 

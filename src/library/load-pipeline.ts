@@ -11,11 +11,15 @@ export async function loadPipelineFile(file: string, options?: ParseOptions): Pr
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file; check the path' : code === 'EISDIR' ? 'it is a folder; give the pipeline\'s YAML file' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
-    throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] cannot read pipeline file ${file}: ${why}`);
+    throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] cannot read pipeline file ${file}: ${describeUnreadable(err)}`);
   }
   return { pipeline: parsePipeline(text, file, options), baseDir: path.dirname(path.resolve(file)) };
+}
+
+/** Why a pipeline file could not be read, and what to do, for `start` and `validate` alike. */
+export function describeUnreadable(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' ? 'no such file; check the path' : code === 'EISDIR' ? 'it is a folder; give the pipeline\'s YAML file' : code === 'EACCES' ? 'permission denied' : (code ?? (err as Error).message);
 }
 
 /**

@@ -25,6 +25,8 @@ export class PipelineChecks {
   readonly notes: PipelineProblemReport[] = [];
   private readonly locator: FieldLocator;
   private readonly mainIds: ReadonlySet<string>;
+  /** The problems of `defaults:` templates so far, by field and message, with the stages that take them. */
+  private readonly defaultsProblems = new Map<string, { report: PipelineProblemReport; stages: string[] }>();
 
   constructor(
     private readonly pipeline: PipelineDefinition,
@@ -102,14 +104,13 @@ export class PipelineChecks {
     // A `finally` stage runs after every other stage has ended, and may read any of them and how the run ended.
     const ancestors = isFinally ? this.mainIds : findAncestors(pipeline.stages, stage.id);
     const known = (v: string): boolean => isStageVariable(v, pipeline, ancestors) || (isFinally && isRunEndVariable(v));
-    const commitMessage = stage.commitMessage ?? pipeline.defaults?.commitMessage;
-    if (commitMessage) {
-      for (const p of unknownVariables(commitMessage, file, known)) this.problemAt([list, i, stage.commitMessage ? 'commitMessage' : 'id'], `commitMessage ${p.field}: ${p.message}`);
-    }
-    const append = stage.appendSystemPrompt ?? pipeline.defaults?.appendSystemPrompt;
-    if (append) {
-      const where = stage.appendSystemPrompt === undefined ? `appendSystemPrompt (from defaults)` : 'appendSystemPrompt';
-      for (const p of unknownVariables(append, file, known)) this.problemAt([list, i, stage.appendSystemPrompt === undefined ? 'id' : 'appendSystemPrompt'], `${where} ${p.field}: ${p.message}`);
+    for (const field of ['commitMessage', 'appendSystemPrompt'] as const) {
+      const own = stage[field];
+      for (const p of unknownVariables(own ?? pipeline.defaults?.[field] ?? '', file, known)) {
+        const message = `${field} ${p.field}: ${p.message}`;
+        if (own === undefined) this.defaultsProblemAt(field, message, stage.id);
+        else this.problemAt([list, i, field], message);
+      }
     }
     if (stage.agent && this.checkFiles) {
       const agent = await loadAgentFile(baseDir, stage.agent, stage.id).catch((err: unknown) => this.problemAt([list, i, 'agent'], (err as Error).message));
@@ -226,6 +227,23 @@ export class PipelineChecks {
 
   private isRunVariable(v: string): boolean {
     return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(this.pipeline.inputs ?? {}, v.slice(7)));
+  }
+
+  /**
+   * A problem of a `defaults:` template, reported once at its own line, naming the stages that take it: it was at
+   * each such stage's `id`, once per stage, as if the stage had written it.
+   */
+  private defaultsProblemAt(field: 'commitMessage' | 'appendSystemPrompt', message: string, stageId: string): void {
+    const key = `${field}\n${message}`;
+    let entry = this.defaultsProblems.get(key);
+    if (!entry) {
+      const fieldPath = ['defaults', field];
+      entry = { report: { file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message }, stages: [] };
+      this.defaultsProblems.set(key, entry);
+      this.problems.push(entry.report);
+    }
+    entry.stages.push(stageId);
+    entry.report.message = `${message} (the default of stage${entry.stages.length > 1 ? 's' : ''} ${entry.stages.join(', ')})`;
   }
 
   private problemAt(fieldPath: PropertyKey[], message: string): void {

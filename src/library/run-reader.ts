@@ -48,6 +48,11 @@ export interface RunSnapshot {
   taskQueue: string;
   /** False when no worker polls the run's task queue: the run cannot move until one starts. */
   workerPolling: boolean;
+  /**
+   * True when the run's history holds a cancellation it has not acted on yet: sent while no worker ran it, so the
+   * run still runs until a worker starts. Read only when the state comes from the history (`source: 'history'`).
+   */
+  cancelRequested?: boolean;
   /** Running stage attempts by stage id, from the server's pending-activity records. */
   live: Map<string, LiveAttempt>;
   /** The files the run carries (from its memo); undefined when its workers read them from disk. */
@@ -87,13 +92,18 @@ function sizeHint(description: WorkflowExecutionDescription): { events: number; 
   return { events: description.historyLength, bytes: description.historySize };
 }
 
-/** The run's state rebuilt from its history, read oldest first in pages (see `readHistoryEvents`). */
-async function rebuildFromHistory(client: Client, description: WorkflowExecutionDescription): Promise<RunState> {
+/**
+ * The run's state rebuilt from its history, read oldest first in pages (see `readHistoryEvents`), and whether the
+ * history holds a cancellation request (with no worker, nothing has acted on it yet).
+ */
+async function rebuildFromHistory(client: Client, description: WorkflowExecutionDescription): Promise<{ state: RunState; cancelRequested: boolean }> {
   const builder = new RunStateBuilder();
+  let cancelRequested = false;
   for await (const event of readHistoryEvents(client, { workflowId: description.workflowId, runId: description.runId, sizeHint: sizeHint(description) })) {
     builder.add(event);
+    if (event.workflowExecutionCancelRequestedEventAttributes) cancelRequested = true;
   }
-  return builder.build(description);
+  return { state: builder.build(description), cancelRequested };
 }
 
 /**
@@ -117,8 +127,9 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
     state = (await handle.result()) as RunState;
     source = 'result';
   }
+  let cancelRequested: boolean | undefined;
   if (!state) {
-    state = await rebuildFromHistory(client, description);
+    ({ state, cancelRequested } = await rebuildFromHistory(client, description));
     source = 'history';
   }
   // A closed run's query replays a workflow that may never have tracked its end (terminated, refused at its input
@@ -127,7 +138,7 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
   const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
   const execution = { runId: description.runId, historyLength: description.historyLength, historyBytes: description.historySize };
-  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, live, bundle, execution };
+  return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, ...(cancelRequested ? { cancelRequested } : {}), live, bundle, execution };
 }
 
 async function queryWithDeadline(client: Client, handle: WorkflowHandle): Promise<RunState | undefined> {

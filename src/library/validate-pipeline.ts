@@ -8,6 +8,7 @@ import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
 import { PipelineChecks, type StageList } from './pipeline-checks.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-definition.js';
+import { describeUnreadable } from './load-pipeline.js';
 
 /** What {@link validatePipeline} found. The pipeline is valid when `problems` is empty. */
 export interface ValidationReport {
@@ -59,7 +60,7 @@ export async function validatePipelineFile(file: string, options: Pick<ValidateO
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    return { file, problems: [{ file, field: '', message: `cannot read the file (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` }], notes: [] };
+    return { file, problems: [{ file, field: '', message: `cannot read the pipeline file: ${describeUnreadable(err)}` }], notes: [] };
   }
   return checkPipelineText(() => text, file, path.dirname(path.resolve(file)), options);
 }

@@ -72,10 +72,34 @@ export function describeIssues(schema: z.ZodType, issues: readonly IssueLike[]):
   );
 }
 
+/** A top-level `$schema:` field, and where the link to the JSON Schema goes instead. */
+const SCHEMA_FIELD_MESSAGE =
+  'unknown field "$schema"; link the JSON Schema with a comment on the first line instead: ' +
+  '# yaml-language-server: $schema=<path to node_modules/agent-pipeline/dist/pipeline.schema.json>';
+
 /** `unknown field "promt"; did you mean "prompt"?` when a field of the object at `path` is near the key. */
 function describeUnknownField(schema: z.ZodType, path: readonly PropertyKey[], key: string): string {
+  // JSON's way of naming a schema; in YAML, editors read it from a comment (docs/pipeline.md, "Editor support").
+  if (key === '$schema' && path.length === 0) return SCHEMA_FIELD_MESSAGE;
   const closest = findClosestName(key, knownFields(schema, path));
-  return `unknown field "${key}"${closest ? `; did you mean "${closest}"?` : ''}`;
+  const hint = closest ? `did you mean "${closest}"?` : describeMisplacedField(schema, path, key);
+  return `unknown field "${key}"${hint ? `; ${hint}` : ''}`;
+}
+
+/**
+ * Where a field that is not a typo belongs, when it is a field of another level: a stage option written at the top
+ * (`model: opus`, meant for `defaults:`), or a pipeline field written on a stage (`budgetUsd`, the whole run's cap).
+ */
+function describeMisplacedField(schema: z.ZodType, path: readonly PropertyKey[], key: string): string | undefined {
+  if (path.length === 0 && knownFields(schema, ['defaults']).includes(key)) {
+    return `"${key}" is a stage option: put it under \`defaults:\` for every stage, or on the stages that need it`;
+  }
+  const onStage = path.length === 2 && (path[0] === 'stages' || path[0] === 'finally') && typeof path[1] === 'number';
+  if (onStage && knownFields(schema, []).includes(key)) {
+    const own = key === 'budgetUsd' ? '; a stage\'s own spending cap is `maxBudgetUsd`' : '';
+    return `"${key}" is a field of the whole pipeline: put it at the top level${own}`;
+  }
+  return undefined;
 }
 
 /** The field names the object at `path` allows (of every object a union there allows). */

@@ -166,6 +166,10 @@ describe('start, status, list and logs as a user runs them', () => {
       expect(human.stdout).toContain(`! no worker is polling task queue "${lonely.AGENT_PIPELINE_TASK_QUEUE}"`);
       expect(answer.exitCode, answer.stderr).toBe(3);
       expect(answer.stderr).toContain('[NO_WORKER] no worker polls task queue');
+      // A cancel with no worker is kept for later: status still reads "running" (Temporal's word), and says why.
+      const [cancel, afterCancel] = await runCliCommands([['cancel', runId], ['status', runId]], lonely);
+      expect(cancel.exitCode, cancel.stderr).toBe(0);
+      expect(afterCancel.stdout).toContain(`! no worker is polling task queue "${lonely.AGENT_PIPELINE_TASK_QUEUE}": the run is cancelled, and stops, once one starts`);
     } finally {
       await harness.client.workflow.getHandle(runId).terminate('test cleanup').catch(() => undefined);
     }

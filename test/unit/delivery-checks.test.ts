@@ -88,9 +88,26 @@ describe('validate and the templates outside the prompt', () => {
       '  - { id: check, prompt: "Check it.", appendSystemPrompt: "After {{stages.nope.summary}}." }',
     ]);
     expect(problems).toEqual([
-      expect.stringMatching(/^stages\[0\]\.id: appendSystemPrompt \(from defaults\) \{\{inputs\.missing\}\}: unknown template variable/),
+      expect.stringMatching(/^defaults\.appendSystemPrompt: appendSystemPrompt \{\{inputs\.missing\}\}: unknown template variable.* \(the default of stage work\)$/),
       expect.stringMatching(/^stages\[1\]\.appendSystemPrompt: appendSystemPrompt \{\{stages\.nope\.summary\}\}: unknown template variable: the stage does not run after "nope"; add it to needs/),
     ]);
+  });
+
+  it('reports a defaults template once, at its own line, naming the stages that take it', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'validate-defaults-'));
+    try {
+      const file = path.join(dir, 'p.yaml');
+      const lines = ['name: p', 'defaults:', '  commitMessage: "Bead {{inputs.bead}}"', 'stages:', '  - { id: work, prompt: "Do it.", commit: true }', '  - { id: review, needs: [work], prompt: "Review it." }', '  - { id: own, prompt: "Own it.", commitMessage: "Own {{inputs.bead}}" }'];
+      await writeFile(file, lines.join('\n'));
+      const { problems } = await validatePipelineFile(file);
+      // Before: once per stage, each at that stage's `id` line (`stages[1].id: commitMessage {{inputs.bead}}: …`).
+      expect(problems.map((p) => `${p.line} ${p.field}: ${p.message}`)).toEqual([
+        expect.stringMatching(/^3 defaults\.commitMessage: commitMessage \{\{inputs\.bead\}\}: unknown template variable.* \(the default of stages work, review\)$/),
+        expect.stringMatching(/^7 stages\[2\]\.commitMessage: commitMessage \{\{inputs\.bead\}\}: unknown template variable/),
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('for a field a stage does not have, names the fields it has rather than asking for needs it already has', async () => {

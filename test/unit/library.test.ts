@@ -68,6 +68,11 @@ describe('validatePipeline', () => {
     ]);
   });
 
+  test('says a missing file is missing and to check the path, as start does (not only ENOENT)', async () => {
+    const file = path.join(dir, 'no-such-pipeline.yaml');
+    expect((await validatePipeline(file)).problems).toEqual([{ file, field: '', message: 'cannot read the pipeline file: no such file; check the path' }]);
+  });
+
   test('reports a schema problem instead of throwing, and a valid pipeline with none', async () => {
     const bad = await validatePipeline({ name: 'bad', stages: [{ id: 'a', prompt: 'Say hello.', retries: -1 }] } as never);
     expect(bad).toMatchObject({ file: '<definition bad>', problems: [{ file: '<definition bad>', field: 'stages[0].retries' }] });

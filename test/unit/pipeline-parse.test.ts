@@ -57,6 +57,19 @@ describe('parsePipeline', () => {
     expect(problems).toEqual(['5 : unknown field "defualts"; did you mean "defaults"?']);
   });
 
+  it('says where the link to the JSON Schema goes when a pipeline has a $schema field, as a JSON file would', () => {
+    const problems = problemsOf(['$schema: ./pipeline.schema.json', 'name: p', 'stages:', '  - id: a', '    prompt: x'].join('\n'));
+    expect(problems).toEqual([expect.stringMatching(/^1 : unknown field "\$schema"; link the JSON Schema with a comment on the first line instead: # yaml-language-server: \$schema=/)]);
+  });
+
+  it('says where a field of another level goes: a stage option at the top, a pipeline field on a stage', () => {
+    const problems = problemsOf(['name: p', 'model: opus', 'stages:', '  - id: a', '    prompt: x', '    budgetUsd: 2'].join('\n'));
+    expect(problems).toEqual([
+      '6 stages[0]: unknown field "budgetUsd"; "budgetUsd" is a field of the whole pipeline: put it at the top level; a stage\'s own spending cap is `maxBudgetUsd`',
+      '2 : unknown field "model"; "model" is a stage option: put it under `defaults:` for every stage, or on the stages that need it',
+    ]);
+  });
+
   it('reports an unknown field of a nested block at its own line and suggests the field it is near', () => {
     const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    prompt: x', '    approval:', '      timeout: 1h', '      onTimout: reject'].join('\n'));
     expect(problems).toEqual(['7 stages[0].approval: unknown field "onTimout"; did you mean "onTimeout"?']);

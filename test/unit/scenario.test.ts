@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,7 @@ import { describe, expect, test } from 'vitest';
 import { loadScenario, parseScenario, ScenarioValidationError, validateScenario } from '../../src/dev/scenario.js';
 import { selectTurn } from '../../src/dev/scenario-match.js';
 import { textChunks } from '../../src/dev/model-reply.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 
 function issuesOf(text: string): ScenarioValidationError {
   try {
@@ -16,7 +18,23 @@ function issuesOf(text: string): ScenarioValidationError {
   throw new Error('expected the scenario to be rejected');
 }
 
+describe('a request no rule matches', () => {
+  test('shows the prompt, not the system reminders Claude Code puts before it', () => {
+    const scenario = parseScenario('rules:\n  - match: "Stage: spec ·"\n    turns: [{ text: hi }]\n', 'scenario.yaml');
+    const reminder = `<system-reminder>\nAttribution for git commits and pull requests ${'you create from here on '.repeat(8)}\n</system-reminder>`;
+    const selection = selectTurn(scenario, [{ role: 'user', content: [{ type: 'text', text: reminder }, { type: 'text', text: 'Stage: hello · Say hello to the reader.' }] }]);
+    expect(selection).toMatchObject({ kind: 'no-match', message: expect.stringContaining('(first user message: "Stage: hello · Say hello to the reader.")') });
+  });
+});
+
 describe('parseScenario', () => {
+  test('accepts the scenario docs/testing.md shows', () => {
+    const docs = readFileSync(join(PROJECT_ROOT, 'docs', 'testing.md'), 'utf8');
+    const block = /## The scenario file\n\n```yaml\n([\s\S]*?)\n```\n/.exec(docs)?.[1];
+    expect(block).toBeDefined();
+    expect(parseScenario(block ?? '', 'docs/testing.md').rules[0].turns).toHaveLength(2);
+  });
+
   test('accepts the documented format and applies defaults', () => {
     const scenario = parseScenario(
       [
