@@ -41,8 +41,11 @@ export function stageCost(stage: StageState, live: LiveAttempt | undefined): str
     const soFar = (stage.totals?.costUsd ?? 0) + (live?.costUsd ?? 0);
     return soFar > 0 ? `${formatUsd(soFar)}…` : live?.turns ? `${live.turns} turns…` : '';
   }
-  // A stage a fork took over cost its source run, not this one.
-  if (stage.carriedCostUsd !== undefined) return `${formatUsd(stage.carriedCostUsd)} carried`;
+  // A stage a fork took over cost its source run, not this one; one it then ran again (a rework) also cost this run.
+  if (stage.carriedCostUsd !== undefined) {
+    const carried = `${formatUsd(stage.carriedCostUsd)} carried`;
+    return stage.totals ? `${formatUsd(stage.totals.costUsd)} + ${carried}` : carried;
+  }
   const cost = stage.totals?.costUsd ?? stage.result?.costUsd;
   return cost === undefined ? '' : formatUsd(cost);
 }
@@ -50,7 +53,12 @@ export function stageCost(stage: StageState, live: LiveAttempt | undefined): str
 /** A completed stage's summary, saying so when a fork took it over from its source rather than ran it. */
 export function completedNote(stage: StageState, state: Pick<RunState, 'forkedFrom'>): string {
   const summary = stage.result?.summary ?? '';
-  return stage.carriedCostUsd !== undefined && state.forkedFrom ? `taken over from ${state.forkedFrom.runId}: ${summary}` : summary;
+  return isTakenOver(stage) && state.forkedFrom ? `taken over from ${state.forkedFrom.runId}: ${summary}` : summary;
+}
+
+/** Whether the stage's result is the one a fork took over: it has not run in this run (no attempts of its own). */
+function isTakenOver(stage: StageState): boolean {
+  return stage.carriedCostUsd !== undefined && stage.totals === undefined;
 }
 
 /** One row per stage: icon, id, state, attempt, round, elapsed, cost, and a short note. */
@@ -59,7 +67,7 @@ export function stageRows(state: RunState, live: ReadonlyMap<string, LiveAttempt
     const attempt = live.get(stage.id)?.attempt ?? stage.attempt;
     const throttled = stage.status === 'running' ? live.get(stage.id)?.throttled : undefined;
     const note =
-      stage.carriedCostUsd !== undefined && state.forkedFrom ? completedNote(stage, state) :
+      isTakenOver(stage) && state.forkedFrom ? completedNote(stage, state) :
       stage.status === 'failed' ? (stage.error?.message ?? stage.result?.error ?? '') :
       stage.status === 'running' && stage.leaseWait ? describeLeaseWait(stage.leaseWait) :
       throttled ? throttledNote(throttled) :

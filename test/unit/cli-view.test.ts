@@ -104,6 +104,15 @@ describe('the progress view', () => {
     expect(out.join('')).toBe(['✔ spec completed · 12.3s · $0.0123 carried · taken over from run-0: Wrote the spec.', 'Run run-1 completed · 30.0s · $0.0200 · $0.0123 carried', ''].join('\n'));
   });
 
+  test("a taken-over stage that the fork ran again (a rework) shows its own cost beside the carried one, and its own summary", () => {
+    const out: string[] = [];
+    const totals = { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0.004, attempts: 1, durationMs: 1_000 };
+    const spec = { ...waiting.state.stages[0], carriedCostUsd: 0.0123, round: 2, totals, result: { ...waiting.state.stages[0].result!, summary: 'Reworked the spec.' } };
+    const fork = snapshot({ status: 'completed', costUsd: 0.004, carriedCostUsd: 0.0123, finishedAt: T0 + 30_000, forkedFrom: { runId: 'run-0', stage: 'ship' }, stages: [spec] });
+    new LiveView({ write: (t: string) => out.push(t) }).render(fork, T0 + 30_000);
+    expect(out[0]).toBe('✔ spec completed · round 2 · 12.3s · $0.0040 + $0.0123 carried · Reworked the spec.\n');
+  });
+
   test('summarises a tool input by its command, path or pattern, on one short line', () => {
     expect(summariseInput({ command: 'npm test\n  --silent', description: 'Run the tests' })).toBe('npm test --silent');
     expect(summariseInput({ file_path: 'src/a.ts', old_string: 'x' })).toBe('src/a.ts');
