@@ -68,10 +68,16 @@ export async function servers(): Promise<[DevServer, ModelServer]> {
 }
 `;
 
-/** One namespace import per subpath of package.json's `exports` (its `./package.json` is JSON, not an entry point). */
+/**
+ * One import per subpath of package.json's `exports` (its `./package.json` is the manifest, not an entry point): a
+ * namespace import of a module, and a JSON file (the pipeline JSON Schema) as Node's ESM loads one, with its attribute.
+ */
 function importEveryEntryPoint(exportsField: Record<string, unknown>): string {
   const subpaths = Object.keys(exportsField).filter((key) => key !== './package.json');
-  const lines = subpaths.map((key, i) => `import * as entry${i} from '${path.posix.join('agent-pipeline', key)}';`);
+  const lines = subpaths.map((key, i) => {
+    const specifier = path.posix.join('agent-pipeline', key);
+    return key.endsWith('.json') ? `import entry${i} from '${specifier}' with { type: 'json' };` : `import * as entry${i} from '${specifier}';`;
+  });
   return `${lines.join('\n')}\nexport const entries: object[] = [${subpaths.map((_, i) => `entry${i}`).join(', ')}];\n`;
 }
 
@@ -83,7 +89,7 @@ describe('the packed package under strict TypeScript', () => {
     dir = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-pack-types-'));
     consumer = await installPackedPackage(dir, await packedPackage());
     const manifest = JSON.parse(await readFile(path.join(consumer.installed, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
-    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './worker', './testing']));
+    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './worker', './testing', './pipeline.schema.json']));
     await writeFile(path.join(consumer.project, 'entries.ts'), importEveryEntryPoint(manifest.exports));
     await writeFile(path.join(consumer.project, 'usage.ts'), USAGE);
   }, 300_000);
