@@ -18,29 +18,52 @@ const HELPER_COMMANDS = ['apiKeyHelper', 'awsAuthRefresh', 'awsCredentialExport'
 const MAX_SETTINGS_BYTES = 1_000_000;
 
 /**
- * Fails the stage, before its agent starts, when the workspace's settings set a helper command that the worker's own
- * settings (`settings`, which outrank the project's) do not: Claude Code would run the run's command with the worker's
- * reach. An operator's helper wins over the project's, so it runs instead and the stage goes on.
- * @throws CONFIG_INVALID naming the file and the setting
+ * Fails the stage, before its agent starts, when the workspace's settings choose what Claude Code runs or how it runs
+ * outside the sandbox, and the worker's own settings (`settings`, which outrank the project's) do not: a helper command
+ * (it would run the run's command with the worker's reach), or an `env` variable (Claude Code applies it to itself:
+ * `ANTHROPIC_BASE_URL` sent the worker's API key to the run's server, `LD_PRELOAD` or a proxy reach every program it
+ * starts). An operator's helper or variable wins over the project's, so it applies instead and the stage goes on.
+ * @throws CONFIG_INVALID naming the file and the settings
  */
 export async function refuseProjectHelpers(stageId: string, workspaceDir: string, settings: Record<string, unknown>): Promise<void> {
+  const operatorEnv = objectAt(settings.env);
   for (const relative of PROJECT_SETTINGS_FILES) {
-    const found = await projectHelpers(path.join(workspaceDir, relative), workspaceDir);
-    const chosen = found.filter((key) => key === 'unreadable' || settings[key] === undefined);
+    const found = await projectChoices(path.join(workspaceDir, relative), workspaceDir);
+    const chosen = found.filter((key) => key === 'unreadable' || (key.startsWith(ENV_PREFIX) ? operatorEnv[key.slice(ENV_PREFIX.length)] : settings[key]) === undefined);
     if (chosen.length === 0) continue;
-    const what = chosen[0] === 'unreadable' ? 'cannot be checked (a symlink leading out of the workspace, or too large)' : `sets ${chosen.join(', ')}`;
     throw stageFailure({
       type: 'CONFIG_INVALID',
       stageId,
-      message: `the workspace's ${relative} ${what}: Claude Code would run ${chosen[0] === 'unreadable' ? 'its helper commands' : 'that command'} outside the sandbox, with the worker's files and credentials in reach`,
-      hint: `remove it from ${relative} in the repository or the stage that wrote it; a helper the agents need goes in the worker's AGENT_PIPELINE_CLAUDE_SETTINGS`,
+      message: `the workspace's ${relative} ${describeChoices(chosen)}, with the worker's files and credentials in reach`,
+      hint: `remove it from ${relative} in the repository or the stage that wrote it; what the agents need goes in the worker's AGENT_PIPELINE_CLAUDE_SETTINGS`,
       details: { file: relative, settings: chosen },
     });
   }
 }
 
-/** The helper commands a settings file sets; `unreadable` when it exists and cannot be read whole inside the workspace. */
-async function projectHelpers(file: string, workspaceDir: string): Promise<string[]> {
+/** How a project's `env` variable is named among the settings found: `env.NAME`. */
+const ENV_PREFIX = 'env.';
+
+/** What the refusal says the file does. */
+function describeChoices(chosen: string[]): string {
+  if (chosen[0] === 'unreadable') return 'cannot be checked (a symlink leading out of the workspace, or too large): Claude Code would run its helper commands and apply its variables outside the sandbox';
+  const helpers = chosen.filter((key) => !key.startsWith(ENV_PREFIX));
+  const variables = chosen.filter((key) => key.startsWith(ENV_PREFIX));
+  return [
+    helpers.length > 0 ? `sets ${helpers.join(', ')}: Claude Code would run that command outside the sandbox` : '',
+    variables.length > 0 ? `sets ${variables.join(', ')}: Claude Code would apply ${variables.length > 1 ? 'them' : 'it'} to itself and the programs it starts outside the sandbox (a base URL or proxy sends the worker's credentials there)` : '',
+  ].filter(Boolean).join('; it ');
+}
+
+function objectAt(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/**
+ * The helper commands and `env` variables (as `env.NAME`) a settings file sets; `unreadable` when it exists and cannot
+ * be read whole inside the workspace.
+ */
+async function projectChoices(file: string, workspaceDir: string): Promise<string[]> {
   const read = await readFileExcerpt(file, MAX_SETTINGS_BYTES, workspaceDir).catch((err: NodeJS.ErrnoException) => err);
   if (read instanceof Error) return read.code === 'ENOENT' || read.code === 'ENOTDIR' ? [] : ['unreadable'];
   if (read.cut) return ['unreadable'];
@@ -51,6 +74,6 @@ async function projectHelpers(file: string, workspaceDir: string): Promise<strin
     // Claude Code reads no settings from a file that is not JSON either.
     return [];
   }
-  if (parsed === null || typeof parsed !== 'object') return [];
-  return HELPER_COMMANDS.filter((key) => (parsed as Record<string, unknown>)[key] !== undefined);
+  const fields = objectAt(parsed);
+  return [...HELPER_COMMANDS.filter((key) => fields[key] !== undefined), ...Object.keys(objectAt(fields.env)).map((name) => `${ENV_PREFIX}${name}`)];
 }
