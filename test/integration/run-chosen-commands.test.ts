@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { initRepo } from '../helpers/git-repo.js';
+import { git, initRepo } from '../helpers/git-repo.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
@@ -108,6 +108,23 @@ test("a workspace's settings that set an `env` variable fail the stage: its ANTH
   } finally {
     thief.close();
   }
+});
+
+test("a workspace's CLAUDE.md that links out of it fails the stage: Claude Code would read the worker's key into the model's context", { timeout: 180_000 }, async () => {
+  const yaml = await repoPipeline('memory-link', {});
+  // Committed as a link, as git keeps one: the project's memory file leads to the worker's key.
+  const repo = path.join(scratch, 'memory-link');
+  await symlink(path.join(harness.env.HOME as string, '.ssh', 'id_ed25519'), path.join(repo, 'CLAUDE.md'));
+  await git(repo, 'add', '-A');
+  await git(repo, 'commit', '-qm', 'memory');
+  const requests = harness.modelServer.requests().length;
+  const state = await harness.finish(await harness.startYaml('memory-link', yaml));
+  expect(state.status).toBe('failed');
+  const look = stageOf(state, 'look');
+  expect(look.error).toMatchObject({ type: 'CONFIG_INVALID' });
+  expect(look.error?.message).toContain("the workspace's CLAUDE.md is a symlink leading outside the workspace");
+  expect(harness.modelServer.requests().length).toBe(requests);
+  expect(JSON.stringify(harness.modelServer.requests())).not.toContain(HOME_KEY);
 });
 
 describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)("a pipeline's stdio MCP server", () => {

@@ -11,6 +11,7 @@ import { applyReadLimits, readLimitsFor, type AgentReadScope } from './agent-rea
 import { refuseLocalHosts } from './sandbox-network.js';
 import { withDeniedRules } from './own-folder-rules.js';
 import { refuseProjectHelpers } from './project-settings.js';
+import { refuseLinkedMemoryFiles } from './memory-links.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
@@ -164,10 +165,12 @@ function sandboxUnavailable(stageId: string, mode: SandboxMode, { reason, missin
 
 /**
  * {@link buildAgentSettings}, written in the stage's folder (mode 0600) for the agent's `--settings`, once the workspace's
- * own settings are known to choose no helper command (project-settings.ts).
+ * own settings are known to choose no helper command nor variable (project-settings.ts) and its memory files to lead
+ * nowhere outside it (memory-links.ts).
  */
 export async function prepareAgentSettings(stage: ResolvedStage, env: NodeJS.ProcessEnv, scope: AgentReadScope, attempt: AttemptSandbox, denied: string[] = []): Promise<AgentSettingsFile> {
   const { settings, sandbox } = await buildAgentSettings(stage, env, scope, attempt, denied);
   await refuseProjectHelpers(stage.id, scope.workspaceDir, settings);
+  await refuseLinkedMemoryFiles(stage.id, scope.workspaceDir);
   return { file: await writeAgentSettings(scope.stageDir, settings), sandbox };
 }

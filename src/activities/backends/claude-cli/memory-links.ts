@@ -1,0 +1,44 @@
+import { realpath } from 'node:fs/promises';
+import { stageFailure } from '../../failures.js';
+import { walkFolders } from '../../workspace/folder-walk.js';
+import { resolveInside } from '../../workspace/run-workspace.js';
+
+/*
+ * Claude Code reads a workspace's memory files itself, in its own process and not in the sandbox: CLAUDE.md and
+ * CLAUDE.local.md at the start, and those of a folder once the agent touches a file there. It follows a symlink, so a
+ * repository's `CLAUDE.md -> /home/worker/.ssh/id_ed25519` (git keeps symlinks) put the worker's key in the model's
+ * context, and the agent's answer could carry it back to whoever started the run. Such a link fails the stage before
+ * its agent starts.
+ */
+
+/** The names Claude Code reads as memory in any folder of its working folder. */
+const MEMORY_FILES = new Set(['CLAUDE.md', 'CLAUDE.local.md']);
+
+/** Folders no memory file is looked for in: git's own, and the dependencies a walk would take long over. */
+const NOT_WALKED = new Set(['.git', 'node_modules']);
+
+/**
+ * Fails the stage when a memory file in the workspace is a symlink leading out of it (or nowhere it can resolve).
+ * @throws CONFIG_INVALID naming the file
+ */
+export async function refuseLinkedMemoryFiles(stageId: string, workspaceDir: string): Promise<void> {
+  // A workspace not made yet holds no memory file.
+  const root = await realpath(workspaceDir).catch(() => undefined);
+  if (root === undefined) return;
+  const keep = (_key: string, entry: { name: string; isDirectory(): boolean; isSymbolicLink(): boolean }): boolean =>
+    entry.isDirectory() ? !NOT_WALKED.has(entry.name) : MEMORY_FILES.has(entry.name) && entry.isSymbolicLink();
+  for await (const entries of walkFolders(workspaceDir, { keep, unreadable: 'skip' })) {
+    for (const { entry, key, full } of entries) {
+      if (entry.isDirectory()) continue;
+      const target = await realpath(full).catch(() => undefined);
+      if (target !== undefined && resolveInside(root, target) !== undefined) continue;
+      throw stageFailure({
+        type: 'CONFIG_INVALID',
+        stageId,
+        message: `the workspace's ${key} is a symlink leading ${target === undefined ? 'nowhere' : 'outside the workspace'}: Claude Code reads memory files itself, outside the sandbox, and would put what it leads to in the model's context`,
+        hint: `make ${key} a regular file in the repository or the stage that wrote it (or remove it)`,
+        details: { file: key },
+      });
+    }
+  }
+}
