@@ -7,6 +7,7 @@ import type { RunWorkspace } from '../../workspace/run-workspace.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
 import { fileURLToPath } from 'node:url';
 import { STORE_VARIABLE } from '../../../store/store-settings.js';
+import { type Json, objectAt, stringsAt } from './settings-json.js';
 
 /*
  * What an agent may read of the worker's host. Without limits Claude Code's Read tool (and Grep, Glob) reads any file
@@ -23,8 +24,6 @@ import { STORE_VARIABLE } from '../../../store/store-settings.js';
  *
  * Paths are given as written and, when different, as their real path: both tools compare paths as written.
  */
-
-type Json = Record<string, unknown>;
 
 /** Where an attempt's agent works, which decides what it may read. */
 export interface AgentReadScope {
@@ -157,9 +156,6 @@ function readRules(file: string): string[] {
   const escaped = file.replace(/[\\*?[\]{}!]/g, '\\$&');
   return [`Read(/${escaped})`, `Read(/${escaped}/**)`];
 }
-
-const objectAt = (value: unknown): Json => (value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {});
-const stringsAt = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
 
 /**
  * The settings with the read limits added to the operator's own rules: the file tools' in every case, the sandbox's

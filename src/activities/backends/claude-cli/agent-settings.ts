@@ -12,14 +12,13 @@ import { refuseLocalHosts } from './sandbox-network.js';
 import { withDeniedRules } from './own-folder-rules.js';
 import { refuseProjectHelpers } from './project-settings.js';
 import { refuseLinkedMemoryFiles } from './memory-links.js';
+import { type Json, objectAt } from './settings-json.js';
 
 /*
  * The one settings file an attempt's agent gets with `--settings`: the operator's `AGENT_PIPELINE_CLAUDE_SETTINGS`,
  * then the pipeline's `sandbox` options, then what the worker enforces, merged in that order so the later wins. It is
  * written with mode 0600 next to the stage's other files; neither it nor its content ever reaches the command line.
  */
-
-type Json = Record<string, unknown>;
 
 /** The operator's settings (`AGENT_PIPELINE_CLAUDE_SETTINGS`: a file, or inline JSON), as an object. */
 export async function readOperatorSettings(env: NodeJS.ProcessEnv): Promise<Json> {
@@ -36,8 +35,6 @@ export async function readOperatorSettings(env: NodeJS.ProcessEnv): Promise<Json
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${SETTINGS_VARIABLE} must hold a JSON object`);
   return parsed as Json;
 }
-
-const objectAt = (value: unknown): Json => (value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {});
 
 /**
  * The merged settings: the operator's, then the pipeline's sandbox options, then the worker's rules. With the sandbox

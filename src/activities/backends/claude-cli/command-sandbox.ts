@@ -4,6 +4,7 @@ import type { ResolvedStage } from '../../../pipeline/stage-options.js';
 import { buildAgentSettings, writeAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import type { AgentReadScope } from './agent-reads.js';
 import type { SandboxDecision } from './sandbox-decision.js';
+import { type Json, objectAt, stringsAt } from './settings-json.js';
 
 /*
  * The sandbox around a command a run chooses (a command stage's command, a pipeline's stdio MCP server): the one Claude
@@ -16,11 +17,6 @@ import type { SandboxDecision } from './sandbox-decision.js';
  * files no command may write (`.bashrc`, `.git/hooks`, `.vscode`…) from `process.cwd()`, which in a worker is not the
  * workspace. `srt` in the workspace is what Claude Code itself is to its Bash: one sandbox per agent, there.
  */
-
-type Json = Record<string, unknown>;
-
-const objectAt = (value: unknown): Json => (value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : {});
-const stringsAt = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
 
 /** The `srt` command of the installed package: run by this worker's node. */
 function srtCli(): string {

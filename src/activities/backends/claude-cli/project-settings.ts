@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { stageFailure } from '../../failures.js';
 import { readFileExcerpt } from '../../prompt/file-excerpt.js';
+import { objectAt } from './settings-json.js';
 
 /**
  * The settings Claude Code reads from the agent's workspace: a repository's, or what an earlier stage wrote there. The
@@ -53,10 +54,6 @@ function describeChoices(chosen: string[]): string {
     helpers.length > 0 ? `sets ${helpers.join(', ')}: Claude Code would run that command outside the sandbox` : '',
     variables.length > 0 ? `sets ${variables.join(', ')}: Claude Code would apply ${variables.length > 1 ? 'them' : 'it'} to itself and the programs it starts outside the sandbox (a base URL or proxy sends the worker's credentials there)` : '',
   ].filter(Boolean).join('; it ');
-}
-
-function objectAt(value: unknown): Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }
 
 /**
