@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -110,7 +110,7 @@ test("a workspace's settings that set an `env` variable fail the stage: its ANTH
   }
 });
 
-test("a workspace's CLAUDE.md that links out of it fails the stage: Claude Code would read the worker's key into the model's context", { timeout: 180_000 }, async () => {
+test("a workspace's CLAUDE.md that links out of it to the worker's key fails the stage before its agent starts", { timeout: 180_000 }, async () => {
   const yaml = await repoPipeline('memory-link', {});
   // Committed as a link, as git keeps one: the project's memory file leads to the worker's key.
   const repo = path.join(scratch, 'memory-link');
@@ -125,6 +125,36 @@ test("a workspace's CLAUDE.md that links out of it fails the stage: Claude Code 
   expect(look.error?.message).toContain("the workspace's CLAUDE.md is a symlink leading outside the workspace");
   expect(harness.modelServer.requests().length).toBe(requests);
   expect(JSON.stringify(harness.modelServer.requests())).not.toContain(HOME_KEY);
+});
+
+describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)("a memory file an agent links to the worker's key during its attempt", () => {
+  test("is not read: Claude Code reads memory only where the agent's file tools may, while the workspace's own memory files are read", { timeout: 180_000 }, async () => {
+    const nested = 'old er.d';
+    // An AGENTS.md at the root: Claude Code reads one where the project has no CLAUDE.md, in every folder.
+    const yaml = (await repoPipeline('memory-made', { 'AGENTS.md': 'ROOT-MEMORY-7c1\n', [`${nested}/CLAUDE.md`]: 'NESTED-MEMORY-4b2\n', [`${nested}/a.txt`]: 'a\n' }))
+      .replace('prompt: Look at the project.', 'prompt: Make a memory link.')
+      .replace('allowedTools: [Read]', 'allowedTools: [Bash, Read]');
+    const id = 'memory-made-run';
+    const workspace = harness.runDir(id);
+    const key = path.join(harness.env.HOME as string, '.ssh', 'id_ed25519');
+    // Made by its sandboxed Bash after the stage's check of the workspace: Claude Code reads a folder's memory file once
+    // the agent reads a file beside it.
+    const make = `mkdir -p sub other && echo a > sub/a.txt && ln -s ${key} sub/CLAUDE.md && echo a > other/a.txt && ln -s ${key} other/AGENTS.md`;
+    const read = (...parts: string[]) => ({ tool: { name: 'Read', input: { file_path: path.join(workspace, ...parts) } } });
+    harness.modelServer.setScenario({
+      rules: [{ match: 'Make a memory link.', turns: [{ tool: { name: 'Bash', input: { command: make } } }, read('sub', 'a.txt'), read('other', 'a.txt'), read(nested, 'a.txt'), { text: REPORT }] }],
+      fallback: { text: REPORT },
+    });
+    const from = harness.modelServer.requests().length;
+    const state = await harness.finish(await harness.startYaml('memory-made', yaml, id));
+    expect(state.status, JSON.stringify(stageOf(state, 'look'))).toBe('completed');
+    expect((await lstat(path.join(workspace, 'sub', 'CLAUDE.md'))).isSymbolicLink()).toBe(true);
+    const seen = JSON.stringify(harness.modelServer.requests().slice(from));
+    expect(seen).not.toContain(HOME_KEY);
+    // Memory files are read in this stage, the one of a folder the agent reads in included.
+    expect(seen).toContain('ROOT-MEMORY-7c1');
+    expect(seen).toContain('NESTED-MEMORY-4b2');
+  });
 });
 
 describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)("a pipeline's stdio MCP server", () => {

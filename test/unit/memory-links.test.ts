@@ -25,7 +25,10 @@ describe("a workspace's memory files", () => {
     await expect(refuseLinkedMemoryFiles('look', workspace)).resolves.toBeUndefined();
   });
 
-  test("a folder's CLAUDE.md or CLAUDE.local.md that leads outside, or nowhere, fails the stage naming it", async () => {
+  test("a folder's CLAUDE.md, CLAUDE.local.md or AGENTS.md that leads outside, or nowhere, fails the stage naming it", async () => {
+    await symlink(secret, path.join(workspace, 'sub', 'AGENTS.md'));
+    await expect(refuseLinkedMemoryFiles('look', workspace)).rejects.toThrow(/the workspace's sub\/AGENTS\.md is a symlink leading outside the workspace/);
+    await rm(path.join(workspace, 'sub', 'AGENTS.md'));
     await symlink(secret, path.join(workspace, 'sub', 'deeper', 'CLAUDE.local.md'));
     await expect(refuseLinkedMemoryFiles('look', workspace)).rejects.toThrow(
       /\[CONFIG_INVALID\] stage look: the workspace's sub\/deeper\/CLAUDE\.local\.md is a symlink leading outside the workspace/,

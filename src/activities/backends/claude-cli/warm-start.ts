@@ -13,6 +13,7 @@ import { writeAgentFiles } from './agent-files.js';
 import { workerMarkerValue } from '../../process/orphan-watchdog.js';
 import type { WarmPool } from './warm-pool.js';
 import { PROJECT_SETTINGS_FILES } from './project-settings.js';
+import { STARTUP_MEMORY_FILES } from './memory-links.js';
 
 /*
  * How the CLI backend uses the warm pool: which stage a waiting process is for (`warmKey`), how it is launched
@@ -53,7 +54,7 @@ export function warmKey(workspace: RunWorkspace, stageId: string): string {
  * configuration, plus the files the command line names. Any change after a warm spawn discards the process.
  */
 export function startupFiles(cwd: string, claudeConfigDir: string, named: (string | undefined)[]): string[] {
-  const inCwd = ['CLAUDE.md', 'CLAUDE.local.md', '.claude/CLAUDE.md', ...PROJECT_SETTINGS_FILES, '.mcp.json'];
+  const inCwd = [...STARTUP_MEMORY_FILES, ...PROJECT_SETTINGS_FILES, '.mcp.json'];
   const inConfig = ['CLAUDE.md', 'settings.json', 'settings.local.json'];
   return [...inCwd.map((f) => path.join(cwd, f)), ...inConfig.map((f) => path.join(claudeConfigDir, f)), ...named.filter((f): f is string => !!f)];
 }
