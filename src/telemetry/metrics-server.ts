@@ -22,16 +22,32 @@ export function parseMetricsAddress(value: string): MetricsAddress {
   return { host: match[1] ?? (match[2] || '127.0.0.1'), port };
 }
 
-/** A free TCP port on the loopback interface, for the SDK's own exporter that only this process reads. */
+/**
+ * A free TCP port on the loopback interface (for the SDK's own exporter that only this process reads, a dev server's
+ * port), kept from the system's next picks for a while: it is listened on, connected to, and closed from the listening
+ * side first, which leaves that side in TIME_WAIT (60 s on Linux). The system then hands it to no bind(:0), while an
+ * explicit bind (Node and Go set SO_REUSEADDR) still takes it. The Temporal CLI reserves its own ports so; a port only
+ * listened on and closed came back to the dev server's internal services a moment later, which then exited.
+ */
 export async function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
+    server.listen(0, '127.0.0.1', resolve);
   });
+  const { port } = server.address() as net.AddressInfo;
+  try {
+    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+    const client = net.connect({ port, host: '127.0.0.1' });
+    const clientClosed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+    await new Promise<void>((resolve, reject) => client.once('connect', resolve).once('error', reject));
+    // The listening side closes first, so its end of the connection, the one on `port`, waits in TIME_WAIT.
+    (await accepted).end();
+    await clientClosed;
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+  return port;
 }
 
 /** How long a scrape waits for the SDK's exporter. @unit milliseconds */
