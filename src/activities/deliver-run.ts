@@ -5,6 +5,7 @@ import { renderTemplate, type TemplateContext } from '../pipeline/template.js';
 import { stageFailure } from './failures.js';
 import { pushBranch, PushError, RemoteNotConfiguredError } from './delivery/push.js';
 import { openPipelineWorkspace, repoOf, workspaceVariables } from './workspace/open-workspace.js';
+import { refuseLentRepository } from './workspace/lent-records.js';
 import { withTemplateErrors } from './prompt/stage-prompt.js';
 import { stagesReadBy, withWithheldValues } from './prompt/template-values.js';
 import { openPullRequest } from './delivery/pull-request.js';
@@ -29,6 +30,7 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
     const settings = input.workspace;
     const remote = settings.push?.remote ?? 'origin';
     checkAllowedPath(deps.allowedPaths, { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir }, repoOf(input.baseDir, settings), 'workspace.repo', DELIVERY_STAGE_ID);
+    await refuseLentRepository(deps.workspacesRoot, repoOf(input.baseDir, settings), DELIVERY_STAGE_ID);
     const given: TemplateContext = { inputs: input.inputs, stages: input.priorStages, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
     const request = settings.pullRequest;
     const templates = [settings.branch, request?.title, request?.body, request?.base];

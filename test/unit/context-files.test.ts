@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -64,5 +64,31 @@ describe('context files from the workspace', () => {
     const { files } = await read([{ path: 'big.md', from: 'workspace' }], 1_000);
     expect(files[0].excerpt).toMatchObject({ bytes: 5_000, cut: true });
     expect(files[0].excerpt.text).toHaveLength(1_000);
+  });
+
+  test('a file swapped for a symlink leading out between the check and the open is refused, never read', { timeout: 30_000 }, async () => {
+    // A stage running alongside loops atomic renames: `swap/ctx.md` is a regular file, then a link to the secret.
+    const dir = path.join(workspaceDir, 'swap');
+    await mkdir(dir, { recursive: true });
+    await writeFile(path.join(dir, 'r0'), 'benign\n');
+    const script =
+      'link "r0", "ctx.md"; my $t = time + 6; ' +
+      'while (time < $t) { symlink($ARGV[0], "l"); rename("l", "ctx.md"); link("r0", "r"); rename("r", "ctx.md"); }';
+    const swapper = spawn('perl', ['-e', script, path.join(base, 'secret.txt')], { cwd: dir, stdio: 'ignore' });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const seen = new Set<string>();
+      for (let i = 0; i < 1_500; i++) {
+        const outcome = await read([{ path: 'swap/ctx.md', from: 'workspace' }]).then(
+          ({ files }) => files[0].excerpt.text,
+          (err: { type?: string }) => err.type ?? 'thrown',
+        );
+        seen.add(outcome);
+      }
+      // Each read got the file, or was refused it (the race lost either way); never the secret.
+      for (const outcome of seen) expect(['benign\n', 'CONFIG_INVALID']).toContain(outcome);
+    } finally {
+      swapper.kill();
+    }
   });
 });

@@ -45,10 +45,12 @@ export async function readContextFiles(
     const root = from === 'workspace' ? await realpath(folders.workspaceDir) : folders.pipelineDir;
     const where = from === 'workspace' ? "the run's workspace" : "the pipeline's folder";
     const file = path.resolve(root, relative);
-    const read = async (): Promise<FileExcerpt> => readFileExcerpt(await resolvePipelineFile(root, relative), budget.nextLimit());
+    // Checked again as opened (`root`): between the check on its path and the open, a stage running alongside may
+    // have swapped the file for a symlink (a sandboxed command looping renames put the worker's 0600 key in the prompt).
+    const read = async (): Promise<FileExcerpt> => readFileExcerpt(await resolvePipelineFile(root, relative), budget.nextLimit(), root);
     const excerpt = await read().catch((err: NodeJS.ErrnoException) => {
-      if (err instanceof PipelineFileError && err.reason === 'refused') {
-        const message = from === 'workspace' ? new PipelineFileError(`${file} leads outside the run's workspace ${root}; a context file is read only from inside it`, 'refused') : err;
+      if ((err instanceof PipelineFileError && err.reason === 'refused') || err.code === 'EOUTSIDE') {
+        const message = from === 'workspace' ? new PipelineFileError(`${file} leads outside the run's workspace ${root}; a context file is read only from inside it`, 'refused') : new PipelineFileError(err.message, 'refused');
         throw pipelineFileFailure(message, { stageId, field: 'context', relative, file, label: 'context file' });
       }
       if (err.code === 'ENOTREG') throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `context file ${file} (\`context: ${relative}\`) is not a regular file`, details: { field: 'context', path: file } });

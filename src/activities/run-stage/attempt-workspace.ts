@@ -18,6 +18,7 @@ import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';
 import { claimFolderNesting } from '../workspace/folder-nesting.js';
 import { recheckLentFolder } from '../workspace/lent-folder.js';
+import { refuseLentRepository } from '../workspace/lent-records.js';
 import { WaitReports } from '../leases/wait-reports.js';
 import { placeOf, type RunStageDependencies } from './attempt-setup.js';
 
@@ -61,7 +62,10 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
     ...(input.objectInputs?.length ? { objectInputs: input.objectInputs } : {}),
   };
   const context = await withWithheldValues(given, input.withheld, readsStages, { info, stageId });
-  if (pipeline.workspace?.repo !== undefined) checkAllowedPath(deps.allowedPaths, placeOf(deps, input), repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+  if (pipeline.workspace?.repo !== undefined) {
+    checkAllowedPath(deps.allowedPaths, placeOf(deps, input), repoOf(input.baseDir, pipeline.workspace), 'workspace.repo', stageId);
+    await refuseLentRepository(deps.workspacesRoot, repoOf(input.baseDir, pipeline.workspace), stageId);
+  }
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
   // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);

@@ -1,5 +1,6 @@
 import { cancellationSignal, heartbeat } from '@temporalio/activity';
 import { existsSync } from 'node:fs';
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { ResolvedStage } from '../../pipeline/stage-options.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
@@ -14,6 +15,7 @@ import { prewarmTargets } from '../prompt/prewarm-targets.js';
 import type { StagePrompt } from '../prompt/stage-prompt.js';
 import { checkAllowedPath, type RunPlace } from '../workspace/allowed-paths.js';
 import { confirmRealFolder } from '../workspace/lent-folder.js';
+import { recordLentFolder } from '../workspace/lent-records.js';
 import { placeOf, type AttemptSetup, type RunStageDependencies } from './attempt-setup.js';
 
 /** What the attempt decided before the backend runs: the stage with its agent file applied, the prompt, the cap. */
@@ -47,6 +49,10 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
   // A lent folder is used by its real path, checked when the run took it: at the moment the agent starts there, it
   // must still be that path (no folder on the way swapped for a symlink since).
   if (workspace.lent) await confirmRealFolder(workspace.dir, stage.id);
+  const place = placeOf(setup.deps, input);
+  const addDirs = resolveAddDirs(place, stage, setup.deps);
+  // Its agent may make a repository there: never a run's `workspace.repo` after (lent-records.ts).
+  for (const dir of addDirs ?? []) await recordLentFolder(place.workspacesRoot, await realpath(dir));
   return backend({
     stage,
     prompt: call.prompt,
@@ -57,7 +63,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
     outputPath: backendTraits(stage.backend).writesAnswerFile ? resolveOutputPath(stage, setup.context, workspace.dir) : undefined,
     maxBudgetUsd: call.maxBudgetUsd,
     mcpServers: input.pipeline.mcpServers,
-    addDirs: resolveAddDirs(placeOf(setup.deps, input), stage, setup.deps),
+    addDirs,
     transcriptPath: call.transcriptPath,
     claimFile: (file) => call.claims.add(file),
     signal: cancellationSignal(),

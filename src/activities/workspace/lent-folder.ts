@@ -4,6 +4,7 @@ import { renderTemplate, type TemplateContext } from '../../pipeline/template.js
 import { stageFailure } from '../failures.js';
 import { withTemplateErrors } from '../prompt/stage-prompt.js';
 import { checkAllowedPath, type AllowedPaths } from './allowed-paths.js';
+import { recordLentFolder } from './lent-records.js';
 import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 
 /*
@@ -43,6 +44,8 @@ export async function resolveLentFolder(options: LentFolderOptions): Promise<str
   if (!(await stat(real)).isDirectory()) {
     throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `workspace.dir ${folder} is not a folder`, details: { field: 'workspace.dir', path: folder } });
   }
+  // Its agents may make a repository there: never a run's `workspace.repo` after (lent-records.ts).
+  await recordLentFolder(options.root, real);
   return real;
 }
 

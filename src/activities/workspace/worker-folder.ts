@@ -33,6 +33,8 @@ const SUBFOLDERS = {
   scratch: 'scratch',
   /** The default object store (`AGENT_PIPELINE_STORE` unset): checkpoints and payloads too large for history. */
   store: 'store',
+  /** A record of each folder lent to a run (`workspace.dir`, `addDirs`): never a run's repository after (lent-records.ts). */
+  lent: 'lent',
 } as const;
 
 /** Where each run's bookkeeping lives. */
