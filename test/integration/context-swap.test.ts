@@ -11,14 +11,14 @@ import { stageOf } from './workflow-helpers.js';
  * A `context:` file read `from: workspace` was checked on its path (inside the workspace once symlinks are followed)
  * and then opened by that path again: a stage running alongside, a sandboxed command here, that keeps swapping the
  * file for a symlink to a 0600 key in the worker's home put the key in another stage's prompt whenever the swap fell
- * between the check and the open (about one stage in three). With the real worker, Temporal, `srt` and bubblewrap:
+ * between the check and the open. With the real worker, Temporal, `srt` and bubblewrap:
  * the key reaches neither the model nor the run's history; each reading stage gets the file or fails CONFIG_INVALID.
  */
 
 const missing = MISSING_SANDBOX_PACKAGES;
 const HOME_KEY = 'HOME-KEY-CONTEXT-SWAP-7c41d9e0a2';
-const READERS = 8;
-const ENTRIES = 40;
+const READERS = 24;
+const ENTRIES = 5;
 const REPORT = '```json\n{"success": true, "summary": "Read the context.", "outputs": {}}\n```';
 
 /** Swaps `c/ctx.md` between a regular file and a symlink to the key, atomically (rename), for `seconds`. */
@@ -62,12 +62,13 @@ describe('context files from the workspace', () => {
       const handle = await harness.startYaml('context-swap', yaml, 'context-swap-run');
       const state = await harness.finish(handle);
       const readers = Array.from({ length: READERS }, (_, i) => stageOf(state, `r${i + 1}`));
-      // Each reader got the file, or was refused it: never anything else.
-      for (const reader of readers) {
-        if (reader.status !== 'completed') expect(JSON.stringify(reader)).toContain('CONFIG_INVALID');
-      }
+      // Each reader got the file, or was refused it: never anything else. Five reads a stage and twenty-four stages: a
+      // stage whose reads all pass the check (and one of which, before the fix, opened the key) is about one in six, so
+      // the key reached the model in nineteen runs of twenty; a refused reader proves the swap ran while they read.
+      const refused = readers.filter((reader) => reader.status !== 'completed');
+      for (const reader of refused) expect(JSON.stringify(reader)).toContain('CONFIG_INVALID');
+      expect(refused.length, 'no reader met the swap').toBeGreaterThan(0);
       const sent = JSON.stringify(harness.modelServer.requests().map((r) => r.body));
-      expect(sent).toContain('benign');
       expect(sent).not.toContain(HOME_KEY);
       expect(JSON.stringify(await handle.fetchHistory())).not.toContain(HOME_KEY);
     },
