@@ -57,7 +57,8 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     const place = { runId: execution.workflowId, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
     const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source.runId, manifest, place));
     const sessions = taken.flatMap((s): [string, string][] => (s.result?.sessionId ? [[s.id, s.result.sessionId]] : []));
-    const copied = await copyForkSessions(deps.workspacesRoot, source.runId, workspace, sessions);
+    // From this host's copy of the source, else from its checkpoints in the store (its host may be gone).
+    const copied = await keepHeartbeating(() => undefined, () => copyForkSessions(deps.workspacesRoot, source.runId, workspace, sessions, store));
     return { from, stages: taken.map(takenOverState), sessions: copied.copied, warnings: copied.warnings };
   };
 }
