@@ -48,3 +48,18 @@ export async function runToEnd(harness: Harness, file: string, id: string): Prom
   const { handle } = await startRun(harness.client, await prepareRunInput(file, {}, []), { taskQueue: harness.taskQueue, id });
   return harness.finish(handle);
 }
+
+/**
+ * The `loop` pipeline: a CLI stage `impl` and an API reviewer of it with the prompt `review` (the reviewer's agent is
+ * not what the tests look at, impl's session is: the API backend spares `claude` runs).
+ */
+export function reviewLoopPipeline(review: string): string {
+  return [
+    'name: loop',
+    'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk }',
+    'stages:',
+    '  - { id: impl, prompt: Write the code. }',
+    `  - { id: review, backend: anthropic-api, maxTokens: 500, prompt: ${review}, needs: [impl], review: { of: impl } }`,
+    '',
+  ].join('\n');
+}

@@ -5,7 +5,7 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { startVersitygw, versitygwOrSkip } from '../helpers/versitygw.js';
 import { parseJson, runCli } from './cli-helpers.js';
 import { hostsWorld } from './fault-helpers.js';
-import { RULES, runToEnd } from './fork-helpers.js';
+import { reviewLoopPipeline, RULES, runToEnd } from './fork-helpers.js';
 
 /*
  * A fork of a run whose host is gone: worker A runs the source against an `s3://` store (versitygw) and its host is
@@ -16,16 +16,6 @@ import { RULES, runToEnd } from './fork-helpers.js';
 
 const binary = await versitygwOrSkip('the fork of a lost host\'s run');
 
-const yaml = (review: string) =>
-  [
-    'name: loop',
-    'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk }',
-    'stages:',
-    '  - { id: impl, prompt: Write the code. }',
-    // The reviewer's agent is not what is tested (impl's session is): the API backend spares `claude` runs.
-    `  - { id: review, backend: anthropic-api, maxTokens: 500, prompt: ${review}, needs: [impl], review: { of: impl } }`,
-    '',
-  ].join('\n');
 
 describe.skipIf(!binary)('a fork of a run whose host is gone', () => {
   test('a rework of a taken-over stage resumes its session from the source\'s checkpoint in the store', { timeout: 300_000 }, async ({ onTestFinished }) => {
@@ -34,7 +24,7 @@ describe.skipIf(!binary)('a fork of a run whose host is gone', () => {
     await server.createBucket('forks');
     const store = server.storeEnv('forks');
     const { harness, worker } = await hostsWorld('fork-loss', { scenario: { rules: RULES }, env: store }, onTestFinished);
-    const file = await harness.writePipeline('loop', yaml('Review the code.'));
+    const file = await harness.writePipeline('loop', reviewLoopPipeline('Review the code.'));
     const first = worker(store);
     expect((await runToEnd(harness, file, 'lost-source')).status).toBe('completed');
     // The source's host is gone: its worker, and everything under its workspaces folder.
@@ -42,7 +32,7 @@ describe.skipIf(!binary)('a fork of a run whose host is gone', () => {
     for (const entry of await readdir(harness.workspacesRoot)) await rm(path.join(harness.workspacesRoot, entry), { recursive: true, force: true });
     worker(store);
 
-    await harness.writePipeline('loop', yaml('Review strictly.'));
+    await harness.writePipeline('loop', reviewLoopPipeline('Review strictly.'));
     const forked = await runCli(['fork', 'lost-source', '--from', 'review', '--id', 'lost-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);
     const state = parseJson<RunState>(forked);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
-import { calls, RULES, runToEnd } from './fork-helpers.js';
+import { calls, reviewLoopPipeline, RULES, runToEnd } from './fork-helpers.js';
 
 /*
  * Forking a run (docs/forking.md), as a person does it from the command line, with the real `claude` in its sandbox:
@@ -134,19 +134,9 @@ describe('fork', () => {
   });
 
   test('a rework of a taken-over stage resumes that stage\'s own agent session in the fork', { timeout: 300_000 }, async () => {
-    const yaml = (review: string) =>
-      [
-        'name: loop',
-        'defaults: { backend: claude-cli, model: sonnet, retries: 0, permissionMode: dontAsk }',
-        'stages:',
-        '  - { id: impl, prompt: Write the code. }',
-        // The reviewer's agent is not what is tested (impl's session is): the API backend spares three `claude` runs.
-        `  - { id: review, backend: anthropic-api, maxTokens: 500, prompt: ${review}, needs: [impl], review: { of: impl } }`,
-        '',
-      ].join('\n');
-    const file = await harness.writePipeline('loop', yaml('Review the code.'));
+    const file = await harness.writePipeline('loop', reviewLoopPipeline('Review the code.'));
     expect((await runToEnd(harness, file, 'loop-source')).status).toBe('completed');
-    await writeFile(file, yaml('Review strictly.'));
+    await writeFile(file, reviewLoopPipeline('Review strictly.'));
     const forked = await runCli(['fork', 'loop-source', '--from', 'review', '--id', 'loop-fork', '--wait', '--json'], harness.env, 240_000);
     expect(forked.exitCode, forked.all).toBe(0);
     const state = parseJson<RunState>(forked);
