@@ -37,7 +37,7 @@ export async function apiKeyLimitWorkflow(input: ApiKeyLimitInput): Promise<void
   });
   setHandler(reportPauseUpdate, ({ until }) => pause(until), {
     validator: (report) => {
-      requireKeyHolder(report, 'the reportPause update');
+      requireKeyHolder(report, 'the reportPause update', reportPauseUpdate.name);
       if (typeof report?.until !== 'number' || !Number.isFinite(report.until)) throw rejectUpdate('a pause needs `until`, a time in milliseconds since the epoch');
     },
   });
@@ -49,7 +49,7 @@ export async function apiKeyLimitWorkflow(input: ApiKeyLimitInput): Promise<void
     },
     {
       validator: (request) => {
-        requireKeyHolder(request, 'the reserveRequest update');
+        requireKeyHolder(request, 'the reserveRequest update', reserveRequestUpdate.name);
         const perMinute = request?.perMinute;
         if (!Number.isInteger(perMinute) || perMinute < 1 || perMinute > MAX_REQUESTS_PER_MINUTE) throw rejectUpdate(`perMinute must be a whole number from 1 to ${MAX_REQUESTS_PER_MINUTE}`);
       },

@@ -70,7 +70,7 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
       changed = true;
       return book.renew(holder, Date.now());
     },
-    { validator: (req) => validateHolder(req, 'renewLease') },
+    { validator: (req) => validateHolder(req, 'renewLease', renewLeaseUpdate.name) },
   );
   setHandler(
     releaseLeaseUpdate,
@@ -78,12 +78,12 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
       changed = true;
       return book.release(holder, Date.now());
     },
-    { validator: (req) => validateHolder(req, 'releaseLease') },
+    { validator: (req) => validateHolder(req, 'releaseLease', releaseLeaseUpdate.name) },
   );
   setHandler(releaseLeaseSignal, (req) => {
     // A signal has no validator: what the update's would refuse is ignored, leaving the book as it was.
     try {
-      validateHolder(req, 'releaseLease');
+      validateHolder(req, 'releaseLease', releaseLeaseSignal.name);
     } catch {
       return;
     }
@@ -160,13 +160,13 @@ const refuse = (message: string): never => {
   throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
 };
 
-function validateHolder(req: { holder: string }, what: string): void {
-  requireKeyHolder(req, `the ${what} update`);
+function validateHolder(req: { holder: string }, what: string, name: string): void {
+  requireKeyHolder(req, `the ${what} update`, name);
   if (typeof req?.holder !== 'string' || req.holder.length === 0 || req.holder.length > 500) refuse('a lease request needs a `holder` id of 1 to 500 characters');
 }
 
 function validateAcquire(req: AcquireLeaseInput): void {
-  validateHolder(req, 'acquireLease');
+  validateHolder(req, 'acquireLease', acquireLeaseUpdate.name);
   if (!Number.isInteger(req.limit) || req.limit < 1) refuse(`a lease limit must be a whole number of at least 1, not ${String(req.limit)}`);
   if (req.ttlMs !== undefined && (!Number.isFinite(req.ttlMs) || req.ttlMs < 1_000 || req.ttlMs > MAX_LEASE_TTL_MS)) {
     refuse(`a lease ttlMs must be from 1000 to ${MAX_LEASE_TTL_MS}, not ${String(req.ttlMs)}`);

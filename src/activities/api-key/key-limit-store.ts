@@ -1,6 +1,7 @@
 import { WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { Payload, UpdateDefinition } from '@temporalio/common';
 import { encryptionCodecOf } from '../../codec/data-converter.js';
+import { sealMessage } from '../../contracts/message-seal.js';
 import { ENCRYPTED_ENCODING } from '../../codec/encryption-codec.js';
 import {
   API_KEY_LIMIT_WORKFLOW_TYPE,
@@ -45,7 +46,7 @@ export function temporalKeyLimitStore(client: Client, taskQueue: string, keyId: 
       // An operation serves one call only, so each try makes its own.
       const startWorkflowOperation = new WithStartWorkflowOperation(API_KEY_LIMIT_WORKFLOW_TYPE, { workflowId, taskQueue, args, workflowIdConflictPolicy: 'USE_EXISTING' });
       try {
-        return await client.workflow.executeUpdateWithStart(definition, { args: [arg], startWorkflowOperation });
+        return await client.workflow.executeUpdateWithStart(definition, { args: [sealMessage(arg as object, definition.name, workflowId) as A], startWorkflowOperation });
       } catch (err) {
         // The workflow refused the request (its validator): asking again changes nothing.
         if (err instanceof WorkflowUpdateFailedError || attempt >= UPDATE_TRIES) throw err;

@@ -11,6 +11,7 @@ import {
   type LeaseWorkflowInput,
 } from '../../contracts/lease-messages.js';
 import { MESSAGE_NOT_AUTHENTICATED } from '../../contracts/payload-origin.js';
+import { sealMessage } from '../../contracts/message-seal.js';
 import { GRPC_STATUS, grpcErrorOf } from '../../grpc-errors.js';
 import { describeBooks, listBooks } from './lease-books.js';
 import { leaseIdsFor, type LeaseIds } from './lease-ids.js';
@@ -100,7 +101,7 @@ export class LeaseClient implements LeaseKeeper {
     await Promise.all(
       ids.map(async (id) => {
         try {
-          await this.client.workflow.getHandle(id).signal(releaseLeaseSignal, { holder });
+          await this.client.workflow.getHandle(id).signal(releaseLeaseSignal, sealMessage({ holder }, releaseLeaseSignal.name, id));
         } catch (err) {
           if (!closedOrMissing(err)) throw err;
         }
@@ -150,10 +151,12 @@ export class LeaseClient implements LeaseKeeper {
    */
   private async ask(request: LeaseRequest, workflowId: string, start: boolean, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseAnswer | typeof GONE> {
     const { key, holder, limit, ttlMs, label, run } = request;
-    const update = { holder, limit, ttlMs, label, run, waitMs, key };
+    const fields = { holder, limit, ttlMs, label, run, waitMs, key };
     // Hand-overs tried so far; a refusal for the workflow's full update slots is not one (it is waited out).
     let handovers = 0;
     for (;;) {
+      // Sealed at each try: a try after a hand-over may come later than a seal is taken.
+      const update = sealMessage(fields, acquireLeaseUpdate.name, workflowId);
       try {
         if (!start) return await this.client.workflow.getHandle(workflowId).executeUpdate(acquireLeaseUpdate, { args: [update] });
         const startWorkflowOperation = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
@@ -183,7 +186,7 @@ export class LeaseClient implements LeaseKeeper {
 
   private async renewOne(workflowId: string, holder: string): Promise<{ held: boolean; expiresAt?: number }> {
     try {
-      return await this.client.workflow.getHandle(workflowId).executeUpdate(renewLeaseUpdate, { args: [{ holder }] });
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(renewLeaseUpdate, { args: [sealMessage({ holder }, renewLeaseUpdate.name, workflowId)] });
     } catch (err) {
       if (closedOrMissing(err)) return { held: false };
       throw err;
@@ -192,7 +195,7 @@ export class LeaseClient implements LeaseKeeper {
 
   private async releaseOne(workflowId: string, holder: string): Promise<boolean> {
     try {
-      return await this.client.workflow.getHandle(workflowId).executeUpdate(releaseLeaseUpdate, { args: [{ holder }] });
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(releaseLeaseUpdate, { args: [sealMessage({ holder }, releaseLeaseUpdate.name, workflowId)] });
     } catch (err) {
       if (closedOrMissing(err)) return false;
       throw err;
