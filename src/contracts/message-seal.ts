@@ -11,8 +11,12 @@
 /** The field of a message that carries its seal. */
 export const SEAL_FIELD = 'sealedFor';
 
-/** How long after its sending a sealed message is taken (the senders' clocks may differ a little). @unit milliseconds */
-export const MAX_SEAL_AGE_MS = 2 * 60_000;
+/**
+ * How long after its sending a sealed update is taken (the senders' clocks may differ a little, and an update sent while
+ * every worker restarts waits for one). A signal is taken whatever its age: one that waited out a longer outage must
+ * still give its lease back. @unit milliseconds
+ */
+export const MAX_SEAL_AGE_MS = 15 * 60_000;
 
 export interface MessageSeal {
   /** The update or signal name. */
@@ -28,15 +32,16 @@ export function sealMessage<T extends object>(value: T, message: string, workflo
 }
 
 /**
- * Why a message may not be taken as `message` by workflow `workflowId` at `now`, or undefined. A message without a
- * seal is taken (a worker of an earlier release sent it); one that was encrypted cannot have its seal removed.
+ * Why a message may not be taken as `message` by workflow `workflowId` at `now` (at any age without `now`), or
+ * undefined. A message without a seal is taken (a worker of an earlier release sent it); one that was encrypted cannot
+ * have its seal removed.
  */
-export function findSealProblem(value: unknown, message: string, workflowId: string, now: number): string | undefined {
+export function findSealProblem(value: unknown, message: string, workflowId: string, now?: number): string | undefined {
   if (value === null || typeof value !== 'object' || !(SEAL_FIELD in value)) return undefined;
   const seal = (value as Record<string, unknown>)[SEAL_FIELD] as Partial<MessageSeal> | null;
   if (seal === null || typeof seal !== 'object') return 'its seal is not an object';
   if (seal.message !== message) return `it was sent as ${JSON.stringify(seal.message)}, not ${message}`;
   if (seal.workflowId !== workflowId) return 'it was sent to another workflow';
-  if (typeof seal.sentAt !== 'number' || !(Math.abs(now - seal.sentAt) <= MAX_SEAL_AGE_MS)) return `it was sent more than ${MAX_SEAL_AGE_MS / 1000} s from now`;
+  if (now !== undefined && (typeof seal.sentAt !== 'number' || !(Math.abs(now - seal.sentAt) <= MAX_SEAL_AGE_MS))) return `it was sent more than ${MAX_SEAL_AGE_MS / 60_000} minutes from now`;
   return undefined;
 }

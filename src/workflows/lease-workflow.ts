@@ -83,7 +83,7 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   setHandler(releaseLeaseSignal, (req) => {
     // A signal has no validator: what the update's would refuse is ignored, leaving the book as it was.
     try {
-      validateHolder(req, 'releaseLease', releaseLeaseSignal.name);
+      validateHolder(req, 'releaseLease', releaseLeaseSignal.name, 'signal');
     } catch {
       return;
     }
@@ -160,8 +160,8 @@ const refuse = (message: string): never => {
   throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
 };
 
-function validateHolder(req: { holder: string }, what: string, name: string): void {
-  requireKeyHolder(req, `the ${what} update`, name);
+function validateHolder(req: { holder: string }, what: string, name: string, kind: 'update' | 'signal' = 'update'): void {
+  requireKeyHolder(req, `the ${what} ${kind}`, name, kind);
   if (typeof req?.holder !== 'string' || req.holder.length === 0 || req.holder.length > 500) refuse('a lease request needs a `holder` id of 1 to 500 characters');
 }
 
