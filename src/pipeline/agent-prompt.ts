@@ -47,6 +47,12 @@ export interface AgentPromptRequest {
    */
   token?: string;
   /**
+   * A fresh id of this ask, made by the attempt: the run takes each once, so a copy of an earlier ask of the attempt
+   * (its encrypted payload read from history and sent again) cannot take a later ask's place. Absent from workers of
+   * earlier releases.
+   */
+  askId?: string;
+  /**
    * SHA-256 (hex) of the request as people see it (`kind`, `tool`, `input`, `questions`; see trust/prompt-digest.ts),
    * which the wait shows: a decision that names it decides this request and no other.
    */

@@ -23,6 +23,8 @@ export class AgentPrompts {
   private readonly allowed = new Map<string, Set<string>>();
   /** The token of each asking stage's latest scheduled attempt: only that attempt may ask. */
   private readonly tokens = new Map<string, string>();
+  /** The ids of the asks each stage's latest attempt made: each is taken once. */
+  private readonly asked = new Map<string, Set<string>>();
 
   constructor(
     private readonly tracker: RunTracker,
@@ -42,6 +44,7 @@ export class AgentPrompts {
     if (!this.enabled || !this.usesTokens || stage.onPermissionRequest !== 'ask') return undefined;
     const token = uuid4();
     this.tokens.set(stage.id, token);
+    this.asked.set(stage.id, new Set());
     return token;
   }
 
@@ -58,6 +61,11 @@ export class AgentPrompts {
     if (token !== undefined && request.token !== token) {
       throw rejectUpdate(`the agentPrompt update for stage "${stage.id}" does not come from the attempt the run scheduled (its token does not match); only that attempt may ask`);
     }
+    // A copy of one of the attempt's own asks (read from history) would close the ask now waiting and take its place.
+    if (request.askId !== undefined && (typeof request.askId !== 'string' || request.askId.length > 64)) throw rejectUpdate("a prompt's `askId` is a string of at most 64 characters");
+    if (request.askId !== undefined && this.asked.get(stage.id)?.has(request.askId)) {
+      throw rejectUpdate(`the agentPrompt update for stage "${stage.id}" repeats an ask its attempt already made (askId ${request.askId}); each is taken once`);
+    }
     if (stage.onPermissionRequest !== 'ask') throw rejectUpdate(`stage "${stage.id}" does not set \`onPermissionRequest: ask\``);
     if (request.digest !== undefined && (typeof request.digest !== 'string' || !/^[0-9a-f]{64}$/.test(request.digest))) throw rejectUpdate('a prompt\'s `digest` is the hex SHA-256 of the request');
     const state = this.tracker.stage(stage.id);
@@ -70,6 +78,7 @@ export class AgentPrompts {
   /** The stage waits until a person decides or the prompt's deadline passes; resolves to what the agent is told. */
   async ask(request: AgentPromptRequest): Promise<AgentPromptDecision> {
     const stage = this.stageOf(request.stage)!;
+    if (request.askId !== undefined) this.asked.get(stage.id)?.add(request.askId);
     if (request.kind === 'tool' && this.allowed.get(stage.id)?.has(request.tool)) return { behavior: 'allow', allowAll: true };
     // A prompt still open belongs to an attempt that is gone (its worker died): this one takes its place.
     this.waits.closePrompt(stage.id);

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { WorkflowUpdateFailedError, WorkflowUpdateStage } from '@temporalio/client';
+import { RawValue } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { agentPromptUpdate, approveStageUpdate } from '../../src/contracts/messages.js';
 import { PipelineClient } from '../../src/library/index.js';
@@ -203,6 +204,15 @@ describe('mid-turn permission prompts with the real CLI', () => {
     } finally {
       lost.abort();
     }
+    // The attempt's own ask, copied from the history (token and all: what an encrypted deployment's client without the
+    // key could send again, unchanged): taken once, it is not taken again in place of the ask waiting.
+    const events = (await handle.fetchHistory()).events ?? [];
+    const copied = events.flatMap((e) => (e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'agentPrompt' ? e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest.input.args?.payloads ?? [] : []))[0];
+    expect(copied).toBeDefined();
+    const again = harness.client.workflow.getHandle(handle.workflowId).startUpdate(agentPromptUpdate, { args: [RawValue.fromPayload(copied!) as never], waitForStage: WorkflowUpdateStage.ACCEPTED });
+    // Refused, its outcome is known at once; taken, it would wait for a decision.
+    const outcome = again.then((sent) => Promise.race([sent.result(), new Promise((resolve) => setTimeout(resolve, 20_000, 'taken'))]));
+    expect(await refusalMessage(outcome)).toMatch(/repeats an ask its attempt already made/);
     const after = stageOf(await waitForWaiting(handle, 'work', 'tool_request'), 'work').waitingFor!;
     expect(after).toMatchObject({ request: real.request, since: real.since, promptDigest: real.promptDigest });
 

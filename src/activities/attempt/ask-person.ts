@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import type { AgentPromptDecision } from '../../pipeline/agent-prompt.js';
 import { agentPromptUpdate } from '../../contracts/messages.js';
@@ -10,8 +11,8 @@ import { promptDigest } from '../../trust/prompt-digest.js';
  * its run: the `agentPrompt` update, sent from the activity's own client, opens the wait in the workflow and completes
  * with the decision. The client long-polls the update's outcome for as long as the wait lasts; the attempt heartbeats
  * meanwhile (its agent process is quiet, not dead). Taken while the activity runs, so it keeps the attempt's context.
- * The update carries the attempt's token (`promptToken` of its input), without which the run refuses the ask, and the
- * digest of the request, which decisions may name (and signed ones must).
+ * The update carries the attempt's token (`promptToken` of its input), without which the run refuses the ask, a fresh
+ * id the run takes once, and the digest of the request, which decisions may name (and signed ones must).
  */
 export function askPersonThroughRun(stageId: string, token: string | undefined): AskPerson {
   const context = Context.current();
@@ -22,7 +23,7 @@ export function askPersonThroughRun(stageId: string, token: string | undefined):
   return async (ask) => {
     // The agent's input may quote a secret the worker holds: history and `status` get it redacted.
     const redacted = redact({ ...ask, stage: stageId, attempt });
-    const request = { ...redacted, digest: promptDigest(redacted), ...(token === undefined ? {} : { token }) };
+    const request = { ...redacted, digest: promptDigest(redacted), askId: randomUUID(), ...(token === undefined ? {} : { token }) };
     const decided = handle.executeUpdate(agentPromptUpdate, { args: [request] });
     return await untilAborted(decided, context.cancellationSignal);
   };
