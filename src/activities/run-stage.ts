@@ -5,7 +5,7 @@ import type { StageAttemptInput } from '../contracts/stage-attempt.js';
 import { AttemptLog, type AttemptFailure } from './attempt/log.js';
 import { spentBefore, withEarlierSpending } from './attempt/spending.js';
 import { warningsBefore, withEarlierWarnings } from './attempt/warnings.js';
-import { stageFailure } from './failures.js';
+import { stageFailure, withFirstDetail } from './failures.js';
 import { redactSecrets } from './secrets.js';
 import { gitFailure } from './workspace/git-failure.js';
 import { GitError } from './workspace/git.js';
@@ -36,6 +36,9 @@ export function createRunStage(deps: RunStageDependencies) {
     let log: AttemptLog | undefined;
     let earlier = spentBefore();
     let earlierWarnings: string[] = [];
+    // Carried on a failure too: a run whose first stage fails has no result to report its workspace, and a person
+    // asked to retry it (`onFailure: ask`) needs the folder to look into.
+    let workspaceDir: string | undefined;
     try {
       if (input.stage.gateOnly) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: 'the stage has neither `agent` nor `prompt`, so there is no agent to run', hint: 'give the stage a prompt, or let it be an approval gate only' });
@@ -43,6 +46,7 @@ export function createRunStage(deps: RunStageDependencies) {
       // A restore, worktrees added one at a time, a lent folder's key: all before the agent's own heartbeats. The
       // previous attempt's details are kept: the session to resume is in them.
       const { context, workspace, filesDir, restored, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
+      workspaceDir = workspace.parent?.dir ?? workspace.dir;
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
@@ -53,6 +57,7 @@ export function createRunStage(deps: RunStageDependencies) {
     } catch (err) {
       let failure = toFailure(err, stageId);
       if (failure instanceof ApplicationFailure) failure = withEarlierWarnings(withEarlierSpending(failure, earlier), earlierWarnings);
+      if (workspaceDir && failure instanceof ApplicationFailure) failure = withFirstDetail(failure, (own) => ({ ...own, workspace: workspaceDir }));
       if (log && failure instanceof ApplicationFailure) {
         // The session lets the next attempt continue the conversation instead of starting over.
         const { sessionId, costUsd, usage, warnings } = (failure.details?.[0] ?? {}) as Partial<AttemptFailure>;

@@ -47,7 +47,7 @@ export interface RunListFilter {
   status?: RunListStatus;
   /** Only runs started within this long. @unit milliseconds */
   sinceMs?: number;
-  /** At most this many runs, newest first. @default 20 */
+  /** At most this many runs, in Temporal's visibility order: running ones first, then the most recently ended. @default 20 */
   limit?: number;
 }
 
@@ -128,7 +128,7 @@ function readStartedAt(memo: Record<string, unknown> | undefined): number | unde
   return typeof value === 'number' ? value : undefined;
 }
 
-/** Lists runs from the visibility store, newest first; a run shows up a moment after it starts. */
+/** Lists runs from the visibility store, running ones first, then the most recently ended; a run shows up a moment after it starts. */
 export async function listRuns(client: Client, filter: RunListFilter = {}): Promise<RunListItem[]> {
   const limit = filter.limit ?? 20;
   const runs: RunListItem[] = [];
@@ -139,7 +139,7 @@ export async function listRuns(client: Client, filter: RunListFilter = {}): Prom
   return runs;
 }
 
-/** Every run the filter matches, newest first, read a page at a time as the caller asks for more. */
+/** Every run the filter matches, in the order of `listRuns`, read a page at a time as the caller asks for more. */
 export async function* iterateRuns(client: Client, filter: RunPagingFilter = {}): AsyncGenerator<RunListItem, void, undefined> {
   const pageSize = filter.pageSize ?? 100;
   if (!Number.isInteger(pageSize) || pageSize < 1) {

@@ -201,13 +201,13 @@ export class PipelineClient<B extends string = never> {
     return new RunHandle(this.temporal, id, false, this.address, this.signer, this.storeSettings);
   }
 
-  /** Runs, newest first, filtered by pipeline, status and start time: at most `filter.limit` (20) of them. */
+  /** Runs (running ones first, then the most recently ended), filtered by pipeline, status and start time: at most `filter.limit` (20) of them. */
   list(filter: RunListFilter = {}): Promise<RunListItem[]> {
     return typedErrors(() => listRuns(this.temporal, filter), this.address);
   }
 
   /**
-   * Every run the filter matches, newest first, read from Temporal page by page (`pageSize` runs a request) as the
+   * Every run the filter matches, in the order of `list`, read from Temporal page by page (`pageSize` runs a request) as the
    * loop asks for more, like `@temporalio/client`'s `workflow.list`: `break` stops reading.
    * @throws the library's typed errors, as {@link list}
    */

@@ -94,9 +94,25 @@ export function withRunInput(previous: ScheduleDescription, input: PipelineRunIn
   return {
     ...previous,
     // Signed again (a fresh expiry), so `schedule update` is also how a schedule's signature is renewed.
-    action: { ...previous.action, args: [signedAction(input, schedule, signer)], memo: runMemo(input) ?? {}, staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}` },
+    action: {
+      ...previous.action,
+      args: [signedAction(input, schedule, signer)],
+      memo: runMemo(input) ?? {},
+      staticSummary: `${runSummary(input)} · schedule ${previous.scheduleId}`,
+      // The runs' pipeline name as of this file: it kept the name at create, so after a rename `list --pipeline`
+      // found none of the new runs and `list` named the old pipeline.
+      typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
+    },
     state: { paused, note: previous.state.note, remainingActions: previous.state.remainingActions },
+    // The schedule's own, which `schedule list` shows (its memo, from `create`, cannot be updated).
+    typedSearchAttributes: [{ key: PIPELINE_NAME_ATTRIBUTE, value: input.pipeline.name }],
   };
+}
+
+/** The pipeline (name and file) the schedule's runs start with, from its action: the memo keeps the one of `create`. */
+function actionPipeline(description: ScheduleDescription): { name?: string; file?: string } {
+  const input = description.action.type === 'startWorkflow' ? (description.action.args?.[0] as PipelineRunInput | undefined) : undefined;
+  return { name: input?.pipeline?.name, file: input?.pipelineFile };
 }
 
 /** The inputs the schedule's runs start with, from its action. */
@@ -146,10 +162,12 @@ export function isPipelineSchedule(summary: Pick<ScheduleSummary, 'action'>): bo
 
 export function scheduleJson(summary: ScheduleSummary | ScheduleDescription): ScheduleJson {
   const memo = summary.memo?.agentPipeline as ScheduleMemo | undefined;
+  // Described, the action's own input: `schedule update` may have given another file, or the pipeline a new name.
+  const action = 'raw' in summary ? actionPipeline(summary) : {};
   return {
     scheduleId: summary.scheduleId,
-    pipeline: memo?.pipeline ?? summary.typedSearchAttributes?.get(PIPELINE_NAME_ATTRIBUTE) ?? null,
-    pipelineFile: memo?.pipelineFile ?? null,
+    pipeline: action.name ?? summary.typedSearchAttributes?.get(PIPELINE_NAME_ATTRIBUTE) ?? memo?.pipeline ?? null,
+    pipelineFile: action.file ?? memo?.pipelineFile ?? null,
     spec: memo?.spec ?? null,
     overlap: memo?.overlap ?? null,
     // The action's own input when described: the memo keeps the inputs of `create`, and `schedule update` may change them.

@@ -57,6 +57,8 @@ export interface StageFailure {
   costUsd?: number;
   usage?: TokenUsage;
   sessionId?: string;
+  /** The run's workspace, when the attempt got as far as opening it. */
+  workspace?: string;
   /** Attempts the activity made, as far as the workflow can tell. */
   attempts: number;
 }
@@ -79,6 +81,7 @@ export function readStageFailure(err: unknown, stage: Pick<ResolvedStage, 'id' |
     costUsd: typeof facts.costUsd === 'number' ? facts.costUsd : undefined,
     usage: readUsage(facts.usage),
     sessionId: typeof facts.sessionId === 'string' ? facts.sessionId : undefined,
+    workspace: typeof facts.workspace === 'string' ? facts.workspace : undefined,
     attempts,
   };
   if (current instanceof ApplicationFailure) return { ...base, type: current.type ?? 'ApplicationFailure', message: current.message };

@@ -84,6 +84,8 @@ export class StageRunner {
       const failure = readStageFailure(err, stage);
       tracker.recordCost(stage.id, { ...failure, durationMs: Date.now() - startedAt });
       if (failure.sessionId) this.ctx.sessions.set(stage.id, failure.sessionId);
+      // `status` shows where to look before a person decides on the failure, even when no stage has completed.
+      tracker.state.workspace ??= failure.workspace;
       if (failure.cancelled) throw err;
       return whenStageFailed(this.ctx, stage, round, failure);
     }

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
@@ -97,6 +98,33 @@ describe('schedules as a user runs them', () => {
     expect(deleted.exitCode, deleted.stderr).toBe(0);
     expect(gone.exitCode, gone.stderr).toBe(2);
     expect(gone.stderr).toContain(`[SCHEDULE_NOT_FOUND] no schedule "${scheduleId}"`);
+  });
+
+  test('`schedule update` with a renamed pipeline: its runs are listed under the new name, and describe names the new file', async () => {
+    const id = `cli-renamed-${Math.random().toString(36).slice(2, 8)}`;
+    const renamed = await harness.writePipeline('cli-renamed', (await readFile(SCHEDULED, 'utf8')).replace(/^name: .*$/m, 'name: cli-renamed-pipeline'));
+    try {
+      const [created, updated] = await runCliCommands(
+        [['schedule', 'create', SCHEDULED, '--every', '1h', '--id', id, '--input', 'topic=tea', '--paused'], ['schedule', 'update', renamed, '--id', id]],
+        env,
+      );
+      expect(created.exitCode, created.stderr).toBe(0);
+      expect(updated.exitCode, updated.stderr).toBe(0);
+      const describeIt = async (): Promise<ScheduleJson> => scheduleJson(await harness.client.schedule.getHandle(id).describe());
+      // The run carried the new pipeline, but was listed under the old name: `list --pipeline` missed it.
+      await harness.client.schedule.getHandle(id).trigger();
+      const runId = (await eventually(describeIt, (s) => s.recentRuns.length > 0, 30_000, 'the triggered run')).recentRuns[0].runId;
+      const listed = await eventually(
+        async () => parseJson<{ runs: { runId: string; pipeline: string }[] }>(await runCli(['list', '--pipeline', 'cli-renamed-pipeline', '--json'], env)).runs,
+        (runs) => runs.length > 0,
+        30_000,
+        'the run listed under its pipeline',
+      );
+      expect(listed.map((r) => r.runId)).toEqual([runId]);
+      expect(await describeIt()).toMatchObject({ pipeline: 'cli-renamed-pipeline', pipelineFile: renamed });
+    } finally {
+      await harness.client.schedule.getHandle(id).delete().catch(() => {});
+    }
   });
 
   test('a cron expression the server refuses is a usage error naming cron, the value and the form', async () => {

@@ -10,7 +10,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { emptyHome, processesWith, waitFor } from './claude-cli-world.js';
 import { runCli } from './cli-helpers.js';
-import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
+import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
  * Command stages (issue 31): a stage with `run:` runs a command in the run's workspace, no model. With the real worker,
@@ -72,6 +72,23 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     // `status` says what failed and why.
     const status = await runCli(['status', state.runId], harness.env);
     expect(status.all).toContain('COMMAND_FAILED');
+  });
+
+  test('shows the workspace of a run whose first stage failed and waits (`onFailure: ask`), so a person can fix it and retry', { timeout: 120_000 }, async () => {
+    // No stage has completed, so no result names the workspace: the failure carries it (it did not, and `status`
+    // offered `retry` with no word of the folder to fix).
+    const yaml = header('cmd-ask') + '  - id: check\n    run: \'test -f ok.flag || { echo "missing ok.flag" >&2; exit 1; }\'\n    onFailure: ask\n';
+    const handle = await harness.startYaml('cmd-ask', yaml);
+    const waiting = await waitForWaiting(handle, 'check', 'failure');
+    const dir = harness.runDir(handle.workflowId);
+    expect(waiting.workspace).toBe(dir);
+    const status = await runCli(['status', handle.workflowId], harness.env);
+    expect(status.stdout).toContain(`Workspace: ${dir}`);
+    // With the folder named, the fix and the retry take the run to its end.
+    await writeFile(path.join(dir, 'ok.flag'), '');
+    const retry = await runCli(['retry', handle.workflowId, '--stage', 'check'], harness.env);
+    expect(retry.exitCode, retry.stderr).toBe(0);
+    expect((await harness.finish(handle)).status).toBe('completed');
   });
 
   test("asks in vain to run unsandboxed on a worker whose operator said `required`: SANDBOX_OPT_OUT_REFUSED, the command never runs", { timeout: 60_000 }, async () => {

@@ -27,7 +27,7 @@ export function parseStatus(value: string): RunListStatus {
 export function addListCommand(program: Command): void {
   program
     .command('list')
-    .description('list runs, newest first; filter by pipeline, status, start time')
+    .description('list runs: running ones first, then the most recently ended; filter by pipeline, status, start time')
     .option('--pipeline <name>', 'only runs of this pipeline (the `name` in its file)')
     .option('--status <status>', 'running, waiting (for a person), blocked (a question to answer), completed, failed, cancelled, terminated or timed_out', parseStatus)
     .option('--since <duration>', 'only runs started within this long, e.g. 2h or 7d', parseDurationMs)
