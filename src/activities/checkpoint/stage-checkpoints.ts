@@ -37,24 +37,6 @@ export async function restoreBeforeAttempt(options: CheckpointOptions | undefine
   return restored;
 }
 
-/** The restore under way on this worker of each run, by run id: the stages of a run that moved here share one. */
-const restoring = new Map<string, Promise<Restored | undefined>>();
-
-/**
- * Runs `restore` (the restore, the workspace opened and {@link finishRestore}) for run `runId`, unless one is under way
- * on this worker: its outcome is then this attempt's too. Parallel stages of a run whose host was lost move here at
- * once; each restoring on its own, the second found the folders the first had just moved into place and failed its
- * attempt (ENOTEMPTY), spending a retry the loss of a host should not cost, or went on before the first laid out the
- * worktree's uncommitted work.
- */
-export function restoreRunOnce(runId: string, restore: () => Promise<Restored | undefined>): Promise<Restored | undefined> {
-  const running = restoring.get(runId);
-  if (running) return running;
-  const started = restore().finally(() => restoring.delete(runId));
-  restoring.set(runId, started);
-  return started;
-}
-
 /** Once the worktree is open again: its files as the checkpoint had them. */
 export async function finishRestore(restored: Restored | undefined, workspace: RunWorkspace): Promise<void> {
   const work = restored?.manifest.git?.work;

@@ -8,7 +8,7 @@ import { stagesReadBy, withWithheldValues } from '../prompt/template-values.js';
 import { openRunBundle } from '../prompt/run-bundle-files.js';
 import { openWorkerPipelineFolder } from '../prompt/worker-files.js';
 import { openPipelineWorkspace, repoOf, runBranch, workspaceVariables } from '../workspace/open-workspace.js';
-import { finishRestore, restoreBeforeAttempt, restoreRunOnce } from '../checkpoint/stage-checkpoints.js';
+import { finishRestore, restoreBeforeAttempt } from '../checkpoint/stage-checkpoints.js';
 import type { Restored } from '../checkpoint/restore-checkpoint.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
@@ -69,15 +69,8 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
   // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
-  const open = () => openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
-  // Once per run on this host, however many of its stages moved here at once; each waits until the worktree holds the
-  // checkpoint's work.
-  const restored = await restoreRunOnce(input.runId, async () => {
-    const done = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot, branch);
-    if (done) await finishRestore(done, await open());
-    return done;
-  });
-  let workspace = await open();
+  const restored = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot, branch);
+  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   const warnings: string[] = [];
   // Before any git of the attempt: a lock left by a git that was killed outright would fail every git command there.
   // Only in the run's own worktrees: a lent folder's git is its owner's (who may be running git in it right now). Not
@@ -103,6 +96,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (gitWorkspace && mentionsWorkspaceVariables(templates)) {
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
+  await finishRestore(restored, workspace);
   return { context, workspace, filesDir, restored, warnings: [...(restored?.warnings ?? []), ...warnings] };
 }
 
