@@ -13,6 +13,8 @@ export function suiteConfig(temporalAddress?: string) {
   return defineConfig({
     test: {
       testTimeout: 120_000,
+      // Each file's CPU time, for .ci/run's report (only when AGENT_PIPELINE_TEST_CPU_REPORT is set).
+      setupFiles: ['test/helpers/file-cpu.ts'],
       // beforeAll hooks bundle workflow code with webpack, which takes minutes on a loaded 2-core machine.
       hookTimeout: 300_000,
       // Forks, not threads: tests spawn processes and the Temporal worker's native runtime, which behave best in
