@@ -1,10 +1,11 @@
 import { existsSync } from 'node:fs';
-import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+import { readdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
 import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
+import { readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
@@ -67,10 +68,9 @@ export async function pinWorktree(dir: string, repo: string, stageId: string): P
   const records = common.failed ? '' : path.join(common.stdout, 'worktrees');
   const expected = path.join(await realpath(dir), '.git');
   for (const name of existsSync(records) ? await readdir(records) : []) {
-    const file = path.join(records, name, 'gitdir');
-    const info = await lstat(file).catch(() => undefined);
-    if (!info?.isFile() || info.size > MAX_GITDIR_RECORD_BYTES) continue;
-    if ((await readFile(file, 'utf8')).trim() === expected) {
+    // A small regular file, checked on the handle: never a symlink, never a FIFO that would hold the read.
+    const record = await readOwnFile(path.join(records, name, 'gitdir'), MAX_GITDIR_RECORD_BYTES);
+    if (record?.toString('utf8').trim() === expected) {
       pinGitDir(dir, path.join(records, name));
       return;
     }
