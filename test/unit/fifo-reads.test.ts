@@ -8,11 +8,11 @@ import { WarmPool } from '../../src/activities/backends/claude-cli/warm-pool.js'
 import { copyBookkeeping, listBookkeeping } from '../../src/activities/checkpoint/bookkeeping-copy.js';
 import { describeFile } from '../../src/activities/checkpoint/manifest.js';
 import { readPipelineText } from '../../src/activities/prompt/pipeline-file.js';
-import { pinWorktree } from '../../src/activities/workspace/git.js';
+import { git as workerGit, pinWorktree } from '../../src/activities/workspace/git.js';
 import { readInputValues } from '../../src/library/input-files.js';
 import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
-import { countHungReads } from '../helpers/fifo-swapper.js';
+import { countHungReads, startFifoSwapper } from '../helpers/fifo-swapper.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 import { testFolder } from '../helpers/test-folder.js';
 
@@ -125,4 +125,25 @@ describe('a file swapped for a FIFO between the check of its path and the read',
     expect(hung).toBe(0);
   });
 
+  test("git staging a worktree is stopped, not left waiting, when it opens a file swapped for a FIFO", { timeout: 240_000 }, async () => {
+    const dir = await testFolder('fifo-swap-git-');
+    const repo = path.join(dir, 'repo');
+    await initRepo(repo, { 'a.txt': 'a\n' });
+    // As a checkpoint stages a worktree: with an index of its own, so that every file is read again. git looks at the
+    // file, then opens it by its path: about one add in a hundred meets the FIFO there. Until one did, or 2,000 adds.
+    const swapper = await startFifoSwapper(path.join(repo, 'x'), 'x\n');
+    let stopped = 0;
+    let hung = 0;
+    try {
+      for (let i = 0; i < 2_000 && stopped === 0 && hung === 0; i++) {
+        const add = workerGit(repo, ['add', '--all', '--', '.'], 'local', { GIT_INDEX_FILE: path.join(dir, `index-${i}`) });
+        const result = await Promise.race([add, new Promise<'hung'>((resolve) => setTimeout(resolve, 10_000, 'hung').unref())]);
+        if (result === 'hung') hung++;
+        else if (result.failed && String(result.stderr).includes('git was stopped: it waited to open a FIFO')) stopped++;
+      }
+    } finally {
+      await swapper.stop();
+    }
+    expect({ hung, stopped }).toEqual({ hung: 0, stopped: 1 });
+  });
 });

@@ -3,6 +3,7 @@ import { readdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
+import { watchFifoWait } from '../process/fifo-wait.js';
 import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
 import { readOwnFile } from './own-files.js';
@@ -52,7 +53,14 @@ export class GitError extends Error {
 export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}, input?: string) {
   // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings; so is `input`.
   const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd), ...extraEnv };
-  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  const child = execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  // Stopped as every process is (SIGTERM, which git answers by removing its lock files, then SIGKILL), when it waits to
+  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts).
+  const watch = watchFifoWait(child.pid, () => child.kill('SIGTERM'));
+  const result = await child.finally(() => watch.stop());
+  if (!watch.fired) return result;
+  const why = `git was stopped: it waited to open a FIFO (named pipe) that a process running alongside put where a file of ${cwd} was; the worker never waits on one`;
+  return Object.assign(result, { failed: true, stderr: result.stderr ? `${result.stderr}\n${why}` : why });
 }
 
 /** Upper bound of a worktree's `gitdir` record, a path. @unit bytes */
