@@ -5,7 +5,7 @@
  * top-level file sits where it does. Paths are relative to the repository root.
  */
 export const LAYERS = [
-  { name: 'the leaves', paths: ['src/errors.ts', 'src/logging.ts', 'src/failure-types.ts', 'src/terminal-text.ts'] },
+  { name: 'the leaves', paths: ['src/errors.ts', 'src/logging.ts', 'src/failure-types.ts', 'src/terminal-text.ts', 'src/files'] },
   { name: 'pipeline/', paths: ['src/pipeline'] },
   { name: 'contracts/', paths: ['src/contracts'] },
   { name: 'workflows/', paths: ['src/workflows'] },

@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
-import { readFile, realpath } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { agentFrontmatterSchema, splitFrontmatter } from '../pipeline/agent-frontmatter.js';
 import { listAgentReferences, listReferencedFiles } from '../pipeline/referenced-files.js';
 import type { RunBundle, RunBundleSummary } from '../pipeline/run-bundle.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { ConfigError, InvalidRequestError } from '../errors.js';
+import { isInside } from '../files/inside.js';
+import { readRegularFile, RegularFileError } from '../files/regular-file.js';
 import { hashManifest } from './manifest-hash.js';
 
 /**
@@ -55,30 +57,30 @@ interface Wanted {
 /**
  * Reads the pipeline file and every file it names (agent files and their `references`, step files, `context`,
  * `systemPrompt`) into a content-addressed bundle.
- * @throws InvalidRequestError naming the field and the path when a file cannot be read (`FILE_NOT_FOUND`) or is given
- *   as an absolute path (`PATH_ABSOLUTE`);
- *   BundleTooLargeError above the cap
+ * @throws InvalidRequestError naming the field and the path when a file cannot be read (`FILE_NOT_FOUND`), is not a
+ *   regular file (`FILE_UNREADABLE`), leads outside the folder (`PATH_OUTSIDE`) or is given as an absolute path
+ *   (`PATH_ABSOLUTE`); BundleTooLargeError above the cap
  */
 export async function createRunBundle(pipelineFile: string, pipeline: PipelineDefinition, options: CreateRunBundleOptions = {}): Promise<RunBundle> {
   const baseDir = path.dirname(path.resolve(pipelineFile));
   const contents = new Map<string, Buffer>();
   if (options.pipelineText !== undefined) contents.set(path.resolve(pipelineFile), Buffer.from(options.pipelineText, 'utf8'));
   const label = options.label ?? pipelineFile;
+  const maxBytes = options.maxBytes ?? DEFAULT_BUNDLE_MAX_BYTES;
   const read = async (wanted: Wanted): Promise<Buffer | undefined> => {
     const known = contents.get(wanted.file);
     if (known) return known;
-    if (wanted.field !== PIPELINE_FILE_FIELD) await checkInsideFolder(baseDir, wanted, label);
+    const inside = wanted.field !== PIPELINE_FILE_FIELD;
+    if (inside) await checkInsideFolder(baseDir, wanted, label);
     try {
-      const data = await readFile(wanted.file);
+      // Checked again on the file as opened (no wait on a FIFO, a regular file, inside the folder): what the path led
+      // to at the check may have been swapped since; and never more than the whole bundle may hold.
+      const data = await readRegularFile(wanted.file, { follow: true, maxBytes, ...(inside ? { inside: baseDir } : {}) });
       contents.set(wanted.file, data);
       return data;
     } catch (err) {
       if (wanted.optional) return undefined;
-      throw new InvalidRequestError(
-        'FILE_NOT_FOUND',
-        `[FILE_NOT_FOUND] cannot bundle ${wanted.file} (\`${wanted.field}\` in ${label}): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
-          `fix the path, or ${WORKER_FILES_HINT} if the workers have the file`,
-      );
+      throw bundleReadError(err, wanted, label, maxBytes, baseDir);
     }
   };
 
@@ -92,7 +94,7 @@ export async function createRunBundle(pipelineFile: string, pipeline: PipelineDe
       }
     }
   }
-  return assembleBundle(baseDir, contents, options.maxBytes ?? DEFAULT_BUNDLE_MAX_BYTES, pipeline.name);
+  return assembleBundle(baseDir, contents, maxBytes, pipeline.name);
 }
 
 /** The small record of a bundle for the run's memo and `status`. */
@@ -118,20 +120,39 @@ export function bundleMaxBytesFromEnv(env: NodeJS.ProcessEnv = process.env): num
  * @throws InvalidRequestError `PATH_OUTSIDE` naming the field, the file and where it leads
  */
 async function checkInsideFolder(baseDir: string, wanted: Wanted, pipelineFile: string): Promise<void> {
-  const outside = (folder: string, file: string): boolean => {
-    const rel = path.relative(folder, file);
-    return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel);
-  };
-  let real: string | undefined;
-  if (!outside(baseDir, wanted.file)) {
+  if (isInside(baseDir, wanted.file)) {
     const [realBase, realFile] = await Promise.all([realpath(baseDir), realpath(wanted.file).catch(() => undefined)]);
-    if (!realFile || !outside(realBase, realFile)) return;
-    real = realFile;
+    if (!realFile || isInside(realBase, realFile)) return;
+    throw outsideError(baseDir, wanted, pipelineFile, realFile);
   }
-  throw new InvalidRequestError(
+  throw outsideError(baseDir, wanted, pipelineFile);
+}
+
+function outsideError(baseDir: string, wanted: Wanted, pipelineFile: string, real?: string): InvalidRequestError {
+  return new InvalidRequestError(
     'PATH_OUTSIDE',
     `[PATH_OUTSIDE] \`${wanted.field}\` in ${pipelineFile} names ${wanted.file}${real ? `, a symlink to ${real},` : ''} outside the pipeline's folder ${baseDir}; ` +
       'a run carries only files in that folder or below it: move the file there',
+  );
+}
+
+/** The error for a file that could not be bundled, naming it, the field, what was wrong and the fix. */
+function bundleReadError(err: unknown, wanted: Wanted, pipelineFile: string, maxBytes: number, baseDir: string): Error {
+  const at = `${wanted.file} (\`${wanted.field}\` in ${pipelineFile})`;
+  if (err instanceof RegularFileError && err.code === 'EOUTSIDE') return outsideError(baseDir, wanted, pipelineFile);
+  if (err instanceof RegularFileError && err.code === 'EFBIG') {
+    return new BundleTooLargeError(
+      `[BUNDLE_TOO_LARGE] ${at} is ${formatBytes(err.bytes ?? 0)}, above the cap of ${formatBytes(maxBytes)} for the whole bundle; ` +
+        `make it smaller, raise ${BUNDLE_MAX_BYTES_VARIABLE} (Temporal refuses a start input above 2 MiB), or ${WORKER_FILES_HINT} and deploy the files with the workers`,
+    );
+  }
+  if (err instanceof RegularFileError) {
+    return new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] cannot bundle ${at}: it is not a regular file (a folder, a device or a FIFO); name a file`);
+  }
+  return new InvalidRequestError(
+    'FILE_NOT_FOUND',
+    `[FILE_NOT_FOUND] cannot bundle ${at}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}; ` +
+      `fix the path, or ${WORKER_FILES_HINT} if the workers have the file`,
   );
 }
 

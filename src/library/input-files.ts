@@ -1,4 +1,4 @@
-import { open, stat } from 'node:fs/promises';
+import { readRegularFile, RegularFileError } from '../files/regular-file.js';
 import { InvalidRequestError } from '../errors.js';
 import { formatBytes, TEMPORAL_PAYLOAD_LIMIT_BYTES } from './input-size.js';
 
@@ -58,7 +58,7 @@ async function readInputFile(file: string, what: string, options: ReadInputValue
       `[INPUT_TOO_LARGE] ${what}: ${file === STDIN_FILE ? 'standard input' : file} holds ${bytes}, over the ${formatBytes(maxBytes)} an input may hold${maxBytes === INPUT_FILE_MAX_BYTES ? ' (one Temporal payload; set AGENT_PIPELINE_STORE to the workers\' store for more)' : ''}. ` +
         'Put large text in a file next to the pipeline and list it under `context:` instead.',
     );
-  const data = file === STDIN_FILE ? await readStream(options.stdin ?? process.stdin, maxBytes, tooLarge) : await readRegularFile(file, what, maxBytes, tooLarge);
+  const data = file === STDIN_FILE ? await readStream(options.stdin ?? process.stdin, maxBytes, tooLarge) : await readFileCapped(file, what, maxBytes, tooLarge);
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(data);
   } catch {
@@ -66,24 +66,16 @@ async function readInputFile(file: string, what: string, options: ReadInputValue
   }
 }
 
-async function readRegularFile(file: string, what: string, maxBytes: number, tooLarge: (bytes: string) => Error): Promise<Buffer> {
-  const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
+async function readFileCapped(file: string, what: string, maxBytes: number, tooLarge: (bytes: string) => Error): Promise<Buffer> {
+  // Checked on the file as opened (a FIFO's open would wait for a writer; a path checked, then opened again, may lead
+  // elsewhere by then), following a symlink as a user naming a file expects.
+  return readRegularFile(file, { follow: true, maxBytes }).catch((err: NodeJS.ErrnoException) => {
+    if (err instanceof RegularFileError && err.code === 'EFBIG') throw tooLarge(formatBytes(err.bytes ?? 0));
+    if (err instanceof RegularFileError) throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] ${what}: ${file} is not a regular file (a folder, device or pipe); give the path of a text file`);
     const code = err.code === 'ENOENT' ? 'FILE_NOT_FOUND' : 'FILE_UNREADABLE';
     const why = err.code === 'ENOENT' ? 'no such file' : (err.code ?? err.message);
     throw new InvalidRequestError(code, `[${code}] ${what}: cannot read ${file} (${why}); give the path of a text file, or @@ to start a value with @`);
   });
-  if (!info.isFile()) throw new InvalidRequestError('FILE_UNREADABLE', `[FILE_UNREADABLE] ${what}: ${file} is not a regular file (a folder, device or pipe); give the path of a text file`);
-  if (info.size > maxBytes) throw tooLarge(formatBytes(info.size));
-  // Read at most one byte past the limit: a file that grew since stat() is caught without reading all of it.
-  const handle = await open(file, 'r');
-  try {
-    const buffer = Buffer.alloc(Math.min(info.size, maxBytes) + 1);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
-    if (bytesRead > maxBytes) throw tooLarge(`more than ${formatBytes(maxBytes)}`);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
 }
 
 /** Reads a stream to its end, giving up (without reading the rest) as soon as it holds more than `maxBytes`. */

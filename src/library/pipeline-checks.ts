@@ -1,6 +1,8 @@
-import { readFile, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { loadAgentFile } from '../activities/prompt/agent-file.js';
+import { MAX_PIPELINE_FILE_BYTES } from '../activities/prompt/pipeline-file.js';
+import { readRegularFile, RegularFileError } from '../files/regular-file.js';
 import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/prompt-source.js';
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
@@ -207,8 +209,9 @@ export class PipelineChecks {
     if (source.kind === 'missing') this.problemAt([list, i, 'prompt'], missingPromptMessage(prompt, source.tried));
     else if (source.kind === 'file') {
       const promptFile = path.resolve(this.baseDir, source.relative);
-      const template = await readFile(promptFile, 'utf8').catch(() => undefined);
-      if (template === undefined) this.problemAt([list, i, 'prompt'], `prompt file ${promptFile} does not exist`);
+      // As the worker reads it: a regular file under the cap, never a FIFO whose open would wait for a writer.
+      const template = await readRegularFile(promptFile, { follow: true, maxBytes: MAX_PIPELINE_FILE_BYTES }).then((data) => data.toString('utf8'), (err: unknown) => err);
+      if (typeof template !== 'string') this.problemAt([list, i, 'prompt'], unreadablePromptMessage(promptFile, template));
       else report(unknownVariables(template, promptFile, known).map((p) => ({ ...p, field: `${list}[${i}].prompt ${p.field}` })));
     } else {
       // Inline template: its lines count from where the text starts in the pipeline file.
@@ -261,4 +264,11 @@ async function isFile(file: string): Promise<boolean> {
 
 async function isDirectory(dir: string): Promise<boolean> {
   return (await stat(dir).catch(() => undefined))?.isDirectory() ?? false;
+}
+
+/** Why a step file cannot be read, as the worker would refuse it. */
+function unreadablePromptMessage(file: string, err: unknown): string {
+  if (err instanceof RegularFileError && err.code === 'ENOTREG') return `prompt file ${file} is not a regular file (a folder, a device or a FIFO)`;
+  if (err instanceof RegularFileError && err.code === 'EFBIG') return `prompt file ${file} is ${err.bytes} bytes, more than the cap of ${MAX_PIPELINE_FILE_BYTES} bytes for a pipeline file`;
+  return `prompt file ${file} does not exist`;
 }

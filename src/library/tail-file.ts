@@ -1,7 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
-import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { openRegularFile } from '../files/regular-file.js';
 
 export interface ReadLinesOptions {
   /** Keep reading as the file grows, until `isDone` says the writer has finished. */
@@ -15,18 +14,15 @@ export interface ReadLinesOptions {
   maxBytes?: number;
 }
 
-/** Opened without following a symlink at the file itself, and without waiting on a FIFO's writer. */
-const NO_FOLLOW = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
 /**
  * Yields a file's lines; with `follow`, keeps yielding lines appended later (like `tail -f`) until `isDone` or the
  * signal. A partial last line is held back until its newline arrives, or the writer is done.
  */
 export async function* readLines(file: string, options: ReadLinesOptions): AsyncGenerator<string> {
-  const handle = await open(file, NO_FOLLOW);
+  // Only a regular file, never through a symlink at the file itself: a device or a FIFO would never end, a symlink
+  // leads anywhere. Followed as it grows, so not capped at its size when opened.
+  const { handle } = await openRegularFile(file);
   try {
-    // Only a regular file: a device or a FIFO would never end, a symlink (refused by the open) leads anywhere.
-    if (!(await handle.stat()).isFile()) throw new Error(`${file} is not a regular file`);
     const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
     const buffer = Buffer.alloc(64 * 1024);
     // A character split across two reads must not turn into two replacement characters.

@@ -9,7 +9,8 @@ import { FileClaims } from '../../src/activities/outputs/file-claims.js';
 import { readFileExcerpt } from '../../src/activities/prompt/file-excerpt.js';
 import { checkReportedPaths, isPathOutput } from '../../src/activities/outputs/reported-paths.js';
 import { stageCommitMessage } from '../../src/activities/delivery/stage-commit.js';
-import { collectArtifacts, openRunWorkspace, resolveInside, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
+import { resolveInside } from '../../src/files/inside.js';
+import { collectArtifacts, openRunWorkspace, snapshotFiles, writeFileAtomic } from '../../src/activities/workspace/run-workspace.js';
 
 let root: string;
 beforeEach(async () => {

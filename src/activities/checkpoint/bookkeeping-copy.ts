@@ -1,5 +1,6 @@
-import { copyFile, lstat, mkdir, open, readlink, symlink, truncate } from 'node:fs/promises';
+import { lstat, mkdir, open, readlink, symlink, truncate } from 'node:fs/promises';
 import path from 'node:path';
+import { copyRegularFile, RegularFileError } from '../../files/regular-file.js';
 import { listFolder, type FolderListing } from './folder-archive.js';
 
 /*
@@ -45,11 +46,12 @@ export async function copyBookkeeping(bookkeeping: string, into: string, listing
     } else if (kind === 'link') {
       await symlink(await readlink(from), to);
     } else {
-      const copied = await copyFile(from, to).then(
+      const copied = await copyRegularFile(from, to).then(
         () => true,
         (err: NodeJS.ErrnoException) => {
-          // A file removed since it was listed is simply left out.
-          if (err.code !== 'ENOENT') throw err;
+          // A file removed, or replaced by anything but a regular file (a FIFO's open would wait, a symlink leads
+          // anywhere), since it was listed is simply left out.
+          if (err.code !== 'ENOENT' && err.code !== 'ELOOP' && !(err instanceof RegularFileError)) throw err;
           return false;
         },
       );

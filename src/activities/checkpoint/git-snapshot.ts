@@ -1,5 +1,6 @@
-import { copyFile, lstat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
+import { copyRegularFile } from '../../files/regular-file.js';
 import { FALLBACK_IDENTITY, git, GitError } from '../workspace/git.js';
 import { findNestedRepositories } from '../workspace/nested-repositories.js';
 import { OLD_BOOKKEEPING_DIR } from '../workspace/run-folder.js';
@@ -46,8 +47,9 @@ export async function snapshotWorktree(dir: string, options: { branch: string; b
   const excluded = [OLD_BOOKKEEPING_DIR, ...nested.folders].map((folder) => `:(top,exclude,literal)${folder}`);
   const index = path.join(options.scratch, 'index');
   const [agentIndex, tip] = head.split('\n');
-  // Starting from a copy of the agent's index keeps git from hashing every unchanged file again.
-  if ((await lstat(agentIndex).catch(() => undefined))?.isFile()) await copyFile(agentIndex, index);
+  // Starting from a copy of the agent's index keeps git from hashing every unchanged file again. Copied only as a
+  // regular file checked on its handle (no symlink, no FIFO that would hold the copy); else git starts from none.
+  await copyRegularFile(agentIndex, index).catch(() => rm(index, { force: true }));
   const env = { GIT_INDEX_FILE: index };
   await run(dir, ['add', '--all', '--', '.', ...excluded], env);
   const tree = await run(dir, ['write-tree'], env);

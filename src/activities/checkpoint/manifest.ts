@@ -1,7 +1,5 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import { hashRegularFile } from '../../files/regular-file.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { checkpointKey, MANIFEST_OBJECT } from './keys.js';
 
@@ -67,16 +65,12 @@ export const manifestSchema = z.strictObject({
 });
 export type CheckpointManifest = z.infer<typeof manifestSchema>;
 
-/** The sha256 and size of a local file, streamed. */
+/**
+ * The sha256 and size of a local file (an object written or fetched into the checkpoint's scratch folder), read as it
+ * was when opened: never through a symlink, never waiting on a FIFO, only a regular file.
+ */
 export async function describeFile(file: string): Promise<{ bytes: number; sha256: string }> {
-  const hash = createHash('sha256');
-  let bytes = 0;
-  const source = createReadStream(file);
-  source.on('data', (chunk: Buffer | string) => {
-    bytes += chunk.length;
-  });
-  await pipeline(source, hash);
-  return { bytes, sha256: hash.digest('hex') };
+  return hashRegularFile(file);
 }
 
 /** Largest manifest read. @unit bytes */

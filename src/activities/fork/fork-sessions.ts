@@ -1,5 +1,6 @@
-import { copyFile, lstat, mkdir, readdir } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { copyRegularFile } from '../../files/regular-file.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { newestRunCheckpoint, unpackBookkeeping } from '../checkpoint/restore-checkpoint.js';
 import { withScratch } from '../checkpoint/scratch.js';
@@ -65,7 +66,10 @@ async function copyFrom(bookkeeping: string, workspace: RunWorkspace, sessions: 
       continue;
     }
     await mkdir(into, { recursive: true });
-    await copyFile(found, path.join(into, `${sessionId}.jsonl`));
+    // Checked again on the handle: what was a regular file when looked at is copied only if it still is one.
+    const to = path.join(into, `${sessionId}.jsonl`);
+    await rm(to, { force: true });
+    await copyRegularFile(found, to);
     copied.push([stage, sessionId]);
   }
   return { copied, missing };

@@ -1,5 +1,5 @@
 import { isDynamicPattern, glob } from 'tinyglobby';
-import { resolveInside } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
 import { existsSync } from 'node:fs';
 
 /**

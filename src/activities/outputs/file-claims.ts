@@ -1,7 +1,8 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { resolveInside, workspacePath } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
+import { workspacePath } from '../workspace/run-workspace.js';
 
 /*
  * Stages that run at the same time share the run folder, so a file one of them writes is new to the other's

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { resolveInside } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
 
 /**
  * Outputs whose name says they hold paths: `file`, `files`, `path`, `paths`, `spec_file`,

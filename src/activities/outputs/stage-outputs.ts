@@ -6,7 +6,8 @@ import type { BackendRequest } from '../backends/stage-backend.js';
 import { findMissingExpected, missingFilesMessage, OutsideWorkspaceError } from './expected-files.js';
 import { stageFailure } from '../failures.js';
 import { withTemplateErrors } from '../prompt/stage-prompt.js';
-import { resolveInside, workspacePath } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
+import { workspacePath } from '../workspace/run-workspace.js';
 
 /*
  * What a stage must produce besides its answer: the answer file of a backend that writes one (the API backend's,

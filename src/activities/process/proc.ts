@@ -40,3 +40,12 @@ function statLine(pid: number): string | undefined {
     return undefined;
   }
 }
+
+/** Where in the kernel a process waits (`/proc/<pid>/wchan`: `0` when it runs), or undefined once gone or without /proc. */
+export function readWaitChannel(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/wchan`, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,6 +1,4 @@
-import { constants } from 'node:fs';
-import { open, readlink, realpath, type FileHandle } from 'node:fs/promises';
-import { resolveInside } from '../workspace/run-workspace.js';
+import { openRegularFile, readFromStart } from '../../files/regular-file.js';
 
 /** The beginning of a file, read with a size bound, as a prompt inlines it. */
 export interface FileExcerpt {
@@ -22,38 +20,16 @@ export interface FileExcerpt {
  * file outside `root`, for the caller to report
  */
 export async function readFileExcerpt(file: string, maxBytes: number, root?: string): Promise<FileExcerpt> {
-  // Non-blocking, so that opening a FIFO does not wait for a writer; then only regular files are read (a device's size
-  // says nothing of what it yields).
-  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  // Followed on purpose (a workspace's symlink inside it is read where it leads), checked where it leads with `root`.
+  const { handle, size } = await openRegularFile(file, { follow: true, ...(root === undefined ? {} : { inside: root }) });
   try {
-    const info = await handle.stat();
-    if (!info.isFile()) throw Object.assign(new Error(`${file} is not a regular file`), { code: 'ENOTREG' });
-    if (root) await refuseOutside(handle, file, root);
-    const { size } = info;
-    const length = Math.min(size, Math.max(0, maxBytes));
-    const buffer = Buffer.alloc(length);
-    let read = 0;
-    while (read < length) {
-      const { bytesRead } = await handle.read(buffer, read, length - read, read);
-      if (bytesRead === 0) break;
-      read += bytesRead;
-    }
-    const data = buffer.subarray(0, read);
+    const data = await readFromStart(handle, Math.min(size, Math.max(0, maxBytes)));
     if (data.subarray(0, 8_000).includes(0)) return { text: '', bytes: size, cut: false, binary: true };
-    const cut = size > read;
+    const cut = size > data.length;
     return { text: new TextDecoder('utf-8').decode(cut ? trimPartialCharacter(data) : data), bytes: size, cut, binary: false };
   } finally {
     await handle.close();
   }
-}
-
-/**
- * Fails unless the open file lies inside `root`. Checked on the file as opened (Linux's /proc/self/fd), not on its path,
- * which a symlink swapped in after the check would lead elsewhere; by its path where there is no /proc.
- */
-async function refuseOutside(handle: FileHandle, file: string, root: string): Promise<void> {
-  const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => realpath(file));
-  if (!resolveInside(await realpath(root), opened)) throw Object.assign(new Error(`${file} leads outside ${root}`), { code: 'EOUTSIDE' });
 }
 
 /** Drops a trailing, incomplete UTF-8 sequence. */

@@ -1,5 +1,7 @@
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
+import { readRegularFile, RegularFileError } from '../../files/regular-file.js';
+import { isStrictlyInside } from '../../files/inside.js';
 import { stageFailure } from '../failures.js';
 
 /*
@@ -46,8 +48,7 @@ export async function resolvePipelineFile(root: string, relative: string, from =
   if (realRoot !== path.resolve(root)) {
     throw new PipelineFileError(`the folder ${root} now leads to ${realRoot}: it changed since the run checked it, and a run reads only from the folder it checked`, 'refused');
   }
-  const rel = path.relative(realRoot, real);
-  if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
+  if (!isStrictlyInside(realRoot, real)) {
     throw new PipelineFileError(`${file} is outside the pipeline's folder ${root}${real === file ? '' : ` (it leads to ${real})`}; a run reads only files in its pipeline's folder`, 'refused');
   }
   return real;
@@ -60,13 +61,15 @@ export async function resolvePipelineFile(root: string, relative: string, from =
 export async function readPipelineText(root: string, relative: string, from = root, maxBytes = MAX_PIPELINE_FILE_BYTES): Promise<{ file: string; text: string }> {
   const file = path.resolve(from, relative);
   const real = await resolvePipelineFile(root, relative, from);
-  // Checked before opening: opening a FIFO would wait for a writer, reading a device would never end.
-  const info = await stat(real);
-  if (!info.isFile()) throw new PipelineFileError(`${file} is not a regular file`, 'refused');
-  if (info.size > maxBytes) throw new PipelineFileError(`${file} is ${info.size} bytes, more than the cap of ${maxBytes} bytes for a pipeline file`, 'refused');
-  const data = await readFile(real);
-  // A file that grew between the check and the read is still cut at the cap.
-  return { file, text: data.subarray(0, maxBytes).toString('utf8') };
+  // Checked on the file as opened, not on its path again: opening a FIFO would wait for a writer, reading a device would
+  // never end, and a folder on the way swapped for a symlink since the check would lead out.
+  const data = await readRegularFile(real, { follow: true, inside: root, maxBytes }).catch((err: unknown) => {
+    if (!(err instanceof RegularFileError)) throw err;
+    if (err.code === 'ENOTREG') throw new PipelineFileError(`${file} is not a regular file`, 'refused');
+    if (err.code === 'EFBIG') throw new PipelineFileError(`${file} is ${err.bytes} bytes, more than the cap of ${maxBytes} bytes for a pipeline file`, 'refused');
+    throw new PipelineFileError(`${file} is outside the pipeline's folder ${root}; a run reads only files in its pipeline's folder`, 'refused');
+  });
+  return { file, text: data.toString('utf8') };
 }
 
 /**

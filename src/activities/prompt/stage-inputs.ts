@@ -2,7 +2,8 @@ import { stat } from 'node:fs/promises';
 import type { StageInput } from '../../pipeline/stage-schema.js';
 import type { TemplateStage } from '../../pipeline/template.js';
 import { stageFailure } from '../failures.js';
-import { resolveExistingInside, resolveInside, workspacePath } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
+import { resolveExistingInside, workspacePath } from '../workspace/run-workspace.js';
 
 /** A file (or folder) a stage declared under `inputs:`, found in the workspace. */
 export interface StageInputFile {

@@ -14,7 +14,7 @@ import type { ReworkRound } from '../../contracts/stage-attempt.js';
 import { missingPromptMessage, resolvePromptSource } from './prompt-source.js';
 import { resolveStageInputs, type StageInputFile } from './stage-inputs.js';
 import { loadSystemPrompt } from './system-prompt.js';
-import { resolveInside } from '../workspace/run-workspace.js';
+import { resolveInside } from '../../files/inside.js';
 import { backendTraits } from '../backends/stage-backend.js';
 
 export type { StagePrompt } from './compose.js';

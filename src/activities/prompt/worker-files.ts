@@ -1,5 +1,6 @@
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { isInside } from '../../files/inside.js';
 import { stageFailure } from '../failures.js';
 import type { AllowedPaths } from '../workspace/allowed-paths.js';
 
@@ -66,11 +67,6 @@ export async function openWorkerPipelineFolder(dirs: PipelineDirs, baseDir: stri
   if (problem) throw stageFailure({ type: 'CONFIG_INVALID', stageId, ...problem, details: { field: 'baseDir', path: folder } });
   if (!(await stat(real)).isDirectory()) throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `the run's pipeline folder ${folder} on the worker is not a folder`, details: { field: 'baseDir', path: folder } });
   return real;
-}
-
-function isInside(root: string, folder: string): boolean {
-  const rel = path.relative(root, folder);
-  return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
 }
 
 async function realOrSelf(folder: string): Promise<string> {

@@ -1,5 +1,6 @@
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
+import { isInside } from '../../files/inside.js';
 import { stageFailure } from '../failures.js';
 import { runFolder } from './run-folder.js';
 import { workerFolder } from './worker-folder.js';
@@ -21,12 +22,12 @@ export interface RunPlace {
 
 /** The folders under the workspaces root that belong to the run: its own folder, and its unpacked bundle's. */
 function ownFolders(place: RunPlace): string[] {
-  return [runFolder(place.workspacesRoot, place.runId), ...(isInside(place.workspacesRoot, place.baseDir) ? [place.baseDir] : [])];
+  return [runFolder(place.workspacesRoot, place.runId), ...(isInsideReal(place.workspacesRoot, place.baseDir) ? [place.baseDir] : [])];
 }
 
-function isInside(root: string, folder: string): boolean {
-  const rel = path.relative(realOrSelf(root), realOrSelf(folder));
-  return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
+/** Whether `folder` is `root` or below it, both by their real paths where they exist. */
+function isInsideReal(root: string, folder: string): boolean {
+  return isInside(realOrSelf(root), realOrSelf(folder));
 }
 
 /** The variable that lists them, separated like PATH (`:` on Linux and macOS), or `*` for any folder. */
@@ -56,18 +57,18 @@ export function checkAllowedPath(allowed: AllowedPaths, place: RunPlace, folder:
   const own = workerFolder(realOrSelf(place.workspacesRoot));
   // A repository may hold it (`repo: .` with the workspaces folder in the project): agents work in a worktree of the
   // repository in their run's folder, never in the repository itself. Folders agents work in may not.
-  const holds = field !== 'workspace.repo' && isInside(folder, own);
-  if (isInside(own, folder) || holds) {
+  const holds = field !== 'workspace.repo' && isInsideReal(folder, own);
+  if (isInsideReal(own, folder) || holds) {
     throw stageFailure({
       type: 'CONFIG_INVALID',
       stageId,
-      message: `${field} names ${folder}, which ${isInside(own, folder) ? 'lies in' : 'holds'} the workers' own folder ${own} (every run's bookkeeping and file cache); it is never lent to a run`,
+      message: `${field} names ${folder}, which ${isInsideReal(own, folder) ? 'lies in' : 'holds'} the workers' own folder ${own} (every run's bookkeeping and file cache); it is never lent to a run`,
       hint: 'name a folder of its own: not the workspaces root, nor a folder above it or in its .agent-pipeline',
       details: { field, path: folder },
     });
   }
   if (allowed === 'any') return;
-  if ([...ownFolders(place), ...allowed].some((root) => isInside(root, folder))) return;
+  if ([...ownFolders(place), ...allowed].some((root) => isInsideReal(root, folder))) return;
   const leadsTo = named === folder ? '' : ` (which leads to ${folder})`;
   throw stageFailure({
     type: 'CONFIG_INVALID',

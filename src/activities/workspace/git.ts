@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
-import { lstat, readdir, readFile, realpath } from 'node:fs/promises';
+import { readdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
+import { watchFifoWait } from '../process/fifo-wait.js';
 import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
+import { readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
@@ -51,7 +53,14 @@ export class GitError extends Error {
 export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}, input?: string) {
   // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings; so is `input`.
   const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd), ...extraEnv };
-  return execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  const child = execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  // Stopped as every process is (SIGTERM, which git answers by removing its lock files, then SIGKILL), when it waits to
+  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts).
+  const watch = watchFifoWait(child.pid, () => child.kill('SIGTERM'));
+  const result = await child.finally(() => watch.stop());
+  if (!watch.fired) return result;
+  const why = `git was stopped: it waited to open a FIFO (named pipe) that a process running alongside put where a file of ${cwd} was; the worker never waits on one`;
+  return Object.assign(result, { failed: true, stderr: result.stderr ? `${result.stderr}\n${why}` : why });
 }
 
 /** Upper bound of a worktree's `gitdir` record, a path. @unit bytes */
@@ -67,10 +76,9 @@ export async function pinWorktree(dir: string, repo: string, stageId: string): P
   const records = common.failed ? '' : path.join(common.stdout, 'worktrees');
   const expected = path.join(await realpath(dir), '.git');
   for (const name of existsSync(records) ? await readdir(records) : []) {
-    const file = path.join(records, name, 'gitdir');
-    const info = await lstat(file).catch(() => undefined);
-    if (!info?.isFile() || info.size > MAX_GITDIR_RECORD_BYTES) continue;
-    if ((await readFile(file, 'utf8')).trim() === expected) {
+    // A small regular file, checked on the handle: never a symlink, never a FIFO that would hold the read.
+    const record = await readOwnFile(path.join(records, name, 'gitdir'), MAX_GITDIR_RECORD_BYTES);
+    if (record?.toString('utf8').trim() === expected) {
       pinGitDir(dir, path.join(records, name));
       return;
     }

@@ -3,7 +3,8 @@ import { readdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { stageFailure } from '../failures.js';
 import { readRecord } from './own-files.js';
-import { resolveInside, writeFileAtomic } from './run-workspace.js';
+import { isInside } from '../../files/inside.js';
+import { writeFileAtomic } from './run-workspace.js';
 import { openWorkerSubfolder } from './worker-folder.js';
 
 /*
@@ -29,7 +30,7 @@ export async function lentFolderHolding(root: string, folder: string): Promise<s
   for (const name of await readdir(dir)) {
     const lent = (await readRecord<{ folder?: unknown }>(path.join(dir, name)))?.folder;
     if (typeof lent !== 'string') continue;
-    if (resolveInside(lent, real) !== undefined) return lent;
+    if (isInside(lent, real)) return lent;
   }
   return undefined;
 }

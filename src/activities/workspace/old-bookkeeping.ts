@@ -1,7 +1,7 @@
-import { lstat, readdir, readFile, realpath, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { lstat, readdir, realpath, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { git } from './git.js';
-import { isRealDir } from './own-files.js';
+import { isRealDir, readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR, oldRecordedRunId, type RunPaths } from './run-folder.js';
 import { openWorkerSubfolder } from './worker-folder.js';
 
@@ -63,9 +63,9 @@ async function relinkStageWorktrees(repo: string, from: string, to: string): Pro
   const records = path.join(common.stdout, 'worktrees');
   for (const name of await readdir(records).catch(() => [])) {
     const file = path.join(records, name, 'gitdir');
-    const info = await lstat(file).catch(() => undefined);
-    if (!info?.isFile() || info.size > MAX_GITDIR_RECORD_BYTES) continue;
-    const gitdir = (await readFile(file, 'utf8')).trim();
+    const record = await readOwnFile(file, MAX_GITDIR_RECORD_BYTES);
+    if (!record) continue;
+    const gitdir = record.toString('utf8').trim();
     if (gitdir.startsWith(from + path.sep)) await writeFile(file, `${to}${gitdir.slice(from.length)}\n`);
   }
 }

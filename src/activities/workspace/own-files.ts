@@ -1,6 +1,7 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from 'node:fs';
-import { lstat, mkdir, open } from 'node:fs/promises';
+import { lstatSync } from 'node:fs';
+import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { readRegularFile, readRegularFileSync } from '../../files/regular-file.js';
 
 /*
  * How the worker makes the folders and reads the small records it keeps for itself (bookkeeping, bundle markers)
@@ -16,9 +17,6 @@ export class OwnFolderError extends Error {
 
 /** The most a record (run.json, ended.json, a bundle's marker) may hold. @unit bytes */
 export const MAX_RECORD_BYTES = 1024 * 1024;
-
-/** Opened without following a symlink at the file itself, and without waiting on a FIFO. */
-const NO_FOLLOW = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 /**
  * `base/parts[0]/parts[1]/…` as a chain of real folders, each created when missing. Each is checked with `lstat`, so
@@ -61,35 +59,15 @@ export function isRealDirSync(dir: string): boolean {
 
 /** The content of `file` when it is a regular file (not a symlink) of at most `maxBytes`; otherwise `undefined`. */
 export async function readOwnFile(file: string, maxBytes = MAX_RECORD_BYTES): Promise<Buffer | undefined> {
-  const handle = await open(file, NO_FOLLOW).catch(() => undefined);
-  if (!handle) return undefined;
-  try {
-    const info = await handle.stat();
-    if (!info.isFile() || info.size > maxBytes) return undefined;
-    const buffer = Buffer.alloc(info.size);
-    const { bytesRead } = await handle.read(buffer, 0, info.size, 0);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
+  return readRegularFile(file, { maxBytes }).catch(() => undefined);
 }
 
 /** {@link readOwnFile}, synchronous (for the run-folder lookup, which is). */
 export function readOwnFileSync(file: string, maxBytes = MAX_RECORD_BYTES): Buffer | undefined {
-  let fd: number;
   try {
-    fd = openSync(file, NO_FOLLOW);
+    return readRegularFileSync(file, { maxBytes });
   } catch {
     return undefined;
-  }
-  try {
-    const info = fstatSync(fd);
-    if (!info.isFile() || info.size > maxBytes) return undefined;
-    const buffer = Buffer.alloc(info.size);
-    const bytesRead = readSync(fd, buffer, 0, info.size, 0);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    closeSync(fd);
   }
 }
 

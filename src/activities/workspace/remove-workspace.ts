@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { lstat, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { isStrictlyInside } from '../../files/inside.js';
 import { deleteHiddenRefs, hiddenRefPrefix } from './checkpoint-refs.js';
 import { git } from './git.js';
 import { unpinGitDir } from './git-safety.js';
@@ -94,8 +95,7 @@ async function whyNotRemovable(root: string, dir: string, worktree = true): Prom
   } catch {
     return existsSync(dir) ? `${dir} was kept: its real path could not be read` : undefined;
   }
-  const rel = path.relative(realRoot, realDir);
-  if (rel === '' || rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel)) {
+  if (!isStrictlyInside(realRoot, realDir)) {
     return `${dir} was kept: it is not inside the workspaces root ${root} (its real path is ${realDir})`;
   }
   if (!worktree) return undefined;

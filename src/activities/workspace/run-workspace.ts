@@ -1,8 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream, existsSync, readlinkSync, statSync, type Dirent } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readlinkSync, statSync, type Dirent } from 'node:fs';
 import { mkdir, realpath, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { pipeline as streamPipeline } from 'node:stream/promises';
+import { isInside, resolveInside } from '../../files/inside.js';
+import { hashRegularFile } from '../../files/regular-file.js';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { walkFolders } from './folder-walk.js';
@@ -153,17 +154,13 @@ export async function collectArtifacts(
   const { listed, omitted } = capArtifacts(files, limit);
   const artifacts: ArtifactRef[] = [];
   for (const file of listed) {
-    const sha256 = await hashFile(path.join(dir, file.path)).catch(() => undefined);
-    if (sha256) artifacts.push({ ...file, sha256 });
+    // On the file as opened, never by its path again: a stage running alongside may have swapped it since the listing
+    // for a FIFO (whose open would wait for a writer on one of libuv's few threads) or a symlink; either is left out.
+    const hashed = await hashRegularFile(path.join(dir, file.path)).catch(() => undefined);
+    if (hashed) artifacts.push({ ...file, bytes: hashed.bytes, sha256: hashed.sha256 });
   }
   if (omitted) warnings.push(`the stage changed ${listed.length + omitted.count} files; the first ${listed.length} by path are listed as artifacts, not the ${describeOmittedArtifacts(omitted)}`);
   return { artifacts, ...(omitted ? { omitted } : {}), warnings };
-}
-
-async function hashFile(file: string): Promise<string> {
-  const hash = createHash('sha256');
-  await streamPipeline(createReadStream(file), hash);
-  return hash.digest('hex');
 }
 
 /** Writes a file so readers see the old content or the new, never half of it. */
@@ -194,15 +191,8 @@ export async function writeFileInside(dir: string, relative: string, data: strin
   if (!file) throw new WriteOutsideError(`${relative} is not a path inside ${dir}`);
   await mkdir(path.dirname(file), { recursive: true });
   const [realDir, realParent] = await Promise.all([realpath(dir), realpath(path.dirname(file))]);
-  if (!resolveInside(realDir, realParent)) throw new WriteOutsideError(`${relative} would be written to ${realParent}, outside ${dir}: its folder is a symlink leading out`);
+  if (!isInside(realDir, realParent)) throw new WriteOutsideError(`${relative} would be written to ${realParent}, outside ${dir}: its folder is a symlink leading out`);
   await writeFileAtomic(path.join(realParent, path.basename(file)), data);
-}
-
-/** Resolves `relative` inside `dir` by its text, refusing paths that escape it (`../`, absolute elsewhere). */
-export function resolveInside(dir: string, relative: string): string | undefined {
-  const full = path.resolve(dir, relative);
-  const rel = path.relative(dir, full);
-  return rel === '..' || rel.startsWith(`..${path.sep}`) || path.isAbsolute(rel) ? undefined : full;
 }
 
 /**
@@ -214,7 +204,7 @@ export async function resolveExistingInside(dir: string, relative: string): Prom
   if (!full) return undefined;
   try {
     const [realDir, realFull] = await Promise.all([realpath(dir), realpath(full)]);
-    return resolveInside(realDir, realFull) ? full : undefined;
+    return isInside(realDir, realFull) ? full : undefined;
   } catch {
     return undefined;
   }

@@ -2,6 +2,7 @@ import { workerFolderOfRun } from '../../workspace/worker-folder.js';
 import { realpath } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { isInside } from '../../../files/inside.js';
 import { pinnedGitEnvironment } from '../../workspace/git-safety.js';
 import type { RunWorkspace } from '../../workspace/run-workspace.js';
 import { SETTINGS_VARIABLE } from './agent-auth.js';
@@ -145,12 +146,6 @@ export async function readLimitsFor(env: NodeJS.ProcessEnv, scope: AgentReadScop
   };
 }
 
-/** Whether `outer` is `inner` or a folder holding it. */
-function holds(outer: string, inner: string): boolean {
-  const relative = path.relative(outer, inner);
-  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
-}
-
 /** A path as a permission rule reads it: `//` starts an absolute path, and glob characters are escaped. */
 function readRules(file: string): string[] {
   const escaped = file.replace(/[\\*?[\]{}!]/g, '\\$&');
@@ -164,7 +159,7 @@ function readRules(file: string): string[] {
 export function applyReadLimits(settings: Json, limits: ReadLimits, sandboxed: boolean): Json {
   const permissions = objectAt(settings.permissions);
   const kept = [...limits.working, ...limits.session];
-  const deny = limits.denied.filter((denied) => !kept.some((folder) => holds(denied, folder))).flatMap(readRules);
+  const deny = limits.denied.filter((denied) => !kept.some((folder) => isInside(denied, folder))).flatMap(readRules);
   const limited: Json = {
     ...settings,
     permissions: { ...permissions, deny: [...new Set([...stringsAt(permissions.deny), ...deny])], blockFileToolReadsOutsideWorkingDirectories: true },

@@ -1,7 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import { stageFailure } from '../../failures.js';
 import { walkFolders } from '../../workspace/folder-walk.js';
-import { resolveInside } from '../../workspace/run-workspace.js';
+import { isInside } from '../../../files/inside.js';
 
 /*
  * Claude Code reads a workspace's memory files itself, in its own process and not in the sandbox: CLAUDE.md and
@@ -38,7 +38,7 @@ export async function refuseLinkedMemoryFiles(stageId: string, workspaceDir: str
     for (const { entry, key, full } of entries) {
       if (entry.isDirectory()) continue;
       const target = await realpath(full).catch(() => undefined);
-      if (target !== undefined && resolveInside(root, target) !== undefined) continue;
+      if (target !== undefined && isInside(root, target)) continue;
       throw stageFailure({
         type: 'CONFIG_INVALID',
         stageId,

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
 import type { ResultPromise } from 'execa';
+import { hashRegularFile, RegularFileError } from '../../../files/regular-file.js';
 import { isGone, stopMarkedProcesses } from '../../process/stop.js';
 import { STAGE_MARKER } from '../../process/sweep.js';
 import { spawnAgent, type AgentLaunch } from './spawn-agent.js';
@@ -223,11 +222,21 @@ async function changedFile(entry: WarmEntry): Promise<string | undefined> {
   return undefined;
 }
 
+/** The most of a start-up file hashed; a larger one is known by its size. @unit bytes */
+const MAX_HASHED_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Each file's content hash: `''` when missing or not a regular file, its size when above the cap. Most of these files
+ * are in the run's workspace, where a stage may have left a FIFO (whose open would wait for a writer on one of libuv's
+ * few threads) or a symlink to a device: checked on the handle (symlinks followed, as `claude` follows them).
+ */
 async function hashFiles(files: string[]): Promise<Map<string, string>> {
   const hashes = await Promise.all(
     files.map(async (file) => {
-      const content = await readFile(file).catch(() => undefined);
-      return [file, content ? createHash('sha256').update(content).digest('hex') : ''] as const;
+      const hashed = await hashRegularFile(file, { follow: true, maxBytes: MAX_HASHED_BYTES }).catch((err: unknown) =>
+        err instanceof RegularFileError && err.code === 'EFBIG' ? { sha256: `${err.bytes} bytes` } : undefined,
+      );
+      return [file, hashed?.sha256 ?? ''] as const;
     }),
   );
   return new Map(hashes);
