@@ -1,4 +1,4 @@
-import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
+import { Client, Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, RawValue, type Payload } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { defineSignal, defineUpdate } from '@temporalio/workflow';
@@ -7,6 +7,10 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { LeaseClient } from '../../src/activities/leases/lease-client.js';
 import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 import { describeLeaseQuery, LEASE_WORKFLOW_TYPE } from '../../src/contracts/lease-messages.js';
+import { answerStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
+import { RunHandle } from '../../src/library/run-handle.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { waitForState, waitForWaiting } from './workflow-helpers.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 
 /*
@@ -24,17 +28,23 @@ const releaseLease = defineUpdate<unknown, [unknown]>('releaseLease');
 const renewLease = defineUpdate<unknown, [unknown]>('renewLease');
 const releaseLeaseSignal = defineSignal<[unknown]>('releaseLeaseSignal');
 const acquireLease = defineUpdate<unknown, [unknown]>('acquireLease');
+const leaseWait = defineSignal<[unknown]>('leaseWait');
 
 let harness: Harness;
 let strangerConnection: Connection;
 /** A client of the namespace without the key: it decodes (to read why it was refused) but cannot encrypt. */
 let stranger: Client;
+/** The same stranger sending values of its own: plain JSON. */
+let strangerPlain: Client;
 
 beforeAll(async () => {
-  harness = await createHarness('namespace-replay', { encryptionKey: ENCRYPTION_KEY, scenario: { rules: [] } });
+  // The one run's stage answers at once (the anthropic-api backend against the scripted model), then waits for approval.
+  const done = `Done.\n\`\`\`json\n${JSON.stringify({ success: true, summary: 'done', outputs: {} })}\n\`\`\``;
+  harness = await createHarness('namespace-replay', { encryptionKey: ENCRYPTION_KEY, scenario: { rules: [{ match: 'Pipeline: ', turns: [{ text: done }], repeatLastTurn: true }] } });
   strangerConnection = await Connection.connect({ address: inject('temporalAddress') });
   const [codec] = payloadCodecsFor(ENCRYPTION_KEY);
   stranger = new Client({ connection: strangerConnection, dataConverter: { payloadCodecs: [{ encode: async (payloads) => payloads, decode: (payloads) => codec!.decode(payloads) }] } });
+  strangerPlain = new Client({ connection: strangerConnection });
 });
 afterAll(async () => {
   await strangerConnection?.close();
@@ -73,6 +83,14 @@ function signalPayloads(history: History, name: string): Payload[] {
 /** The encrypted arguments of the updates accepted in a history, oldest first. */
 function updatePayloads(history: History): Payload[] {
   return (history.events ?? []).flatMap((e) => (e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.args?.payloads ?? []) as Payload[]);
+}
+
+/**
+ * Returns once the run has handled every signal sent to it so far: an update is handled after the signals before it
+ * in history, and its answer (here a refusal: the stage waits for an approval, not an answer) comes after that.
+ */
+async function handled(run: WorkflowHandle): Promise<void> {
+  await run.executeUpdate(answerStageUpdate, { args: [{ stage: 'gate', text: 'sync' }] }).catch(() => undefined);
 }
 
 /** Waits until the key's book (holders, waiters) satisfies `ok`. */
@@ -154,6 +172,42 @@ describe('a namespace client without the encryption key, sending again what a ke
     const next = await leases.acquire({ key, limit: 1, holder: 'next', ttlMs: 60_000 }, { pollMs: 500 });
     await next.release();
     expect(await outcome(book.executeUpdate(acquireLease, { args: [RawValue.fromPayload(acquire!)] }))).toBe('MESSAGE_REPLAYED');
+    expect(await leases.describe(key)).toBeUndefined();
+  });
+
+  test("cannot make a run's status show a wait for a key that is over, with the run's own report copied from history, nor stop the run with a report of its own", { timeout: 180_000 }, async () => {
+    const leases = new LeaseClient(harness.client, harness.taskQueue);
+    const tenant = rand();
+    const key = `tenant:${tenant}`;
+    const blocker = await leases.acquire({ key, limit: 1, holder: 'blocker', ttlMs: 60_000 });
+    const yaml = `name: waits\ninputs: { tenant: { description: t } }\nlimits: [{ key: "tenant:{{inputs.tenant}}", concurrency: 1 }]\n` +
+      'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }\nstages:\n' +
+      `  - id: gate\n    prompt: Do the work.\n    approval: true\n`;
+    const file = await harness.writePipeline('waits', yaml);
+    const run = await harness.start(file, { tenant }, `waits-${tenant}`);
+    await waitForState(run, (s) => s.leaseWait?.key === key);
+    await blocker.release();
+    await waitForWaiting(run, 'gate', 'approval');
+    const status = async (): Promise<RunState> => run.query(getStatusQuery);
+    expect((await status()).leaseWait).toBeUndefined();
+
+    // The run's report that it waited, sent again by the stranger, then one of its own, unencrypted: neither is taken.
+    const view = stranger.workflow.getHandle(run.workflowId);
+    const [waited] = signalPayloads(await view.fetchHistory(), 'leaseWait');
+    expect(Buffer.from(waited!.metadata!.encoding!).toString()).toBe('binary/encrypted');
+    await view.signal(leaseWait, RawValue.fromPayload(waited!));
+    await handled(run);
+    expect((await status()).leaseWait).toBeUndefined();
+    await strangerPlain.workflow.getHandle(run.workflowId).signal(leaseWait, { key, ahead: 7, holders: 1, limit: 1 });
+    await handled(run);
+    expect((await status()).leaseWait).toBeUndefined();
+    // Nor does a report that is no report fail the run's workflow task (it did, at every try: the run took nothing more).
+    await strangerPlain.workflow.getHandle(run.workflowId).signal(leaseWait, null);
+    await handled(run);
+    expect((await run.fetchHistory()).events?.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
+
+    await new RunHandle(harness.client, run.workflowId).approve({ stage: 'gate' });
+    expect((await harness.finish(run)).status).toBe('completed');
     expect(await leases.describe(key)).toBeUndefined();
   });
 });
