@@ -47,7 +47,7 @@ export const releaseLeaseUpdate = defineUpdate<boolean, [{ holder: string }]>('r
  */
 export const releaseLeaseSignal = defineSignal<[{ holder: string }]>('releaseLeaseSignal');
 /** The key's book: holders and waiters in order, and its limit. Costs no history. */
-export const describeLeaseQuery = defineQuery<LeaseBookState & { key: string }>('describeLease');
+export const describeLeaseQuery = defineQuery<Omit<LeaseBookState, 'seals'> & { key: string }>('describeLease');
 
 /** One holder or waiter of a key. */
 export interface LeaseEntry {
@@ -78,6 +78,12 @@ export interface LeaseBookState {
   waiters: LeaseEntry[];
   /** The limit the latest request named: what `limits` shows as the key's limit. */
   limit: number;
+  /**
+   * When the newest sealed message the book took from each holder was sent, for holders in the book and for those
+   * that left it less than the seal's age ago: a message sealed no later is a copy and refused. Carried across
+   * continue-as-new; not shown by `describeLease`. @unit milliseconds since the epoch
+   */
+  seals?: { holder: string; sealedAt: number }[];
 }
 
 /** What one request to take the key answers. */

@@ -4,22 +4,62 @@
  *
  * Every entry has a time limit unless it is held for a run's life: a holder that is not renewed within its `ttlMs`
  * expires and the key goes to the next waiter; a waiter that stops asking (its process died) drops out the same way.
+ *
+ * It also remembers when each holder sealed the newest message the workflow took from it (contracts/message-seal.ts),
+ * so that a copy of one of its messages, read from history and sent again, is told apart; a holder that left keeps its
+ * seal until every message it sealed is too old to be taken (MAX_SEAL_AGE_MS), at most MAX_GONE_SEALS of them.
  */
 
 import type { LeaseAnswer, LeaseBookState, LeaseEntry, LeaseRequest } from '../contracts/lease-messages.js';
+import { MAX_SEAL_AGE_MS } from '../contracts/message-seal.js';
 
 /** How long a waiter without a `ttlMs` (a run's life) stays queued after its last request. @unit milliseconds */
 export const UNTIMED_WAITER_GRACE_MS = 60_000;
+
+/**
+ * The most holders that left the book whose seals it remembers: a bound on the state it carries across
+ * continue-as-new (a few hundred bytes each). A key whose holders leave faster (more than one a second for 15 minutes)
+ * forgets the oldest first, and a copy of their last messages could take the key for them again until its ttl.
+ */
+export const MAX_GONE_SEALS = 1_000;
 
 export class LeaseBook {
   private readonly holders: LeaseEntry[];
   private readonly waiters: LeaseEntry[];
   private limit: number;
+  /** Holder → when it sealed the newest message taken from it. @unit milliseconds since the epoch */
+  private readonly seals: Map<string, number>;
 
   constructor(state?: LeaseBookState) {
     this.holders = [...(state?.holders ?? [])];
     this.waiters = [...(state?.waiters ?? [])];
     this.limit = state?.limit ?? 1;
+    this.seals = new Map((state?.seals ?? []).map((s) => [s.holder, s.sealedAt]));
+  }
+
+  /** When `holder` sealed the newest message the book took from it, while the book remembers it. */
+  lastSeal(holder: string): number | undefined {
+    return this.seals.get(holder);
+  }
+
+  /** Remembers that a message `holder` sealed at `sentAt` was taken. */
+  takeSeal(holder: string, sentAt: number): void {
+    this.seals.set(holder, Math.max(sentAt, this.seals.get(holder) ?? sentAt));
+  }
+
+  /**
+   * Forgets the seals of holders no longer in the book once their messages are too old to be taken anyway, and the
+   * oldest beyond MAX_GONE_SEALS. @returns when the last seal kept can be forgotten, if any is kept
+   */
+  forgetSeals(now: number): number | undefined {
+    const present = new Set([...this.holders, ...this.waiters].map((e) => e.holder));
+    const gone = [...this.seals].filter(([holder]) => !present.has(holder)).sort((a, b) => a[1] - b[1]);
+    for (const [index, [holder, sealedAt]] of gone.entries()) {
+      if (sealedAt + MAX_SEAL_AGE_MS < now || index < gone.length - MAX_GONE_SEALS) this.seals.delete(holder);
+    }
+    const kept = gone.filter(([holder]) => this.seals.has(holder));
+    // A copy is taken while it is at most MAX_SEAL_AGE_MS old: its holder's seal is kept a millisecond longer.
+    return kept.length === 0 ? undefined : kept[kept.length - 1]![1] + MAX_SEAL_AGE_MS + 1;
   }
 
   /**
@@ -110,7 +150,14 @@ export class LeaseBook {
     return this.holders.length === 0 && this.waiters.length === 0;
   }
 
+  /** The whole book, for the next execution; `view()` for whoever asks. */
   snapshot(): LeaseBookState {
+    const seals = [...this.seals].map(([holder, sealedAt]) => ({ holder, sealedAt }));
+    return { ...this.view(), ...(seals.length > 0 ? { seals } : {}) };
+  }
+
+  /** Holders and waiters in order, and the limit: what `limits` shows. */
+  view(): Omit<LeaseBookState, 'seals'> {
     return { holders: this.holders.map((h) => ({ ...h })), waiters: this.waiters.map((w) => ({ ...w })), limit: this.limit };
   }
 

@@ -1,6 +1,7 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../contracts/activities.js';
 import { cameUnencrypted } from '../contracts/payload-origin.js';
+import { findReplayProblem, MESSAGE_REPLAYED, sealTimeOf } from '../contracts/message-seal.js';
 import { LeaseBook } from './lease-book.js';
 import { requireKeyHolder } from './key-holders.js';
 import {
@@ -31,6 +32,14 @@ export const RUN_CHECK_MS = 15_000;
  */
 export const LEASE_TRUST_PATCH = 'trust33-lease-live-runs';
 
+/**
+ * Patch: a sealed message sent no later than the newest the book took from its holder is a copy (read from history and
+ * sent again) and is refused, or ignored as a signal; the book remembers the seals and stays open until the seals of
+ * holders that left are forgotten. Decided once, at the execution's first task, like LEASE_TRUST_PATCH: an execution
+ * recorded before takes every message as it did.
+ */
+export const LEASE_COPIES_PATCH = 'lease-copies-refused';
+
 const { closedRuns } = proxyActivities<PipelineActivities>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 3 } });
 
 /**
@@ -44,6 +53,8 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   const given: Partial<LeaseWorkflowInput> = checksRuns && cameUnencrypted(input) ? {} : input;
   let key = given.key;
   const book = new LeaseBook(given.book);
+  // The book to check messages against for copies: only under the patch, so earlier executions replay as recorded.
+  const copies = patched(LEASE_COPIES_PATCH) ? book : undefined;
   const handOverAt = given.handOverAfterEvents ?? LEASE_HISTORY_EVENTS;
   let changed = false;
   // Set once the execution is about to hand over or close: waiting acquires answer at once and their callers ask again.
@@ -51,6 +62,7 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
   setHandler(
     acquireLeaseUpdate,
     async (asked) => {
+      takeSeal(copies, asked);
       // Only under the patch: an entry naming its run is checked by the reclaim, which an earlier execution never did.
       const req = checksRuns ? { ...asked, run: runOf(asked) } : asked;
       // The key's text, for `limits`, from the first request that brings it when the start did not.
@@ -62,51 +74,56 @@ export async function leaseWorkflow(input: LeaseWorkflowInput): Promise<void> {
       await condition(() => draining || !book.isWaiting(req.holder), req.waitMs);
       return book.answer(req.holder);
     },
-    { validator: validateAcquire },
+    { validator: (req) => validateAcquire(req, copies) },
   );
   setHandler(
     renewLeaseUpdate,
-    ({ holder }) => {
+    (req) => {
+      takeSeal(copies, req);
       changed = true;
-      return book.renew(holder, Date.now());
+      return book.renew(req.holder, Date.now());
     },
-    { validator: (req) => validateHolder(req, 'renewLease', renewLeaseUpdate.name) },
+    { validator: (req) => validateHolder(req, 'renewLease', renewLeaseUpdate.name, copies) },
   );
   setHandler(
     releaseLeaseUpdate,
-    ({ holder }) => {
+    (req) => {
+      takeSeal(copies, req);
       changed = true;
-      return book.release(holder, Date.now());
+      return book.release(req.holder, Date.now());
     },
-    { validator: (req) => validateHolder(req, 'releaseLease', releaseLeaseUpdate.name) },
+    { validator: (req) => validateHolder(req, 'releaseLease', releaseLeaseUpdate.name, copies) },
   );
   setHandler(releaseLeaseSignal, (req) => {
     // A signal has no validator: what the update's would refuse is ignored, leaving the book as it was.
     try {
-      validateHolder(req, 'releaseLease', releaseLeaseSignal.name, 'signal');
+      validateHolder(req, 'releaseLease', releaseLeaseSignal.name, copies, 'signal');
     } catch {
       return;
     }
+    takeSeal(copies, req);
     changed = true;
     book.release(req.holder, Date.now());
   });
-  setHandler(describeLeaseQuery, () => ({ key: key ?? '', ...book.snapshot() }));
+  setHandler(describeLeaseQuery, () => ({ key: key ?? '', ...book.view() }));
   let checkedAt = Date.now();
   for (;;) {
     book.expire(Date.now());
+    // The idle book stays open until it forgets the last seal: a new execution would take that holder's copies.
+    const sealsKeptUntil = copies?.forgetSeals(Date.now());
     checkedAt = await reclaimFromClosedRuns(book, checkedAt);
     const info = workflowInfo();
     if (info.continueAsNewSuggested || info.historyLength >= handOverAt) break;
     const deadline = book.runsToCheck().length > 0 ? Math.min(book.nextDeadline() ?? Infinity, checkedAt + RUN_CHECK_MS) : book.nextDeadline();
-    const wait = deadline === undefined ? LEASE_IDLE_MS : Math.max(1, deadline - Date.now());
+    const wait = deadline === undefined ? Math.max(LEASE_IDLE_MS, (sealsKeptUntil ?? 0) - Date.now()) : Math.max(1, deadline - Date.now());
     changed = false;
     const woken = await condition(() => changed, wait);
     if (!woken && deadline === undefined && book.isEmpty()) break;
   }
   draining = true;
   await condition(allHandlersFinished);
-  // A request may have come in while the handlers finished: then the book is not empty and goes on.
-  if (book.isEmpty() && workflowInfo().historyLength < handOverAt) return;
+  // A request may have come in while the handlers finished: then the book is not empty (or has seals to keep) and goes on.
+  if (book.isEmpty() && copies?.forgetSeals(Date.now()) === undefined && workflowInfo().historyLength < handOverAt) return;
   await continueAsNew<typeof leaseWorkflow>({ ...given, key: key ?? '', book: book.snapshot() });
 }
 
@@ -160,13 +177,25 @@ const refuse = (message: string): never => {
   throw ApplicationFailure.create({ type: 'LEASE_REQUEST_INVALID', message, nonRetryable: true });
 };
 
-function validateHolder(req: { holder: string }, what: string, name: string, kind: 'update' | 'signal' = 'update'): void {
+/**
+ * Refuses a message no key holder wrote for this message and workflow, one without a holder, and (with `copies`, the
+ * book under LEASE_COPIES_PATCH) a copy of a message the book already took from the holder.
+ */
+function validateHolder(req: { holder: string }, what: string, name: string, copies: LeaseBook | undefined, kind: 'update' | 'signal' = 'update'): void {
   requireKeyHolder(req, `the ${what} ${kind}`, name, kind);
   if (typeof req?.holder !== 'string' || req.holder.length === 0 || req.holder.length > 500) refuse('a lease request needs a `holder` id of 1 to 500 characters');
+  const copied = copies && findReplayProblem(sealTimeOf(req), copies.lastSeal(req.holder));
+  if (copied) throw ApplicationFailure.create({ type: MESSAGE_REPLAYED, message: `the ${what} ${kind} refused: ${copied}`, nonRetryable: true });
 }
 
-function validateAcquire(req: AcquireLeaseInput): void {
-  validateHolder(req, 'acquireLease', acquireLeaseUpdate.name);
+/** Remembers when the holder sealed a message the workflow takes (under the patch), so that its copies are refused. */
+function takeSeal(copies: LeaseBook | undefined, req: { holder: string }): void {
+  const sentAt = sealTimeOf(req);
+  if (copies && sentAt !== undefined) copies.takeSeal(req.holder, sentAt);
+}
+
+function validateAcquire(req: AcquireLeaseInput, copies: LeaseBook | undefined): void {
+  validateHolder(req, 'acquireLease', acquireLeaseUpdate.name, copies);
   if (!Number.isInteger(req.limit) || req.limit < 1) refuse(`a lease limit must be a whole number of at least 1, not ${String(req.limit)}`);
   if (req.ttlMs !== undefined && (!Number.isFinite(req.ttlMs) || req.ttlMs < 1_000 || req.ttlMs > MAX_LEASE_TTL_MS)) {
     refuse(`a lease ttlMs must be from 1000 to ${MAX_LEASE_TTL_MS}, not ${String(req.ttlMs)}`);

@@ -115,7 +115,7 @@ function registerHandlers(run: PipelineRun): void {
   setHandler(rejectStageUpdate, (i) => controls.reject(i), { validator: (i) => controls.validateReject(i) });
   setHandler(retryStageUpdate, (i) => controls.retry(i), { validator: (i) => controls.validateRetry(i) });
   setHandler(skipStageUpdate, (i) => controls.skip(i), { validator: (i) => controls.validateSkip(i) });
-  setHandler(leaseWaitSignal, (report) => run.keys.onWait(report));
+  setHandler(leaseWaitSignal, (report) => run.keys.onWaitSignal(report));
   setHandler(denyStageUpdate, (i) => controls.deny(i), { validator: (i) => controls.validateDeny(i) });
   setHandler(agentPromptUpdate, (i) => run.prompts.ask(i), { validator: (i) => run.prompts.validate(i) });
 }

@@ -1,15 +1,23 @@
-import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ApplicationFailure, CancellationScope, isCancellation, patched, proxyActivities, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../contracts/activities.js';
 import { renderLimitKeys, type LeaseKey } from '../pipeline/limits.js';
 import type { LeaseWaitState } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
-import { LEASE_WAITS_MEMO_KEY, type LeaseWaitReport } from '../contracts/lease-wait.js';
+import { LEASE_WAITS_MEMO_KEY, leaseWaitSignal, type LeaseWaitReport } from '../contracts/lease-wait.js';
+import { findReplayProblem, findSealProblem, sealTimeOf } from '../contracts/message-seal.js';
+import { cameUnencrypted } from '../contracts/payload-origin.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 
 /** The most waits the memo lists; a run with more waits still shows them all in `status`. */
 const MAX_MEMO_WAITS = 10;
 
+/**
+ * Patch: a `leaseWait` report no key holder wrote (with encryption), sealed for another message or run, of the wrong
+ * shape, or a copy of one taken (sealed no later than the last report taken for its stage) is ignored. Called only
+ * when a report would be ignored, so histories recorded before, which took every report, replay as they were.
+ */
+export const LEASE_WAIT_SEAL_PATCH = 'lease-wait-reports-sealed';
 
 const { acquireRunLeases } = proxyActivities<PipelineActivities>({
   // The run waits as long as the keys are busy; the pipeline `timeout` or a cancel ends the wait.
@@ -32,6 +40,8 @@ export class RunLimits {
   /** The waits last written to the memo, as JSON, so an unchanged list is not written again. */
   private publishedWaits = '';
   private readonly holder: string;
+  /** Per stage ('' for the run): when the newest sealed report taken for it was sent. Not carried across continue-as-new. */
+  private readonly reportSeals = new Map<string, number>();
 
   constructor(
     private readonly input: PipelineRunInput,
@@ -98,7 +108,21 @@ export class RunLimits {
     this.tracker.state.leases = undefined;
   }
 
-  /** The `leaseWait` signal: what a waiting attempt (or the run's own wait) reports. */
+  /**
+   * The `leaseWait` signal, which any client of the namespace can send (it changes only what `status` and `list` say
+   * the run waits for): taken from a key holder's attempt, for this run, and newer than the last report taken for its
+   * stage, so a report copied from history cannot bring back a wait that is over.
+   */
+  onWaitSignal(report: LeaseWaitReport): void {
+    const target = typeof report?.stage === 'string' ? report.stage : '';
+    const problem = reportProblem(report, this.tracker.state.stages) ?? findReplayProblem(sealTimeOf(report), this.reportSeals.get(target));
+    if (problem !== undefined && patched(LEASE_WAIT_SEAL_PATCH)) return;
+    const sentAt = sealTimeOf(report);
+    if (problem === undefined && sentAt !== undefined) this.reportSeals.set(target, Math.max(sentAt, this.reportSeals.get(target) ?? sentAt));
+    this.onWait(report);
+  }
+
+  /** What a waiting attempt (or the run's own wait) reports; `{ stage }` alone: its wait is over. */
   onWait(report: LeaseWaitReport): void {
     const state = this.tracker.state;
     const target = report.stage === undefined ? state : state.stages.find((s) => s.id === report.stage);
@@ -138,4 +162,17 @@ export class RunLimits {
   private run(): { id: string; pipeline: string; inputs: Record<string, string> } {
     return { id: this.tracker.state.runId, pipeline: this.input.pipeline.name, inputs: this.input.inputs };
   }
+}
+
+/** Why a `leaseWait` report is not taken from a key holder for this run, or undefined. */
+function reportProblem(report: LeaseWaitReport, stages: readonly { id: string }[]): string | undefined {
+  if (report === null || typeof report !== 'object') return 'not a report';
+  if (cameUnencrypted(report)) return 'no key holder wrote it';
+  const sealed = findSealProblem(report, leaseWaitSignal.name, workflowInfo().workflowId);
+  if (sealed) return sealed;
+  // Only the run's stages: a report's stage names an entry of the bounded map of seals.
+  if (report.stage !== undefined && !stages.some((s) => s.id === report.stage)) return 'no such stage';
+  if (report.key !== undefined && typeof report.key !== 'string') return 'its key is not text';
+  const counts = [report.ahead, report.holders, report.limit];
+  return counts.every((n) => n === undefined || Number.isFinite(n)) ? undefined : 'its counts are not numbers';
 }

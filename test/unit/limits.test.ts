@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseBook } from '../../src/workflows/lease-book.js';
+import { LeaseBook, MAX_GONE_SEALS } from '../../src/workflows/lease-book.js';
+import { MAX_SEAL_AGE_MS } from '../../src/contracts/message-seal.js';
 import { renderLimitKeys } from '../../src/pipeline/limits.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { pipelineProblems } from '../helpers/pipeline-problems.js';
@@ -73,6 +74,35 @@ describe('the lease book of one key', () => {
     expect(book.expire(10 ** 12)).toEqual([]);
     expect(book.nextDeadline()).toBeUndefined();
     expect(book.release('run', 1)).toBe(true);
+  });
+
+  it('remembers the seal of a holder that left until its messages are too old to be taken, and carries it on', () => {
+    const book = new LeaseBook();
+    book.request({ holder: 'a', limit: 1, ttlMs: 1_000 }, 0);
+    book.takeSeal('a', 100);
+    book.takeSeal('a', 50);
+    expect(book.lastSeal('a')).toBe(100);
+    // In the book, its seal is kept however old.
+    expect(book.forgetSeals(10 ** 9)).toBeUndefined();
+    book.release('a', 200);
+    expect(book.forgetSeals(300)).toBe(100 + MAX_SEAL_AGE_MS + 1);
+    // Handed to the next execution with the book; never shown.
+    const next = new LeaseBook(book.snapshot());
+    expect(next.lastSeal('a')).toBe(100);
+    expect(next.view()).not.toHaveProperty('seals');
+    expect(next.forgetSeals(100 + MAX_SEAL_AGE_MS)).toBe(100 + MAX_SEAL_AGE_MS + 1);
+    expect(next.forgetSeals(100 + MAX_SEAL_AGE_MS + 1)).toBeUndefined();
+    expect(next.lastSeal('a')).toBeUndefined();
+    expect(next.snapshot()).not.toHaveProperty('seals');
+  });
+
+  it('forgets the oldest seals of holders that left beyond its bound', () => {
+    const book = new LeaseBook();
+    for (let i = 0; i <= MAX_GONE_SEALS; i++) book.takeSeal(`h${i}`, i);
+    book.forgetSeals(0);
+    expect(book.lastSeal('h0')).toBeUndefined();
+    expect(book.lastSeal('h1')).toBe(1);
+    expect(book.snapshot().seals).toHaveLength(MAX_GONE_SEALS);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { findSealProblem, MAX_SEAL_AGE_MS, sealMessage } from '../../src/contracts/message-seal.js';
+import { findReplayProblem, findSealProblem, MAX_SEAL_AGE_MS, sealClock, sealMessage, sealTimeOf } from '../../src/contracts/message-seal.js';
 
 describe("a key holder's sealed message", () => {
   const sentAt = 1_000_000;
@@ -23,5 +23,28 @@ describe("a key holder's sealed message", () => {
   test('without a seal (a worker of an earlier release) is taken; a seal of the wrong shape is not', () => {
     expect(findSealProblem({ holder: 'h' }, 'releaseLease', 'wf-1', sentAt)).toBeUndefined();
     expect(findSealProblem({ holder: 'h', sealedFor: 'x' }, 'releaseLease', 'wf-1', sentAt)).toBe('its seal is not an object');
+  });
+});
+
+describe('copies of a sealed message', () => {
+  test('a message sealed no later than the newest taken from its sender is a copy; a later one, or one without a time, is not', () => {
+    expect(findReplayProblem(100, 100)).toMatch(/copy of a message already taken/);
+    expect(findReplayProblem(99, 100)).toMatch(/copy/);
+    expect(findReplayProblem(101, 100)).toBeUndefined();
+    expect(findReplayProblem(100, undefined)).toBeUndefined();
+    expect(findReplayProblem(undefined, 100)).toBeUndefined();
+  });
+
+  test('the seal time is read from a well-formed seal only', () => {
+    expect(sealTimeOf(sealMessage({ holder: 'h' }, 'renewLease', 'wf', 42))).toBe(42);
+    expect(sealTimeOf({ holder: 'h' })).toBeUndefined();
+    expect(sealTimeOf({ sealedFor: { sentAt: 'soon' } })).toBeUndefined();
+    expect(sealTimeOf(null)).toBeUndefined();
+  });
+
+  test("a sender's seal clock never gives a time twice nor goes back", () => {
+    const times = [1_000, 1_000, 990, 2_000];
+    const next = sealClock(() => times.shift()!);
+    expect([next(), next(), next(), next()]).toEqual([1_000, 1_001, 1_002, 2_000]);
   });
 });

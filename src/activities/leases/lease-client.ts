@@ -11,7 +11,7 @@ import {
   type LeaseWorkflowInput,
 } from '../../contracts/lease-messages.js';
 import { MESSAGE_NOT_AUTHENTICATED } from '../../contracts/payload-origin.js';
-import { sealMessage } from '../../contracts/message-seal.js';
+import { MESSAGE_REPLAYED, sealClock, sealMessage } from '../../contracts/message-seal.js';
 import { GRPC_STATUS, grpcErrorOf } from '../../grpc-errors.js';
 import { describeBooks, listBooks } from './lease-books.js';
 import { leaseIdsFor, type LeaseIds } from './lease-ids.js';
@@ -32,6 +32,12 @@ export interface AcquireOptions {
 
 /** The workflow of an earlier id closed while the request was on its way: nothing is held there any more. */
 const GONE = Symbol('gone');
+
+/**
+ * The time this process seals its lease messages with: each later than the one before, so a key's workflow, which
+ * refuses a message of a holder sealed no later than one it took (a copy read from history), takes each of them.
+ */
+export const nextSealTime = sealClock();
 
 /**
  * Leases on keys shared by every run, kept by one Temporal workflow per key (`leaseWorkflow`, on the pipeline task
@@ -101,7 +107,7 @@ export class LeaseClient implements LeaseKeeper {
     await Promise.all(
       ids.map(async (id) => {
         try {
-          await this.client.workflow.getHandle(id).signal(releaseLeaseSignal, sealMessage({ holder }, releaseLeaseSignal.name, id));
+          await this.client.workflow.getHandle(id).signal(releaseLeaseSignal, sealMessage({ holder }, releaseLeaseSignal.name, id, nextSealTime()));
         } catch (err) {
           if (!closedOrMissing(err)) throw err;
         }
@@ -156,7 +162,7 @@ export class LeaseClient implements LeaseKeeper {
     let handovers = 0;
     for (;;) {
       // Sealed at each try: a try after a hand-over may come later than a seal is taken.
-      const update = sealMessage(fields, acquireLeaseUpdate.name, workflowId);
+      const update = sealMessage(fields, acquireLeaseUpdate.name, workflowId, nextSealTime());
       try {
         if (!start) return await this.client.workflow.getHandle(workflowId).executeUpdate(acquireLeaseUpdate, { args: [update] });
         const startWorkflowOperation = new WithStartWorkflowOperation(LEASE_WORKFLOW_TYPE, {
@@ -170,8 +176,9 @@ export class LeaseClient implements LeaseKeeper {
         const refused = refusal(err);
         if (refused) throw new LeaseRequestError(`lease on key "${key}": ${refused}`);
         if (!start && closedOrMissing(err)) return GONE;
-        // Ten other requests are in flight (waiters like this one): asked again, as a waiter polls anyway.
-        if (updatesBusy(err)) {
+        // Ten other requests are in flight (waiters like this one), or another worker of this holder (an earlier attempt of
+        // a run's acquire) sealed a later message by a clock ahead of this one's: asked again, as a waiter polls anyway.
+        if (updatesBusy(err) || sealedBefore(err)) {
           signal?.throwIfAborted();
           await new Promise((resolve) => setTimeout(resolve, 200 + Math.floor(Math.random() * 300)));
           continue;
@@ -186,7 +193,7 @@ export class LeaseClient implements LeaseKeeper {
 
   private async renewOne(workflowId: string, holder: string): Promise<{ held: boolean; expiresAt?: number }> {
     try {
-      return await this.client.workflow.getHandle(workflowId).executeUpdate(renewLeaseUpdate, { args: [sealMessage({ holder }, renewLeaseUpdate.name, workflowId)] });
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(renewLeaseUpdate, { args: [sealMessage({ holder }, renewLeaseUpdate.name, workflowId, nextSealTime())] });
     } catch (err) {
       if (closedOrMissing(err)) return { held: false };
       throw err;
@@ -195,7 +202,7 @@ export class LeaseClient implements LeaseKeeper {
 
   private async releaseOne(workflowId: string, holder: string): Promise<boolean> {
     try {
-      return await this.client.workflow.getHandle(workflowId).executeUpdate(releaseLeaseUpdate, { args: [sealMessage({ holder }, releaseLeaseUpdate.name, workflowId)] });
+      return await this.client.workflow.getHandle(workflowId).executeUpdate(releaseLeaseUpdate, { args: [sealMessage({ holder }, releaseLeaseUpdate.name, workflowId, nextSealTime())] });
     } catch (err) {
       if (closedOrMissing(err)) return false;
       throw err;
@@ -228,6 +235,11 @@ export async function holdLeases<T>(leases: LeaseClient, requests: LeaseRequest[
     for (const stop of stops) stop();
     await Promise.all(held.map((lease) => lease.release().catch(() => undefined)));
   }
+}
+
+/** Whether the workflow refused a message as sealed no later than one it took from the holder. */
+function sealedBefore(err: unknown): boolean {
+  return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === MESSAGE_REPLAYED;
 }
 
 /** The refusal of the key's workflow (its validator), if that is what failed. */

@@ -33,7 +33,7 @@ export interface LeaseWait {
 }
 
 /** A key's book as `limits` lists it. */
-export interface LeaseKeyState extends LeaseBookState {
+export interface LeaseKeyState extends Omit<LeaseBookState, 'seals'> {
   key: string;
 }
 

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { leaseWaitSignal, type LeaseWaitReport } from '../../contracts/lease-wait.js';
-import type { LeaseWait } from './lease-client.js';
+import { sealMessage } from '../../contracts/message-seal.js';
+import { nextSealTime, type LeaseWait } from './lease-client.js';
 
 /**
  * Tells the activity's run what it waits for, only when the key or the position changes, and that the wait is over
@@ -28,10 +29,11 @@ export class WaitReports {
     await this.send({ stage: this.stage });
   }
 
+  /** Sealed for the run (contracts/message-seal.ts), so that a report copied from its history is not taken again. */
   private send(report: LeaseWaitReport): Promise<void> {
     return Context.current()
       .client.workflow.getHandle(this.runWorkflowId)
-      .signal(leaseWaitSignal, report)
+      .signal(leaseWaitSignal, sealMessage(report, leaseWaitSignal.name, this.runWorkflowId, nextSealTime()))
       .catch(() => undefined);
   }
 }
