@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { definePipeline, PipelineInvalidError, validatePipeline, type RunState } from '../../src/library/index.js';
+import { definePipeline, InvalidRequestError, PipelineInvalidError, validatePipeline, type RunState } from '../../src/library/index.js';
+import { cliMessageOf } from '../../src/errors.js';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
 import { StageEventTracker } from '../../src/library/run-events.js';
 
@@ -29,6 +30,25 @@ describe('in-memory pipeline definitions', () => {
       expect.objectContaining({ field: 'stages[0].backend', message: expect.stringContaining('"echo" is not a backend; use claude-cli or anthropic-api (for a backend registered with the worker, tell the client its name') }),
     ]);
     await expect(prepareRunInput(pipeline, { backends: ['echo'] })).resolves.toMatchObject({ pipeline: { stages: [{ backend: 'echo' }] } });
+  });
+
+  test('a run input an option cannot take is refused before the run starts, naming the field, the input and the value', async () => {
+    const pipeline = definePipeline({
+      name: 'per-run',
+      inputs: { timeout: { default: '30m' }, tier: { description: 'no default' } },
+      stages: [{ id: 'a', prompt: 'Say hi.', timeout: '{{inputs.timeout}}' }, { id: 'b', prompt: 'Say hi.', model: '{{inputs.tier}}' }],
+    });
+    const err = (await prepareRunInput(pipeline, { inputs: { timeout: 'soon', tier: 'haiku' } }).catch((e: unknown) => e)) as InvalidRequestError;
+    expect(err).toBeInstanceOf(InvalidRequestError);
+    expect(err.code).toBe('INPUT_INVALID');
+    expect(err.message).toBe(
+      '[INPUT_INVALID] <definition per-run>: stages[0].timeout: input timeout is "soon", which timeout cannot take: expected a duration such as "90s", "30m" or "2h" (give another value: `inputs: { timeout: ... }`)',
+    );
+    expect(cliMessageOf(err)).toMatch(/which timeout cannot take: expected a duration such as "90s", "30m" or "2h" \(pass --input timeout=…\)$/);
+    // An input the option reads that the run does not have: refused too, where the run would fail at once.
+    const missing = (await prepareRunInput(pipeline).catch((e: unknown) => e)) as InvalidRequestError;
+    expect(missing.message).toContain('stages[1].model: {{inputs.tier}} names an input the run does not have; declare it under inputs: (with a default, or give it: `inputs: { tier: ... }`)');
+    await expect(prepareRunInput(pipeline, { inputs: { timeout: '7m', tier: 'haiku' } })).resolves.toMatchObject({ inputs: { timeout: '7m', tier: 'haiku' } });
   });
 
   test('missing inputs are an INPUT_INVALID request error', async () => {
