@@ -13,6 +13,7 @@ import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
 import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
+import { backendFieldNotes } from './backend-field-notes.js';
 import { FieldLocator } from './field-locator.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
 
@@ -120,7 +121,8 @@ export class PipelineChecks {
     // `{{files}}` places the stage's declared inputs: only its prompt may, and only when it declares some.
     const promptKnown = (v: string): boolean => known(v) || (v === FILES_VARIABLE && (stage.inputs?.length ?? 0) > 0);
     if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, promptKnown);
-    if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
+    if (stage.output) this.checkStageOutput(list, i, stage.output);
+    for (const note of backendFieldNotes(stage, this.pipeline.defaults?.backend)) this.noteAt([list, i, note.field], note.message);
     for (const [j, dir] of this.checkFiles ? (stage.addDirs ?? []).entries() : []) {
       if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
     }
@@ -217,10 +219,7 @@ export class PipelineChecks {
     }
   }
 
-  private checkStageOutput(list: StageList, i: number, stage: StageDefinition, output: string): void {
-    if (!stage.agent && (stage.backend ?? this.pipeline.defaults?.backend ?? 'claude-cli') === 'claude-cli') {
-      this.noteAt([list, i, 'output'], 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)');
-    }
+  private checkStageOutput(list: StageList, i: number, output: string): void {
     const line = this.locator.line([list, i, 'output']);
     this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => ({ ...p, line, field: `${list}[${i}].output ${p.field}` })));
   }
