@@ -5,7 +5,7 @@ import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
-import { isCommandStage } from '../pipeline/command-stage.js';
+import { envNameSchema, isCommandStage } from '../pipeline/command-stage.js';
 import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
@@ -74,6 +74,26 @@ export class PipelineChecks {
   checkSandboxHosts(allowLocal: boolean): void {
     if (allowLocal) return;
     for (const entry of findLocalHosts(this.pipeline)) this.problemAt(entry.path, localHostMessage(entry));
+  }
+
+  /**
+   * The `env` names of stdio MCP servers (the pipeline's and each stage's): the worker sets them inside the stage's
+   * sandbox with `env NAME=value`, and fails the stage `CONFIG_INVALID` for one that is not a variable name.
+   */
+  checkMcpServerEnv(): void {
+    const holders: [PropertyKey[], StageDefinition['mcpServers']][] = [
+      [[], this.pipeline.mcpServers],
+      ...this.pipeline.stages.map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['stages', i], s.mcpServers]),
+      ...(this.pipeline.finally ?? []).map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['finally', i], s.mcpServers]),
+    ];
+    for (const [at, servers] of holders) {
+      for (const [name, server] of Object.entries(servers ?? {})) {
+        for (const key of 'env' in server ? Object.keys(server.env ?? {}) : []) {
+          if (envNameSchema.safeParse(key).success) continue;
+          this.problemAt([...at, 'mcpServers', name, 'env', key], `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`);
+        }
+      }
+    }
   }
 
   /** The templates filled once per run: the workspace branch (when the run starts) and the pull request (at the end). */

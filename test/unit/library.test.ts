@@ -67,6 +67,19 @@ describe('validatePipeline', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  test('refuses an MCP server variable the stage\'s sandbox would refuse, at its line', async () => {
+    const file = path.join(dir, 'mcp.yaml');
+    await writeFile(
+      file,
+      'name: p\nmcpServers: { db: { command: npx, env: { GOOD_1: x, BAD-NAME: y } } }\nstages:\n  - id: a\n    prompt: Say hi.\n    mcpServers: { s: { command: node, env: { 1X: z } }, r: { type: http, url: "https://mcp.example.com" } }\n',
+    );
+    const message = (key: string) => `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`;
+    expect((await validatePipeline(file)).problems).toEqual([
+      { file, line: 2, field: 'mcpServers.db.env.BAD-NAME', message: message('BAD-NAME') },
+      { file, line: 6, field: 'stages[0].mcpServers.s.env.1X', message: message('1X') },
+    ]);
+  });
+
   test('reports the problems `agent-pipeline validate` lists for a file, located by line and field', async () => {
     const file = path.join(dir, 'p.yaml');
     await writeFile(file, 'name: p\ncontext: [missing.md]\nstages:\n  - id: a\n    prompt: step.md\n');
