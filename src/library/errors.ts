@@ -12,6 +12,7 @@ import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, with
 import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ConfigError } from '../config.js';
 import { decryptionProblem } from '../codec/data-converter.js';
+import { temporalRefused } from './temporal-refused.js';
 
 // The library's errors: the base classes every layer below the CLI throws, and those only a client meets.
 export { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, type AgentPipelineErrorCode, type InvalidRequestCode };
@@ -131,7 +132,7 @@ export function toLibraryError(err: unknown, address?: string): unknown {
     return new TemporalUnavailableError(`[TEMPORAL_UNREACHABLE] lost the connection to Temporal${address ? ` at ${address}` : ''}: ${grpc.details}`, { cause: err });
   }
   if (grpc && [GRPC_STATUS.INVALID_ARGUMENT, GRPC_STATUS.NOT_FOUND, GRPC_STATUS.ALREADY_EXISTS, GRPC_STATUS.FAILED_PRECONDITION].includes(grpc.code as 3)) {
-    return new InvalidRequestError('TEMPORAL_REFUSED', `Temporal refused the request: ${grpc.details}`, { cause: err });
+    return temporalRefused(grpc.details, err);
   }
   return err;
 }

@@ -4,6 +4,8 @@ import { parsePipeline, type ParseOptions } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { parseObjectInput } from '../pipeline/object-inputs.js';
+import { formatPath } from '../pipeline/errors.js';
+import { fillStageOptions } from '../pipeline/stage-option-inputs.js';
 
 /** Reads and validates a pipeline file. @throws InvalidRequestError `FILE_UNREADABLE`, or PipelineValidationError */
 export async function loadPipelineFile(file: string, options?: ParseOptions): Promise<{ pipeline: PipelineDefinition; baseDir: string }> {
@@ -66,4 +68,20 @@ function objectInputText(name: string, value: string | object, file: string, ori
     `[INPUT_INVALID] ${origin ?? `input "${name}"`} of ${file} is \`type: object\`, but ${parsed.problem}; ` +
       'give a JSON object of string, number or boolean values, e.g. ' + `\`inputs: { ${name}: { key: 'value' } }\` (the command: \`--input ${name}=@answers.json\` holding {"key": "value"})`,
   );
+}
+
+/**
+ * Checks the stage options a run input fills (`timeout: "{{inputs.timeout}}"`) with this run's values, as the run
+ * checks them at its start: a value the option cannot take (`--input timeout=soon`), or an input the run lacks, is
+ * refused before anything starts, naming the field, the input and the value, rather than starting a run that fails
+ * at once. `inputs` are the resolved ones ({@link resolveInputs}).
+ * @throws InvalidRequestError `INPUT_INVALID`
+ */
+export function checkOptionInputs(pipeline: PipelineDefinition, file: string, inputs: Readonly<Record<string, string>>): void {
+  const { problems } = fillStageOptions(pipeline, inputs);
+  if (problems.length === 0) return;
+  const cli = problems.map((p) => `${formatPath(p.path)}: ${p.message}`).join('; ');
+  // The run's own messages name the command's flag as the fix; a library caller gives the value in `inputs`.
+  const library = cli.replace(/\(pass --input ([^=]+)=…\)/g, '(give another value: `inputs: { $1: ... }`)').replace(/or pass --input ([^=]+)=…\)/g, 'or give it: `inputs: { $1: ... }`)');
+  throw withCliMessage(new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${file}: ${library}`), `[INPUT_INVALID] ${file}: ${cli}`);
 }

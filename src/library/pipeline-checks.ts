@@ -7,7 +7,7 @@ import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
-import { isCommandStage } from '../pipeline/command-stage.js';
+import { envNameSchema, isCommandStage } from '../pipeline/command-stage.js';
 import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
@@ -15,6 +15,7 @@ import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
 import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
+import { backendFieldNotes } from './backend-field-notes.js';
 import { FieldLocator } from './field-locator.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
 
@@ -77,6 +78,26 @@ export class PipelineChecks {
     for (const entry of findLocalHosts(this.pipeline)) this.problemAt(entry.path, localHostMessage(entry));
   }
 
+  /**
+   * The `env` names of stdio MCP servers (the pipeline's and each stage's): the worker sets them inside the stage's
+   * sandbox with `env NAME=value`, and fails the stage `CONFIG_INVALID` for one that is not a variable name.
+   */
+  checkMcpServerEnv(): void {
+    const holders: [PropertyKey[], StageDefinition['mcpServers']][] = [
+      [[], this.pipeline.mcpServers],
+      ...this.pipeline.stages.map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['stages', i], s.mcpServers]),
+      ...(this.pipeline.finally ?? []).map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['finally', i], s.mcpServers]),
+    ];
+    for (const [at, servers] of holders) {
+      for (const [name, server] of Object.entries(servers ?? {})) {
+        for (const key of 'env' in server ? Object.keys(server.env ?? {}) : []) {
+          if (envNameSchema.safeParse(key).success) continue;
+          this.problemAt([...at, 'mcpServers', name, 'env', key], `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`);
+        }
+      }
+    }
+  }
+
   /** The templates filled once per run: the workspace branch (when the run starts) and the pull request (at the end). */
   checkRunTemplates(): void {
     const { pipeline } = this;
@@ -122,7 +143,8 @@ export class PipelineChecks {
     // `{{files}}` places the stage's declared inputs: only its prompt may, and only when it declares some.
     const promptKnown = (v: string): boolean => known(v) || (v === FILES_VARIABLE && (stage.inputs?.length ?? 0) > 0);
     if (stage.prompt) await this.checkStagePrompt(list, i, stage, stage.prompt, promptKnown);
-    if (stage.output) this.checkStageOutput(list, i, stage, stage.output);
+    if (stage.output) this.checkStageOutput(list, i, stage.output);
+    for (const note of backendFieldNotes(stage, this.pipeline.defaults?.backend)) this.noteAt([list, i, note.field], note.message);
     for (const [j, dir] of this.checkFiles ? (stage.addDirs ?? []).entries() : []) {
       if (!(await isDirectory(path.resolve(baseDir, dir)))) this.problemAt([list, i, 'addDirs', j], `folder ${path.resolve(baseDir, dir)} does not exist`);
     }
@@ -220,10 +242,7 @@ export class PipelineChecks {
     }
   }
 
-  private checkStageOutput(list: StageList, i: number, stage: StageDefinition, output: string): void {
-    if (!stage.agent && (stage.backend ?? this.pipeline.defaults?.backend ?? 'claude-cli') === 'claude-cli') {
-      this.noteAt([list, i, 'output'], 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)');
-    }
+  private checkStageOutput(list: StageList, i: number, output: string): void {
     const line = this.locator.line([list, i, 'output']);
     this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => ({ ...p, line, field: `${list}[${i}].output ${p.field}` })));
   }

@@ -9,7 +9,7 @@ import { InvalidRequestError, toLibraryError, typedErrors } from './errors.js';
 import { withCliMessage } from '../errors.js';
 import { clientCodecs } from './history-codec.js';
 import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
-import type { PipelineSource } from './pipeline-definition.js';
+import { definitionName, type PipelineSource } from './pipeline-definition.js';
 import type { InputValue } from './input-files.js';
 import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
 import { previewFork, readForkSource, refuseChanges, refuseMissingForkPoint, type ForkPreview } from './fork-run.js';
@@ -185,9 +185,9 @@ export class PipelineClient<B extends string = never> {
   private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ id: string; input: PipelineRunInput; preview: ForkPreview }> {
     const source = await readForkSource(this.temporal, runId);
     const inputs = { ...source.input.inputs, ...options.inputs };
-    const pipeline = options.pipeline ?? path.resolve(source.input.baseDir, path.basename(source.input.pipelineFile));
+    const pipeline = options.pipeline ?? sourcePipeline(source.input);
     const input = await this.prepare(pipeline as PipelineSource<B>, { inputs, baseDir: source.input.baseDir }).catch((err: unknown) => {
-      throw options.pipeline === undefined ? withSourceFileContext(err, runId) : err;
+      throw options.pipeline === undefined && typeof pipeline === 'string' ? withSourceFileContext(err, runId) : err;
     });
     // Its id now, not at the start: the fork's branch is rendered from it, and must differ from the source's.
     const id = options.id ?? newRunId(input.pipeline.name);
@@ -243,6 +243,15 @@ export class PipelineClient<B extends string = never> {
  * A fork without a file reads the source run's pipeline file again: when that file is gone (moved, renamed, another
  * machine), the error says so and how to name the file, keeping what the read said.
  */
+/**
+ * What a fork runs when not told: the source's pipeline file, read again (with the edits made since), or, for a run
+ * started from a definition (`<definition NAME>`, which names no file), that definition as the run carried it.
+ */
+function sourcePipeline(input: PipelineRunInput): PipelineSource<string> {
+  if (input.pipelineFile === definitionName(input.pipeline)) return input.pipeline as PipelineSource<string>;
+  return path.resolve(input.baseDir, path.basename(input.pipelineFile));
+}
+
 function withSourceFileContext(err: unknown, runId: string): unknown {
   if (!(err instanceof InvalidRequestError) || err.code !== 'FILE_UNREADABLE') return err;
   const library = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: pass the file to run as \`pipeline\``;

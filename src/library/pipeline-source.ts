@@ -3,7 +3,7 @@ import path from 'node:path';
 import { bundleMaxBytesFromEnv, createRunBundle } from '../bundle/create-run-bundle.js';
 import { checkRunInputSize, RUN_INPUT_MAX_BYTES_WITH_STORE } from './input-size.js';
 import { inputOrigins, readInputValues, type InputValue } from './input-files.js';
-import { loadPipelineFile, resolveInputs } from './load-pipeline.js';
+import { checkOptionInputs, loadPipelineFile, resolveInputs } from './load-pipeline.js';
 import { extraBackendNames } from '../config.js';
 import { claimCheckCodecOf } from '../codec/claim-check-codec.js';
 import { clientCodecsFromEnv } from './connection.js';
@@ -73,6 +73,7 @@ export async function prepareRunInput(
       const { pipeline, baseDir } = await loadPipelineFile(source, { backends });
       assertValid(await validatePipeline(source, { backends, checkFiles: options.checkFiles }));
       const inputs = resolveInputs(pipeline, source, given, origin);
+      checkOptionInputs(pipeline, source, inputs);
       const bundle = options.filesFromWorker ? undefined : await createRunBundle(source, pipeline, { maxBytes: options.maxBundleBytes ?? bundleMaxBytesFromEnv() });
       return await checkRunInputSize({ pipeline, baseDir, pipelineFile: source, inputs, ...withBackends(backends), ...(bundle ? { bundle } : {}) }, undefined, codecs);
     }
@@ -82,6 +83,7 @@ export async function prepareRunInput(
     const baseDir = path.resolve(options.baseDir ?? process.cwd());
     assertValid(await validatePipeline(source, { baseDir, backends, checkFiles: options.checkFiles }));
     const inputs = resolveInputs(pipeline, name, given, origin);
+    checkOptionInputs(pipeline, name, inputs);
     // Bundled like a file: its YAML stands as a pipeline file in baseDir, beside the agent and step files it names,
     // so a signature covers every text the run reads.
     const bundle = options.filesFromWorker || options.checkFiles === false ? undefined : await createRunBundle(path.join(baseDir, definitionFileName(pipeline.name)), pipeline, {

@@ -85,6 +85,7 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
   const checks = new PipelineChecks(pipeline, file, baseDir, text, options.checkFiles ?? true);
   if (options.checkFiles ?? true) await checks.checkPipelineFiles();
   checks.checkRunTemplates();
+  checks.checkMcpServerEnv();
   checks.checkSandboxHosts(options.allowLocalHosts ?? sandboxAllowLocalFromEnv());
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
   const skipped = inspection.skipped.map(formatPath);

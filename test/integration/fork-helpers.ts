@@ -32,6 +32,9 @@ export const RULES: Rule[] = [
   { name: 'pair-d', match: 'Pipeline: pair · Stage: d ·', turns: [{ text: report('d done') }] },
   { name: 'gap-a', match: 'Pipeline: gap · Stage: a ·', turns: [{ text: report('a done') }] },
   { name: 'gap-b', match: 'Pipeline: gap · Stage: b ·', turns: [{ text: report('b done') }] },
+  // A run started from a definition, whose second stage fails once for good.
+  { name: 'code-a', match: 'Pipeline: fromcode · Stage: a ·', turns: [{ text: report('a done') }] },
+  { name: 'code-b', match: 'Pipeline: fromcode · Stage: b ·', turns: [{ text: report('b done'), failFirst: [{ status: 400, shouldRetry: false }] }] },
 ];
 
 /** How many model requests the rule named `rule` answered. */

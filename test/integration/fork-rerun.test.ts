@@ -12,6 +12,7 @@ import { createHarness, type Harness } from '../helpers/harness.js';
 import { parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
 import { startRun } from '../../src/library/runs.js';
+import { definePipeline, PipelineClient } from '../../src/library/index.js';
 import { calls, RULES, runToEnd } from './fork-helpers.js';
 
 /*
@@ -132,6 +133,29 @@ describe('rerun and forks of other runs', () => {
     expect(fromA.exitCode, fromA.all).toBe(0);
     expect(parseJson(fromA)).toMatchObject({ from: 'a', runAgain: ['a', 'b'] });
     await expect(harness.client.workflow.getHandle('gap-fork').describe()).rejects.toThrow();
+  });
+
+  test('a run started from a definition is forked under that definition when no pipeline is given', { timeout: 300_000 }, async () => {
+    const definition = definePipeline({
+      name: 'fromcode',
+      defaults: { backend: 'anthropic-api', model: 'haiku', retries: 0, maxTokens: 500 },
+      stages: [{ id: 'a', prompt: 'Do a.' }, { id: 'b', prompt: 'Do b.', needs: ['a'] }],
+    });
+    const { handle } = await startRun(harness.client, await prepareRunInput(definition, {}, []), { taskQueue: harness.taskQueue, id: 'fromcode-source' });
+    expect((await harness.finish(handle)).status).toBe('failed');
+    // It names no file to read again: the fork runs the definition the source carried (it read `<cwd>/<definition fromcode>`).
+    const [planned] = await runCliCommands([['rerun', 'fromcode-source', '--dry-run', '--json']], harness.env, 60_000);
+    expect(planned.exitCode, planned.all).toBe(0);
+    expect(parseJson(planned)).toMatchObject({ from: 'b', takenOver: ['a'], runAgain: ['b'], refused: [] });
+    const client = await PipelineClient.connect({ env: harness.env });
+    try {
+      const rerun = await client.rerun('fromcode-source', { id: 'fromcode-rerun' });
+      const state = await rerun.result();
+      expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['a', 'completed', true], ['b', 'completed', false]]);
+    } finally {
+      await client.close();
+    }
+    expect([calls(harness, 'code-a'), calls(harness, 'code-b')]).toEqual([1, 2]);
   });
 
   test('a fork of a git run starts its own branch at the source branch as it was, with the uncommitted work uncommitted, and pushes it', { timeout: 300_000 }, async () => {

@@ -2,7 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { definePipeline, PipelineInvalidError, validatePipeline, type RunState } from '../../src/library/index.js';
+import { definePipeline, InvalidRequestError, PipelineInvalidError, validatePipeline, type RunState } from '../../src/library/index.js';
+import { cliMessageOf } from '../../src/errors.js';
 import { prepareRunInput } from '../../src/library/pipeline-source.js';
 import { StageEventTracker } from '../../src/library/run-events.js';
 
@@ -31,6 +32,25 @@ describe('in-memory pipeline definitions', () => {
     await expect(prepareRunInput(pipeline, { backends: ['echo'] })).resolves.toMatchObject({ pipeline: { stages: [{ backend: 'echo' }] } });
   });
 
+  test('a run input an option cannot take is refused before the run starts, naming the field, the input and the value', async () => {
+    const pipeline = definePipeline({
+      name: 'per-run',
+      inputs: { timeout: { default: '30m' }, tier: { description: 'no default' } },
+      stages: [{ id: 'a', prompt: 'Say hi.', timeout: '{{inputs.timeout}}' }, { id: 'b', prompt: 'Say hi.', model: '{{inputs.tier}}' }],
+    });
+    const err = (await prepareRunInput(pipeline, { inputs: { timeout: 'soon', tier: 'haiku' } }).catch((e: unknown) => e)) as InvalidRequestError;
+    expect(err).toBeInstanceOf(InvalidRequestError);
+    expect(err.code).toBe('INPUT_INVALID');
+    expect(err.message).toBe(
+      '[INPUT_INVALID] <definition per-run>: stages[0].timeout: input timeout is "soon", which timeout cannot take: expected a duration such as "90s", "30m" or "2h" (give another value: `inputs: { timeout: ... }`)',
+    );
+    expect(cliMessageOf(err)).toMatch(/which timeout cannot take: expected a duration such as "90s", "30m" or "2h" \(pass --input timeout=…\)$/);
+    // An input the option reads that the run does not have: refused too, where the run would fail at once.
+    const missing = (await prepareRunInput(pipeline).catch((e: unknown) => e)) as InvalidRequestError;
+    expect(missing.message).toContain('stages[1].model: {{inputs.tier}} names an input the run does not have; declare it under inputs: (with a default, or give it: `inputs: { tier: ... }`)');
+    await expect(prepareRunInput(pipeline, { inputs: { timeout: '7m', tier: 'haiku' } })).resolves.toMatchObject({ inputs: { timeout: '7m', tier: 'haiku' } });
+  });
+
   test('missing inputs are an INPUT_INVALID request error', async () => {
     const pipeline = definePipeline({ name: 'needs-input', inputs: { feature: { required: true } }, stages: [{ id: 'a', prompt: 'Build {{inputs.feature}}.' }] });
     await expect(prepareRunInput(pipeline)).rejects.toMatchObject({ code: 'INPUT_INVALID' });
@@ -45,6 +65,19 @@ describe('validatePipeline', () => {
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  test('refuses an MCP server variable the stage\'s sandbox would refuse, at its line', async () => {
+    const file = path.join(dir, 'mcp.yaml');
+    await writeFile(
+      file,
+      'name: p\nmcpServers: { db: { command: npx, env: { GOOD_1: x, BAD-NAME: y } } }\nstages:\n  - id: a\n    prompt: Say hi.\n    mcpServers: { s: { command: node, env: { 1X: z } }, r: { type: http, url: "https://mcp.example.com" } }\n',
+    );
+    const message = (key: string) => `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`;
+    expect((await validatePipeline(file)).problems).toEqual([
+      { file, line: 2, field: 'mcpServers.db.env.BAD-NAME', message: message('BAD-NAME') },
+      { file, line: 6, field: 'stages[0].mcpServers.s.env.1X', message: message('1X') },
+    ]);
   });
 
   test('reports the problems `agent-pipeline validate` lists for a file, located by line and field', async () => {

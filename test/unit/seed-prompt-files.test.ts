@@ -171,6 +171,35 @@ describe('validate', () => {
     ]);
   });
 
+  it('notes the fields a stage sets that its backend ignores, and nothing on defaults, agent-chosen or custom backends', async () => {
+    await write(baseDir, 'agents/writer.md', '---\nname: writer\nbackend: anthropic-api\n---\nYou write.\n');
+    const file = path.join(baseDir, 'p.yaml');
+    await write(
+      baseDir,
+      'p.yaml',
+      [
+        'name: p',
+        'defaults: { maxTokens: 2000, allowedTools: [Read] }',
+        'stages:',
+        '  - { id: cli, prompt: Do it., maxTokens: 100, maxContinuations: 1, cache: false }',
+        '  - { id: api, prompt: Do it., backend: anthropic-api, allowedTools: [Bash], permissionMode: plan, bare: true, sandbox: { autoAllowBash: true } }',
+        '  - { id: agent, agent: agents/writer.md, maxTokens: 100 }',
+        '  - { id: both, prompt: Do it., backend: anthropic-api, maxTokens: 100 }',
+      ].join('\n'),
+    );
+    const report = await validatePipelineFile(file);
+    expect(report.problems).toEqual([]);
+    const apiOnly = (f: string) => `4 stages[0].${f}: ${f}: applies to anthropic-api stages; stage "cli" runs on claude-cli, which ignores it (remove it, or set \`backend: anthropic-api\`)`;
+    const cliOnly = (f: string) => `5 stages[1].${f}: ${f}: applies to claude-cli stages; stage "api" runs on anthropic-api, which ignores it (remove it, or set \`backend: claude-cli\`)`;
+    expect(report.notes.map((n) => `${n.line} ${n.field}: ${n.message}`)).toEqual([
+      ...['maxTokens', 'maxContinuations', 'cache'].map(apiOnly),
+      ...['permissionMode', 'allowedTools', 'bare', 'sandbox'].map(cliOnly),
+    ]);
+    // A backend of the workers' own may read any field.
+    await write(baseDir, 'p.yaml', ['name: p', 'stages:', '  - { id: echo, prompt: Do it., backend: echo, maxTokens: 100, allowedTools: [Bash] }'].join('\n'));
+    expect((await validatePipelineFile(file, { backends: ['echo'] })).notes).toEqual([]);
+  });
+
   it('knows status, error, run.status and promptsDir', async () => {
     await write(baseDir, 'spells/fix.md', 'Fix what {{stages.test.status}} said: {{stages.test.error}}.\n');
     await write(
