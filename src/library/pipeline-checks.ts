@@ -8,7 +8,7 @@ import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } fro
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
 import { envNameSchema, isCommandStage } from '../pipeline/command-stage.js';
-import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
+import { findLocalHosts, localHostMessage, localMcpHostsOf } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
@@ -76,6 +76,18 @@ export class PipelineChecks {
   checkSandboxHosts(allowLocal: boolean): void {
     if (allowLocal) return;
     for (const entry of findLocalHosts(this.pipeline)) this.problemAt(entry.path, localHostMessage(entry));
+    for (const [at, servers] of this.mcpServerHolders()) {
+      for (const entry of localMcpHostsOf(servers)) this.problemAt([...at, ...entry.path], localHostMessage(entry));
+    }
+  }
+
+  /** Where a pipeline sets `mcpServers` (its top level, each stage, each `finally` stage), with the map each holds. */
+  private mcpServerHolders(): [PropertyKey[], StageDefinition['mcpServers']][] {
+    return [
+      [[], this.pipeline.mcpServers],
+      ...this.pipeline.stages.map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['stages', i], s.mcpServers]),
+      ...(this.pipeline.finally ?? []).map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['finally', i], s.mcpServers]),
+    ];
   }
 
   /**
@@ -83,12 +95,7 @@ export class PipelineChecks {
    * sandbox with `env NAME=value`, and fails the stage `CONFIG_INVALID` for one that is not a variable name.
    */
   checkMcpServerEnv(): void {
-    const holders: [PropertyKey[], StageDefinition['mcpServers']][] = [
-      [[], this.pipeline.mcpServers],
-      ...this.pipeline.stages.map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['stages', i], s.mcpServers]),
-      ...(this.pipeline.finally ?? []).map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['finally', i], s.mcpServers]),
-    ];
-    for (const [at, servers] of holders) {
+    for (const [at, servers] of this.mcpServerHolders()) {
       for (const [name, server] of Object.entries(servers ?? {})) {
         for (const key of 'env' in server ? Object.keys(server.env ?? {}) : []) {
           if (envNameSchema.safeParse(key).success) continue;

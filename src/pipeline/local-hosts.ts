@@ -1,5 +1,5 @@
 import type { PipelineDefinition } from './schema.js';
-import type { SandboxOption } from './agent-access-schema.js';
+import type { McpServer, SandboxOption } from './agent-access-schema.js';
 
 /*
  * Hosts a pipeline may not list in `sandbox.allowedDomains`: this machine (loopback, the unspecified address), its
@@ -133,6 +133,21 @@ export function localHostsOf(option: SandboxOption | undefined): LocalHostEntry[
   });
 }
 
+/**
+ * The HTTP and SSE servers of an `mcpServers` map whose `url` names a local host, with paths relative to the map's
+ * holder. Claude Code connects to these itself, outside the sandbox, with the worker's network: such a URL sends the
+ * agent's MCP requests (and the pipeline's `headers`) to the worker host's own services or the cloud's metadata
+ * service. The URL's host is read as WHATWG URLs read it (`http://0x7f.1/` is 127.0.0.1).
+ */
+export function localMcpHostsOf(servers: Record<string, McpServer> | undefined): LocalHostEntry[] {
+  return Object.entries(servers ?? {}).flatMap(([name, server]) => {
+    if (!('url' in server) || !URL.canParse(server.url)) return [];
+    const host = new URL(server.url).hostname;
+    const reason = describeLocalHost(host);
+    return reason ? [{ path: ['mcpServers', name, 'url'], host, reason }] : [];
+  });
+}
+
 /** Every `allowedDomains` entry of a pipeline (its defaults, stages and `finally` stages) that names a local host. */
 export function findLocalHosts(pipeline: PipelineDefinition): LocalHostEntry[] {
   const under = (prefix: (string | number)[], option: SandboxOption | undefined): LocalHostEntry[] =>
@@ -145,9 +160,10 @@ export function findLocalHosts(pipeline: PipelineDefinition): LocalHostEntry[] {
 }
 
 /** What to say about one local entry: the value, why it is refused, and the way out. */
-export function localHostMessage(entry: Pick<LocalHostEntry, 'host' | 'reason'>): string {
+export function localHostMessage(entry: Pick<LocalHostEntry, 'host' | 'reason'> & Partial<Pick<LocalHostEntry, 'path'>>): string {
+  const who = entry.path?.includes('mcpServers') ? 'Claude Code (outside the sandbox) would send MCP requests to' : "an agent's Bash could reach";
   return (
-    `"${entry.host}" is ${entry.reason}: an agent's Bash could reach the worker host's own services (Temporal, the codec server) ` +
+    `"${entry.host}" is ${entry.reason}: ${who} the worker host's own services (Temporal, the codec server) ` +
     `or the cloud's metadata service through it; list the real hosts the agents need, or, where the workers' operator allows it, ` +
     `set ${SANDBOX_ALLOW_LOCAL_VARIABLE}=1 on the workers (and for validate and start)`
   );

@@ -88,3 +88,47 @@ describe('loopback and link-local hosts in a pipeline\'s sandbox.allowedDomains'
     expect(service.hits.sort()).toEqual(['/by-address', '/by-name']);
   });
 });
+
+/*
+ * An HTTP or SSE server in `mcpServers` is reached by Claude Code itself, outside the sandbox, with the worker's network:
+ * a `url` on this machine or the cloud's metadata service is refused under the same setting, by validate and, for a
+ * run started without our client, by the worker before the agent starts.
+ */
+const mcpYaml = (name: string, url: string): string =>
+  `name: ${name}\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, retries: 0 }\n` +
+  `mcpServers: { home: { type: http, url: "${url}" } }\n` +
+  `stages:\n  - id: call\n    prompt: Call home.\n    mcpServers: { meta: { type: sse, url: "http://169.254.169.254/latest/" }, fine: { type: http, url: "https://mcp.example.com/x" } }\n`;
+const mcpHits = (): string[] => service.hits.filter((hit) => hit.startsWith('/mcp'));
+
+describe("loopback and link-local hosts in a pipeline's mcpServers urls", () => {
+  test('are refused by validate, naming each server\'s url and the setting', { timeout: 120_000 }, async () => {
+    const file = path.join(scratch, 'local-mcp.yaml');
+    await writeFile(file, mcpYaml('local-mcp-cli', 'http://0x7f.1:1/mcp'));
+    const env = { ...refusing.env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '' };
+    const validated = await runCli(['validate', file], env);
+    expect(validated.exitCode, validated.all).toBe(2);
+    expect(validated.all).toContain('mcpServers.home.url: "127.0.0.1" is a loopback address');
+    expect(validated.all).toContain('stages[0].mcpServers.meta.url: "169.254.169.254" is a link-local address');
+    expect(validated.all).toContain('Claude Code (outside the sandbox) would send MCP requests to');
+    expect(validated.all).not.toContain('mcpServers.fine');
+    expect((await runCli(['validate', file], { ...env, AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL: '1' })).exitCode).toBe(0);
+  });
+
+  test('fail the stage of a run started without our client before Claude Code connects to them', { timeout: 120_000 }, async () => {
+    const handle = await refusing.startYaml('local-mcp-raw', mcpYaml('local-mcp-raw', `http://localhost:${service.port}/mcp-refused`));
+    const state = await refusing.finish(handle);
+    expectNoStageLeftRunning(state);
+    const call = stageOf(state, 'call');
+    expect(state.status).toBe('failed');
+    expect(call.error?.type, JSON.stringify(call)).toBe('CONFIG_INVALID');
+    expect(call.error?.message).toContain('the url of MCP servers "home", "meta" names "localhost" (a name of this machine (loopback))');
+    expect(call.error?.message).toContain('AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1');
+    expect(mcpHits()).toEqual([]);
+  });
+
+  test.skipIf(missing.length > 0)('are connected to on a worker whose operator set AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL=1', { timeout: 180_000 }, async () => {
+    const state = await allowing.finish(await allowing.startYaml('local-mcp-allowed', mcpYaml('local-mcp-allowed', `http://127.0.0.1:${service.port}/mcp-allowed`)));
+    expectNoStageLeftRunning(state);
+    expect(mcpHits()).toContain('/mcp-allowed');
+  });
+});
