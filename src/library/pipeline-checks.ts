@@ -6,6 +6,7 @@ import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } fro
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
 import { isCommandStage } from '../pipeline/command-stage.js';
+import { FieldLocator } from '../pipeline/field-locator.js';
 import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
@@ -13,7 +14,6 @@ import type { StageDefinition } from '../pipeline/stage-schema.js';
 import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pipeline/stage-tools.js';
 import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
-import { FieldLocator } from './field-locator.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
 
 /** The list a stage sits in: the pipeline's `stages`, or its `finally` stages. */
@@ -36,7 +36,7 @@ export class PipelineChecks {
     /** False: leave out the checks that read the files the pipeline names. */
     private readonly checkFiles: boolean,
   ) {
-    this.locator = new FieldLocator(text);
+    this.locator = FieldLocator.fromText(text);
     this.mainIds = new Set(pipeline.stages.map((s) => s.id));
   }
 
@@ -213,7 +213,7 @@ export class PipelineChecks {
     } else {
       // Inline template: its lines count from where the text starts in the pipeline file.
       const first = this.locator.textLine([list, i, 'prompt']);
-      report(unknownVariables(prompt, this.file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
+      report(unknownVariables(prompt, this.file, known).map((p) => this.inlineVariable(p, first && p.line ? first + p.line - 1 : first, `${list}[${i}].prompt`)));
     }
   }
 
@@ -222,11 +222,16 @@ export class PipelineChecks {
       this.noteAt([list, i, 'output'], 'output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)');
     }
     const line = this.locator.line([list, i, 'output']);
-    this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => ({ ...p, line, field: `${list}[${i}].output ${p.field}` })));
+    this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => this.inlineVariable(p, line, `${list}[${i}].output`)));
   }
 
   private isRunVariable(v: string): boolean {
     return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(this.pipeline.inputs ?? {}, v.slice(7)));
+  }
+
+  /** An unknown variable of a template written in the pipeline file (`field`), placed on the file's line `line`. */
+  private inlineVariable(problem: PipelineProblemReport, line: number | undefined, field: string): PipelineProblemReport {
+    return { ...problem, line, column: this.locator.columnOf(line, problem.field.slice(2, -2)), field: `${field} ${problem.field}` };
   }
 
   /**
@@ -237,8 +242,7 @@ export class PipelineChecks {
     const key = `${field}\n${message}`;
     let entry = this.defaultsProblems.get(key);
     if (!entry) {
-      const fieldPath = ['defaults', field];
-      entry = { report: { file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message }, stages: [] };
+      entry = { report: this.reportAt(['defaults', field], message), stages: [] };
       this.defaultsProblems.set(key, entry);
       this.problems.push(entry.report);
     }
@@ -247,11 +251,16 @@ export class PipelineChecks {
   }
 
   private problemAt(fieldPath: PropertyKey[], message: string): void {
-    this.problems.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
+    this.problems.push(this.reportAt(fieldPath, message));
   }
 
   private noteAt(fieldPath: PropertyKey[], message: string): void {
-    this.notes.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
+    this.notes.push(this.reportAt(fieldPath, message));
+  }
+
+  /** What a problem or note at the field `fieldPath` of the pipeline file says, placed where the field is. */
+  private reportAt(fieldPath: PropertyKey[], message: string): PipelineProblemReport {
+    return { file: this.file, ...this.locator.position(fieldPath), field: formatPath(fieldPath), message };
   }
 }
 

@@ -53,8 +53,8 @@ describe('validatePipeline', () => {
     const report = await validatePipeline(file);
     expect(report).toMatchObject({ file, pipeline: { name: 'p' }, notes: [] });
     expect(report.problems).toEqual([
-      { file, line: 2, field: 'context[0]', message: `context file ${path.join(dir, 'missing.md')} does not exist` },
-      { file: path.join(dir, 'step.md'), line: 1, field: 'stages[0].prompt {{inputs.nope}}', message: expect.stringContaining('unknown template variable') },
+      { file, line: 2, column: 11, field: 'context[0]', message: `context file ${path.join(dir, 'missing.md')} does not exist` },
+      { file: path.join(dir, 'step.md'), line: 1, column: 7, field: 'stages[0].prompt {{inputs.nope}}', message: expect.stringContaining('unknown template variable') },
     ]);
   });
 
@@ -62,9 +62,9 @@ describe('validatePipeline', () => {
     const pipeline = definePipeline({ name: 'def', stages: [{ id: 'a', prompt: 'step.md' }, { id: 'b', needs: ['a'], prompt: 'Read {{stages.a.summary}} and {{stages.c.summary}}.' }] });
     const report = await validatePipeline(pipeline, { baseDir: dir });
     expect(report.file).toBe('<definition def>');
-    expect(report.problems.map((p) => [p.file, p.line, p.field])).toEqual([
-      [path.join(dir, 'step.md'), 1, 'stages[0].prompt {{inputs.nope}}'],
-      ['<definition def>', undefined, 'stages[1].prompt {{stages.c.summary}}'],
+    expect(report.problems.map((p) => [p.file, p.line, p.column, p.field])).toEqual([
+      ['<definition def>', undefined, undefined, 'stages[1].prompt {{stages.c.summary}}'],
+      [path.join(dir, 'step.md'), 1, 7, 'stages[0].prompt {{inputs.nope}}'],
     ]);
   });
 

@@ -165,9 +165,10 @@ describe('validate', () => {
     expect(report.problems.map((p) => `${p.field}: ${p.message}`)).toEqual([expect.stringMatching(/^stages\[1\]\.prompt: prompt "spells\/fix" looks like a file name but matches no file/)]);
     expect(report.notes.map((n) => `${n.field}: ${n.message}`)).toEqual([
       `context[0]: context file ${path.join(baseDir, 'context/product.md')} does not exist (optional: stages get a note instead)`,
+      'stages[1].output: output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)',
+      // The pipeline file's notes, then those of the step file it names.
       'stages[0].prompt {{project_name}}: passed to the agent as written (templateSyntax: passthrough)',
       'stages[0].prompt {{user_name}}: passed to the agent as written (templateSyntax: passthrough)',
-      'stages[1].output: output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)',
     ]);
   });
 
