@@ -7,7 +7,7 @@ import {
 import { NamespaceNotFoundError, WorkflowNotFoundError } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
-import { PipelineValidationError } from '../pipeline/errors.js';
+import { PipelineValidationError, type PipelineProblem } from '../pipeline/errors.js';
 import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, withCliMessage, type AgentPipelineErrorCode, type InvalidRequestCode } from '../errors.js';
 import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 import { ConfigError } from '../config.js';
@@ -24,8 +24,13 @@ export interface PipelineProblemReport {
    * system prompt file it names.
    */
   file: string;
-  /** Line in that file, when known (never for an in-memory definition). */
+  /** Line in that file, when known (never for an in-memory definition). @unit 1-based line */
   line?: number;
+  /**
+   * Where on that line the field (or its nearest parent the file has) or the template variable is, when known.
+   * `validate` lists problems by file, then line, then column. @unit 1-based column
+   */
+  column?: number;
   /**
    * YAML path such as `stages[2].needs[0]` (empty for the whole document), followed by the template variable for an
    * unknown one (`stages[1].prompt {{inputs.x}}`).
@@ -48,12 +53,18 @@ export class PipelineInvalidError extends AgentPipelineError {
 
   /** The same problems as the parser's error, with its message. */
   static from(err: PipelineValidationError, withLines = true): PipelineInvalidError {
-    const problems = err.problems.map((p) => ({ file: err.file, ...(withLines && p.line ? { line: p.line } : {}), field: p.path, message: p.message }));
+    const problems = err.problems.map((p) => toProblemReport(err.file, p, withLines));
     const message = withLines
       ? err.message
       : `[PIPELINE_INVALID] ${err.file} is not a valid pipeline:\n${problems.map((p) => `  ${p.field || '(document)'}: ${p.message}`).join('\n')}`;
     return new PipelineInvalidError(err.file, problems, message, { cause: err });
   }
+}
+
+/** A parser's problem as the library reports it, in `file`; with `withPlace` false, without its line and column. */
+export function toProblemReport(file: string, problem: PipelineProblem, withPlace = true): PipelineProblemReport {
+  const place = withPlace && problem.line ? { line: problem.line, ...(problem.column ? { column: problem.column } : {}) } : {};
+  return { file, ...place, field: problem.path, message: problem.message };
 }
 
 /** Thrown when no worker polls the run's task queue, so a decision cannot be taken. Code `NO_WORKER`. */

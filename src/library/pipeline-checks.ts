@@ -7,8 +7,9 @@ import { missingPromptMessage, resolvePromptSource } from '../activities/prompt/
 import { loadSystemPrompt, OUTPUT_CONTRACT_VARIABLE, STAGE_PROMPT_VARIABLE } from '../activities/prompt/system-prompt.js';
 import { formatPath } from '../pipeline/errors.js';
 import { findAncestors } from '../pipeline/graph.js';
-import { envNameSchema, isCommandStage } from '../pipeline/command-stage.js';
-import { findLocalHosts, localHostMessage, localMcpHostsOf } from '../pipeline/local-hosts.js';
+import { isCommandStage } from '../pipeline/command-stage.js';
+import { FieldLocator } from '../pipeline/field-locator.js';
+import { findLocalHosts, localHostMessage } from '../pipeline/local-hosts.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import { resolveStage } from '../pipeline/stage-options.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
@@ -16,7 +17,7 @@ import { sandboxOptionOff, stageMayUseBash, stageOptsOutOfSandbox } from '../pip
 import { FILES_VARIABLE, isReservedVariable, listTemplateVariables } from '../pipeline/template.js';
 import type { PipelineProblemReport } from './errors.js';
 import { backendFieldNotes } from './backend-field-notes.js';
-import { FieldLocator } from './field-locator.js';
+import { findMcpServerProblems } from './mcp-server-checks.js';
 import { isRunEndVariable, isStageVariable, unknownVariables } from './template-variable-checks.js';
 
 /** The list a stage sits in: the pipeline's `stages`, or its `finally` stages. */
@@ -39,7 +40,7 @@ export class PipelineChecks {
     /** False: leave out the checks that read the files the pipeline names. */
     private readonly checkFiles: boolean,
   ) {
-    this.locator = new FieldLocator(text);
+    this.locator = FieldLocator.fromText(text);
     this.mainIds = new Set(pipeline.stages.map((s) => s.id));
   }
 
@@ -76,33 +77,11 @@ export class PipelineChecks {
   checkSandboxHosts(allowLocal: boolean): void {
     if (allowLocal) return;
     for (const entry of findLocalHosts(this.pipeline)) this.problemAt(entry.path, localHostMessage(entry));
-    for (const [at, servers] of this.mcpServerHolders()) {
-      for (const entry of localMcpHostsOf(servers)) this.problemAt([...at, ...entry.path], localHostMessage(entry));
-    }
   }
 
-  /** Where a pipeline sets `mcpServers` (its top level, each stage, each `finally` stage), with the map each holds. */
-  private mcpServerHolders(): [PropertyKey[], StageDefinition['mcpServers']][] {
-    return [
-      [[], this.pipeline.mcpServers],
-      ...this.pipeline.stages.map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['stages', i], s.mcpServers]),
-      ...(this.pipeline.finally ?? []).map((s, i): [PropertyKey[], StageDefinition['mcpServers']] => [['finally', i], s.mcpServers]),
-    ];
-  }
-
-  /**
-   * The `env` names of stdio MCP servers (the pipeline's and each stage's): the worker sets them inside the stage's
-   * sandbox with `env NAME=value`, and fails the stage `CONFIG_INVALID` for one that is not a variable name.
-   */
-  checkMcpServerEnv(): void {
-    for (const [at, servers] of this.mcpServerHolders()) {
-      for (const [name, server] of Object.entries(servers ?? {})) {
-        for (const key of 'env' in server ? Object.keys(server.env ?? {}) : []) {
-          if (envNameSchema.safeParse(key).success) continue;
-          this.problemAt([...at, 'mcpServers', name, 'env', key], `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`);
-        }
-      }
-    }
+  /** The MCP servers' `env` names and, unless `allowLocal`, their `url` hosts, as the workers check them. */
+  checkMcpServers(allowLocal: boolean): void {
+    for (const problem of findMcpServerProblems(this.pipeline, allowLocal)) this.problemAt(problem.path, problem.message);
   }
 
   /** The templates filled once per run: the workspace branch (when the run starts) and the pull request (at the end). */
@@ -245,17 +224,22 @@ export class PipelineChecks {
     } else {
       // Inline template: its lines count from where the text starts in the pipeline file.
       const first = this.locator.textLine([list, i, 'prompt']);
-      report(unknownVariables(prompt, this.file, known).map((p) => ({ ...p, line: first && p.line ? first + p.line - 1 : first, field: `${list}[${i}].prompt ${p.field}` })));
+      report(unknownVariables(prompt, this.file, known).map((p) => this.inlineVariable(p, first && p.line ? first + p.line - 1 : first, `${list}[${i}].prompt`)));
     }
   }
 
   private checkStageOutput(list: StageList, i: number, output: string): void {
     const line = this.locator.line([list, i, 'output']);
-    this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => ({ ...p, line, field: `${list}[${i}].output ${p.field}` })));
+    this.problems.push(...unknownVariables(output, this.file, (v) => v === 'stage.id' || this.isRunVariable(v)).map((p) => this.inlineVariable(p, line, `${list}[${i}].output`)));
   }
 
   private isRunVariable(v: string): boolean {
     return v === 'run.id' || v === 'run.pipeline' || v === 'attempt' || (v.startsWith('inputs.') && Object.hasOwn(this.pipeline.inputs ?? {}, v.slice(7)));
+  }
+
+  /** An unknown variable of a template written in the pipeline file (`field`), placed on the file's line `line`. */
+  private inlineVariable(problem: PipelineProblemReport, line: number | undefined, field: string): PipelineProblemReport {
+    return { ...problem, line, column: this.locator.columnOf(line, problem.field.slice(2, -2)), field: `${field} ${problem.field}` };
   }
 
   /**
@@ -266,8 +250,7 @@ export class PipelineChecks {
     const key = `${field}\n${message}`;
     let entry = this.defaultsProblems.get(key);
     if (!entry) {
-      const fieldPath = ['defaults', field];
-      entry = { report: { file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message }, stages: [] };
+      entry = { report: this.reportAt(['defaults', field], message), stages: [] };
       this.defaultsProblems.set(key, entry);
       this.problems.push(entry.report);
     }
@@ -276,11 +259,16 @@ export class PipelineChecks {
   }
 
   private problemAt(fieldPath: PropertyKey[], message: string): void {
-    this.problems.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
+    this.problems.push(this.reportAt(fieldPath, message));
   }
 
   private noteAt(fieldPath: PropertyKey[], message: string): void {
-    this.notes.push({ file: this.file, line: this.locator.line(fieldPath), field: formatPath(fieldPath), message });
+    this.notes.push(this.reportAt(fieldPath, message));
+  }
+
+  /** What a problem or note at the field `fieldPath` of the pipeline file says, placed where the field is. */
+  private reportAt(fieldPath: PropertyKey[], message: string): PipelineProblemReport {
+    return { file: this.file, ...this.locator.position(fieldPath), field: formatPath(fieldPath), message };
   }
 }
 

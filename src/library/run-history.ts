@@ -36,6 +36,20 @@ export function timestampMs(ts: Timestamp): number | undefined {
   return seconds * 1000 + Math.floor((ts.nanos ?? 0) / 1e6);
 }
 
+/**
+ * Whether a stage started again (a review's rework) and its state does not say when it first started: a state recorded
+ * by workflow code from before stages kept `firstStartedAt` (a run's final result, or a worker of that build).
+ */
+export function lacksFirstStart(stage: StageState): boolean {
+  return (stage.round ?? 1) > 1 && stage.firstStartedAt === undefined && stage.carriedCostUsd === undefined;
+}
+
+/** `state`, with the first start `known` gives (stage id → ms since the epoch) for each stage that {@link lacksFirstStart}. */
+export function withFirstStarts(state: RunState, known: ReadonlyMap<string, number>): RunState {
+  if (!state.stages.some((s) => lacksFirstStart(s) && known.has(s.id))) return state;
+  return { ...state, stages: state.stages.map((s) => (lacksFirstStart(s) && known.has(s.id) ? { ...s, firstStartedAt: known.get(s.id) } : s)) };
+}
+
 /** The stage (and review round) each activity of the run worked on, keyed by activity id. */
 export function mapActivitiesToStages(events: readonly HistoryEvent[]): Map<string, { stageId: string; round?: number }> {
   const byActivity = new Map<string, { stageId: string; round?: number }>();
@@ -73,6 +87,8 @@ export class RunStateBuilder {
   private readonly scheduled = new Map<number, { stage: StageState; round?: number }>();
   private workspace?: string;
   private costUsd = 0;
+  /** When each stage first started, as far as this history tells (`null`: before it, and the carried state does not say). */
+  private readonly firstStarts = new Map<string, number | null>();
 
   add(event: HistoryEvent): void {
     const startedRun = event.workflowExecutionStartedEventAttributes;
@@ -87,6 +103,7 @@ export class RunStateBuilder {
       const stage = attemptInput?.stage?.id ? this.stages.find((st) => st.id === attemptInput.stage!.id) : undefined;
       if (stage) {
         this.scheduled.set(Number(event.eventId), { stage, round: attemptInput?.round });
+        this.noteStart(stage, attemptInput?.round, at);
         Object.assign(stage, { status: 'running', startedAt: at, finishedAt: undefined, round: attemptInput?.round, error: undefined });
       }
       return;
@@ -100,12 +117,27 @@ export class RunStateBuilder {
     this.close(event, at);
   }
 
+  /**
+   * Keeps a stage's first start once it starts a new round (a review's rework), as the workflow's tracker does: a fork
+   * from the stage plans from it, and a state rebuilt when no worker answers said only when the stage last started.
+   */
+  private noteStart(stage: StageState, round: number | undefined, at: number | undefined): void {
+    if (!this.firstStarts.has(stage.id)) this.firstStarts.set(stage.id, at ?? null);
+    const again = round !== undefined && stage.round !== undefined && round !== stage.round;
+    const first = this.firstStarts.get(stage.id);
+    if (again && first != null && stage.firstStartedAt === undefined && stage.carriedCostUsd === undefined) stage.firstStartedAt = first;
+  }
+
   private start(input: PipelineRunInput | undefined): void {
     this.input = input;
     // A run that continued as new starts from the state its earlier executions handed over; this history adds the rest.
     const carried = input?.carryOver?.state;
     if (carried) {
       this.stages = structuredClone(carried.stages);
+      // Absent, a stage's first start is its `startedAt`, unless a run recorded before the field reworked it.
+      for (const s of this.stages) {
+        if (s.startedAt !== undefined) this.firstStarts.set(s.id, s.firstStartedAt ?? ((s.round ?? 1) > 1 ? null : s.startedAt));
+      }
       this.workspace = carried.workspace;
       this.costUsd = carried.costUsd;
       return;

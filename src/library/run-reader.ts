@@ -10,7 +10,7 @@ import { InvalidRequestError } from '../errors.js';
 import { clientCodecs, decodeFailure } from './history-codec.js';
 import { readHistoryEvents } from './history-pages.js';
 import { decodePayloadList } from '../codec/data-converter.js';
-import { decodeFirst, RunStateBuilder, timestampMs } from './run-history.js';
+import { decodeFirst, lacksFirstStart, RunStateBuilder, timestampMs, withFirstStarts } from './run-history.js';
 import { reconcileClosedRun } from './run-end.js';
 
 /** Where a run's state came from: the workflow's status query, the final result, or the event history. */
@@ -70,6 +70,8 @@ const QUERY_TIMEOUT_MS = 5_000;
  */
 export class ActivityStageCache {
   private readonly stages = new Map<string, { stageId: string }>();
+  /** First starts of reworked stages read from an execution's history (see `fillFirstStarts`), by execution. */
+  firstStarts?: { runId: string; historyLength: number; byStage: Map<string, number> };
 
   async lookup(client: Client, description: WorkflowExecutionDescription, activityIds: readonly string[]): Promise<Map<string, { stageId: string }>> {
     const missing = new Set(activityIds.filter((id) => !this.stages.has(id)));
@@ -135,10 +137,29 @@ export async function readRun(client: Client, id: string, cache = new ActivitySt
   // A closed run's query replays a workflow that may never have tracked its end (terminated, refused at its input
   // check): Temporal's word on the execution decides, so every reader says what `list` says.
   state = await reconcileClosedRun(handle, state, { status: description.status.name, closeTime: description.closeTime?.getTime() });
+  if (source !== 'history') state = await fillFirstStarts(client, description, state, cache);
   const live = await readLiveAttempts(client, description, cache);
   const bundle = description.memo?.[BUNDLE_MEMO_KEY] as RunBundleSummary | undefined;
   const execution = { runId: description.runId, historyLength: description.historyLength, historyBytes: description.historySize };
   return { state, source, executionStatus: description.status.name, taskQueue: description.taskQueue, workerPolling, ...(cancelRequested ? { cancelRequested } : {}), live, bundle, execution };
+}
+
+/**
+ * The state with the first start of each reworked stage where the workflow that answered did not keep it
+ * (`lacksFirstStart`: a fork's preview then took the rework for the workspace to fork from). Read from the history,
+ * where the stage's first attempt was scheduled, once a follow; left out when the history does not hold it (an
+ * earlier execution of a run that continued as new).
+ */
+async function fillFirstStarts(client: Client, description: WorkflowExecutionDescription, state: RunState, cache: ActivityStageCache): Promise<RunState> {
+  if (!state.stages.some(lacksFirstStart)) return state;
+  const cached = cache.firstStarts;
+  const stale = !cached || cached.runId !== description.runId || (cached.historyLength !== description.historyLength && state.stages.some((s) => lacksFirstStart(s) && !cached.byStage.has(s.id)));
+  if (stale) {
+    const { state: rebuilt } = await rebuildFromHistory(client, description);
+    const byStage = new Map(rebuilt.stages.flatMap((s): [string, number][] => (s.firstStartedAt === undefined ? [] : [[s.id, s.firstStartedAt]])));
+    cache.firstStarts = { runId: description.runId, historyLength: description.historyLength, byStage };
+  }
+  return withFirstStarts(state, cache.firstStarts!.byStage);
 }
 
 async function queryWithDeadline(client: Client, handle: WorkflowHandle): Promise<RunState | undefined> {

@@ -42,20 +42,21 @@ function stageVariableHint(v: string, known: (v: string) => boolean): string {
   return `stage "${id}" runs before this one, but has no field "${name}": its fields are summary, answer, artifacts, status, error, outputs.KEY and report.FIELD${outputs}`;
 }
 
-/** Template variables `known` rejects, each located by line in `file`. */
+/** Template variables `known` rejects, each located by line and column (of its name) in `file`. */
 export function unknownVariables(template: string, file: string, known: (v: string) => boolean): PipelineProblemReport[] {
   const problems: PipelineProblemReport[] = [];
   const lines = template.split('\n');
   for (const v of listTemplateVariables(template)) {
     if (known(v)) continue;
     const line = lines.findIndex((l) => l.includes(v)) + 1;
+    const place = line ? { line, column: lines[line - 1].indexOf(v) + 1 } : {};
     const hint = v.startsWith('stages.')
       ? stageVariableHint(v, known)
       : v.startsWith('inputs.')
         ? 'the pipeline declares no such input (add it under inputs:)'
         : 'known: inputs.NAME, stages.ID.summary|answer|artifacts|status|error|outputs.KEY|report.FIELD, run.id, run.pipeline, attempt, previous.failed ' +
           '(run.status, run.error, run.error.type and run.delivery.push|pullRequest|branch|url in `finally` stages); set `templateSyntax: passthrough` to hand other {{names}} to the agent as written';
-    problems.push({ file, line: line || undefined, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
+    problems.push({ file, ...place, field: `{{${v}}}`, message: `unknown template variable: ${hint}` });
   }
   return problems;
 }

@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { extraBackendNames, sandboxAllowLocalFromEnv } from '../config.js';
-import { formatPath, PipelineValidationError } from '../pipeline/errors.js';
+import { formatPath, PipelineValidationError, sortByPosition } from '../pipeline/errors.js';
 import { inspectPipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
-import { PipelineInvalidError, type PipelineProblemReport } from './errors.js';
+import { PipelineInvalidError, toProblemReport, type PipelineProblemReport } from './errors.js';
 import { PipelineChecks, type StageList } from './pipeline-checks.js';
 import { definitionName, definitionYaml, type PipelineSource } from './pipeline-definition.js';
 import { describeUnreadable } from './load-pipeline.js';
@@ -79,14 +79,15 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
     return { file, problems: PipelineInvalidError.from(err).problems, notes: [] };
   }
   const inspection = inspectPipeline(text, file, { backends: [...(options.backends ?? []), ...extraBackendNames()] });
-  const found = inspection.problems.map((p) => ({ file, ...(p.line === undefined ? {} : { line: p.line }), field: p.path, message: p.message }));
+  const found = inspection.problems.map((p) => toProblemReport(file, p));
   const { pipeline } = inspection;
   if (!pipeline) return { file, problems: found, notes: [] };
   const checks = new PipelineChecks(pipeline, file, baseDir, text, options.checkFiles ?? true);
   if (options.checkFiles ?? true) await checks.checkPipelineFiles();
   checks.checkRunTemplates();
-  checks.checkMcpServerEnv();
-  checks.checkSandboxHosts(options.allowLocalHosts ?? sandboxAllowLocalFromEnv());
+  const allowLocal = options.allowLocalHosts ?? sandboxAllowLocalFromEnv();
+  checks.checkMcpServers(allowLocal);
+  checks.checkSandboxHosts(allowLocal);
   for (const [list, i, stage] of listStages(pipeline)) await checks.checkStage(list, i, stage);
   const skipped = inspection.skipped.map(formatPath);
   const inside = (field: string, scope: string): boolean => field.startsWith(scope) && (field.length === scope.length || /^[.[ ]/.test(field.slice(scope.length)));
@@ -94,7 +95,16 @@ async function checkPipelineText(readText: () => string, file: string, baseDir: 
   const refused = found.map((p) => p.field).filter((field) => field !== '');
   const kept = (p: PipelineProblemReport): boolean => ![...skipped, ...refused].some((scope) => inside(p.field, scope));
   // The pipeline is reported when it parses as written, even with problems in the files it names.
-  return { file, ...(found.length === 0 ? { pipeline } : {}), problems: [...found, ...checks.problems.filter(kept)], notes: checks.notes.filter(kept) };
+  return { file, ...(found.length === 0 ? { pipeline } : {}), problems: inFileOrder(file, [...found, ...checks.problems.filter(kept)]), notes: inFileOrder(file, checks.notes.filter(kept)) };
+}
+
+/**
+ * Problems in the order of their files, whichever check found them: the pipeline file's first, then each file it names
+ * in the order the checks came to it; within a file by line, then column.
+ */
+function inFileOrder(file: string, reports: readonly PipelineProblemReport[]): PipelineProblemReport[] {
+  const files = [...new Set([file, ...reports.map((r) => r.file)])];
+  return sortByPosition(reports).sort((a, b) => files.indexOf(a.file) - files.indexOf(b.file));
 }
 
 function listStages(pipeline: PipelineDefinition): [StageList, number, StageDefinition][] {

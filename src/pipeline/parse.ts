@@ -1,6 +1,7 @@
-import { isMap, isNode, isScalar, LineCounter, parseDocument, type Document } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { findGraphProblems } from './graph.js';
-import { formatPath, PipelineValidationError, type PipelineProblem } from './errors.js';
+import { formatPath, PipelineValidationError, sortByPosition, type PipelineProblem } from './errors.js';
+import { FieldLocator } from './field-locator.js';
 import { describeIssues } from './issue-messages.js';
 import { findUnknownBackends } from './backend-names.js';
 import { pipelineSchema, type PipelineDefinition } from './schema.js';
@@ -44,8 +45,9 @@ export function parsePipeline(text: string, file: string, options: ParseOptions 
 export function inspectPipeline(text: string, file: string, options: ParseOptions = {}): PipelineInspection {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  const locator = new FieldLocator(doc, lineCounter);
   if (doc.errors.length > 0) {
-    return { problems: doc.errors.map((e) => ({ path: '', line: lineCounter.linePos(e.pos[0]).line, message: e.message })), skipped: [] };
+    return { problems: sortByPosition(doc.errors.map((e) => ({ path: '', ...locator.at(e.pos[0]), message: e.message }))), skipped: [] };
   }
   let data: unknown;
   try {
@@ -57,7 +59,8 @@ export function inspectPipeline(text: string, file: string, options: ParseOption
   if (data === null || data === undefined) {
     return { problems: [{ path: '', message: 'the file is empty; a pipeline needs at least `name` and `stages`' }], skipped: [] };
   }
-  const located = (found: readonly Located[]): PipelineProblem[] => found.map((issue) => locate(doc, lineCounter, issue));
+  // In the order of the file, whichever check found them.
+  const located = (found: readonly Located[]): PipelineProblem[] => sortByPosition(found.map((issue) => locate(locator, issue)));
   const parsed = pipelineSchema.safeParse(data, { reportInput: true });
   if (parsed.success) return checkParsed(parsed.data, [], [], options, located);
   const salvage = salvagePipeline(data, parsed.error.issues);
@@ -102,24 +105,8 @@ interface Located {
   readonly key?: string;
 }
 
-function locate(doc: Document, lineCounter: LineCounter, { path, message, key }: Located): PipelineProblem {
+function locate(locator: FieldLocator, { path, message, key }: Located): PipelineProblem {
   // An unknown field is reported at its own key, not at the object that holds it (which may start lines above).
-  const keyStart = key === undefined ? undefined : keyOffset(doc, path, key);
-  if (keyStart !== undefined) return { path: formatPath(path), line: lineCounter.linePos(keyStart).line, message };
-  // Walk up until a node exists: a missing field has no node, but its parent object does.
-  for (let depth = path.length; depth >= 0; depth--) {
-    const node = depth === 0 ? doc.contents : doc.getIn(path.slice(0, depth) as unknown[], true);
-    if (isNode(node) && node.range) {
-      return { path: formatPath(path), line: lineCounter.linePos(node.range[0]).line, message };
-    }
-  }
-  return { path: formatPath(path), message };
-}
-
-/** Where the key `key` of the mapping at `path` starts in the text. */
-function keyOffset(doc: Document, path: readonly PropertyKey[], key: string): number | undefined {
-  const map = path.length === 0 ? doc.contents : doc.getIn(path as unknown[], true);
-  if (!isMap(map)) return undefined;
-  const pair = map.items.find((item) => (isScalar(item.key) ? String(item.key.value) : item.key) === key);
-  return isNode(pair?.key) ? pair.key.range?.[0] : undefined;
+  const position = (key === undefined ? undefined : locator.keyPosition(path, key)) ?? locator.position(path);
+  return { path: formatPath(path), ...position, message };
 }

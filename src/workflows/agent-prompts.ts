@@ -83,7 +83,7 @@ export class AgentPrompts {
     // A prompt still open belongs to an attempt that is gone (its worker died): this one takes its place.
     this.waits.closePrompt(stage.id);
     const settings = promptSettings(stage);
-    const decision = await this.waits.waitFor(stage.id, this.waiting(stage, request), settings.timeoutMs);
+    const decision = await this.waits.waitFor(stage.id, this.waiting(stage, request), { timeoutMs: settings.timeoutMs });
     return this.toAgent(stage, request, decision);
   }
 

@@ -4,6 +4,7 @@ import type { DeliverRunInput, DeliverRunResult } from '../contracts/activities.
 import { onOwner, type RunOwner } from './run-owner.js';
 import { DELIVERY_STAGE_ID } from '../pipeline/delivery-stage.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
+import { shellWord } from '../pipeline/shell-words.js';
 import type { RunTracker } from './run-tracker.js';
 import { readStageFailure } from './stage-activity.js';
 import { inlineTemplateValues } from './template-values.js';
@@ -107,13 +108,17 @@ export class RunDelivery {
         return failure;
       }
       const runId = this.tracker.state.runId;
-      const decision = await this.waits.waitFor(DELIVERY_STAGE_ID, {
-        kind: 'failure',
-        message:
-          `${result.message}. Resolve it in ${result.workspace} (git pull --rebase ${result.remote} ${result.branch}, fix, commit) ` +
-          'and retry the push, or skip it to end the run without pushing',
-        commands: commandsFor('failure', runId, DELIVERY_STAGE_ID).filter((c) => !c.includes('--feedback')),
-      });
+      const decision = await this.waits.waitFor(
+        DELIVERY_STAGE_ID,
+        {
+          kind: 'failure',
+          message:
+            `${result.message}. Resolve it in ${result.workspace} (git pull --rebase ${shellWord(result.remote)} ${shellWord(result.branch)}, fix, commit) ` +
+            'and retry the push, or skip it to end the run without pushing',
+          commands: commandsFor('failure', runId, DELIVERY_STAGE_ID),
+        },
+        { noFeedback: 'waits on a rejected push: a retry pushes again, with no agent' },
+      );
       if (decision.kind === 'skip') {
         this.tracker.markSkipped(DELIVERY_STAGE_ID, 'a person skipped the push after a conflict', true);
         this.tracker.warn(`the branch ${result.branch} was not pushed: a person skipped the push after a conflict`);

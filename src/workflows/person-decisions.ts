@@ -1,4 +1,5 @@
 import { patched } from '@temporalio/workflow';
+import { isCommandStage } from '../pipeline/command-stage.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
@@ -50,7 +51,7 @@ export async function approveAndComplete(ctx: StageRunnerContext, stage: Resolve
         commands: commandsFor('approval', tracker.state.runId, stage.id),
         onTimeout: gate.timeout === undefined ? undefined : gate.onTimeout === 'approve' ? 'the stage is approved' : 'the stage fails',
       },
-      gate.timeout === undefined ? undefined : toMilliseconds(gate.timeout),
+      { timeoutMs: gate.timeout === undefined ? undefined : toMilliseconds(gate.timeout) },
     );
     if (decision.kind === 'timeout' && gate.onTimeout === 'approve') tracker.warn(`stage ${stage.id} was approved when its approval timed out (${gate.timeout})`);
     else if (decision.kind === 'timeout') {
@@ -90,11 +91,13 @@ export async function whenStageFailed(ctx: StageRunnerContext, stage: ResolvedSt
   if ((round.retries ?? 0) >= MAX_PERSON_RETRIES && patched(LOOP_BOUNDS_PATCH)) {
     return failed(ctx, stage, { type: failure.type, message: `${failure.message} (after ${round.retries} retries a person asked for, the most one round allows; start a new run to try again)` });
   }
-  const decision = await ctx.waits.waitFor(stage.id, {
-    kind: 'failure',
-    message: `stage ${stage.id} failed: ${failure.message}`,
-    commands: commandsFor('failure', ctx.tracker.state.runId, stage.id),
-  });
+  // A command stage has no agent, so nothing would read a retry's feedback: it is neither offered nor taken.
+  const noFeedback = isCommandStage(stage) ? 'runs a command (`run:`), with no agent' : undefined;
+  const decision = await ctx.waits.waitFor(
+    stage.id,
+    { kind: 'failure', message: `stage ${stage.id} failed: ${failure.message}`, commands: commandsFor('failure', ctx.tracker.state.runId, stage.id, { feedback: !noFeedback }) },
+    { noFeedback },
+  );
   if (decision.kind === 'skip') {
     ctx.tracker.markSkipped(stage.id, 'a person skipped it after it failed', true);
     return { kind: 'done', outcome: { kind: 'skipped' } };

@@ -2,6 +2,7 @@ import { proxyActivities, type ActivityOptions } from '@temporalio/workflow';
 import type { MergeStageInput } from '../contracts/activities.js';
 import { onOwner } from './run-owner.js';
 import type { PipelineActivities } from '../contracts/activities.js';
+import { shellWord } from '../pipeline/shell-words.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult } from '../pipeline/stage-result.js';
 import type { StageRunnerContext } from './stage-runner-context.js';
@@ -23,13 +24,17 @@ export async function resolveMergeConflict(ctx: StageRunnerContext, stage: Resol
   let conflict = result.mergeConflict!;
   for (;;) {
     const runId = ctx.tracker.state.runId;
-    const decision = await ctx.waits.waitFor(stage.id, {
-      kind: 'failure',
-      message:
-        `${conflict.message}. Merge ${conflict.branch} in ${result.workspace} yourself (git merge ${conflict.branch}, fix, commit) and retry, ` +
-        "or skip to leave the stage's work out of the run's branch",
-      commands: commandsFor('failure', runId, stage.id).filter((c) => !c.includes('--feedback')),
-    });
+    const decision = await ctx.waits.waitFor(
+      stage.id,
+      {
+        kind: 'failure',
+        message:
+          `${conflict.message}. Merge ${conflict.branch} in ${result.workspace} yourself (git merge ${shellWord(conflict.branch)}, fix, commit) and retry, ` +
+          "or skip to leave the stage's work out of the run's branch",
+        commands: commandsFor('failure', runId, stage.id),
+      },
+      { noFeedback: 'waits on a merge conflict: a retry merges again, with no agent' },
+    );
     if (decision.kind === 'skip') return { kind: 'skipped' };
     if (decision.kind !== 'retry') return { kind: 'decided', decision };
     const merged = await mergeStage(ctx, {

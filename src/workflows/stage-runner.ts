@@ -162,7 +162,7 @@ export class StageRunner {
           commands: commandsFor('answer', runId, stage.id),
           onTimeout: bound ? ANSWER_TIMEOUT_EFFECT[bound.onTimeout ?? 'fail'] : undefined,
         },
-        bound ? toMilliseconds(bound.timeout) : undefined,
+        { timeoutMs: bound ? toMilliseconds(bound.timeout) : undefined },
       );
       if (decision.kind === 'timeout' && bound) return whenUnanswered(this.ctx, stage, round, bound, sessionId);
       if (decision.kind !== 'answer') return rejected(this.ctx, stage, decision);

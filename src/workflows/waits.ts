@@ -1,5 +1,6 @@
 import { ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow';
 import type { WaitingFor } from '../pipeline/run-state.js';
+import { shellWord } from '../pipeline/shell-words.js';
 import { UPDATE_REJECTED, type ApproveStageInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 
@@ -23,15 +24,30 @@ export interface OpenWait {
   stage: string;
   kind: WaitKind;
   decision?: Decision;
+  /** Why nothing reads a retry's feedback here (a command stage, a merge or a push): `retry --feedback` is refused. */
+  noFeedback?: string;
+}
+
+/** What a stage's wait needs to know besides what `status` shows. */
+export interface WaitOptions {
+  /** How long it waits before `{kind: 'timeout'}`. @unit milliseconds @default for ever */
+  timeoutMs?: number;
+  /** Why no agent reads a retry's feedback, said in a refusal of `retry --feedback` ("runs a command (`run:`), …"). */
+  noFeedback?: string;
 }
 
 /** The failure an update handler or validator throws for a decision that does not apply. */
 export const rejectUpdate = (message: string): ApplicationFailure => ApplicationFailure.create({ type: UPDATE_REJECTED, message, nonRetryable: true });
 
-/** The exact commands that move a wait on, as `status` and the Web UI show them. */
-export function commandsFor(kind: WaitKind, runId: string, stage: string, extra: { tools?: string[]; budgetUsd?: number } = {}): string[] {
+/**
+ * The exact commands that move a wait on, as `status` and the Web UI show them: the run id, stage and tools as shell
+ * words, so a pasted line runs that command whatever the id holds. A failure's `retry --feedback` only with `feedback`
+ * (an agent reads it; a command stage, a merge or a push does not).
+ */
+export function commandsFor(kind: WaitKind, runId: string, stage: string, extra: { tools?: string[]; budgetUsd?: number; feedback?: boolean } = {}): string[] {
   const cli = 'agent-pipeline';
-  const target = `${runId} --stage ${stage}`;
+  const run = shellWord(runId);
+  const target = `${run} --stage ${shellWord(stage)}`;
   const rejectCommand = `${cli} reject ${target} --reason "..."`;
   switch (kind) {
     case 'answer':
@@ -39,17 +55,17 @@ export function commandsFor(kind: WaitKind, runId: string, stage: string, extra:
     case 'approval':
       return [`${cli} approve ${target}`, rejectCommand];
     case 'permission':
-      return [...(extra.tools ?? []).map((tool) => `${cli} approve ${target} --allow ${tool}`), `${cli} approve ${target} --allow-all`, rejectCommand];
+      return [...(extra.tools ?? []).map((tool) => `${cli} approve ${target} --allow ${shellWord(tool)}`), `${cli} approve ${target} --allow-all`, rejectCommand];
     case 'review_rounds':
       return [`${cli} approve ${target} --rounds 1`, `${cli} approve ${target}`, rejectCommand];
     case 'budget':
-      return [`${cli} approve ${runId} --budget-usd ${extra.budgetUsd ?? 'N'}`, `${cli} reject ${runId} --reason "..."`];
+      return [`${cli} approve ${run} --budget-usd ${extra.budgetUsd ?? 'N'}`, `${cli} reject ${run} --reason "..."`];
     case 'tool_request':
       return [`${cli} approve ${target}`, `${cli} approve ${target} --allow-all`, `${cli} deny ${target} --message "..."`];
     case 'question':
       return [`${cli} answer ${target} "..."`, `${cli} deny ${target} --message "..."`];
     case 'failure':
-      return [`${cli} retry ${target}`, `${cli} retry ${target} --feedback "..."`, `${cli} skip ${target}`, `${cli} cancel ${runId}`];
+      return [`${cli} retry ${target}`, ...(extra.feedback ? [`${cli} retry ${target} --feedback "..."`] : []), `${cli} skip ${target}`, `${cli} cancel ${run}`];
   }
 }
 
@@ -77,9 +93,10 @@ export class HumanWaits {
     private readonly onChange: () => void,
   ) {}
 
-  /** Parks `stage` until a person decides, or until `timeoutMs` passes (then `{kind: 'timeout'}`). */
-  async waitFor(stage: string, waiting: Omit<WaitingFor, 'since' | 'timeoutAt'>, timeoutMs?: number): Promise<Decision> {
-    const wait: OpenWait = { stage, kind: waiting.kind };
+  /** Parks `stage` until a person decides, or until `options.timeoutMs` passes (then `{kind: 'timeout'}`). */
+  async waitFor(stage: string, waiting: Omit<WaitingFor, 'since' | 'timeoutAt'>, options: WaitOptions = {}): Promise<Decision> {
+    const { timeoutMs } = options;
+    const wait: OpenWait = { stage, kind: waiting.kind, ...(options.noFeedback ? { noFeedback: options.noFeedback } : {}) };
     this.open.set(stage, wait);
     const since = Date.now();
     this.tracker.markWaiting(stage, { ...waiting, since, timeoutAt: timeoutMs === undefined ? undefined : since + timeoutMs });

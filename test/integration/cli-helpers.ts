@@ -79,3 +79,15 @@ export async function eventually<T>(probe: () => Promise<T>, accept: (value: T) 
   }
   throw new Error(`${what} did not hold within ${timeoutMs} ms; last value: ${JSON.stringify(last, null, 2)?.slice(0, 3000)}`);
 }
+
+/**
+ * The arguments a person gets who pastes `line`, a command the CLI printed (`agent-pipeline watch 'my run'`, with
+ * text before it such as `Follow it:` or `→`), into a POSIX shell: `sh` expands what follows `agent-pipeline` in the
+ * folder `cwd` and prints each word.
+ */
+export async function pastedArguments(line: string, cwd: string): Promise<string[]> {
+  const at = line.indexOf('agent-pipeline ');
+  if (at < 0) throw new Error(`no agent-pipeline command in ${JSON.stringify(line)}`);
+  const { stdout } = await execa('sh', ['-c', `printf '%s\\0' ${line.slice(at + 'agent-pipeline '.length)}`], { cwd, stdin: 'ignore' });
+  return String(stdout).split('\0').slice(0, -1);
+}

@@ -1,10 +1,11 @@
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { scheduleJson, type ScheduleJson } from '../../src/library/schedule-spec.js';
-import { CLI_FIXTURES, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
+import { CLI_FIXTURES, eventually, parseJson, pastedArguments, runCli, runCliCommands } from './cli-helpers.js';
 
 const SCHEDULED = path.join(CLI_FIXTURES, 'scheduled.yaml');
 
@@ -124,6 +125,27 @@ describe('schedules as a user runs them', () => {
       expect(await describeIt()).toMatchObject({ pipeline: 'cli-renamed-pipeline', pipelineFile: renamed });
     } finally {
       await harness.client.schedule.getHandle(id).delete().catch(() => {});
+    }
+  });
+
+  test('the commands it prints run, pasted into a shell, on the schedule named, whatever its id holds', async () => {
+    const id = `it's $(touch pwned) night; echo ${Math.random().toString(36).slice(2, 8)}`;
+    const scratch = await mkdtemp(path.join(tmpdir(), 'schedule-paste-'));
+    try {
+      const [created, triggered] = await runCliCommands([['schedule', 'create', SCHEDULED, '--every', '1h', '--id', id, '--paused'], ['schedule', 'trigger', id]], env);
+      expect(created.exitCode, created.stderr).toBe(0);
+      expect(triggered.exitCode, triggered.stderr).toBe(0);
+      const printed = [...created.stdout.split('\n'), ...triggered.stdout.split('\n')].filter((line) => /^(See it|Run it now|See its runs):/.test(line));
+      // The id went into the lines as it was: pasted, `$(touch pwned)` ran and `; echo` started another command.
+      expect(await Promise.all(printed.map((line) => pastedArguments(line, scratch)))).toEqual([
+        ['schedule', 'describe', id],
+        ['schedule', 'trigger', id],
+        ['schedule', 'describe', id],
+      ]);
+      expect(await readdir(scratch)).toEqual([]);
+    } finally {
+      await harness.client.schedule.getHandle(id).delete().catch(() => {});
+      await rm(scratch, { recursive: true, force: true });
     }
   });
 

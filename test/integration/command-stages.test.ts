@@ -9,7 +9,8 @@ import { git, initRepo } from '../helpers/git-repo.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { emptyHome, processesWith, waitFor } from './claude-cli-world.js';
-import { runCli } from './cli-helpers.js';
+import { pastedArguments, runCli, runCliCommands } from './cli-helpers.js';
+import { shellWord } from '../../src/pipeline/shell-words.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
 
 /*
@@ -89,6 +90,28 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     const retry = await runCli(['retry', handle.workflowId, '--stage', 'check'], harness.env);
     expect(retry.exitCode, retry.stderr).toBe(0);
     expect((await harness.finish(handle)).status).toBe('completed');
+  });
+
+  test('waiting after a failure (`onFailure: ask`), offers no `retry --feedback`, refuses one naming the stage and the fix, and prints commands that paste as shown', { timeout: 120_000 }, async () => {
+    // Nothing reads feedback in a command stage: `status` offered `retry --feedback`, and the retry took it and dropped it.
+    const yaml = header('cmd-nofeedback') + "  - id: check\n    run: 'test -f ok.flag || exit 1'\n    onFailure: ask\n";
+    const id = `cmd ask $(touch pwned); it's ${Math.random().toString(36).slice(2, 8)}`;
+    const handle = await harness.startYaml('cmd-nofeedback', yaml, id);
+    await waitForWaiting(handle, 'check', 'failure');
+    const [status, refused] = await runCliCommands([['status', id], ['retry', id, '--stage', 'check', '--feedback', 'Try harder.']], harness.env);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const offered = status.stdout.split('\n').filter((line) => line.includes('→ agent-pipeline '));
+    const pasteDir = await mkdtemp(path.join(scratch, 'paste-'));
+    const pasted = await Promise.all(offered.map((line) => pastedArguments(line, pasteDir)));
+    expect(pasted).toEqual([['retry', id, '--stage', 'check'], ['skip', id, '--stage', 'check'], ['cancel', id]]);
+    expect(refused.exitCode, refused.all).toBe(2);
+    expect(refused.stderr).toContain(`stage check runs a command (\`run:\`), with no agent to read --feedback; retry it without: agent-pipeline retry ${shellWord(id)} --stage check`);
+    // The retry as printed, pasted, takes the fixed stage to the run's end.
+    await writeFile(path.join(harness.runDir(id), 'ok.flag'), '');
+    const retried = await runCli(pasted[0], harness.env);
+    expect(retried.exitCode, retried.all).toBe(0);
+    expect((await harness.finish(handle)).status).toBe('completed');
+    expect(await readdir(pasteDir)).toEqual([]);
   });
 
   test("asks in vain to run unsandboxed on a worker whose operator said `required`: SANDBOX_OPT_OUT_REFUSED, the command never runs", { timeout: 60_000 }, async () => {

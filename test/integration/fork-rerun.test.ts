@@ -1,4 +1,4 @@
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -156,6 +156,44 @@ describe('rerun and forks of other runs', () => {
       await client.close();
     }
     expect([calls(harness, 'code-a'), calls(harness, 'code-b')]).toEqual([1, 2]);
+  });
+
+  test("started past the command line under the id of another run, or of its source, is refused by the worker, which leaves that run's folder and objects alone", { timeout: 300_000 }, async () => {
+    const yaml = [
+      'name: idfork',
+      'defaults: { heartbeatTimeout: 30s, retries: 0 }',
+      'stages:',
+      '  - { id: one, run: "echo one > one.txt" }',
+      '  - { id: two, run: "date +%s%N > two.txt", needs: [one] }',
+      '',
+    ].join('\n');
+    const file = await harness.writePipeline('idfork', yaml);
+    for (const id of ['idfork-source', 'idfork-other']) expect((await runToEnd(harness, file, id)).status).toBe('completed');
+    const other = harness.runDir('idfork-other');
+    await writeFile(path.join(other, 'mine.txt'), 'the other run\'s\n');
+    const store = openStore({}, { defaultDir: path.join(harness.workspacesRoot, '.agent-pipeline', 'store') });
+    const objectsOf = async (runId: string): Promise<string[]> => {
+      const keys: string[] = [];
+      for await (const key of store.list(checkpointsPrefix(runId))) keys.push(key);
+      return keys.sort();
+    };
+    const before = { folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf('idfork-other') };
+    // Temporal lets a start take the id of an ended run; the client refuses it for a fork (RUN_EXISTS), this start skips the client.
+    const input = { ...(await prepareRunInput(file, {}, [])), fork: { runId: 'idfork-source', stage: 'two' } };
+    const forge = async (id: string): Promise<RunState> => harness.finish((await startRun(harness.client, input, { taskQueue: harness.taskQueue, id })).handle);
+    const refused = (state: RunState, said: string | RegExp): void => {
+      expect(state.status).toBe('failed');
+      expect(state.error).toMatchObject({ type: 'FORK_REFUSED', message: typeof said === 'string' ? expect.stringContaining(said) : expect.stringMatching(said) });
+    };
+    refused(await forge('idfork-other'), 'run id idfork-other has a folder on this worker already');
+    expect({ folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf('idfork-other') }).toEqual(before);
+    // The run's folder gone from this host (another host ran it): its checkpoints in the shared store still bear the id.
+    await rm(other, { recursive: true, force: true });
+    await rm(path.join(harness.workspacesRoot, '.agent-pipeline', 'runs', path.basename(other)), { recursive: true, force: true });
+    refused(await forge('idfork-other'), /run id idfork-other has objects in file:\/\/.* already \(checkpoints\//);
+    expect(await objectsOf('idfork-other')).toEqual(before.objects);
+    // Last: the source's own id makes this start the source's latest execution.
+    refused(await forge('idfork-source'), 'run idfork-source names itself as the source it forks');
   });
 
   test('a fork of a git run starts its own branch at the source branch as it was, with the uncommitted work uncommitted, and pushes it', { timeout: 300_000 }, async () => {

@@ -1,7 +1,13 @@
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
+import path from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { mapActivitiesToStages, rebuildRunState } from '../../src/library/run-history.js';
+import { decodeFirst, mapActivitiesToStages, rebuildRunState, timestampMs, withFirstStarts } from '../../src/library/run-history.js';
+import { previewFork } from '../../src/library/fork-run.js';
+import { prepareRunInput } from '../../src/library/pipeline-source.js';
+import type { RunState } from '../../src/pipeline/run-state.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
+import { readHistory } from '../replay/load-history.js';
 import type { StageResult } from '../../src/pipeline/stage-result.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
 
@@ -69,5 +75,31 @@ describe('rebuilding a run from its history', () => {
     const state = rebuildRunState({ events: history.events!.slice(0, 4) }, description('TERMINATED'));
     expect(state.status).toBe('terminated');
     expect(state.stages.map((s) => [s.id, s.status])).toEqual([['spec', 'completed'], ['build', 'cancelled'], ['ship', 'skipped']]);
+  });
+
+  test("of a run recorded before stages kept `firstStartedAt`, a reworked stage's first start is its first attempt's, in the rebuilt state and in the run's own result", async () => {
+    // A real history (test/replay): `write` is reworked once after `review`, and the workflow of then kept only last starts.
+    const recorded = await readHistory(path.join(PROJECT_ROOT, 'test', 'replay', 'histories', 'rework.json'));
+    const events = recorded.events as unknown as NonNullable<History['events']>;
+    const firstScheduled = (stage: string): number | undefined =>
+      timestampMs(events.find((e) => decodeFirst<{ stage?: { id?: string } }>(e.activityTaskScheduledEventAttributes?.input)?.stage?.id === stage)?.eventTime);
+    const rebuilt = rebuildRunState({ events }, { ...description('COMPLETED'), workflowId: 'rework' } as WorkflowExecutionDescription);
+    expect(rebuilt.stages.map((s) => [s.id, s.round, s.firstStartedAt])).toEqual([
+      ['write', 2, firstScheduled('write')],
+      ['review', 2, firstScheduled('review')],
+    ]);
+    const result = decodeFirst<RunState>(events.at(-1)!.workflowExecutionCompletedEventAttributes?.result)!;
+    expect(result.stages.map((s) => [s.id, s.firstStartedAt])).toEqual([['write', undefined], ['review', undefined]]);
+    const filled = withFirstStarts(result, new Map(rebuilt.stages.map((s) => [s.id, s.firstStartedAt!])));
+    expect(filled.stages.map((s) => [s.id, s.firstStartedAt])).toEqual([['write', firstScheduled('write')], ['review', firstScheduled('review')]]);
+    // What `fork --dry-run` plans from: `write` was reworked after `review` first started, so a fork from `review` runs it
+    // again; from the result as recorded it was listed as taken over, and the worker, planning from the checkpoint, ran it.
+    // Its pipeline file as a run now carries it (the recorded run read its files from the worker: nothing to compare).
+    const input = await prepareRunInput(path.join(PROJECT_ROOT, 'test', 'replay', 'fixtures', 'rework.yaml'), {}, []);
+    expect(input.pipeline).toEqual(decodeFirst<PipelineRunInput>(events[0].workflowExecutionStartedEventAttributes?.input)!.pipeline);
+    const plan = (state: RunState) => previewFork('rework', { state, input }, { runId: 'rework-fork', input }, { stage: 'review' });
+    expect(plan(result).takenOver).toEqual(['write']);
+    expect(plan(filled).takenOver).toEqual([]);
+    expect(plan(filled).runAgain).toEqual(['write', 'review']);
   });
 });

@@ -32,8 +32,8 @@ describe('a command stage in the pipeline file', () => {
 
   test('refuses agent options on a command stage, and command options on an agent stage', () => {
     expect(pipelineProblems(file('  - id: t\n    run: npm test\n    model: opus\n    prompt: Test it.\n'))).toEqual([
-      'stages[0].prompt: stage "t" runs a command (`run:`), which has no agent: `prompt` does not apply; remove it, or remove `run:` to run an agent',
       'stages[0].model: stage "t" runs a command (`run:`), which has no agent: `model` does not apply; remove it, or remove `run:` to run an agent',
+      'stages[0].prompt: stage "t" runs a command (`run:`), which has no agent: `prompt` does not apply; remove it, or remove `run:` to run an agent',
     ]);
     expect(pipelineProblems(file('  - id: t\n    prompt: Test it.\n    passEnv: [GH_TOKEN]\n'))).toEqual([
       'stages[0].passEnv: `passEnv` belongs to a command stage; stage "t" has no `run:` (add the command, or remove `passEnv`)',

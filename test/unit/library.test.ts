@@ -75,8 +75,8 @@ describe('validatePipeline', () => {
     );
     const message = (key: string) => `"${key}" is not a variable name (letters, digits and _, not starting with a digit): the server's variables are set in the stage's sandbox, which refuses it; rename it`;
     expect((await validatePipeline(file)).problems).toEqual([
-      { file, line: 2, field: 'mcpServers.db.env.BAD-NAME', message: message('BAD-NAME') },
-      { file, line: 6, field: 'stages[0].mcpServers.s.env.1X', message: message('1X') },
+      { file, line: 2, column: 63, field: 'mcpServers.db.env.BAD-NAME', message: message('BAD-NAME') },
+      { file, line: 6, column: 50, field: 'stages[0].mcpServers.s.env.1X', message: message('1X') },
     ]);
   });
 
@@ -86,8 +86,8 @@ describe('validatePipeline', () => {
     const report = await validatePipeline(file);
     expect(report).toMatchObject({ file, pipeline: { name: 'p' }, notes: [] });
     expect(report.problems).toEqual([
-      { file, line: 2, field: 'context[0]', message: `context file ${path.join(dir, 'missing.md')} does not exist` },
-      { file: path.join(dir, 'step.md'), line: 1, field: 'stages[0].prompt {{inputs.nope}}', message: expect.stringContaining('unknown template variable') },
+      { file, line: 2, column: 11, field: 'context[0]', message: `context file ${path.join(dir, 'missing.md')} does not exist` },
+      { file: path.join(dir, 'step.md'), line: 1, column: 7, field: 'stages[0].prompt {{inputs.nope}}', message: expect.stringContaining('unknown template variable') },
     ]);
   });
 
@@ -95,9 +95,9 @@ describe('validatePipeline', () => {
     const pipeline = definePipeline({ name: 'def', stages: [{ id: 'a', prompt: 'step.md' }, { id: 'b', needs: ['a'], prompt: 'Read {{stages.a.summary}} and {{stages.c.summary}}.' }] });
     const report = await validatePipeline(pipeline, { baseDir: dir });
     expect(report.file).toBe('<definition def>');
-    expect(report.problems.map((p) => [p.file, p.line, p.field])).toEqual([
-      [path.join(dir, 'step.md'), 1, 'stages[0].prompt {{inputs.nope}}'],
-      ['<definition def>', undefined, 'stages[1].prompt {{stages.c.summary}}'],
+    expect(report.problems.map((p) => [p.file, p.line, p.column, p.field])).toEqual([
+      ['<definition def>', undefined, undefined, 'stages[1].prompt {{stages.c.summary}}'],
+      [path.join(dir, 'step.md'), 1, 7, 'stages[0].prompt {{inputs.nope}}'],
     ]);
   });
 

@@ -1,6 +1,7 @@
 import { Ajv } from 'ajv';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { buildPipelineJsonSchema } from '../../src/pipeline/json-schema.js';
@@ -62,9 +63,11 @@ describe('the pipeline JSON schema', () => {
     expect(validateFile({ name: 'p', timeout: '2 h', stages: [{ id: 'a', prompt: 'Hi.' }] })).toBe(true);
   });
 
-  it('built, carries each field\'s doc comment (unit and default included) as its hover text', () => {
-    // `npm run build` writes it (scripts/write-pipeline-schema.js); `npm test` builds first.
-    const built = JSON.parse(readFileSync(path.join(root, 'dist', 'pipeline.schema.json'), 'utf8')) as { properties: Record<string, { description?: string; items?: { properties: Record<string, { description?: string }> } }> };
+  it('as the build writes it, carries each field\'s doc comment (unit and default included) as its hover text', async () => {
+    // Built here from the sources, as `npm run build` builds dist/pipeline.schema.json (scripts/write-pipeline-schema.js):
+    // read from dist/, a unit test passed on whatever an earlier build had left there, however the docs changed since.
+    const docs = (await import(pathToFileURL(path.join(root, 'scripts', 'pipeline-schema-docs.js')).href)) as { addFieldDocs: (schema: object, root: string) => object };
+    const built = docs.addFieldDocs(buildPipelineJsonSchema(), root) as { properties: Record<string, { description?: string; items?: { properties: Record<string, { description?: string }> } }> };
     const stage = built.properties.stages.items?.properties ?? {};
     expect(stage.timeout.description).toMatch(/Default: 30m/);
     expect(stage.retries.description).toMatch(/retries \+ 1/);

@@ -46,9 +46,9 @@ describe('parsePipeline', () => {
   it('reports an unknown stage field at its own line and suggests the field it is near', () => {
     const problems = problemsOf(['name: p', 'stages:', '  - id: a', '    model: opus', '    promt: y', '    timeuot: 5m'].join('\n'));
     expect(problems).toEqual([
+      expect.stringMatching(/^3 stages\[0\]\.prompt: /),
       '5 stages[0]: unknown field "promt"; did you mean "prompt"?',
       '6 stages[0]: unknown field "timeuot"; did you mean "timeout"?',
-      expect.stringMatching(/^3 stages\[0\]\.prompt: /),
     ]);
   });
 
@@ -65,8 +65,8 @@ describe('parsePipeline', () => {
   it('says where a field of another level goes: a stage option at the top, a pipeline field on a stage', () => {
     const problems = problemsOf(['name: p', 'model: opus', 'stages:', '  - id: a', '    prompt: x', '    budgetUsd: 2'].join('\n'));
     expect(problems).toEqual([
-      '6 stages[0]: unknown field "budgetUsd"; "budgetUsd" is a field of the whole pipeline: put it at the top level; a stage\'s own spending cap is `maxBudgetUsd`',
       '2 : unknown field "model"; "model" is a stage option: put it under `defaults:` for every stage, or on the stages that need it',
+      '6 stages[0]: unknown field "budgetUsd"; "budgetUsd" is a field of the whole pipeline: put it at the top level; a stage\'s own spending cap is `maxBudgetUsd`',
     ]);
   });
 

@@ -165,9 +165,10 @@ describe('validate', () => {
     expect(report.problems.map((p) => `${p.field}: ${p.message}`)).toEqual([expect.stringMatching(/^stages\[1\]\.prompt: prompt "spells\/fix" looks like a file name but matches no file/)]);
     expect(report.notes.map((n) => `${n.field}: ${n.message}`)).toEqual([
       `context[0]: context file ${path.join(baseDir, 'context/product.md')} does not exist (optional: stages get a note instead)`,
+      'stages[1].output: output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)',
+      // The pipeline file's notes, then those of the step file it names.
       'stages[0].prompt {{project_name}}: passed to the agent as written (templateSyntax: passthrough)',
       'stages[0].prompt {{user_name}}: passed to the agent as written (templateSyntax: passthrough)',
-      'stages[1].output: output: applies to anthropic-api stages; a claude-cli agent writes its own files (list them under expects:)',
     ]);
   });
 
@@ -191,9 +192,10 @@ describe('validate', () => {
     expect(report.problems).toEqual([]);
     const apiOnly = (f: string) => `4 stages[0].${f}: ${f}: applies to anthropic-api stages; stage "cli" runs on claude-cli, which ignores it (remove it, or set \`backend: anthropic-api\`)`;
     const cliOnly = (f: string) => `5 stages[1].${f}: ${f}: applies to claude-cli stages; stage "api" runs on anthropic-api, which ignores it (remove it, or set \`backend: claude-cli\`)`;
+    // In file order: by line, then column.
     expect(report.notes.map((n) => `${n.line} ${n.field}: ${n.message}`)).toEqual([
       ...['maxTokens', 'maxContinuations', 'cache'].map(apiOnly),
-      ...['permissionMode', 'allowedTools', 'bare', 'sandbox'].map(cliOnly),
+      ...['allowedTools', 'permissionMode', 'bare', 'sandbox'].map(cliOnly),
     ]);
     // A backend of the workers' own may read any field.
     await write(baseDir, 'p.yaml', ['name: p', 'stages:', '  - { id: echo, prompt: Do it., backend: echo, maxTokens: 100, allowedTools: [Bash] }'].join('\n'));

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -62,5 +62,46 @@ describe('validation reports every problem of a file in one pass', () => {
     expect(fields).toContain('stages[2].needs[1]');
     expect(fields.filter((f) => f.startsWith('stages[2].prompt'))).toEqual([]);
     expect(fields).toContain('stages[1].prompt {{inputs.topc}}');
+  });
+
+  test('lists problems in the order of the file, by line then column, whichever check found them; the files a pipeline names after it', async () => {
+    // The schema's problems came first, then the graph's, then the file checks': `validate` read out of line order.
+    await mkdir(path.join(dir, 'steps'), { recursive: true });
+    await writeFile(path.join(dir, 'steps', 'a.md'), 'Write it.\nFor {{inputs.who}}.\n');
+    const text = [
+      'name: order',
+      'defaults:',
+      '  commitMessage: "done {{inputs.nope}}"',
+      'stages:',
+      '  - id: a',
+      '    prompt: steps/a.md',
+      '    sandbox: { allowedDomains: [localhost] }',
+      '  - { id: b, prompt: "Do {{inputs.gone}}", timeout: 5 minutes, needs: [a, zz] }',
+      '  - id: c',
+      '    needs: [b]',
+      '    colour: blue',
+      '    prompt: Fine.',
+      '',
+    ].join('\n');
+    await writeFile(path.join(dir, 'order.yaml'), text);
+    const report = await validatePipeline(path.join(dir, 'order.yaml'));
+    const places = report.problems.map((p) => [path.basename(p.file), p.line, p.column, p.field]);
+    expect(places).toEqual([
+      ['order.yaml', 3, 18, 'defaults.commitMessage'],
+      ['order.yaml', 7, 33, 'stages[0].sandbox.allowedDomains[0]'],
+      ['order.yaml', 8, 28, 'stages[1].prompt {{inputs.gone}}'],
+      ['order.yaml', 8, 53, 'stages[1].timeout'],
+      ['order.yaml', 8, 75, 'stages[1].needs[1]'],
+      ['order.yaml', 11, 5, 'stages[2]'],
+      ['a.md', 2, 7, 'stages[0].prompt {{inputs.who}}'],
+    ]);
+    // What `start` and the worker read: the parser's own problems, in the same order.
+    let error: unknown;
+    try {
+      parsePipeline(text, 'order.yaml');
+    } catch (err) {
+      error = err;
+    }
+    expect((error as PipelineValidationError).problems.map((p) => [p.line, p.path])).toEqual([[8, 'stages[1].timeout'], [8, 'stages[1].needs[1]'], [11, 'stages[2]']]);
   });
 });

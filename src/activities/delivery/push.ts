@@ -1,5 +1,6 @@
 import { REMOTE_NAME } from '../../pipeline/workspace-schema.js';
 import { FALLBACK_IDENTITY, git, unmergedFiles, withLock } from '../workspace/git.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 /** How a push of the run's branch ended. */
 export type PushOutcome =
@@ -108,5 +109,5 @@ export async function branchDiff(dir: string, repo: string, base: string): Promi
   const diff = await git(dir, ['diff', '--no-color', `${baseCommit.stdout}...HEAD`]);
   if (diff.failed) return '';
   if (diff.stdout.length <= MAX_DIFF_CHARS) return diff.stdout;
-  return `${diff.stdout.slice(0, MAX_DIFF_CHARS)}\n[… diff cut at ${MAX_DIFF_CHARS} characters of ${diff.stdout.length}; run \`git diff ${base}...HEAD\` in the worktree for all of it]\n`;
+  return `${diff.stdout.slice(0, MAX_DIFF_CHARS)}\n[… diff cut at ${MAX_DIFF_CHARS} characters of ${diff.stdout.length}; run \`git diff ${shellWord(`${base}...HEAD`)}\` in the worktree for all of it]\n`;
 }

@@ -13,6 +13,7 @@ import { CHECKPOINTS_VARIABLE } from '../checkpoint/settings.js';
 import { findStageStartCheckpoint, missingForkPoint } from '../checkpoint/stage-start.js';
 import { readRunStartInput } from '../run-start-input.js';
 import type { AllowedPaths } from '../workspace/allowed-paths.js';
+import { claimForkId, refuseOwnSource } from './fork-id.js';
 import { forkRefused } from './fork-refused.js';
 import { copyForkSessions } from './fork-sessions.js';
 import { layOutForkWorkspace } from './fork-workspace.js';
@@ -41,6 +42,7 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     // The request signed with the fork's input, not the copy the workflow passed on.
     const fork = own?.fork;
     if (!own || !fork) throw forkRefused(`run ${execution.workflowId} is not a fork: its start input names no source run`, 'start it with `agent-pipeline fork`');
+    refuseOwnSource(execution.workflowId, fork.runId);
     const source = await readSourceRun(client, info.workflowNamespace, fork.runId);
     const from = checkSource(deps, source, { runId: execution.workflowId, input: own }, fork);
     if (!deps.store) throw forkRefused(`this worker keeps no checkpoints (${CHECKPOINTS_VARIABLE}=off), so it cannot start a fork from one`, `run the fork on a worker without ${CHECKPOINTS_VARIABLE}=off`);
@@ -54,6 +56,8 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     const refusal = describeRefusals(source.runId, plan.refused);
     if (refusal) throw forkRefused(refusal.message, refusal.fix, { refused: plan.refused });
     const taken = source.state.stages.filter((s) => plan.takenOver.includes(s.id));
+    // Before anything is laid out or copied under the fork's id: no other run's folder or objects may bear it.
+    await claimForkId({ runId: execution.workflowId, execution: execution.runId, sourceRunId: source.runId, workspacesRoot: deps.workspacesRoot }, store);
     const place = { runId: execution.workflowId, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
     const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source.runId, manifest, place));
     const sessions = taken.flatMap((s): [string, string][] => (s.result?.sessionId ? [[s.id, s.result.sessionId]] : []));

@@ -8,6 +8,7 @@ import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitA
 import { refuseNestedRepositories } from './nested-repositories.js';
 import { readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 /** A run workspace that is a git worktree of a repository, on the run's own branch. */
 export interface WorktreeOptions {
@@ -86,7 +87,7 @@ export async function pinWorktree(dir: string, repo: string, stageId: string): P
   throw stageFailure({
     type: 'WORKSPACE_ERROR',
     stageId,
-    message: `${dir} holds a .git, but no worktree of ${repo} is there (\`git -C ${repo} worktree list\` does not name it); the worker runs no git in it`,
+    message: `${dir} holds a .git, but no worktree of ${repo} is there (\`git -C ${shellWord(repo)} worktree list\` does not name it); the worker runs no git in it`,
     hint: `remove the folder ${dir} (or start the run with another id), and check what replaced its .git`,
     details: { repo, dir },
   });
@@ -135,7 +136,7 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
         type: 'WORKSPACE_ERROR',
         stageId,
         message: `git worktree add ${dir} (branch ${options.branch}) failed: ${add.stderr.split('\n')[0]}`,
-        hint: `a branch checked out in another worktree cannot be used twice; run \`git -C ${options.repo} worktree list\``,
+        hint: `a branch checked out in another worktree cannot be used twice; run \`git -C ${shellWord(options.repo)} worktree list\``,
         details: { repo: options.repo, branch: options.branch, stderr: add.stderr.slice(-2_000) },
       });
     }

@@ -9,6 +9,7 @@ import { readRecord } from './own-files.js';
 import { ENDED_MARKER } from './run-folder.js';
 import { runsFolder } from './worker-folder.js';
 import { writeFileAtomic } from './run-workspace.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 /**
  * Written into a run's bookkeeping folder when the run ends; removed when the folder is opened again. `prune` still
@@ -59,7 +60,7 @@ export async function removeRunWorkspace(root: string, dir: string, pushed?: boo
       else await deleteHiddenRefs(common.stdout, hiddenRefPrefix(path.basename(dir)));
       if (!removed.failed && !pushed && !branch.failed) {
         const deleted = await git(common.stdout, ['branch', '-d', '--', branch.stdout]);
-        if (deleted.failed) warnings.push(`branch ${branch.stdout} was kept: it has commits that are not merged or pushed anywhere (delete it with \`git branch -D ${branch.stdout}\` if they are not wanted)`);
+        if (deleted.failed) warnings.push(`branch ${branch.stdout} was kept: it has commits that are not merged or pushed anywhere (delete it with \`git branch -D ${shellWord(branch.stdout)}\` if they are not wanted)`);
       }
     }
   }

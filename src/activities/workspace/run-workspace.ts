@@ -60,8 +60,7 @@ export async function openRunWorkspace(root: string, runId: string, options: Ope
   const bookkeeping = await ensureRealDir(await openWorkerSubfolder(root, 'runs'), path.basename(paths.bookkeeping));
   // A run that reopens its folder (a reused run id, a reset) is running again: `prune` must not take it as ended.
   await rm(path.join(bookkeeping, ENDED_MARKER), { force: true });
-  const record = path.join(bookkeeping, RUN_RECORD);
-  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
+  await recordRunId(bookkeeping, runId);
   const claudeConfigDir = await ensureRealDir(bookkeeping, 'claude');
   if (options.lent) {
     // A lent run's own folder only ever held its bookkeeping: once that moved out, the empty folder goes.
@@ -81,6 +80,12 @@ export async function openRunWorkspace(root: string, runId: string, options: Ope
     stageDir: (stageId) => path.join(bookkeeping, 'stages', stageId),
     branch: options.git?.branch,
   };
+}
+
+/** Names run `runId` in its bookkeeping folder (for `prune` and later openings), unless a record does already. */
+export async function recordRunId(bookkeeping: string, runId: string): Promise<void> {
+  const record = path.join(bookkeeping, RUN_RECORD);
+  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
 }
 
 /**

@@ -5,6 +5,7 @@ import { removeStaleIndexLock } from './git-index-lock.js';
 import { ensureRealDir } from './own-files.js';
 import type { RunWorkspace } from './run-workspace.js';
 import type { MergeOutcome } from '../../contracts/activities.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 /**
  * `isolation: stage`: each stage works in its own worktree on its own branch (`<run branch>--<stage>`), made from
@@ -71,7 +72,7 @@ export async function uncommittedStageWork(run: RunWorkspace, repo: string, stag
   const uncommitted = await uncommittedFiles(dir);
   if (uncommitted.files.length === 0) return undefined;
   const branch = stageBranchOf(run.branch!, stageId);
-  const message = `stage ${stageId}'s worktree ${dir} holds work not committed on its branch ${branch} (${uncommitted.text}); commit it there (git -C ${dir} add -A, then commit) before you retry`;
+  const message = `stage ${stageId}'s worktree ${dir} holds work not committed on its branch ${branch} (${uncommitted.text}); commit it there (git -C ${shellWord(dir)} add -A, then commit) before you retry`;
   return { kind: 'conflict', files: uncommitted.files, message };
 }
 

@@ -6,6 +6,7 @@ import { withClient } from '../connect.js';
 import { collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { watchRun } from './watch.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 interface ForkFlags {
   from?: string;
@@ -66,7 +67,7 @@ async function forkAction(run: string, file: string | undefined, opts: ForkFlags
     if (!opts.json) {
       printLine(`Started: ${handle.id} (forked from ${run} at stage ${forkedFrom?.stage ?? opts.from})`);
       if (!opts.wait) {
-        printLine(`Follow it:  agent-pipeline watch ${handle.id}`);
+        printLine(`Follow it:  agent-pipeline watch ${shellWord(handle.id)}`);
         return 0;
       }
     }

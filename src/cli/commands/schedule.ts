@@ -10,6 +10,7 @@ import { collect, parseDurationMs, readInputFlags, parseOverlap } from '../optio
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
 import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
 import type { DurationText } from '../../pipeline/schema.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 interface CreateOptions {
   cron?: string;
@@ -79,8 +80,8 @@ export function addScheduleCommands(program: Command): void {
         if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
         printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
         printLine(`${describeFiles(input)}${input.bundle ? '; edits to them reach the runs after `agent-pipeline schedule update FILE`' : ''}`);
-        printLine(`See it:     agent-pipeline schedule describe ${scheduleId}`);
-        printLine(`Run it now: agent-pipeline schedule trigger ${scheduleId}`);
+        printLine(`See it:     agent-pipeline schedule describe ${shellWord(scheduleId)}`);
+        printLine(`Run it now: agent-pipeline schedule trigger ${shellWord(scheduleId)}`);
       });
     });
 
@@ -148,7 +149,7 @@ export function addScheduleCommands(program: Command): void {
         await act(pipeline.schedules, id, opts.note);
         if (opts.json) return printJson({ scheduleId: id, action: done });
         printLine(`Schedule ${id} ${done}.`);
-        if (name === 'trigger') printLine(`See its runs: agent-pipeline schedule describe ${id}`);
+        if (name === 'trigger') printLine(`See its runs: agent-pipeline schedule describe ${shellWord(id)}`);
       });
     });
   }

@@ -8,6 +8,7 @@ import { printJson, printLine } from '../output.js';
 import { describeFiles } from '../../library/runs.js';
 import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { watchRun } from './watch.js';
+import { shellWord } from '../../pipeline/shell-words.js';
 
 interface StartOptions {
   input?: string[];
@@ -50,7 +51,7 @@ export function addStartCommand(program: Command): void {
           printLine(`${alreadyRunning ? 'Already running' : 'Started'}: ${runId}`);
           if (!alreadyRunning) printLine(describeFiles(input));
           if (!opts.wait) {
-            printLine(`Follow it:  agent-pipeline watch ${runId}`);
+            printLine(`Follow it:  agent-pipeline watch ${shellWord(runId)}`);
             if (webUi) printLine(`Web UI:     ${webUi}`);
             return 0;
           }

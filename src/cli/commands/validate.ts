@@ -4,6 +4,7 @@ import { needIds } from '../../pipeline/graph.js';
 import type { StageDefinition } from '../../pipeline/stage-schema.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
+import type { PipelineProblemReport } from '../../library/errors.js';
 import { validatePipeline } from '../../library/validate-pipeline.js';
 
 export function addValidateCommand(program: Command): void {
@@ -11,7 +12,7 @@ export function addValidateCommand(program: Command): void {
     .command('validate')
     .description('check a pipeline file, the files it names and its template variables')
     .argument('<file>', 'pipeline YAML file')
-    .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, field, message}], "notes": [...]}')
+    .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, column, field, message}], "notes": [...]}')
     .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
     .action(async (file: string, opts: { json?: boolean }) => {
       const report = await validatePipeline(file);
@@ -23,8 +24,8 @@ export function addValidateCommand(program: Command): void {
           valid,
           pipeline: report.pipeline?.name ?? null,
           stages: report.pipeline?.stages.map((s) => s.id) ?? [],
-          problems: report.problems.map((p) => ({ file: p.file, line: p.line ?? null, field: p.field, message: p.message })),
-          notes: report.notes.map((p) => ({ file: p.file, line: p.line ?? null, field: p.field, message: p.message })),
+          problems: report.problems.map(problemJson),
+          notes: report.notes.map(problemJson),
         });
       }
       if (valid) {
@@ -41,6 +42,11 @@ export function addValidateCommand(program: Command): void {
       for (const p of report.problems) printLine(`  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(file)'}: ${p.message}`);
       for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
     });
+}
+
+/** A problem or note in `validate --json`: every key always there, `null` where unknown. */
+function problemJson(p: PipelineProblemReport): { file: string; line: number | null; column: number | null; field: string; message: string } {
+  return { file: p.file, line: p.line ?? null, column: p.column ?? null, field: p.field, message: p.message };
 }
 
 /** A stage in the summary: its id, `command` for a command stage, and what it runs after. */

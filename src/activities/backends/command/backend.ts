@@ -3,6 +3,7 @@ import { constants } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
+import { shellWord } from '../../../pipeline/shell-words.js';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
 import { stageFailure } from '../../failures.js';
 import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
@@ -20,7 +21,7 @@ import { DEFAULT_SANDBOX_MODE, type SandboxMode } from '../claude-cli/sandbox-mo
 import { TranscriptWriter } from '../claude-cli/transcript-writer.js';
 import { quietHeartbeatIntervalMs, type BackendOutcome, type BackendRequest } from '../stage-backend.js';
 import { commandEnvironment, launcherEnvironment, unsetPassEnvWarnings, type CommandPlace } from './command-env.js';
-import { launchWithEnvFile, shellQuote } from './command-env-file.js';
+import { launchWithEnvFile } from './command-env-file.js';
 import { runCommandProcess, type CommandRunResult } from './command-process.js';
 import { prepareCommandSandbox } from '../claude-cli/command-sandbox.js';
 
@@ -51,7 +52,7 @@ export interface CommandOptions {
 /** The command as its stage gives it, for messages: a string as it is, a list as its words (quoted where needed). */
 export function describeCommand(run: ResolvedStage['run']): string {
   if (run === undefined) return '';
-  return typeof run === 'string' ? run : run.map((word) => (/^[\w./:=@%+,-]+$/.test(word) ? word : shellQuote(word))).join(' ');
+  return typeof run === 'string' ? run : run.map(shellWord).join(' ');
 }
 
 /** The command's own argv: a string runs through `sh -c`, a list as it is (no shell). */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { shellQuote } from '../../../pipeline/shell-words.js';
 
 /*
  * How a sandboxed command gets its environment without handing it to the programs that build the sandbox. `setpriv`,
@@ -22,11 +23,6 @@ const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * not a variable, so that no name in `env:` can clash with it. Exit 125 when the file cannot be read.
  */
 const LOADER = 'set -- "$(cat -- "$1")" "$@"; [ -n "$1" ] || exit 125; rm -f -- "$2"; eval "$1" || exit 125; shift 2; exec "$@"';
-
-/** `value` as one single-quoted word of a POSIX shell: nothing in it is expanded. */
-export function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", "'\\''")}'`;
-}
 
 /** The file's text: one `export NAME='value'` line a variable, in order (the markers, last, win). */
 export function environmentScript(env: Record<string, string>): string {
