@@ -57,12 +57,13 @@ describe('errors a user can act on', () => {
     const result = await runCli(['validate', path.join(dir, 'pipeline.yaml')], OFFLINE);
     expect(result.exitCode, result.stderr).toBe(2);
     const file = path.join(dir, 'pipeline.yaml');
+    // In file order: the pipeline file's by line, then each file it names.
     expect(result.stdout.split('\n')).toEqual([
       `✘ ${file}: 4 problems`,
       expect.stringMatching(new RegExp(`^  ${file}:6 stages\\[0\\]\\.agent: .*cannot read agent file ${dir}/agents/missing\\.md`)),
-      `  ${path.join(dir, 'steps', 'spec.md')}:2 stages[0].prompt {{inputs.colour}}: unknown template variable: the pipeline declares no such input (add it under inputs:)`,
       expect.stringMatching(new RegExp(`^  ${file}:11 stages\\[1\\]\\.prompt \\{\\{stages\\.review\\.summary\\}\\}: unknown template variable: the stage does not run after "review"`)),
       `  ${file}:14 stages[2].prompt: prompt file ${dir}/steps/none.md does not exist`,
+      `  ${path.join(dir, 'steps', 'spec.md')}:2 stages[0].prompt {{inputs.colour}}: unknown template variable: the pipeline declares no such input (add it under inputs:)`,
     ]);
   });
 
@@ -92,7 +93,7 @@ describe('errors a user can act on', () => {
       valid: false,
       pipeline: null,
       stages: [],
-      problems: [{ file: path.join(dir, 'schema.yaml'), line: 5, field: 'stages[0].retries', message: expect.stringContaining('number') }],
+      problems: [{ file: path.join(dir, 'schema.yaml'), line: 5, column: 14, field: 'stages[0].retries', message: expect.stringContaining('number') }],
       notes: [],
     });
     const good = await runCli(['validate', path.join(PROJECT_ROOT, 'examples', 'demo', 'pipeline.yaml'), '--json'], OFFLINE);

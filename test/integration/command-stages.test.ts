@@ -135,7 +135,8 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     const dir = harness.runDir(handle.workflowId);
     expect(await readFile(path.join(dir, 'bead.txt'), 'utf8')).toBe(value);
     expect(await readFile(path.join(dir, 'argv.txt'), 'utf8')).toBe(value);
-    for (const where of [dir, harness.workspacesRoot, process.cwd(), home]) expect((await filesBelow(where)).filter((f) => /pwned/.test(f))).toEqual([]);
+    // The files the value would make, not another test's run folder whose id holds the words (`cmd-ask-$(touch pwned)…`).
+    for (const where of [dir, harness.workspacesRoot, process.cwd(), home]) expect((await filesBelow(where)).filter((f) => /(^|\/)pwned\d?$/.test(f))).toEqual([]);
   });
 
   test('gets no worker secret unless `passEnv` names it and AGENT_PIPELINE_COMMAND_ENV allows it', { timeout: 120_000 }, async () => {
