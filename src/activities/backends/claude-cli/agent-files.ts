@@ -8,7 +8,6 @@ import { prepareAgentSettings, type AttemptSandbox } from './agent-settings.js';
 import { readScopeOf } from './agent-reads.js';
 import { writeMcpConfig } from './mcp-config.js';
 import { mcpServersSandbox } from './command-sandbox.js';
-import { refuseLocalMcpHosts } from './sandbox-network.js';
 import { ownFolderDenyRules } from './own-folder-rules.js';
 
 /** What an agent's launch files are made from: the stage, its run's workspace and the worker's settings. */
@@ -38,9 +37,8 @@ export async function writeAgentFiles(r: AgentFilesRequest): Promise<{ files: Cl
   const scope = readScopeOf(workspace, stage.id, r.addDirs, r.workspacesRoot);
   const denied = ownFolderDenyRules(workerFolderOfRun(workspace.bookkeeping), r.workerEnv);
   const settings = await prepareAgentSettings(stage, r.workerEnv, scope, r.sandbox, denied);
-  refuseLocalMcpHosts(stage.id, { ...r.mcpServers, ...stage.mcpServers }, r.workerEnv);
   const sandboxPrefix = mcpServersSandbox(stage, { workerEnv: r.workerEnv, scope, attempt: r.sandbox, denied, claudeBinary: r.binary });
-  const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: r.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env: r.agentEnv, sandboxPrefix });
+  const mcpConfig = await writeMcpConfig({ stageId: stage.id, pipelineServers: r.mcpServers, stageServers: stage.mcpServers, dir: stageDir, cwd: workspace.dir, env: r.agentEnv, workerEnv: r.workerEnv, sandboxPrefix });
   const systemPrompt = r.system ? path.join(stageDir, 'system-prompt.md') : undefined;
   if (systemPrompt) await writeFileAtomic(systemPrompt, r.system!);
   return { files: { mcpConfig, systemPrompt, settings: settings.file }, warnings: [...settings.sandbox.warnings] };

@@ -3,6 +3,7 @@ import type { McpServer } from '../../../pipeline/agent-access-schema.js';
 import { stageFailure } from '../../failures.js';
 import { writeFileAtomic } from '../../workspace/run-workspace.js';
 import { findExecutable } from '../../process/find-executable.js';
+import { refuseLocalMcpHosts } from './sandbox-network.js';
 
 /** What {@link writeMcpConfig} needs. */
 export interface McpConfigOptions {
@@ -17,6 +18,8 @@ export interface McpConfigOptions {
   cwd: string;
   /** The agent's environment, whose PATH the CLI searches for commands. */
   env: NodeJS.ProcessEnv;
+  /** The worker's environment: whether its operator lets remote servers be on this host (sandbox-network.ts). */
+  workerEnv: NodeJS.ProcessEnv;
   /**
    * Starts each stdio server in the sandbox: the argv placed before its command (`srt --settings FILE --`, see
    * command-sandbox.ts). Empty when the stage's sandbox is off, and then the servers run as the pipeline wrote them.
@@ -31,11 +34,13 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * Merges the pipeline's and the stage's MCP servers (the stage wins), checks that every stdio
  * server's command is installed, puts each in the sandbox, and writes the file for `--mcp-config`. Returns its path, or
  * `undefined` when the stage has no MCP servers.
- * @throws CONFIG_INVALID naming the server and the command when a command is not found, before any agent starts
+ * @throws CONFIG_INVALID naming the server and the command when a command is not found, or the servers whose `url` is
+ * on this host when the worker does not allow it, before any agent starts
  */
 export async function writeMcpConfig(options: McpConfigOptions): Promise<string | undefined> {
   const servers = { ...options.pipelineServers, ...options.stageServers };
   if (Object.keys(servers).length === 0) return undefined;
+  refuseLocalMcpHosts(options.stageId, servers, options.workerEnv);
   for (const [name, server] of Object.entries(servers)) {
     if (!('command' in server)) continue;
     if (await findExecutable(server.command, options.env, options.cwd)) continue;

@@ -18,6 +18,7 @@ import { stageFailure } from '../../failures.js';
 export function refuseLocalHosts(stage: ResolvedStage, env: NodeJS.ProcessEnv): void {
   refuseUnlessAllowed(stage.id, env, localHostsOf(stage.sandbox), {
     field: 'sandbox.allowedDomains',
+    detail: 'allowedDomains',
     reach: "through it the agent's Bash would reach this worker host's own services (Temporal, the codec server) or the cloud's metadata service",
   });
 }
@@ -32,11 +33,12 @@ export function refuseLocalMcpHosts(stageId: string, servers: Record<string, Mcp
   const names = [...new Set(local.map((entry) => String(entry.path[1])))];
   refuseUnlessAllowed(stageId, env, local, {
     field: `the url of MCP server${names.length > 1 ? 's' : ''} ${names.map((name) => `"${name}"`).join(', ')}`,
+    detail: 'mcpServerHosts',
     reach: "Claude Code connects to it itself, outside the sandbox, so the agent's MCP requests would reach this worker host's own services or the cloud's metadata service",
   });
 }
 
-function refuseUnlessAllowed(stageId: string, env: NodeJS.ProcessEnv, local: LocalHostEntry[], what: { field: string; reach: string }): void {
+function refuseUnlessAllowed(stageId: string, env: NodeJS.ProcessEnv, local: LocalHostEntry[], what: { field: string; detail: string; reach: string }): void {
   if (local.length === 0) return;
   let allowed: boolean;
   try {
@@ -51,6 +53,6 @@ function refuseUnlessAllowed(stageId: string, env: NodeJS.ProcessEnv, local: Loc
     stageId,
     message: `${what.field} names ${hosts}: ${what.reach}`,
     hint: `list only the real hosts the agent needs, or, if the worker's operator means agents to reach this host, set ${SANDBOX_ALLOW_LOCAL_VARIABLE}=1 on the worker`,
-    details: { hosts: local.map((entry) => entry.host) },
+    details: { [what.detail]: local.map((entry) => entry.host) },
   });
 }
