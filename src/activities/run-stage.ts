@@ -45,13 +45,12 @@ export function createRunStage(deps: RunStageDependencies) {
       }
       // A restore, worktrees added one at a time, a lent folder's key: all before the agent's own heartbeats. The
       // previous attempt's details are kept: the session to resume is in them.
-      const { context, workspace, filesDir, restored, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
+      const { context, workspace, filesDir, restoredFrom, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
       workspaceDir = workspace.parent?.dir ?? workspace.dir;
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
-      const restoredFrom = restored && { id: restored.manifest.id, takenAt: restored.manifest.takenAt };
       const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings, restoredFrom };
       return redactSecrets(await runCheckpointed(setup, warnings));
     } catch (err) {
