@@ -17,7 +17,7 @@ import { runAttempt } from './run-stage/run-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { mergeWarnings } from './attempt/warnings.js';
 import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
-import { keepHeartbeating } from './checkpoint/keep-heartbeating.js';
+import { keepHeartbeating, markAttemptStart } from './checkpoint/keep-heartbeating.js';
 import { repoOf } from './workspace/open-workspace.js';
 import { storeUnavailableIn } from './store-failure.js';
 import { recordRun } from '../store/run-records.js';
@@ -30,6 +30,8 @@ import { executionInfo } from './owner/stage-execution.js';
  */
 export function createRunStage(deps: RunStageDependencies) {
   return async function runStage(input: StageAttemptInput): Promise<StageResult> {
+    // Its setup keeps quiet until its agent's progress names the session: the first heartbeat (keep-heartbeating.ts).
+    markAttemptStart();
     // In a run with an owner, the attempt counts and logs as its stage execution, which may span workers.
     const info = executionInfo(activityInfo(), input.execution);
     const stageId = input.stage.id;

@@ -20,6 +20,8 @@ import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
  * first had just moved into place (ENOTEMPTY), spent a retry it did not have, and failed the run; c, finding the run in
  * place, went on without being told its workspace and session came from a checkpoint. B restores the run once, every
  * stage is told, and every stage's files survive: what the checkpoint held, and what each wrote after the restore.
+ * c's first-start checkpoint waits behind a's and b's: its session reaches Temporal only if that setup sends no empty
+ * heartbeat first (keep-heartbeating.ts), else c moved without it and started over (5 runs in 50).
  *
  * The agents write with the Write tool, not Bash: two agents' Bash sandboxes in one folder race for the placeholders
  * they bind (`bwrap: Can't find source path …/.claude/settings.json`, a Claude Code matter, docs/pipeline.md), which
