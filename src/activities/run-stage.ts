@@ -17,7 +17,7 @@ import { runAttempt } from './run-stage/run-attempt.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { mergeWarnings } from './attempt/warnings.js';
 import { AttemptCheckpoints, workspaceKind } from './checkpoint/stage-checkpoints.js';
-import { keepHeartbeating } from './checkpoint/keep-heartbeating.js';
+import { keepHeartbeating, markAttemptStart } from './checkpoint/keep-heartbeating.js';
 import { repoOf } from './workspace/open-workspace.js';
 import { storeUnavailableIn } from './store-failure.js';
 import { recordRun } from '../store/run-records.js';
@@ -30,6 +30,8 @@ import { executionInfo } from './owner/stage-execution.js';
  */
 export function createRunStage(deps: RunStageDependencies) {
   return async function runStage(input: StageAttemptInput): Promise<StageResult> {
+    // Its setup keeps quiet until its agent's progress names the session: the first heartbeat (keep-heartbeating.ts).
+    markAttemptStart();
     // In a run with an owner, the attempt counts and logs as its stage execution, which may span workers.
     const info = executionInfo(activityInfo(), input.execution);
     const stageId = input.stage.id;
@@ -45,13 +47,12 @@ export function createRunStage(deps: RunStageDependencies) {
       }
       // A restore, worktrees added one at a time, a lent folder's key: all before the agent's own heartbeats. The
       // previous attempt's details are kept: the session to resume is in them.
-      const { context, workspace, filesDir, restored, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
+      const { context, workspace, filesDir, restoredFrom, warnings } = await keepHeartbeating(() => info.heartbeatDetails, () => openAttemptWorkspace(deps, input, info));
       workspaceDir = workspace.parent?.dir ?? workspace.dir;
       log = await AttemptLog.open(await openStageFolder(workspace, stageId, executionFolder(info, input.round)));
       const previous = { failed: log.previousFailureMessage(info.attempt, input.execution?.lastFailure?.message) };
       earlier = spentBefore(info.heartbeatDetails, log.failureBefore(info.attempt));
       earlierWarnings = warningsBefore(...log.failuresBefore(info.attempt), info.heartbeatDetails);
-      const restoredFrom = restored && { id: restored.manifest.id, takenAt: restored.manifest.takenAt };
       const setup: AttemptSetup = { deps, input, info, filesDir, context: { ...context, previous }, workspace, log, earlier, earlierWarnings, restoredFrom };
       return redactSecrets(await runCheckpointed(setup, warnings));
     } catch (err) {

@@ -2,6 +2,7 @@ import { lstat, mkdir, open, readlink, symlink, truncate } from 'node:fs/promise
 import path from 'node:path';
 import { copyRegularFile, RegularFileError } from '../../files/regular-file.js';
 import { listFolder, type FolderListing } from './folder-archive.js';
+import { RESTORE_RECORD } from './marker.js';
 
 /*
  * The run's bookkeeping folder is copied before it is archived: Claude Code appends to its session files (and the
@@ -9,8 +10,8 @@ import { listFolder, type FolderListing } from './folder-archive.js';
  * is cut after its last complete line, which is what `--resume` and `logs` can read.
  */
 
-/** Bookkeeping left out of a checkpoint: stage worktrees (`isolation: stage`, agents' trees), the local marker. */
-export const NOT_CHECKPOINTED = new Set(['worktrees', 'checkpoint.json', 'checkpoint-files.json', 'ended.json']);
+/** Bookkeeping left out of a checkpoint: stage worktrees (`isolation: stage`, agents' trees), the local markers. */
+export const NOT_CHECKPOINTED = new Set(['worktrees', 'checkpoint.json', 'checkpoint-files.json', 'ended.json', RESTORE_RECORD]);
 
 /**
  * Files never carried, wherever they are: what may hold the worker's credentials or settings (each attempt's Claude

@@ -23,3 +23,26 @@ export async function readCheckpointMarker(bookkeeping: string): Promise<Checkpo
   const marker = await readRecord<Partial<CheckpointMarker>>(path.join(bookkeeping, CHECKPOINT_MARKER));
   return typeof marker?.id === 'string' && typeof marker.takenAt === 'string' ? { id: marker.id, takenAt: marker.takenAt } : undefined;
 }
+
+/**
+ * The restore of this host's copy, kept beside the marker (host-local too, never checkpointed): the checkpoint it came
+ * from, and the stages that have had an attempt here since, the restoring one first. Each stage of the run that moved
+ * here is told of the restore at its first attempt here, whichever attempt restored: parallel stages of a lost host
+ * come at once, or one later than the other (a longer `heartbeatTimeout`), and the later one finds the run in place.
+ */
+export const RESTORE_RECORD = 'restored.json';
+
+export interface RestoreRecord extends CheckpointMarker {
+  /** Stage ids, each once: at most the pipeline's stages. */
+  stages: string[];
+}
+
+export async function writeRestoreRecord(bookkeeping: string, record: RestoreRecord): Promise<void> {
+  await writeFileAtomic(path.join(bookkeeping, RESTORE_RECORD), `${JSON.stringify({ id: record.id, takenAt: record.takenAt, stages: record.stages })}\n`);
+}
+
+export async function readRestoreRecord(bookkeeping: string): Promise<RestoreRecord | undefined> {
+  const record = await readRecord<Partial<RestoreRecord>>(path.join(bookkeeping, RESTORE_RECORD));
+  if (typeof record?.id !== 'string' || typeof record.takenAt !== 'string' || !Array.isArray(record.stages)) return undefined;
+  return { id: record.id, takenAt: record.takenAt, stages: record.stages.filter((stage): stage is string => typeof stage === 'string') };
+}

@@ -9,7 +9,7 @@ import { bundleProblem, unbundleInto } from './git-snapshot.js';
 import { checkpointKey } from './keys.js';
 import { newestCheckpointId } from './latest.js';
 import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
-import { readCheckpointMarker, writeCheckpointMarker } from './marker.js';
+import { readCheckpointMarker, writeCheckpointMarker, writeRestoreRecord } from './marker.js';
 import { withScratch } from './scratch.js';
 import { WORKSPACES_VARIABLE_NAME, type CheckpointOptions } from './settings.js';
 
@@ -71,6 +71,8 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
       const warning = await unbundleInto(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle], manifest.git);
       if (warning) warnings.push(warning);
     }
+    // The stage restoring is the first to have an attempt on the restored copy (marker.ts: the others are told later).
+    await writeRestoreRecord(paths.bookkeeping, { id: manifest.id, takenAt: manifest.takenAt, stages: [place.stageId] });
     await writeCheckpointMarker(paths.bookkeeping, manifest);
     return { manifest, warnings };
   });

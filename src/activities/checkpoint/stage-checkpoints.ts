@@ -9,6 +9,9 @@ import type { CheckpointManifest } from './manifest.js';
 import { restoreIfNeeded, type Restored } from './restore-checkpoint.js';
 import type { CheckpointOptions } from './settings.js';
 import { takeCheckpoint, type CheckpointTarget } from './take-checkpoint.js';
+import { readRestoreRecord, writeRestoreRecord } from './marker.js';
+import { withLock } from '../workspace/git.js';
+import { runPaths } from '../workspace/run-folder.js';
 
 /*
  * Checkpoints around one stage attempt, all inside the stage activity (no workflow change): a restore before the
@@ -25,16 +28,69 @@ export function workspaceKind(input: StageAttemptInput): CheckpointManifest['kin
   return settings?.dir !== undefined ? 'none' : 'folder';
 }
 
-/** The restore an attempt needs before its workspace is opened; undefined when there is nothing to restore. */
-export async function restoreBeforeAttempt(options: CheckpointOptions | undefined, input: StageAttemptInput, workspacesRoot: string, branch?: string): Promise<Restored | undefined> {
+/** What an attempt is told of the restore of the run on this host: the checkpoint, and what the restore warned of. */
+export interface AttemptRestore {
+  id: string;
+  takenAt: string;
+  warnings: string[];
+}
+
+/** Where the attempt of {@link restoreForAttempt} is about to run. */
+export interface AttemptRestorePlace {
+  input: StageAttemptInput;
+  workspacesRoot: string;
+  /** With a git workspace: the run's branch, as this attempt renders it. */
+  branch?: string;
+  /** The stage's very first start (no earlier attempt, round or continuation): nothing of it to have been restored. */
+  firstStart: boolean;
+  /** Opens the run's workspace (not a stage's worktree), once the restore put it back. */
+  open: () => Promise<RunWorkspace>;
+}
+
+/**
+ * Restores the run before an attempt when this host lacks it (or holds an older copy), the worktree's uncommitted work
+ * included, for one attempt of the run at a time in this process. Parallel stages of a run whose host was lost move
+ * here at once: each restoring on its own, the second found the folders the first had just moved into place
+ * (ENOTEMPTY) and failed its attempt, spending a retry the loss of a host should not cost, or went on before the first
+ * had laid out the worktree's work. Now the later ones find the run in place, and each stage that moved is told of the
+ * restore all the same at its first attempt here (marker.ts), whether it came at once or later.
+ * @returns what to tell the attempt; undefined when there was nothing to restore, or this stage already ran here since
+ */
+export async function restoreForAttempt(options: CheckpointOptions | undefined, place: AttemptRestorePlace): Promise<AttemptRestore | undefined> {
   // A fork point holds no bookkeeping: nothing a run could go on from on another host.
   if (!options || options.forkPointsOnly) return undefined;
+  const { input } = place;
+  // Not behind the run's checkpoints (a stage would wait for another's to start): a checkpoint writes this host's marker
+  // before the store's index, so a check beside one never finds the copy here older than the store's newest.
+  return withLock(`restore:${input.runId}`, async () => {
+    const restored = await restoreBeforeAttempt(options, place);
+    if (restored) return restored;
+    return joinRestore(runPaths(place.workspacesRoot, input.runId).bookkeeping, input.stage.id, place.firstStart);
+  });
+}
+
+/** The restore itself, and the worktree's work laid out (which needs the worktree open). */
+async function restoreBeforeAttempt(options: CheckpointOptions, place: AttemptRestorePlace): Promise<AttemptRestore | undefined> {
+  const { input } = place;
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
-  const place = { runId: input.runId, workspacesRoot, kind, repo, branch, stageId: input.stage.id };
-  const restored = await restoreIfNeeded(options, place);
-  if (restored) log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: restored.manifest.id, takenAt: restored.manifest.takenAt });
-  return restored;
+  const restored = await restoreIfNeeded(options, { runId: input.runId, workspacesRoot: place.workspacesRoot, kind, repo, branch: place.branch, stageId: input.stage.id });
+  if (!restored) return undefined;
+  const { id, takenAt } = restored.manifest;
+  log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: id, takenAt });
+  if (restored.manifest.git?.work) await finishRestore(restored, await place.open());
+  return { id, takenAt, warnings: restored.warnings };
+}
+
+/**
+ * A stage's first attempt on a copy of the run another stage's attempt restored: it is told of that restore, unless it
+ * starts afresh; either way, recorded as having run here.
+ */
+async function joinRestore(bookkeeping: string, stageId: string, firstStart: boolean): Promise<AttemptRestore | undefined> {
+  const record = await readRestoreRecord(bookkeeping);
+  if (!record || record.stages.includes(stageId)) return undefined;
+  await writeRestoreRecord(bookkeeping, { ...record, stages: [...record.stages, stageId] });
+  return firstStart ? undefined : { id: record.id, takenAt: record.takenAt, warnings: [] };
 }
 
 /** Once the worktree is open again: its files as the checkpoint had them. */

@@ -8,8 +8,7 @@ import { stagesReadBy, withWithheldValues } from '../prompt/template-values.js';
 import { openRunBundle } from '../prompt/run-bundle-files.js';
 import { openWorkerPipelineFolder } from '../prompt/worker-files.js';
 import { openPipelineWorkspace, repoOf, runBranch, workspaceVariables } from '../workspace/open-workspace.js';
-import { finishRestore, restoreBeforeAttempt } from '../checkpoint/stage-checkpoints.js';
-import type { Restored } from '../checkpoint/restore-checkpoint.js';
+import { restoreForAttempt } from '../checkpoint/stage-checkpoints.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
 import { withLock } from '../workspace/git.js';
@@ -27,7 +26,8 @@ export interface AttemptWorkspace {
   context: TemplateContext;
   workspace: RunWorkspace;
   filesDir: string;
-  restored?: Restored;
+  /** The checkpoint this host's copy of the run was restored from, when the attempt is to be told (stage-checkpoints.ts). */
+  restoredFrom?: { id: string; takenAt: string };
   /** For the stage's result: what the restore and the stale-lock removal said. */
   warnings: string[];
 }
@@ -69,8 +69,10 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
   // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
-  const restored = await restoreBeforeAttempt(deps.checkpoints, input, deps.workspacesRoot, branch);
-  let workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  const open = () => openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  const firstStart = info.attempt === 1 && input.round === 1 && input.continuation === undefined;
+  const restored = await restoreForAttempt(deps.checkpoints, { input, workspacesRoot: deps.workspacesRoot, branch, firstStart, open });
+  let workspace = await open();
   const warnings: string[] = [];
   // Before any git of the attempt: a lock left by a git that was killed outright would fail every git command there.
   // Only in the run's own worktrees: a lent folder's git is its owner's (who may be running git in it right now). Not
@@ -96,8 +98,8 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   if (gitWorkspace && mentionsWorkspaceVariables(templates)) {
     context.workspace = await workspaceVariables(workspace, input.baseDir, pipeline.workspace);
   }
-  await finishRestore(restored, workspace);
-  return { context, workspace, filesDir, restored, warnings: [...(restored?.warnings ?? []), ...warnings] };
+  const restoredFrom = restored && { id: restored.id, takenAt: restored.takenAt };
+  return { context, workspace, filesDir, restoredFrom, warnings: [...(restored?.warnings ?? []), ...warnings] };
 }
 
 /**
