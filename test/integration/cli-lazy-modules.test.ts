@@ -7,10 +7,11 @@ import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { CLI, CLI_FIXTURES } from './cli-helpers.js';
 
 /*
- * Every command a person or a test runs pays for the modules the CLI loads. The OpenTelemetry SDK (about 270 of the
- * 650 modules a command loaded) is loaded only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and the worker's
- * native runtime only by the commands that run one; a worker loads the SDK and the metrics registry only when tracing
- * or metrics (AGENT_PIPELINE_METRICS) are on.
+ * Every command a person or a test runs pays for the modules the CLI loads. A command loads what it uses when its
+ * action runs: `--help` and usage errors load the command line alone, `validate` the parser without the Temporal
+ * client, a command that connects the client without the parser's file checks. The OpenTelemetry SDK is loaded only
+ * when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and the worker's native runtime only by the commands that run one;
+ * a worker loads the SDK and the metrics registry only when tracing or metrics (AGENT_PIPELINE_METRICS) are on.
  */
 
 /**
@@ -55,10 +56,16 @@ async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until
 describe('what a command loads', () => {
   const HEAVY = ['@opentelemetry/sdk-trace-base', '@opentelemetry/sdk-metrics', '@temporalio/interceptors-opentelemetry', '@temporalio/worker'];
 
-  test('validate loads neither the OpenTelemetry SDK nor the worker', async () => {
+  test('--help and a usage error load the command line alone', async () => {
+    for (const args of [['--help'], ['start', '--help'], ['list', '--status', 'sleeping']]) {
+      expect([...(await packagesLoaded(args))], args.join(' ')).toEqual(['commander']);
+    }
+  });
+
+  test('validate loads the parser, and neither the Temporal client, the OpenTelemetry SDK nor the worker', async () => {
     const loaded = await packagesLoaded(['validate', path.join(CLI_FIXTURES, 'basic.yaml')]);
     expect(loaded.has('yaml')).toBe(true);
-    for (const heavy of HEAVY) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
+    for (const heavy of [...HEAVY, '@temporalio/client', '@grpc/grpc-js', '@temporalio/proto', 'execa']) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
   });
 
   test('a worker loads neither the OpenTelemetry SDK nor the metrics registry while tracing and metrics are off', async () => {
@@ -84,7 +91,7 @@ describe('what a command loads', () => {
     const env = { TEMPORAL_ADDRESS: inject('temporalAddress') };
     const plain = await packagesLoaded(['status', 'no-such-run-lazy-modules'], env);
     expect(plain.has('@temporalio/client')).toBe(true);
-    for (const heavy of HEAVY) expect(plain.has(heavy), `${heavy} loaded`).toBe(false);
+    for (const heavy of [...HEAVY, 'execa']) expect(plain.has(heavy), `${heavy} loaded`).toBe(false);
     // Nothing listens there: the spans are lost, which is not what this test is about.
     const traced = await packagesLoaded(['status', 'no-such-run-lazy-modules'], { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
     expect(traced.has('@opentelemetry/sdk-trace-base')).toBe(true);
