@@ -17,6 +17,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts && npm rebuild @anthropic-ai/claude-code
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+# The build's own steps after tsc: the pipeline JSON Schema and the command line's bundle.
+COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
 # Runtime stage: Node, git (run worktrees, the agents' own git use), tini (signals and orphaned tool processes),

@@ -1,7 +1,9 @@
 import { CommanderError } from 'commander';
 import { PipelineValidationError } from '../pipeline/errors.js';
 import { DevServerError } from '../dev/dev-server-error.js';
-import { AgentPipelineError, InvalidRequestError, RunFailedError, TemporalUnavailableError, type InvalidRequestCode } from '../library/errors.js';
+// The leaf module of the error classes, not library/errors.ts: that one loads the Temporal client, and every command
+// (`--help`, `validate`) loads this module.
+import { AgentPipelineError, InvalidRequestError, TemporalUnavailableError, type InvalidRequestCode } from '../errors.js';
 
 /** Exit codes of the `agent-pipeline` command (DESIGN.md; docs/cli.md). */
 export const EXIT = {
@@ -36,7 +38,8 @@ export class UsageError extends InvalidRequestError {
 export function exitCodeFor(err: unknown): number {
   if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.OK : EXIT.USAGE;
   if (err instanceof TemporalUnavailableError) return EXIT.TEMPORAL_UNREACHABLE;
-  if (err instanceof RunFailedError) return EXIT.PIPELINE_FAILED;
+  // RunFailedError (library/errors.ts), by its code for the same reason.
+  if (err instanceof AgentPipelineError && err.code === 'RUN_FAILED') return EXIT.PIPELINE_FAILED;
   if (err instanceof AgentPipelineError || err instanceof PipelineValidationError || err instanceof DevServerError) return EXIT.USAGE;
   // A Temporal CLI that cannot be found or run is the machine's setup (TEMPORAL_CLI, PATH), not a run that failed. By
   // name: importing dev/temporal-cli.ts would load its dependencies at every command's start.

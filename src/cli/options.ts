@@ -1,9 +1,8 @@
 import { InvalidArgumentError } from 'commander';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
 import { toMilliseconds } from '../pipeline/duration.js';
-import { durationSchema } from '../pipeline/schema.js';
-import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-spec.js';
-import { readInputValues, type InputValue } from '../library/input-files.js';
+import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-overlap.js';
+import type { InputValue } from '../library/input-files.js';
 import { UsageError } from './errors.js';
 
 /** Collects a repeatable flag's values. */
@@ -25,10 +24,11 @@ export function parseDurationMs(value: string): number {
 
 /** Parses an age flag (`0s`, `12h`, `7d`) to milliseconds: a duration, zero included (`prune --older-than 0s`). */
 export function parseAgeMs(value: string): number {
-  if (!durationSchema.safeParse(value.trim()).success) {
+  try {
+    return toMilliseconds(value.trim());
+  } catch {
     throw new InvalidArgumentError(`expected a duration such as 30s, 15m, 2h or 1d, got "${value}"`);
   }
-  return toMilliseconds(value.trim());
 }
 
 /** Parses a positive number flag (a budget in dollars). */
@@ -84,6 +84,8 @@ export function parseInputFlags(flags: readonly string[]): Record<string, InputV
  * Parses `--input` flags and reads the values given as `@file` or `@-`. Errors name the flag and the file.
  * @throws InvalidRequestError (`FILE_NOT_FOUND`, `FILE_UNREADABLE`, `INPUT_TOO_LARGE`, `INPUT_INVALID`): exit code 2
  */
-export function readInputFlags(flags: readonly string[], stdin: NodeJS.ReadableStream = process.stdin): Promise<Record<string, string>> {
+export async function readInputFlags(flags: readonly string[], stdin: NodeJS.ReadableStream = process.stdin): Promise<Record<string, string>> {
+  // Loaded here: it measures values as Temporal payloads, with the SDK's converter (the flags' parsers load none).
+  const { readInputValues } = await import('../library/input-files.js');
   return readInputValues(parseInputFlags(flags), { describe: (name, file) => `--input ${name}=@${file}`, stdin });
 }

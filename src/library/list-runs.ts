@@ -5,12 +5,11 @@ import { PIPELINE_WORKFLOW_TYPE } from '../contracts/messages.js';
 import { RUN_STARTED_AT_MEMO_KEY } from '../contracts/run-carry-over.js';
 import { COST_USD_ATTRIBUTE, CURRENT_STAGES_ATTRIBUTE, PIPELINE_NAME_ATTRIBUTE, RUN_STATUS_ATTRIBUTE } from '../contracts/search-attributes.js';
 import { InvalidRequestError } from './errors.js';
+import { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from './run-list-status.js';
+
+export { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus };
 
 const TIMED_OUT = `(ExecutionStatus = 'TimedOut' OR (ExecutionStatus = 'Failed' AND ${RUN_STATUS_ATTRIBUTE.name} = 'timed_out'))`;
-
-/** The run statuses `client.list({ status })` and `list --status` filter on. */
-export const RUN_LIST_STATUSES = ['running', 'completed', 'failed', 'cancelled', 'terminated', 'timed_out', 'waiting', 'blocked'] as const;
-export type RunListStatus = (typeof RUN_LIST_STATUSES)[number];
 
 /** The status of one run in `client.list()`: a status to filter on, or a run that continued as a new one. */
 export type RunListItemStatus = RunListStatus | 'continued_as_new';
@@ -29,15 +28,6 @@ const STATUS_CLAUSES: Record<RunListStatus, string> = {
   waiting: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} IN ('waiting', 'blocked')`,
   blocked: `ExecutionStatus = 'Running' AND ${RUN_STATUS_ATTRIBUTE.name} = 'blocked'`,
 };
-
-/** Other spellings people type (Temporal's `canceled`, `timed-out`), accepted for the status they mean. */
-const STATUS_SPELLINGS: Record<string, RunListStatus> = { canceled: 'cancelled', 'timed-out': 'timed_out' };
-
-/** The list status `value` names (any case, either spelling), or `undefined` when it names none. */
-export function toRunListStatus(value: string): RunListStatus | undefined {
-  const status = value.toLowerCase();
-  return (RUN_LIST_STATUSES as readonly string[]).includes(status) ? (status as RunListStatus) : STATUS_SPELLINGS[status];
-}
 
 /** Which runs `client.list()` returns. */
 export interface RunListFilter {

@@ -5,15 +5,16 @@ import { runUrl } from '../config.js';
 import { newRunId, startRun, type RunIdConflictPolicy, type StartRunOptions } from './runs.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { connectTemporal, type ConnectionOptions, type TemporalConnection } from './connection.js';
-import { InvalidRequestError, toLibraryError, typedErrors } from './errors.js';
+import { InvalidRequestError } from './errors.js';
+import { toLibraryError, typedErrors } from './temporal-errors.js';
 import { withCliMessage } from '../errors.js';
 import { clientCodecs } from './history-codec.js';
 import { iterateRuns, listRuns, type RunListFilter, type RunListItem, type RunPagingFilter } from './list-runs.js';
 import { definitionName, type PipelineSource } from './pipeline-definition.js';
 import type { InputValue } from './input-files.js';
-import { prepareRunInput, type PrepareRunOptions } from './pipeline-source.js';
-import { previewFork, readForkSource, refuseChanges, refuseMissingForkPoint, type ForkPreview } from './fork-run.js';
-import { validatePipeline, type ValidateOptions, type ValidationReport } from './validate-pipeline.js';
+import type { PrepareRunOptions } from './pipeline-source.js';
+import type { ForkPreview } from './fork-run.js';
+import type { ValidateOptions, ValidationReport } from './validate-pipeline.js';
 import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
 import { signerFrom, type RunSigner, type SignatureTtls } from '../trust/signer.js';
@@ -123,7 +124,9 @@ export class PipelineClient<B extends string = never> {
    * starting anything: the schema and stage graph, the files it names, every template variable. Resolves with the
    * report whatever it finds; the pipeline is valid when `problems` is empty. Needs no worker.
    */
-  validate(source: PipelineSource<B>, options: Pick<ValidateOptions, 'baseDir' | 'checkFiles'> = {}): Promise<ValidationReport> {
+  async validate(source: PipelineSource<B>, options: Pick<ValidateOptions, 'baseDir' | 'checkFiles'> = {}): Promise<ValidationReport> {
+    // The parser and the schemas are loaded by the calls that read a pipeline, not by every client (`status`, `list`).
+    const { validatePipeline } = await import('./validate-pipeline.js');
     return validatePipeline(source, { ...options, backends: this.backends });
   }
 
@@ -138,7 +141,8 @@ export class PipelineClient<B extends string = never> {
   }
 
   /** Loads and validates what `start` would run (the checks of {@link validate}, then the inputs), without starting it. */
-  prepare(source: PipelineSource<B>, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
+  async prepare(source: PipelineSource<B>, options: PrepareRunOptions = {}): Promise<PipelineRunInput> {
+    const { prepareRunInput } = await import('./pipeline-source.js');
     return prepareRunInput(source, { ...options, backends: [...this.backends, ...(options.backends ?? [])] }, clientCodecs(this.temporal));
   }
 
@@ -164,7 +168,7 @@ export class PipelineClient<B extends string = never> {
    */
   fork(runId: string, options: ForkOptions<B>): Promise<RunHandle> {
     return typedErrors(async () => {
-      const { id, input, preview } = await this.prepareFork(runId, options);
+      const [{ id, input, preview }, { refuseChanges }] = await Promise.all([this.prepareFork(runId, options), import('./fork-run.js')]);
       refuseChanges(preview);
       return this.startPrepared({ ...input, fork: { runId, stage: preview.from, ...(options.force ? { force: true } : {}) } }, { id, taskQueue: options.taskQueue, idConflictPolicy: 'FAIL', newIdOnly: true });
     }, this.address);
@@ -184,6 +188,7 @@ export class PipelineClient<B extends string = never> {
   }
 
   private async prepareFork(runId: string, options: Partial<ForkOptions<B>>): Promise<{ id: string; input: PipelineRunInput; preview: ForkPreview }> {
+    const { previewFork, readForkSource, refuseMissingForkPoint } = await import('./fork-run.js');
     const source = await readForkSource(this.temporal, runId);
     const inputs = { ...source.input.inputs, ...options.inputs };
     const pipeline = options.pipeline ?? sourcePipeline(source.input);

@@ -3,7 +3,8 @@ import type { UpdateDefinition } from '@temporalio/common';
 import type { RunState } from '../pipeline/run-state.js';
 import type { RunSigner } from '../trust/signer.js';
 import { withCliMessage } from '../errors.js';
-import { InvalidRequestError, NoWorkerError, toLibraryError, typedErrors } from './errors.js';
+import { InvalidRequestError, NoWorkerError } from './errors.js';
+import { toLibraryError, typedErrors } from './temporal-errors.js';
 import { readRun } from './run-reader.js';
 import { readWorkerPresence } from './worker-presence.js';
 

@@ -12,7 +12,8 @@ import {
   retryStageUpdate,
   skipStageUpdate,
 } from '../contracts/messages.js';
-import { InvalidRequestError, typedErrors } from './errors.js';
+import { InvalidRequestError } from './errors.js';
+import { typedErrors } from './temporal-errors.js';
 import { failedStageOf, requestOf, sendSignedUpdate, type DecisionTarget } from './run-decisions.js';
 import type { ApproveOptions, CancelOutcome, EventsOptions, RunStatusReport } from './run-handle-options.js';
 import type { RunEvent } from './run-events.js';

@@ -1,4 +1,4 @@
-import { ScheduleOverlapPolicy, type ScheduleDescription, type ScheduleOptions, type ScheduleSummary, type ScheduleUpdateOptions } from '@temporalio/client';
+import type { ScheduleDescription, ScheduleOptions, ScheduleSummary, ScheduleUpdateOptions } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../contracts/messages.js';
 import { PIPELINE_NAME_ATTRIBUTE } from '../contracts/search-attributes.js';
@@ -7,16 +7,9 @@ import { runMemo, runSummary } from './runs.js';
 import type { RunSigner } from '../trust/signer.js';
 import type { ScheduleIdentity } from '../trust/signatures.js';
 
-/** `--overlap` values: what happens when a run is due while the previous one still runs. */
-export const OVERLAP_POLICIES = {
-  skip: ScheduleOverlapPolicy.SKIP,
-  'buffer-one': ScheduleOverlapPolicy.BUFFER_ONE,
-  'buffer-all': ScheduleOverlapPolicy.BUFFER_ALL,
-  'cancel-other': ScheduleOverlapPolicy.CANCEL_OTHER,
-  'terminate-other': ScheduleOverlapPolicy.TERMINATE_OTHER,
-  'allow-all': ScheduleOverlapPolicy.ALLOW_ALL,
-} as const;
-export type OverlapFlag = keyof typeof OVERLAP_POLICIES;
+import { OVERLAP_POLICIES, type OverlapFlag } from './schedule-overlap.js';
+
+export { OVERLAP_POLICIES, type OverlapFlag };
 
 /** What the schedule's memo keeps about how it was made, so `schedule list` shows it as the person wrote it. */
 export interface ScheduleMemo {

@@ -5,7 +5,8 @@ import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, with
 import { toMilliseconds } from '../pipeline/duration.js';
 import { findRunIdProblem } from '../pipeline/run-id.js';
 import { durationSchema, type DurationText } from '../pipeline/schema.js';
-import { InvalidRequestError, typedErrors } from './errors.js';
+import { InvalidRequestError } from './errors.js';
+import { typedErrors } from './temporal-errors.js';
 import type { PipelineRunInput } from '../contracts/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { readInputValues } from './input-files.js';

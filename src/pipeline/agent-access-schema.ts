@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { TOOL_NAME } from './tool-names.js';
 
 /*

@@ -1,4 +1,7 @@
-import { z } from 'zod';
+/*
+ * Durations as text (`90s`, `30m`): their type, milliseconds and the way people read them. No zod here (the schema
+ * is duration-schema.ts): the command line formats durations in commands that load no schema.
+ */
 
 /** The units a duration ends with: milliseconds, seconds, minutes, hours, days. */
 export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
@@ -9,13 +12,6 @@ export type DurationUnit = 'ms' | 's' | 'm' | 'h' | 'd';
 export type DurationText = `${number}${DurationUnit}` | `${number} ${DurationUnit}`;
 /** A duration as written in the file: `90s`, `30m`, `2h`, `1d`, or a number of milliseconds. */
 export type Duration = number | DurationText;
-
-/** A duration as written in the file: `90s`, `30m`, `2h`, `1d`, or a number of milliseconds. */
-// Typed as `Duration`: the regex accepts exactly the texts the template-literal type describes (and runs of spaces).
-export const durationSchema = z.union([
-  z.number().int().positive(),
-  z.string().regex(/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/, 'expected a duration such as "90s", "30m" or "2h"'),
-]) as unknown as z.ZodType<Duration>;
 
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 

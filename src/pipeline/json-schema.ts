@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { INPUT_TEMPLATE, inputTemplateSchema } from './input-template.js';
 import { pipelineSchema } from './schema.js';
 

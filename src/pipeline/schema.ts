@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { mcpServerSchema } from './agent-access-schema.js';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { limitsSchema } from './limit-schema.js';
 import { objectInputValueSchema } from './object-inputs.js';
 import { stageDefaultsSchema } from './stage-options-schema.js';
@@ -16,7 +16,8 @@ import { workspaceSchema } from './workspace-schema.js';
  * (agent-access-schema.ts), and `workspace:` (workspace-schema.ts).
  */
 
-export { durationSchema, type Duration, type DurationText, type DurationUnit } from './duration.js';
+export { durationSchema } from './duration-schema.js';
+export type { Duration, DurationText, DurationUnit } from './duration.js';
 
 /**
  * A pipeline `context:` file: a path, or `{path, optional, from}`. Read relative to the pipeline file's folder, or

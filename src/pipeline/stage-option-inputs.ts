@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { PERMISSION_MODES } from './agent-access-schema.js';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { INPUT_TEMPLATE } from './input-template.js';
 import type { PipelineDefinition } from './schema.js';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { FAILURE_TYPES } from '../failure-types.js';
 import { PERMISSION_MODES, permissionRequestSchema, sandboxSchema, toolNameSchema } from './agent-access-schema.js';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { orInputTemplate } from './input-template.js';
 
 /*

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { commandStageShape, findCommandFieldProblems } from './command-stage.js';
 import { mcpServerSchema } from './agent-access-schema.js';
-import { durationSchema } from './duration.js';
+import { durationSchema } from './duration-schema.js';
 import { limitsSchema } from './limit-schema.js';
 import { stageOptionsShape } from './stage-options-schema.js';
 

@@ -1,10 +1,11 @@
 /*
  * Runs several `agent-pipeline` commands one after another in one Node process (run by Node itself, which strips the
  * types): `node cli-one-process.ts CLIENT_JS '[["start","--help"],["list","--since","x"]]'`. Each command evaluates
- * the CLI's entry module (dist/client.js, what bin/agent-pipeline.js loads) afresh, with its own process.argv, and
- * gets its own stdout, stderr and exit code; the modules under it load once. A command process costs about 0.35 CPU
- * seconds, nearly all of it loading modules, so a test that checks twenty commands' help or usage errors pays once
- * (test/integration/cli-helpers.ts, runCliCommands). Prints one JSON array of { exitCode, stdout, stderr }.
+ * the CLI's entry module (dist/cli-bundle/client.js, what bin/agent-pipeline.js loads for all but the worker
+ * commands) afresh, with its own process.argv, and gets its own stdout, stderr and exit code; the modules under it
+ * load once. A command that connects costs about half a CPU second, most of it loading the Temporal client, so a test
+ * that checks many commands pays it once (test/integration/cli-helpers.ts, runCliCommands). Prints one JSON array of
+ * { exitCode, stdout, stderr }.
  */
 import module from 'node:module';
 import { pathToFileURL } from 'node:url';

@@ -22,7 +22,8 @@ const ONE_PROCESS = path.join(PROJECT_ROOT, 'test', 'helpers', 'cli-one-process.
  * Keep a `runCli` call for each behaviour checked this way, so the command as a user runs it is tested too.
  */
 export async function runCliCommands(commands: readonly (readonly string[])[], env: NodeJS.ProcessEnv, timeoutMs = 90_000): Promise<CliResult[]> {
-  const client = path.join(PROJECT_ROOT, 'dist', 'client.js');
+  // The bundled entry, which bin/agent-pipeline.js runs for every command but those that run a worker.
+  const client = path.join(PROJECT_ROOT, 'dist', 'cli-bundle', 'client.js');
   const result = await execa('node', [ONE_PROCESS, client, JSON.stringify(commands)], { env, extendEnv: false, reject: false, timeout: timeoutMs, stdin: 'ignore' });
   if (result.exitCode !== 0) throw new Error(`${ONE_PROCESS} exited ${result.exitCode}:\n${String(result.stdout)}\n${String(result.stderr)}`);
   // As execa returns a command's output: without its final newline.

@@ -1,35 +1,51 @@
 import { execa } from 'execa';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, inject, test } from 'vitest';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { CLI, CLI_FIXTURES } from './cli-helpers.js';
 
 /*
- * Every command a person or a test runs pays for the modules the CLI loads. The OpenTelemetry SDK (about 270 of the
- * 650 modules a command loaded) is loaded only when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and the worker's
- * native runtime only by the commands that run one; a worker loads the SDK and the metrics registry only when tracing
- * or metrics (AGENT_PIPELINE_METRICS) are on.
+ * Every command a person or a test runs pays for the modules the CLI loads. A command loads what it uses when its
+ * action runs: `--help` and usage errors load the command line alone, `validate` the parser without the Temporal
+ * client, a command that connects the client without the parser's file checks. The OpenTelemetry SDK is loaded only
+ * when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT), and the worker's native runtime only by the commands that run one;
+ * a worker loads the SDK and the metrics registry only when tracing or metrics (AGENT_PIPELINE_METRICS) are on. Every
+ * command but those that run a worker runs from the bundle (dist/cli-bundle/, scripts/bundle-cli.js), which lists the
+ * packages each of its chunks holds.
  */
 
+const BUNDLE_DIR = path.join(PROJECT_ROOT, 'dist', 'cli-bundle');
+
+/** What `agent-pipeline ARGS` loaded: packages by name, and whether each came from node_modules or from the bundle. */
+interface Loaded {
+  /** Every package, from node_modules or inside a bundle chunk it loaded. */
+  packages: Set<string>;
+  /** The packages loaded from node_modules. */
+  unbundled: Set<string>;
+  /** The bundle's chunks it loaded. */
+  chunks: Set<string>;
+}
+
 /**
- * The node_modules packages `agent-pipeline ARGS` loads, CommonJS or ESM, by name (Node's module hooks see every load).
- * With `until`, a command that runs until stopped (a worker) gets SIGTERM once its output shows that text.
+ * The packages `agent-pipeline ARGS` loads, CommonJS or ESM (Node's module hooks see every load), from node_modules
+ * or inside the bundle's chunks. With `until`, a command that runs until stopped (a worker) gets SIGTERM once its
+ * output shows that text.
  */
-async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until?: string): Promise<Set<string>> {
+async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until?: string): Promise<Loaded> {
   const probe = `
     import { registerHooks } from 'node:module';
-    const names = new Set();
+    const urls = new Set();
     registerHooks({ resolve(specifier, context, next) {
       const resolved = next(specifier, context);
-      const name = /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(resolved.url)?.[1];
-      if (name) names.add(name);
+      urls.add(resolved.url);
       return resolved;
     } });
     process.argv = [process.argv[0], ${JSON.stringify(CLI)}, ...process.argv.slice(2)];
     let printed = false;
-    const print = () => { if (!printed) process.stderr.write('\\nLOADED ' + JSON.stringify([...names]) + '\\n'); printed = true; };
+    const print = () => { if (!printed) process.stderr.write('\\nLOADED ' + JSON.stringify([...urls]) + '\\n'); printed = true; };
     process.on('exit', print);
     // A worker stopped by SIGTERM drains and may end by the signal, with no exit event: the list as it was then.
     process.prependListener('SIGTERM', print);
@@ -49,16 +65,27 @@ async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until
   const result = await child.finally(() => rm(dir, { recursive: true, force: true }));
   const line = result.stderr.split('\n').find((l) => l.startsWith('LOADED '));
   if (!line) throw new Error(`no module list: ${result.stderr.slice(-2000)}`);
-  return new Set(JSON.parse(line.slice('LOADED '.length)) as string[]);
+  const urls = JSON.parse(line.slice('LOADED '.length)) as string[];
+  const unbundled = new Set(urls.map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1]).filter((name) => name !== undefined));
+  const chunks = new Set(urls.filter((url) => url.startsWith(`file://${BUNDLE_DIR}/`)).map((url) => path.basename(url)));
+  const inBundle = chunks.size === 0 ? {} : (JSON.parse(await readFile(path.join(BUNDLE_DIR, 'packages.json'), 'utf8')) as Record<string, string[]>);
+  return { packages: new Set([...unbundled, ...[...chunks].flatMap((chunk) => inBundle[chunk] ?? [])]), unbundled, chunks };
 }
 
 describe('what a command loads', () => {
   const HEAVY = ['@opentelemetry/sdk-trace-base', '@opentelemetry/sdk-metrics', '@temporalio/interceptors-opentelemetry', '@temporalio/worker'];
 
-  test('validate loads neither the OpenTelemetry SDK nor the worker', async () => {
-    const loaded = await packagesLoaded(['validate', path.join(CLI_FIXTURES, 'basic.yaml')]);
-    expect(loaded.has('yaml')).toBe(true);
-    for (const heavy of HEAVY) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
+  test('--help and a usage error load the command line alone', async () => {
+    for (const args of [['--help'], ['start', '--help'], ['list', '--status', 'sleeping']]) {
+      const { packages } = await packagesLoaded(args);
+      expect([...packages], args.join(' ')).toEqual(['commander']);
+    }
+  });
+
+  test('validate loads the parser, and neither the Temporal client, the OpenTelemetry SDK nor the worker', async () => {
+    const { packages } = await packagesLoaded(['validate', path.join(CLI_FIXTURES, 'basic.yaml')]);
+    expect(packages.has('yaml')).toBe(true);
+    for (const heavy of [...HEAVY, '@temporalio/client', '@grpc/grpc-js', '@temporalio/proto', 'execa']) expect(packages.has(heavy), `${heavy} loaded`).toBe(false);
   });
 
   test('a worker loads neither the OpenTelemetry SDK nor the metrics registry while tracing and metrics are off', async () => {
@@ -72,9 +99,11 @@ describe('what a command loads', () => {
     };
     try {
       const loaded = await packagesLoaded(['worker'], env, 'agent-pipeline worker polling');
-      expect(loaded.has('@temporalio/worker')).toBe(true);
+      expect(loaded.unbundled.has('@temporalio/worker')).toBe(true);
+      // The compiled modules as they are: the worker shares one copy of the Temporal SDK with @temporalio/worker.
+      expect([...loaded.chunks]).toEqual([]);
       // telemetry.test.ts runs a worker with both on.
-      for (const heavy of ['@opentelemetry/sdk-trace-base', '@temporalio/interceptors-opentelemetry', 'prom-client']) expect(loaded.has(heavy), `${heavy} loaded`).toBe(false);
+      for (const heavy of ['@opentelemetry/sdk-trace-base', '@temporalio/interceptors-opentelemetry', 'prom-client']) expect(loaded.packages.has(heavy), `${heavy} loaded`).toBe(false);
     } finally {
       await rm(workspaces, { recursive: true, force: true });
     }
@@ -83,11 +112,13 @@ describe('what a command loads', () => {
   test('a command that connects loads the OpenTelemetry SDK only when tracing is on', async () => {
     const env = { TEMPORAL_ADDRESS: inject('temporalAddress') };
     const plain = await packagesLoaded(['status', 'no-such-run-lazy-modules'], env);
-    expect(plain.has('@temporalio/client')).toBe(true);
-    for (const heavy of HEAVY) expect(plain.has(heavy), `${heavy} loaded`).toBe(false);
+    expect(plain.packages.has('@temporalio/client')).toBe(true);
+    for (const heavy of [...HEAVY, 'execa']) expect(plain.packages.has(heavy), `${heavy} loaded`).toBe(false);
+    // From the bundle: nothing from node_modules, where the client's 600 modules each cost a look-up and a read.
+    expect([...plain.unbundled]).toEqual([]);
     // Nothing listens there: the spans are lost, which is not what this test is about.
     const traced = await packagesLoaded(['status', 'no-such-run-lazy-modules'], { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
-    expect(traced.has('@opentelemetry/sdk-trace-base')).toBe(true);
-    expect(traced.has('@temporalio/interceptors-opentelemetry')).toBe(true);
+    expect(traced.packages.has('@opentelemetry/sdk-trace-base')).toBe(true);
+    expect(traced.packages.has('@temporalio/interceptors-opentelemetry')).toBe(true);
   });
 });

@@ -173,11 +173,16 @@ describe('Dockerfile', () => {
     const sources = instructions
       .filter((i) => i.getKeyword() === 'COPY' && !i.toString().includes('--from='))
       .flatMap((i) => i.getArguments().slice(0, -1).map((a) => a.getValue()));
-    expect(sources).toEqual(['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'examples']);
+    expect(sources).toEqual(['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'scripts', 'bin', 'examples']);
     for (const source of sources) {
       expect(existsSync(path.join(ROOT, source)), source).toBe(true);
       expect(ignored, source).not.toContain(source);
     }
+    // `npm run build` in the build stage runs scripts of the repository after tsc: each must be in what was copied.
+    const { scripts } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const buildFiles = [...scripts.build.matchAll(/node ([\w./-]+\.js)/g)].map((m) => m[1]).filter((file) => !file.startsWith('dist/'));
+    expect(buildFiles.length).toBeGreaterThan(0);
+    for (const file of buildFiles) expect(sources.some((source) => file === source || file.startsWith(`${source}/`)), file).toBe(true);
   });
 
   test("installs Claude Code's sandbox and requires it; the compose worker gets the options bubblewrap needs", () => {

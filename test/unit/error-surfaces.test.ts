@@ -7,7 +7,7 @@ import { execa } from 'execa';
 import { describe, expect, test } from 'vitest';
 import { cliMessageOf, InvalidRequestError } from '../../src/errors.js';
 import { connectTemporal } from '../../src/library/connection.js';
-import { toLibraryError } from '../../src/library/errors.js';
+import { toLibraryError } from '../../src/library/temporal-errors.js';
 import { resolveInputs } from '../../src/library/load-pipeline.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { describeDeployment, setCurrentBuild, type DeploymentStatus } from '../../worker/deployment-control.js';
+import type { DeploymentStatus } from '../../worker/deployment-control.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
@@ -41,6 +41,8 @@ export function addDeployCommands(program: Command): void {
     .addHelpText('after', '\nStatus of a build: current, ramping, draining (pinned runs left), drained (none left: stop its workers), inactive (never current).')
     .action(async (opts: DeployOptions) => {
       const name = deploymentName(opts);
+      // Loaded here, as every command's own modules are (docs/performance.md, "Command start-up").
+      const { describeDeployment } = await import('../../worker/deployment-control.js');
       await withClient(async ({ client, namespace }) => {
         const status = await describeDeployment(client.workflowService, namespace, name);
         if (!status) throw new UsageError(`[DEPLOYMENT_NOT_FOUND] no Worker Deployment "${name}" in namespace ${namespace}: start a worker with AGENT_PIPELINE_DEPLOYMENT=${name}`);
@@ -57,6 +59,7 @@ export function addDeployCommands(program: Command): void {
     .option('--json', 'print the deployment status afterwards, as `deploy status --json`')
     .action(async (build: string, opts: DeployOptions) => {
       const name = deploymentName(opts);
+      const { describeDeployment, setCurrentBuild } = await import('../../worker/deployment-control.js');
       await withClient(async ({ client, namespace }) => {
         const before = await describeDeployment(client.workflowService, namespace, name);
         if (!before?.versions.some((v) => v.buildId === build)) {

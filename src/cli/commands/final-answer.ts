@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
-import { cliMessageOf } from '../../errors.js';
-import { InvalidRequestError } from '../../library/errors.js';
+import { cliMessageOf, InvalidRequestError } from '../../errors.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from '../../library/list-runs.js';
+import { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from '../../library/run-list-status.js';
 import { formatDuration } from '../../pipeline/duration.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs, parsePositiveInt } from '../options.js';
@@ -7,7 +7,6 @@ import { formatColumns, formatTime, formatUsd, printJson, printLine } from '../o
 
 /** One row of `list --json` (the library's list item). */
 export type { RunListItem } from '../../library/list-runs.js';
-export { buildListQuery } from '../../library/list-runs.js';
 
 interface ListOptions {
   pipeline?: string;

@@ -1,14 +1,10 @@
 import type { Command } from 'commander';
-import { loadModelCatalog } from '../../activities/backends/models.js';
-import { cliMessageOf } from '../../errors.js';
-import { InvalidRequestError } from '../../library/errors.js';
-import { readTranscript, type TranscriptEntry } from '../../library/run-transcript.js';
+import { cliMessageOf, InvalidRequestError } from '../../errors.js';
+import type { TranscriptEntry } from '../../library/run-transcript.js';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT, UsageError } from '../errors.js';
-import { interruptSignal } from '../../library/follow-run.js';
 import { parsePositiveInt } from '../options.js';
 import { printLine, printNote } from '../output.js';
-import { TranscriptFormatter } from '../transcript.js';
 
 interface LogsOptions {
   stage: string;
@@ -18,6 +14,11 @@ interface LogsOptions {
 }
 
 async function printLogs(connected: ConnectedClient, runId: string, opts: LogsOptions, signal: AbortSignal): Promise<number> {
+  const [{ loadModelCatalog }, { readTranscript }, { TranscriptFormatter }] = await Promise.all([
+    import('../../activities/backends/models.js'),
+    import('../../library/run-transcript.js'),
+    import('../transcript.js'),
+  ]);
   const formatter = new TranscriptFormatter(loadModelCatalog(process.env));
   try {
     for await (const entry of readTranscript(connected.client, runId, { ...opts, signal })) {
@@ -61,6 +62,8 @@ export function addLogsCommand(program: Command): void {
         'Exit code: 0 printed, 2 unknown run or stage or no transcript, 3 Temporal unreachable, 130 Ctrl-C while following.',
     )
     .action(async (id: string, opts: LogsOptions) => {
+      // Loaded here, as every command's own modules are (docs/performance.md, "Command start-up").
+      const { interruptSignal } = await import('../../library/follow-run.js');
       const interrupt = interruptSignal();
       try {
         process.exitCode = await withClient((connected) => printLogs(connected, id, opts, interrupt.signal));

@@ -1,34 +1,6 @@
 import type { Command } from 'commander';
-import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/common';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { removeBookkeeping, removeRunWorkspace } from '../../activities/workspace/remove-workspace.js';
-import { listRunsOnDisk, type RunOnDisk } from '../../activities/workspace/run-list.js';
-import { loadConfig } from '../../config.js';
-import { storeFolder } from '../../activities/workspace/worker-folder.js';
-import type { ObjectStore } from '../../store/object-store.js';
-import { openStore } from '../../store/open-store.js';
-import { runKeyPrefix } from '../../store/run-keys.js';
-import { TemporalUnavailableError } from '../../library/errors.js';
-import { withClient } from '../connect.js';
 import { parseAgeMs } from '../options.js';
 import { printJson, printLine, printNote } from '../output.js';
-
-/** What `prune` decided about one run folder. */
-interface PruneEntry {
-  runId: string;
-  /** The run's folder; for a run in a lent folder (`workspace.dir`), which has none, its bookkeeping folder. */
-  dir: string;
-  /** The run's bookkeeping folder, in the workers' own folder under the workspaces root. */
-  bookkeeping?: string;
-  /** How the run ended, or `running` / `unknown` (no such run in Temporal). */
-  status: string;
-  /** @format ISO 8601 */
-  endedAt?: string;
-  removed: boolean;
-  warnings: string[];
-}
 
 const DEFAULT_AGE = '7d';
 
@@ -54,6 +26,8 @@ export function addPruneCommand(program: Command): void {
     )
     .action(async (opts: { olderThan?: number; dryRun?: boolean; json?: boolean; force?: boolean }) => {
       const maxAgeMs = opts.olderThan ?? parseAgeMs(DEFAULT_AGE);
+      // Loaded here, as every command's own modules are (docs/performance.md, "Command start-up").
+      const [{ loadConfig }, { pruneWorkspaces }] = await Promise.all([import('../../config.js'), import('../prune-workspaces.js')]);
       const root = loadConfig().workspacesRoot;
       const entries = await pruneWorkspaces(root, Date.now() - maxAgeMs, { dryRun: opts.dryRun ?? false, force: opts.force ?? false });
       if (opts.json) return printJson(entries);
@@ -64,74 +38,4 @@ export function addPruneCommand(program: Command): void {
         for (const warning of entry.warnings) printNote(`  ${warning}`);
       }
     });
-}
-
-/** Removes the workspaces under `root` of runs that ended before `cutoffMs`, as Temporal confirms (see `--force`). */
-async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun: boolean; force: boolean }): Promise<PruneEntry[]> {
-  const runs = await listRunsOnDisk(root);
-  const entries = runs.map((run): PruneEntry => {
-    const entry: PruneEntry = { runId: run.runId ?? run.name, dir: run.dir ?? run.bookkeeping ?? path.join(root, run.name), status: run.ended?.status ?? 'unknown', removed: false, warnings: [] };
-    if (run.bookkeeping) entry.bookkeeping = run.bookkeeping;
-    if (run.ended) entry.endedAt = new Date(run.ended.endedAt).toISOString();
-    if (run.runId === undefined) entry.warnings.push('no record names the run this folder belongs to; it is kept (remove it by hand if it is not wanted)');
-    return entry;
-  });
-  // A record is not enough: a run id can be reused, and a run can be reset. Temporal says whether the run is still
-  // going; without it (`--force`) only runs whose bookkeeping (out of every agent's reach) records their end are removed.
-  const known = entries.filter((_, i) => runs[i].runId !== undefined);
-  if (!options.force && known.length > 0) {
-    await withClient(async ({ client }) => confirmWithTemporal(client, known)).catch((err: unknown) => {
-      if (err instanceof TemporalUnavailableError) printNote('Nothing was removed: prune asks Temporal whether each run has ended. Use --force to trust the records runs leave in their bookkeeping.');
-      throw err;
-    });
-  }
-  const store = openStore(process.env, { defaultDir: storeFolder(root) });
-  for (const [i, entry] of entries.entries()) {
-    const run = runs[i];
-    if (run.runId === undefined || entry.status === 'running' || !entry.endedAt || Date.parse(entry.endedAt) > cutoffMs) continue;
-    if (options.force && run.recordsInTree) {
-      entry.warnings.push('its only records are inside its own folder, where its agent could have written them (a run that ended before the worker kept them apart); it is kept: prune without --force asks Temporal');
-      continue;
-    }
-    entry.removed = options.dryRun || ((await removeRun(root, run, entry)) && (await removeRunObjects(store, run.runId, entry)));
-  }
-  return entries;
-}
-
-/** Removes the run's folder, then (once that is gone) its bookkeeping; warnings go into `entry`. @returns whether both are gone */
-async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promise<boolean> {
-  if (run.dir) entry.warnings.push(...(await removeRunWorkspace(root, run.dir, run.ended?.pushed)));
-  if (run.dir && existsSync(run.dir)) return false;
-  if (run.bookkeeping) entry.warnings.push(...(await removeBookkeeping(root, run.bookkeeping)));
-  return !run.bookkeeping || !existsSync(run.bookkeeping);
-}
-
-/**
- * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping, whole final answers,
- * claimed payloads). Claims of no known run (`claims/`) stay (docs/deployment.md). @returns whether they are gone
- */
-async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneEntry): Promise<boolean> {
-  try {
-    await store.deletePrefix(runKeyPrefix(runId));
-    return true;
-  } catch (err) {
-    entry.warnings.push(`its objects in the store ${store.description} were not deleted: ${(err as Error).message}`);
-    return false;
-  }
-}
-
-/** Sets each entry's status and end from Temporal's latest run of that id; a folder of an unknown id is kept. */
-async function confirmWithTemporal(client: Client, entries: PruneEntry[]): Promise<void> {
-  for (const entry of entries) {
-    try {
-      const described = await client.workflow.getHandle(entry.runId).describe();
-      entry.status = described.status.name.toLowerCase();
-      entry.endedAt = described.closeTime?.toISOString();
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
-      entry.status = 'unknown';
-      entry.endedAt = undefined;
-      entry.warnings.push('no run with this id is known to Temporal; the folder is kept (remove it by hand if it is not wanted)');
-    }
-  }
 }

@@ -1,13 +1,11 @@
 import type { Command } from 'commander';
 import type { Client } from '@temporalio/client';
-import { prepareRunInput } from '../../library/pipeline-source.js';
 import type { PipelineSchedules } from '../../library/schedules.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
-import { describeFiles } from '../../library/runs.js';
-import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { collect, parseDurationMs, readInputFlags, parseOverlap } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
+import { runInputModules } from './start.js';
 import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
 import type { DurationText } from '../../pipeline/schema.js';
 import { shellWord } from '../../pipeline/shell-words.js';
@@ -71,6 +69,7 @@ export function addScheduleCommands(program: Command): void {
     .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
+      const { prepareRunInput, describeFiles, summarizeBundle } = await runInputModules();
       // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
       const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
       await withClient(async ({ pipeline }) => {
@@ -95,6 +94,7 @@ export function addScheduleCommands(program: Command): void {
     .option('--json', 'print {"scheduleId", "bundle"}')
     .addHelpText('after', '\nExample:\n  agent-pipeline schedule update nightly.yaml\n\nTiming, overlap policy, pause state and note stay as they are.')
     .action(async (file: string, opts: { id?: string; input?: string[]; filesFromWorker?: boolean; json?: boolean }) => {
+      const { describeFiles, summarizeBundle } = await runInputModules();
       await withClient(async ({ pipeline }) => {
         const { scheduleId, input } = await pipeline.schedules.update(file, {
           id: opts.id, inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker,

@@ -1,12 +1,9 @@
 import type { Command } from 'commander';
 import { InvalidRequestError } from '../../errors.js';
-import { prepareRunInput } from '../../library/pipeline-source.js';
 import { findRunIdProblem } from '../../pipeline/run-id.js';
 import { withClient } from '../connect.js';
 import { collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
-import { describeFiles } from '../../library/runs.js';
-import { summarizeBundle } from '../../bundle/create-run-bundle.js';
 import { watchRun } from './watch.js';
 import { shellWord } from '../../pipeline/shell-words.js';
 
@@ -16,6 +13,20 @@ interface StartOptions {
   wait?: boolean;
   json?: boolean;
   filesFromWorker?: boolean;
+}
+
+/**
+ * What `start` and `schedule create|update` bundle and describe a run's files with: loaded when such a command runs,
+ * as every command's own modules are, so `--help` and the other commands start without the parser, the schemas and
+ * the bundler (docs/performance.md, "Command start-up").
+ */
+export async function runInputModules() {
+  const [{ prepareRunInput }, { describeFiles }, { summarizeBundle }] = await Promise.all([
+    import('../../library/pipeline-source.js'),
+    import('../../library/runs.js'),
+    import('../../bundle/create-run-bundle.js'),
+  ]);
+  return { prepareRunInput, describeFiles, summarizeBundle };
 }
 
 export function addStartCommand(program: Command): void {
@@ -38,6 +49,7 @@ export function addStartCommand(program: Command): void {
       const idProblem = opts.id === undefined ? undefined : findRunIdProblem(opts.id);
       if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(opts.id)}: ${idProblem}`);
       const inputs = parseInputFlags(opts.input ?? []);
+      const { prepareRunInput, describeFiles, summarizeBundle } = await runInputModules();
       const input = await prepareRunInput(file, { inputs, describeInputFile: (name, path) => `--input ${name}=@${path}`, filesFromWorker: opts.filesFromWorker });
       process.exitCode = await withClient(async (connected) => {
         const run = await connected.pipeline.startPrepared(input, { id: opts.id });

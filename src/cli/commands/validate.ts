@@ -1,11 +1,8 @@
 import type { Command } from 'commander';
-import { isCommandStage } from '../../pipeline/command-stage.js';
-import { needIds } from '../../pipeline/graph.js';
 import type { StageDefinition } from '../../pipeline/stage-schema.js';
 import { EXIT } from '../errors.js';
 import { printJson, printLine } from '../output.js';
 import type { PipelineProblemReport } from '../../library/errors.js';
-import { validatePipeline } from '../../library/validate-pipeline.js';
 
 export function addValidateCommand(program: Command): void {
   program
@@ -15,6 +12,8 @@ export function addValidateCommand(program: Command): void {
     .option('--json', 'print {"file", "valid", "pipeline", "stages", "problems": [{file, line, column, field, message}], "notes": [...]}')
     .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
     .action(async (file: string, opts: { json?: boolean }) => {
+      // Loaded here, as every command's own modules are: `--help` and the other commands need no parser or schema.
+      const [{ validatePipeline }, describeStage] = await Promise.all([import('../../library/validate-pipeline.js'), stageDescriber()]);
       const report = await validatePipeline(file);
       const valid = report.problems.length === 0;
       process.exitCode = valid ? EXIT.OK : EXIT.USAGE;
@@ -49,8 +48,11 @@ function problemJson(p: PipelineProblemReport): { file: string; line: number | n
   return { file: p.file, line: p.line ?? null, column: p.column ?? null, field: p.field, message: p.message };
 }
 
-/** A stage in the summary: its id, `command` for a command stage, and what it runs after. */
-function describeStage(stage: StageDefinition): string {
-  const facts = [...(isCommandStage(stage) ? ['command'] : []), ...(stage.needs?.length ? [`after ${needIds(stage).join(', ')}`] : [])];
-  return facts.length ? `${stage.id} (${facts.join(', ')})` : stage.id;
+/** Describes a stage in the summary: its id, `command` for a command stage, and what it runs after. */
+async function stageDescriber(): Promise<(stage: StageDefinition) => string> {
+  const [{ isCommandStage }, { needIds }] = await Promise.all([import('../../pipeline/command-stage.js'), import('../../pipeline/graph.js')]);
+  return (stage) => {
+    const facts = [...(isCommandStage(stage) ? ['command'] : []), ...(stage.needs?.length ? [`after ${needIds(stage).join(', ')}`] : [])];
+    return facts.length ? `${stage.id} (${facts.join(', ')})` : stage.id;
+  };
 }

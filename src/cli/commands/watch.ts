@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { withClient, type ConnectedClient } from '../connect.js';
 import { EXIT } from '../errors.js';
-import { interruptSignal } from '../../library/follow-run.js';
 import { runJson } from '../json.js';
 import { LiveView } from '../live-view.js';
 import { printJson, printLine, printNote } from '../output.js';
@@ -20,6 +19,7 @@ export async function watchRun(connected: ConnectedClient, runId: string, option
   const webUi = connected.pipeline.webUiUrl(runId);
   // With --json, stdout carries only the final document; progress goes to stderr when a person is looking.
   const view = options.json ? (process.stderr.isTTY ? new LiveView(process.stderr) : undefined) : new LiveView(process.stdout);
+  const { interruptSignal } = await import('../../library/follow-run.js');
   const interrupt = interruptSignal();
   try {
     const { snapshot, interrupted } = await connected.pipeline.getRun(runId).follow({
