@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { extraBackendNames, sandboxAllowLocalFromEnv } from '../config.js';
-import { formatPath, PipelineValidationError, sortByPosition } from '../pipeline/errors.js';
+import { formatPath, formatProblemLine, PipelineValidationError, sortByPosition } from '../pipeline/errors.js';
 import { inspectPipeline } from '../pipeline/parse.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { StageDefinition } from '../pipeline/stage-schema.js';
@@ -120,7 +120,7 @@ function listStages(pipeline: PipelineDefinition): [StageList, number, StageDefi
  */
 export function assertValid(report: ValidationReport): void {
   if (report.problems.length === 0) return;
-  const lines = report.problems.map((p) => `  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(document)'}: ${p.message}`);
+  const lines = report.problems.map((p) => `  ${formatProblemLine(p)}`);
   const count = `${report.problems.length} problem${report.problems.length === 1 ? '' : 's'}`;
   throw new PipelineInvalidError(
     report.file,

@@ -17,7 +17,16 @@ export function sortByPosition<T extends { line?: number; column?: number }>(pro
   return [...problems].sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.column ?? 0) - (b.column ?? 0));
 }
 
-/** Thrown when a pipeline file cannot be used; the message lists every problem with file, line and field. */
+/**
+ * One problem as a line of a list, as compilers write them: `file:line:column field: message`, the line and column
+ * when known (an editor or terminal opens the file there), `(document)` for the whole file.
+ */
+export function formatProblemLine(problem: { file: string; line?: number; column?: number; field: string; message: string }): string {
+  const place = problem.line ? `:${problem.line}${problem.column ? `:${problem.column}` : ''}` : '';
+  return `${problem.file}${place} ${problem.field || '(document)'}: ${problem.message}`;
+}
+
+/** Thrown when a pipeline file cannot be used; the message lists every problem with file, line, column and field. */
 export class PipelineValidationError extends Error {
   override readonly name = 'PipelineValidationError';
   constructor(
@@ -26,7 +35,7 @@ export class PipelineValidationError extends Error {
   ) {
     super(
       `[PIPELINE_INVALID] ${file} is not a valid pipeline:\n` +
-        problems.map((p) => `  ${file}${p.line ? `:${p.line}` : ''} ${p.path || '(document)'}: ${p.message}`).join('\n'),
+        problems.map((p) => `  ${formatProblemLine({ file, line: p.line, column: p.column, field: p.path, message: p.message })}`).join('\n'),
     );
   }
 }

@@ -63,9 +63,9 @@ describe('bad input', () => {
   test('a rejected value names itself and what is allowed, in validate and start', () => {
     const validate = result('validate values');
     expect(validate.exitCode, validate.stderr).toBe(2);
-    expect(validate.stdout).toContain(`${file('values.yaml')}:6 stages[0].backend: "gpt-cli" is not a backend; use claude-cli or anthropic-api`);
-    expect(validate.stdout).toContain(`${file('values.yaml')}:2 defaults.retries: 200 is too large; use a whole number from 0 to 100`);
-    expect(validate.stdout).toContain(`${file('values.yaml')}:2 defaults.timeout: "30 minutes" is not a duration; use a string such as "90s", "30m", "2h" or "1d"`);
+    expect(validate.stdout).toContain(`${file('values.yaml')}:6:14 stages[0].backend: "gpt-cli" is not a backend; use claude-cli or anthropic-api`);
+    expect(validate.stdout).toContain(`${file('values.yaml')}:2:22 defaults.retries: 200 is too large; use a whole number from 0 to 100`);
+    expect(validate.stdout).toContain(`${file('values.yaml')}:2:36 defaults.timeout: "30 minutes" is not a duration; use a string such as "90s", "30m", "2h" or "1d"`);
 
     const start = result('start values');
     expect(start.exitCode, start.stderr).toBe(2);
@@ -78,8 +78,8 @@ describe('bad input', () => {
     expect(validate.exitCode, validate.stderr).toBe(2);
     const problems = validate.stdout.split('\n').filter((l) => l.startsWith('  '));
     expect(problems).toEqual([
-      expect.stringContaining(`${file('late.yaml')}:4 stages[0].prompt: prompt "implemnt" looks like a file name but matches no file`),
-      expect.stringContaining(`${file('late.yaml')}:6 stages[1].prompt {{inputs.nope}}: unknown template variable`),
+      expect.stringContaining(`${file('late.yaml')}:4:13 stages[0].prompt: prompt "implemnt" looks like a file name but matches no file`),
+      expect.stringContaining(`${file('late.yaml')}:6:19 stages[1].prompt {{inputs.nope}}: unknown template variable`),
     ]);
 
     const start = result('start late');
@@ -106,8 +106,8 @@ describe('bad input', () => {
     expect(validate.exitCode, validate.stderr).toBe(2);
     expect(validate.stdout.split('\n')).toEqual([
       `✘ ${file('paths.yaml')}: 2 problems`,
-      `  ${file('paths.yaml')}:2 context[0]: "../brief.md" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it`,
-      `  ${file('paths.yaml')}:6 stages[0].inputs[0]: "../../etc/passwd" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
+      `  ${file('paths.yaml')}:2:11 context[0]: "../brief.md" leaves the pipeline file's folder; context files are read relative to it, so keep them in that folder or below it`,
+      `  ${file('paths.yaml')}:6:14 stages[0].inputs[0]: "../../etc/passwd" leaves the run's workspace; stage inputs are files earlier stages wrote in it, given relative to it (e.g. "docs/spec.md")`,
     ]);
   });
 

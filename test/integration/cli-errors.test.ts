@@ -57,13 +57,14 @@ describe('errors a user can act on', () => {
     const result = await runCli(['validate', path.join(dir, 'pipeline.yaml')], OFFLINE);
     expect(result.exitCode, result.stderr).toBe(2);
     const file = path.join(dir, 'pipeline.yaml');
-    // In file order: the pipeline file's by line, then each file it names.
+    // In file order: the pipeline file's by line, then each file it names; each at its line and column, as compilers
+    // write them (the column was only in --json).
     expect(result.stdout.split('\n')).toEqual([
       `✘ ${file}: 4 problems`,
-      expect.stringMatching(new RegExp(`^  ${file}:6 stages\\[0\\]\\.agent: .*cannot read agent file ${dir}/agents/missing\\.md`)),
-      expect.stringMatching(new RegExp(`^  ${file}:11 stages\\[1\\]\\.prompt \\{\\{stages\\.review\\.summary\\}\\}: unknown template variable: the stage does not run after "review"`)),
-      `  ${file}:14 stages[2].prompt: prompt file ${dir}/steps/none.md does not exist`,
-      `  ${path.join(dir, 'steps', 'spec.md')}:2 stages[0].prompt {{inputs.colour}}: unknown template variable: the pipeline declares no such input (add it under inputs:)`,
+      expect.stringMatching(new RegExp(`^  ${file}:6:12 stages\\[0\\]\\.agent: .*cannot read agent file ${dir}/agents/missing\\.md`)),
+      expect.stringMatching(new RegExp(`^  ${file}:11:14 stages\\[1\\]\\.prompt \\{\\{stages\\.review\\.summary\\}\\}: unknown template variable: the stage does not run after "review"`)),
+      `  ${file}:14:13 stages[2].prompt: prompt file ${dir}/steps/none.md does not exist`,
+      `  ${path.join(dir, 'steps', 'spec.md')}:2:25 stages[0].prompt {{inputs.colour}}: unknown template variable: the pipeline declares no such input (add it under inputs:)`,
     ]);
   });
 
@@ -75,8 +76,8 @@ describe('errors a user can act on', () => {
     expect(result.exitCode, result.stderr).toBe(2);
     const lines = result.stdout.split('\n');
     expect(lines[0]).toBe(`✘ ${file}: 6 problems`);
-    for (const [line, field] of [[7, 'stages[0]'], [10, 'stages[1].timeout'], [11, 'stages[1].prompt {{inputs.topc}}'], [13, 'stages[2].needs[1]'], [14, 'stages[2].when'], [19, 'stages[3].model']] as const) {
-      expect(lines).toContainEqual(expect.stringContaining(`  ${file}:${line} ${field}: `));
+    for (const [place, field] of [['7:5', 'stages[0]'], ['10:14', 'stages[1].timeout'], ['11:21', 'stages[1].prompt {{inputs.topc}}'], ['13:19', 'stages[2].needs[1]'], ['14:11', 'stages[2].when'], ['19:12', 'stages[3].model']] as const) {
+      expect(lines).toContainEqual(expect.stringContaining(`  ${file}:${place} ${field}: `));
     }
     // start refuses before it reaches for Temporal, with the same list.
     const start = await runCli(['start', file, '--input', 'topic=x'], OFFLINE);

@@ -75,7 +75,7 @@ describe('loading a pipeline with when: conditions', () => {
   });
 
   test.each([
-    ['{{stages.test.outputs.passed}} == nope', 'p.yaml:9 stages[1].when: invalid condition: unquoted word `nope`'],
+    ['{{stages.test.outputs.passed}} == nope', 'p.yaml:9:11 stages[1].when: invalid condition: unquoted word `nope`'],
     ['{{stages.fix.outputs.passed}}', 'reads stage "fix", which stage "fix" does not run after'],
     ['{{inputs.other}} == "x"', 'reads {{inputs.other}}, which the pipeline does not declare; declared inputs: mode'],
   ])('rejects %j at load time', (when, message) => {

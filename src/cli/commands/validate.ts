@@ -13,7 +13,7 @@ export function addValidateCommand(program: Command): void {
     .addHelpText('after', '\nNeeds no Temporal server. Exit code: 0 valid, 2 problems found (each names file, line and field).')
     .action(async (file: string, opts: { json?: boolean }) => {
       // Loaded here, as every command's own modules are: `--help` and the other commands need no parser or schema.
-      const [{ validatePipeline }, describeStage] = await Promise.all([import('../../library/validate-pipeline.js'), stageDescriber()]);
+      const [{ validatePipeline }, { formatProblemLine }, describeStage] = await Promise.all([import('../../library/validate-pipeline.js'), import('../../pipeline/errors.js'), stageDescriber()]);
       const report = await validatePipeline(file);
       const valid = report.problems.length === 0;
       process.exitCode = valid ? EXIT.OK : EXIT.USAGE;
@@ -34,12 +34,12 @@ export function addValidateCommand(program: Command): void {
         printLine(`  stages: ${pipeline!.stages.map(describeStage).join(', ')}`);
         if (pipeline!.finally) printLine(`  finally: ${pipeline!.finally.map(describeStage).join(', ')}`);
         if (inputs.length) printLine(`  inputs: ${inputs.join(', ')}`);
-        for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
+        for (const n of report.notes) printLine(`  note: ${formatProblemLine(n)}`);
         return;
       }
       printLine(`✘ ${file}: ${report.problems.length} problem${report.problems.length === 1 ? '' : 's'}`);
-      for (const p of report.problems) printLine(`  ${p.file}${p.line ? `:${p.line}` : ''} ${p.field || '(file)'}: ${p.message}`);
-      for (const n of report.notes) printLine(`  note: ${n.file}${n.line ? `:${n.line}` : ''} ${n.field}: ${n.message}`);
+      for (const p of report.problems) printLine(`  ${formatProblemLine(p)}`);
+      for (const n of report.notes) printLine(`  note: ${formatProblemLine(n)}`);
     });
 }
 
