@@ -149,7 +149,7 @@ function describeIssue(schema: z.ZodType, issue: IssueLike): string {
     case 'invalid_type':
       if (issue.input === undefined) return `is required (${withArticle(issue.expected)})`;
       if (issue.expected === 'int') return `${got} is not a whole number; use ${describeRange(schema, issue)}`;
-      return `${got} is not ${withArticle(issue.expected)}`;
+      return `${got} is not ${withArticle(issue.expected)}${issue.expected === 'array' ? describeListFix(schema, issue) : ''}`;
     case 'invalid_format':
       return `${got} is not valid: ${issue.message}`;
     case 'invalid_union': {
@@ -159,6 +159,29 @@ function describeIssue(schema: z.ZodType, issue: IssueLike): string {
     }
   }
   return issue.message;
+}
+
+/**
+ * How to write a value where a list is wanted: `needs: a` becomes `needs: [a]`, and `needs: a, b` (one string to
+ * YAML) `needs: [a, b]`, when the list takes those items; else the shape of a list, with the field's name.
+ */
+function describeListFix(schema: z.ZodType, issue: IssueLike): string {
+  const field = issue.path.at(-1);
+  if (typeof field !== 'string') return '';
+  const item = schemaAt(schema, [...issue.path, 0]);
+  const value = issue.input;
+  const candidates = typeof value === 'string' ? [value.split(','), [value], value.split(/\s+/)].map((parts) => parts.map((part) => part.trim())) : [[value]];
+  const items = item && candidates.find((parts) => parts.every((part) => part !== '' && item.safeParse(part).success));
+  if (items && ['string', 'number', 'boolean'].includes(typeof value)) return `; write \`${field}: [${items.map(flowScalar).join(', ')}]\``;
+  return `; write a list: \`${field}: [ITEM, ...]\`, or one item a line, each after "- "`;
+}
+
+/** A value as an item of a YAML flow list (`[a, "b c"]`): as it is when YAML reads it back the same, else quoted. */
+function flowScalar(value: unknown): string {
+  if (typeof value !== 'string') return String(value);
+  // Words YAML would read as another type (true, null, 1.5) or whose characters mean something in a flow list are quoted.
+  const plain = /^[A-Za-z_][\w./@()*-]*$/.test(value) && !/^(true|false|yes|no|on|off|null|y|n)$/i.test(value);
+  return plain ? value : JSON.stringify(value);
 }
 
 /** What each branch of a union wanted at its root: `a string or an object`. */

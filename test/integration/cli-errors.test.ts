@@ -2,6 +2,7 @@ import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { validatePipeline } from '../../src/library/index.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { parseJson, runCli, runCliMixed } from './cli-helpers.js';
 
@@ -84,6 +85,18 @@ describe('errors a user can act on', () => {
     expect(start.exitCode, start.stderr).toBe(2);
     expect(start.stderr).toContain('6 problems');
     for (const field of ['stages[0]', 'stages[1].timeout', 'stages[1].prompt {{inputs.topc}}', 'stages[2].needs[1]', 'stages[2].when', 'stages[3].model']) expect(start.stderr).toContain(` ${field}: `);
+  });
+
+  test('a list written as one value (`needs: a`) is refused by validate, start and validatePipeline with the list to write', async () => {
+    const file = path.join(dir, 'needs.yaml');
+    await writeFile(file, ['name: needs', 'stages:', '  - id: a', '    prompt: Say hi.', '  - id: b', '    prompt: Say hi.', '    needs: a', ''].join('\n'));
+    const expected = `${file}:7:12 stages[1].needs: "a" is not a list; write \`needs: [a]\``;
+    const [validate, start] = await runCliMixed([['validate', file], ['start', file]], new Set([0]), OFFLINE);
+    expect(validate.exitCode, validate.all).toBe(2);
+    expect(validate.stdout.split('\n')).toEqual([`✘ ${file}: 1 problem`, `  ${expected}`]);
+    expect(start.exitCode, start.all).toBe(2);
+    expect(start.stderr).toContain(`\n  ${expected}`);
+    expect((await validatePipeline(file)).problems).toEqual([{ file, line: 7, column: 12, field: 'stages[1].needs', message: '"a" is not a list; write `needs: [a]`' }]);
   });
 
   test('validate --json reports schema problems with their line, and a valid file passes with exit 0', async () => {

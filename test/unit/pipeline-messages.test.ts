@@ -46,6 +46,12 @@ const cases: [string, string, string][] = [
   ['approval.timeout', stage('    approval: { timeout: soon }'), 'stages[0].approval.timeout: "soon" is not a duration; use a string such as "90s", "30m", "2h" or "1d", or a whole number of milliseconds above 0'],
   ['approval itself', stage('    approval: yes please'), 'stages[0].approval: "yes please" is not valid here; expected true or an object'],
   ['stage input', stage('    inputs: [5]'), 'stages[0].inputs[0]: 5 is not valid here; expected a string or an object'],
+  // A list written as one value: the message gives the list to write instead.
+  ['needs as one id', stage('    needs: spec'), 'stages[0].needs: "spec" is not a list; write `needs: [spec]`'],
+  ['needs as ids with commas', stage('    needs: spec, plan'), 'stages[0].needs: "spec, plan" is not a list; write `needs: [spec, plan]`'],
+  ['allowedTools as one tool', stage('    allowedTools: Bash(npm test:*)'), 'stages[0].allowedTools: "Bash(npm test:*)" is not a list; write `allowedTools: ["Bash(npm test:*)"]`'],
+  ['context as one file', 'name: p\ncontext: docs/brief.md\nstages:\n  - { id: a, prompt: hi }\n', 'context: "docs/brief.md" is not a list; write `context: [docs/brief.md]`'],
+  ['stages as text', 'name: p\nstages: all of them\n', 'stages: "all of them" is not a list; write a list: `stages: [ITEM, ...]`, or one item a line, each after "- "'],
   ['stage id', 'name: p\nstages:\n  - { id: 2nd, prompt: hi }\n', 'stages[0].id: "2nd" is not valid: expected an identifier: a letter, then letters, digits, "-" or "_"'],
 ];
 
