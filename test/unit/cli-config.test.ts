@@ -1,8 +1,14 @@
-import { InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { ScheduleNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import { describe, expect, test } from 'vitest';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { buildListQuery } from '../../src/library/list-runs.js';
+import { describeRunListSearchAttributes, RUN_LIST_SEARCH_ATTRIBUTES, RUN_LIST_STATUSES } from '../../src/library/run-list-status.js';
+import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
+import { addListCommand } from '../../src/cli/commands/list.js';
+import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { NoWorkerError, PipelineInvalidError, RunNotFoundError, TemporalUnavailableError } from '../../src/library/errors.js';
 import { toLibraryError } from '../../src/library/temporal-errors.js';
 import { EXIT, exitCodeFor, UsageError } from '../../src/cli/errors.js';
@@ -142,6 +148,25 @@ describe('list filters', () => {
     expect(buildListQuery({ pipeline: "it's", status: 'failed', sinceMs: 3_600_000 }, Date.UTC(2024, 0, 1, 12))).toBe(
       "WorkflowType = 'pipelineWorkflow' AND ExecutionStatus != 'ContinuedAsNew' AND AgentPipeline = 'it\\'s' AND ExecutionStatus = 'Failed' AND StartTime > '2024-01-01T11:00:00.000Z'",
     );
+  });
+
+  test('filter on the search attributes list --help and docs/cli.md name, and on no other', () => {
+    // Every attribute some filter's query compares, but the workflow type every query names.
+    const queries = [buildListQuery({ pipeline: 'p', sinceMs: 1 }), ...RUN_LIST_STATUSES.map((status) => buildListQuery({ status }))];
+    const compared = new Set(queries.flatMap((query) => [...query.matchAll(/\b([A-Z]\w*) (?:=|!=|>|IN)/g)].map((m) => m[1])));
+    compared.delete('WorkflowType');
+    expect([...compared].sort()).toEqual([...RUN_LIST_SEARCH_ATTRIBUTES].sort());
+    // The project's own are those the workflow keeps current.
+    const own = RUN_LIST_SEARCH_ATTRIBUTES.filter((name) => name.startsWith('AgentPipeline'));
+    for (const name of own) expect(SEARCH_ATTRIBUTES.map((key) => key.name)).toContain(name);
+    // Said the same in `list --help` and docs/cli.md (they named three and four).
+    const program = new Command();
+    addListCommand(program);
+    let help = '';
+    program.commands[0].configureOutput({ writeOut: (text) => (help += text) }).outputHelp();
+    expect(help).toContain(`Filters on the search attributes ${describeRunListSearchAttributes()} of the visibility store`);
+    expect(help).toContain('AgentPipeline, AgentPipelineStatus, ExecutionStatus and StartTime');
+    expect(readFileSync(path.join(PROJECT_ROOT, 'docs', 'cli.md'), 'utf8')).toContain(`Filters on the search attributes ${describeRunListSearchAttributes('`')} of the visibility store`);
   });
 
   test('durations are checked', () => {

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from '../../library/run-list-status.js';
+import { describeRunListSearchAttributes, RUN_LIST_STATUSES, toRunListStatus, type RunListStatus } from '../../library/run-list-status.js';
 import { formatDuration } from '../../pipeline/duration.js';
 import { withClient } from '../connect.js';
 import { parseDurationMs, parsePositiveInt } from '../options.js';
@@ -32,7 +32,7 @@ export function addListCommand(program: Command): void {
     .option('--since <duration>', 'only runs started within this long, e.g. 2h or 7d', parseDurationMs)
     .option('--limit <n>', 'show at most this many runs', parsePositiveInt, 20)
     .option('--json', 'print {"runs": [...]} (docs/cli.md)')
-    .addHelpText('after', '\nUses the visibility store (search attributes AgentPipeline, ExecutionStatus, StartTime); a run shows up a moment after it starts.')
+    .addHelpText('after', `\nFilters on the search attributes ${describeRunListSearchAttributes()} of the visibility store; a run shows up a moment after it starts.`)
     .action(async (opts: ListOptions) => {
       await withClient(async ({ pipeline }) => {
         const runs = await pipeline.list({ pipeline: opts.pipeline, status: opts.status, sinceMs: opts.since, limit: opts.limit });
