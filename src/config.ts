@@ -24,10 +24,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentPipelineC
   };
 }
 
-/** The dev server serves its UI on the gRPC port + 1000; a remote cluster's UI address is not guessable. */
+/**
+ * The dev server serves its UI on the gRPC port + 1000, on the same host: the link names the host as the address does
+ * (`127.0.0.1:7233` gives `http://127.0.0.1:8233`, the address the dev server prints; it said localhost). A remote
+ * cluster's UI address is not guessable.
+ */
 function defaultWebUi(address: string | undefined): string {
-  const match = /^(localhost|127\.0\.0\.1):(\d+)$/.exec(address ?? 'localhost:7233');
-  return match ? `http://localhost:${Number(match[2]) + 1000}` : '';
+  const match = /^(localhost|127\.0\.0\.1|\[::1\]):(\d+)$/.exec(address ?? 'localhost:7233');
+  return match ? `http://${match[1]}:${Number(match[2]) + 1000}` : '';
 }
 
 /** The Web UI page of one run. */

@@ -47,7 +47,8 @@ describe('start, status, list and logs as a user runs them', () => {
     expect(write).toBeLessThan(lines.findIndex((l) => /^✔ check completed · /.test(l)));
     expect(result.stdout).toMatch(new RegExp(`^Run ${basicRun} completed · `, 'm'));
     expect(result.stdout).toMatch(/^ {2}write +\/.+\/notes\.md +12 bytes$/m);
-    expect(result.stdout).toMatch(new RegExp(`^Web UI: http://localhost:\\d+/namespaces/default/workflows/${basicRun}$`, 'm'));
+    // The host of TEMPORAL_ADDRESS (127.0.0.1 here), as the dev server prints its UI.
+    expect(result.stdout).toMatch(new RegExp(`^Web UI: http://127\\.0\\.0\\.1:\\d+/namespaces/default/workflows/${basicRun}$`, 'm'));
   });
 
   test('status --json of a finished run has the documented shape', async () => {

@@ -14,7 +14,7 @@ import { toLibraryError } from '../../src/library/temporal-errors.js';
 import { EXIT, exitCodeFor, UsageError } from '../../src/cli/errors.js';
 import { parseDurationMs, parseOverlap } from '../../src/cli/options.js';
 import { buildSchedule } from '../../src/library/schedule-spec.js';
-import { ConfigError } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { formatLogEntry, loggingOptionsFromEnv } from '../../src/logging.js';
 import { PipelineValidationError } from '../../src/pipeline/errors.js';
 import type { PipelineRunInput } from '../../src/contracts/messages.js';
@@ -139,6 +139,17 @@ describe('structured logs', () => {
     expect(loggingOptionsFromEnv({}, false)).toEqual({ level: 'INFO', format: 'json' });
     expect(loggingOptionsFromEnv({ AGENT_PIPELINE_LOG_LEVEL: 'debug' }, true)).toEqual({ level: 'DEBUG', format: 'text' });
     expect(() => loggingOptionsFromEnv({ AGENT_PIPELINE_LOG_LEVEL: 'loud' }, true)).toThrow('AGENT_PIPELINE_LOG_LEVEL=loud is not a log level');
+  });
+});
+
+describe('Web UI links', () => {
+  test('name the host the address names, as the dev server prints its UI, and none for a remote cluster', () => {
+    // The demo printed its UI once as http://127.0.0.1:18933 (the dev server's) and once as http://localhost:18933.
+    expect(loadConfig({ TEMPORAL_ADDRESS: '127.0.0.1:17933' }).webUiUrl).toBe('http://127.0.0.1:18933');
+    expect(loadConfig({ TEMPORAL_ADDRESS: 'localhost:7233' }).webUiUrl).toBe('http://localhost:8233');
+    expect(loadConfig({}).webUiUrl).toBe('http://localhost:8233');
+    expect(loadConfig({ TEMPORAL_ADDRESS: 'temporal.internal:7233' }).webUiUrl).toBe('');
+    expect(loadConfig({ TEMPORAL_ADDRESS: '127.0.0.1:7233', AGENT_PIPELINE_WEB_UI: 'https://ui.example.com/' }).webUiUrl).toBe('https://ui.example.com');
   });
 });
 

@@ -16,8 +16,9 @@ export function addDemoCommand(program: Command): void {
     .action(async (opts: { port: number; exit?: boolean }) => {
       const { startLocalStack } = await import('../local-stack.js');
       const stack = await startLocalStack({ port: opts.port, scenarioFile: `${DEMO_DIR}scenario.yaml`, log: printNote });
-      // Everything after this talks to the embedded server, Web UI links included.
+      // Everything after this talks to the embedded server, and links to the Web UI where it listens (printed above).
       process.env.TEMPORAL_ADDRESS = stack.server.address;
+      process.env.AGENT_PIPELINE_WEB_UI = stack.server.uiUrl ?? '';
       try {
         process.exitCode = await withClient(async (connected) => {
           const run = await connected.pipeline.start(`${DEMO_DIR}pipeline.yaml`);

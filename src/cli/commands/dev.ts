@@ -10,7 +10,7 @@ export function addDevCommand(program: Command): void {
     .option('--port <port>', 'Temporal gRPC port; the Web UI uses port + 1000', parsePort, 7233)
     .option('--no-worker', 'start only the server')
     .option('--scenario <file>', 'answer agents from this scripted model scenario when no ANTHROPIC_API_KEY is set')
-    .addHelpText('after', '\nIn another terminal: TEMPORAL_ADDRESS=localhost:PORT agent-pipeline start FILE --wait. Ctrl-C stops everything.')
+    .addHelpText('after', '\nIn another terminal: TEMPORAL_ADDRESS=127.0.0.1:PORT agent-pipeline start FILE --wait. Ctrl-C stops everything.')
     .action(async (opts: { port: number; worker: boolean; scenario?: string }) => {
       // First, so that it is read before the server's lines, and also when the server cannot start.
       const credentials = opts.worker ? describeAgentCredentials(process.env, opts.scenario) : undefined;
