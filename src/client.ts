@@ -2,6 +2,7 @@
 // Entry point of the `agent-pipeline` command.
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { addCommands } from './cli/commands/index.js';
+import { addDashIdHint } from './cli/dash-id-hint.js';
 import { exitCodeFor } from './cli/errors.js';
 import { cliMessageOf } from './errors.js';
 
@@ -26,6 +27,7 @@ program.configureHelp({ sortSubcommands: false });
 addCommands(program);
 program.commands.forEach(function inherit(command: Command): void {
   command.exitOverride().showHelpAfterError();
+  addDashIdHint(command);
   command.commands.forEach(inherit);
 });
 

@@ -3,6 +3,8 @@ import { findToolNameProblem } from '../pipeline/tool-names.js';
 import { toMilliseconds } from '../pipeline/duration.js';
 import { OVERLAP_POLICIES, type OverlapFlag } from '../library/schedule-overlap.js';
 import type { InputValue } from '../library/input-files.js';
+import { InvalidRequestError } from '../errors.js';
+import { findNewRunIdProblem } from '../pipeline/run-id.js';
 import { UsageError } from './errors.js';
 
 /** Collects a repeatable flag's values. */
@@ -13,6 +15,15 @@ export function collectToolName(value: string, previous: string[] = []): string[
   const problem = findToolNameProblem(value);
   if (problem) throw new InvalidArgumentError(problem);
   return [...previous, value];
+}
+
+/**
+ * Checks the `--id` of a new run or schedule before anything connects, so a bad id exits 2 whether or not Temporal is
+ * up. @throws InvalidRequestError INPUT_INVALID naming the flag, the value and the fix
+ */
+export function checkNewIdFlag(id: string | undefined, kind: 'run' | 'schedule' = 'run'): void {
+  const problem = id === undefined ? undefined : findNewRunIdProblem(id, kind);
+  if (problem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(id)}: ${problem}`);
 }
 
 /** Parses a duration flag (`90s`, `30m`, `2h`, `1d`) to milliseconds, above zero. */

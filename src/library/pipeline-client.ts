@@ -19,7 +19,7 @@ import { RunHandle } from './run-handle.js';
 import { PipelineSchedules } from './schedules.js';
 import { signerFrom, type RunSigner, type SignatureTtls } from '../trust/signer.js';
 import type { ClientStoreSettings } from './client-store.js';
-import { shellWord } from '../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../pipeline/shell-words.js';
 
 /** Options of {@link PipelineClient.connect}. */
 export interface PipelineClientOptions<B extends string = never> extends ConnectionOptions {
@@ -261,6 +261,6 @@ function sourcePipeline(input: PipelineRunInput): PipelineSource<string> {
 function withSourceFileContext(err: unknown, runId: string): unknown {
   if (!(err instanceof InvalidRequestError) || err.code !== 'FILE_UNREADABLE') return err;
   const library = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: pass the file to run as \`pipeline\``;
-  const cli = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: name the file to run after the run id (agent-pipeline fork ${shellWord(runId)} --from STAGE FILE)`;
+  const cli = `${err.message}. A fork reads run ${runId}'s pipeline file again, from where it was started: name the file to run after the run id (${agentPipelineCommand('fork', runId, ['--from STAGE'], ['FILE'])})`;
   return withCliMessage(new InvalidRequestError('FILE_UNREADABLE', library, { cause: err }), cli);
 }

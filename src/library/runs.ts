@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { InvalidRequestError, withCliMessage } from '../errors.js';
-import { findRunIdProblem } from '../pipeline/run-id.js';
+import { findNewRunIdProblem } from '../pipeline/run-id.js';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import { summarizeBundle } from '../bundle/create-run-bundle.js';
 import { BUNDLE_MEMO_KEY } from '../pipeline/run-bundle.js';
@@ -70,7 +70,7 @@ export async function startRun(
   options: StartRunOptions,
 ): Promise<{ handle: WorkflowHandle; alreadyRunning: boolean }> {
   const workflowId = options.id ?? newRunId(input.pipeline.name);
-  const idProblem = findRunIdProblem(workflowId);
+  const idProblem = findNewRunIdProblem(workflowId);
   if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${idProblem}`);
   const versioned: PipelineRunInput = { version: RUN_INPUT_VERSION, ...input };
   try {

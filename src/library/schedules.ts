@@ -3,7 +3,7 @@ import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import type { RunSigner } from '../trust/signer.js';
 import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
 import { toMilliseconds } from '../pipeline/duration.js';
-import { findRunIdProblem } from '../pipeline/run-id.js';
+import { findNewRunIdProblem } from '../pipeline/run-id.js';
 import { durationSchema, type DurationText } from '../pipeline/schema.js';
 import { InvalidRequestError } from './errors.js';
 import { typedErrors } from './temporal-errors.js';
@@ -96,8 +96,9 @@ export class PipelineSchedules {
   createPrepared(input: PipelineRunInput, options: Omit<CreateScheduleOptions, keyof PrepareRunOptions>): Promise<ScheduleInfo> {
     checkTiming(options);
     const scheduleId = options.id ?? input.pipeline.name;
-    // Its runs' ids start with the schedule's: a dot there would have every run refused by the workers.
-    const idProblem = findRunIdProblem(scheduleId);
+    // Its runs' ids start with the schedule's: a dot there would have every run refused by the workers, a "-" every
+    // command that names one of them read as an option.
+    const idProblem = findNewRunIdProblem(scheduleId, 'schedule');
     if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] schedule id ${JSON.stringify(scheduleId)}: ${idProblem}`);
     return typedErrors(async () => {
       const handle = await this.client.schedule

@@ -2,7 +2,7 @@ import { AGENT_ONLY_FIELDS, isCommandStage } from './command-stage.js';
 import { promptCandidates } from './prompt-names.js';
 import type { RunBundle } from './run-bundle.js';
 import type { PipelineDefinition } from './schema.js';
-import { shellWord } from './shell-words.js';
+import { agentPipelineCommand, shellWord } from './shell-words.js';
 import type { StageDefinition } from './stage-schema.js';
 
 /*
@@ -113,7 +113,7 @@ export function forkStart(runId: string, source: { side: ForkSide; stages: reado
   // A fork's taken-over stage first started in the fork's source: only that run has a checkpoint of its first start.
   if (started.carriedCostUsd !== undefined && source.forkedFrom) {
     const origin = source.forkedFrom.runId;
-    return { message: `stage ${from} of run ${runId} was taken over from run ${origin}: it first started there, so only ${origin} has the workspace of its start`, fix: `fork run ${origin} instead: agent-pipeline fork ${shellWord(origin)} --from ${shellWord(from)}` };
+    return { message: `stage ${from} of run ${runId} was taken over from run ${origin}: it first started there, so only ${origin} has the workspace of its start`, fix: `fork run ${origin} instead: ${agentPipelineCommand('fork', origin, [`--from ${shellWord(from)}`])}` };
   }
   return { from };
 }

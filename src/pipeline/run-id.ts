@@ -1,3 +1,5 @@
+import { shellWord } from './shell-words.js';
+
 /*
  * Which run (workflow) ids a run may have. Temporal accepts any non-empty string, but a run's id also names its
  * folder under the workspaces root: `.` and `..` would name the root itself or the folder above it, which a clean-up
@@ -14,4 +16,18 @@ export function findRunIdProblem(runId: string): string | undefined {
     return `run id "${runId}" starts with ".": names starting with a dot under the workspaces folder are the workers' own (their bookkeeping and file cache), never a run's (choose an id that starts with a letter or digit)`;
   }
   return undefined;
+}
+
+/**
+ * Why a new run (or a schedule, whose runs' ids start with its own) cannot take `id`, or `undefined` when it can:
+ * `findRunIdProblem`, and an id starting with "-", which every command that names the run (`agent-pipeline status
+ * -x`) would read as an option. Clients check this before they start anything; the workflow's own input check does
+ * not, so that a run started under such an id before it was refused (or past our clients) keeps running, and is
+ * named after `--` (shell-words.ts).
+ */
+export function findNewRunIdProblem(id: string, kind: 'run' | 'schedule' = 'run'): string | undefined {
+  const problem = findRunIdProblem(id);
+  if (problem || !id.startsWith('-')) return problem;
+  const command = `agent-pipeline ${kind === 'run' ? 'status' : 'schedule describe'} ${shellWord(id)}`;
+  return `${kind} id "${id}" starts with "-", which a command line reads as an option (\`${command}\` would fail); choose an id that starts with a letter or digit`;
 }

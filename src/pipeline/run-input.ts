@@ -60,7 +60,10 @@ export const runInputSchema = z.strictObject({
 export interface RunInputCheckOptions {
   /** Backend names accepted besides the built-in ones and the input's own `backends`. */
   backends?: readonly string[];
-  /** The run (workflow) id, checked as `start` checks it: `.`, `..` and empty would name a folder, not a run. */
+  /**
+   * The run (workflow) id, checked as `start` checks it: `.`, `..` and empty would name a folder, not a run. A leading
+   * "-", which clients refuse too, is let through here (see findNewRunIdProblem).
+   */
   runId?: string;
   /**
    * Accept loopback and link-local hosts in `sandbox.allowedDomains` (the worker's AGENT_PIPELINE_SANDBOX_ALLOW_LOCAL).

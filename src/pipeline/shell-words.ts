@@ -17,3 +17,16 @@ export function shellQuote(value: string): string {
 export function shellWord(value: string): string {
   return PLAIN_WORD.test(value) ? value : shellQuote(value);
 }
+
+/**
+ * An `agent-pipeline` command that names a run or a schedule by its id, as a line to paste: `agent-pipeline COMMAND ID
+ * OPTIONS… OPERANDS…`, the id as one shell word. An id that starts with "-" (a run started before such ids were
+ * refused) would be read as an option, quoted or not: it then goes after `--`, which ends the options, so the options
+ * come before it (`agent-pipeline approve --stage review -- -x`).
+ * @param options the command's options, each already written as shell words (`--stage ${shellWord(stage)}`)
+ * @param operands what follows the id (`"..."`), already shell words
+ */
+export function agentPipelineCommand(command: string, id: string, options: readonly string[] = [], operands: readonly string[] = []): string {
+  const words = id.startsWith('-') ? [command, ...options, '--', shellWord(id), ...operands] : [command, shellWord(id), ...options, ...operands];
+  return `agent-pipeline ${words.join(' ')}`;
+}

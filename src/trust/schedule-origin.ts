@@ -2,7 +2,7 @@ import { isGrpcServiceError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { ScheduleIdentity } from './signatures.js';
 import { GRPC_STATUS } from '../grpc-errors.js';
-import { shellWord } from '../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../pipeline/shell-words.js';
 
 /*
  * Which schedule started a run, asked of Temporal itself. A schedule's signed action is the same input for every run
@@ -42,7 +42,7 @@ export async function findScheduleOrigin(client: Client, run: RunExecution, opti
   for (;;) {
     const schedule = await describeSchedule(client, scheduleId);
     if (!schedule) return { refused: `its signature is a schedule's, and schedule ${scheduleId} (its ${SCHEDULED_BY_ATTRIBUTE}) no longer exists; a deleted schedule starts no runs` };
-    if (schedule.paused) return { refused: `its signature is a schedule's, and schedule ${scheduleId} is paused; unpause it (agent-pipeline schedule unpause ${shellWord(scheduleId)}) and let it start the run` };
+    if (schedule.paused) return { refused: `its signature is a schedule's, and schedule ${scheduleId} is paused; unpause it (${agentPipelineCommand('schedule unpause', scheduleId)}) and let it start the run` };
     if (schedule.runs.some((r) => r.workflowId === run.workflowId && r.runId === run.runId)) return { scheduleId, createdAt: schedule.createdAt };
     if (Date.now() >= deadline) {
       return { refused: `its signature is a schedule's, and run ${run.workflowId} is not among the runs schedule ${scheduleId} started: its input was copied from a scheduled run and started by hand` };

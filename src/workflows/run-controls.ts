@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { RunState } from '../pipeline/run-state.js';
 import { DECISION_NOT_TRUSTED } from '../contracts/trust-types.js';
-import { shellWord } from '../pipeline/shell-words.js';
+import { agentPipelineCommand, shellWord } from '../pipeline/shell-words.js';
 import { findToolNameProblem } from '../pipeline/tool-names.js';
 import type { AnswerStageInput, ApproveStageInput, DenyStageInput, RejectStageInput, RetryStageInput, SkipStageInput } from '../contracts/messages.js';
 import type { PipelineRun } from './pipeline-run.js';
@@ -64,14 +64,13 @@ export class RunControls {
     }
     const targets = waits.resolve('approve', input.stage, ['approval', 'permission', 'review_rounds', 'budget', 'tool_request']);
     const { kind, stage } = targets[0];
-    const run = shellWord(this.state.runId);
-    const suffix = stage ? ` --stage ${shellWord(stage)}` : '';
+    const stageOption = stage ? [`--stage ${shellWord(stage)}`] : [];
     if (kind === 'budget') {
-      throw rejectUpdate(`the run is out of budget ($${this.state.costUsd.toFixed(4)} of $${(this.state.budgetUsd ?? 0).toFixed(2)}); raise it with approve ${run} --budget-usd N`);
+      throw rejectUpdate(`the run is out of budget ($${this.state.costUsd.toFixed(4)} of $${(this.state.budgetUsd ?? 0).toFixed(2)}); raise it with ${agentPipelineCommand('approve', this.state.runId, ['--budget-usd N'])}`);
     }
     if (kind === 'permission' && !input.allowAll && !(input.allowTools && input.allowTools.length > 0)) {
       const tools = [...new Set((this.run.tracker.stage(stage).waitingFor?.denials ?? []).map((d) => d.tool))];
-      throw rejectUpdate(`stage ${stage} had calls to ${tools.join(', ')} denied; say which tools to allow: approve ${run}${suffix} --allow ${tools[0] === undefined ? 'TOOL' : shellWord(tools[0])} (or --allow-all)`);
+      throw rejectUpdate(`stage ${stage} had calls to ${tools.join(', ')} denied; say which tools to allow: ${agentPipelineCommand('approve', this.state.runId, [...stageOption, `--allow ${tools[0] === undefined ? 'TOOL' : shellWord(tools[0])}`])} (or --allow-all)`);
     }
     const badTool = (input.allowTools ?? []).map(findToolNameProblem).find(Boolean);
     if (badTool) throw rejectUpdate(`--allow: ${badTool}`);
@@ -161,7 +160,7 @@ export class RunControls {
     const deaf = input.feedback ? targets.find((wait) => wait.noFeedback) : undefined;
     if (deaf) {
       throw rejectUpdate(
-        `stage ${deaf.stage} ${deaf.noFeedback} to read --feedback; retry it without: agent-pipeline retry ${shellWord(this.state.runId)} --stage ${shellWord(deaf.stage)}`,
+        `stage ${deaf.stage} ${deaf.noFeedback} to read --feedback; retry it without: ${agentPipelineCommand('retry', this.state.runId, [`--stage ${shellWord(deaf.stage)}`])}`,
       );
     }
     return targets;

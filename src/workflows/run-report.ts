@@ -1,6 +1,6 @@
 import { formatDuration } from '../pipeline/duration.js';
 import type { RunState, StageState } from '../pipeline/run-state.js';
-import { shellWord } from '../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../pipeline/shell-words.js';
 
 const usd = (value: number): string => `$${value.toFixed(4)}`;
 /** Table cells must not break the markdown row. */
@@ -79,6 +79,6 @@ export function renderRunReport(state: RunState, now: number, rows?: StageRows):
   lines.push(...(rows ? rows.linesOf(state.stages, now) : state.stages.map((s) => stageRow(s, now))));
   for (const warning of state.warnings ?? []) lines.push('', `⚠ ${cell(warning)}`);
   // Last, as the Web UI (2.42) sizes its details frame a line short: losing this hint costs nothing.
-  lines.push('', `More: \`agent-pipeline status ${shellWord(state.runId)}\``);
+  lines.push('', `More: \`${agentPipelineCommand('status', state.runId)}\``);
   return lines.join('\n');
 }

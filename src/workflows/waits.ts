@@ -1,6 +1,6 @@
 import { ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow';
 import type { WaitingFor } from '../pipeline/run-state.js';
-import { shellWord } from '../pipeline/shell-words.js';
+import { agentPipelineCommand, shellWord } from '../pipeline/shell-words.js';
 import { UPDATE_REJECTED, type ApproveStageInput } from '../contracts/messages.js';
 import type { RunTracker } from './run-tracker.js';
 
@@ -41,31 +41,32 @@ export const rejectUpdate = (message: string): ApplicationFailure => Application
 
 /**
  * The exact commands that move a wait on, as `status` and the Web UI show them: the run id, stage and tools as shell
- * words, so a pasted line runs that command whatever the id holds. A failure's `retry --feedback` only with `feedback`
- * (an agent reads it; a command stage, a merge or a push does not).
+ * words, so a pasted line runs that command whatever the id holds (one that starts with "-" after `--`). A failure's
+ * `retry --feedback` only with `feedback` (an agent reads it; a command stage, a merge or a push does not).
  */
 export function commandsFor(kind: WaitKind, runId: string, stage: string, extra: { tools?: string[]; budgetUsd?: number; feedback?: boolean } = {}): string[] {
-  const cli = 'agent-pipeline';
-  const run = shellWord(runId);
-  const target = `${run} --stage ${shellWord(stage)}`;
-  const rejectCommand = `${cli} reject ${target} --reason "..."`;
+  const onStage = `--stage ${shellWord(stage)}`;
+  /** `agent-pipeline COMMAND RUN --stage STAGE OPTIONS… OPERANDS…` (the run after `--` when it starts with "-"). */
+  const command = (name: string, options: string[] = [], operands: string[] = []): string => agentPipelineCommand(name, runId, [onStage, ...options], operands);
+  const rejectCommand = command('reject', ['--reason "..."']);
   switch (kind) {
     case 'answer':
-      return [`${cli} answer ${target} "..."`, rejectCommand];
+      return [command('answer', [], ['"..."']), rejectCommand];
     case 'approval':
-      return [`${cli} approve ${target}`, rejectCommand];
+      return [command('approve'), rejectCommand];
     case 'permission':
-      return [...(extra.tools ?? []).map((tool) => `${cli} approve ${target} --allow ${shellWord(tool)}`), `${cli} approve ${target} --allow-all`, rejectCommand];
+      return [...(extra.tools ?? []).map((tool) => command('approve', [`--allow ${shellWord(tool)}`])), command('approve', ['--allow-all']), rejectCommand];
     case 'review_rounds':
-      return [`${cli} approve ${target} --rounds 1`, `${cli} approve ${target}`, rejectCommand];
+      return [command('approve', ['--rounds 1']), command('approve'), rejectCommand];
     case 'budget':
-      return [`${cli} approve ${run} --budget-usd ${extra.budgetUsd ?? 'N'}`, `${cli} reject ${run} --reason "..."`];
+      // The whole run's budget: no stage.
+      return [agentPipelineCommand('approve', runId, [`--budget-usd ${extra.budgetUsd ?? 'N'}`]), agentPipelineCommand('reject', runId, ['--reason "..."'])];
     case 'tool_request':
-      return [`${cli} approve ${target}`, `${cli} approve ${target} --allow-all`, `${cli} deny ${target} --message "..."`];
+      return [command('approve'), command('approve', ['--allow-all']), command('deny', ['--message "..."'])];
     case 'question':
-      return [`${cli} answer ${target} "..."`, `${cli} deny ${target} --message "..."`];
+      return [command('answer', [], ['"..."']), command('deny', ['--message "..."'])];
     case 'failure':
-      return [`${cli} retry ${target}`, ...(extra.feedback ? [`${cli} retry ${target} --feedback "..."`] : []), `${cli} skip ${target}`, `${cli} cancel ${run}`];
+      return [command('retry'), ...(extra.feedback ? [command('retry', ['--feedback "..."'])] : []), command('skip'), agentPipelineCommand('cancel', runId)];
   }
 }
 

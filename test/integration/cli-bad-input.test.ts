@@ -51,6 +51,9 @@ describe('bad input', () => {
       ['start huge from worker', ['start', file('huge.yaml'), '--files-from-worker']],
       ['start id ..', ['start', file('fine.yaml'), '--id', '..']],
       ['start id .', ['start', file('fine.yaml'), '--id', '.']],
+      ['start id -x', ['start', file('fine.yaml'), '--id', '-x']],
+      ['fork id -x', ['fork', 'some-run', '--from', 'a', '--id=-x']],
+      ['schedule id -x', ['schedule', 'create', file('fine.yaml'), '--every', '1h', '--id', '-x']],
       ['approve allow', ['approve', 'some-run', '--allow=--dangerously-skip-permissions']],
     ];
     // `validate` of the bad values and `start` of the pipeline start refuses late, each in a process of its own.
@@ -125,11 +128,19 @@ describe('bad input', () => {
     expect(start.stderr).not.toMatch(NO_STACK);
   });
 
-  test('a run id that names a folder, or a tool name that reads as a flag, is exit 2 before connecting (issue 19)', () => {
+  test('a run id that names a folder or starts with "-", or a tool name that reads as a flag, is exit 2 before connecting (issue 19)', () => {
     for (const id of ['..', '.']) {
       const start = result(`start id ${id}`);
       expect(start.exitCode, start.stderr).toBe(2);
       expect(start.stderr).toContain(`[INPUT_INVALID] --id "${id}": "${id}" cannot be a run id`);
+    }
+    // An id starting with "-" would be read as an option by every command that names the run (or the schedule's runs).
+    for (const [name, kind, command] of [['start id -x', 'run', 'status'], ['fork id -x', 'run', 'status'], ['schedule id -x', 'schedule', 'schedule describe']]) {
+      const refused = result(name);
+      expect(refused.exitCode, refused.all).toBe(2);
+      expect(refused.stderr).toBe(
+        `agent-pipeline: [INPUT_INVALID] --id "-x": ${kind} id "-x" starts with "-", which a command line reads as an option (\`agent-pipeline ${command} -x\` would fail); choose an id that starts with a letter or digit`,
+      );
     }
     const approve = result('approve allow');
     expect(approve.exitCode, approve.stderr).toBe(2);

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, test } from 'vitest';
-import { shellQuote, shellWord } from '../../src/pipeline/shell-words.js';
+import { agentPipelineCommand, shellQuote, shellWord } from '../../src/pipeline/shell-words.js';
 import { commandsFor } from '../../src/workflows/waits.js';
 
 /** The words `sh` makes of `text`. */
@@ -25,5 +25,22 @@ describe('shell words in printed commands', () => {
     ]);
     expect(commandsFor('failure', 'r1', 'build', { feedback: true })).toContain('agent-pipeline retry r1 --stage build --feedback "..."');
     expect(commandsFor('permission', 'r1', 'build', { tools: ['Bash(git push:*)'] })[0]).toBe("agent-pipeline approve r1 --stage build --allow 'Bash(git push:*)'");
+  });
+
+  test('an id starting with "-" goes after `--`, the options before it, so no command reads it as an option', () => {
+    const argsOf = (line: string): string[] => wordsOf(line.slice('agent-pipeline '.length));
+    expect(agentPipelineCommand('watch', 'r1')).toBe('agent-pipeline watch r1');
+    expect(argsOf(agentPipelineCommand('watch', '-r1'))).toEqual(['watch', '--', '-r1']);
+    expect(argsOf(agentPipelineCommand('schedule describe', "--it's"))).toEqual(['schedule', 'describe', '--', "--it's"]);
+    expect(argsOf(agentPipelineCommand('fork', '-r1', ['--from STAGE'], ['FILE']))).toEqual(['fork', '--from', 'STAGE', '--', '-r1', 'FILE']);
+    expect(commandsFor('answer', '-r1', 'spec').map(argsOf)).toEqual([
+      ['answer', '--stage', 'spec', '--', '-r1', '...'],
+      ['reject', '--stage', 'spec', '--reason', '...', '--', '-r1'],
+    ]);
+    expect(commandsFor('budget', '-r 1', 'spec', { budgetUsd: 5 }).map(argsOf)).toEqual([
+      ['approve', '--budget-usd', '5', '--', '-r 1'],
+      ['reject', '--reason', '...', '--', '-r 1'],
+    ]);
+    expect(commandsFor('failure', '-r1', 'check').at(-1)).toBe('agent-pipeline cancel -- -r1');
   });
 });

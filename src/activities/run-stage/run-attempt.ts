@@ -17,7 +17,7 @@ import { callBackend } from './call-backend.js';
 import { readAnswer } from './read-answer.js';
 import { readCommandAnswer, withRenderedEnv } from './command-answer.js';
 import { isCommandStage } from '../../pipeline/command-stage.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 /** The attempt itself: its budget cap, the prompt, the backend call, the answer read, and the commit. */
 export async function runAttempt(setup: AttemptSetup): Promise<StageResult> {
@@ -89,7 +89,7 @@ async function commitWork(setup: AttemptSetup, stage: ResolvedStage, result: Sta
       type: 'NESTED_REPOSITORY',
       stageId: stage.id,
       message: `${err.reason} (the worktree ${setup.workspace.dir})`,
-      hint: `${err.fix}; then retry the stage (\`agent-pipeline retry ${shellWord(input.runId)} --stage ${stage.id}\` when the run waits with onFailure: ask) or start a new run`,
+      hint: `${err.fix}; then retry the stage (\`${agentPipelineCommand('retry', input.runId, [`--stage ${stage.id}`])}\` when the run waits with onFailure: ask) or start a new run`,
       details: { folders: err.scan.folders, sessionId: result.sessionId, costUsd: result.costUsd, usage: result.usage, transcript: result.transcript, warnings: result.warnings },
     });
   }

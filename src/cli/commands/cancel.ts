@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { withClient } from '../connect.js';
 import { printJson, printLine } from '../output.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 export function addCancelCommand(program: Command): void {
   program
@@ -16,7 +16,7 @@ export function addCancelCommand(program: Command): void {
         if (opts.json) return printJson({ runId: id, cancelRequested: true, workerPolling });
         if (workerPolling) printLine(`Cancellation requested for ${id}; running stages are being stopped.`);
         else printLine(`Cancellation recorded for ${id}; no worker polls task queue "${taskQueue}", so the run stops when one starts (agent-pipeline worker).`);
-        printLine(`Follow it: agent-pipeline watch ${shellWord(id)}`);
+        printLine(`Follow it: ${agentPipelineCommand('watch', id)}`);
       });
     });
 }

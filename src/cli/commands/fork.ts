@@ -1,12 +1,10 @@
 import type { Command } from 'commander';
-import { InvalidRequestError } from '../../errors.js';
 import type { ForkPreview } from '../../library/fork-run.js';
-import { findRunIdProblem } from '../../pipeline/run-id.js';
 import { withClient } from '../connect.js';
-import { collect, parseInputFlags } from '../options.js';
+import { checkNewIdFlag, collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { watchRun } from './watch.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 interface ForkFlags {
   from?: string;
@@ -52,8 +50,7 @@ function withForkOptions(command: Command): Command {
 }
 
 async function forkAction(run: string, file: string | undefined, opts: ForkFlags): Promise<void> {
-  const idProblem = opts.id === undefined ? undefined : findRunIdProblem(opts.id);
-  if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(opts.id)}: ${idProblem}`);
+  checkNewIdFlag(opts.id);
   const inputs = parseInputFlags(opts.input ?? []);
   const options = { from: opts.from, pipeline: file, inputs, id: opts.id, force: opts.force };
   process.exitCode = await withClient(async (connected) => {
@@ -67,7 +64,7 @@ async function forkAction(run: string, file: string | undefined, opts: ForkFlags
     if (!opts.json) {
       printLine(`Started: ${handle.id} (forked from ${run} at stage ${forkedFrom?.stage ?? opts.from})`);
       if (!opts.wait) {
-        printLine(`Follow it:  agent-pipeline watch ${shellWord(handle.id)}`);
+        printLine(`Follow it:  ${agentPipelineCommand('watch', handle.id)}`);
         return 0;
       }
     }

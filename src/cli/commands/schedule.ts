@@ -3,12 +3,12 @@ import type { Client } from '@temporalio/client';
 import type { PipelineSchedules } from '../../library/schedules.js';
 import { withClient } from '../connect.js';
 import { UsageError } from '../errors.js';
-import { collect, parseDurationMs, readInputFlags, parseOverlap } from '../options.js';
+import { checkNewIdFlag, collect, parseDurationMs, readInputFlags, parseOverlap } from '../options.js';
 import { formatColumns, formatTime, printJson, printLine } from '../output.js';
 import { runInputModules } from './start.js';
 import type { OverlapFlag, ScheduleJson } from '../../library/schedule-spec.js';
 import type { DurationText } from '../../pipeline/schema.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 interface CreateOptions {
   cron?: string;
@@ -69,6 +69,7 @@ export function addScheduleCommands(program: Command): void {
     .addHelpText('after', '\nExamples:\n  agent-pipeline schedule create nightly.yaml --cron "0 2 * * *" --input branch=main\n  agent-pipeline schedule create health.yaml --every 1h --overlap buffer-one')
     .action(async (file: string, opts: CreateOptions) => {
       if (Boolean(opts.cron) === Boolean(opts.every)) throw new UsageError('give exactly one of --cron EXPR or --every DURATION');
+      checkNewIdFlag(opts.id, 'schedule');
       const { prepareRunInput, describeFiles, summarizeBundle } = await runInputModules();
       // Checked before connecting: an invalid file exits 2 whether or not Temporal is up.
       const input = await prepareRunInput(file, { inputs: await readInputFlags(opts.input ?? []), filesFromWorker: opts.filesFromWorker });
@@ -79,8 +80,8 @@ export function addScheduleCommands(program: Command): void {
         if (opts.json) return printJson({ scheduleId, bundle: input.bundle ? summarizeBundle(input.bundle) : null });
         printLine(`Created schedule ${scheduleId}: ${opts.cron ? `cron ${opts.cron}` : `every ${opts.every!.text}`}, overlap ${opts.overlap}`);
         printLine(`${describeFiles(input)}${input.bundle ? '; edits to them reach the runs after `agent-pipeline schedule update FILE`' : ''}`);
-        printLine(`See it:     agent-pipeline schedule describe ${shellWord(scheduleId)}`);
-        printLine(`Run it now: agent-pipeline schedule trigger ${shellWord(scheduleId)}`);
+        printLine(`See it:     ${agentPipelineCommand('schedule describe', scheduleId)}`);
+        printLine(`Run it now: ${agentPipelineCommand('schedule trigger', scheduleId)}`);
       });
     });
 
@@ -149,7 +150,7 @@ export function addScheduleCommands(program: Command): void {
         await act(pipeline.schedules, id, opts.note);
         if (opts.json) return printJson({ scheduleId: id, action: done });
         printLine(`Schedule ${id} ${done}.`);
-        if (name === 'trigger') printLine(`See its runs: agent-pipeline schedule describe ${shellWord(id)}`);
+        if (name === 'trigger') printLine(`See its runs: ${agentPipelineCommand('schedule describe', id)}`);
       });
     });
   }

@@ -1,11 +1,9 @@
 import type { Command } from 'commander';
-import { InvalidRequestError } from '../../errors.js';
-import { findRunIdProblem } from '../../pipeline/run-id.js';
 import { withClient } from '../connect.js';
-import { collect, parseInputFlags } from '../options.js';
+import { checkNewIdFlag, collect, parseInputFlags } from '../options.js';
 import { printJson, printLine } from '../output.js';
 import { watchRun } from './watch.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 interface StartOptions {
   input?: string[];
@@ -46,8 +44,7 @@ export function addStartCommand(program: Command): void {
     )
     .action(async (file: string, opts: StartOptions) => {
       // Checked before connecting: an invalid file or id exits 2 whether or not Temporal is up.
-      const idProblem = opts.id === undefined ? undefined : findRunIdProblem(opts.id);
-      if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] --id ${JSON.stringify(opts.id)}: ${idProblem}`);
+      checkNewIdFlag(opts.id);
       const inputs = parseInputFlags(opts.input ?? []);
       const { prepareRunInput, describeFiles, summarizeBundle } = await runInputModules();
       const input = await prepareRunInput(file, { inputs, describeInputFile: (name, path) => `--input ${name}=@${path}`, filesFromWorker: opts.filesFromWorker });
@@ -63,7 +60,7 @@ export function addStartCommand(program: Command): void {
           printLine(`${alreadyRunning ? 'Already running' : 'Started'}: ${runId}`);
           if (!alreadyRunning) printLine(describeFiles(input));
           if (!opts.wait) {
-            printLine(`Follow it:  agent-pipeline watch ${shellWord(runId)}`);
+            printLine(`Follow it:  ${agentPipelineCommand('watch', runId)}`);
             if (webUi) printLine(`Web UI:     ${webUi}`);
             return 0;
           }

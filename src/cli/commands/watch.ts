@@ -5,7 +5,7 @@ import { runJson } from '../json.js';
 import { LiveView } from '../live-view.js';
 import { printJson, printLine, printNote } from '../output.js';
 import { closingLines } from '../run-view.js';
-import { shellWord } from '../../pipeline/shell-words.js';
+import { agentPipelineCommand } from '../../pipeline/shell-words.js';
 
 export interface WatchOptions {
   json?: boolean;
@@ -28,7 +28,7 @@ export async function watchRun(connected: ConnectedClient, runId: string, option
       onRetry: (reason) => printNote(`! no answer from Temporal (${reason}); still watching`),
     });
     if (interrupted) {
-      printNote(`Stopped watching; the run goes on. Watch again with: agent-pipeline watch ${shellWord(runId)}`);
+      printNote(`Stopped watching; the run goes on. Watch again with: ${agentPipelineCommand('watch', runId)}`);
       return EXIT.INTERRUPTED;
     }
     if (options.json) printJson(runJson(snapshot, webUi));
