@@ -82,8 +82,9 @@ export async function stageAll(dir: string, pathspec: readonly string[], options
 async function spawnGit(cwd: string, file: string, args: string[], env: Record<string, string>, input?: string) {
   const child = execa(file, args, { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
   // Stopped as every process is (SIGTERM, which git answers by removing its lock files, then SIGKILL), when it waits to
-  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts).
-  const watch = watchFifoWait(child.pid, (waiting) => stopWaiting(waiting));
+  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts). Confined, the git
+  // below bubblewrap gets the SIGTERM itself: bubblewrap's end would kill it outright, its locks left behind.
+  const watch = watchFifoWait(child.pid, (waiting) => (waiting === child.pid ? child.kill('SIGTERM') : stopWaiting(waiting)));
   const result = await child.finally(() => watch.stop());
   if (!watch.fired) return result;
   const why = `git was stopped: it waited to open a FIFO (named pipe) that a process running alongside put where a file of ${cwd} was; the worker never waits on one`;
