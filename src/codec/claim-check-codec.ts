@@ -14,7 +14,8 @@ import { payloadFromBytes, payloadToBytes } from './payload-bytes.js';
  * run is not known (no serialization context) goes to the shared `claims/<sha256>`, and stays. The codec comes after
  * the encryption codec (`[encryption, claimCheck]`): encoding runs in order, so what the store holds is already
  * ciphertext; decoding runs in reverse, so the reference is resolved before decryption. Keys are content hashes and
- * hashed run ids, never a value a run brings; a reference names only such a key, and what is read back must hash to it.
+ * hashed run ids, never a value a run brings; a reference names only such a key, under the run it is read for (or the
+ * shared `claims/`), and what is read back must hash to it.
  */
 
 /** `metadata.encoding` of a reference payload. */
@@ -55,6 +56,11 @@ export interface ClaimCheckCodecOptions {
    * on runs that exist. A client's does not: it may claim a run's input before the run exists.
    */
   recordRuns?: boolean;
+  /**
+   * Claim into the shared `claims/`, whatever run the SDK names: a schedule's action, which the SDK names by the
+   * schedule's id while its runs get ids of their own (`<schedule>-<time>`), each of which reads only its own claims.
+   */
+  claimShared?: boolean;
 }
 
 export class ClaimCheckCodec implements PayloadCodec {
@@ -68,6 +74,11 @@ export class ClaimCheckCodec implements PayloadCodec {
   /** The store references point into. */
   get store(): ObjectStore {
     return this.options.store;
+  }
+
+  /** What it was made with. */
+  get settings(): ClaimCheckCodecOptions {
+    return { ...this.options };
   }
 
   async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
@@ -84,7 +95,7 @@ export class ClaimCheckCodec implements PayloadCodec {
     const size = (payload.data?.byteLength ?? 0) + Object.values(payload.metadata ?? {}).reduce((sum, v) => sum + v.byteLength, 0);
     if (size <= limit) return payload;
     const bytes = payloadToBytes(payload);
-    const run = runOf(context);
+    const run = this.options.claimShared ? undefined : runOf(context);
     const key = `${run ? runKeyPrefix(run.runId) : ''}claims/${sha256(bytes)}`;
     // The record first: a claim under a run's keys is never left without the record its sweep goes by.
     if (run) await this.recordRun(run);
@@ -101,6 +112,15 @@ export class ClaimCheckCodec implements PayloadCodec {
     // History is not trusted to name any key: only a claim's.
     const hash = CLAIM_KEY.exec(key)?.[1];
     if (hash === undefined) throw new ClaimCheckError(`a claim-check payload names "${key.slice(0, 100)}", which is not a claim's key (runs/<sha256>/claims/<sha256> or claims/<sha256>)`);
+    const run = runOf(context);
+    // Nor another run's claim: read in this run's context (a start input, an update naming it), it handed this run
+    // another run's payload (its input, a stage's result), which its starter could not read without the store.
+    const owner = /^runs\/[0-9a-f]{64}\//.exec(key)?.[0];
+    if (run && owner !== undefined && owner !== runKeyPrefix(run.runId)) {
+      throw new ClaimCheckError(
+        `a payload of run ${run.runId} names ${key}, a payload another run keeps in the object store; a run reads only its own (a schedule's runs read the shared claims/ that \`schedule create\` and \`schedule update\` write: update a schedule created before, once)`,
+      );
+    }
     const store = this.options.store;
     const fix = `set ${STORE_VARIABLE} (and its AGENT_PIPELINE_STORE_* settings) to the store the workers use`;
     let bytes: Uint8Array | undefined;
@@ -116,7 +136,6 @@ export class ClaimCheckCodec implements PayloadCodec {
       throw new ClaimCheckError(`${key} in ${store.description} does not match its hash: the object was altered; the run cannot read that payload`);
     }
     // A client's claim of a run's input is recorded by the first worker that reads it: the run exists by then.
-    const run = runOf(context);
     // Best effort: reading the payload does not depend on it, and the next read or claim records the run again.
     if (run && key.startsWith(runKeyPrefix(run.runId))) await this.recordRun(run).catch(() => undefined);
     return payloadFromBytes(Buffer.from(bytes));
@@ -135,6 +154,14 @@ function runOf(context: SerializationContext | undefined): { runId: string; name
 /** The claim-check codec among `codecs`, found by its shape. */
 export function claimCheckCodecOf(codecs: readonly PayloadCodec[]): ClaimCheckCodec | undefined {
   return codecs.find((codec): codec is ClaimCheckCodec => typeof (codec as Partial<ClaimCheckCodec>).claimsToStore === 'boolean');
+}
+
+/** `codecs` with the claim check claiming into the shared `claims/` (`claimShared`): a schedule client's. */
+export function withSharedClaims(codecs: readonly PayloadCodec[]): PayloadCodec[] {
+  return codecs.map((codec) => {
+    const claims = claimCheckCodecOf([codec]);
+    return claims ? new ClaimCheckCodec({ ...claims.settings, claimShared: true }) : codec;
+  });
 }
 
 /** `codecs` without the claim-check codec: for measuring what a payload would be without writing anything. */

@@ -1,4 +1,4 @@
-import type { Client, ScheduleHandle } from '@temporalio/client';
+import { ScheduleClient, type Client, type ScheduleHandle } from '@temporalio/client';
 import { RUN_INPUT_VERSION } from '../pipeline/run-input.js';
 import type { RunSigner } from '../trust/signer.js';
 import { buildSchedule, isPipelineSchedule, OVERLAP_POLICIES, scheduleJson, withRunInput, type OverlapFlag, type ScheduleJson } from './schedule-spec.js';
@@ -11,6 +11,7 @@ import type { PipelineRunInput } from '../contracts/messages.js';
 import { prepareRunInput, type PipelineSource, type PrepareRunOptions } from './pipeline-source.js';
 import { readInputValues } from './input-files.js';
 import { clientCodecs } from './history-codec.js';
+import { withSharedClaims } from '../codec/claim-check-codec.js';
 import { GRPC_STATUS, grpcErrorOf } from '../grpc-errors.js';
 
 /** A schedule of pipeline runs, as `schedules.list()` and `describe()` report it. */
@@ -79,6 +80,22 @@ export class PipelineSchedules {
     private readonly signer?: RunSigner,
   ) {}
 
+  #scheduleClient: ScheduleClient | undefined;
+
+  /**
+   * The client's schedule client, but claiming a large action into the shared `claims/`: the SDK names the action by
+   * the schedule's id, while its runs get ids of their own (`<schedule>-<time>`), and a run reads only its own claims.
+   */
+  private get schedule(): ScheduleClient {
+    this.#scheduleClient ??= new ScheduleClient({
+      connection: this.client.connection,
+      namespace: this.client.options.namespace,
+      dataConverter: { payloadCodecs: withSharedClaims(this.client.options.loadedDataConverter.payloadCodecs) },
+      interceptors: this.client.options.interceptors.schedule,
+    });
+    return this.#scheduleClient;
+  }
+
   /**
    * Creates a schedule that starts the pipeline with the given inputs.
    * @throws PipelineInvalidError, InvalidRequestError (`SCHEDULE_EXISTS`, `INVALID_REQUEST` for bad timing)
@@ -101,7 +118,7 @@ export class PipelineSchedules {
     const idProblem = findNewRunIdProblem(scheduleId, 'schedule');
     if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] schedule id ${JSON.stringify(scheduleId)}: ${idProblem}`);
     return typedErrors(async () => {
-      const handle = await this.client.schedule
+      const handle = await this.schedule
         .create(
           buildSchedule({
             scheduleId,
@@ -146,7 +163,7 @@ export class PipelineSchedules {
     // Prepared once to learn the pipeline's name and declared inputs, then again with the schedule's own inputs kept.
     const fresh = await prepare(given);
     return typedErrors(async () => {
-      const handle = this.client.schedule.getHandle(options.id ?? fresh.pipeline.name);
+      const handle = this.schedule.getHandle(options.id ?? fresh.pipeline.name);
       const previous = await handle.describe();
       if (!isPipelineSchedule(previous)) throw new InvalidRequestError('INVALID_REQUEST', `[INVALID_REQUEST] schedule ${handle.scheduleId} does not start pipeline runs`);
       const before = (previous.action.type === 'startWorkflow' ? (previous.action.args?.[0] as PipelineRunInput | undefined)?.inputs : undefined) ?? {};
@@ -162,33 +179,33 @@ export class PipelineSchedules {
   list(): Promise<ScheduleInfo[]> {
     return typedErrors(async () => {
       const schedules: ScheduleInfo[] = [];
-      for await (const summary of this.client.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
+      for await (const summary of this.schedule.list()) if (isPipelineSchedule(summary)) schedules.push(scheduleJson(summary));
       return schedules;
     }, this.address);
   }
 
   /** One schedule: pipeline, inputs, timing, next and recent runs. @throws InvalidRequestError `SCHEDULE_NOT_FOUND` */
   describe(id: string): Promise<ScheduleInfo> {
-    return typedErrors(async () => scheduleJson(await this.client.schedule.getHandle(id).describe()), this.address);
+    return typedErrors(async () => scheduleJson(await this.schedule.getHandle(id).describe()), this.address);
   }
 
   /** Starts a run now, whatever the timing and overlap policy. */
   trigger(id: string): Promise<void> {
-    return typedErrors(() => this.client.schedule.getHandle(id).trigger(), this.address);
+    return typedErrors(() => this.schedule.getHandle(id).trigger(), this.address);
   }
 
   /** Stops starting runs until unpaused; runs in progress go on. */
   pause(id: string, note?: string): Promise<void> {
-    return typedErrors(() => this.client.schedule.getHandle(id).pause(note), this.address);
+    return typedErrors(() => this.schedule.getHandle(id).pause(note), this.address);
   }
 
   /** Starts runs again. */
   unpause(id: string, note?: string): Promise<void> {
-    return typedErrors(() => this.client.schedule.getHandle(id).unpause(note), this.address);
+    return typedErrors(() => this.schedule.getHandle(id).unpause(note), this.address);
   }
 
   /** Deletes the schedule; runs it started go on. */
   delete(id: string): Promise<void> {
-    return typedErrors(() => this.client.schedule.getHandle(id).delete(), this.address);
+    return typedErrors(() => this.schedule.getHandle(id).delete(), this.address);
   }
 }

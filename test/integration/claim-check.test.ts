@@ -1,13 +1,14 @@
-import type { Payload } from '@temporalio/common';
+import { RawValue, type Payload } from '@temporalio/common';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CLAIM_CHECK_ENCODING, CLAIM_KEY_METADATA } from '../../src/codec/claim-check-codec.js';
+import { PIPELINE_WORKFLOW_TYPE } from '../../src/contracts/messages.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { PipelineClient } from '../../src/library/index.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { parseJson, runCli } from './cli-helpers.js';
+import { eventually, parseJson, runCli } from './cli-helpers.js';
 import { payloadsIn } from '../helpers/history-payloads.js';
 
 /*
@@ -29,6 +30,11 @@ const BIG_REPORT = {
 };
 const INPUT_END = 'END-OF-THE-TWENTY-MB-INPUT-5c1e';
 const SMALL_REPORT = '```json\n{"success": true, "summary": "Read it.", "outputs": {}}\n```';
+const THEIR_END = 'END-OF-THEIR-INPUT-8d2b7f';
+const SCHEDULED_END = 'END-OF-THE-SCHEDULED-INPUT-41c9';
+/** A pipeline reading one large input, on the scripted API backend. */
+const readingPipeline = (name: string): string =>
+  `name: ${name}\ninputs:\n  big: { required: true }\ndefaults: { backend: anthropic-api, model: haiku, maxTokens: 500, retries: 0 }\nstages:\n  - id: read\n    prompt: Read the input.\n`;
 
 let harness: Harness;
 let scratch: string;
@@ -40,6 +46,8 @@ beforeAll(async () => {
       rules: [
         { match: 'Pipeline: claim-big', turns: [{ text: `Done.\n\`\`\`json\n${JSON.stringify(BIG_REPORT)}\n\`\`\`` }] },
         { match: 'Pipeline: claim-input', turns: [{ text: SMALL_REPORT }] },
+        { match: 'Pipeline: claim-theirs', turns: [{ text: SMALL_REPORT }] },
+        { match: 'Pipeline: claim-scheduled', turns: [{ text: SMALL_REPORT }] },
       ],
     },
     // Set explicitly, so that the harness's client (and PipelineClient) put their own large payloads there too.
@@ -122,5 +130,67 @@ describe('large values out of history (the claim check)', () => {
     expect(key.startsWith(`${runKeyPrefix(runId!)}claims/`)).toBe(true);
     const record = JSON.parse(await readFile(path.join(scratch, 'store', runKeyPrefix(runId!), 'run.json'), 'utf8')) as { runId: string };
     expect(record.runId).toBe(runId!);
+  });
+
+  test("a run started with a reference to another run's claimed input is refused, and never runs that input", { timeout: 240_000 }, async () => {
+    const file = path.join(scratch, 'their-input.txt');
+    await writeFile(file, `${'t'.repeat(400 * 1024)}\n${THEIR_END}\n`);
+    const pipeline = await harness.writePipeline('claim-theirs', readingPipeline('claim-theirs'));
+    const client = await PipelineClient.connect({ env: harness.env });
+    let theirs: string;
+    try {
+      const run = await client.start(pipeline, { inputs: { big: { file } } });
+      theirs = run.id;
+      expect((await run.result()).status).toBe('completed');
+    } finally {
+      await client.close();
+    }
+    // Their input is a reference in their history, its key in plain: whoever reads the namespace reads the key.
+    const history = await harness.client.workflow.getHandle(theirs!).fetchHistory();
+    const reference = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    expect(encodingOf(reference)).toBe(CLAIM_CHECK_ENCODING);
+    // A namespace client without the store starts a run of its own with that reference as its input.
+    const mine = `claim-mine-${Math.random().toString(36).slice(2, 8)}`;
+    const handle = await harness.client.workflow.start(PIPELINE_WORKFLOW_TYPE, { taskQueue: harness.taskQueue, workflowId: mine, args: [RawValue.fromPayload(reference)] });
+    try {
+      const outcome = await eventually(
+        async () => {
+          const events = (await handle.fetchHistory()).events ?? [];
+          const failed = events.find((e) => e.workflowTaskFailedEventAttributes)?.workflowTaskFailedEventAttributes?.failure?.message;
+          return failed ?? (events.some((e) => e.workflowExecutionCompletedEventAttributes) ? 'it ran their input' : undefined);
+        },
+        (seen) => seen !== undefined,
+        90_000,
+        'the run to fail its first workflow task, or to end',
+      );
+      expect(outcome).toMatch(/names runs\/[0-9a-f]{64}\/claims\/[0-9a-f]{64}, a payload another run keeps/);
+      const mineRequests = harness.modelServer.requests().filter((r) => JSON.stringify(r.body).includes(`Run: ${mine}`));
+      expect(mineRequests.length, 'requests of the run that named their input').toBe(0);
+    } finally {
+      await handle.terminate('seen').catch(() => undefined);
+    }
+  });
+
+  test('a schedule whose input is claimed starts runs that read it (shared claims/, as each run has an id of its own)', { timeout: 240_000 }, async () => {
+    const file = path.join(scratch, 'scheduled-input.txt');
+    await writeFile(file, `${'s'.repeat(400 * 1024)}\n${SCHEDULED_END}\n`);
+    const pipeline = await harness.writePipeline('claim-scheduled', readingPipeline('claim-scheduled'));
+    const id = `claim-scheduled-${Math.random().toString(36).slice(2, 8)}`;
+    const client = await PipelineClient.connect({ env: harness.env });
+    try {
+      await client.schedules.create(pipeline, { id, every: '1d', paused: true, inputs: { big: { file } } });
+      await harness.client.schedule.getHandle(id).trigger();
+      const described = await eventually(() => harness.client.schedule.getHandle(id).describe(), (d) => d.info.recentActions.length > 0, 60_000, 'the triggered run');
+      const runId = described.info.recentActions[0]!.action.workflow.workflowId;
+      const state = await client.getRun(runId).result();
+      expect(state.status, JSON.stringify(state.stages)).toBe('completed');
+      expect(harness.modelServer.requests().some((r) => JSON.stringify(r.body).includes(SCHEDULED_END))).toBe(true);
+      const started = (await harness.client.workflow.getHandle(runId).fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+      expect(encodingOf(started)).toBe(CLAIM_CHECK_ENCODING);
+      expect(Buffer.from(started.metadata![CLAIM_KEY_METADATA]!).toString()).toMatch(/^claims\/[0-9a-f]{64}$/);
+    } finally {
+      await harness.client.schedule.getHandle(id).delete().catch(() => undefined);
+      await client.close();
+    }
   });
 });

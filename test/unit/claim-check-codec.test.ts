@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { CLAIM_KEY_METADATA, ClaimCheckCodec, ClaimCheckError } from '../../src/codec/claim-check-codec.js';
+import { CLAIM_KEY_METADATA, ClaimCheckCodec, ClaimCheckError, withSharedClaims } from '../../src/codec/claim-check-codec.js';
 import { FileStore } from '../../src/store/file-store.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { recordedRuns, sweepGoneRuns } from '../../src/store/run-records.js';
@@ -57,8 +57,8 @@ describe('claims per run', () => {
     const [input] = await client.encode([big('c')], workflow('run-started'));
     expect(await keys('runs/')).toEqual([keyOf(input!)]);
     const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
-    // Read in another run's context (a fork reading its source): that run is not recorded for this claim.
-    await worker.decode([input!], workflow('another-run'));
+    // Read without a run's context (a fork reading its source's start input): no run is recorded for this claim.
+    await worker.decode([input!]);
     expect(await keys('runs/')).toEqual([keyOf(input!)]);
     expect(textOf((await worker.decode([input!], workflow('run-started')))[0]!)).toBe(textOf(big('c')));
     expect(await keys('runs/')).toEqual([keyOf(input!), `${runKeyPrefix('run-started')}run.json`].sort());
@@ -73,5 +73,24 @@ describe('claims per run', () => {
     // History names no other key: not another prefix, not a run's other objects.
     const forged = { ...shared!, metadata: { ...shared!.metadata, [CLAIM_KEY_METADATA]: Buffer.from(`${runKeyPrefix('x')}checkpoints/${'0'.repeat(64)}`) } };
     await expect(codec.decode([forged])).rejects.toThrow(/not a claim's key/);
+  });
+
+  test("a run never reads another run's claim: a reference to it in the run's own payloads is refused", async () => {
+    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    const [theirs] = await worker.encode([big('e')], workflow('their-run'));
+    // Copied from their history (it names the key in plain) into a start input, or an update, of another run.
+    await expect(worker.decode([theirs!], workflow('my-run'))).rejects.toThrow(/names runs\/[0-9a-f]{64}\/claims\/[0-9a-f]{64}, a payload another run keeps/);
+    await expect(worker.decode([theirs!], { type: 'activity', namespace: 'default', workflowId: 'my-run', isLocal: false })).rejects.toThrow(ClaimCheckError);
+    // Their own run reads it, and so does a reader of no run (a fork's look at its source, the codec server).
+    expect(textOf((await worker.decode([theirs!], workflow('their-run')))[0]!)).toBe(textOf(big('e')));
+    expect(textOf((await worker.decode([theirs!]))[0]!)).toBe(textOf(big('e')));
+  });
+
+  test("a schedule's action is claimed into the shared claims/, which the schedule's runs (named <schedule>-<time>) read", async () => {
+    const client = new ClaimCheckCodec({ store, thresholdBytes: 1000 });
+    const [action] = await withSharedClaims([client])[0]!.encode([big('f')], workflow('nightly'));
+    expect(keyOf(action!)).toMatch(/^claims\/[0-9a-f]{64}$/);
+    const worker = new ClaimCheckCodec({ store, thresholdBytes: 1000, recordRuns: true });
+    expect(textOf((await worker.decode([action!], workflow('nightly-2030-01-01T02:00:00Z')))[0]!)).toBe(textOf(big('f')));
   });
 });

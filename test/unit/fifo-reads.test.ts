@@ -2,11 +2,14 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { execa } from 'execa';
 import { describe, expect, onTestFinished, test } from 'vitest';
 import { createRunBundle } from '../../src/bundle/create-run-bundle.js';
 import { WarmPool } from '../../src/activities/backends/claude-cli/warm-pool.js';
 import { copyBookkeeping, listBookkeeping } from '../../src/activities/checkpoint/bookkeeping-copy.js';
 import { describeFile } from '../../src/activities/checkpoint/manifest.js';
+import { runConfined } from '../../src/activities/process/confined.js';
+import { watchFifoWait } from '../../src/activities/process/fifo-wait.js';
 import { readPipelineText } from '../../src/activities/prompt/pipeline-file.js';
 import { git as workerGit, pinWorktree } from '../../src/activities/workspace/git.js';
 import { readInputValues } from '../../src/library/input-files.js';
@@ -14,6 +17,7 @@ import { validatePipelineFile } from '../../src/library/validate-pipeline.js';
 import { parsePipeline } from '../../src/pipeline/parse.js';
 import { countHungReads, startFifoSwapper } from '../helpers/fifo-swapper.js';
 import { git, initRepo } from '../helpers/git-repo.js';
+import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
 import { testFolder } from '../helpers/test-folder.js';
 
 /*
@@ -93,6 +97,30 @@ describe('a FIFO where a file is read', () => {
     await within(copyBookkeeping(bookkeeping, into, listing, listing.entries));
     expect((await readdir(into, { recursive: true })).sort()).toEqual(['run.json', 'stages']);
   });
+
+  test.skipIf(MISSING_SANDBOX_PACKAGES.includes('bubblewrap'))(
+    'a program run confined that waits to open a FIFO is found below bubblewrap, and it is the one stopped',
+    { timeout: 30_000 },
+    async () => {
+      const dir = await testFolder('fifo-confined-');
+      const fifo = makeFifo(path.join(dir, 'pipe'));
+      let stopped: number | undefined;
+      let spawned: number | undefined;
+      const result = await within(
+        runConfined('cat', [fifo], { readOnly: [dir] }, (file, args) => {
+          const child = execa(file, args, { reject: false, stdin: 'ignore' });
+          spawned = child.pid;
+          const watch = watchFifoWait(child.pid, (waiting) => process.kill((stopped = waiting), 'SIGTERM'), 100);
+          return child.finally(() => watch.stop());
+        }),
+        20_000,
+      );
+      expect(result.failed).toBe(true);
+      expect(stopped).toBeDefined();
+      // cat, not bubblewrap: SIGTERM reaches the program that waits, which can clean up (git removes its locks).
+      expect(stopped).not.toBe(spawned);
+    },
+  );
 });
 
 describe('a file swapped for a FIFO between the check of its path and the read', () => {

@@ -2,15 +2,15 @@ import { lstatSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
-import { findExecutable } from '../process/find-executable.js';
+import { runConfined } from '../process/confined.js';
 import { walkFolders } from '../workspace/folder-walk.js';
 
 /*
  * Folders as tar archives, through GNU tar with arguments of our making only. The worker lists what goes in itself
  * (regular files, folders and symlinks inside the folder, never following a link: a link is stored as a link), and
  * hands tar that list with `--no-recursion --verbatim-files-from --null`, so no name is ever read as an option and
- * nothing beyond the list is walked; tar runs where it sees only the folder (bubblewrap, where the host has it), so a
- * link swapped in after the listing leads nowhere. Extraction goes into a fresh empty folder, as the worker's user, with no owner or
+ * nothing beyond the list is walked; tar runs where it sees only the folder (process/confined.ts), so a link swapped in
+ * after the listing leads nowhere. Extraction goes into a fresh empty folder, as the worker's user, with no owner or
  * special permission bits from the archive; GNU tar refuses members with `..` and strips leading `/`.
  */
 
@@ -76,22 +76,11 @@ export async function createArchive(dir: string, entries: string[], archive: str
     '--create', '--file', archive, '--directory', dir, '--format=posix', '--pax-option=delete=atime,delete=ctime',
     '--no-recursion', '--ignore-failed-read', '--null', '--verbatim-files-from', '--files-from', list,
   ];
-  const options = { reject: false, env: tarEnvironment(), extendEnv: false } as const;
-  const bwrap = process.platform === 'linux' ? await findExecutable('bwrap', tarEnvironment()) : undefined;
-  let result = bwrap ? await execa(bwrap, [...onlyFolders(dir, path.dirname(archive)), '--', 'tar', ...args], options) : undefined;
-  // A host where bubblewrap cannot make its namespaces runs no sandboxed agent either: tar runs as it is.
-  if (!result || (result.failed && /^bwrap:/m.test(String(result.stderr)))) result = await execa('tar', args, options);
+  // tar opens each listed name by its path, and a stage running alongside may swap a folder on that path for a
+  // symlink after the listing: confined, the link leads to nothing of the worker's (its home, other runs).
+  const folders = { readOnly: [dir], writable: [path.dirname(archive)] };
+  const result = await runConfined('tar', args, folders, (file, argv) => execa(file, argv, { reject: false, env: tarEnvironment(), extendEnv: false }));
   if (result.failed) throw new Error(`tar could not archive ${dir}: ${String(result.stderr).slice(-1_000)}`);
-}
-
-/**
- * bubblewrap's arguments for a tar that sees only the system's programs, `dir` (read-only) and the archive's folder. tar
- * opens each listed name by its path, and a stage running alongside may swap a folder on that path for a symlink after
- * the listing: followed there, the link leads to nothing of the worker's (its home, other runs), only to what is absent.
- */
-function onlyFolders(dir: string, archiveDir: string): string[] {
-  const system = ['/usr', '/bin', '/lib', '/lib64', '/lib32', '/libx32'].flatMap((folder) => ['--ro-bind-try', folder, folder]);
-  return ['--unshare-all', '--die-with-parent', '--new-session', ...system, '--ro-bind', dir, dir, '--bind', archiveDir, archiveDir];
 }
 
 /** Unpacks `archive` into the empty folder `into`, which must exist. */

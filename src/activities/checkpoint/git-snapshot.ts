@@ -1,7 +1,7 @@
-import { rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { copyRegularFile } from '../../files/regular-file.js';
-import { FALLBACK_IDENTITY, git, GitError } from '../workspace/git.js';
+import { FALLBACK_IDENTITY, git, GitError, stageAll } from '../workspace/git.js';
 import { findNestedRepositories } from '../workspace/nested-repositories.js';
 import { OLD_BOOKKEEPING_DIR } from '../workspace/run-folder.js';
 import { hiddenRefPrefix, listHiddenRefs } from '../workspace/checkpoint-refs.js';
@@ -10,7 +10,8 @@ import { hiddenRefPrefix, listHiddenRefs } from '../workspace/checkpoint-refs.js
  * A git workspace's checkpoint: the work in progress as a commit built with a temporary index (the agent's own index
  * and the run's branch are never touched), named by a hidden ref, and shipped as a bundle of the branch and that
  * commit relative to the commit the worktree was created from. Every git runs through `git()` (git-safety.ts: no
- * hooks, no fsmonitor, config overrides, a scrubbed environment, the worktree's pinned git directory). Ignored files
+ * hooks, no fsmonitor, config overrides, a scrubbed environment, the worktree's pinned git directory), and the one that
+ * reads the worktree's files, `git add`, runs confined to the worktree (`stageAll`). Ignored files
  * are not carried (`git add` skips them), nor are repositories the agent made inside the worktree: staging one would
  * start a git inside it, which runs its config (docs/security.md), so they are excluded by pathspec.
  */
@@ -45,13 +46,17 @@ export async function snapshotWorktree(dir: string, options: { branch: string; b
     throw new Error(`the worktree ${dir} could not be looked through whole for repositories the agent made (${nested.truncated ? 'too many files' : `unreadable: ${nested.unreadable.slice(0, 3).join(', ')}`}), so it was not checkpointed`);
   }
   const excluded = [OLD_BOOKKEEPING_DIR, ...nested.folders].map((folder) => `:(top,exclude,literal)${folder}`);
-  const index = path.join(options.scratch, 'index');
+  // In a folder of its own: the confined git staging the worktree sees that folder, and nothing else of the scratch.
+  const indexDir = path.join(options.scratch, 'index');
+  await mkdir(indexDir);
+  const index = path.join(indexDir, 'index');
   const [agentIndex, tip] = head.split('\n');
   // Starting from a copy of the agent's index keeps git from hashing every unchanged file again. Copied only as a
   // regular file checked on its handle (no symlink, no FIFO that would hold the copy); else git starts from none.
   await copyRegularFile(agentIndex, index).catch(() => rm(index, { force: true }));
   const env = { GIT_INDEX_FILE: index };
-  await run(dir, ['add', '--all', '--', '.', ...excluded], env);
+  const staged = await stageAll(dir, ['.', ...excluded], { env, writable: [indexDir] });
+  if (staged.failed) throw new GitError(`git add failed while checkpointing: ${staged.stderr || staged.stdout}`, staged.stderr || staged.stdout);
   const tree = await run(dir, ['write-tree'], env);
   const work = await run(dir, [...FALLBACK_IDENTITY, 'commit-tree', tree, '-p', tip, '-m', `agent-pipeline checkpoint ${options.id}`]);
   const ref = `${prefix}${options.id}`;

@@ -49,3 +49,19 @@ export function readWaitChannel(pid: number): string | undefined {
     return undefined;
   }
 }
+
+/** Pids of the processes below `pid` (its children, theirs, …), from their parents as /proc names them. */
+export function descendantsOf(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const other of listPids()) {
+    const parent = Number(readProcStat(other)?.[1]);
+    if (Number.isInteger(parent)) children.set(parent, [...(children.get(parent) ?? []), other]);
+  }
+  const found: number[] = [];
+  for (let pending = [pid]; pending.length > 0; ) {
+    const next = pending.flatMap((p) => children.get(p) ?? []);
+    found.push(...next);
+    pending = next;
+  }
+  return found;
+}

@@ -131,3 +131,13 @@ export function gitEnvironment(env: NodeJS.ProcessEnv, access: GitAccess = 'loca
   const overrides = Object.fromEntries(OVERRIDES.flatMap(([name, value], i) => [[`GIT_CONFIG_KEY_${i}`, name], [`GIT_CONFIG_VALUE_${i}`, value]]));
   return { ...picked, GIT_TERMINAL_PROMPT: '0', GIT_SSH_COMMAND: env.GIT_SSH_COMMAND || sshProgram, GIT_CONFIG_COUNT: String(OVERRIDES.length), ...overrides };
 }
+
+/**
+ * `env` (made by {@link gitEnvironment}) with `settings` given as config variables before the worker's overrides, which
+ * still win: how the operator's own settings reach a git that cannot read their files (operator-git-settings.ts).
+ */
+export function withSettingsBefore(env: Record<string, string>, settings: ReadonlyArray<readonly [string, string]>): Record<string, string> {
+  const all = [...settings, ...OVERRIDES];
+  const numbered = Object.fromEntries(all.flatMap(([name, value], i) => [[`GIT_CONFIG_KEY_${i}`, name], [`GIT_CONFIG_VALUE_${i}`, value]]));
+  return { ...env, ...numbered, GIT_CONFIG_COUNT: String(all.length) };
+}

@@ -4,8 +4,10 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { stageFailure } from '../failures.js';
 import { watchFifoWait } from '../process/fifo-wait.js';
-import { gitEnvironment, pinGitDir, pinnedGitEnvironment, safeGitArgs, type GitAccess } from './git-safety.js';
+import { runConfined } from '../process/confined.js';
+import { gitEnvironment, pinGitDir, pinnedGitDir, pinnedGitEnvironment, safeGitArgs, withSettingsBefore, type GitAccess } from './git-safety.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
+import { readOperatorGitSettings } from './operator-git-settings.js';
 import { readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR } from './run-folder.js';
 import { shellWord } from '../../pipeline/shell-words.js';
@@ -54,14 +56,48 @@ export class GitError extends Error {
 export async function git(cwd: string, args: string[], access: GitAccess = 'local', extraEnv: Record<string, string> = {}, input?: string) {
   // `extraEnv` is the worker's own (a checkpoint's temporary GIT_INDEX_FILE), never a value a run brings; so is `input`.
   const env = { ...gitEnvironment(process.env, access), ...pinnedGitEnvironment(cwd), ...extraEnv };
-  const child = execa('git', safeGitArgs(args), { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
+  return spawnGit(cwd, 'git', safeGitArgs(args), env, input);
+}
+
+/**
+ * Stages everything in the worktree `dir` but what `pathspec` excludes (`git add --all -- <pathspec>`), with git
+ * confined (process/confined.ts) to the worktree (read-only), its repository's git directory and `writable` (a
+ * checkpoint's own index): git opens each file it found by its path, and a folder an agent swaps for a link meanwhile
+ * leads to nothing of the worker's. The operator's git settings reach it as variables (operator-git-settings.ts).
+ */
+export async function stageAll(dir: string, pathspec: readonly string[], options: { env?: Record<string, string>; writable?: readonly string[] } = {}) {
+  const env = { ...gitEnvironment(process.env), ...pinnedGitEnvironment(dir), ...options.env };
+  const operator = await readOperatorGitSettings(env);
+  const confinedEnv = { ...withSettingsBefore(env, operator.settings), GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+  const gitDir = pinnedGitDir(dir);
+  // A worktree's git directory is `<common>/worktrees/<name>`: its index, and the objects and config, are in the common one.
+  const common = gitDir && path.dirname(path.dirname(gitDir));
+  const writable = options.writable ?? [];
+  const folders = common ? { readOnly: [dir], writable: [common, ...writable] } : { writable: [dir, ...writable] };
+  const args = safeGitArgs(['add', '--all', '--', ...pathspec]);
+  return runConfined('git', args, { ...folders, readOnlyIfPresent: operator.files }, (file, argv) => spawnGit(dir, file, argv, confinedEnv));
+}
+
+/** Starts `file` (git, or bubblewrap running git) in `cwd`; stopped when git waits to open a FIFO. */
+async function spawnGit(cwd: string, file: string, args: string[], env: Record<string, string>, input?: string) {
+  const child = execa(file, args, { cwd, reject: false, stripFinalNewline: true, env, extendEnv: false, ...(input === undefined ? {} : { input }) });
   // Stopped as every process is (SIGTERM, which git answers by removing its lock files, then SIGKILL), when it waits to
-  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts).
-  const watch = watchFifoWait(child.pid, () => child.kill('SIGTERM'));
+  // open a FIFO swapped in for a file of the worktree: it would wait for good (process/fifo-wait.ts). Confined, the git
+  // below bubblewrap gets the SIGTERM itself: bubblewrap's end would kill it outright, its locks left behind.
+  const watch = watchFifoWait(child.pid, (waiting) => (waiting === child.pid ? child.kill('SIGTERM') : stopWaiting(waiting)));
   const result = await child.finally(() => watch.stop());
   if (!watch.fired) return result;
   const why = `git was stopped: it waited to open a FIFO (named pipe) that a process running alongside put where a file of ${cwd} was; the worker never waits on one`;
   return Object.assign(result, { failed: true, stderr: result.stderr ? `${result.stderr}\n${why}` : why });
+}
+
+/** Sends SIGTERM to `pid`, gone or not. */
+function stopWaiting(pid: number): void {
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    // Gone already.
+  }
 }
 
 /** Upper bound of a worktree's `gitdir` record, a path. @unit bytes */
@@ -200,7 +236,8 @@ export async function commitAll(dir: string, message: string): Promise<string | 
       return result.stdout;
     };
     await refuseNestedRepositories(dir, "commit the stage's work");
-    await run(['add', '--all', ...STAGED_PATHS]);
+    const staged = await stageAll(dir, STAGED_PATHS.slice(1));
+    if (staged.failed) throw new GitError(`git add failed: ${staged.stderr || staged.stdout}`, staged.stderr || staged.stdout);
     if (!(await git(dir, ['diff', '--cached', '--quiet'])).failed) return undefined;
     const hasIdentity = !(await git(dir, ['config', 'user.email'])).failed;
     await run([...(hasIdentity ? [] : FALLBACK_IDENTITY), 'commit', '--quiet', '-m', message]);
