@@ -46,10 +46,8 @@ describe.concurrent('clients read runs of any size in pages', () => {
             fallback: { text: report(true, 'Done.', {}) },
           },
         });
-        // A worker of the test's own: the second test stops it to read its run without a worker. One workflow thread, as
-        // the harness's worker has: the SDK's second loads the bundle into a V8 context of its own (about 0.6 CPU-s) for
-        // a queue that holds one run at a time.
-        const worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE, workerOptions: { workflowThreadPoolSize: 1 } });
+        // A worker of the test's own: the second test stops it to read its run without a worker.
+        const worker = await createPipelineWorker({ env: harness.env, taskQueue: harness.taskQueue, workflowBundlePath: WORKFLOW_BUNDLE });
         return { harness, worker, running: worker.run() };
       }),
     );
