@@ -23,7 +23,8 @@ export function suiteConfig(temporalAddress?: string) {
       // Four files at a time on a 2-core box (issue 32): an integration file mostly waits (Temporal timers, agents,
       // people; limits-run-life used a fifth of a core), and the workflow code comes prebuilt from dist/, so four
       // overlap their waits where two left the cores idle. Measured on a loaded machine: 16 files in 196 s with four
-      // workers, 272 s with two. On a machine busy with other work: `npm test -- --maxWorkers=2`.
+      // workers, 272 s with two. On a machine busy with other work: `VITEST_MAX_WORKERS=2 npm test` (the projects below take
+      // this value, not `--maxWorkers` of the command line, which vitest 4 gives the root config alone).
       fileParallelism: true,
       maxWorkers: 4,
       // The slow files first, so that they overlap the short ones rather than run alone at the end (issue 32).

@@ -7,13 +7,20 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * A name that no longer exists is ignored; a new slow file only costs time until it is added here.
  */
 export const SLOW_FILES = [
-  'test/integration/cli-large-runs.test.ts',
-  'test/integration/claude-cli-warm-start.test.ts',
-  'test/integration/fork-run.test.ts',
+  // The ten slowest of the last two CI runs (ci14, ci15), slowest first.
+  'test/integration/limits-across-runs.test.ts',
   'test/integration/fork-rerun.test.ts',
+  'test/integration/stage-isolation.test.ts',
+  'test/integration/cli-large-runs.test.ts',
+  'test/integration/system-packages-hidden.test.ts',
+  'test/integration/claude-cli-warm-start.test.ts',
+  'test/integration/library-pack-types.test.ts',
+  'test/integration/command-stages.test.ts',
+  'test/integration/library-examples.test.ts',
+  'test/integration/example-claude-code-runner.test.ts',
+  'test/integration/fork-run.test.ts',
   'test/integration/checkpoint-machine-loss-rounds.test.ts',
   'test/integration/workflow-continue-as-new.test.ts',
-  'test/integration/limits-across-runs.test.ts',
   // The unit files that type-check (TypeScript in their process: 8–17 s of CPU each). Last, as unit files come, they
   // ran four at once with nothing left to overlap them: the run's last 20 seconds.
   'test/unit/library-types.test.ts',
@@ -32,7 +39,6 @@ export const SLOW_FILES = [
   'test/integration/encrypted-history.test.ts',
   'test/integration/checkpoint-machine-loss.test.ts',
   'test/integration/dev-server.test.ts',
-  'test/integration/library-pack-types.test.ts',
   'test/integration/store-sweep.test.ts',
   'test/integration/deploy-versioning.test.ts',
   'test/integration/workflow-review.test.ts',

@@ -13,7 +13,7 @@ import { listTranscripts, stageFolder } from '../../src/library/transcript-files
 import { listRuns } from '../../src/library/list-runs.js';
 import type { RecordedRequest } from '../../src/dev/request-log.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { eventually, runCli } from './cli-helpers.js';
+import { eventually, runCli, runCliCommands } from './cli-helpers.js';
 import { expectNoStageLeftRunning, stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 import { isAlive } from '../helpers/process-alive.js';
 
@@ -99,14 +99,13 @@ describe('mid-turn permission prompts with the real CLI', () => {
     const lock = JSON.parse(await readFile(lockFile, 'utf8')) as { pid: number };
     expect(isAlive(lock.pid)).toBe(true);
 
-    const status = await runCli(['status', handle.workflowId], harness.env);
-    expect(status.stdout).toContain('wants to run: Bash echo made > approved.txt');
-    expect(status.stdout).toMatch(/deadline .*; then the call is denied and the agent goes on/);
     // Filtered by pipeline: the dev server is shared by every test file, and another file's runs may be encrypted.
     // Waited for in process (the list lags the run), then read once with the command: a command a look cost a Node
-    // process each (issue 32).
+    // process each (issue 32). `status` and `list` run back to back in one process; `approve` below as a user runs it.
     await eventually(() => listRuns(harness.client, { status: 'waiting', pipeline: 'approved' }), (runs) => runs.some((r) => r.runId === handle.workflowId), 60_000, 'the run in the list of waiting runs');
-    const listed = await runCli(['list', '--status', 'waiting', '--pipeline', 'approved'], harness.env);
+    const [status, listed] = await runCliCommands([['status', handle.workflowId], ['list', '--status', 'waiting', '--pipeline', 'approved']], harness.env);
+    expect(status.stdout).toContain('wants to run: Bash echo made > approved.txt');
+    expect(status.stdout).toMatch(/deadline .*; then the call is denied and the agent goes on/);
     expect(listed.exitCode).toBe(0);
     expect(listed.stdout).toContain(handle.workflowId);
 

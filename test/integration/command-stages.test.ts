@@ -42,7 +42,18 @@ beforeAll(async () => {
   });
   harness = await createHarness('command-stages', {
     scenario: { rules: [] },
-    env: { HOME: home, AGENT_PIPELINE_SANDBOX: 'required', DEPLOY_TOKEN, PASSED_TOKEN, AGENT_PIPELINE_COMMAND_ENV: 'PASSED_TOKEN,UNSET_TOKEN', AGENT_PIPELINE_KILL_GRACE: '1s' },
+    env: {
+      HOME: home,
+      AGENT_PIPELINE_SANDBOX: 'required',
+      DEPLOY_TOKEN,
+      PASSED_TOKEN,
+      AGENT_PIPELINE_COMMAND_ENV: 'PASSED_TOKEN,UNSET_TOKEN',
+      AGENT_PIPELINE_KILL_GRACE: '1s',
+      // No checkpoints: no test here forks or restores a run, and each stage's first-start checkpoint (the default fork
+      // point) spawned `tar` in bubblewrap from this process (issue 32). Commands run as with them: checkpoints are
+      // taken around the command, in the stage activity.
+      AGENT_PIPELINE_CHECKPOINTS: 'off',
+    },
   });
 });
 

@@ -24,14 +24,16 @@ import { calls, RULES, runToEnd } from './fork-helpers.js';
  * back in one process through the CLI's entry (runCliCommands) where one of their kind already runs as a user does.
  */
 
+/** The harness (its in-process worker, model server, replay check) of every test but the encrypted fork's. */
+let harness: Harness;
+beforeAll(async () => {
+  harness = await createHarness('fork-rerun', { scenario: { rules: RULES } });
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
 describe('rerun and forks of other runs', () => {
-  let harness: Harness;
-  beforeAll(async () => {
-    harness = await createHarness('fork-rerun', { scenario: { rules: RULES } });
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
 
   test('rerun of a run that failed at its second stage, once the file is fixed, does not run the first again', { timeout: 300_000 }, async () => {
     const yaml = (second: string) =>
@@ -41,27 +43,34 @@ describe('rerun and forks of other runs', () => {
     expect(calls(harness, 'flaky-first')).toBe(1);
 
     await writeFile(file, yaml('Do the second part with care.'));
-    const [rerun, gone] = await runCliCommands([['rerun', 'flaky-source', '--id', 'flaky-rerun', '--wait', '--json'], ['rerun', 'flaky-never-was']], harness.env, 240_000);
+    // The rerun, a fork of it, and what is read and refused after, back to back in one process; the moved file's
+    // refusal below runs as a user runs it.
+    const [rerun, again, logs, fromTaken, reused, gone] = await runCliCommands(
+      [
+        ['rerun', 'flaky-source', '--id', 'flaky-rerun', '--wait', '--json'],
+        // A fork of the rerun takes `first` over again, its cost still carried (not the $0 the rerun spent on it).
+        ['fork', 'flaky-rerun', '--from', 'second', file, '--id', 'flaky-rerun-fork', '--wait', '--json'],
+        // The fork of the fork ran `first` in neither run: its transcript is the source's, said so; and a fork from it
+        // is one of the source, which alone holds the workspace of its start.
+        ['logs', 'flaky-rerun-fork', '--stage', 'first'],
+        ['fork', 'flaky-rerun', '--from', 'first', '--dry-run'],
+        // A fork under the id of an ended run would start from that run's folder: refused, naming the id.
+        ['fork', 'flaky-rerun', '--from', 'second', '--id', 'flaky-rerun-fork'],
+        ['rerun', 'flaky-never-was'],
+      ],
+      harness.env,
+      240_000,
+    );
     expect(rerun.exitCode, rerun.all).toBe(0);
     const state = parseJson<RunState>(rerun);
     expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
     expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
-    expect(calls(harness, 'flaky-first')).toBe(1);
-    // A fork of the rerun takes `first` over again, its cost still carried (not the $0 the rerun spent on it).
-    const again = await runCli(['fork', 'flaky-rerun', '--from', 'second', file, '--id', 'flaky-rerun-fork', '--wait', '--json'], harness.env, 240_000);
     expect(again.exitCode, again.all).toBe(0);
     const carried = (run: RunState) => run.stages.find((s) => s.id === 'first')?.carriedCostUsd;
     expect(carried(state)).toBeGreaterThan(0);
     expect(carried(parseJson<RunState>(again))).toBe(carried(state));
+    // Neither the rerun nor its fork ran `first` again (a count that only grows: still the source's one call).
     expect(calls(harness, 'flaky-first')).toBe(1);
-    // The fork of the fork ran `first` in neither run: its transcript is the source's, said so; and a fork from it is
-    // one of the source, which alone holds the workspace of its start.
-    // A fork under the id of an ended run would start from that run's folder: refused, naming the id.
-    const [logs, fromTaken, reused] = await runCliCommands(
-      [['logs', 'flaky-rerun-fork', '--stage', 'first'], ['fork', 'flaky-rerun', '--from', 'first', '--dry-run'], ['fork', 'flaky-rerun', '--from', 'second', '--id', 'flaky-rerun-fork']],
-      harness.env,
-      60_000,
-    );
     expect(reused.exitCode, reused.all).toBe(2);
     expect(reused.stderr).toContain('[RUN_EXISTS] a run "flaky-rerun-fork" exists already (running or ended); pick another --id');
     expect(logs.exitCode, logs.all).toBe(0);
@@ -241,13 +250,6 @@ describe('rerun and forks of other runs', () => {
 });
 
 describe('a fork of a git run whose branch template names neither run', () => {
-  let harness: Harness;
-  beforeAll(async () => {
-    harness = await createHarness('fork-branch', { scenario: { rules: RULES } });
-  });
-  afterAll(async () => {
-    await harness?.close();
-  });
 
   test("is refused by the command line and by the worker, before the source's branch is touched", { timeout: 300_000 }, async () => {
     const base = await mkdtemp(path.join(tmpdir(), 'agent-pipeline-fork-branch-'));
@@ -291,25 +293,26 @@ describe('a fork of a git run whose branch template names neither run', () => {
 });
 
 describe('a fork of a run with encrypted history', () => {
-  let harness: Harness;
+  // A worker of its own: it encrypts history with its key.
+  let encrypted: Harness;
   beforeAll(async () => {
-    harness = await createHarness('fork-encrypted', { scenario: { rules: RULES }, encryptionKey: generateEncryptionKey('fork-key').line });
+    encrypted = await createHarness('fork-encrypted', { scenario: { rules: RULES }, encryptionKey: generateEncryptionKey('fork-key').line });
   });
   afterAll(async () => {
-    await harness?.close();
+    await encrypted?.close();
   });
 
   test('reads the source\'s encrypted input and state, and keeps its own input encrypted', { timeout: 300_000 }, async () => {
     const yaml = ['name: flaky', 'defaults: { backend: anthropic-api, model: haiku, retries: 0, maxTokens: 500 }', 'stages:', '  - { id: first, prompt: Do the first part. }', '  - { id: second, prompt: Do the second part., needs: [first] }', ''].join('\n');
-    const file = await harness.writePipeline('flaky', yaml);
+    const file = await encrypted.writePipeline('flaky', yaml);
     // The first call of `second` fails for good: the source fails there, and the rerun takes `first` over. The harness's
     // client encrypts as a key holder's does.
-    expect((await runToEnd(harness, file, 'enc-source')).status).toBe('failed');
-    const rerun = await runCli(['rerun', 'enc-source', '--id', 'enc-rerun', '--wait', '--json'], harness.env, 240_000);
+    expect((await runToEnd(encrypted, file, 'enc-source')).status).toBe('failed');
+    const rerun = await runCli(['rerun', 'enc-source', '--id', 'enc-rerun', '--wait', '--json'], encrypted.env, 240_000);
     expect(rerun.exitCode, rerun.all).toBe(0);
     expect(parseJson<RunState>(rerun).stages.map((s) => [s.id, s.carriedCostUsd !== undefined])).toEqual([['first', true], ['second', false]]);
     // The fork's start input, which names its source, is as encrypted in the history as any other run's.
-    const page = await harness.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: 'enc-rerun' }, maximumPageSize: 1 });
+    const page = await encrypted.client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId: 'enc-rerun' }, maximumPageSize: 1 });
     const payload = page.history!.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
     expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe('binary/encrypted');
     expect(Buffer.from(payload.data!).toString('latin1')).not.toContain('enc-source');

@@ -107,10 +107,13 @@ describe('with system packages hidden', () => {
     without.PATH = [path.join(PROJECT_ROOT, 'node_modules', '.bin'), without.PATH].join(path.delimiter);
     // The suite's own files run on this run's Temporal dev server (test/helpers/vitest-child.config.ts).
     const config = args.includes('--config') ? [] : ['--config', CHILD_CONFIG];
-    // Two files at a time at most: it runs inside one of the outer run's workers, beside the others.
-    const child = await execa(process.execPath, [VITEST, 'run', ...config, ...args, '--maxWorkers=2', '--reporter=json', `--outputFile=${report}`], {
+    // One worker process, which runs all its files (the suite's isolate: false): it runs inside one of the outer run's
+    // workers, beside the others, and a process of each file's own cost 1.5-2.5 CPU-s to start and load the same
+    // modules again. Through VITEST_MAX_WORKERS: vitest 4 does not give the suite's projects `--maxWorkers` (it ran
+    // four at once with `--maxWorkers=2`).
+    const child = await execa(process.execPath, [VITEST, 'run', ...config, ...args, '--reporter=json', `--outputFile=${report}`], {
       cwd: PROJECT_ROOT,
-      env: { ...env, ...without, [CHILD_TEMPORAL_VARIABLE]: inject('temporalAddress'), ...extra },
+      env: { ...env, ...without, [CHILD_TEMPORAL_VARIABLE]: inject('temporalAddress'), VITEST_MAX_WORKERS: '1', ...extra },
       extendEnv: false,
       reject: false,
       all: true,
