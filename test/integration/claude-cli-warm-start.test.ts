@@ -135,7 +135,14 @@ describe('warm start', () => {
 
 /** The waiting `claude` itself (the worker's child), not a tool or helper it started. */
 async function warmAgentPid(stageDir: string): Promise<number> {
-  const parentOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+  // A helper the agent started (its `npm root -g`) may be gone between the listing and this read: not the agent.
+  const parentOf = (pid: number): number | undefined => {
+    try {
+      return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+    } catch {
+      return undefined;
+    }
+  };
   const [pid] = await waitFor(() => stageProcesses(stageDir).then((pids) => pids.filter((p) => parentOf(p) === process.pid)), (pids) => pids.length === 1, 'the warm agent');
   return pid;
 }
