@@ -15,6 +15,7 @@ import { spawnAgent } from '../../src/activities/backends/claude-cli/spawn-agent
 import { TranscriptWriter } from '../../src/activities/backends/claude-cli/transcript-writer.js';
 import { loadModelCatalog } from '../../src/activities/backends/models.js';
 import { workerMarkerValue } from '../../src/activities/process/orphan-watchdog.js';
+import { readProcStat } from '../../src/activities/process/proc.js';
 import { isGone } from '../../src/activities/process/stop.js';
 import { STAGE_MARKER, WORKER_MARKER } from '../../src/activities/process/sweep.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
@@ -137,11 +138,8 @@ describe('warm start', () => {
 async function warmAgentPid(stageDir: string): Promise<number> {
   // A helper the agent started (its `npm root -g`) may be gone between the listing and this read: not the agent.
   const parentOf = (pid: number): number | undefined => {
-    try {
-      return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
-    } catch {
-      return undefined;
-    }
+    const ppid = readProcStat(pid)?.[1];
+    return ppid === undefined ? undefined : Number(ppid);
   };
   const [pid] = await waitFor(() => stageProcesses(stageDir).then((pids) => pids.filter((p) => parentOf(p) === process.pid)), (pids) => pids.length === 1, 'the warm agent');
   return pid;
