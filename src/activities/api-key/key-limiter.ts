@@ -187,10 +187,11 @@ export class ApiKeyLimiter {
   }
 
   private async waitUntil(until: number, reason: ThrottledWait['reason'], signal: AbortSignal, onThrottled: OnThrottled): Promise<void> {
-    const ms = until - Date.now();
-    if (ms <= 0) return;
+    if (until <= Date.now()) return;
     onThrottled({ apiKey: this.keyId, reason, until });
-    await sleep(ms, undefined, { signal });
+    // A timer may fire a millisecond before the wall clock gets there (Node's timers keep their own clock): sleep the
+    // rest, rather than have the caller's loop report the same wait again.
+    for (let ms = until - Date.now(); ms > 0; ms = until - Date.now()) await sleep(ms, undefined, { signal });
   }
 
   /** Stops the background reads (the worker is stopping). */
