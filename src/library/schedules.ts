@@ -116,7 +116,7 @@ export class PipelineSchedules {
     // Its runs' ids start with the schedule's: a dot there would have every run refused by the workers, a "-" every
     // command that names one of them read as an option.
     const idProblem = findNewRunIdProblem(scheduleId, 'schedule');
-    if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] schedule id ${JSON.stringify(scheduleId)}: ${idProblem}`);
+    if (idProblem) throw new InvalidRequestError('INPUT_INVALID', `[INPUT_INVALID] ${idProblem}`);
     return typedErrors(async () => {
       const handle = await this.schedule
         .create(

@@ -8,12 +8,15 @@ import { shellWord } from './shell-words.js';
  * workspace. Pure, so `start`, the library and the workflow's input check agree.
  */
 
-/** Why `runId` cannot be a run id, or `undefined` when it can. */
-export function findRunIdProblem(runId: string): string | undefined {
-  if (runId.trim() === '') return 'a run id must not be empty';
-  if (runId === '.' || runId === '..') return `"${runId}" cannot be a run id: it names a folder, not a run (choose another --id)`;
+/** What an id names: a run, or a schedule (whose runs' ids start with its own). */
+type IdKind = 'run' | 'schedule';
+
+/** Why `runId` cannot be a run id (or, `kind` 'schedule', the id of a schedule, whose runs' ids start with it), or `undefined` when it can. */
+export function findRunIdProblem(runId: string, kind: IdKind = 'run'): string | undefined {
+  if (runId.trim() === '') return `a ${kind} id must not be empty`;
+  if (runId === '.' || runId === '..') return `"${runId}" cannot be a ${kind} id: it names a folder, not a run (choose another --id)`;
   if (runId.startsWith('.')) {
-    return `run id "${runId}" starts with ".": names starting with a dot under the workspaces folder are the workers' own (their bookkeeping and file cache), never a run's (choose an id that starts with a letter or digit)`;
+    return `${kind} id "${runId}" starts with ".": names starting with a dot under the workspaces folder are the workers' own (their bookkeeping and file cache), never a run's (choose an id that starts with a letter or digit)`;
   }
   return undefined;
 }
@@ -25,8 +28,8 @@ export function findRunIdProblem(runId: string): string | undefined {
  * not, so that a run started under such an id before it was refused (or past our clients) keeps running, and is
  * named after `--` (shell-words.ts).
  */
-export function findNewRunIdProblem(id: string, kind: 'run' | 'schedule' = 'run'): string | undefined {
-  const problem = findRunIdProblem(id);
+export function findNewRunIdProblem(id: string, kind: IdKind = 'run'): string | undefined {
+  const problem = findRunIdProblem(id, kind);
   if (problem || !id.startsWith('-')) return problem;
   const command = `agent-pipeline ${kind === 'run' ? 'status' : 'schedule describe'} ${shellWord(id)}`;
   return `${kind} id "${id}" starts with "-", which a command line reads as an option (\`${command}\` would fail); choose an id that starts with a letter or digit`;

@@ -90,6 +90,7 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
       const controller = new AbortController();
       const attempt = setup.request?.attempt ?? 1;
       const request: BackendRequest = {
+        runId,
         stage,
         workspace,
         attempt,

@@ -81,6 +81,8 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)('a command stage', () => {
     expect(stage.error?.message).toContain('"npm test" exited with code 1');
     expect(stage.error?.message).toContain('2 tests failed: expected 3, got 4');
     expect(stage.backend).toBe('command');
+    // Its hint is a command to paste: the run's own id, not a placeholder.
+    expect(stage.error?.message).toContain(`agent-pipeline logs ${state.runId} --stage test`);
     // `status` says what failed and why.
     const status = await runCli(['status', state.runId], harness.env);
     expect(status.all).toContain('COMMAND_FAILED');

@@ -146,6 +146,12 @@ describe('PipelineClient', () => {
 
   test('schedules: create, list, trigger a run, delete', async () => {
     const id = `library-schedule-${Math.random().toString(36).slice(2, 8)}`;
+    // An id its runs' ids could not start with is refused, named once, as a schedule's.
+    const fixture = path.join(CLI_FIXTURES, 'scheduled.yaml');
+    await expect(client.schedules.create(fixture, { id: '-nightly', every: '1h' })).rejects.toThrow(
+      /^\[INPUT_INVALID\] schedule id "-nightly" starts with "-", which a command line reads as an option \(`agent-pipeline schedule describe -nightly` would fail\)/,
+    );
+    await expect(client.schedules.create(fixture, { id: '..', every: '1h' })).rejects.toThrow(/^\[INPUT_INVALID\] "\.\." cannot be a schedule id: it names a folder/);
     const created = await client.schedules.create(path.join(CLI_FIXTURES, 'scheduled.yaml'), { id, every: '1h', inputs: { topic: 'tea' }, paused: true });
     expect(created).toMatchObject({ scheduleId: id, pipeline: 'cli-scheduled', spec: 'every 1h', inputs: { topic: 'tea' }, paused: true });
     expect((await client.schedules.list()).map((s) => s.scheduleId)).toContain(id);

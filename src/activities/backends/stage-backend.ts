@@ -38,6 +38,8 @@ export interface PrewarmTarget {
 
 /** One stage attempt, as a backend sees it. */
 export interface BackendRequest {
+  /** The run's id, for the commands a failure's hint names (`agent-pipeline logs RUN`). */
+  runId: string;
   stage: ResolvedStage;
   prompt: StagePrompt;
   workspace: RunWorkspace;

@@ -54,6 +54,7 @@ export async function callBackend(setup: AttemptSetup, call: BackendCall): Promi
   // Its agent may make a repository there: never a run's `workspace.repo` after (lent-records.ts).
   for (const dir of addDirs ?? []) await recordLentFolder(place.workspacesRoot, await realpath(dir));
   return backend({
+    runId: input.runId,
     stage,
     prompt: call.prompt,
     workspace,

@@ -3,7 +3,7 @@ import { constants } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { OUTPUT_CAPS } from '../../../pipeline/output-caps.js';
-import { shellWord } from '../../../pipeline/shell-words.js';
+import { agentPipelineCommand, shellWord } from '../../../pipeline/shell-words.js';
 import type { ResolvedStage } from '../../../pipeline/stage-options.js';
 import { stageFailure } from '../../failures.js';
 import { DEFAULT_KILL_GRACE_MS } from '../../process/stop.js';
@@ -96,7 +96,7 @@ export async function runCommand(request: BackendRequest, options: CommandOption
     };
     const run = await launchThroughSandboxRace(launchOnce, warnings);
     if (run.cancelled) throw request.signal.reason ?? new Error('cancelled');
-    failIfUnsuccessful(stage, run);
+    failIfUnsuccessful(request, run);
     request.heartbeat({ turns: 0, costUsd: 0, lastEventAt: Date.now() });
     return {
       text: run.stdoutTail,
@@ -178,7 +178,7 @@ const MESSAGE_STDERR_CHARS = 1_500;
  * @throws COMMAND_FAILED for a command that could not start, exited with a code other than 0, or was killed; its
  * message ends with the end of the command's stderr, so that `{{stages.ID.error}}` shows a later stage what failed
  */
-function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
+function failIfUnsuccessful({ runId, stage }: BackendRequest, run: CommandRunResult): void {
   if (run.exitCode === 0 && !run.spawnError) return;
   const how = run.spawnError ? `could not start (${run.spawnError})` : run.exitSignal ? `was killed by ${run.exitSignal}` : `exited with code ${run.exitCode}${signalOfExitCode(run.exitCode)}`;
   const said = run.stderrTail.trimEnd().slice(-MESSAGE_STDERR_CHARS);
@@ -188,7 +188,7 @@ function failIfUnsuccessful(stage: ResolvedStage, run: CommandRunResult): void {
     stageId: stage.id,
     // stageFailure redacts the worker's secrets from both: a command given one through `passEnv` may print it.
     message: `the command ${JSON.stringify(shown)} ${how}${said ? `; the end of its stderr:\n${said}\n` : ' (no stderr)'}`,
-    hint: `the command's output is in \`agent-pipeline logs RUN --stage ${stage.id}\`; the attempt is retried while the stage has \`retries\` left (list COMMAND_FAILED in \`retry.nonRetryable\` to make a failure final)`,
+    hint: `the command's output is in \`${agentPipelineCommand('logs', runId, ['--stage', shellWord(stage.id)])}\`; the attempt is retried while the stage has \`retries\` left (list COMMAND_FAILED in \`retry.nonRetryable\` to make a failure final)`,
     details: { exitCode: run.exitCode, signal: run.exitSignal, stderrTail: run.stderrTail },
   });
 }
