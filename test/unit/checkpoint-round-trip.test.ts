@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
@@ -206,6 +206,23 @@ describe('a git workspace', () => {
     expect(second.git!.ref).not.toBe(first.git!.ref);
     await removeRunWorkspace(root, workspace.dir, true);
     expect(await git(repo, 'for-each-ref', '--format=%(refname)', prefix)).toBe('');
+  });
+
+  test('a checkpoint whose files would be larger written out than the cap is refused, however well they compress, and the one before is kept', async () => {
+    const workspace = await openAndWork();
+    const target: CheckpointTarget = { runId: RUN, workspacesRoot: root, workspace, kind: 'git', repo };
+    const kept = await takeCheckpoint(options, target, 'before');
+    // 8 MiB of zeros, no disk space of its own: git's bundle of it is about 8 KiB, far under the 4 MiB cap.
+    await writeFile(path.join(workspace.dir, 'zeros.bin'), '');
+    await truncate(path.join(workspace.dir, 'zeros.bin'), 8 * 1024 * 1024);
+    const err = await takeCheckpoint({ ...options, maxBytes: 4 * 1024 * 1024 }, target, 'test').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CheckpointTooLargeError);
+    // The zeros and the few small files the stage changed.
+    const held = Number(/the files changed since its base commit hold (\d+) bytes/.exec((err as Error).message)?.[1]);
+    expect(held - 8 * 1024 * 1024).toBeGreaterThan(0);
+    expect(held - 8 * 1024 * 1024).toBeLessThan(1024);
+    expect((err as Error).message).toContain('AGENT_PIPELINE_CHECKPOINT_MAX_BYTES=4194304');
+    expect(await git(workspace.dir, 'for-each-ref', '--format=%(refname)', 'refs/agent-pipeline/')).toContain(kept.git!.ref);
   });
 
   test('a checkpoint naming another branch than the run\'s is refused: a restore never creates or moves another branch', async () => {

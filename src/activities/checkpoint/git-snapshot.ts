@@ -1,6 +1,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { copyRegularFile } from '../../files/regular-file.js';
+import { ArchiveTooLargeError } from './folder-archive.js';
 import { FALLBACK_IDENTITY, git, GitError, stageAll } from '../workspace/git.js';
 import { findNestedRepositories } from '../workspace/nested-repositories.js';
 import { OLD_BOOKKEEPING_DIR } from '../workspace/run-folder.js';
@@ -33,7 +34,7 @@ async function run(cwd: string, args: string[], env: Record<string, string> = {}
  * Commits the worktree `dir` as it is (tracked, changed and untracked files; ignored files and nested repositories
  * left out) with a temporary index in `scratch`, names it by a hidden ref and writes the bundle `bundleFile`.
  */
-export async function snapshotWorktree(dir: string, options: { branch: string; base: string; id: string; scratch: string; bundleFile: string }): Promise<WorktreeSnapshot> {
+export async function snapshotWorktree(dir: string, options: { branch: string; base: string; id: string; scratch: string; bundleFile: string; maxBytes: number }): Promise<WorktreeSnapshot> {
   const prefix = hiddenRefPrefix(path.basename(dir));
   // Independent looks side by side: each git started costs 5–10 ms on a busy host, a large share of a checkpoint.
   const [nested, head, older] = await Promise.all([
@@ -59,11 +60,30 @@ export async function snapshotWorktree(dir: string, options: { branch: string; b
   if (staged.failed) throw new GitError(`git add failed while checkpointing: ${staged.stderr || staged.stdout}`, staged.stderr || staged.stdout);
   const tree = await run(dir, ['write-tree'], env);
   const work = await run(dir, [...FALLBACK_IDENTITY, 'commit-tree', tree, '-p', tip, '-m', `agent-pipeline checkpoint ${options.id}`]);
+  await checkRestoredSize(dir, options.base, work, options.maxBytes);
   const ref = `${prefix}${options.id}`;
   // The new ref and the removal of the older ones in one transaction (their commits are in their bundles already).
   await run(dir, ['update-ref', '--stdin'], {}, [`update ${ref} ${work}`, ...older.map((name) => `delete ${name}`), ''].join('\n'));
   await run(dir, ['bundle', 'create', '--quiet', options.bundleFile, `refs/heads/${options.branch}`, ref, `^${options.base}`]);
   return { tip, work, ref };
+}
+
+/**
+ * Refuses a snapshot whose files changed since `base` hold more than `maxBytes` once written out. Its bundle is
+ * compressed: a sparse or repetitive file the agent made (100 GB of zeros is a bundle of about 100 MB) would pass the
+ * cap on the bundle, then fill the disk of the host that restores it.
+ * @throws ArchiveTooLargeError naming the size
+ */
+async function checkRestoredSize(dir: string, base: string, work: string, maxBytes: number): Promise<void> {
+  const objects = await run(dir, ['rev-list', '--objects', '--no-object-names', work, `^${base}`]);
+  if (objects === '') return;
+  const described = await run(dir, ['cat-file', '--batch-check=%(objecttype) %(objectsize)'], {}, `${objects}\n`);
+  let bytes = 0;
+  for (const line of described.split('\n')) {
+    const [type, size] = line.split(' ');
+    if (type === 'blob') bytes += Number(size);
+  }
+  if (bytes > maxBytes) throw new ArchiveTooLargeError(`the files changed since its base commit hold ${bytes} bytes`);
 }
 
 /** Why a bundle cannot be used in `repo` (its base commit missing), or undefined when it can. */

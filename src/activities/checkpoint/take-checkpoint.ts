@@ -99,7 +99,7 @@ async function writeWorkspaceObject(options: CheckpointOptions, target: Checkpoi
     const base = await readWorktreeBase(workspace.bookkeeping);
     if (!base) throw new Error(`the run's bookkeeping ${workspace.bookkeeping} records no base commit of its worktree`);
     const bundleFile = path.join(scratch, CHECKPOINT_OBJECTS.gitBundle);
-    const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile });
+    const snapshot = await snapshotWorktree(workspace.dir, { branch: workspace.branch!, base, id: manifest.id, scratch, bundleFile, maxBytes: options.maxBytes });
     manifest.git = { repo: target.repo!, branch: workspace.branch!, base, ...snapshot };
     return { [CHECKPOINT_OBJECTS.gitBundle]: bundleFile };
   }
