@@ -68,10 +68,10 @@ describe('a run workspace on a git repository', () => {
 
   it('is reused by every retry and by stages that open it at the same time', async () => {
     const settings = { repo, branch: 'agent/run-b' };
-    const opened = await Promise.all([1, 2, 3].map(() => openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' })));
+    const opened = await Promise.all([1, 2, 3].map(() => openRunWorkspace(root, { runId: 'run-b' }, { git: settings, stageId: 's' })));
     expect(new Set(opened.map((w) => w.dir)).size).toBe(1);
     await writeFile(path.join(opened[0].dir, 'work.txt'), 'partial work');
-    const again = await openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' });
+    const again = await openRunWorkspace(root, { runId: 'run-b' }, { git: settings, stageId: 's' });
     expect(await readFile(path.join(again.dir, 'work.txt'), 'utf8')).toBe('partial work');
     expect(await git(again.dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/run-b');
   });
