@@ -50,7 +50,7 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
   for (let r = 0; r < rounds; r += 1) {
     const runId = `bench-checkpoint-${r}`;
     const git = { repo, branch: `agent/${runId}` };
-    const workspace = await openRunWorkspace(root, runId, { git });
+    const workspace = await openRunWorkspace(root, { runId }, { git });
     const checkedOutAt = Date.now();
     await writeFile(path.join(workspace.dir, 'change.bin'), randomBytes(FILE_BYTES));
     const firstStart = process.hrtime.bigint();
@@ -68,7 +68,7 @@ export async function benchCheckpoints(stack: BenchStack, rounds: number): Promi
     await rm(workspace.bookkeeping, { recursive: true, force: true });
     const restoreStart = process.hrtime.bigint();
     const restored = await restoreIfNeeded(options, { runId, workspacesRoot: root, kind: 'git', repo, branch: git.branch, stageId: 'bench' });
-    await finishRestore(restored, await openRunWorkspace(root, runId, { git }));
+    await finishRestore(restored, await openRunWorkspace(root, { runId }, { git }));
     restoreMs.push(elapsedMs(restoreStart));
   }
   const take = round(median(takeMs));

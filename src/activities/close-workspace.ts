@@ -16,14 +16,14 @@ import type { CloseWorkspaceInput, CloseWorkspaceResult } from '../contracts/act
 export function createCloseWorkspace(deps: { workspacesRoot: string }) {
   return async function closeWorkspace(input: CloseWorkspaceInput): Promise<CloseWorkspaceResult> {
     const root = deps.workspacesRoot;
-    const paths = runPaths(root, input.runId);
+    const paths = runPaths(root, input);
     if (!existsSync(paths.dir) && !existsSync(paths.bookkeeping)) return { removed: false, warnings: [] };
     // A run that waited through the upgrade and ends without opening its folder again still records its end out of its tree.
-    await moveOldBookkeeping(root, paths, input.runId);
+    await moveOldBookkeeping(root, paths, input);
     const bookkeeping = await ensureRealDir(await openWorkerSubfolder(root, 'runs'), path.basename(paths.bookkeeping));
     const pushed = input.pushed || ((await readEndedMarker(bookkeeping))?.pushed ?? false);
     const temporalRunId = activityInfo().workflowExecution?.runId;
-    await writeEndedMarker(bookkeeping, { runId: input.runId, temporalRunId, status: input.status, endedAt: Date.now(), pushed });
+    await writeEndedMarker(bookkeeping, { runId: input.runId, ...(input.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: input.firstExecutionRunId }), temporalRunId, status: input.status, endedAt: Date.now(), pushed });
     const remove = input.keep === 'never' || (input.keep === 'onFailure' && input.status === 'completed');
     if (!remove) return { removed: false, warnings: [] };
     const warnings = existsSync(paths.dir) ? await removeRunWorkspace(root, paths.dir, pushed) : [];

@@ -29,13 +29,13 @@ export function createDeliverRun(deps: DeliverRunDependencies) {
   return async function deliverRun(input: DeliverRunInput): Promise<DeliverRunResult> {
     const settings = input.workspace;
     const remote = settings.push?.remote ?? 'origin';
-    checkAllowedPath(deps.allowedPaths, { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir }, repoOf(input.baseDir, settings), 'workspace.repo', DELIVERY_STAGE_ID);
+    checkAllowedPath(deps.allowedPaths, { workspacesRoot: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir }, repoOf(input.baseDir, settings), 'workspace.repo', DELIVERY_STAGE_ID);
     await refuseLentRepository(deps.workspacesRoot, repoOf(input.baseDir, settings), DELIVERY_STAGE_ID);
     const given: TemplateContext = { inputs: input.inputs, stages: input.priorStages, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
     const request = settings.pullRequest;
     const templates = [settings.branch, request?.title, request?.body, request?.base];
     const context = await withWithheldValues(given, input.withheld, stagesReadBy(templates), { info: activityInfo(), stageId: DELIVERY_STAGE_ID });
-    const workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings, context, stageId: DELIVERY_STAGE_ID });
+    const workspace = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir, settings, context, stageId: DELIVERY_STAGE_ID });
     const branch = workspace.branch!;
     heartbeat();
     let pushed;

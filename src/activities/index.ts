@@ -127,7 +127,7 @@ export function createActivities(deps: ActivityDependencies): PipelineActivities
     deliverRun: withSecrets(createDeliverRun({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, env: deps.cli.env })),
     closeWorkspace: withSecrets(createCloseWorkspace({ workspacesRoot: deps.workspacesRoot })),
     mergeStage: withSecrets(createMergeStage({ workspacesRoot: deps.workspacesRoot })),
-    ...createOwnerActivities(deps.owner, () => running, (runId) => (deps.checkpoints ? checkpointElsewhere(deps.checkpoints, deps.workspacesRoot, runId) : Promise.resolve(undefined))),
+    ...createOwnerActivities(deps.owner, () => running, (run) => (deps.checkpoints ? checkpointElsewhere(deps.checkpoints, deps.workspacesRoot, run) : Promise.resolve(undefined))),
     // A fork's first step reads its source's checkpoints from the store this worker checkpoints to.
     prepareFork: withSecrets(createPrepareFork({ workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths, trust, store: deps.checkpoints?.store })),
   };

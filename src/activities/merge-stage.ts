@@ -10,7 +10,7 @@ import type { MergeStageInput } from '../contracts/activities.js';
 export function createMergeStage(deps: { workspacesRoot: string }) {
   return async function mergeStage(input: MergeStageInput): Promise<MergeOutcome> {
     const context: TemplateContext = { inputs: input.inputs, stages: {}, run: { id: input.runId, pipeline: input.pipelineName }, attempt: 1 };
-    const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
+    const run = await openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir, settings: input.workspace, context, stageId: input.stageId });
     try {
       // The stage's commit failed, or the person changed its worktree: its branch lacks that work.
       const uncommitted = await uncommittedStageWork(run, repoOf(input.baseDir, input.workspace), input.stageId);

@@ -75,7 +75,7 @@ export function createRunStage(deps: RunStageDependencies) {
  */
 async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Promise<StageResult> {
   const { deps, input, workspace } = setup;
-  const target = { runId: input.runId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
+  const target = { runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, workspacesRoot: deps.workspacesRoot, workspace: workspace.parent ?? workspace, kind: workspaceKind(input), repo: input.pipeline.workspace?.repo === undefined ? undefined : repoOf(input.baseDir, input.pipeline.workspace) };
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
   const heartbeatDetails = () => latestHeartbeat(setup);
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, heartbeatDetails);

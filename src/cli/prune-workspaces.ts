@@ -3,11 +3,13 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { removeBookkeeping, removeRunWorkspace } from '../activities/workspace/remove-workspace.js';
+import { otherRunFolder } from '../activities/workspace/run-folder.js';
 import { listRunsOnDisk, type RunOnDisk } from '../activities/workspace/run-list.js';
 import { storeFolder } from '../activities/workspace/worker-folder.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { openStore } from '../store/open-store.js';
 import { runKeyPrefix } from '../store/run-keys.js';
+import { checkpointsPrefix } from '../activities/checkpoint/keys.js';
 import { TemporalUnavailableError } from '../errors.js';
 import { withClient } from './connect.js';
 import { printNote } from './output.js';
@@ -20,6 +22,13 @@ import { printNote } from './output.js';
 /** What `prune` decided about one run folder. */
 export interface PruneEntry {
   runId: string;
+  /**
+   * The Temporal run id of the run's first execution, when its folder is named after it: which of the runs that bore
+   * the id this folder is of.
+   */
+  firstExecutionRunId?: string;
+  /** Set when a later run has the id (Temporal says so): this folder is of a run that ended before that one started. */
+  earlier?: boolean;
   /** The run's folder; for a run in a lent folder (`workspace.dir`), which has none, its bookkeeping folder. */
   dir: string;
   /** The run's bookkeeping folder, in the workers' own folder under the workspaces root. */
@@ -36,7 +45,8 @@ export interface PruneEntry {
 export async function pruneWorkspaces(root: string, cutoffMs: number, options: { dryRun: boolean; force: boolean }): Promise<PruneEntry[]> {
   const runs = await listRunsOnDisk(root);
   const entries = runs.map((run): PruneEntry => {
-    const entry: PruneEntry = { runId: run.runId ?? run.name, dir: run.dir ?? run.bookkeeping ?? path.join(root, run.name), status: run.ended?.status ?? 'unknown', removed: false, warnings: [] };
+    const first = run.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: run.firstExecutionRunId };
+    const entry: PruneEntry = { runId: run.runId ?? run.name, ...first, dir: run.dir ?? run.bookkeeping ?? path.join(root, run.name), status: run.ended?.status ?? 'unknown', removed: false, warnings: [] };
     if (run.bookkeeping) entry.bookkeeping = run.bookkeeping;
     if (run.ended) entry.endedAt = new Date(run.ended.endedAt).toISOString();
     if (run.runId === undefined) entry.warnings.push('no record names the run this folder belongs to; it is kept (remove it by hand if it is not wanted)');
@@ -59,7 +69,11 @@ export async function pruneWorkspaces(root: string, cutoffMs: number, options: {
       entry.warnings.push('its only records are inside its own folder, where its agent could have written them (a run that ended before the worker kept them apart); it is kept: prune without --force asks Temporal');
       continue;
     }
-    entry.removed = options.dryRun || ((await removeRun(root, run, entry)) && (await removeRunObjects(store, run.runId, entry)));
+    // The id's objects go with its latest run, as Temporal confirms it (with --force: when no other run of the id has a
+    // folder here); an earlier run takes only its own checkpoints, the rest may be a later run's.
+    const shared = options.force ? (await otherRunFolder(root, entry)) !== undefined : entry.earlier === true;
+    const objects = shared ? checkpointsPrefix(entry) : runKeyPrefix(entry.runId);
+    entry.removed = options.dryRun || ((await removeRun(root, run, entry)) && (await removeRunObjects(store, objects, entry)));
   }
   return entries;
 }
@@ -73,12 +87,14 @@ async function removeRun(root: string, run: RunOnDisk, entry: PruneEntry): Promi
 }
 
 /**
- * Deletes the run's objects in the store (`runs/<hash of its id>/`: checkpoints, bookkeeping, whole final answers,
- * claimed payloads). Claims of no known run (`claims/`) stay (docs/deployment.md). @returns whether they are gone
+ * Deletes the run's objects in the store under `prefix`: of the id's latest run, everything under its id
+ * (`runs/<hash of its id>/`: checkpoints, whole final answers, claimed payloads); of an earlier run of the id, its own
+ * checkpoints alone, and the store's sweep deletes the rest once Temporal no longer keeps the id. Claims of no known
+ * run (`claims/`) stay (docs/deployment.md). @returns whether they are gone
  */
-async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneEntry): Promise<boolean> {
+async function removeRunObjects(store: ObjectStore, prefix: string, entry: PruneEntry): Promise<boolean> {
   try {
-    await store.deletePrefix(runKeyPrefix(runId));
+    await store.deletePrefix(prefix);
     return true;
   } catch (err) {
     entry.warnings.push(`its objects in the store ${store.description} were not deleted: ${(err as Error).message}`);
@@ -86,13 +102,38 @@ async function removeRunObjects(store: ObjectStore, runId: string, entry: PruneE
   }
 }
 
-/** Sets each entry's status and end from Temporal's latest run of that id; a folder of an unknown id is kept. */
+/**
+ * Sets each entry's status and end from Temporal's latest run of that id; a folder of an unknown id is kept. A folder of
+ * an earlier run of the id (the latest run's first execution is another one) gets that run's end: its first
+ * execution's, or, when that one continued as new, what the run's end record says, else the latest run's start (the
+ * earlier run had ended by then; the same when Temporal no longer keeps that execution).
+ */
 async function confirmWithTemporal(client: Client, entries: PruneEntry[]): Promise<void> {
   for (const entry of entries) {
+    // What the run's end record says, if it left one (pruneWorkspaces filled them in).
+    const recorded = { status: entry.status, endedAt: entry.endedAt };
     try {
       const described = await client.workflow.getHandle(entry.runId).describe();
       entry.status = described.status.name.toLowerCase();
       entry.endedAt = described.closeTime?.toISOString();
+      const latestFirst = described.raw.workflowExecutionInfo?.firstRunId;
+      if (entry.firstExecutionRunId === undefined || !latestFirst || latestFirst === entry.firstExecutionRunId) continue;
+      entry.earlier = true;
+      // Gone once the namespace's retention passed after it closed: the later run is all Temporal says then.
+      const first = await client.workflow
+        .getHandle(entry.runId, entry.firstExecutionRunId)
+        .describe()
+        .catch((err: unknown) => {
+          if (err instanceof WorkflowNotFoundError) return undefined;
+          throw err;
+        });
+      if (first && first.status.name !== 'CONTINUED_AS_NEW') {
+        entry.status = first.status.name.toLowerCase();
+        entry.endedAt = first.closeTime?.toISOString();
+      } else {
+        entry.status = recorded.endedAt ? recorded.status : 'closed';
+        entry.endedAt = recorded.endedAt ?? described.startTime.toISOString();
+      }
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       entry.status = 'unknown';

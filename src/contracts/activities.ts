@@ -1,5 +1,6 @@
 import type { LeaseKey } from '../pipeline/limits.js';
 import type { RunInputProblem } from '../pipeline/run-input-problems.js';
+import type { RunRef } from '../pipeline/run-state.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { StageResult } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
@@ -14,9 +15,13 @@ import type { ForkTakeOver, RunForkRequest } from './run-fork.js';
  * breaks the compilation of the other, and neither imports the other (Temporal's shared-module pattern).
  */
 
+/*
+ * Inputs that extend RunRef name the run's folder and checkpoints: its id, and its first execution's run id in runs
+ * started since runs had folders of their own (workflows/run-folders.ts).
+ */
+
 /** What the workflow sends when a run with `workspace.keep` has ended. */
-export interface CloseWorkspaceInput {
-  runId: string;
+export interface CloseWorkspaceInput extends RunRef {
   status: 'completed' | 'failed' | 'cancelled';
   keep: 'always' | 'onFailure' | 'never';
   /** The branch was pushed (`workspace.push`), so it stays when the worktree goes. */
@@ -29,8 +34,7 @@ export interface CloseWorkspaceResult {
 }
 
 /** What the workflow sends to deliver a run's branch. */
-export interface DeliverRunInput {
-  runId: string;
+export interface DeliverRunInput extends RunRef {
   pipelineName: string;
   baseDir: string;
   /** The run's inputs; empty when `withheld.inputs`. */
@@ -65,8 +69,7 @@ export interface DeliverRunResult {
 }
 
 /** What the workflow sends to merge a stage's branch again after a person resolved a conflict. */
-export interface MergeStageInput {
-  runId: string;
+export interface MergeStageInput extends RunRef {
   pipelineName: string;
   baseDir: string;
   inputs: Record<string, string>;
@@ -85,7 +88,7 @@ export interface RunLeasesInput {
 }
 
 /** What a fork's run sends to prepare it; the pipeline, bundle and inputs are read from its own start input. */
-export interface PrepareForkInput {
+export interface PrepareForkInput extends RunRef {
   /** The new run's workflow id. */
   runId: string;
   fork: RunForkRequest;
@@ -117,7 +120,7 @@ export interface PipelineActivities {
   /** Merges a stage's branch into the run's again after a person resolved a conflict. */
   mergeStage(input: MergeStageInput): Promise<MergeOutcome>;
   /** Makes the worker that runs it the owner of a run (on the run's shared queue): its own task queues. */
-  claimRunOwner(input: { runId: string }): Promise<RunOwnerClaim>;
+  claimRunOwner(input: RunRef): Promise<RunOwnerClaim>;
   /** Answers on an owner's ping queue: the owner is alive (its identity). */
   pingRunOwner(): Promise<string>;
   /**

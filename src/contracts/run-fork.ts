@@ -24,6 +24,11 @@ export interface RunForkRequest {
 export interface ForkTakeOver {
   /** The stage forked from (a rerun's, as the worker chose it). */
   from: string;
+  /**
+   * The Temporal run id of the source's first execution, when the source names its folder by it: which of the runs that
+   * bore the source's id the fork took over from (`ForkedFrom.firstExecutionRunId`), for reading its transcripts later.
+   */
+  sourceFirstExecutionRunId?: string;
   /** The source stages taken over, as the source's state had them (their cost is carried, not spent). */
   stages: StageState[];
   /** The agent sessions of the stages taken over, copied into the new run: a rework of such a stage resumes its own. */

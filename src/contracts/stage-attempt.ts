@@ -1,4 +1,5 @@
 import type { LeaseKey } from '../pipeline/limits.js';
+import type { RunRef } from '../pipeline/run-state.js';
 import type { PipelineDefinition } from '../pipeline/schema.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { ArtifactRef } from '../pipeline/stage-result.js';
@@ -24,9 +25,8 @@ export interface ReworkRound {
   feedback: unknown[];
 }
 
-/** What the workflow sends for one stage attempt. */
-export interface StageAttemptInput {
-  runId: string;
+/** What the workflow sends for one stage attempt; its run's folder and checkpoints are those `RunRef` names. */
+export interface StageAttemptInput extends RunRef {
   pipelineName: string;
   baseDir: string;
   /** Set when the run carries its files: they are read from that bundle instead of `baseDir` (see run-bundle-files.ts). */

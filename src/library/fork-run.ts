@@ -7,7 +7,7 @@ import type { PipelineRunInput } from '../contracts/messages.js';
 import { InvalidRequestError, withCliMessage } from '../errors.js';
 import { findSharedBranchProblem } from '../pipeline/fork-branch.js';
 import { describeRefusals, forkStart, planFork, type ForkPlan, type ForkProblem } from '../pipeline/fork-plan.js';
-import type { RunState } from '../pipeline/run-state.js';
+import type { RunRef, RunState } from '../pipeline/run-state.js';
 import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
 import { clientCodecs, decodeHistoryEvent } from './history-codec.js';
 import { decodeFirst } from './run-history.js';
@@ -74,14 +74,14 @@ export function previewFork(runId: string, source: ForkSource, target: { runId: 
  * (another store than the workers', or checkpoints off), leaves the decision to the worker.
  * @throws InvalidRequestError FORK_REFUSED naming the stage and the store
  */
-export async function refuseMissingForkPoint(settings: ClientStoreSettings, runId: string, from: string): Promise<void> {
+export async function refuseMissingForkPoint(settings: ClientStoreSettings, source: RunRef, from: string): Promise<void> {
   let missing: ForkProblem | undefined;
   try {
     const store = openWorkersStore(settings);
     // Listed once: both whether the store holds the run at all, and where the stage's checkpoint is.
-    const entries = store ? await listCheckpointEntries(store, runId) : [];
+    const entries = store ? await listCheckpointEntries(store, source) : [];
     if (entries.length === 0) return;
-    if (!(await findStageStartCheckpoint(store!, runId, from, entries))) missing = missingForkPoint(runId, from, store!);
+    if (!(await findStageStartCheckpoint(store!, source, from, entries))) missing = missingForkPoint(source.runId, from, store!);
   } catch {
     return;
   }

@@ -198,7 +198,8 @@ export class PipelineClient<B extends string = never> {
     // Its id now, not at the start: the fork's branch is rendered from it, and must differ from the source's.
     const id = options.id ?? newRunId(input.pipeline.name);
     const preview = previewFork(runId, source, { runId: id, input }, { stage: options.from, force: options.force });
-    await refuseMissingForkPoint(this.storeSettings, runId, preview.from);
+    // The source's checkpoints: those of the run that bore the id last, which `readForkSource` read.
+    await refuseMissingForkPoint(this.storeSettings, source.state, preview.from);
     return { id, input, preview };
   }
 

@@ -86,6 +86,8 @@ export class RunStateBuilder {
   private stages: StageState[] = [];
   private readonly scheduled = new Map<number, { stage: StageState; round?: number }>();
   private workspace?: string;
+  /** The first execution's run id that names the run's folder (run-folders.ts), as the run's activities were sent it. */
+  private firstExecutionRunId?: string;
   private costUsd = 0;
   /** When each stage first started, as far as this history tells (`null`: before it, and the carried state does not say). */
   private readonly firstStarts = new Map<string, number | null>();
@@ -99,7 +101,9 @@ export class RunStateBuilder {
     const at = timestampMs(event.eventTime);
     const s = event.activityTaskScheduledEventAttributes;
     if (s) {
-      const attemptInput = decodeFirst<{ stage?: { id?: string }; round?: number }>(s.input);
+      const attemptInput = decodeFirst<{ stage?: { id?: string }; round?: number; firstExecutionRunId?: unknown }>(s.input);
+      // Every activity that touches the run's folder names it (its owner's claim first); a run started before names none.
+      if (typeof attemptInput?.firstExecutionRunId === 'string') this.firstExecutionRunId ??= attemptInput.firstExecutionRunId;
       const stage = attemptInput?.stage?.id ? this.stages.find((st) => st.id === attemptInput.stage!.id) : undefined;
       if (stage) {
         this.scheduled.set(Number(event.eventId), { stage, round: attemptInput?.round });
@@ -139,6 +143,7 @@ export class RunStateBuilder {
         if (s.startedAt !== undefined) this.firstStarts.set(s.id, s.firstStartedAt ?? ((s.round ?? 1) > 1 ? null : s.startedAt));
       }
       this.workspace = carried.workspace;
+      this.firstExecutionRunId = carried.firstExecutionRunId;
       this.costUsd = carried.costUsd;
       return;
     }
@@ -200,6 +205,7 @@ export class RunStateBuilder {
     const carried = this.input?.carryOver?.state;
     return {
       runId: description.workflowId,
+      ...(this.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: this.firstExecutionRunId }),
       pipeline: this.input?.pipeline.name ?? description.type,
       status: closed ?? 'running',
       inputs: this.input?.inputs ?? {},

@@ -4,7 +4,7 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import { isRealDir } from '../activities/workspace/own-files.js';
 import { runFolder } from '../activities/workspace/run-folder.js';
 import { loadConfig } from '../config.js';
-import type { StageStatus } from '../pipeline/run-state.js';
+import type { ForkedFrom, RunRef, StageStatus } from '../pipeline/run-state.js';
 import { InvalidRequestError } from './errors.js';
 import { readRun } from './run-reader.js';
 import { readLines } from './tail-file.js';
@@ -45,22 +45,27 @@ const MAX_FORK_HOPS = 16;
  * @throws InvalidRequestError `INVALID_REQUEST` for a stage the run does not have; `TRANSCRIPT_NOT_FOUND` when none is found
  */
 export function readTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'> = {}): AsyncGenerator<TranscriptEntry, void, undefined> {
-  return readStageTranscript(client, runId, options, storeSettings, 0);
+  return readStageTranscript(client, { runId }, options, storeSettings, 0);
 }
 
-/** {@link readTranscript}, `hops` forks away from the run asked about. */
-async function* readStageTranscript(client: Client, runId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, void, undefined> {
+/**
+ * {@link readTranscript}, `hops` forks away from the run asked about. The run is the latest that bore the id (the one
+ * `status` shows), unless `asked` names an earlier one (a fork's source, as the fork recorded it): its files are read.
+ */
+async function* readStageTranscript(client: Client, asked: RunRef, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, void, undefined> {
+  const { runId } = asked;
   const { state } = await readRun(client, runId);
+  const run: RunRef = asked.firstExecutionRunId === undefined ? state : asked;
   const stage = state.stages.find((s) => s.id === options.stage);
   if (!stage) {
     throw new InvalidRequestError('INVALID_REQUEST', `run ${runId} has no stage "${options.stage}"; its stages: ${state.stages.map((s) => s.id).join(', ')}`);
   }
   // A stage a fork took over ran in the fork's source: its transcripts are there (a rework in the fork adds its own).
-  const takenOverFrom = stage.carriedCostUsd !== undefined ? state.forkedFrom?.runId : undefined;
+  const takenOverFrom = stage.carriedCostUsd !== undefined ? state.forkedFrom : undefined;
   const carried = takenOverFrom !== undefined && hops < MAX_FORK_HOPS ? yield* fromForkSource(client, takenOverFrom, options, storeSettings, hops) : 0;
   const root = options.workspacesRoot ?? loadConfig().workspacesRoot;
   const reported = [state.workspace, stage.result?.workspace];
-  const folder = await findStageFolder(root, runId, options.stage, reported);
+  const folder = await findStageFolder(root, run, options.stage, reported);
   const status = new StageStatusReader(client, runId, options.stage, stage.status);
   const wanted = async (): Promise<TranscriptFile[]> => (await listTranscripts(folder)).filter((t) => options.attempt === undefined || t.attempt === options.attempt);
   const { signal } = options;
@@ -86,25 +91,26 @@ async function* readStageTranscript(client: Client, runId: string, options: Tran
   }
   if (read.size === 0 && carried === 0 && !signal?.aborted) {
     // Not in the workspaces folder this host sees: the run's newest checkpoint in the workers' store may hold them.
-    if (yield* fromCheckpoint({ ...storeSettings, workspacesRoot: root }, runId, options)) return;
+    if (yield* fromCheckpoint({ ...storeSettings, workspacesRoot: root }, run, options)) return;
     const rootFrom = options.workspacesRoot !== undefined ? 'option' : process.env.AGENT_PIPELINE_WORKSPACES ? 'variable' : 'default';
-    throw transcriptNotFound({ runId, stageId: options.stage, attempt: options.attempt, root, rootFrom, folder, reported });
+    throw transcriptNotFound({ runId, firstExecutionRunId: run.firstExecutionRunId, stageId: options.stage, attempt: options.attempt, root, rootFrom, folder, reported });
   }
 }
 
 /**
- * Yields the transcripts of a stage a fork took over, read from run `sourceRunId` (itself perhaps a fork: then from
- * where it ran), each marked with the run it ran in; returns how many. A source that is gone, or holds none, gives none.
+ * Yields the transcripts of a stage a fork took over, read from its source run (itself perhaps a fork: then from where
+ * it ran), each marked with the run it ran in; returns how many. A source that is gone, or holds none, gives none.
  */
-async function* fromForkSource(client: Client, sourceRunId: string, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, number, undefined> {
+async function* fromForkSource(client: Client, source: ForkedFrom, options: TranscriptOptions, storeSettings: Omit<ClientStoreSettings, 'workspacesRoot'>, hops: number): AsyncGenerator<TranscriptEntry, number, undefined> {
   let count = 0;
   try {
     // It completed in the source: nothing there to follow.
-    for await (const entry of readStageTranscript(client, sourceRunId, { ...options, follow: false }, storeSettings, hops + 1)) {
+    const sourceRun = { runId: source.runId, firstExecutionRunId: source.firstExecutionRunId };
+    for await (const entry of readStageTranscript(client, sourceRun, { ...options, follow: false }, storeSettings, hops + 1)) {
       if (entry.type === 'line') yield entry;
       else {
         count += 1;
-        yield { ...entry, takenOverFrom: entry.takenOverFrom ?? sourceRunId };
+        yield { ...entry, takenOverFrom: entry.takenOverFrom ?? source.runId };
       }
     }
   } catch (err) {
@@ -117,10 +123,10 @@ async function* fromForkSource(client: Client, sourceRunId: string, options: Tra
  * Yields the stage's transcripts from the run's newest checkpoint in the client's store (the wanted attempt only, when
  * given), each whole; returns whether there was one. A store this client cannot read has none.
  */
-async function* fromCheckpoint(settings: ClientStoreSettings, runId: string, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, boolean, undefined> {
+async function* fromCheckpoint(settings: ClientStoreSettings, run: RunRef, options: TranscriptOptions): AsyncGenerator<TranscriptEntry, boolean, undefined> {
   // Imported here: unpacking a checkpoint loads the worker's archive and git code, which `import 'agent-pipeline'` does not.
   const { readStoredTranscripts } = await import('./stored-transcripts.js');
-  const stored = await readStoredTranscripts(settings, runId, options.stage).catch(() => undefined);
+  const stored = await readStoredTranscripts(settings, run, options.stage).catch(() => undefined);
   if (!stored) return false;
   try {
     const wanted = stored.transcripts.filter((t) => options.attempt === undefined || t.attempt === options.attempt);
@@ -141,10 +147,10 @@ async function* fromCheckpoint(settings: ClientStoreSettings, runId: string, opt
  * under the root, or the workspace the worker reported), read only through real folders. Before any transcript
  * exists, the new place, where the stage's will appear.
  */
-async function findStageFolder(root: string, runId: string, stageId: string, reported: (string | undefined)[]): Promise<string> {
-  const folder = stageFolder(root, runId, stageId);
+async function findStageFolder(root: string, run: RunRef, stageId: string, reported: (string | undefined)[]): Promise<string> {
+  const folder = stageFolder(root, run, stageId);
   if (await isRealDir(folder)) return folder;
-  for (const workspace of [runFolder(root, runId), ...reported]) {
+  for (const workspace of [runFolder(root, run), ...reported]) {
     const old = workspace === undefined ? undefined : await oldStageFolder(workspace, stageId);
     if (old) return old;
   }

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { newestRunCheckpoint, unpackBookkeeping } from '../activities/checkpoint/restore-checkpoint.js';
+import type { RunRef } from '../pipeline/run-state.js';
 import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
 import { listTranscripts, type TranscriptFile } from './transcript-files.js';
 
@@ -29,20 +30,20 @@ export interface StoredTranscripts {
 }
 
 /**
- * The transcripts of stage `stageId` in run `runId`'s newest checkpoint in the client's store (its own
+ * The transcripts of stage `stageId` in `run`'s newest checkpoint in the client's store (its own
  * `AGENT_PIPELINE_STORE`, or the default store of the workspaces folder it sees); undefined when that store holds no
  * checkpoint of the run with its bookkeeping, or none of the stage's transcripts.
  * @throws the store's errors, and WORKSPACE_ERROR for a checkpoint whose objects are missing or damaged
  */
-export async function readStoredTranscripts(settings: ClientStoreSettings, runId: string, stageId: string): Promise<StoredTranscripts | undefined> {
+export async function readStoredTranscripts(settings: ClientStoreSettings, run: RunRef, stageId: string): Promise<StoredTranscripts | undefined> {
   const store = openWorkersStore(settings);
-  const manifest = store ? await newestRunCheckpoint(store, runId) : undefined;
+  const manifest = store ? await newestRunCheckpoint(store, run) : undefined;
   if (!store || !manifest) return undefined;
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'agent-pipeline-transcripts-'));
   const dispose = () => rm(scratch, { recursive: true, force: true });
   try {
     const bookkeeping = path.join(scratch, 'bookkeeping');
-    await unpackBookkeeping({ store }, { runId, stageId }, manifest, scratch, bookkeeping);
+    await unpackBookkeeping({ store }, { runId: run.runId, firstExecutionRunId: run.firstExecutionRunId, stageId }, manifest, scratch, bookkeeping);
     const transcripts = await listTranscripts(path.join(bookkeeping, 'stages', stageId));
     if (transcripts.length === 0) {
       await dispose();

@@ -2,6 +2,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { isRealDir } from '../activities/workspace/own-files.js';
 import { OLD_BOOKKEEPING_DIR, runPaths } from '../activities/workspace/run-folder.js';
+import type { RunRef } from '../pipeline/run-state.js';
 
 /** One saved attempt transcript of a stage. */
 export interface TranscriptFile {
@@ -15,8 +16,8 @@ export interface TranscriptFile {
 }
 
 /** Where a run's stage keeps its bookkeeping: `<workspaces root>/.agent-pipeline/runs/<run folder>/stages/<stage>`. */
-export function stageFolder(workspacesRoot: string, runId: string, stageId: string): string {
-  return path.join(runPaths(workspacesRoot, runId).bookkeeping, 'stages', stageId);
+export function stageFolder(workspacesRoot: string, run: RunRef, stageId: string): string {
+  return path.join(runPaths(workspacesRoot, run).bookkeeping, 'stages', stageId);
 }
 
 /**

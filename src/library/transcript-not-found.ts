@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { toFolderName } from '../activities/workspace/run-folder.js';
 import { withCliMessage } from '../errors.js';
+import type { RunRef } from '../pipeline/run-state.js';
 import { InvalidRequestError } from './errors.js';
 
 /*
@@ -11,8 +12,7 @@ import { InvalidRequestError } from './errors.js';
  */
 
 /** Where a transcript was looked for. */
-export interface TranscriptSearch {
-  runId: string;
+export interface TranscriptSearch extends RunRef {
   stageId: string;
   attempt?: number;
   /** The workspaces folder looked in. */
@@ -30,7 +30,7 @@ export function transcriptNotFound(search: TranscriptSearch): InvalidRequestErro
   const { runId, stageId, attempt, root, folder } = search;
   const which = attempt === undefined ? 'no transcript' : `no transcript of attempt ${attempt}`;
   const problem = `[TRANSCRIPT_NOT_FOUND] ${which} of stage ${stageId} in the workspaces folder ${root} (${describeRoot(search.rootFrom)}); looked in ${folder}.`;
-  const workersRoot = workersRootOf(runId, search.reported);
+  const workersRoot = workersRootOf(search, search.reported);
   if (workersRoot && workersRoot !== root) {
     const where = `The workers keep run ${runId} under ${workersRoot}`;
     return withCliMessage(
@@ -55,7 +55,7 @@ function describeRoot(from: TranscriptSearch['rootFrom']): string {
  * The workers' workspaces folder, from a workspace the run reported: the folder holding it, when it is the run's own
  * folder (named after the run). A lent folder (`workspace.dir`) says nothing of where the workers keep their runs.
  */
-export function workersRootOf(runId: string, reported: readonly (string | undefined)[]): string | undefined {
-  const own = reported.find((workspace) => workspace !== undefined && path.basename(workspace) === toFolderName(runId));
+export function workersRootOf(run: RunRef, reported: readonly (string | undefined)[]): string | undefined {
+  const own = reported.find((workspace) => workspace !== undefined && path.basename(workspace) === toFolderName(run.runId, run.firstExecutionRunId));
   return own === undefined ? undefined : path.dirname(own);
 }

@@ -97,15 +97,30 @@ export interface StageState {
 }
 
 /** Where a run was forked from, as `status`, `list` and the run's memo show it. */
-export interface ForkedFrom {
+export interface ForkedFrom extends RunRef {
   runId: string;
   stage: string;
   /** Changed definitions of taken-over stages were taken over anyway (`--force`). */
   forced?: boolean;
 }
 
+/**
+ * One run among those that bore a run id. Temporal lets a run id be used again once the run that had it ended; each run
+ * under the id has a folder, bookkeeping and checkpoints of its own, named after the Temporal run id of its first
+ * execution (the same in every execution of a run that continued as new).
+ */
+export interface RunRef {
+  /** The run's id (its Temporal workflow id). */
+  runId: string;
+  /**
+   * The Temporal run id of the run's first execution. Absent in runs started before runs had folders of their own:
+   * their folder and checkpoints are named after the run id alone, as when they started.
+   */
+  firstExecutionRunId?: string;
+}
+
 /** The whole run as the status query reports it, and as the workflow returns it. */
-export interface RunState {
+export interface RunState extends RunRef {
   runId: string;
   pipeline: string;
   status: RunStatus;

@@ -27,7 +27,7 @@ export function attemptInput(ctx: StageRunnerContext, stage: ResolvedStage, part
   const values = byReference ? inlineTemplateValues(tracker, input.inputs, needIds(stage), ended) : { inputs: input.inputs, priorStages: tracker.templateStages(ended) };
   const prewarm = ctx.stages && !stage.isFinally ? stagesReadyAfter(ctx.stages, stage.id, tracker.isStarted, tracker.isSatisfied) : undefined;
   return {
-    runId: tracker.state.runId,
+    ...tracker.ref(),
     pipelineName: input.pipeline.name,
     baseDir: input.baseDir,
     // Only the hash: the activity reads the files from the run's start event, so history holds them once.

@@ -72,7 +72,7 @@ export class RunDelivery {
       let result: DeliverRunResult;
       try {
         result = await this.deliverRun({
-          runId: this.tracker.state.runId,
+          ...this.tracker.ref(),
           pipelineName: this.input.pipeline.name,
           baseDir: this.input.baseDir,
           // By reference, like a stage's (see template-values.ts): the pull request's templates may read any stage.
@@ -140,8 +140,8 @@ export class RunDelivery {
     try {
       const closed = await CancellationScope.nonCancellable(() =>
         this.owner
-          ? this.owner.run('closing the workspace', (claim) => proxyActivities<PipelineActivities>(onOwner(claim, CLOSING_OPTIONS)).closeWorkspace({ runId: this.tracker.state.runId, status, keep, pushed }))
-          : closingActivities.closeWorkspace({ runId: this.tracker.state.runId, status, keep, pushed }),
+          ? this.owner.run('closing the workspace', (claim) => proxyActivities<PipelineActivities>(onOwner(claim, CLOSING_OPTIONS)).closeWorkspace({ ...this.tracker.ref(), status, keep, pushed }))
+          : closingActivities.closeWorkspace({ ...this.tracker.ref(), status, keep, pushed }),
       );
       for (const warning of closed.warnings) this.tracker.warn(warning);
     } catch (err) {

@@ -22,6 +22,7 @@ import { HumanWaits } from './waits.js';
 import { RunTrust } from './run-trust.js';
 import { RUN_OWNER_PATCH, RunOwner } from './run-owner.js';
 import { takeOverFork } from './run-fork.js';
+import { nameRunFolders } from './run-folders.js';
 import type { RunForkRequest } from '../contracts/run-fork.js';
 
 /**
@@ -106,6 +107,7 @@ export class PipelineRun {
     this.stages = pipeline.stages.map((s) => resolveStage(pipeline, s));
     this.finallyStages = (pipeline.finally ?? []).map((s) => resolveStage(pipeline, s, true));
     this.tracker = new RunTracker(runId, input.pipeline.name, input.inputs, [...this.stages, ...this.finallyStages], input.pipeline.budgetUsd, carried?.state);
+    nameRunFolders(this.tracker.state, carried !== undefined);
     // Decided once, in the run's first task: a patch checked first inside an update handler or a later task would not
     // line up with its marker on replay. Runs recorded before the patches keep the old behaviour to their end.
     const byReference = patched(TEMPLATE_VALUES_PATCH);

@@ -25,7 +25,7 @@ const { prepareFork } = proxyActivities<PipelineActivities>(OPTIONS);
  * @throws ApplicationFailure FORK_REFUSED (or the activity's last failure), after ending the run's state with it
  */
 export async function takeOverFork(fork: RunForkRequest, tracker: RunTracker, sessions: Map<string, string>, owner: RunOwner | undefined): Promise<void> {
-  const input = { runId: tracker.state.runId, fork };
+  const input = { ...tracker.ref(), fork };
   let prepared: ForkTakeOver;
   try {
     prepared = owner ? await owner.run('prepare the fork', (claim) => proxyActivities<PipelineActivities>(onOwner(claim, OPTIONS)).prepareFork(input)) : await prepareFork(input);
@@ -35,7 +35,8 @@ export async function takeOverFork(fork: RunForkRequest, tracker: RunTracker, se
     tracker.finish('failed', error);
     throw ApplicationFailure.create({ ...error, nonRetryable: true });
   }
-  tracker.takeOver({ runId: fork.runId, stage: prepared.from, ...(fork.force ? { forced: true } : {}) }, prepared.stages);
+  const source = prepared.sourceFirstExecutionRunId === undefined ? {} : { firstExecutionRunId: prepared.sourceFirstExecutionRunId };
+  tracker.takeOver({ runId: fork.runId, ...source, stage: prepared.from, ...(fork.force ? { forced: true } : {}) }, prepared.stages);
   for (const [stage, sessionId] of prepared.sessions) sessions.set(stage, sessionId);
   for (const warning of prepared.warnings) tracker.warn(warning);
 }

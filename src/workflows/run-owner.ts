@@ -49,7 +49,7 @@ export class RunOwner {
   /** The run's owner, claimed the first time. */
   current(): Promise<RunOwnerClaim> {
     if (this.claim) return Promise.resolve(this.claim);
-    this.claiming ??= claimRunOwner({ runId: this.tracker.state.runId }).then((claim) => {
+    this.claiming ??= claimRunOwner(this.tracker.ref()).then((claim) => {
       this.claim = claim;
       this.claiming = undefined;
       return claim;

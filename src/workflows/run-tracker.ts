@@ -1,5 +1,5 @@
 import type { ConditionContext } from '../pipeline/condition.js';
-import type { ForkedFrom, RunState, StageState, WaitingFor } from '../pipeline/run-state.js';
+import type { ForkedFrom, RunRef, RunState, StageState, WaitingFor } from '../pipeline/run-state.js';
 import type { ResolvedStage } from '../pipeline/stage-options.js';
 import type { StageResult, TokenUsage } from '../pipeline/stage-result.js';
 import type { TemplateStage } from '../pipeline/template.js';
@@ -42,6 +42,12 @@ export class RunTracker {
       budgetUsd,
       startedAt: Date.now(),
     };
+  }
+
+  /** Which run of its id this is, as the activities that touch its folder and checkpoints are told (run-folders.ts). */
+  ref(): RunRef {
+    const { runId, firstExecutionRunId } = this.state;
+    return firstExecutionRunId === undefined ? { runId } : { runId, firstExecutionRunId };
   }
 
   stage(id: string): StageState {

@@ -38,7 +38,7 @@ export async function resolveMergeConflict(ctx: StageRunnerContext, stage: Resol
     if (decision.kind === 'skip') return { kind: 'skipped' };
     if (decision.kind !== 'retry') return { kind: 'decided', decision };
     const merged = await mergeStage(ctx, {
-      runId,
+      ...ctx.tracker.ref(),
       pipelineName: ctx.input.pipeline.name,
       baseDir: ctx.input.baseDir,
       inputs: ctx.input.inputs,

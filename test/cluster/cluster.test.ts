@@ -201,8 +201,8 @@ describe.skipIf(!runnable)('a real cluster: Temporal server on PostgreSQL, three
     expect(states.map((s) => `${s.runId}: ${s.status}`)).toEqual(ids.map((id) => `${id}: completed`));
     const requests = modelServer.requests();
     let interrupted = 0;
-    for (const id of ids) {
-      const dir = path.join(workspacesRoot, toFolderName(id));
+    for (const [i, id] of ids.entries()) {
+      const dir = path.join(workspacesRoot, toFolderName(id, states[i].firstExecutionRunId));
       // Every side effect is there: the draft's file and every build step whose tool call the agent saw succeed,
       // whichever worker ran it. (A tool call a kill interrupted before it ran is not a side effect; the scripted model
       // moves on where a real one would redo it, so a draft whose Edit was interrupted has no notes.md.)

@@ -1,7 +1,7 @@
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { IllegalStateError, type DataConverter } from '@temporalio/common';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,9 +10,10 @@ import { loadPipelineFile, resolveInputs } from '../../src/library/load-pipeline
 import { startRun } from '../../src/library/runs.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
-import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
-import { toFolderName } from '../../src/activities/workspace/run-folder.js';
+import { bookkeepingRun, runPaths, toFolderName } from '../../src/activities/workspace/run-folder.js';
+import { runsFolder } from '../../src/activities/workspace/worker-folder.js';
+import type { RunRef, RunState } from '../../src/pipeline/run-state.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { grpcErrorOf, GRPC_STATUS } from '../../src/grpc-errors.js';
 import { expectRunsReplay } from './replay-check.js';
@@ -29,9 +30,14 @@ export interface Harness {
   client: Client;
   taskQueue: string;
   workspacesRoot: string;
-  /** The folder of run `runId` under `workspacesRoot`. */
+  /**
+   * Which run of `runId` the test means (its folders and checkpoints are that run's): the last one the harness started
+   * under the id, else the newest whose bookkeeping the workspaces root holds, else the id alone.
+   */
+  runRef(runId: string): RunRef;
+  /** The folder of run `runId` (as `runRef` picks it) under `workspacesRoot`. */
   runDir(runId: string): string;
-  /** The bookkeeping folder of run `runId`: in the workers' own folder under `workspacesRoot`. */
+  /** The bookkeeping folder of run `runId` (as `runRef` picks it): in the workers' own folder under `workspacesRoot`. */
   runBookkeeping(runId: string): string;
   modelServer: ModelServer;
   /** The environment the worker (and so the agents) got. */
@@ -104,6 +110,22 @@ function replayConverter(env: NodeJS.ProcessEnv, workspacesRoot: string): DataCo
   return workerDataConverter(codecs);
 }
 
+/**
+ * The run of `runId` whose bookkeeping under `root` was made last (a run id may be used again once its run ended, and
+ * each run has folders of its own); undefined when none is there yet.
+ */
+function newestOnDisk(root: string, runId: string): RunRef | undefined {
+  const names = existsSync(runsFolder(root)) ? readdirSync(runsFolder(root)) : [];
+  const runs = names.flatMap((name) => {
+    const bookkeeping = path.join(runsFolder(root), name);
+    const run = bookkeepingRun(bookkeeping);
+    if (!run || run.runId !== runId || toFolderName(run.runId, run.firstExecutionRunId) !== name) return [];
+    const record = path.join(bookkeeping, 'run.json');
+    return [{ run, made: existsSync(record) ? statSync(record).mtimeMs : 0 }];
+  });
+  return runs.sort((a, b) => b.made - a.made)[0]?.run;
+}
+
 /** Sets up a harness against the shared dev server of this test run (see global-setup.ts). */
 export async function createHarness(name: string, options: HarnessOptions): Promise<Harness> {
   installQuietRuntime();
@@ -152,12 +174,14 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
   // As a client on the worker's machine: it resolves the payloads the worker moved to the store (the claim check).
   const codecs = storePayloadCodecs(env, { role: 'client', defaultStoreDir: storeFolder(workspacesRoot), encryptionKey: options.encryptionKey });
   const client = new Client({ connection, dataConverter: clientDataConverter(codecs) });
+  const started = new Map<string, RunRef>();
   const harness: Harness = {
     client,
     taskQueue,
     workspacesRoot,
-    runDir: (runId) => path.join(workspacesRoot, toFolderName(runId)),
-    runBookkeeping: (runId) => path.join(workspacesRoot, '.agent-pipeline', 'runs', toFolderName(runId)),
+    runRef: (runId) => started.get(runId) ?? newestOnDisk(workspacesRoot, runId) ?? { runId },
+    runDir: (runId) => runPaths(workspacesRoot, harness.runRef(runId)).dir,
+    runBookkeeping: (runId) => runPaths(workspacesRoot, harness.runRef(runId)).bookkeeping,
     modelServer,
     env,
     worker,
@@ -168,6 +192,9 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
         { pipeline, baseDir, pipelineFile: file, inputs: resolveInputs(pipeline, file, inputs) },
         { taskQueue, id: id ?? `${name}-${Math.random().toString(36).slice(2, 10)}` },
       );
+      // A handle the client's start returned names the run's first execution: its folders are named after it.
+      const first = (handle as { firstExecutionRunId?: string }).firstExecutionRunId;
+      if (first) started.set(handle.workflowId, { runId: handle.workflowId, firstExecutionRunId: first });
       return handle;
     },
     async writePipeline(pipelineName, yaml) {

@@ -38,23 +38,14 @@ const catAtRunTime = (file: string): string => `f=$(printf '%s' '${file.slice(0,
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(tmpdir(), 'agent-reads-'));
   const home = await emptyHome(scratch);
-  // Filled in once the harness (and so the workspaces root) exists; the rule reads them when the agent asks.
-  const turns = () => [
-    { tool: { name: 'Bash', input: { command: `echo ${OWN_WORK} > own.txt` } } },
-    { tool: { name: 'Read', input: { file_path: files.own } } },
-    { tool: { name: 'Read', input: { file_path: files.homeKey } } },
-    { tool: { name: 'Read', input: { file_path: files.otherRun } } },
-    { tool: { name: 'Read', input: { file_path: files.reserved } } },
-    { tool: { name: 'Bash', input: { command: [files.homeKey, files.otherRun, files.reserved, files.own].map(catAtRunTime).join('; ') } } },
-    { text: REPORT },
-  ];
   harness = await createHarness('agent-reads', { scenario: { rules: [] }, env: { HOME: home } });
   const root = harness.workspacesRoot;
   files = {
     homeKey: path.join(home, '.ssh', 'id_ed25519'),
     otherRun: path.join(root, 'other-run-0a1b2c3d4e', 'notes', 'secret.txt'),
     reserved: path.join(root, '.agent-pipeline', 'bundles', 'cafe', 'steps', 'task.md'),
-    own: path.join(harness.runDir(RUN_ID), 'own.txt'),
+    // The run's folder is named after its first execution, which only its start gives (`setScenario` after it).
+    own: '',
     repo: path.join(home, 'src', 'project'),
   };
   await initRepo(files.repo, { 'README.md': `${REPO_README}\n` });
@@ -65,6 +56,27 @@ beforeAll(async () => {
     await writeFile(file, `${text}\n`);
   }
   await chmod(files.homeKey, 0o600);
+  setScenario();
+});
+afterAll(async () => {
+  await harness?.close();
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+});
+
+/**
+ * The scenario of both tests, its turns reading `files` as they are now. The `reads` rule's first turn names no path:
+ * the turns after it, which read the run's own folder, are served only once the test has set the scenario again.
+ */
+function setScenario(): void {
+  const turns = [
+    { tool: { name: 'Bash', input: { command: `echo ${OWN_WORK} > own.txt` } } },
+    { tool: { name: 'Read', input: { file_path: files.own } } },
+    { tool: { name: 'Read', input: { file_path: files.homeKey } } },
+    { tool: { name: 'Read', input: { file_path: files.otherRun } } },
+    { tool: { name: 'Read', input: { file_path: files.reserved } } },
+    { tool: { name: 'Bash', input: { command: [files.homeKey, files.otherRun, files.reserved, files.own].map(catAtRunTime).join('; ') } } },
+    { text: REPORT },
+  ];
   const gitTurns = [
     { tool: { name: 'Bash', input: { command: `git log --oneline -1 && git status --short --branch && cat README.md; ${catAtRunTime(path.join(files.repo, 'local-notes.txt'))}` } } },
     { tool: { name: 'Read', input: { file_path: path.join(files.repo, 'README.md') } } },
@@ -74,14 +86,10 @@ beforeAll(async () => {
   harness.modelServer.setScenario({
     rules: [
       { name: 'git', match: 'Pipeline: agent-reads-git', turns: gitTurns },
-      { name: 'reads', match: 'Pipeline: agent-reads', turns: turns() },
+      { name: 'reads', match: 'Pipeline: agent-reads', turns },
     ],
   });
-});
-afterAll(async () => {
-  await harness?.close();
-  if (scratch) await rm(scratch, { recursive: true, force: true });
-});
+}
 
 /** Every tool result the agent of `rule` got, in order, as text. */
 function toolResults(rule = 'reads'): string[] {
@@ -100,7 +108,11 @@ describe('what an agent can read', () => {
       const yaml =
         'name: agent-reads\ndefaults: { backend: claude-cli, model: sonnet, heartbeatTimeout: 30s, retries: 0 }\n' +
         'stages:\n  - id: reads\n    prompt: Read around.\n    allowedTools: [Bash, Read]\n    sandbox: true\n';
-      const state = await harness.finish(await harness.startYaml('agent-reads', yaml, RUN_ID));
+      const handle = await harness.startYaml('agent-reads', yaml, RUN_ID);
+      // Before the agent's first turn is done: its `claude` has yet to start in the sandbox and run a Bash command.
+      files.own = path.join(harness.runDir(RUN_ID), 'own.txt');
+      setScenario();
+      const state = await harness.finish(handle);
       expectNoStageLeftRunning(state);
       expect(state.status, JSON.stringify(stageOf(state, 'reads'))).toBe('completed');
       const [, ownRead, homeRead, otherRead, reservedRead, bash] = toolResults();

@@ -79,8 +79,8 @@ describe.skipIf(!binary)('a machine lost during three stages of a run', () => {
     const afterStepOne = Date.now();
     const checkpoints = openStore(store, { defaultDir: harness.workspacesRoot });
     const latest = async () => {
-      const index = await readLatestCheckpoints(checkpoints, handle.workflowId);
-      return index && (await readCheckpointManifest(checkpoints, handle.workflowId, index.id));
+      const index = await readLatestCheckpoints(checkpoints, harness.runRef(handle.workflowId));
+      return index && (await readCheckpointManifest(checkpoints, harness.runRef(handle.workflowId), index.id));
     };
     await waitFor(latest, (m) => m?.reason === 'periodic' && Date.parse(m.takenAt) > afterStepOne, 'a periodic checkpoint after every first step', 60_000);
     await first.crash();

@@ -9,6 +9,7 @@ import { CHECKPOINT_OBJECTS } from '../../src/activities/checkpoint/manifest.js'
 import { extractArchive } from '../../src/activities/checkpoint/folder-archive.js';
 import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
 import { FileStore } from '../../src/store/file-store.js';
+import type { RunRef } from '../../src/pipeline/run-state.js';
 import { withLock } from '../../src/activities/workspace/git.js';
 import { stageOf } from './workflow-helpers.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
@@ -52,14 +53,15 @@ describe("a stage's first-start checkpoint", () => {
     const state = await harness.finish(handle);
     expect(state.status, JSON.stringify(state.stages).slice(0, 2_000)).toBe('completed');
     const runId = handle.workflowId;
+    const run = harness.runRef(runId);
     const store = new FileStore(path.join(harness.workspacesRoot, '.agent-pipeline', 'store'));
     const expected: Record<string, string[]> = { one: [], two: ['one.txt'], three: ['one.txt', 'two.txt'] };
     for (const [stage, files] of Object.entries(expected)) {
-      const manifest = await findStageStartCheckpoint(store, runId, stage);
+      const manifest = await findStageStartCheckpoint(store, run, stage);
       expect(manifest, `the first-start checkpoint of ${stage}`).toMatchObject({ runId, reason: 'start', stage, kind: 'folder' });
-      expect(await filesOf(store, runId, manifest!.id)).toEqual(files);
+      expect(await filesOf(store, run, manifest!.id)).toEqual(files);
     }
-    expect(await findStageStartCheckpoint(store, runId, 'four')).toBeUndefined();
+    expect(await findStageStartCheckpoint(store, run, 'four')).toBeUndefined();
   });
 
   test('heartbeats while it waits: a stage whose checkpoint waits behind another does not time out', async () => {
@@ -83,11 +85,11 @@ describe("a stage's first-start checkpoint", () => {
 });
 
 /** The files (not the bookkeeping) of a folder checkpoint's archive, sorted. */
-async function filesOf(store: FileStore, runId: string, id: string): Promise<string[]> {
+async function filesOf(store: FileStore, run: RunRef, id: string): Promise<string[]> {
   const scratch = await mkdtemp(path.join(tmpdir(), 'stage-start-'));
   try {
     const archive = path.join(scratch, 'workspace.tar');
-    expect(await store.getFile(checkpointKey(runId, id, CHECKPOINT_OBJECTS.folderArchive), archive, 100 * 1024 * 1024)).toBe(true);
+    expect(await store.getFile(checkpointKey(run, id, CHECKPOINT_OBJECTS.folderArchive), archive, 100 * 1024 * 1024)).toBe(true);
     const into = path.join(scratch, 'files');
     await mkdir(into);
     await extractArchive(archive, into);

@@ -72,7 +72,7 @@ function toolResultSent(requests: RecordedRequest[]): { content: unknown; is_err
 
 /** Every stage attempt writes its own transcript, and every `claude` process writes one `system/init` event. */
 async function processStarts(runId: string): Promise<{ transcripts: number; inits: number }> {
-  const files = await listTranscripts(stageFolder(harness.workspacesRoot, runId, 'work'));
+  const files = await listTranscripts(stageFolder(harness.workspacesRoot, harness.runRef(runId), 'work'));
   const texts = await Promise.all(files.map((f) => readFile(f.file, 'utf8')));
   return { transcripts: files.length, inits: texts.join('\n').split('\n').filter((l) => l.includes('"type":"system"') && l.includes('"subtype":"init"')).length };
 }

@@ -251,7 +251,7 @@ describe('a worker killed while agents wait for their stages', () => {
       const { workerMarkerValue } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/process/orphan-watchdog.js'))});
       const { findClaudeBinary } = await import(${JSON.stringify(path.join(PROJECT_ROOT, 'dist/activities/backends/claude-cli/claude-binary.js'))});
       const stage = (id) => ({ id, prompt: 'x', needs: [], backend: 'claude-cli', model: 'sonnet', allowedTools: ['Read'] });
-      const workspace = await openRunWorkspace(process.argv[1], 'run-killed');
+      const workspace = await openRunWorkspace(process.argv[1], { runId: 'run-killed' });
       const pool = new WarmPool({ ttlMs: 120000, killGraceMs: 2000, limit: 8 });
       await prewarmStages(pool, [{ stage: stage('a'), system: 's' }, { stage: stage('b'), system: 's' }], { binary: await findClaudeBinary(process.env), workerEnv: process.env, workspace, sandbox: { mode: 'auto' } });
       console.log('marker ' + workerMarkerValue() + ' waiting ' + pool.size);

@@ -85,7 +85,7 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
       const runId = setup.runId ?? `run-${++runs}`;
       const definition: StageDefinition = { id: 'work', prompt: 'unused', allowedTools: ['Bash', 'Edit', 'Write', 'Read'], ...setup.stage };
       const stage = resolveStage({ name: 'test', stages: [definition] }, definition);
-      const workspace = await openRunWorkspace(root, runId);
+      const workspace = await openRunWorkspace(root, { runId });
       const heartbeats: AttemptProgress[] = [];
       const controller = new AbortController();
       const attempt = setup.request?.attempt ?? 1;

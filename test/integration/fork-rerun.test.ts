@@ -63,7 +63,8 @@ describe('rerun and forks of other runs', () => {
     );
     expect(rerun.exitCode, rerun.all).toBe(0);
     const state = parseJson<RunState>(rerun);
-    expect(state.forkedFrom).toEqual({ runId: 'flaky-source', stage: 'second' });
+    // The source named by its id and by the run that bore it then (its first execution): later runs of the id are others.
+    expect(state.forkedFrom).toEqual({ runId: 'flaky-source', firstExecutionRunId: harness.runRef('flaky-source').firstExecutionRunId, stage: 'second' });
     expect(state.stages.map((s) => [s.id, s.status, s.carriedCostUsd !== undefined])).toEqual([['first', 'completed', true], ['second', 'completed', false]]);
     expect(again.exitCode, again.all).toBe(0);
     const carried = (run: RunState) => run.stages.find((s) => s.id === 'first')?.carriedCostUsd;
@@ -123,9 +124,9 @@ describe('rerun and forks of other runs', () => {
     expect((await runToEnd(harness, file, 'gap-source')).status).toBe('completed');
     // As when the store was down at b's first start: its checkpoint was never written.
     const store = openStore({}, { defaultDir: path.join(harness.workspacesRoot, '.agent-pipeline', 'store') });
-    const lost = await findStageStartCheckpoint(store, 'gap-source', 'b');
+    const lost = await findStageStartCheckpoint(store, harness.runRef('gap-source'), 'b');
     expect(lost).toBeDefined();
-    await store.deletePrefix(`${checkpointsPrefix('gap-source')}${lost!.id}/`);
+    await store.deletePrefix(`${checkpointsPrefix(harness.runRef('gap-source'))}${lost!.id}/`);
     const [planned, forked, fromA] = await runCliCommands(
       [
         ['fork', 'gap-source', '--from', 'b', '--dry-run'],
@@ -181,12 +182,15 @@ describe('rerun and forks of other runs', () => {
     const other = harness.runDir('idfork-other');
     await writeFile(path.join(other, 'mine.txt'), 'the other run\'s\n');
     const store = openStore({}, { defaultDir: path.join(harness.workspacesRoot, '.agent-pipeline', 'store') });
-    const objectsOf = async (runId: string): Promise<string[]> => {
+    // The run that had the id (its folder and checkpoints are named after its first execution), before its folder goes.
+    const otherRun = harness.runRef('idfork-other');
+    const objectsOf = async (): Promise<string[]> => {
       const keys: string[] = [];
-      for await (const key of store.list(checkpointsPrefix(runId))) keys.push(key);
+      for await (const key of store.list(checkpointsPrefix(otherRun))) keys.push(key);
       return keys.sort();
     };
-    const before = { folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf('idfork-other') };
+    const before = { folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf() };
+    expect(before.objects).not.toEqual([]);
     // Temporal lets a start take the id of an ended run; the client refuses it for a fork (RUN_EXISTS), this start skips the client.
     const input = { ...(await prepareRunInput(file, {}, [])), fork: { runId: 'idfork-source', stage: 'two' } };
     const forge = async (id: string): Promise<RunState> => harness.finish((await startRun(harness.client, input, { taskQueue: harness.taskQueue, id })).handle);
@@ -195,12 +199,12 @@ describe('rerun and forks of other runs', () => {
       expect(state.error).toMatchObject({ type: 'FORK_REFUSED', message: typeof said === 'string' ? expect.stringContaining(said) : expect.stringMatching(said) });
     };
     refused(await forge('idfork-other'), 'run id idfork-other has a folder on this worker already');
-    expect({ folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf('idfork-other') }).toEqual(before);
+    expect({ folder: (await readdir(other)).sort(), two: await readFile(path.join(other, 'two.txt'), 'utf8'), objects: await objectsOf() }).toEqual(before);
     // The run's folder gone from this host (another host ran it): its checkpoints in the shared store still bear the id.
     await rm(other, { recursive: true, force: true });
     await rm(path.join(harness.workspacesRoot, '.agent-pipeline', 'runs', path.basename(other)), { recursive: true, force: true });
-    refused(await forge('idfork-other'), /run id idfork-other has objects in file:\/\/.* already \(checkpoints\//);
-    expect(await objectsOf('idfork-other')).toEqual(before.objects);
+    refused(await forge('idfork-other'), /run id idfork-other has objects in file:\/\/.* already \(executions\/[0-9a-f]{64}\/checkpoints\//);
+    expect(await objectsOf()).toEqual(before.objects);
     // Last: the source's own id makes this start the source's latest execution.
     refused(await forge('idfork-source'), 'run idfork-source names itself as the source it forks');
   });

@@ -77,7 +77,7 @@ describe('fork', () => {
     const fork = parseJson<RunState>(forked);
 
     expect(fork.status).toBe('completed');
-    expect(fork.forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage3' });
+    expect(fork.forkedFrom).toEqual({ runId: 'forky-source', firstExecutionRunId: source.firstExecutionRunId, stage: 'stage3' });
     // The model was called for stages 3 and 4 only, and stage 3 ran its edited prompt.
     expect(calls(harness, 'stage1')).toBe(before.stage1);
     expect(calls(harness, 'stage2')).toBe(before.stage2);
@@ -125,7 +125,7 @@ describe('fork', () => {
     expect(refusedLater.stderr).toContain('stage1.prompt');
     expect(refusedLater.stderr).toContain('stage3.prompt');
     expect(forced.exitCode, forced.all).toBe(0);
-    expect(parseJson<RunState>(forced).forkedFrom).toEqual({ runId: 'forky-source', stage: 'stage4', forced: true });
+    expect(parseJson<RunState>(forced).forkedFrom).toEqual({ runId: 'forky-source', firstExecutionRunId: source.firstExecutionRunId, stage: 'stage4', forced: true });
     expect(calls(harness, 'stage1')).toBe(before.stage1);
     expect(calls(harness, 'stage3')).toBe(before.stage3 * 2);
     expect(calls(harness, 'stage4')).toBe(before.stage4 * 3);

@@ -96,7 +96,7 @@ beforeEach(async () => {
 
 describe('a repository the agent made in the run\'s worktree', () => {
   it('fails the stage commit, naming its folder, and stages nothing of it', async () => {
-    const run = await openRunWorkspace(root, 'run-1', { git: { repo, branch: 'agent/run-1' } });
+    const run = await openRunWorkspace(root, { runId: 'run-1' }, { git: { repo, branch: 'agent/run-1' } });
     const before = await git(repo, 'rev-parse', 'agent/run-1');
     await plantRepository(run.dir, 'sub');
     await writeFile(path.join(run.dir, 'notes.md'), 'notes\n');
@@ -119,7 +119,7 @@ describe('a repository the agent made in the run\'s worktree', () => {
 
   it('never stages a folder of the old bookkeeping folder\'s name, whatever its .gitignore says', async () => {
     // Runs started before the bookkeeping moved out had it in their tree; an agent may make one there too.
-    const run = await openRunWorkspace(root, 'run-5', { git: { repo, branch: 'agent/run-5' } });
+    const run = await openRunWorkspace(root, { runId: 'run-5' }, { git: { repo, branch: 'agent/run-5' } });
     await rm(path.join(run.dir, '.agent-pipeline', '.gitignore'), { force: true });
     await plantRepository(path.join(run.dir, '.agent-pipeline'), 'hidden');
     await writeFile(path.join(run.dir, 'work.md'), 'work\n');
@@ -134,7 +134,7 @@ describe('a submodule folder the agent filled with a repository of its own', () 
   let run: RunWorkspace;
 
   beforeAll(async () => {
-    run = await openRunWorkspace(root, 'run-2', { git: { repo, branch: 'agent/run-2' } });
+    run = await openRunWorkspace(root, { runId: 'run-2' }, { git: { repo, branch: 'agent/run-2' } });
     // Two stages under `isolation: stage` opened from the run's branch: `review` adds a file, `clash` rewrites plan.md.
     const review = await openStageWorktree(run, repo, 'review');
     await writeFile(path.join(review.dir, 'review.md'), 'reviewed\n');
@@ -210,13 +210,13 @@ describe('a submodule folder the agent filled with a repository of its own', () 
 
   it('runs nothing of it on worktree add, remove and prune, nor in the prune command', async () => {
     // Another run's worktree from a branch that holds the submodule, and the worktree clean-up of this one.
-    const other = await openRunWorkspace(root, 'run-3', { git: { repo, branch: 'agent/run-3', base: 'agent/run-2' } });
+    const other = await openRunWorkspace(root, { runId: 'run-3' }, { git: { repo, branch: 'agent/run-3', base: 'agent/run-2' } });
     expect(existsSync(path.join(other.dir, 'plan.md'))).toBe(true);
     await touchPlanted();
     await removeRunWorkspace(root, path.join(run.bookkeeping, 'worktrees', 'review'), true);
     await removeRunWorkspace(root, run.dir, true);
     expect(existsSync(run.dir)).toBe(false);
-    await openRunWorkspace(root, 'run-4', { git: { repo, branch: 'agent/run-4' } }); // runs `git worktree prune`
+    await openRunWorkspace(root, { runId: 'run-4' }, { git: { repo, branch: 'agent/run-4' } }); // runs `git worktree prune`
     expect(await filterRuns()).toBe('');
 
     // `prune` in a process of its own, which has opened no worktree: it finds the repository from the folder's .git.

@@ -73,7 +73,7 @@ afterAll(async () => {
 
 describe('the worker\'s git in a workspace with planted programs', () => {
   it('runs none of them on worktree add, stage commit, stage merge, diff, push with rebase and clean-up, and the push lands', async () => {
-    const run: RunWorkspace = await openRunWorkspace(root, 'run-1', { git: { repo, branch: 'agent/run-1' } });
+    const run: RunWorkspace = await openRunWorkspace(root, { runId: 'run-1' }, { git: { repo, branch: 'agent/run-1' } });
     // The worktree's own config (`config.worktree`) names a hooks folder of its own.
     const worktreeHooks = path.join(base, 'worktree-hooks');
     for (const hook of HOOKS) await planted(path.join(worktreeHooks, hook), `worktree-hook-${hook}`);
@@ -115,7 +115,7 @@ describe('the worker\'s git in a workspace with planted programs', () => {
   }, 120_000);
 
   it('keeps to the worktree\'s own git directory when the agent points its .git at one of its making', async () => {
-    const run = await openRunWorkspace(root, 'run-3', { git: { repo, branch: 'agent/run-3' } });
+    const run = await openRunWorkspace(root, { runId: 'run-3' }, { git: { repo, branch: 'agent/run-3' } });
     await rm(marks, { recursive: true, force: true });
     await mkdir(marks);
     // The agent's git directory: hooks, an fsmonitor, and a clean filter its .gitattributes picks for every file.
@@ -136,13 +136,13 @@ describe('the worker\'s git in a workspace with planted programs', () => {
   }, 60_000);
 
   it('runs no git in a run folder whose .git belongs to no worktree of the repository', async () => {
-    const dir = runFolder(root, 'run-4');
+    const dir = runFolder(root, { runId: 'run-4' });
     await execa('git', ['init', '--quiet', dir]);
-    await expect(openRunWorkspace(root, 'run-4', { git: { repo, branch: 'agent/run-4' } })).rejects.toThrow(`${dir} holds a .git, but no worktree of ${repo} is there`);
+    await expect(openRunWorkspace(root, { runId: 'run-4' }, { git: { repo, branch: 'agent/run-4' } })).rejects.toThrow(`${dir} holds a .git, but no worktree of ${repo} is there`);
   }, 60_000);
 
   it('the plants are live: git run the ordinary way runs them with the worker\'s secrets', async () => {
-    const run = await openRunWorkspace(root, 'run-2', { git: { repo, branch: 'agent/run-2' } });
+    const run = await openRunWorkspace(root, { runId: 'run-2' }, { git: { repo, branch: 'agent/run-2' } });
     await rm(marks, { recursive: true, force: true });
     await mkdir(marks);
     await writeFile(path.join(run.dir, 'more.md'), 'more\n');

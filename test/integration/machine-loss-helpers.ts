@@ -30,7 +30,7 @@ export async function storeManifests(harness: Harness, runId: string): Promise<S
  */
 export async function restorableManifest(harness: Harness, runId: string): Promise<SeenManifest | undefined> {
   const storeDir = path.join(harness.workspacesRoot, '.agent-pipeline', 'store');
-  const latest = await readFile(path.join(storeDir, checkpointsPrefix(runId), LATEST_OBJECT), 'utf8').catch(() => undefined);
+  const latest = await readFile(path.join(storeDir, checkpointsPrefix(harness.runRef(runId)), LATEST_OBJECT), 'utf8').catch(() => undefined);
   if (latest === undefined) return undefined;
   const { id } = JSON.parse(latest) as { id: string };
   return (await storeManifests(harness, runId)).find((m) => m.id === id);

@@ -134,19 +134,25 @@ describe.skipIf(MISSING_SANDBOX_PACKAGES.length > 0)("a memory file an agent lin
     const yaml = (await repoPipeline('memory-made', { 'AGENTS.md': 'ROOT-MEMORY-7c1\n', [`${nested}/CLAUDE.md`]: 'NESTED-MEMORY-4b2\n', [`${nested}/a.txt`]: 'a\n' }))
       .replace('prompt: Look at the project.', 'prompt: Make a memory link.')
       .replace('allowedTools: [Read]', 'allowedTools: [Bash, Read]');
-    const id = 'memory-made-run';
-    const workspace = harness.runDir(id);
     const key = path.join(harness.env.HOME as string, '.ssh', 'id_ed25519');
     // Made by its sandboxed Bash after the stage's check of the workspace: Claude Code reads a folder's memory file once
     // the agent reads a file beside it.
     const make = `mkdir -p sub other && echo a > sub/a.txt && ln -s ${key} sub/CLAUDE.md && echo a > other/a.txt && ln -s ${key} other/AGENTS.md`;
-    const read = (...parts: string[]) => ({ tool: { name: 'Read', input: { file_path: path.join(workspace, ...parts) } } });
-    harness.modelServer.setScenario({
-      rules: [{ match: 'Make a memory link.', turns: [{ tool: { name: 'Bash', input: { command: make } } }, read('sub', 'a.txt'), read('other', 'a.txt'), read(nested, 'a.txt'), { text: REPORT }] }],
-      fallback: { text: REPORT },
-    });
+    const setScenario = (workspace: string): void => {
+      const read = (...parts: string[]) => ({ tool: { name: 'Read', input: { file_path: path.join(workspace, ...parts) } } });
+      harness.modelServer.setScenario({
+        rules: [{ match: 'Make a memory link.', turns: [{ tool: { name: 'Bash', input: { command: make } } }, read('sub', 'a.txt'), read('other', 'a.txt'), read(nested, 'a.txt'), { text: REPORT }] }],
+        fallback: { text: REPORT },
+      });
+    };
+    // The run's folder is named after its first execution, which only its start gives: the turns that read in it are
+    // set then, before its agent (yet to start in the sandbox) has run its first turn, which names no path.
+    setScenario('');
     const from = harness.modelServer.requests().length;
-    const state = await harness.finish(await harness.startYaml('memory-made', yaml, id));
+    const handle = await harness.startYaml('memory-made', yaml, 'memory-made-run');
+    const workspace = harness.runDir(handle.workflowId);
+    setScenario(workspace);
+    const state = await harness.finish(handle);
     expect(state.status, JSON.stringify(stageOf(state, 'look'))).toBe('completed');
     expect((await lstat(path.join(workspace, 'sub', 'CLAUDE.md'))).isSymbolicLink()).toBe(true);
     const seen = JSON.stringify(harness.modelServer.requests().slice(from));

@@ -66,7 +66,7 @@ describe.skipIf(!binary)('a store outage while a stage runs', () => {
     expect(await readFile(path.join(harness.runDir(runId), 'runs.txt'), 'utf8')).toBe('ran\n');
     // The end checkpoint was written, once the store was back: another host would restore the stage's files.
     const store = openStore(server.storeEnv(BUCKET), { defaultDir: harness.workspacesRoot });
-    const latest = await readCheckpointManifest(store, runId, (await readLatestCheckpoints(store, runId))!.id);
+    const latest = await readCheckpointManifest(store, harness.runRef(runId), (await readLatestCheckpoints(store, harness.runRef(runId)))!.id);
     expect(latest?.reason).toBe('end');
     expect(Date.parse(latest!.takenAt)).toBeGreaterThan(downAt);
   });

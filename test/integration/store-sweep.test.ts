@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { listCheckpoints } from '../../src/activities/checkpoint/keys.js';
+import { FileStore } from '../../src/store/file-store.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from './claude-cli-world.js';
@@ -46,8 +48,8 @@ describe('the store sweep', () => {
     // of 30 s, a run deleted right after it ended stayed 30–35 s.
     expect(Date.now() - deletedAt).toBeLessThan(25_000);
     expect(existsSync(path.join(prefixOf('sweep-kept'), 'run.json'))).toBe(true);
-    // The kept run can still be forked: its fork point is there.
-    expect(existsSync(path.join(prefixOf('sweep-kept'), 'checkpoints'))).toBe(true);
+    // The kept run can still be forked: its fork point is there (under its own execution's prefix, as a fork reads it).
+    expect(await listCheckpoints(new FileStore(store), harness.runRef('sweep-kept'))).not.toEqual([]);
     // …and read: its claimed state and result resolve.
     const state = await harness.finish(harness.client.workflow.getHandle('sweep-kept'));
     expect(state.stages[0]!.result?.outputs?.long).toHaveLength(4000);

@@ -68,12 +68,26 @@ describe('a run workspace on a git repository', () => {
 
   it('is reused by every retry and by stages that open it at the same time', async () => {
     const settings = { repo, branch: 'agent/run-b' };
-    const opened = await Promise.all([1, 2, 3].map(() => openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' })));
+    const opened = await Promise.all([1, 2, 3].map(() => openRunWorkspace(root, { runId: 'run-b' }, { git: settings, stageId: 's' })));
     expect(new Set(opened.map((w) => w.dir)).size).toBe(1);
     await writeFile(path.join(opened[0].dir, 'work.txt'), 'partial work');
-    const again = await openRunWorkspace(root, 'run-b', { git: settings, stageId: 's' });
+    const again = await openRunWorkspace(root, { runId: 'run-b' }, { git: settings, stageId: 's' });
     expect(await readFile(path.join(again.dir, 'work.txt'), 'utf8')).toBe('partial work');
     expect(await git(again.dir, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('agent/run-b');
+  });
+
+  it('of a run started again under the id of one that ended is a worktree of its own: the branch the earlier one holds is refused, saying what to do', async () => {
+    const earlier = await openRunWorkspace(root, { runId: 'run-again', firstExecutionRunId: 'first-run' }, { git: { repo, branch: 'agent/run-again' }, stageId: 's' });
+    await writeFile(path.join(earlier.dir, 'work.txt'), "the earlier run's");
+    const later = { runId: 'run-again', firstExecutionRunId: 'second-run' };
+    await expect(openRunWorkspace(root, later, { git: { repo, branch: 'agent/run-again' }, stageId: 's' })).rejects.toThrow(
+      /\[WORKSPACE_ERROR\].*already (checked out|used by worktree).*an earlier run under the same id keeps its worktree on the branch: remove it with `agent-pipeline prune --older-than 0s`, or start with another id or workspace\.branch/,
+    );
+    // On a branch of its own it works apart, and the earlier run's work stays where it was.
+    const apart = await openRunWorkspace(root, later, { git: { repo, branch: 'agent/run-again-2' }, stageId: 's' });
+    expect(apart.dir).not.toBe(earlier.dir);
+    expect(existsSync(path.join(apart.dir, 'work.txt'))).toBe(false);
+    expect(await readFile(path.join(earlier.dir, 'work.txt'), 'utf8')).toBe("the earlier run's");
   });
 
   it('renders the branch template and notes a stage that changed nothing', async () => {

@@ -53,7 +53,7 @@ describe('AGENT_PIPELINE_ALLOWED_PATHS', () => {
   });
 
   it('lends a run nothing of the workspaces root but its own: not the root, not another run\'s folder', async () => {
-    const other = runFolder(root, 'someone-else');
+    const other = runFolder(root, { runId: 'someone-else' });
     await mkdir(other, { recursive: true });
     for (const [dir, why] of [[root, 'which holds the workers\' own folder'], [other, 'a folder this worker does not lend to runs']]) {
       const failure = await failureOf(attempt(`name: p\nstages: [{ id: a, prompt: Write the notes., addDirs: [${dir}] }]\n`, []));

@@ -43,7 +43,7 @@ function restoreFor(workspace: RunWorkspace, stageId: string, firstStart = false
 
 describe('parallel stages of a run restoring on a new host', () => {
   test('restore it once, at once or later, and each is told once; a stage starting afresh is not', async () => {
-    const workspace = await openRunWorkspace(root, RUN);
+    const workspace = await openRunWorkspace(root, { runId: RUN });
     await writeFile(path.join(workspace.dir, 'a.txt'), 'a\n');
     await writeFile(path.join(workspace.dir, 'b.txt'), 'b\n');
     const manifest = await takeCheckpoint(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' }, 'periodic');

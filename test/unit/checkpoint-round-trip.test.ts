@@ -82,7 +82,7 @@ describe('a git workspace', () => {
   });
 
   async function openAndWork(): Promise<RunWorkspace> {
-    const workspace = await openRunWorkspace(root, RUN, { git: { repo, branch } });
+    const workspace = await openRunWorkspace(root, { runId: RUN }, { git: { repo, branch } });
     await writeFile(path.join(workspace.dir, 'committed.txt'), 'committed\n');
     await git(workspace.dir, 'add', 'committed.txt');
     await git(workspace.dir, 'commit', '--quiet', '-m', 'a commit of the stage');
@@ -112,7 +112,7 @@ describe('a git workspace', () => {
 
     const restored = await restoreIfNeeded(options, place());
     expect(restored?.manifest.id).toBe(manifest.id);
-    const reopened = await openRunWorkspace(root, RUN, { git: { repo, branch } });
+    const reopened = await openRunWorkspace(root, { runId: RUN }, { git: { repo, branch } });
     await finishRestore(restored, reopened);
 
     expect(await git(reopened.dir, 'log', '--format=%s', '-1')).toBe('a commit of the stage');
@@ -154,7 +154,7 @@ describe('a git workspace', () => {
     const third = await takeCheckpoint(options, target, 'test');
     expect(third.bookkeepingChain).toEqual([first.id, second.id]);
     // Beyond the newest two, a checkpoint is kept while a kept one chains to it.
-    expect(await listCheckpoints(options.store, RUN)).toEqual([first.id, second.id, third.id]);
+    expect(await listCheckpoints(options.store, { runId: RUN })).toEqual([first.id, second.id, third.id]);
 
     await loseHost(workspace);
     expect((await restoreIfNeeded(options, place()))?.manifest.id).toBe(third.id);
@@ -164,12 +164,12 @@ describe('a git workspace', () => {
     expect(existsSync(path.join(earlier, 'removed.json'))).toBe(false);
     expectNoSettingsCarried(workspace);
     // A host that restored has no record of what was archived: its next checkpoint is whole, and the chain is let go.
-    const reopened = await openRunWorkspace(root, RUN, { git: { repo, branch } });
+    const reopened = await openRunWorkspace(root, { runId: RUN }, { git: { repo, branch } });
     const fourth = await takeCheckpoint(options, { ...target, workspace: reopened }, 'test');
     expect(fourth.bookkeepingChain).toBeUndefined();
     const fifth = await takeCheckpoint(options, { ...target, workspace: reopened }, 'test');
     expect(fifth.bookkeepingChain).toEqual([fourth.id]);
-    expect(await listCheckpoints(options.store, RUN)).toEqual([fourth.id, fifth.id]);
+    expect(await listCheckpoints(options.store, { runId: RUN })).toEqual([fourth.id, fifth.id]);
   });
 
   test("after a run's first checkpoint, neither checkpoints nor the restore check list the run's checkpoints, which grow with the run", async () => {
@@ -186,9 +186,9 @@ describe('a git workspace', () => {
     expect(list.mock.calls.length).toBe(firstListings);
     list.mockRestore();
     // What the listing would have kept: the stage's first start and the newest two (whole archives chain to none).
-    const ids = await listCheckpoints(options.store, RUN);
+    const ids = await listCheckpoints(options.store, { runId: RUN });
     expect(ids.slice(-2)).toEqual(later.slice(-2));
-    expect((await findStageStartCheckpoint(options.store, RUN, 'build'))?.id).toBe(ids[0]);
+    expect((await findStageStartCheckpoint(options.store, { runId: RUN }, 'build'))?.id).toBe(ids[0]);
     // A host that lost the run restores the newest.
     await loseHost(workspace);
     expect((await restoreIfNeeded(options, place()))?.manifest.id).toBe(later.at(-1));
@@ -251,7 +251,7 @@ describe('a plain run folder', () => {
   const place = (): RestorePlace => ({ runId: RUN, workspacesRoot: root, kind: 'folder', stageId: 'build' });
 
   async function openAndWork(): Promise<RunWorkspace> {
-    const workspace = await openRunWorkspace(root, RUN);
+    const workspace = await openRunWorkspace(root, { runId: RUN });
     await mkdir(path.join(workspace.dir, 'docs', 'deep'), { recursive: true });
     await writeFile(path.join(workspace.dir, 'docs', 'deep', 'a.md'), 'deep\n');
     await writeFile(path.join(workspace.dir, '-rf'), 'a name like an option\n');
@@ -269,6 +269,23 @@ describe('a plain run folder', () => {
     expect(await readFile(path.join(workspace.dir, '-rf'), 'utf8')).toBe('a name like an option\n');
     expect(await readlink(path.join(workspace.dir, 'etc-link'))).toBe('/etc');
     expect(await readFile(path.join(workspace.bookkeeping, SESSION), 'utf8')).toBe('{"turn":1}\n{"turn":2}\n');
+  });
+
+  test("of a run under an id another run had are its own: a host that lost it restores its checkpoint, never the other run's newer one", async () => {
+    const run = { runId: RUN, firstExecutionRunId: 'the-later-run' };
+    const workspace = await openRunWorkspace(root, run);
+    await writeFile(path.join(workspace.dir, 'mine.txt'), "the later run's\n");
+    await takeCheckpoint(options, { ...run, workspacesRoot: root, workspace, kind: 'folder' }, 'test');
+    // A run of the same id that named no first execution (an earlier release's) checkpoints after it.
+    const other = await openAndWork();
+    await takeCheckpoint(options, { runId: RUN, workspacesRoot: root, workspace: other, kind: 'folder' }, 'test');
+    await loseHost(workspace);
+    const restored = await restoreIfNeeded(options, { ...place(), ...run });
+    expect(restored?.manifest.runDir).toBe(workspace.dir);
+    expect(await readFile(path.join(workspace.dir, 'mine.txt'), 'utf8')).toBe("the later run's\n");
+    expect(existsSync(path.join(workspace.dir, 'docs'))).toBe(false);
+    expect(await listCheckpoints(options.store, run)).toHaveLength(1);
+    expect(await listCheckpoints(options.store, { runId: RUN })).toHaveLength(1);
   });
 
   test('a checkpoint whose object does not match its manifest is refused, and nothing is restored', async () => {
@@ -301,8 +318,8 @@ describe('a plain run folder', () => {
   test('an attempt is checkpointed when its stage first starts, every `every` while it runs, and when it ends', async () => {
     const workspace = await openAndWork();
     const reasons = async () => {
-      const ids = await listCheckpoints(options.store, RUN);
-      const read = async (id: string) => (JSON.parse(Buffer.from((await options.store.get(checkpointKey(RUN, id, MANIFEST_OBJECT), 1e6))!).toString()) as { reason: string }).reason;
+      const ids = await listCheckpoints(options.store, { runId: RUN });
+      const read = async (id: string) => (JSON.parse(Buffer.from((await options.store.get(checkpointKey({ runId: RUN }, id, MANIFEST_OBJECT), 1e6))!).toString()) as { reason: string }).reason;
       return Promise.all(ids.map(read));
     };
     const checkpoints = new AttemptCheckpoints(options, { runId: RUN, workspacesRoot: root, workspace, kind: 'folder' }, 300);
@@ -318,7 +335,7 @@ describe('a plain run folder', () => {
     const checkpoints = new AttemptCheckpoints(options, target, 60_000);
     await checkpoints.start(true, 'build');
     // Written when start() resolves: the agent, started after it, has changed nothing of what a fork starts from.
-    const first = await findStageStartCheckpoint(options.store, RUN, 'build');
+    const first = await findStageStartCheckpoint(options.store, { runId: RUN }, 'build');
     expect(first).toMatchObject({ runId: RUN, reason: 'start', stage: 'build' });
     expect(await checkpoints.end()).toEqual({ warnings: [] });
     for (let i = 0; i < 3; i++) {
@@ -326,10 +343,10 @@ describe('a plain run folder', () => {
       await rm(path.join(workspace.bookkeeping, ARCHIVED_FILES_RECORD), { force: true });
       await takeCheckpoint(options, target, 'periodic');
     }
-    expect(await findStageStartCheckpoint(options.store, RUN, 'build')).toEqual(first);
+    expect(await findStageStartCheckpoint(options.store, { runId: RUN }, 'build')).toEqual(first);
     // The two newest, and the stage's first start.
-    expect(await listCheckpoints(options.store, RUN)).toHaveLength(3);
-    expect(await findStageStartCheckpoint(options.store, RUN, 'review')).toBeUndefined();
+    expect(await listCheckpoints(options.store, { runId: RUN })).toHaveLength(3);
+    expect(await findStageStartCheckpoint(options.store, { runId: RUN }, 'review')).toBeUndefined();
   });
 
   test('a checkpoint over the size cap fails naming the cap and its setting', async () => {

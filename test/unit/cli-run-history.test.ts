@@ -64,6 +64,17 @@ describe('rebuilding a run from its history', () => {
     expect(state.stages[0]).toMatchObject({ id: 'spec', status: 'failed', error: { type: 'AGENT_REPORTED_FAILURE', message: '[AGENT_REPORTED_FAILURE] stage spec: the task is impossible' } });
   });
 
+  test("names the run's first execution as its activities were sent it (its folder's name), and none for a run started before", () => {
+    expect(rebuildRunState(history, description('FAILED')).firstExecutionRunId).toBeUndefined();
+    const owned = { eventId: 3, eventTime: at(0), activityTaskScheduledEventAttributes: { activityId: 'owner', input: payloads({ runId: 'run-1', firstExecutionRunId: 'first-exec' }) } };
+    const events = [history.events![0], owned, ...history.events!.slice(1)] as unknown as History['events'];
+    expect(rebuildRunState({ events }, description('FAILED')).firstExecutionRunId).toBe('first-exec');
+    // A continued execution's history names it in the state its start carries.
+    const carried = { ...input, carryOver: { state: { ...rebuildRunState(history, description('RUNNING')), firstExecutionRunId: 'first-exec' } } };
+    const continued = [{ eventId: 1, eventTime: at(30), workflowExecutionStartedEventAttributes: { input: payloads(carried) } }] as unknown as History['events'];
+    expect(rebuildRunState({ events: continued }, description('RUNNING')).firstExecutionRunId).toBe('first-exec');
+  });
+
   test('leaves stages of an open run pending, and maps activities to their stage', () => {
     const state = rebuildRunState({ events: history.events!.slice(0, 6) }, description('RUNNING'));
     expect(state.status).toBe('running');

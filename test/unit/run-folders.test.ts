@@ -8,7 +8,8 @@ import { createCloseWorkspace } from '../../src/activities/close-workspace.js';
 import type { CloseWorkspaceInput, CloseWorkspaceResult } from '../../src/contracts/activities.js';
 import { readEndedMarker, writeEndedMarker } from '../../src/activities/workspace/remove-workspace.js';
 import { openRunWorkspace, openStageFolder, toFolderName } from '../../src/activities/workspace/run-workspace.js';
-import { runFolder } from '../../src/activities/workspace/run-folder.js';
+import { otherRunFolder, runFolder } from '../../src/activities/workspace/run-folder.js';
+import { listRunsOnDisk } from '../../src/activities/workspace/run-list.js';
 import { findRunInputProblems, RUN_INPUT_VERSION } from '../../src/pipeline/run-input.js';
 import { git, initRepo } from '../helpers/git-repo.js';
 import { commitAll } from '../../src/activities/workspace/git.js';
@@ -40,8 +41,8 @@ async function close(input: Omit<CloseWorkspaceInput, 'status' | 'pushed'>): Pro
 
 describe('run folders', () => {
   it('of ids that read the same once made safe are distinct, and no id names the root or the folder above it', async () => {
-    const slash = await openRunWorkspace(root, 'feature/x');
-    const underscore = await openRunWorkspace(root, 'feature_x');
+    const slash = await openRunWorkspace(root, { runId: 'feature/x' });
+    const underscore = await openRunWorkspace(root, { runId: 'feature_x' });
     expect(slash.dir).not.toBe(underscore.dir);
     for (const id of ['.', '..', '../..', 'a/../..']) {
       const dir = path.join(root, toFolderName(id));
@@ -82,9 +83,9 @@ describe('run folders', () => {
   });
 
   it('one run\'s clean-up never deletes the work of another whose id reads the same once made safe', async () => {
-    const other = await openRunWorkspace(root, 'feature_x');
+    const other = await openRunWorkspace(root, { runId: 'feature_x' });
     await writeFile(path.join(other.dir, 'work.txt'), 'unfinished');
-    await openRunWorkspace(root, 'feature/x');
+    await openRunWorkspace(root, { runId: 'feature/x' });
     await close({ runId: 'feature/x', keep: 'never' });
     expect(await readFile(path.join(other.dir, 'work.txt'), 'utf8')).toBe('unfinished');
   });
@@ -93,23 +94,23 @@ describe('run folders', () => {
     // Recorded in the tree, as workers before the bookkeeping moved out left it.
     await mkdir(path.join(root, 'nightly-1', INTREE), { recursive: true });
     await writeFile(path.join(root, 'nightly-1', INTREE, 'run.json'), JSON.stringify({ runId: 'nightly-1' }));
-    expect((await openRunWorkspace(root, 'nightly-1')).dir).toBe(path.join(root, 'nightly-1'));
+    expect((await openRunWorkspace(root, { runId: 'nightly-1' })).dir).toBe(path.join(root, 'nightly-1'));
     // Recorded in the workers' own folder: found again on the next opening.
-    expect((await openRunWorkspace(root, 'nightly-1')).dir).toBe(path.join(root, 'nightly-1'));
+    expect((await openRunWorkspace(root, { runId: 'nightly-1' })).dir).toBe(path.join(root, 'nightly-1'));
     // `feature/x` ran before the change and ended in `feature_x`: a new run `feature_x` gets a folder of its own.
     await mkdir(path.join(root, 'feature_x', INTREE), { recursive: true });
     await writeEndedMarker(path.join(root, 'feature_x', INTREE), { runId: 'feature/x', status: 'completed', endedAt: 1, pushed: false });
-    expect((await openRunWorkspace(root, 'feature_x')).dir).not.toBe(path.join(root, 'feature_x'));
-    expect((await openRunWorkspace(root, 'feature/x')).dir).toBe(path.join(root, 'feature_x'));
+    expect((await openRunWorkspace(root, { runId: 'feature_x' })).dir).not.toBe(path.join(root, 'feature_x'));
+    expect((await openRunWorkspace(root, { runId: 'feature/x' })).dir).toBe(path.join(root, 'feature_x'));
   });
 
   it('are never an existing folder that holds no record of the run: not the workers\' own, not anyone\'s (issue 33, item 4)', async () => {
     // The bundle cache of earlier releases, and any folder that happens to bear a run's old-style name.
     for (const name of ['.bundles', '.agent-pipeline', 'shared-notes']) {
       await mkdir(path.join(root, name, 'files'), { recursive: true });
-      expect(runFolder(root, name), name).toBe(path.join(root, toFolderName(name)));
+      expect(runFolder(root, { runId: name }), name).toBe(path.join(root, toFolderName(name)));
     }
-    const ws = await openRunWorkspace(root, 'shared-notes');
+    const ws = await openRunWorkspace(root, { runId: 'shared-notes' });
     expect(ws.dir).toBe(path.join(root, toFolderName('shared-notes')));
   });
 });
@@ -131,7 +132,7 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
 
   it('moves it to the workers\' own folder once, with its sessions and attempt logs, out of the agents\' tree', async () => {
     const dir = await oldLayout('in-flight');
-    const ws = await openRunWorkspace(root, 'in-flight');
+    const ws = await openRunWorkspace(root, { runId: 'in-flight' });
     expect(ws.dir).toBe(dir);
     expect(existsSync(path.join(dir, INTREE))).toBe(false);
     expect(await readFile(path.join(ws.claudeConfigDir, 'projects', 'p', 'session-1.jsonl'), 'utf8')).toBe('{"session":1}\n');
@@ -140,7 +141,7 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
     // An in-tree folder of that name appearing later is the agent's: it is not moved again.
     await mkdir(path.join(dir, INTREE));
     await writeFile(path.join(dir, INTREE, 'run.json'), JSON.stringify({ runId: 'in-flight' }));
-    await openRunWorkspace(root, 'in-flight');
+    await openRunWorkspace(root, { runId: 'in-flight' });
     expect(existsSync(path.join(dir, INTREE, 'run.json'))).toBe(true);
   });
 
@@ -151,14 +152,14 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
     const linkedDir = path.join(root, toFolderName('linked'));
     await mkdir(linkedDir, { recursive: true });
     await symlink(outside, path.join(linkedDir, INTREE));
-    const linked = await openRunWorkspace(root, 'linked');
+    const linked = await openRunWorkspace(root, { runId: 'linked' });
     expect(existsSync(path.join(outside, 'run.json'))).toBe(true);
     expect(await readdir(path.join(outside, 'stages'))).toEqual([]);
     expect(existsSync(path.join(linked.bookkeeping, 'run.json'))).toBe(true);
 
     const dir = await oldLayout('planted');
     await symlink(outside, path.join(dir, INTREE, 'stages', 's2'));
-    const ws = await openRunWorkspace(root, 'planted');
+    const ws = await openRunWorkspace(root, { runId: 'planted' });
     const s2 = await openStageFolder(ws, 's2');
     await writeFile(path.join(s2, 'settings.json'), '{}');
     expect(await readdir(path.join(outside, 'stages'))).toEqual([]);
@@ -173,7 +174,7 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
     await mkdir(path.join(dir, INTREE, 'worktrees'), { recursive: true });
     await writeFile(path.join(dir, INTREE, 'run.json'), JSON.stringify({ runId: 'isolated' }));
     await git(repo, 'worktree', 'add', '--quiet', '-b', 'agent/isolated--s1', path.join(dir, INTREE, 'worktrees', 's1'), 'agent/isolated');
-    const run = await openRunWorkspace(root, 'isolated', { git: { repo, branch: 'agent/isolated' } });
+    const run = await openRunWorkspace(root, { runId: 'isolated' }, { git: { repo, branch: 'agent/isolated' } });
     expect(existsSync(path.join(dir, INTREE))).toBe(false);
     const stage = await openStageWorktree(run, repo, 's1');
     expect(stage.dir).toBe(path.join(run.bookkeeping, 'worktrees', 's1'));
@@ -183,7 +184,7 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
   });
 
   it('refuses to write a stage\'s bookkeeping through a symlink, naming it', async () => {
-    const ws = await openRunWorkspace(root, 'refused');
+    const ws = await openRunWorkspace(root, { runId: 'refused' });
     const outside = path.join(base, 'elsewhere');
     await mkdir(outside);
     await mkdir(path.join(ws.bookkeeping, 'stages'));
@@ -194,17 +195,17 @@ describe('bookkeeping of runs started before it moved out of their tree (issue 3
 
 describe('the ended record', () => {
   it('names the Temporal run that ended, and goes when the folder is opened again', async () => {
-    const ws = await openRunWorkspace(root, 'reused');
+    const ws = await openRunWorkspace(root, { runId: 'reused' });
     await close({ runId: 'reused', keep: 'always' });
     const marker = await readEndedMarker(ws.bookkeeping);
     expect(marker).toMatchObject({ runId: 'reused', status: 'completed' });
     expect(marker?.temporalRunId).toEqual(expect.any(String));
-    await openRunWorkspace(root, 'reused');
+    await openRunWorkspace(root, { runId: 'reused' });
     expect(existsSync(path.join(ws.bookkeeping, 'ended.json'))).toBe(false);
   });
 
   it('goes with the run\'s folder and bookkeeping when the run keeps nothing', async () => {
-    const ws = await openRunWorkspace(root, 'gone');
+    const ws = await openRunWorkspace(root, { runId: 'gone' });
     const result = await close({ runId: 'gone', keep: 'never' });
     expect(result).toEqual({ removed: true, warnings: [] });
     expect(existsSync(ws.dir)).toBe(false);
@@ -224,5 +225,59 @@ describe('the workflow\'s input check', () => {
     expect(findRunInputProblems(input, { runId: '.bundles' })).toEqual([
       { path: '(run id)', message: expect.stringContaining('run id ".bundles" starts with ".": names starting with a dot under the workspaces folder are the workers\' own') },
     ]);
+  });
+});
+
+describe('runs that bore one id (a run id used again once its run ended)', () => {
+  const first = { runId: 'nightly', firstExecutionRunId: '0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b' };
+  // Started a few seconds later: a time-ordered Temporal run id that shares its first eight digits with the first.
+  const second = { runId: 'nightly', firstExecutionRunId: '0199a1b2-c3d4-7e5f-9f8e-7d6c5b4a3f2e' };
+
+  it('each have a folder and bookkeeping of their own, named after the id and a hash of their first execution\'s run id', async () => {
+    const a = await openRunWorkspace(root, first);
+    const b = await openRunWorkspace(root, second);
+    expect(a.dir).not.toBe(b.dir);
+    expect(a.bookkeeping).not.toBe(b.bookkeeping);
+    expect(path.basename(a.dir)).toMatch(new RegExp(`^${toFolderName('nightly')}-[0-9a-f]{12}$`));
+    expect(path.basename(a.bookkeeping)).toBe(path.basename(a.dir));
+    expect(JSON.parse(await readFile(path.join(b.bookkeeping, 'run.json'), 'utf8'))).toEqual(second);
+  });
+
+  it('never take the folder of a run of the id that named no first execution, recorded as its own or not', async () => {
+    const before = await openRunWorkspace(root, { runId: 'nightly' });
+    await writeFile(path.join(before.dir, 'work.txt'), 'the earlier run\'s');
+    expect(runFolder(root, first)).not.toBe(before.dir);
+    expect((await openRunWorkspace(root, first)).dir).toBe(runFolder(root, first));
+    expect(existsSync(path.join(runFolder(root, first), 'work.txt'))).toBe(false);
+    // An earlier run's folder of the same id is told to whoever asks for the others' (a fork under a used id is refused).
+    expect(await otherRunFolder(root, second)).toBeDefined();
+    expect(await otherRunFolder(root, { runId: 'nightly-2', firstExecutionRunId: 'x' })).toBeUndefined();
+  });
+
+  it("never take an in-tree `.agent-pipeline` for bookkeeping an earlier release left there: it is their agent's", async () => {
+    const dir = runFolder(root, first);
+    await mkdir(path.join(dir, INTREE, 'claude'), { recursive: true });
+    await writeFile(path.join(dir, INTREE, 'run.json'), JSON.stringify({ runId: 'nightly' }));
+    const ws = await openRunWorkspace(root, first);
+    expect(existsSync(path.join(dir, INTREE, 'run.json'))).toBe(true);
+    expect(JSON.parse(await readFile(path.join(ws.bookkeeping, 'run.json'), 'utf8'))).toEqual(first);
+  });
+
+  it('are each listed for `prune` under their id, their end recorded in their own bookkeeping', async () => {
+    await openRunWorkspace(root, first);
+    await openRunWorkspace(root, second);
+    await close({ ...first, keep: 'always' });
+    const runs = await listRunsOnDisk(root);
+    expect(runs.map((r) => [r.runId, r.firstExecutionRunId, r.ended?.status])).toEqual(
+      expect.arrayContaining([
+        ['nightly', first.firstExecutionRunId, 'completed'],
+        ['nightly', second.firstExecutionRunId, undefined],
+      ]),
+    );
+    expect(runs).toHaveLength(2);
+    // A record copied into another run's bookkeeping does not make that folder its own.
+    const b = runFolder(root, second);
+    await writeFile(path.join(root, '.agent-pipeline', 'runs', path.basename(b), 'run.json'), JSON.stringify(first));
+    expect((await listRunsOnDisk(root)).find((r) => r.name === path.basename(b))?.runId).toBeUndefined();
   });
 });

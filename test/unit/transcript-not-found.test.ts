@@ -34,7 +34,7 @@ describe('logs, when no transcript is where it looked', () => {
   });
 
   test('takes no folder from a lent workspace (workspace.dir), which is not under the workers\' folder', () => {
-    expect(workersRootOf(RUN, ['/home/me/project'])).toBeUndefined();
-    expect(workersRootOf(RUN, [`/srv/runs/${toFolderName(RUN)}`])).toBe('/srv/runs');
+    expect(workersRootOf({ runId: RUN }, ['/home/me/project'])).toBeUndefined();
+    expect(workersRootOf({ runId: RUN }, [`/srv/runs/${toFolderName(RUN)}`])).toBe('/srv/runs');
   });
 });

@@ -24,8 +24,8 @@ const sha256 = (text: string): string => createHash('sha256').update(text).diges
 
 describe('run workspaces', () => {
   it('are one folder per run, reopened as they are, with their bookkeeping in the workers\' own folder, outside the tree', async () => {
-    const first = await openRunWorkspace(root, 'demo/run:1');
-    const again = await openRunWorkspace(root, 'demo/run:1');
+    const first = await openRunWorkspace(root, { runId: 'demo/run:1' });
+    const again = await openRunWorkspace(root, { runId: 'demo/run:1' });
     expect(path.basename(first.dir)).toMatch(/^demo_run_1-[0-9a-f]{10}$/);
     expect(again.dir).toBe(first.dir);
     expect(first.bookkeeping).toBe(path.join(root, '.agent-pipeline', 'runs', path.basename(first.dir)));
@@ -37,7 +37,7 @@ describe('run workspaces', () => {
   });
 
   it('report files created or changed since the baseline, with size and sha256, and never bookkeeping', async () => {
-    const ws = await openRunWorkspace(root, 'r');
+    const ws = await openRunWorkspace(root, { runId: 'r' });
     await writeFile(path.join(ws.dir, 'old.md'), 'old');
     await writeFile(path.join(ws.dir, 'same.md'), 'same');
     const before = await snapshotFiles(ws.dir);
@@ -61,7 +61,7 @@ describe('run workspaces', () => {
   });
 
   it('report a new symlink that leads outside the workspace instead of an artifact', async () => {
-    const ws = await openRunWorkspace(root, 'r');
+    const ws = await openRunWorkspace(root, { runId: 'r' });
     const before = await snapshotFiles(ws.dir);
     await symlink('/etc/hostname', path.join(ws.dir, 'escape'));
     const { artifacts, warnings } = await collectArtifacts(ws.dir, before);
@@ -128,7 +128,7 @@ describe('the attempt log', () => {
   });
 
   it('keeps the baseline of the first attempt, so a retry still reports what a killed attempt wrote', async () => {
-    const ws = await openRunWorkspace(root, 'r');
+    const ws = await openRunWorkspace(root, { runId: 'r' });
     const log = await AttemptLog.open(path.join(ws.stageDir('s'), 'exec'));
     const first = await log.baseline(ws.dir);
     await writeFile(path.join(ws.dir, 'killed-attempt.md'), 'partial');
@@ -152,7 +152,7 @@ describe('stage commit messages', () => {
 
 describe('file claims of stages that share the run folder', () => {
   it('records each file once, workspace-relative, and keeps them for the execution\'s next attempt', async () => {
-    const ws = await openRunWorkspace(root, 'claims');
+    const ws = await openRunWorkspace(root, { runId: 'claims' });
     const execution = path.join(ws.stageDir('a'), 'exec');
     await mkdir(execution, { recursive: true });
     const claims = new FileClaims(ws.dir, execution);
@@ -167,7 +167,7 @@ describe('file claims of stages that share the run folder', () => {
   });
 
   it('gives the files other stages claimed while this one ran, not its own nor older claims', async () => {
-    const ws = await openRunWorkspace(root, 'claims-others');
+    const ws = await openRunWorkspace(root, { runId: 'claims-others' });
     const claim = async (stage: string, execution: string, file: string): Promise<void> => {
       const dir = path.join(ws.stageDir(stage), execution);
       await mkdir(dir, { recursive: true });
@@ -191,7 +191,7 @@ describe('file claims of stages that share the run folder', () => {
   });
 
   it('finds them by the claims files\' times in a run whose stages claimed before the run had a log', async () => {
-    const ws = await openRunWorkspace(root, 'claims-unlogged');
+    const ws = await openRunWorkspace(root, { runId: 'claims-unlogged' });
     const write = async (stage: string, file: string, at: number): Promise<void> => {
       const claims = path.join(ws.stageDir(stage), 'exec', 'claims.jsonl');
       await mkdir(path.dirname(claims), { recursive: true });

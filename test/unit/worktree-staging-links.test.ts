@@ -41,7 +41,7 @@ beforeEach(async () => {
   await writeFile(path.join(sshDir, 'id_ed25519'), `${KEY}\n`);
   await chmod(path.join(sshDir, 'id_ed25519'), 0o600);
   await initRepo(repo, { 'README.md': 'base\n' });
-  workspace = await openRunWorkspace(root, RUN, { git: { repo, branch: 'agent/links-run-1' } });
+  workspace = await openRunWorkspace(root, { runId: RUN }, { git: { repo, branch: 'agent/links-run-1' } });
 });
 afterEach(async () => {
   watcher?.close();

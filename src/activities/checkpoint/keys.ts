@@ -1,10 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { checkStoreKey, type ObjectStore } from '../../store/object-store.js';
+import { runKeyPrefix } from '../../store/run-keys.js';
 
 /*
- * Where a run's checkpoints live in the store: `runs/<sha256 of the run id>/checkpoints/<id>/<object>`. The run id is
- * hashed, never used as a key: keys hold no value a run brings. Ids sort by time (a zero-padded clock plus a random
- * tail), so the newest complete checkpoint is the greatest id that has a manifest.
+ * Where a run's checkpoints live in the store: under the run id's prefix (`runs/<sha256 of the run id>/`, which the
+ * store's sweep and `prune` delete), in `executions/<sha256 of its first execution's run id>/checkpoints/<id>/<object>`,
+ * so each run that bore the id has checkpoints of its own; a run started before runs had folders of their own keeps
+ * its checkpoints in `checkpoints/<id>/<object>`. Ids are hashed, never used as keys: keys hold no value a run brings.
+ * Checkpoint ids sort by time (a zero-padded clock plus a random tail), so the newest complete checkpoint is the
+ * greatest id that has a manifest.
  */
 
 export const MANIFEST_OBJECT = 'manifest.json';
@@ -20,14 +25,20 @@ export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** The prefix of every checkpoint of run `runId`. */
-export function checkpointsPrefix(runId: string): string {
-  return `${checkStoreKey(`runs/${sha256Hex(runId)}/checkpoints`)}/`;
+/** The prefix of `run`'s own objects in the store: its id's prefix, then its first execution's (when it names one). */
+export function executionKeyPrefix(run: RunRef): string {
+  const id = runKeyPrefix(run.runId);
+  return run.firstExecutionRunId === undefined ? id : `${id}executions/${sha256Hex(run.firstExecutionRunId)}/`;
 }
 
-/** The key of `object` in checkpoint `id` of run `runId`. */
-export function checkpointKey(runId: string, id: string, object: string): string {
-  return checkStoreKey(`${checkpointsPrefix(runId)}${id}/${object}`);
+/** The prefix of every checkpoint of `run`. */
+export function checkpointsPrefix(run: RunRef): string {
+  return `${checkStoreKey(`${executionKeyPrefix(run)}checkpoints`)}/`;
+}
+
+/** The key of `object` in checkpoint `id` of `run`. */
+export function checkpointKey(run: RunRef, id: string, object: string): string {
+  return checkStoreKey(`${checkpointsPrefix(run)}${id}/${object}`);
 }
 
 /** A new checkpoint id: later ids sort after earlier ones (within one clock). */
@@ -35,9 +46,9 @@ export function newCheckpointId(now = Date.now()): string {
   return `${String(now).padStart(15, '0')}-${randomBytes(4).toString('hex')}`;
 }
 
-/** The ids of run `runId`'s complete checkpoints (those with a manifest), oldest first. */
-export async function listCheckpoints(store: ObjectStore, runId: string): Promise<string[]> {
-  return (await listCheckpointEntries(store, runId)).map((entry) => entry.id);
+/** The ids of `run`'s complete checkpoints (those with a manifest), oldest first. */
+export async function listCheckpoints(store: ObjectStore, run: RunRef): Promise<string[]> {
+  return (await listCheckpointEntries(store, run)).map((entry) => entry.id);
 }
 
 /** A complete checkpoint of a run, and whether it is a stage's first-start checkpoint. */
@@ -46,9 +57,9 @@ export interface CheckpointEntry {
   stageStart: boolean;
 }
 
-/** Run `runId`'s complete checkpoints, oldest first. */
-export async function listCheckpointEntries(store: ObjectStore, runId: string): Promise<CheckpointEntry[]> {
-  const prefix = checkpointsPrefix(runId);
+/** `run`'s complete checkpoints, oldest first. */
+export async function listCheckpointEntries(store: ObjectStore, run: RunRef): Promise<CheckpointEntry[]> {
+  const prefix = checkpointsPrefix(run);
   const complete = new Set<string>();
   const stageStarts = new Set<string>();
   for await (const key of store.list(prefix)) {

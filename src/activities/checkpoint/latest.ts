@@ -1,4 +1,5 @@
 import type { ObjectStore } from '../../store/object-store.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { checkpointsPrefix, listCheckpoints } from './keys.js';
 
 /*
@@ -20,11 +21,11 @@ export interface LatestCheckpoints {
   replaceable: string[];
 }
 
-const latestKey = (runId: string): string => `${checkpointsPrefix(runId)}${LATEST_OBJECT}`;
+const latestKey = (run: RunRef): string => `${checkpointsPrefix(run)}${LATEST_OBJECT}`;
 
 /** The run's index, or undefined when there is none (no checkpoint yet, or one taken before the index) or it is unreadable. */
-export async function readLatestCheckpoints(store: ObjectStore, runId: string): Promise<LatestCheckpoints | undefined> {
-  const bytes = await store.get(latestKey(runId), MAX_LATEST_BYTES);
+export async function readLatestCheckpoints(store: ObjectStore, run: RunRef): Promise<LatestCheckpoints | undefined> {
+  const bytes = await store.get(latestKey(run), MAX_LATEST_BYTES);
   if (!bytes) return undefined;
   try {
     const value = JSON.parse(Buffer.from(bytes).toString('utf8')) as Partial<LatestCheckpoints>;
@@ -36,10 +37,10 @@ export async function readLatestCheckpoints(store: ObjectStore, runId: string): 
 }
 
 /** The id of the run's newest complete checkpoint: its index's, or for a run checkpointed before there was one, listed. */
-export async function newestCheckpointId(store: ObjectStore, runId: string): Promise<string | undefined> {
-  return (await readLatestCheckpoints(store, runId))?.id ?? (await listCheckpoints(store, runId)).at(-1);
+export async function newestCheckpointId(store: ObjectStore, run: RunRef): Promise<string | undefined> {
+  return (await readLatestCheckpoints(store, run))?.id ?? (await listCheckpoints(store, run)).at(-1);
 }
 
-export async function writeLatestCheckpoints(store: ObjectStore, runId: string, latest: LatestCheckpoints): Promise<void> {
-  await store.put(latestKey(runId), Buffer.from(`${JSON.stringify(latest)}\n`));
+export async function writeLatestCheckpoints(store: ObjectStore, run: RunRef, latest: LatestCheckpoints): Promise<void> {
+  await store.put(latestKey(run), Buffer.from(`${JSON.stringify(latest)}\n`));
 }

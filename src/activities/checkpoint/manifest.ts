@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { hashRegularFile } from '../../files/regular-file.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { checkpointKey, MANIFEST_OBJECT } from './keys.js';
@@ -77,11 +78,11 @@ export async function describeFile(file: string): Promise<{ bytes: number; sha25
 const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 /**
- * The manifest of checkpoint `id` of run `runId`, or undefined when it is missing, malformed, or names another run or
+ * The manifest of checkpoint `id` of `run`, or undefined when it is missing, malformed, or names another run or
  * checkpoint (the store was changed by hand): the one reader of manifests.
  */
-export async function readCheckpointManifest(store: ObjectStore, runId: string, id: string): Promise<CheckpointManifest | undefined> {
-  const bytes = await store.get(checkpointKey(runId, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
+export async function readCheckpointManifest(store: ObjectStore, run: RunRef, id: string): Promise<CheckpointManifest | undefined> {
+  const bytes = await store.get(checkpointKey(run, id, MANIFEST_OBJECT), MAX_MANIFEST_BYTES);
   if (!bytes) return undefined;
   let parsed: ReturnType<typeof manifestSchema.safeParse>;
   try {
@@ -89,5 +90,5 @@ export async function readCheckpointManifest(store: ObjectStore, runId: string, 
   } catch {
     return undefined;
   }
-  return parsed.success && parsed.data.id === id && parsed.data.runId === runId ? parsed.data : undefined;
+  return parsed.success && parsed.data.id === id && parsed.data.runId === run.runId ? parsed.data : undefined;
 }

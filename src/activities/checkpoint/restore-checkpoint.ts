@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { stageFailure } from '../failures.js';
 import { runPaths } from '../workspace/run-folder.js';
@@ -14,8 +15,7 @@ import { withScratch } from './scratch.js';
 import { WORKSPACES_VARIABLE_NAME, type CheckpointOptions } from './settings.js';
 
 /** Where an attempt is about to run, as the restore needs it. */
-export interface RestorePlace {
-  runId: string;
+export interface RestorePlace extends RunRef {
   workspacesRoot: string;
   kind: CheckpointManifest['kind'];
   /** With `kind: git`: the repository (`workspace.repo`, resolved). */
@@ -24,6 +24,9 @@ export interface RestorePlace {
   branch?: string;
   stageId: string;
 }
+
+/** The run whose checkpoints are read, and the stage reading them (in failure messages). */
+export type StoredRunPlace = RunRef & Pick<RestorePlace, 'stageId'>;
 
 /** A restore done: what the attempt tells its agent, and for a worktree the commit to lay out once it is opened. */
 export interface Restored {
@@ -39,9 +42,9 @@ export interface Restored {
  * @throws WORKSPACE_ERROR (not retried) when the checkpoint is damaged or its base commit is missing here
  */
 export async function restoreIfNeeded(options: CheckpointOptions, place: RestorePlace): Promise<Restored | undefined> {
-  const latest = await newestCheckpointId(options.store, place.runId);
+  const latest = await newestCheckpointId(options.store, place);
   if (!latest) return undefined;
-  const paths = runPaths(place.workspacesRoot, place.runId);
+  const paths = runPaths(place.workspacesRoot, place);
   const marker = await readCheckpointMarker(paths.bookkeeping);
   const workspaceMissing = place.kind === 'git' ? !existsSync(path.join(paths.dir, '.git')) : place.kind === 'folder' && !existsSync(paths.dir);
   const bookkeepingMissing = !existsSync(path.join(paths.bookkeeping, 'run.json'));
@@ -78,8 +81,8 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
   });
 }
 
-async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, id: string): Promise<CheckpointManifest> {
-  const manifest = await readCheckpointManifest(options.store, place.runId, id);
+async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, id: string): Promise<CheckpointManifest> {
+  const manifest = await readCheckpointManifest(options.store, place, id);
   if (!manifest) {
     throw stageFailure({
       type: 'WORKSPACE_ERROR',
@@ -96,19 +99,19 @@ async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: Pi
  * The run folder of the run's newest checkpoint (one a run goes on from), when it is not where this worker would put
  * the run: such a worker could not go on with the run ({@link refuseOtherPaths}), and declines to own it.
  */
-export async function checkpointElsewhere(options: CheckpointOptions, workspacesRoot: string, runId: string): Promise<string | undefined> {
-  const manifest = await newestRunCheckpoint(options.store, runId);
+export async function checkpointElsewhere(options: CheckpointOptions, workspacesRoot: string, run: RunRef): Promise<string | undefined> {
+  const manifest = await newestRunCheckpoint(options.store, run);
   if (!manifest) return undefined;
-  return manifest.runDir === runPaths(workspacesRoot, runId).dir ? undefined : manifest.runDir;
+  return manifest.runDir === runPaths(workspacesRoot, run).dir ? undefined : manifest.runDir;
 }
 
 /**
  * The manifest of the run's newest checkpoint when a run can go on from it (it holds the bookkeeping: not a fork
  * point); undefined when there is none, or it cannot be read.
  */
-export async function newestRunCheckpoint(store: ObjectStore, runId: string): Promise<CheckpointManifest | undefined> {
-  const id = await newestCheckpointId(store, runId);
-  const manifest = id === undefined ? undefined : await readCheckpointManifest(store, runId, id);
+export async function newestRunCheckpoint(store: ObjectStore, run: RunRef): Promise<CheckpointManifest | undefined> {
+  const id = await newestCheckpointId(store, run);
+  const manifest = id === undefined ? undefined : await readCheckpointManifest(store, run, id);
   return manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping] ? manifest : undefined;
 }
 
@@ -142,7 +145,7 @@ export function workspaceObjects(manifest: CheckpointManifest): string[] {
  */
 export async function downloadVerified(
   options: Pick<CheckpointOptions, 'store'>,
-  place: Pick<RestorePlace, 'runId' | 'stageId'>,
+  place: StoredRunPlace,
   manifest: CheckpointManifest,
   scratch: string,
   names = [CHECKPOINT_OBJECTS.bookkeeping, ...workspaceObjects(manifest)],
@@ -151,7 +154,7 @@ export async function downloadVerified(
   for (const name of names) {
     const want = manifest.objects[name];
     const file = path.join(scratch, name);
-    if (!want || !(await options.store.getFile(checkpointKey(place.runId, manifest.id, name), file, Math.max(want.bytes, 0) + 1))) {
+    if (!want || !(await options.store.getFile(checkpointKey(place, manifest.id, name), file, Math.max(want.bytes, 0) + 1))) {
       throw damaged(place, manifest, `its object ${name} is missing`);
     }
     const got = await describeFile(file);
@@ -163,7 +166,7 @@ export async function downloadVerified(
   return files;
 }
 
-function damaged(place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, what: string, hint?: string) {
+function damaged(place: StoredRunPlace, manifest: CheckpointManifest, what: string, hint?: string) {
   return stageFailure({
     type: 'WORKSPACE_ERROR',
     stageId: place.stageId,
@@ -194,7 +197,7 @@ interface ArchiveStep {
  * The archives that make up the checkpoint's bookkeeping, oldest first: those of the checkpoints it chains to
  * (bookkeeping-delta.ts), each checked against its manifest, then its own `archive`.
  */
-async function bookkeepingSteps(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
+async function bookkeepingSteps(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
   const steps: ArchiveStep[] = [];
   for (const id of manifest.bookkeepingChain ?? []) {
     const link = await readManifest(options, place, id);
@@ -211,7 +214,7 @@ async function bookkeepingSteps(options: Pick<CheckpointOptions, 'store'>, place
  * unpacked into `target`, a folder that does not exist yet: what a client reads a lost host's transcripts from.
  * @throws WORKSPACE_ERROR naming the object missing or damaged
  */
-export async function unpackBookkeeping(options: Pick<CheckpointOptions, 'store'>, place: Pick<RestorePlace, 'runId' | 'stageId'>, manifest: CheckpointManifest, scratch: string, target: string): Promise<void> {
+export async function unpackBookkeeping(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, manifest: CheckpointManifest, scratch: string, target: string): Promise<void> {
   const files = await downloadVerified(options, place, manifest, scratch, [CHECKPOINT_OBJECTS.bookkeeping]);
   await unpackSteps(await bookkeepingSteps(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch), scratch, target);
 }

@@ -65,7 +65,7 @@ export async function restoreForAttempt(options: CheckpointOptions | undefined, 
   return withLock(`restore:${input.runId}`, async () => {
     const restored = await restoreBeforeAttempt(options, place);
     if (restored) return restored;
-    return joinRestore(runPaths(place.workspacesRoot, input.runId).bookkeeping, input.stage.id, place.firstStart);
+    return joinRestore(runPaths(place.workspacesRoot, input).bookkeeping, input.stage.id, place.firstStart);
   });
 }
 
@@ -74,7 +74,7 @@ async function restoreBeforeAttempt(options: CheckpointOptions, place: AttemptRe
   const { input } = place;
   const kind = workspaceKind(input);
   const repo = kind === 'git' ? repoOf(input.baseDir, input.pipeline.workspace!) : undefined;
-  const restored = await restoreIfNeeded(options, { runId: input.runId, workspacesRoot: place.workspacesRoot, kind, repo, branch: place.branch, stageId: input.stage.id });
+  const restored = await restoreIfNeeded(options, { runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, workspacesRoot: place.workspacesRoot, kind, repo, branch: place.branch, stageId: input.stage.id });
   if (!restored) return undefined;
   const { id, takenAt } = restored.manifest;
   log.info('restored the run from its checkpoint', { runId: input.runId, checkpoint: id, takenAt });

@@ -1,4 +1,5 @@
 import type { ObjectStore } from '../../store/object-store.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { checkpointKey, listCheckpointEntries, sha256Hex, STAGE_START_OBJECT, type CheckpointEntry } from './keys.js';
 import { CHECKPOINT_MAX_BYTES_VARIABLE, CHECKPOINTS_VARIABLE } from './settings.js';
 import { readCheckpointManifest, type CheckpointManifest } from './manifest.js';
@@ -13,17 +14,17 @@ import { readCheckpointManifest, type CheckpointManifest } from './manifest.js';
 const MAX_RECORD_BYTES = 1024 * 1024;
 
 /**
- * The manifest of the checkpoint taken when stage `stage` of run `runId` first started, or undefined when the store
+ * The manifest of the checkpoint taken when stage `stage` of `run` first started, or undefined when the store
  * holds none (the stage never started, the run ran without checkpoints, or it was pruned). Only a manifest that names
  * this run and this stage counts; the earliest wins (a rework round or a retry a person asked for may start again).
  */
-export async function findStageStartCheckpoint(store: ObjectStore, runId: string, stage: string, entries?: CheckpointEntry[]): Promise<CheckpointManifest | undefined> {
+export async function findStageStartCheckpoint(store: ObjectStore, run: RunRef, stage: string, entries?: CheckpointEntry[]): Promise<CheckpointManifest | undefined> {
   const wanted = sha256Hex(stage);
-  for (const { id, stageStart } of entries ?? (await listCheckpointEntries(store, runId))) {
+  for (const { id, stageStart } of entries ?? (await listCheckpointEntries(store, run))) {
     if (!stageStart) continue;
-    const marker = await store.get(checkpointKey(runId, id, STAGE_START_OBJECT), MAX_RECORD_BYTES);
+    const marker = await store.get(checkpointKey(run, id, STAGE_START_OBJECT), MAX_RECORD_BYTES);
     if (!marker || Buffer.from(marker).toString('utf8') !== wanted) continue;
-    const manifest = await readCheckpointManifest(store, runId, id);
+    const manifest = await readCheckpointManifest(store, run, id);
     if (manifest?.stage === stage) return manifest;
   }
   return undefined;

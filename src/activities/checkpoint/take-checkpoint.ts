@@ -1,5 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { withLock } from '../workspace/git.js';
 import { readWorktreeBase } from '../workspace/worktree-base.js';
@@ -15,8 +16,7 @@ import { withScratch } from './scratch.js';
 import { CHECKPOINT_MAX_BYTES_VARIABLE, type CheckpointOptions } from './settings.js';
 
 /** What is checkpointed: a run's folder (a worktree, a plain folder, or a lent folder whose files are not ours). */
-export interface CheckpointTarget {
-  runId: string;
+export interface CheckpointTarget extends RunRef {
   workspacesRoot: string;
   /** The run's workspace (under `isolation: stage`, the run's, not the stage's). */
   workspace: RunWorkspace;
@@ -58,19 +58,19 @@ export async function takeCheckpoint(options: CheckpointOptions, target: Checkpo
         Object.entries(files).map(async ([name, file]) => {
           const object = await describeFile(file);
           if (object.bytes > options.maxBytes) throw tooLarge(target.runId, name, object.bytes, options.maxBytes);
-          await options.store.putFile(checkpointKey(target.runId, id, name), file);
+          await options.store.putFile(checkpointKey(target, id, name), file);
           return [name, object] as const;
         }),
       );
       for (const [name, object] of described) manifest.objects[name] = object;
-      if (stage !== undefined) await options.store.put(checkpointKey(target.runId, id, STAGE_START_OBJECT), Buffer.from(sha256Hex(stage)));
+      if (stage !== undefined) await options.store.put(checkpointKey(target, id, STAGE_START_OBJECT), Buffer.from(sha256Hex(stage)));
       // Last: a checkpoint is complete, and read, only once its manifest is there.
-      await options.store.put(checkpointKey(target.runId, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
+      await options.store.put(checkpointKey(target, id, MANIFEST_OBJECT), Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`));
       await writeCheckpointMarker(target.workspace.bookkeeping, manifest);
       for (const record of afterManifest) await record();
       // Fork points are all first-start checkpoints, each kept: listing the run's checkpoints at every stage start would
       // find nothing to forget, at a cost growing with the run.
-      if (!options.forkPointsOnly) await forgetOlder(options, target.runId, manifest);
+      if (!options.forkPointsOnly) await forgetOlder(options, target, manifest);
       return manifest;
     }),
   );
@@ -152,27 +152,27 @@ function tooLarge(runId: string, object: string, bytes: number | undefined, maxB
  * and the checkpoints their bookkeeping chains to; stages' first-start checkpoints are never replaceable. Reads and
  * updates the run's index (latest.ts) instead of listing the run's checkpoints, which grow with the run.
  */
-async function forgetOlder(options: CheckpointOptions, runId: string, newest: CheckpointManifest): Promise<void> {
-  const index = (await readLatestCheckpoints(options.store, runId)) ?? (await indexFromListing(options, runId, newest.id));
+async function forgetOlder(options: CheckpointOptions, run: RunRef, newest: CheckpointManifest): Promise<void> {
+  const index = (await readLatestCheckpoints(options.store, run)) ?? (await indexFromListing(options, run, newest.id));
   const needed = new Set([newest.id, ...(newest.bookkeepingChain ?? [])]);
-  if (index.id !== newest.id) for (const link of [index.id, ...(await chainOf(options, runId, index.id))]) needed.add(link);
+  if (index.id !== newest.id) for (const link of [index.id, ...(await chainOf(options, run, index.id))]) needed.add(link);
   const replaceable: string[] = [];
   for (const id of index.replaceable) {
     if (id === newest.id) continue;
     if (needed.has(id)) replaceable.push(id);
-    else await options.store.deletePrefix(`${checkpointsPrefix(runId)}${id}/`);
+    else await options.store.deletePrefix(`${checkpointsPrefix(run)}${id}/`);
   }
   if (newest.stage === undefined) replaceable.push(newest.id);
-  await writeLatestCheckpoints(options.store, runId, { id: newest.id, replaceable });
+  await writeLatestCheckpoints(options.store, run, { id: newest.id, replaceable });
 }
 
 /** The index of a run checkpointed before there was one: its checkpoints listed, the newest before `newest` first. */
-async function indexFromListing(options: CheckpointOptions, runId: string, newest: string): Promise<LatestCheckpoints> {
-  const entries = (await listCheckpointEntries(options.store, runId)).filter((entry) => entry.id !== newest);
+async function indexFromListing(options: CheckpointOptions, run: RunRef, newest: string): Promise<LatestCheckpoints> {
+  const entries = (await listCheckpointEntries(options.store, run)).filter((entry) => entry.id !== newest);
   return { id: entries.at(-1)?.id ?? newest, replaceable: entries.filter((entry) => !entry.stageStart).map((entry) => entry.id) };
 }
 
 /** The bookkeeping chain checkpoint `id`'s manifest names; none when it cannot be read. */
-async function chainOf(options: CheckpointOptions, runId: string, id: string): Promise<string[]> {
-  return (await readCheckpointManifest(options.store, runId, id))?.bookkeepingChain ?? [];
+async function chainOf(options: CheckpointOptions, run: RunRef, id: string): Promise<string[]> {
+  return (await readCheckpointManifest(options.store, run, id))?.bookkeepingChain ?? [];
 }

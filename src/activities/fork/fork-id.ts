@@ -1,10 +1,11 @@
 import { lstat } from 'node:fs/promises';
 import path from 'node:path';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { runKeyPrefix } from '../../store/run-keys.js';
 import { RUN_RECORD_OBJECT } from '../../store/run-records.js';
 import { ensureRealDir, readRecord } from '../workspace/own-files.js';
-import { runPaths } from '../workspace/run-folder.js';
+import { otherRunFolder, runPaths } from '../workspace/run-folder.js';
 import { recordRunId, writeFileAtomic } from '../workspace/run-workspace.js';
 import { openWorkerSubfolder } from '../workspace/worker-folder.js';
 import { forkRefused } from './fork-refused.js';
@@ -12,10 +13,11 @@ import { forkRefused } from './fork-refused.js';
 /*
  * A fork's run id must be new (docs/forking.md, "Trust"). The client starts a fork only under an id no run has had
  * (REJECT_DUPLICATE), but a run started past the client, with Temporal's own CLI or SDK and a fork input, may take the
- * id of a run that has ended, or its source's: the fork then worked in that run's folder (kept as if an earlier try of
- * the fork had laid it out) and wrote its checkpoints under that run's keys in the store, beside and over that run's.
- * So before it lays anything out, the worker checks that nothing of another run bears the fork's id, and claims the
- * id's folder for this execution, which an activity retried after a partial lay-out then finds as its own.
+ * id of a run that has ended, or its source's. A fork started by a workflow of a release before runs had folders of
+ * their own (run-folder.ts) then worked in that run's folder (kept as if an earlier try of the fork had laid it out) and
+ * wrote its checkpoints under that run's keys in the store, beside and over that run's. So before it lays anything
+ * out, the worker checks that nothing of another run bears the fork's id, and claims the fork's folder for this
+ * execution, which an activity retried after a partial lay-out then finds as its own.
  */
 
 /** In the fork's bookkeeping from before its workspace is laid out: which execution claimed the run id's folder. */
@@ -23,9 +25,8 @@ const FORK_CLAIM = 'fork-claim.json';
 /** Objects a fork's own start may have put under its id in the store before its first step: a claimed input payload and its record. */
 const OWN_START_OBJECTS = ['claims/', RUN_RECORD_OBJECT];
 
-/** The fork being checked: its run id, its execution (Temporal's run id of this start), its source, where the worker keeps runs. */
-export interface ForkIdentity {
-  runId: string;
+/** The fork being checked: the run, its execution (Temporal's run id of this start), its source, where the worker keeps runs. */
+export interface ForkIdentity extends RunRef {
   execution: string;
   sourceRunId: string;
   workspacesRoot: string;
@@ -47,12 +48,11 @@ export function refuseOwnSource(runId: string, sourceRunId: string): void {
  * @throws FORK_REFUSED naming the run id and what of another run bears it
  */
 export async function claimForkId(fork: ForkIdentity, store: ObjectStore): Promise<void> {
-  const paths = runPaths(fork.workspacesRoot, fork.runId);
+  const paths = runPaths(fork.workspacesRoot, fork);
   const claim = path.join(paths.bookkeeping, FORK_CLAIM);
   const held = (await exists(paths.dir)) || (await exists(paths.bookkeeping));
-  if (held && (await readRecord<{ execution?: unknown }>(claim))?.execution !== fork.execution) {
-    throw forkRefused(`run id ${fork.runId} has a folder on this worker already (${paths.dir}), of a run that had the id before this fork`, NEW_ID_FIX);
-  }
+  const taken = held && (await readRecord<{ execution?: unknown }>(claim))?.execution !== fork.execution ? paths.dir : await otherRunFolder(fork.workspacesRoot, fork);
+  if (taken !== undefined) throw forkRefused(`run id ${fork.runId} has a folder on this worker already (${taken}), of a run that had the id before this fork`, NEW_ID_FIX);
   const stored = await firstForeignObject(store, fork.runId);
   if (stored) throw forkRefused(`run id ${fork.runId} has objects in ${store.description} already (${stored}), of a run that had the id before this fork`, NEW_ID_FIX);
   if (held) return;
@@ -60,7 +60,7 @@ export async function claimForkId(fork: ForkIdentity, store: ObjectStore): Promi
   // The claim first: a try that stops after it finds the folder its own on the next try.
   await writeFileAtomic(path.join(bookkeeping, FORK_CLAIM), `${JSON.stringify({ execution: fork.execution, source: fork.sourceRunId })}\n`);
   // Named as every run's bookkeeping is, so that `prune` knows whose it is should the fork end before its workspace.
-  await recordRunId(bookkeeping, fork.runId);
+  await recordRunId(bookkeeping, fork);
 }
 
 /** The first object under run `runId`'s keys that its own start did not write (a checkpoint, an answer…), or undefined. */

@@ -1,6 +1,7 @@
 import { lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { copyRegularFile } from '../../files/regular-file.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { newestRunCheckpoint, unpackBookkeeping } from '../checkpoint/restore-checkpoint.js';
 import { withScratch } from '../checkpoint/scratch.js';
@@ -23,20 +24,20 @@ const FORK_STAGE = '(fork)';
  */
 export async function copyForkSessions(
   workspacesRoot: string,
-  sourceRunId: string,
+  source: RunRef,
   workspace: RunWorkspace,
   sessions: [stage: string, sessionId: string][],
   store?: ObjectStore,
 ): Promise<{ copied: [string, string][]; warnings: string[] }> {
   const wanted = sessions.filter(([, sessionId]) => SESSION_ID.test(sessionId));
-  const local = await copyFrom(runPaths(workspacesRoot, sourceRunId).bookkeeping, workspace, wanted);
+  const local = await copyFrom(runPaths(workspacesRoot, source).bookkeeping, workspace, wanted);
   let { copied, missing } = local;
   if (missing.length > 0 && store) {
-    const manifest = await newestRunCheckpoint(store, sourceRunId);
+    const manifest = await newestRunCheckpoint(store, source);
     if (manifest) {
       const stored = await withScratch(workspacesRoot, async (scratch) => {
         const bookkeeping = path.join(scratch, 'bookkeeping');
-        await unpackBookkeeping({ store }, { runId: sourceRunId, stageId: FORK_STAGE }, manifest, scratch, bookkeeping);
+        await unpackBookkeeping({ store }, { runId: source.runId, firstExecutionRunId: source.firstExecutionRunId, stageId: FORK_STAGE }, manifest, scratch, bookkeeping);
         return copyFrom(bookkeeping, workspace, missing);
       });
       copied = [...copied, ...stored.copied];

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { PipelineRunInput } from '../../contracts/messages.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { applyWork, bundleProblem, unbundleInto } from '../checkpoint/git-snapshot.js';
 import type { CheckpointManifest } from '../checkpoint/manifest.js';
@@ -27,19 +28,19 @@ const FORK_STAGE = '(fork)';
 const FORK_RECORD = 'fork.json';
 
 /** Where the fork runs: its id, its start input, and the worker's folders. */
-export interface ForkPlace {
-  runId: string;
+export interface ForkPlace extends RunRef {
   input: PipelineRunInput;
   workspacesRoot: string;
   allowedPaths: AllowedPaths;
 }
 
 /**
- * Lays the fork's workspace out from `manifest` (a checkpoint of run `sourceRunId`), once: a workspace already there
+ * Lays the fork's workspace out from `manifest` (a checkpoint of run `source`), once: a workspace already there
  * (the activity retried after it) is kept.
  * @throws FORK_REFUSED when the fork's workspace is of another kind or repository than the source's
  */
-export async function layOutForkWorkspace(store: ObjectStore, sourceRunId: string, manifest: CheckpointManifest, place: ForkPlace): Promise<RunWorkspace> {
+export async function layOutForkWorkspace(store: ObjectStore, source: RunRef, manifest: CheckpointManifest, place: ForkPlace): Promise<RunWorkspace> {
+  const sourceRunId = source.runId;
   const settings = place.input.pipeline.workspace;
   const kind = settings?.repo !== undefined ? 'git' : 'folder';
   const repo = settings?.repo !== undefined ? repoOf(place.input.baseDir, settings) : undefined;
@@ -48,13 +49,13 @@ export async function layOutForkWorkspace(store: ObjectStore, sourceRunId: strin
     const ours = repo ? `a worktree of ${repo}` : 'a run folder';
     throw forkRefused(`run ${sourceRunId} worked in ${theirs}, and the fork's pipeline asks for ${ours} (workspace.repo)`, 'fork with the workspace settings the source run had');
   }
-  const paths = runPaths(place.workspacesRoot, place.runId);
+  const paths = runPaths(place.workspacesRoot, place);
   const context = { inputs: place.input.inputs, stages: {}, run: { id: place.runId, pipeline: place.input.pipeline.name }, attempt: 1 };
-  const open = () => openPipelineWorkspace({ root: place.workspacesRoot, runId: place.runId, baseDir: place.input.baseDir, settings, context, stageId: FORK_STAGE, allowedPaths: place.allowedPaths });
+  const open = () => openPipelineWorkspace({ root: place.workspacesRoot, runId: place.runId, firstExecutionRunId: place.firstExecutionRunId, baseDir: place.input.baseDir, settings, context, stageId: FORK_STAGE, allowedPaths: place.allowedPaths });
   // Laid out whole by an earlier try of the activity: kept as it is.
   if (existsSync(path.join(paths.bookkeeping, FORK_RECORD))) return open();
   const workspace = await withScratch(place.workspacesRoot, async (scratch) => {
-    const files = await downloadVerified({ store }, { runId: sourceRunId, stageId: manifest.stage ?? FORK_STAGE }, manifest, scratch, workspaceObjects(manifest));
+    const files = await downloadVerified({ store }, { runId: source.runId, firstExecutionRunId: source.firstExecutionRunId, stageId: manifest.stage ?? FORK_STAGE }, manifest, scratch, workspaceObjects(manifest));
     if (manifest.kind === 'folder') {
       if (!existsSync(paths.dir)) await unpackInto(files[CHECKPOINT_OBJECTS.folderArchive], scratch, paths.dir);
       return open();

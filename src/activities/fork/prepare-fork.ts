@@ -34,7 +34,7 @@ export interface PrepareForkDependencies {
  * @throws FORK_REFUSED naming the stage and field (or what is missing) and what to do
  */
 export function createPrepareFork(deps: PrepareForkDependencies) {
-  return async (_input: PrepareForkInput): Promise<ForkTakeOver> => {
+  return async (input: PrepareForkInput): Promise<ForkTakeOver> => {
     const { client } = Context.current();
     const info = activityInfo();
     const execution = info.workflowExecution!;
@@ -47,7 +47,7 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     const from = checkSource(deps, source, { runId: execution.workflowId, input: own }, fork);
     if (!deps.store) throw forkRefused(`this worker keeps no checkpoints (${CHECKPOINTS_VARIABLE}=off), so it cannot start a fork from one`, `run the fork on a worker without ${CHECKPOINTS_VARIABLE}=off`);
     const store = deps.store;
-    const manifest = await findStageStartCheckpoint(store, source.runId, from);
+    const manifest = await findStageStartCheckpoint(store, source, from);
     if (!manifest) {
       const missing = missingForkPoint(source.runId, from, store);
       throw forkRefused(missing.message, missing.fix);
@@ -57,13 +57,16 @@ export function createPrepareFork(deps: PrepareForkDependencies) {
     if (refusal) throw forkRefused(refusal.message, refusal.fix, { refused: plan.refused });
     const taken = source.state.stages.filter((s) => plan.takenOver.includes(s.id));
     // Before anything is laid out or copied under the fork's id: no other run's folder or objects may bear it.
-    await claimForkId({ runId: execution.workflowId, execution: execution.runId, sourceRunId: source.runId, workspacesRoot: deps.workspacesRoot }, store);
-    const place = { runId: execution.workflowId, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
-    const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source.runId, manifest, place));
+    // The fork's own folder and checkpoints are named as its workflow named them (its first execution's run id).
+    const self = { runId: execution.workflowId, ...(input.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: input.firstExecutionRunId }) };
+    await claimForkId({ ...self, execution: execution.runId, sourceRunId: source.runId, workspacesRoot: deps.workspacesRoot }, store);
+    const place = { ...self, input: own, workspacesRoot: deps.workspacesRoot, allowedPaths: deps.allowedPaths };
+    const workspace = await keepHeartbeating(() => undefined, () => layOutForkWorkspace(store, source, manifest, place));
     const sessions = taken.flatMap((s): [string, string][] => (s.result?.sessionId ? [[s.id, s.result.sessionId]] : []));
     // From this host's copy of the source, else from its checkpoints in the store (its host may be gone).
-    const copied = await keepHeartbeating(() => undefined, () => copyForkSessions(deps.workspacesRoot, source.runId, workspace, sessions, store));
-    return { from, stages: taken.map(takenOverState), sessions: copied.copied, warnings: copied.warnings };
+    const copied = await keepHeartbeating(() => undefined, () => copyForkSessions(deps.workspacesRoot, source, workspace, sessions, store));
+    const sourceExecution = source.firstExecutionRunId === undefined ? {} : { sourceFirstExecutionRunId: source.firstExecutionRunId };
+    return { from, ...sourceExecution, stages: taken.map(takenOverState), sessions: copied.copied, warnings: copied.warnings };
   };
 }
 

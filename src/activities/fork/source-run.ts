@@ -1,12 +1,15 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { getStatusQuery, PIPELINE_WORKFLOW_TYPE, type PipelineRunInput } from '../../contracts/messages.js';
-import type { RunState } from '../../pipeline/run-state.js';
+import type { RunRef, RunState } from '../../pipeline/run-state.js';
 import { readRunStartInput } from '../run-start-input.js';
 import { forkRefused } from './fork-refused.js';
 
-/** A fork's source as the worker reads it from Temporal: its state and its start input, never from the fork's input. */
-export interface SourceRun {
+/**
+ * A fork's source as the worker reads it from Temporal: its state and its start input, never from the fork's input. The
+ * run is the latest that bore the id (the one `status` shows); its folder and checkpoints are the ones its state names.
+ */
+export interface SourceRun extends RunRef {
   runId: string;
   state: RunState;
   input: PipelineRunInput;
@@ -30,5 +33,5 @@ export async function readSourceRun(client: Client, namespace: string | undefine
   const input = await readRunStartInput(client, namespace, { workflowId: runId, runId: description.runId });
   if (!input?.pipeline) throw forkRefused(`the history of run ${runId} holds no pipeline in its start input`, 'start the pipeline again instead');
   const state = await handle.query(getStatusQuery);
-  return { runId, state, input: input as PipelineRunInput };
+  return { runId, ...(state.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: state.firstExecutionRunId }), state, input: input as PipelineRunInput };
 }

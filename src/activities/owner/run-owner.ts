@@ -1,13 +1,14 @@
 import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { RunOwnerClaim } from '../../contracts/run-owner.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { settledWithin } from '../settled-within.js';
 
 /**
  * Where a run's checkpoint says its folder is, when this worker would put it elsewhere (another
  * `AGENT_PIPELINE_WORKSPACES`): it could not resume the run's sessions there. Undefined when it can hold the run.
  */
-export type RunElsewhere = (runId: string) => Promise<string | undefined>;
+export type RunElsewhere = (run: RunRef) => Promise<string | undefined>;
 
 /** How many times a worker declines a run whose checkpoint is under another workspaces path before it takes it. */
 const DECLINES = 12;
@@ -28,7 +29,7 @@ export interface OwnerSettings {
  */
 export function createOwnerActivities(owner: OwnerSettings | undefined, running: () => number, elsewhere: RunElsewhere = async () => undefined) {
   return {
-    async claimRunOwner({ runId }: { runId: string }): Promise<RunOwnerClaim> {
+    async claimRunOwner(run: RunRef): Promise<RunOwnerClaim> {
       // A worker built without its own queues (activities made by hand, in a test) keeps the run on the shared queue:
       // the run then behaves as before owners existed.
       if (!owner) return { taskQueue: activityInfo().taskQueue, pingQueue: activityInfo().taskQueue, identity: 'the shared queue', windowMs: 60_000 };
@@ -41,7 +42,7 @@ export function createOwnerActivities(owner: OwnerSettings | undefined, running:
           nextRetryDelay: '1s',
         });
       }
-      await declineIfElsewhere(owner, runId, elsewhere);
+      await declineIfElsewhere(owner, run, elsewhere);
       return owner.claim;
     },
     async pingRunOwner(): Promise<string> {
@@ -56,9 +57,9 @@ export function createOwnerActivities(owner: OwnerSettings | undefined, running:
  * rounds (about a minute) with no such worker, it takes the run, and the stage fails naming both paths. A store that
  * does not answer in time is no reason to decline.
  */
-async function declineIfElsewhere(owner: OwnerSettings, runId: string, elsewhere: RunElsewhere): Promise<void> {
+async function declineIfElsewhere(owner: OwnerSettings, run: RunRef, elsewhere: RunElsewhere): Promise<void> {
   if (activityInfo().attempt > DECLINES) return;
-  const answer = await settledWithin(elsewhere(runId), ELSEWHERE_ANSWER_MS);
+  const answer = await settledWithin(elsewhere(run), ELSEWHERE_ANSWER_MS);
   const runDir = answer?.status === 'fulfilled' ? answer.value : undefined;
   if (runDir === undefined) return;
   throw ApplicationFailure.create({

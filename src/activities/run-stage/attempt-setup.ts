@@ -1,4 +1,5 @@
 import type { Info } from '@temporalio/activity';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { StageResult } from '../../pipeline/stage-result.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
@@ -50,8 +51,8 @@ export interface AttemptSetup {
 export type AttemptRecord = Omit<StageResult, 'status' | 'summary' | 'outputs'>;
 
 /** Where a run lives, for `checkAllowedPath` (workspace/allowed-paths.ts). */
-export function placeOf(deps: Pick<RunStageDependencies, 'workspacesRoot'>, input: { runId: string; baseDir: string }): RunPlace {
-  return { workspacesRoot: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir };
+export function placeOf(deps: Pick<RunStageDependencies, 'workspacesRoot'>, input: RunRef & { baseDir: string }): RunPlace {
+  return { workspacesRoot: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir };
 }
 
 /** The attempt's latest heartbeat details (its own, else the previous attempt's): what work that heartbeats sends. */

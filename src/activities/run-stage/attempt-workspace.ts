@@ -69,7 +69,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   // `workspace.dir` is checked against the same setting once its template is filled (lent-folder.ts).
   // A host without the run's workspace (or with an older copy) gets it back from the run's last checkpoint first.
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
-  const open = () => openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
+  const open = () => openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   const firstStart = info.attempt === 1 && input.round === 1 && input.continuation === undefined;
   const restored = await restoreForAttempt(deps.checkpoints, { input, workspacesRoot: deps.workspacesRoot, branch, firstStart, open });
   let workspace = await open();
@@ -89,7 +89,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
     await waitForLentFolder(workspace.dir, input, info, pipeline.workspace?.shared === true);
     // Checked again now that the run holds it: while it waited, the folder (or one above it) may have been replaced by
     // a symlink leading elsewhere. The agent starts in the real path checked, never in what the name leads to now.
-    const lent = { root: deps.workspacesRoot, runId: input.runId, dir: pipeline.workspace!.dir!, baseDir: input.baseDir, context, allowedPaths: deps.allowedPaths, stageId };
+    const lent = { root: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, dir: pipeline.workspace!.dir!, baseDir: input.baseDir, context, allowedPaths: deps.allowedPaths, stageId };
     await recheckLentFolder(lent, workspace.dir);
   }
   // `{{workspace.diff}}` costs a `git diff`, so it is computed only for stages whose templates use it; without a

@@ -1,6 +1,7 @@
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { isInside } from '../../files/inside.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { stageFailure } from '../failures.js';
 import { runFolder } from './run-folder.js';
 import { workerFolder } from './worker-folder.js';
@@ -13,16 +14,15 @@ import { workerFolder } from './worker-folder.js';
  * setting) the workers' own folder, nor a folder that holds it.
  */
 
-/** Where the run whose paths are checked lives: the workspaces root, its id, and the folder its pipeline's paths are relative to. */
-export interface RunPlace {
+/** Where the run whose paths are checked lives: the workspaces root, the run, and the folder its pipeline's paths are relative to. */
+export interface RunPlace extends RunRef {
   workspacesRoot: string;
-  runId: string;
   baseDir: string;
 }
 
 /** The folders under the workspaces root that belong to the run: its own folder, and its unpacked bundle's. */
 function ownFolders(place: RunPlace): string[] {
-  return [runFolder(place.workspacesRoot, place.runId), ...(isInsideReal(place.workspacesRoot, place.baseDir) ? [place.baseDir] : [])];
+  return [runFolder(place.workspacesRoot, place), ...(isInsideReal(place.workspacesRoot, place.baseDir) ? [place.baseDir] : [])];
 }
 
 /** Whether `folder` is `root` or below it, both by their real paths where they exist. */

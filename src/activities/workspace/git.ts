@@ -171,8 +171,12 @@ export async function ensureWorktree(dir: string, options: WorktreeOptions, stag
       throw stageFailure({
         type: 'WORKSPACE_ERROR',
         stageId,
-        message: `git worktree add ${dir} (branch ${options.branch}) failed: ${add.stderr.split('\n')[0]}`,
-        hint: `a branch checked out in another worktree cannot be used twice; run \`git -C ${shellWord(options.repo)} worktree list\``,
+        // git says what it prepared before why it stopped: its `fatal:` line is the reason.
+        message: `git worktree add ${dir} (branch ${options.branch}) failed: ${add.stderr.split('\n').find((line) => line.startsWith('fatal:')) ?? add.stderr.split('\n')[0]}`,
+        // One way in: a run started under the id of one that ended has a folder of its own; the earlier one's worktree stays.
+        hint:
+          `a branch checked out in another worktree cannot be used twice (an earlier run under the same id keeps its worktree on the branch: ` +
+          `remove it with \`agent-pipeline prune --older-than 0s\`, or start with another id or workspace.branch); run \`git -C ${shellWord(options.repo)} worktree list\``,
         details: { repo: options.repo, branch: options.branch, stderr: add.stderr.slice(-2_000) },
       });
     }

@@ -1,9 +1,10 @@
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { renderTemplate, type TemplateContext } from '../../pipeline/template.js';
 import { stageFailure } from '../failures.js';
 import { withTemplateErrors } from '../prompt/stage-prompt.js';
-import { checkAllowedPath, type AllowedPaths } from './allowed-paths.js';
+import { checkAllowedPath, type AllowedPaths, type RunPlace } from './allowed-paths.js';
 import { recordLentFolder } from './lent-records.js';
 import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 
@@ -16,9 +17,8 @@ import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
  */
 
 /** Where the lent folder is and who lends it: the settings and the worker's allowed folders. */
-export interface LentFolderOptions {
+export interface LentFolderOptions extends RunRef {
   root: string;
-  runId: string;
   /** `workspace.dir` as written: a path relative to `baseDir`, or a template such as `{{inputs.worktree}}`. */
   dir: string;
   baseDir: string;
@@ -40,7 +40,7 @@ export async function resolveLentFolder(options: LentFolderOptions): Promise<str
   const real = await realpath(folder).catch((err: NodeJS.ErrnoException) => {
     throw stageFailure({ type: 'FILE_NOT_FOUND', stageId, message: `workspace.dir ${folder} does not exist (${err.code ?? 'error'}); the worker works in an existing folder and never creates it`, details: { field: 'workspace.dir', path: folder } });
   });
-  checkAllowedPath(options.allowedPaths, { workspacesRoot: options.root, runId: options.runId, baseDir: options.baseDir }, real, 'workspace.dir', stageId, folder);
+  checkAllowedPath(options.allowedPaths, placeOfLent(options), real, 'workspace.dir', stageId, folder);
   if (!(await stat(real)).isDirectory()) {
     throw stageFailure({ type: 'CONFIG_INVALID', stageId, message: `workspace.dir ${folder} is not a folder`, details: { field: 'workspace.dir', path: folder } });
   }
@@ -58,7 +58,7 @@ export async function recheckLentFolder(options: LentFolderOptions, checked: str
   const folder = renderLentFolder(options);
   const now = await realpath(folder).catch((err: NodeJS.ErrnoException) => `nothing (${err.code ?? 'error'})`);
   if (now !== checked) throw changedFolderFailure(options.stageId, folder, checked, now);
-  checkAllowedPath(options.allowedPaths, { workspacesRoot: options.root, runId: options.runId, baseDir: options.baseDir }, now, 'workspace.dir', options.stageId, folder);
+  checkAllowedPath(options.allowedPaths, placeOfLent(options), now, 'workspace.dir', options.stageId, folder);
 }
 
 /**
@@ -90,9 +90,14 @@ function renderLentFolder(options: LentFolderOptions): string {
   return path.resolve(options.baseDir, rendered);
 }
 
+/** The run's place, as the allowed folders are checked for it. */
+function placeOfLent(options: LentFolderOptions): RunPlace {
+  return { workspacesRoot: options.root, runId: options.runId, firstExecutionRunId: options.firstExecutionRunId, baseDir: options.baseDir };
+}
+
 /** Opens a run in its lent folder: the agents' folder is the lent one, the bookkeeping the run's own. */
 export async function openLentFolder(options: LentFolderOptions): Promise<RunWorkspace> {
   const dir = await resolveLentFolder(options);
-  const own = await openRunWorkspace(options.root, options.runId, { lent: true });
+  const own = await openRunWorkspace(options.root, options, { lent: true });
   return { ...own, dir, lent: true };
 }

@@ -1,5 +1,6 @@
 import { lstat, readdir, realpath, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { RunRef } from '../../pipeline/run-state.js';
 import { git } from './git.js';
 import { isRealDir, readOwnFile } from './own-files.js';
 import { OLD_BOOKKEEPING_DIR, oldRecordedRunId, type RunPaths } from './run-folder.js';
@@ -13,17 +14,19 @@ import { openWorkerSubfolder } from './worker-folder.js';
  */
 
 /**
- * Moves the old in-tree bookkeeping of run `runId` to `paths.bookkeeping` (one rename), when the old folder is a real
+ * Moves the old in-tree bookkeeping of `run` to `paths.bookkeeping` (one rename), when the old folder is a real
  * folder (`lstat`: a symlink of that name is never followed, nor moved) recording this run, and the new one does not
  * exist yet. Symlinks inside it (an agent's, planted before the move) are removed rather than written through later.
+ * A run that names its first execution started after bookkeeping left the trees: such a folder in its tree is its agent's.
  * @param repo the run's repository, whose records of stage worktrees moved along are pointed at their new place
  * @returns whether it moved anything
  */
-export async function moveOldBookkeeping(root: string, paths: RunPaths, runId: string, repo?: string): Promise<boolean> {
+export async function moveOldBookkeeping(root: string, paths: RunPaths, run: RunRef, repo?: string): Promise<boolean> {
   const old = path.join(paths.dir, OLD_BOOKKEEPING_DIR);
+  if (run.firstExecutionRunId !== undefined) return false;
   if ((await lstat(paths.bookkeeping).catch(() => undefined)) || !(await isRealDir(old))) return false;
   // The folder is the run's own (runFolder chose it), but a record naming another run means it is not this run's.
-  if (oldRecordedRunId(paths.dir) !== runId) return false;
+  if (oldRecordedRunId(paths.dir) !== run.runId) return false;
   const oldWorktrees = path.join(await realpath(paths.dir), OLD_BOOKKEEPING_DIR, 'worktrees');
   await openWorkerSubfolder(root, 'runs');
   try {

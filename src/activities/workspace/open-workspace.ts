@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_BRANCH_TEMPLATE, renderBranchName } from '../../pipeline/branch-name.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { PipelineDefinition } from '../../pipeline/schema.js';
 import type { TemplateContext } from '../../pipeline/template.js';
 import { branchDiff } from '../delivery/push.js';
@@ -9,9 +10,9 @@ import { openLentFolder } from './lent-folder.js';
 import { openRunWorkspace, type RunWorkspace } from './run-workspace.js';
 
 
-export interface PipelineWorkspaceOptions {
+/** Where a run's workspace is opened; the run is the `RunRef` it extends. */
+export interface PipelineWorkspaceOptions extends RunRef {
   root: string;
-  runId: string;
   /** Folder of the pipeline file; `workspace.repo` is relative to it. */
   baseDir: string;
   settings: PipelineDefinition['workspace'];
@@ -30,13 +31,13 @@ export interface PipelineWorkspaceOptions {
  */
 export async function openPipelineWorkspace(options: PipelineWorkspaceOptions): Promise<RunWorkspace> {
   const { settings } = options;
-  if (!settings) return openRunWorkspace(options.root, options.runId);
+  if (!settings) return openRunWorkspace(options.root, options);
   if (settings.repo === undefined) {
-    if (settings.dir === undefined) return openRunWorkspace(options.root, options.runId);
+    if (settings.dir === undefined) return openRunWorkspace(options.root, options);
     return openLentFolder({ ...options, dir: settings.dir, allowedPaths: options.allowedPaths ?? [] });
   }
   const branch = runBranch(settings, options.context, options.stageId);
-  return openRunWorkspace(options.root, options.runId, {
+  return openRunWorkspace(options.root, options, {
     stageId: options.stageId,
     git: { repo: repoOf(options.baseDir, settings), branch, base: settings.base },
   });

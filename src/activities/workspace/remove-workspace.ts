@@ -18,6 +18,8 @@ import { shellWord } from '../../pipeline/shell-words.js';
  */
 export interface EndedMarker {
   runId: string;
+  /** The Temporal run id of the run's first execution, when its folder is named after it (run-folder.ts). */
+  firstExecutionRunId?: string;
   /** The Temporal run id of the execution that ended (absent in records written before it was kept). */
   temporalRunId?: string;
   status: string;

@@ -2,7 +2,8 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { isRealDir } from './own-files.js';
 import { readEndedMarker, type EndedMarker } from './remove-workspace.js';
-import { bookkeepingFolder, bookkeepingRunId, OLD_BOOKKEEPING_DIR, oldRecordedRunId, toFolderName, toLegacyFolderName } from './run-folder.js';
+import type { RunRef } from '../../pipeline/run-state.js';
+import { bookkeepingFolder, bookkeepingRun, OLD_BOOKKEEPING_DIR, oldRecordedRunId, toFolderName, toLegacyFolderName } from './run-folder.js';
 import { runsFolder } from './worker-folder.js';
 
 /*
@@ -22,6 +23,8 @@ export interface RunOnDisk {
   bookkeeping?: string;
   /** The run id its records name, when that id's folder is this one; `undefined` when none does. */
   runId?: string;
+  /** The Temporal run id of the run's first execution, when its records give it and its folder is named after it. */
+  firstExecutionRunId?: string;
   /** The `ended` record. */
   ended?: EndedMarker;
   /** Its records were read from inside its own tree, where its agent could have written them. */
@@ -44,16 +47,26 @@ async function runOnDisk(root: string, name: string): Promise<RunOnDisk> {
   const bookkeeping = bookkeepingFolder(root, name);
   const hasDir = await isRealDir(dir);
   if (await isRealDir(bookkeeping)) {
-    const runId = ownRunId(name, bookkeepingRunId(bookkeeping));
-    return { name, ...(hasDir ? { dir } : {}), bookkeeping, runId, ended: await endedOf(bookkeeping, runId), recordsInTree: false };
+    const run = ownRun(name, bookkeepingRun(bookkeeping));
+    const runId = run?.runId;
+    const first = run?.firstExecutionRunId === undefined ? {} : { firstExecutionRunId: run.firstExecutionRunId };
+    return { name, ...(hasDir ? { dir } : {}), bookkeeping, runId, ...first, ended: await endedOf(bookkeeping, runId), recordsInTree: false };
   }
-  const runId = ownRunId(name, oldRecordedRunId(dir));
+  // Bookkeeping still in its tree is of a run that ended before runs had folders of their own.
+  const old = oldRecordedRunId(dir);
+  const runId = old === undefined ? undefined : ownRun(name, { runId: old })?.runId;
   return { name, dir, runId, ended: await endedOf(path.join(dir, OLD_BOOKKEEPING_DIR), runId), recordsInTree: true };
 }
 
-/** `runId` when its folder is `name` (as named now, or before folders carried a hash): a record cannot claim another run's id. */
-function ownRunId(name: string, runId: string | undefined): string | undefined {
-  return runId !== undefined && (toFolderName(runId) === name || toLegacyFolderName(runId) === name) ? runId : undefined;
+/**
+ * `run` when its folder is `name` (as named now; for a run that names no first execution, as named before folders
+ * carried that, or a hash): a record cannot claim another run's folder.
+ */
+function ownRun(name: string, run: RunRef | undefined): RunRef | undefined {
+  if (run === undefined) return undefined;
+  const { runId, firstExecutionRunId } = run;
+  if (firstExecutionRunId !== undefined) return toFolderName(runId, firstExecutionRunId) === name ? run : undefined;
+  return toFolderName(runId) === name || toLegacyFolderName(runId) === name ? run : undefined;
 }
 
 /** The `ended` record in `folder`, when it names `runId`. */

@@ -4,6 +4,7 @@ import { mkdir, realpath, rename, rm, rmdir, writeFile } from 'node:fs/promises'
 import path from 'node:path';
 import { isInside, resolveInside } from '../../files/inside.js';
 import { hashRegularFile } from '../../files/regular-file.js';
+import type { RunRef } from '../../pipeline/run-state.js';
 import type { ArtifactRef } from '../../pipeline/stage-result.js';
 import { capArtifacts, describeOmittedArtifacts, MAX_LISTED_ARTIFACTS, type OmittedArtifacts } from '../../pipeline/output-caps.js';
 import { walkFolders } from './folder-walk.js';
@@ -54,13 +55,14 @@ export interface OpenRunOptions {
  * the repository on the run's branch. Idempotent, so every stage and retry reuses it.
  * @throws OwnFolderError when the bookkeeping folder (or one above it) is a symlink
  */
-export async function openRunWorkspace(root: string, runId: string, options: OpenRunOptions = {}): Promise<RunWorkspace> {
-  const paths = runPaths(root, runId);
-  const moved = await moveOldBookkeeping(root, paths, runId, options.git?.repo);
+export async function openRunWorkspace(root: string, run: RunRef, options: OpenRunOptions = {}): Promise<RunWorkspace> {
+  const paths = runPaths(root, run);
+  const moved = await moveOldBookkeeping(root, paths, run, options.git?.repo);
   const bookkeeping = await ensureRealDir(await openWorkerSubfolder(root, 'runs'), path.basename(paths.bookkeeping));
-  // A run that reopens its folder (a reused run id, a reset) is running again: `prune` must not take it as ended.
+  // A run that reopens its folder (a reset; a reused id of a run started before runs had folders of their own) is
+  // running again: `prune` must not take it as ended.
   await rm(path.join(bookkeeping, ENDED_MARKER), { force: true });
-  await recordRunId(bookkeeping, runId);
+  await recordRunId(bookkeeping, run);
   const claudeConfigDir = await ensureRealDir(bookkeeping, 'claude');
   if (options.lent) {
     // A lent run's own folder only ever held its bookkeeping: once that moved out, the empty folder goes.
@@ -82,10 +84,14 @@ export async function openRunWorkspace(root: string, runId: string, options: Ope
   };
 }
 
-/** Names run `runId` in its bookkeeping folder (for `prune` and later openings), unless a record does already. */
-export async function recordRunId(bookkeeping: string, runId: string): Promise<void> {
+/**
+ * Names `run` in its bookkeeping folder (for `prune` and later openings), unless a record does already: its id and,
+ * when it has one, its first execution's Temporal run id, which its folder's name holds only as a hash.
+ */
+export async function recordRunId(bookkeeping: string, run: RunRef): Promise<void> {
   const record = path.join(bookkeeping, RUN_RECORD);
-  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify({ runId })}\n`);
+  const { runId, firstExecutionRunId } = run;
+  if (!existsSync(record)) await writeFileAtomic(record, `${JSON.stringify(firstExecutionRunId === undefined ? { runId } : { runId, firstExecutionRunId })}\n`);
 }
 
 /**

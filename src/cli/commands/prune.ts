@@ -11,7 +11,7 @@ export function addPruneCommand(program: Command): void {
     // Parsed by commander, so a bad value is reported with the flag's name (parsed in the action, it exited 2 silently).
     .option('--older-than <duration>', `only runs that ended at least this long ago (e.g. 12h, 7d; 0s: every run that ended) (default: ${DEFAULT_AGE})`, parseAgeMs)
     .option('--dry-run', 'list what would be removed, remove nothing')
-    .option('--json', 'print [{"runId", "dir", "bookkeeping", "status", "endedAt", "removed", "warnings"}]')
+    .option('--json', 'print [{"runId", "firstExecutionRunId", "earlier", "dir", "bookkeeping", "status", "endedAt", "removed", "warnings"}]')
     .option('--force', 'do not ask Temporal: trust the record each run leaves in its bookkeeping when it ends')
     .addHelpText(
       'after',
@@ -19,9 +19,10 @@ export function addPruneCommand(program: Command): void {
         'only runs it reports closed are removed, with their bookkeeping (<workspaces>/.agent-pipeline/runs/<run folder>);\n' +
         'with --force the record a run leaves in its bookkeeping when it ends is trusted instead. What a run folder holds\n' +
         'never counts, and the workers\' own folder is never removed. The run\'s objects in the store (AGENT_PIPELINE_STORE:\n' +
-        'checkpoints, whole final answers, runs/<hash of its id>/) go with it. Running runs are never touched. A worktree\n' +
-        'is removed with `git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d`\n' +
-        'otherwise (which keeps a branch with commits merged nowhere else).\n' +
+        'checkpoints, whole final answers, runs/<hash of its id>/) go with it; of a run whose id a later run has (each run\n' +
+        'has a folder of its own), only its own checkpoints. Running runs are never touched. A worktree is removed with\n' +
+        '`git worktree remove`; its branch stays when it was pushed, and is deleted with `git branch -d` otherwise (which\n' +
+        'keeps a branch with commits merged nowhere else).\n' +
         'Exit code: 0 done, 2 bad usage, 3 Temporal unreachable (nothing is removed; --force to trust the records).',
     )
     .action(async (opts: { olderThan?: number; dryRun?: boolean; json?: boolean; force?: boolean }) => {
