@@ -40,7 +40,8 @@ describe('what the compiler refuses', () => {
     const config = ts.getParsedCommandLineOfConfigFile(path.join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => undefined });
     const fixture = path.join(root, 'test/fixtures/library-types/literal-types.ts');
     const program = ts.createProgram([fixture], { ...config!.options, noEmit: true });
-    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(root, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+    // The fixture's own diagnostics: the checker then checks what it uses of the library, not every file of src/ (tsc in `npm run lint` does).
+    const diagnostics = ts.getPreEmitDiagnostics(program, program.getSourceFile(fixture)).map((d) => `${d.file ? path.relative(root, d.file.fileName) : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
     expect(diagnostics).toEqual([]);
     // The fixture does test something: it holds the expected errors the types must produce.
     expect(ts.sys.readFile(fixture)!.match(/@ts-expect-error/g)!.length).toBeGreaterThanOrEqual(15);
