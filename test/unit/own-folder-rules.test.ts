@@ -28,7 +28,7 @@ describe('the file tools and the workers\' own folder', () => {
       for (const tool of ['Read', 'Edit', 'Write']) {
         expect(rules).toEqual(expect.arrayContaining([`${tool}(/${folder}/bundles/**)`, `${tool}(/${folder}/runs/*/stages/**)`, `${tool}(/${folder}/runs/*/claude/**)`, `${tool}(/${folder}/runs/*/*.json)`]));
         // The runs' checkpoints (every run's sessions and files, issue 29) and the folder they are made in.
-        expect(rules).toEqual(expect.arrayContaining([`${tool}(/${folder}/store/**)`, `${tool}(/${folder}/scratch/**)`, `${tool}(/${folder}/lent/**)`]));
+        expect(rules).toEqual(expect.arrayContaining([`${tool}(/${folder}/store/**)`, `${tool}(/${folder}/scratch/**)`, `${tool}(/${folder}/lent/**)`, `${tool}(/${folder}/locks/**)`]));
       }
     }
     // `//` starts an absolute path in Claude Code's rules; a single `/` would be relative to the settings file.

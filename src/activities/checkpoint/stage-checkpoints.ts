@@ -1,4 +1,5 @@
 import { log } from '@temporalio/activity';
+import path from 'node:path';
 import { keepHeartbeating } from './keep-heartbeating.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { redactSecrets } from '../secrets.js';
@@ -10,8 +11,10 @@ import { restoreIfNeeded, type Restored } from './restore-checkpoint.js';
 import type { CheckpointOptions } from './settings.js';
 import { takeCheckpoint, type CheckpointTarget } from './take-checkpoint.js';
 import { readRestoreRecord, writeRestoreRecord } from './marker.js';
-import { withLock } from '../workspace/git.js';
+import { sha256Hex } from './keys.js';
 import { runPaths } from '../workspace/run-folder.js';
+import { withSharedLock } from '../workspace/shared-lock.js';
+import { openWorkerSubfolder } from '../workspace/worker-folder.js';
 
 /*
  * Checkpoints around one stage attempt, all inside the stage activity (no workflow change): a restore before the
@@ -45,28 +48,50 @@ export interface AttemptRestorePlace {
   firstStart: boolean;
   /** Opens the run's workspace (not a stage's worktree), once the restore put it back. */
   open: () => Promise<RunWorkspace>;
+  /** The attempt's cancellation: stops a wait for another attempt's restore. */
+  signal?: AbortSignal;
 }
 
 /**
  * Restores the run before an attempt when this host lacks it (or holds an older copy), the worktree's uncommitted work
- * included, for one attempt of the run at a time in this process. Parallel stages of a run whose host was lost move
- * here at once: each restoring on its own, the second found the folders the first had just moved into place
- * (ENOTEMPTY) and failed its attempt, spending a retry the loss of a host should not cost, or went on before the first
- * had laid out the worktree's work. Now the later ones find the run in place, and each stage that moved is told of the
- * restore all the same at its first attempt here (marker.ts), whether it came at once or later.
+ * included, for one attempt of the run at a time among the worker processes that share this workspaces folder (one
+ * process, or several on one volume). Parallel stages of a run whose host was lost move here at once: each restoring
+ * on its own, the second found the folders the first had just moved into place (ENOTEMPTY) and failed its attempt,
+ * spending a retry the loss of a host should not cost, or went on before the first had laid out the worktree's work.
+ * Now the later ones wait (heartbeating, as all of an attempt's setup does) and find the run in place, and each stage
+ * that moved is told of the restore all the same at its first attempt here (marker.ts), whether it came at once or
+ * later.
  * @returns what to tell the attempt; undefined when there was nothing to restore, or this stage already ran here since
  */
 export async function restoreForAttempt(options: CheckpointOptions | undefined, place: AttemptRestorePlace): Promise<AttemptRestore | undefined> {
   // A fork point holds no bookkeeping: nothing a run could go on from on another host.
   if (!options || options.forkPointsOnly) return undefined;
   const { input } = place;
+  const runId = input.runId;
   // Not behind the run's checkpoints (a stage would wait for another's to start): a checkpoint writes this host's marker
   // before the store's index, so a check beside one never finds the copy here older than the store's newest.
-  return withLock(`restore:${input.runId}`, async () => {
-    const restored = await restoreBeforeAttempt(options, place);
-    if (restored) return restored;
-    return joinRestore(runPaths(place.workspacesRoot, input).bookkeeping, input.stage.id, place.firstStart);
-  });
+  return withSharedLock(
+    await restoreLockDir(place.workspacesRoot, runId),
+    async () => {
+      const restored = await restoreBeforeAttempt(options, place);
+      if (restored) return restored;
+      return joinRestore(runPaths(place.workspacesRoot, input).bookkeeping, input.stage.id, place.firstStart);
+    },
+    {
+      signal: place.signal,
+      onWait: (holder) => log.info('waiting for another attempt that is restoring the run or checking it needs no restore', { runId, holder }),
+      onTakeOver: (holder) => log.warn('took over the restore lock of the run from an attempt that stopped keeping it (its worker was killed or froze)', { runId, holder }),
+      onLost: () => log.warn('another attempt took over the restore lock of the run while this one held it (this worker froze longer than the lock keeps)', { runId }),
+    },
+  );
+}
+
+/**
+ * The lock of the run's restore, in the workers' own folder of the workspaces root, where every worker process on that
+ * folder sees it: named by the hash of the run id, which a path never holds.
+ */
+async function restoreLockDir(workspacesRoot: string, runId: string): Promise<string> {
+  return path.join(await openWorkerSubfolder(workspacesRoot, 'locks'), `restore-${sha256Hex(runId)}`);
 }
 
 /** The restore itself, and the worktree's work laid out (which needs the worktree open). */

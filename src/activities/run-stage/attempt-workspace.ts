@@ -71,7 +71,7 @@ export async function openAttemptWorkspace(deps: RunStageDependencies, input: St
   const branch = pipeline.workspace?.repo === undefined ? undefined : runBranch(pipeline.workspace, context, stageId);
   const open = () => openPipelineWorkspace({ root: deps.workspacesRoot, runId: input.runId, firstExecutionRunId: input.firstExecutionRunId, baseDir: input.baseDir, settings: pipeline.workspace, context, stageId, allowedPaths: deps.allowedPaths });
   const firstStart = info.attempt === 1 && input.round === 1 && input.continuation === undefined;
-  const restored = await restoreForAttempt(deps.checkpoints, { input, workspacesRoot: deps.workspacesRoot, branch, firstStart, open });
+  const restored = await restoreForAttempt(deps.checkpoints, { input, workspacesRoot: deps.workspacesRoot, branch, firstStart, open, signal: cancellationSignal() });
   let workspace = await open();
   const warnings: string[] = [];
   // Before any git of the attempt: a lock left by a git that was killed outright would fail every git command there.

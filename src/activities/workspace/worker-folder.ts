@@ -4,10 +4,11 @@ import { ensureRealDir } from './own-files.js';
 
 /*
  * The worker's own folder under the workspaces root, `<root>/.agent-pipeline/`: each run's bookkeeping (`runs/<run
- * folder name>/`: its records, Claude Code's config, the stages' logs and settings) and the unpacked run bundles
- * (`bundles/<hash>/`) and the default object store (`store/`). Its name starts with a dot, which no run folder's can (run ids may not, pipeline/run-id.ts, and
- * folder names made from them never do), so no run is ever given it or anything in it as its workspace: agents work
- * elsewhere, and nothing the worker keeps for itself sits in a tree an agent writes.
+ * folder name>/`: its records, Claude Code's config, the stages' logs and settings), the unpacked run bundles
+ * (`bundles/<hash>/`), the default object store (`store/`) and the locks its processes share (`locks/`). Its name
+ * starts with a dot, which no run folder's can (run ids may not, pipeline/run-id.ts, and folder names made from them
+ * never do), so no run is ever given it or anything in it as its workspace: agents work elsewhere, and nothing the
+ * worker keeps for itself sits in a tree an agent writes.
  */
 
 /** The name of the worker's own folder under the workspaces root; written here only. */
@@ -35,6 +36,8 @@ const SUBFOLDERS = {
   store: 'store',
   /** A record of each folder lent to a run (`workspace.dir`, `addDirs`): never a run's repository after (lent-records.ts). */
   lent: 'lent',
+  /** Locks the worker processes sharing this folder hold across processes, one folder each (shared-lock.ts). */
+  locks: 'locks',
 } as const;
 
 /** Where each run's bookkeeping lives. */

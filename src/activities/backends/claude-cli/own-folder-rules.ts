@@ -8,13 +8,15 @@ import { STORE_VARIABLE } from '../../../store/store-settings.js';
  * allows it on any path the worker's user may write. The workers' own folder under the workspaces root holds every
  * run's bookkeeping (settings files, transcripts, sessions) and the unpacked run bundles other runs read their
  * prompts from, and the default object store (`store/`: checkpoints with every run's sessions and files, claimed
- * payloads) with the checkpoints' work folder (`scratch/`), and the records of folders lent to runs (`lent/`, which an
- * agent rewriting its own would free its folder to be a run's repository): the attempt's settings deny the file tools all of it, whatever the pipeline allows (deny rules win
- * over allow rules). Stage worktrees (`isolation: stage`) live there too and are agents' trees, so they stay open.
+ * payloads) with the checkpoints' work folder (`scratch/`), the records of folders lent to runs (`lent/`, which an
+ * agent rewriting its own would free its folder to be a run's repository), and the locks the worker processes share
+ * (`locks/`: a lock an agent kept fresh would hold a run's restore up): the attempt's settings deny the file tools all
+ * of it, whatever the pipeline allows (deny rules win over allow rules). Stage worktrees (`isolation: stage`) live
+ * there too and are agents' trees, so they stay open.
  */
 
 /** What the file tools may never read or write, relative to the workers' own folder (gitignore patterns, as the CLI reads them). */
-const DENIED = ['bundles/**', 'runs/*/claude/**', 'runs/*/stages/**', 'runs/*/*.json', 'store/**', 'scratch/**', 'lent/**'];
+const DENIED = ['bundles/**', 'runs/*/claude/**', 'runs/*/stages/**', 'runs/*/*.json', 'store/**', 'scratch/**', 'lent/**', 'locks/**'];
 
 /**
  * Permission rules denying Claude Code's file tools the workers' own folder `workerFolder` (its path as given and, when
