@@ -47,7 +47,18 @@ export async function stopTestWorker(name: string, worker: Worker | undefined, r
   if (!running) return;
   const forceMs = worker.options.shutdownForceTimeMs;
   const bound = forceMs === undefined ? RUN_END_DEFAULT_MS : forceMs + RUN_END_MARGIN_MS;
-  await boundedStep(`${name}: the Worker's run() after shutdown()`, running, bound, () => `Worker ${JSON.stringify(worker.getStatus())}`);
+  await boundedStep(`${name}: the Worker's run() after shutdown()`, running, bound, () => `Worker ${JSON.stringify(worker.getStatus())}${workflowThreadsOf(worker)}`);
+}
+
+/**
+ * Where a run() that got past its state STOPPED hangs, read from the SDK's internals when they are there (1.24): each
+ * workflow thread asked to stop (the SDK's finalizeShutdown is over) and gone (its thread teardown too).
+ */
+function workflowThreadsOf(worker: Worker): string {
+  type Thread = { shutDownRequested?: boolean; workerExited?: boolean };
+  const threads = (worker as unknown as { workflowCreator?: { workerThreadClients?: Thread[] } }).workflowCreator?.workerThreadClients;
+  if (!Array.isArray(threads)) return '';
+  return `, workflow threads ${JSON.stringify(threads.map((t) => ({ askedToStop: t.shutDownRequested, exited: t.workerExited })))}`;
 }
 
 /** Closes a NativeConnection a test made (a Worker never closes one it was given), within {@link CLOSE_BOUND_MS}. */

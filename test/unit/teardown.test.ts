@@ -2,10 +2,11 @@ import type { Worker } from '@temporalio/worker';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { boundedStep, stopTestWorker, TeardownStepTimeoutError } from '../helpers/teardown.js';
 
-/** A Worker as stopTestWorker sees it: its state, shutdown(), its force time and its status. */
-function fakeWorker(state: string, shutdownForceTimeMs?: number): Worker & { shutdowns: number } {
+/** A Worker as stopTestWorker sees it: its state, shutdown(), its force time, its status and its workflow threads. */
+function fakeWorker(state: string, shutdownForceTimeMs?: number, threads?: { shutDownRequested: boolean; workerExited: boolean }[]): Worker & { shutdowns: number } {
   const worker = {
     state,
+    workflowCreator: threads && { workerThreadClients: threads },
     shutdowns: 0,
     options: { shutdownForceTimeMs },
     getState: () => worker.state,
@@ -25,7 +26,7 @@ describe('test teardown that cannot hang a hook', () => {
 
   test("a Worker whose run() never ends fails within its force time and a minute, naming the step and the Worker's state", async () => {
     vi.useFakeTimers();
-    const worker = fakeWorker('RUNNING', 30_000);
+    const worker = fakeWorker('RUNNING', 30_000, [{ shutDownRequested: true, workerExited: false }]);
     const stopping = stopTestWorker('the lease Worker', worker, new Promise<void>(() => {}));
     const outcome = stopping.then(
       () => 'ended',
@@ -38,7 +39,7 @@ describe('test teardown that cannot hang a hook', () => {
     expect(error).toBeInstanceOf(TeardownStepTimeoutError);
     expect((error as Error).message).toBe(
       "the lease Worker: the Worker's run() after shutdown() did not end within 90 s " +
-        '(Worker {"runState":"STOPPED","numInFlightWorkflowActivations":0,"hasOutstandingWorkflowPoll":false})',
+        '(Worker {"runState":"STOPPED","numInFlightWorkflowActivations":0,"hasOutstandingWorkflowPoll":false}, workflow threads [{"askedToStop":true,"exited":false}])',
     );
     expect(worker.shutdowns).toBe(1);
   });
