@@ -17,6 +17,7 @@ import type { RunRef, RunState } from '../../src/pipeline/run-state.js';
 import { getStatusQuery } from '../../src/contracts/messages.js';
 import { grpcErrorOf, GRPC_STATUS } from '../../src/grpc-errors.js';
 import { expectRunsReplay } from './replay-check.js';
+import { closeTestConnection, stopTestWorker } from './teardown.js';
 import { TEST_SANDBOX_MODE } from './sandbox-host.js';
 import { clientDataConverter, storePayloadCodecs, workerDataConverter } from '../../src/codec/data-converter.js';
 import { storeFolder } from '../../src/activities/workspace/worker-folder.js';
@@ -214,12 +215,13 @@ export async function createHarness(name: string, options: HarnessOptions): Prom
       return finalState(handle);
     },
     async close() {
-      worker?.shutdown();
-      await running;
+      await stopTestWorker(`the harness worker of ${taskQueue}`, worker, running);
       try {
         if (options.replayCheck ?? true) await expectRunsReplay(client, taskQueue, { bundlePath: bundle, dataConverter: replayConverter(env, workspacesRoot) });
       } finally {
-        await connection.close();
+        await closeTestConnection(`the harness client of ${taskQueue}`, connection);
+        // After the replay check: the last native connection of the process closing shuts the SDK's runtime down.
+        await closeTestConnection(`the harness worker of ${taskQueue}`, worker?.connection);
         await modelServer.close();
         await rm(workspacesRoot, { recursive: true, force: true });
         await rm(pipelinesDir, { recursive: true, force: true });

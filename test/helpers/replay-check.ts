@@ -1,6 +1,10 @@
 import type { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
+import { boundedStep, closeTestConnection } from './teardown.js';
+
+/** How long one step of the check (the listing, one history fetched and replayed, a connection) may take. @unit milliseconds */
+const REPLAY_STEP_BOUND_MS = 90_000;
 
 /**
  * Replays the history of every execution on `taskQueue` (each run, each execution a run continued as new into) on
@@ -13,7 +17,8 @@ import { NativeConnection, Worker } from '@temporalio/worker';
  * workflow task and query (issue 32: work growing with the square of the history's length).
  */
 export async function expectRunsReplay(client: Client, taskQueue: string, replay: { bundlePath: string; dataConverter?: DataConverter }): Promise<void> {
-  const executions = await executionsOn(client, taskQueue);
+  const name = `the replay check of ${taskQueue}`;
+  const executions = await boundedStep(`${name}: listing its runs`, executionsOn(client, taskQueue), REPLAY_STEP_BOUND_MS);
   if (executions.length === 0) return;
   async function* histories() {
     for (const { workflowId, runId } of executions) yield { workflowId, history: await client.workflow.getHandle(workflowId, runId).fetchHistory() };
@@ -22,13 +27,20 @@ export async function expectRunsReplay(client: Client, taskQueue: string, replay
   const options = { workflowBundle: { codePath: replay.bundlePath }, dataConverter: replay.dataConverter };
   // The SDK's runtime shuts down once nothing native is left, and a replay worker being made just then (another test's
   // last worker stopping) finds it gone: a connection of its own keeps it up until the replay is over.
-  const keepAlive = await NativeConnection.connect({ address: (client.connection as Connection).options.address });
+  const address = (client.connection as Connection).options.address;
+  const keepAlive = await boundedStep(`${name}: connecting to ${address}`, NativeConnection.connect({ address }), REPLAY_STEP_BOUND_MS);
   try {
-    for await (const result of Worker.runReplayHistories(options, histories())) {
-      if (result.error) failures.push(`${result.workflowId} (${result.runId}): ${result.error.message}`);
+    // Each history (fetched, then replayed) has a bound of its own: a run's whole replay may be long, one step is not.
+    const results = Worker.runReplayHistories(options, histories())[Symbol.asyncIterator]();
+    for (let index = 0; ; index++) {
+      const run = executions.at(index);
+      const step = run ? `history ${index + 1} of ${executions.length} (${run.workflowId}, run ${run.runId})` : 'the replay Worker stopping';
+      const next = await boundedStep(`${name}: ${step}`, results.next(), REPLAY_STEP_BOUND_MS);
+      if (next.done) break;
+      if (next.value.error) failures.push(`${next.value.workflowId} (${next.value.runId}): ${next.value.error.message}`);
     }
   } finally {
-    await keepAlive.close();
+    await closeTestConnection(name, keepAlive);
   }
   if (failures.length > 0) throw new Error(`runs on ${taskQueue} do not replay on their workflow code:\n${failures.join('\n')}`);
 }

@@ -14,6 +14,7 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { API_KEY_LIMIT_WORKFLOW_TYPE, PAUSED_UNTIL_MEMO, reportPauseUpdate } from '../../src/contracts/api-key-limit-messages.js';
 import { createHarness, WORKFLOW_BUNDLE } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 
 /*
  * Shared rate limits per API key, end to end: real Temporal, real workers, the real SDK, and the scripted model server
@@ -44,8 +45,7 @@ async function world(name: string, serverOptions: { concurrentRequestsPerKey?: n
   const workers: Worker[] = [];
   const running: Promise<void>[] = [];
   onTestFinished(async () => {
-    for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
-    await Promise.all(running);
+    await Promise.all(workers.map((worker, i) => stopTestWorker(`worker ${i + 1} sharing the key`, worker, running[i])));
     await harness.close();
     await server.close();
   });

@@ -5,6 +5,7 @@ import { describe, expect, test, type TestContext } from 'vitest';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { waitFor } from './claude-cli-world.js';
 import { runCli, runCliCommands } from './cli-helpers.js';
 import { hostsWorld, ownHostEnvironment, waitForRequest } from './fault-helpers.js';
@@ -107,8 +108,7 @@ async function otherHost(harness: Harness, onTestFinished: TestContext['onTestFi
   const running = worker.run();
   // Test-finished hooks run last registered first: B stops before hostsWorld's hook closes the harness.
   onTestFinished(async () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-    await running;
+    await stopTestWorker(`host B of ${harness.taskQueue}`, worker, running);
   });
 }
 

@@ -5,6 +5,7 @@ import type { RunJson } from '../../src/cli/json.js';
 import { HISTORY_PAGE_MAX_EVENTS, HISTORY_PAGE_TARGET_BYTES, readHistoryEvents } from '../../src/library/history-pages.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { parseJson, runCli } from './cli-helpers.js';
 
 /** gRPC's default receive limit, which the Temporal client in effect keeps: what a one-message history read hits. */
@@ -59,8 +60,7 @@ describe.concurrent('clients read runs of any size in pages', () => {
   afterAll(async () => {
     await Promise.all(
       worlds.map(async ({ harness, worker, running }) => {
-        if (worker.getState() === 'RUNNING') worker.shutdown();
-        await running;
+        await stopTestWorker(`the worker of ${harness.taskQueue}`, worker, running);
         await harness.close();
       }),
     );
@@ -98,8 +98,7 @@ describe.concurrent('clients read runs of any size in pages', () => {
     expect(description.historySize).toBeGreaterThan(HISTORY_PAGE_TARGET_BYTES);
 
     // No worker: the status query goes unanswered and the failed run is rebuilt from its history, page by page.
-    worker.shutdown();
-    await running;
+    await stopTestWorker(`the worker of ${harness.taskQueue}`, worker, running);
     const status = await runCli(['status', id, '--json'], harness.env, 120_000);
     expect(status.exitCode, status.stderr).toBe(0);
     const rebuilt = parseJson<RunJson>(status);

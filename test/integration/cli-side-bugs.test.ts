@@ -13,6 +13,7 @@ import { LEASE_WORKFLOW_TYPE, leaseWorkflowId } from '../../src/contracts/lease-
 import { PipelineClient } from '../../src/library/pipeline-client.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, PROJECT_ROOT, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { CLI, eventually, parseJson, runCli } from './cli-helpers.js';
 
 /*
@@ -67,8 +68,7 @@ describe('agent-pipeline limits without the encryption key', () => {
     running = worker.run();
   });
   afterAll(async () => {
-    worker?.shutdown();
-    await running;
+    await stopTestWorker('the encrypting worker', worker, running);
     await harness?.close();
   });
 

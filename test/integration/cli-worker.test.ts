@@ -5,6 +5,7 @@ import type { Worker } from '@temporalio/worker';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import type { RunJson } from '../../src/cli/json.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { checkWorkerHealth } from '../../src/worker/health-file.js';
@@ -21,8 +22,7 @@ describe('agent-pipeline worker', () => {
     scratch = await mkdtemp(path.join(tmpdir(), 'cli-worker-'));
   });
   afterAll(async () => {
-    spare?.shutdown();
-    await spareDone;
+    await stopTestWorker('the spare worker', spare, spareDone);
     await harness?.close();
     await rm(scratch, { recursive: true, force: true });
   });

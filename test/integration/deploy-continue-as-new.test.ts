@@ -4,6 +4,7 @@ import type { DeploymentStatus } from '../../src/worker/deployment-control.js';
 import { RunHandle } from '../../src/library/run-handle.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { untilBuildPolled } from './deploy-helpers.js';
 import { waitForWaiting } from './workflow-helpers.js';
@@ -32,8 +33,7 @@ describe('a pinned run that continues as new', () => {
     harness = await createHarness('deploy-can', { scenario: SCENARIO, worker: false });
   });
   afterAll(async () => {
-    for (const { worker } of workers) worker.shutdown();
-    await Promise.all(workers.map((w) => w.done));
+    await Promise.all(workers.map(({ worker, done }, i) => stopTestWorker(`a worker of build ${i + 1}`, worker, done)));
     await harness?.close();
   });
 

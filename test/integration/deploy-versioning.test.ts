@@ -12,6 +12,7 @@ import { PipelineClient } from '../../src/library/pipeline-client.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { CLI, eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
 import { deploymentStatus, untilBuildPolled } from './deploy-helpers.js';
 
@@ -58,8 +59,7 @@ describe.concurrent('deploys that never break a waiting run', () => {
   });
   afterAll(async () => {
     await library?.close();
-    workerB?.shutdown();
-    await workerBDone;
+    await stopTestWorker("build B's worker", workerB, workerBDone);
     workerA?.kill('SIGTERM');
     await workerA?.catch(() => undefined);
     await harness?.close();

@@ -20,6 +20,7 @@ import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { PROJECT_ROOT } from '../helpers/project-paths.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
 import { installQuietRuntime } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { CHROMIUM, hasSystemPackage } from '../helpers/system-package.js';
 import type { RunState } from '../../src/pipeline/run-state.js';
 import { eventually, parseJson, runCli, runCliCommands } from './cli-helpers.js';
@@ -88,8 +89,7 @@ describe('encrypted history', () => {
     running = worker.run();
   }
   async function stopWorker(): Promise<void> {
-    worker?.shutdown();
-    await running;
+    await stopTestWorker('the encrypting worker', worker, running);
     worker = undefined;
   }
   const status = async (runId: string, encryptionKey = OLD_KEY): Promise<RunJson> => parseJson<RunJson>(await runCli(['status', runId, '--json'], envWith(encryptionKey)));

@@ -31,10 +31,18 @@ const SWAPPER =
   'my $t = time + $ARGV[0]; while (time < $t) { utime undef, undef, "c/r0"; link "c/p0", "c/l"; rename "c/l", "c/x"; link "c/r0", "c/r"; rename "c/r", "c/x"; } ' +
   'my $w = sysopen(W, "c/p0", O_WRONLY | O_NONBLOCK) ? 1 : 0; close W if $w; open R, ">c/released"; print R "$w\\n"; close R;';
 
+/**
+ * Each other stage ends 2 s after the swap's first swap, not 2 s after its own start: each command starts in a sandbox
+ * of its own, and once in CI, on a loaded machine, every `sleep 2` stage had ended before the swapper's sandbox was
+ * up. A stage that never sees the swap fails, saying so.
+ */
+const SLEEPER = "i=0; until [ -e c/x ] || [ $i -ge 1200 ]; do sleep 0.1; i=$((i+1)); done; [ -e c/x ] || { echo 'the swap never started' >&2; exit 1; }; sleep 2";
+
 let harness: Harness;
 
 beforeAll(async () => {
-  harness = await createHarness('fifo-swap', { scenario: { rules: [] } });
+  // A slot for every stage: stages waiting for the swap must never hold the slots the swap needs to start.
+  harness = await createHarness('fifo-swap', { scenario: { rules: [] }, env: { AGENT_PIPELINE_MAX_CONCURRENT_STAGES: String(STAGES + 1) } });
 });
 afterAll(async () => {
   await harness?.close();
@@ -49,7 +57,7 @@ describe('artifacts of a workspace whose files are swapped for FIFOs', () => {
         `name: fifo-swap\nconcurrency: ${STAGES + 2}\n` +
         'defaults: { retries: 0, heartbeatTimeout: 30s }\nstages:\n' +
         `  - id: swap\n    run: [perl, -e, ${JSON.stringify(SWAPPER)}, "${SWAP_SECONDS}"]\n` +
-        Array.from({ length: STAGES }, (_, i) => `  - id: s${i + 1}\n    run: sleep 2\n`).join('');
+        Array.from({ length: STAGES }, (_, i) => `  - id: s${i + 1}\n    run: ${JSON.stringify(SLEEPER)}\n`).join('');
       const handle = await harness.startYaml('fifo-swap', yaml, 'fifo-swap-run');
       const state = await harness.finish(handle);
       const swap = stageOf(state, 'swap');

@@ -5,11 +5,14 @@ import { inject } from 'vitest';
 import { LeaseClient, LeaseRequestError, type Lease, type LeaseWait } from '../../src/activities/leases/lease-client.js';
 import { leaseWorkflowId, LEASE_WORKFLOW_TYPE, describeLeaseQuery } from '../../src/contracts/lease-messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
+import { installQuietRuntime } from '../helpers/harness.js';
 import { expectRunsReplay } from '../helpers/replay-check.js';
+import { closeTestConnection, stopTestWorker } from '../helpers/teardown.js';
 
 // The lock workflow of one key on a real dev server, through the typed client the stages and runs use.
 let connection: Connection;
 let client: Client;
+let workerConnection: NativeConnection;
 let worker: Worker;
 let running: Promise<void>;
 let leases: LeaseClient;
@@ -28,12 +31,13 @@ async function waitFor<T>(read: () => Promise<T>, ok: (value: T) => boolean, wha
 
 beforeAll(async () => {
   const address = inject('temporalAddress');
+  installQuietRuntime();
+  workerConnection = await NativeConnection.connect({ address });
   worker = await Worker.create({
-    connection: await NativeConnection.connect({ address }),
+    connection: workerConnection,
     taskQueue,
     workflowBundle: { codePath: WORKFLOW_BUNDLE },
-    // As the product's workers do (create-worker.ts): once in CI this worker's shutdown never ended, with no activity
-    // and nothing logged, and the hook timed out after 300 s; not seen in six runs of the file alone.
+    // As the product's workers do (create-worker.ts).
     shutdownForceTime: '30s',
   });
   running = worker.run();
@@ -42,20 +46,24 @@ beforeAll(async () => {
   leases = new LeaseClient(client, taskQueue);
 });
 
+// Twice in CI this hook never ended (300 s, nothing logged, the forced shutdown's warning included): each step is
+// bounded now and names itself if it hangs (teardown.ts).
 afterAll(async () => {
-  worker?.shutdown();
-  // A shutdown that had to be forced is the SDK's teardown, not the lease workflow: said, not failed. The replay check
-  // below still checks every book's history.
-  await running?.catch((error: unknown) => {
-    if (!(error instanceof GracefulShutdownPeriodExpiredError)) throw error;
-    console.warn(`lease-workflow: the test worker's shutdown was forced after 30 s (${error.message})`);
-  });
+  const name = `lease-workflow's Worker on ${taskQueue}`;
   try {
+    // A shutdown that had to be forced is the SDK's teardown, not the lease workflow: said, not failed. The replay check
+    // below still checks every book's history.
+    await stopTestWorker(name, worker, running).catch((error: unknown) => {
+      if (!(error instanceof GracefulShutdownPeriodExpiredError)) throw error;
+      console.warn(`${name}: its shutdown was forced after 30 s (${error.message})`);
+    });
     // The worker caches its workflows: each book's whole history is replayed once here instead (replay-check.ts).
     await expectRunsReplay(client, taskQueue, { bundlePath: WORKFLOW_BUNDLE });
   } finally {
-    await connection?.close();
+    await closeTestConnection(`lease-workflow's client of ${taskQueue}`, connection);
   }
+  // A Worker never closes a connection it was given; it holds this one until its run() has ended.
+  await closeTestConnection(name, workerConnection);
 });
 
 // Each test has keys of its own: they run at once, overlapping their waits (ttls, polls, the hand-over) rather than

@@ -17,6 +17,7 @@ import type { RunState } from '../../src/pipeline/run-state.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { payloadCodecsFor } from '../../src/codec/data-converter.js';
 import { createHarness, ENCRYPTED_WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { parseJson, runCli } from './cli-helpers.js';
 import { stageOf, waitForState, waitForWaiting } from './workflow-helpers.js';
 
@@ -101,8 +102,7 @@ async function startWorker(h: Harness): Promise<{ stop(): Promise<void> }> {
   const running = worker.run();
   return {
     async stop() {
-      worker.shutdown();
-      await running;
+      await stopTestWorker(`the worker of ${worker.options.namespace}`, worker, running);
     },
   };
 }

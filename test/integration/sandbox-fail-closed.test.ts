@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES, pathWithout, type HiddenPrograms } from '../helpers/sandbox-host.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { expectNoStageLeftRunning, stageOf } from './workflow-helpers.js';
 
 /*
@@ -44,8 +45,7 @@ beforeAll(async () => {
   running = worker.run();
 }, 120_000);
 afterAll(async () => {
-  worker?.shutdown();
-  await running;
+  await stopTestWorker('the worker without a sandbox setting', worker, running);
   await harness?.close();
   await hidden?.remove();
   if (outside) await rm(outside, { recursive: true, force: true });

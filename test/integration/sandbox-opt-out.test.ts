@@ -10,6 +10,7 @@ import { generateSigningKey } from '../../src/trust/keys.js';
 import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { createHarness, WORKFLOW_BUNDLE, type Harness } from '../helpers/harness.js';
 import { MISSING_SANDBOX_PACKAGES } from '../helpers/sandbox-host.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { CLI, runCli } from './cli-helpers.js';
 import { waitForWorkerPolling } from './worker-health.js';
 import { expectNoStageLeftRunning, stageOf, waitForWaiting } from './workflow-helpers.js';
@@ -160,8 +161,7 @@ describe.skipIf(missing.length > 0)("a pipeline's `sandbox: false`", () => {
       running = worker.run();
     };
     const stop = async (): Promise<void> => {
-      worker?.shutdown();
-      await running;
+      await stopTestWorker('the permissive worker', worker, running);
       worker = undefined;
     };
     afterAll(stop);

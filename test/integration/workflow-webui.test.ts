@@ -13,6 +13,7 @@ import { createPipelineWorker } from '../../src/worker/create-worker.js';
 import { TEST_SANDBOX_MODE } from '../helpers/sandbox-host.js';
 import { approveStageUpdate, getStatusQuery } from '../../src/contracts/messages.js';
 import { WORKFLOW_BUNDLE } from '../helpers/project-paths.js';
+import { stopTestWorker } from '../helpers/teardown.js';
 import { CHROMIUM as CHROMIUM_PACKAGE, hasSystemPackage } from '../helpers/system-package.js';
 import { expectNoStageLeftRunning, waitForWaiting } from './workflow-helpers.js';
 
@@ -66,8 +67,7 @@ describe.skipIf(!hasSystemPackage(CHROMIUM_PACKAGE))('the Temporal Web UI', () =
   afterAll(async () => {
     await browser?.close();
     await connection?.close();
-    worker?.shutdown();
-    await running;
+    await stopTestWorker('the Web UI test worker', worker, running);
     await model?.close();
     await server?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });

@@ -158,6 +158,14 @@ describe.runIf(process.platform === 'linux')('stopping processes gracefully', ()
 });
 
 /**
+ * The stand-in worker's watchdog grace. The watchdog signals leaves only for the first half of it, then everything
+ * left: with 10 s, a tool whose clean-up (a 2 s wait) a loaded machine stretched past 5 s had its frozen agent woken
+ * and SIGTERMed meanwhile, which SIGKILLed it mid clean-up (CI: 'agent-stopped' alone, the test 6.8 s long). The tests
+ * wait for what the processes do, never for the grace, so a long one costs nothing.
+ */
+const WATCHDOG_GRACE_MS = 60_000;
+
+/**
  * A stand-in worker: a `node` that loads the watchdog (from dist/, as a worker does), runs `start` (which finds the
  * worker's marker environment in `env`), prints its marker and waits, until `ready` exists. Killed with SIGKILL, it
  * leaves only the watchdog to stop what it started.
@@ -166,7 +174,7 @@ async function standInWorker(start: string, ready: string): Promise<{ worker: Ch
   const watchdog = path.join(PROJECT_ROOT, 'dist', 'activities', 'process', 'orphan-watchdog.js');
   const script = `
     import(${JSON.stringify(watchdog)}).then((m) => {
-      const value = m.workerMarkerValue(10000);
+      const value = m.workerMarkerValue(${WATCHDOG_GRACE_MS});
       const env = { PATH: process.env.PATH, ${WORKER_MARKER}: value };
       ${start}
       process.stdout.write(value + '\\n');
