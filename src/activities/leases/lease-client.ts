@@ -24,7 +24,7 @@ export { checkLeaseKey, Lease, LeaseRequestError };
 export interface AcquireOptions {
   /** Stops waiting: the request leaves the queue (or gives the key back) and `acquire` throws the signal's reason. */
   signal?: AbortSignal;
-  /** Called after each answer while the request waits (at most every `pollMs`): heartbeat here, show the position. */
+  /** Called after each answer while the request waits (at most every `pollMs`): show the position. */
   onWait?: (wait: LeaseWait) => void;
   /** How long one request waits in the key's workflow before it answers with the position. @unit milliseconds @default min(10000, ttlMs / 3) */
   pollMs?: number;

@@ -1,7 +1,8 @@
-import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { LeaseClient, LeaseRequestError, type Lease } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
+import { heartbeatWhileWaiting } from './waiting-heartbeats.js';
 import type { RunLeasesInput } from '../../contracts/activities.js';
 
 /** How long one request waits in the key's workflow before it answers with the run's place (and heartbeats). @unit milliseconds */
@@ -17,12 +18,13 @@ export async function acquireRunLeases(input: RunLeasesInput, pollMs = RUN_LEASE
   const leases = new LeaseClient(Context.current().client, activityInfo().taskQueue);
   const reports = new WaitReports(input.runId, undefined);
   const held: Lease[] = [];
+  const stopHeartbeats = heartbeatWhileWaiting(undefined);
   try {
     for (const { key, concurrency } of input.keys) {
       held.push(
         await leases.acquire(
           { key, limit: concurrency, holder: input.holder, label: `run ${input.runId}`, run: input.runId },
-          { signal: cancellationSignal(), onWait: (wait) => (heartbeat(), reports.waiting(wait)), pollMs },
+          { signal: cancellationSignal(), onWait: (wait) => reports.waiting(wait), pollMs },
         ),
       );
     }
@@ -32,6 +34,8 @@ export async function acquireRunLeases(input: RunLeasesInput, pollMs = RUN_LEASE
     if (cancellationSignal().aborted) await Promise.all(held.map((lease) => lease.release().catch(() => undefined)));
     if (err instanceof LeaseRequestError) throw ApplicationFailure.create({ type: 'CONFIG_INVALID', message: `[CONFIG_INVALID] pipeline limits: ${err.message}`, nonRetryable: true });
     throw err;
+  } finally {
+    stopHeartbeats();
   }
 }
 

@@ -1,10 +1,11 @@
-import { activityInfo, cancellationSignal, Context, heartbeat } from '@temporalio/activity';
+import { activityInfo, cancellationSignal, Context } from '@temporalio/activity';
 import { TemplateError } from '../../pipeline/template.js';
 import type { StageResult } from '../../pipeline/stage-result.js';
 import { stageFailure } from '../failures.js';
 import type { StageAttemptInput } from '../../contracts/stage-attempt.js';
 import { holdLeases, LeaseClient, LeaseRequestError, type LeaseRequest } from './lease-client.js';
 import { WaitReports } from './wait-reports.js';
+import { heartbeatWhileWaiting } from './waiting-heartbeats.js';
 import { executionInfo } from '../owner/stage-execution.js';
 
 /**
@@ -24,30 +25,27 @@ export function withStageLeases(runStage: (input: StageAttemptInput) => Promise<
     const requests: LeaseRequest[] = input.leases.map(({ key, concurrency }) => ({ key, limit: concurrency, holder, ttlMs: input.stage.heartbeatTimeoutMs, label }));
     const reports = new WaitReports(workflowId, input.stage.id);
     const leases = new LeaseClient(Context.current().client, info.taskQueue);
-    const earlier = info.heartbeatDetails;
+    // The earlier attempts' progress (cost, session) stays in the heartbeat for the next attempt to read.
+    const stopHeartbeats = heartbeatWhileWaiting(info.heartbeatDetails);
     try {
       return await holdLeases(
         leases,
         requests,
         async () => {
+          // The stage heartbeats its own progress from here.
+          stopHeartbeats();
           await reports.over();
           return runStage(input);
         },
-        {
-          signal: cancellationSignal(),
-          // The earlier attempts' progress (cost, session) stays in the heartbeat for the next attempt to read.
-          onWait: (wait) => {
-            heartbeat(earlier);
-            reports.waiting(wait);
-          },
-          pollMs: Math.min(10_000, Math.floor(input.stage.heartbeatTimeoutMs / 3)),
-        },
+        { signal: cancellationSignal(), onWait: (wait) => reports.waiting(wait), pollMs: Math.min(10_000, Math.floor(input.stage.heartbeatTimeoutMs / 3)) },
       );
     } catch (err) {
       if (err instanceof LeaseRequestError || err instanceof TemplateError) {
         throw stageFailure({ type: 'CONFIG_INVALID', stageId: input.stage.id, message: `limits: ${err.message}`, hint: 'fix the `limits` key in the pipeline file or the run input it uses (a key is 1 to 200 characters), then start a new run' });
       }
       throw err;
+    } finally {
+      stopHeartbeats();
     }
   };
 }
