@@ -79,7 +79,7 @@ describe('the npm package', () => {
     const changelog = (await execa('tar', ['-xzOf', tarball, 'package/CHANGELOG.md'])).stdout;
     const breaking = /### Breaking\n([\s\S]*?)\n### /.exec(changelog)?.[1] ?? '';
     // The sandbox's default, run folder names, the Node version, the default build id.
-    for (const change of ['defaults to `required`', 'Run folders are named `<run id>-<hash of the id>`', 'Node 22 is required', 'default build id']) {
+    for (const change of ['defaults to `required`', 'Run folders are named `<run id>-<hash of the id>-<hash of its first execution>`', 'Node 22 is required', 'default build id']) {
       expect(breaking, change).toContain(change);
     }
   });
