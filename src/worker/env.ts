@@ -7,6 +7,7 @@ import { apiKeyLimitsFromEnv } from '../activities/api-key/limits-env.js';
 import type { ApiKeyLimits } from '../activities/api-key/key-limiter.js';
 import { ALLOWED_PATHS_VARIABLE, parseFolderList, type AllowedPaths } from '../activities/workspace/allowed-paths.js';
 import { PIPELINE_DIRS_VARIABLE, type PipelineDirs } from '../activities/prompt/worker-files.js';
+import { healthFileFromEnv } from './health-file.js';
 
 /** Worker settings read from the environment (docs/deployment.md lists them). */
 export interface WorkerEnvOptions {
@@ -102,7 +103,7 @@ export function workerOptionsFromEnv(env: NodeJS.ProcessEnv): WorkerEnvOptions {
     shutdownGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_GRACE', '30s'),
     shutdownForceAfterGraceMs: duration(env, 'AGENT_PIPELINE_SHUTDOWN_FORCE', '60s'),
     killGraceMs: duration(env, 'AGENT_PIPELINE_KILL_GRACE', '5s'),
-    healthFile: env.AGENT_PIPELINE_HEALTH_FILE || undefined,
+    healthFile: healthFileFromEnv(env),
     prewarm: readWarmStart(env),
     allowedPaths: parseFolderList(env[ALLOWED_PATHS_VARIABLE]),
     pipelineDirs: parseFolderList(env[PIPELINE_DIRS_VARIABLE]),

@@ -109,6 +109,16 @@ describe('what a command loads', () => {
     }
   });
 
+  test("worker --health-check, which a container runs every 15 s, loads the command line alone, not the worker's modules", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'lazy-health-'));
+    try {
+      const { packages } = await packagesLoaded(['worker', '--health-check'], { AGENT_PIPELINE_HEALTH_FILE: path.join(dir, 'worker.health') });
+      expect([...packages]).toEqual(['commander']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a command that connects loads the OpenTelemetry SDK only when tracing is on', async () => {
     const env = { TEMPORAL_ADDRESS: inject('temporalAddress') };
     const plain = await packagesLoaded(['status', 'no-such-run-lazy-modules'], env);
