@@ -17,14 +17,14 @@ await import(entryFor(process.argv[2]).href);
 
 /**
  * The bundled command line (dist/cli-bundle/, scripts/bundle-cli.js: the same code in a few dozen files instead of
- * hundreds of modules; a command that connects starts in about two thirds of the CPU time), or the compiled modules as
- * they are: for the commands that run a worker in this process, which the bundle leaves out (they share one copy of
- * the Temporal SDK with @temporalio/worker), and when the bundle is older than the compiled client (`tsc` alone after
- * the last `npm run build`).
+ * hundreds of modules; a command that connects starts in about two thirds of the CPU time), or, for the commands that
+ * run a worker in this process, the worker bundle (dist/worker-bundle/: the Temporal SDK stays in node_modules, one copy
+ * shared with @temporalio/worker); or the compiled modules as they are when the bundle is older than the compiled
+ * client (`tsc` alone after the last `npm run build`).
  */
 function entryFor(command) {
-  if (command === 'worker' || command === 'dev' || command === 'demo') return client;
-  const bundle = new URL('../dist/cli-bundle/client.js', import.meta.url);
+  const worker = command === 'worker' || command === 'dev' || command === 'demo';
+  const bundle = new URL(worker ? '../dist/worker-bundle/client.js' : '../dist/cli-bundle/client.js', import.meta.url);
   const built = statSync(bundle, { throwIfNoEntry: false });
   return built && built.mtimeMs >= statSync(client).mtimeMs ? bundle : client;
 }

@@ -18,15 +18,26 @@ import { CLI, CLI_FIXTURES } from './cli-helpers.js';
  */
 
 const BUNDLE_DIR = path.join(PROJECT_ROOT, 'dist', 'cli-bundle');
+/** The bundle of the commands that run a worker (scripts/bundle-cli.js), which leaves the Temporal SDK in node_modules. */
+const WORKER_BUNDLE_DIR = path.join(PROJECT_ROOT, 'dist', 'worker-bundle');
 
-/** What `agent-pipeline ARGS` loaded: packages by name, and whether each came from node_modules or from the bundle. */
+/** What `agent-pipeline ARGS` loaded: packages by name, and whether each came from node_modules or from a bundle. */
 interface Loaded {
   /** Every package, from node_modules or inside a bundle chunk it loaded. */
   packages: Set<string>;
   /** The packages loaded from node_modules. */
   unbundled: Set<string>;
-  /** The bundle's chunks it loaded. */
+  /** The command line bundle's chunks it loaded. */
   chunks: Set<string>;
+  /** The worker bundle's chunks it loaded. */
+  workerChunks: Set<string>;
+}
+
+/** The chunks of the bundle in `dir` among `urls`, and the packages they hold (the bundle's packages.json). */
+async function chunksLoaded(urls: string[], dir: string): Promise<{ chunks: Set<string>; packages: string[] }> {
+  const chunks = new Set(urls.filter((url) => url.startsWith(`file://${dir}/`)).map((url) => path.basename(url)));
+  const inBundle = chunks.size === 0 ? {} : (JSON.parse(await readFile(path.join(dir, 'packages.json'), 'utf8')) as Record<string, string[]>);
+  return { chunks, packages: [...chunks].flatMap((chunk) => inBundle[chunk] ?? []) };
 }
 
 /**
@@ -67,9 +78,9 @@ async function packagesLoaded(args: string[], env: NodeJS.ProcessEnv = {}, until
   if (!line) throw new Error(`no module list: ${result.stderr.slice(-2000)}`);
   const urls = JSON.parse(line.slice('LOADED '.length)) as string[];
   const unbundled = new Set(urls.map((url) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1]).filter((name) => name !== undefined));
-  const chunks = new Set(urls.filter((url) => url.startsWith(`file://${BUNDLE_DIR}/`)).map((url) => path.basename(url)));
-  const inBundle = chunks.size === 0 ? {} : (JSON.parse(await readFile(path.join(BUNDLE_DIR, 'packages.json'), 'utf8')) as Record<string, string[]>);
-  return { packages: new Set([...unbundled, ...[...chunks].flatMap((chunk) => inBundle[chunk] ?? [])]), unbundled, chunks };
+  const cli = await chunksLoaded(urls, BUNDLE_DIR);
+  const worker = await chunksLoaded(urls, WORKER_BUNDLE_DIR);
+  return { packages: new Set([...unbundled, ...cli.packages, ...worker.packages]), unbundled, chunks: cli.chunks, workerChunks: worker.chunks };
 }
 
 describe('what a command loads', () => {
@@ -99,9 +110,13 @@ describe('what a command loads', () => {
     };
     try {
       const loaded = await packagesLoaded(['worker'], env, 'agent-pipeline worker polling');
-      expect(loaded.unbundled.has('@temporalio/worker')).toBe(true);
-      // The compiled modules as they are: the worker shares one copy of the Temporal SDK with @temporalio/worker.
+      // From the worker bundle, with the Temporal SDK as it is in node_modules: one copy, shared with @temporalio/worker
+      // (the command line's bundle holds a copy of the client).
+      expect(loaded.workerChunks.has('client.js')).toBe(true);
       expect([...loaded.chunks]).toEqual([]);
+      for (const sdk of ['@temporalio/worker', '@temporalio/client', '@temporalio/common']) expect(loaded.unbundled.has(sdk), `${sdk} from node_modules`).toBe(true);
+      // Our modules' packages come bundled, not as the ~800 files a worker loaded one by one.
+      for (const bundled of ['zod', 'execa', '@anthropic-ai/sdk']) expect(loaded.unbundled.has(bundled), `${bundled} from node_modules`).toBe(false);
       // telemetry.test.ts runs a worker with both on.
       for (const heavy of ['@opentelemetry/sdk-trace-base', '@temporalio/interceptors-opentelemetry', 'prom-client']) expect(loaded.packages.has(heavy), `${heavy} loaded`).toBe(false);
     } finally {
