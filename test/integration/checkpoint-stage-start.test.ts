@@ -10,7 +10,7 @@ import { extractArchive } from '../../src/activities/checkpoint/folder-archive.j
 import { findStageStartCheckpoint } from '../../src/activities/checkpoint/stage-start.js';
 import { FileStore } from '../../src/store/file-store.js';
 import type { RunRef } from '../../src/pipeline/run-state.js';
-import { withLock } from '../../src/activities/workspace/git.js';
+import { withLock } from '../../src/activities/workspace/keyed-lock.js';
 import { stageOf } from './workflow-helpers.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 

@@ -3,11 +3,13 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { withLock } from '../../src/activities/workspace/keyed-lock.js';
 import { withSharedLock } from '../../src/activities/workspace/shared-lock.js';
 
 /*
  * The lock that holds across the worker processes sharing a workspaces folder, within one process: one holder at a
- * time, a wait that stops when cancelled, and a lock this process holds never taken for a gone holder's.
+ * time, a wait that stops when cancelled, and a lock this process holds never taken for a gone holder's; and the
+ * in-process turns it takes first (keyed-lock.ts, which the workers' git and checkpoints use too).
  * test/integration/shared-lock-processes.test.ts has holders in other processes, one of them SIGKILLed.
  */
 
@@ -96,5 +98,57 @@ describe('a lock shared by the worker processes of one workspaces folder', () =>
     held.open();
     await holding;
     expect(await waiter).toBe(true);
+  });
+});
+
+describe('one call at a time per key in this process', () => {
+  test('runs calls in order, each after the one before ended, a failed one included', async () => {
+    const events: string[] = [];
+    const first = gate();
+    const a = withLock('k', async () => {
+      events.push('a in');
+      await first.opened;
+      events.push('a out');
+      throw new Error('a failed');
+    });
+    const b = withLock('k', async () => {
+      events.push('b');
+      return 'b';
+    });
+    const other = withLock('other key', async () => events.push('other'));
+    await other;
+    first.open();
+    await expect(a).rejects.toThrow('a failed');
+    expect(await b).toBe('b');
+    expect(events).toEqual(['a in', 'other', 'a out', 'b']);
+  });
+
+  test('a cancelled wait rejects with its reason, never runs, and the call after it still waits for the one before', async () => {
+    const events: string[] = [];
+    const first = gate();
+    const queued: string[] = [];
+    const a = withLock('c', async () => {
+      await first.opened;
+      events.push('a');
+    });
+    const cancel = new AbortController();
+    const reason = new Error('cancelled');
+    const b = withLock('c', async () => events.push('b'), { signal: cancel.signal, onQueued: () => queued.push('b') });
+    const c = withLock('c', async () => events.push('c'));
+    cancel.abort(reason);
+    await expect(b).rejects.toBe(reason);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(events).toEqual([]);
+    first.open();
+    await Promise.all([a, c]);
+    expect(events).toEqual(['a', 'c']);
+    expect(queued).toEqual(['b']);
+  });
+
+  test('starts a call after the caller\'s own synchronous code, even with the key free', async () => {
+    let ready = false;
+    const call = withLock('d', async () => ready);
+    ready = true;
+    expect(await call).toBe(true);
   });
 });

@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunRef } from '../../pipeline/run-state.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
-import { withLock } from '../workspace/git.js';
+import { withLock } from '../workspace/keyed-lock.js';
 import { readWorktreeBase } from '../workspace/worktree-base.js';
 import { copyBookkeeping, listBookkeeping } from './bookkeeping-copy.js';
 import { planBookkeeping, recordArchived } from './bookkeeping-delta.js';

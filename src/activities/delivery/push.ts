@@ -1,5 +1,6 @@
 import { REMOTE_NAME } from '../../pipeline/workspace-schema.js';
-import { FALLBACK_IDENTITY, git, unmergedFiles, withLock } from '../workspace/git.js';
+import { FALLBACK_IDENTITY, git, unmergedFiles } from '../workspace/git.js';
+import { withLock } from '../workspace/keyed-lock.js';
 import { shellWord } from '../../pipeline/shell-words.js';
 
 /** How a push of the run's branch ended. */

@@ -11,7 +11,7 @@ import { openPipelineWorkspace, repoOf, runBranch, workspaceVariables } from '..
 import { restoreForAttempt } from '../checkpoint/stage-checkpoints.js';
 import { openStageWorktree } from '../workspace/stage-isolation.js';
 import { removeStaleIndexLock } from '../workspace/git-index-lock.js';
-import { withLock } from '../workspace/git.js';
+import { withLock } from '../workspace/keyed-lock.js';
 import { checkAllowedPath } from '../workspace/allowed-paths.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';
 import { holdLentFolder, runHolder, type FolderWait } from '../workspace/folder-lease.js';

@@ -6,6 +6,7 @@ import { stageFailure } from '../failures.js';
 import { watchFifoWait } from '../process/fifo-wait.js';
 import { runConfined } from '../process/confined.js';
 import { gitEnvironment, pinGitDir, pinnedGitDir, pinnedGitEnvironment, safeGitArgs, withSettingsBefore, type GitAccess } from './git-safety.js';
+import { withLock } from './keyed-lock.js';
 import { refuseNestedRepositories } from './nested-repositories.js';
 import { readOperatorGitSettings } from './operator-git-settings.js';
 import { readOwnFile } from './own-files.js';
@@ -25,15 +26,6 @@ export interface WorktreeOptions {
 /** The identity used for stage commits when the repository configures none. */
 export const FALLBACK_IDENTITY = ['-c', 'user.name=agent-pipeline', '-c', 'user.email=agent-pipeline@localhost'];
 
-/** One git operation at a time per folder in this process: parallel first stages, concurrent commits. */
-const locks = new Map<string, Promise<unknown>>();
-export function withLock<T>(key: string, fn: () => Promise<T>): Promise<T> {
-  const run = (locks.get(key) ?? Promise.resolve()).then(fn, fn);
-  const settled = run.catch(() => undefined);
-  locks.set(key, settled);
-  void settled.then(() => locks.get(key) === settled && locks.delete(key));
-  return run;
-}
 
 /** Thrown when a git command the workspace needs failed for a reason git explains (a lock, local changes). */
 export class GitError extends Error {

@@ -34,6 +34,7 @@ const HASH_CHARS = 10;
  * never meet. The whole Temporal run id is hashed: of a time-ordered (UUIDv7) one, a prefix changes about once a minute.
  */
 const EXECUTION_HASH_CHARS = 12;
+const EXECUTION_HASH = new RegExp(`^[0-9a-f]{${EXECUTION_HASH_CHARS}}$`);
 
 /**
  * The folder name of a run: its id made safe (`[A-Za-z0-9._-]`, no leading dot), a short hash of the exact id and, for a
@@ -95,7 +96,7 @@ export function runFolder(root: string, run: RunRef): string {
 export async function otherRunFolder(root: string, run: RunRef): Promise<string | undefined> {
   const own = toFolderName(run.runId, run.firstExecutionRunId);
   const idName = toFolderName(run.runId);
-  const ofTheId = (name: string): boolean => name !== own && (name === idName || (name.startsWith(`${idName}-`) && /^[0-9a-f]{12}$/.test(name.slice(idName.length + 1))));
+  const ofTheId = (name: string): boolean => name !== own && (name === idName || (name.startsWith(`${idName}-`) && EXECUTION_HASH.test(name.slice(idName.length + 1))));
   for (const folder of [root, runsFolder(root)]) {
     const found = (await readdir(folder).catch(() => [] as string[])).find(ofTheId);
     if (found !== undefined) return path.join(folder, found);

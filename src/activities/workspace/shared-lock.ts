@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { withLock } from './keyed-lock.js';
 import { readOwnFile } from './own-files.js';
 
 /*
@@ -45,61 +46,32 @@ export interface SharedLockOptions {
 const RECORD = 'holder.json';
 const DEFAULT_STALE_MS = 20_000;
 
-/** This process's calls waiting on each lock, in order: one at a time goes to the folder, the others wait here unpolled. */
-const turns = new Map<string, Promise<void>>();
-
 /**
  * Runs `fn` holding the lock `lockDir` (a folder path whose parent exists and is the worker's own), waiting for it
- * first while another call, in this process or another, holds it.
+ * first while another call, in this process or another, holds it. Calls of this process take their turns in the
+ * process first (keyed-lock.ts): they follow one another at once, where polling the folder would cost each a fraction
+ * of a second, and a lock this process holds is never taken for a gone holder's, however long its record stays
+ * unchanged (a frozen event loop).
  * @throws the signal's reason when cancelled while waiting
  */
 export async function withSharedLock<T>(lockDir: string, fn: () => Promise<T>, options: SharedLockOptions = {}): Promise<T> {
-  return withTurnHere(lockDir, options, async (told) => {
-    const release = await acquire(lockDir, options, told);
-    try {
-      return await fn();
-    } finally {
-      await release();
-    }
-  });
-}
-
-/**
- * Runs `fn` once the calls of this process before it on `lockDir` are done: they follow one another at once, where
- * polling the folder would cost each a fraction of a second, and a lock this process holds is never taken for a gone
- * holder's, however long its record stays unchanged (a frozen event loop). A cancelled wait leaves its place in line
- * to the call after it. `fn` is told whether `onWait` was called already.
- */
-async function withTurnHere<T>(lockDir: string, options: SharedLockOptions, fn: (told: boolean) => Promise<T>): Promise<T> {
-  const before = turns.get(lockDir);
-  let end!: () => void;
-  const mine = new Promise<void>((resolve) => (end = resolve));
-  const line = before ? before.then(() => mine) : mine;
-  turns.set(lockDir, line);
-  try {
-    if (before) {
-      options.onWait?.(undefined);
-      await untilDone(before, options.signal);
-    }
-    return await fn(before !== undefined);
-  } finally {
-    end();
-    if (turns.get(lockDir) === line) turns.delete(lockDir);
-  }
-}
-
-/** Resolves when `turn` does; rejects with the signal's reason when it is aborted first. */
-function untilDone(turn: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return turn;
-  signal.throwIfAborted();
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    void turn.then(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    });
-  });
+  let told = false;
+  const onQueued = () => {
+    told = true;
+    options.onWait?.(undefined);
+  };
+  return withLock(
+    `shared:${lockDir}`,
+    async () => {
+      const release = await acquire(lockDir, options, told);
+      try {
+        return await fn();
+      } finally {
+        await release();
+      }
+    },
+    { signal: options.signal, onQueued },
+  );
 }
 
 async function acquire(lockDir: string, options: SharedLockOptions, toldAlready: boolean): Promise<() => Promise<void>> {

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, unmergedFiles, withLock } from './git.js';
+import { ensureWorktree, FALLBACK_IDENTITY, git, GitError, pinWorktree, uncommittedFiles, unmergedFiles } from './git.js';
+import { withLock } from './keyed-lock.js';
 import { removeStaleIndexLock } from './git-index-lock.js';
 import { ensureRealDir } from './own-files.js';
 import type { RunWorkspace } from './run-workspace.js';
