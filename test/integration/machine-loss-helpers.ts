@@ -1,8 +1,10 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { checkpointsPrefix } from '../../src/activities/checkpoint/keys.js';
 import { LATEST_OBJECT } from '../../src/activities/checkpoint/latest.js';
+import { descendantsOf, readProcStat } from '../../src/activities/process/proc.js';
 import type { Harness } from '../helpers/harness.js';
 import type { WorkerProcess } from './fault-helpers.js';
 
@@ -41,9 +43,33 @@ export async function restorableManifest(harness: Harness, runId: string): Promi
  * @returns how many model requests had been made by then (the later ones are the other host's)
  */
 export async function loseHost(harness: Harness, worker: WorkerProcess, runId: string): Promise<number> {
+  // Everything on a lost machine stops at once. Killed with its worker, an agent would be stopped by the worker's
+  // watchdog, gracefully: Claude Code writes its session files as it exits, into the folders deleted below (ENOTEMPTY
+  // on a loaded machine), or after they were deleted.
+  const onHost = descendantsOf(worker.pid);
   await worker.crash();
+  for (const pid of onHost) signalIfAlive(pid, 'SIGKILL');
+  await waitUntilGone(onHost);
   const lostAt = harness.modelServer.requests().length;
   await rm(harness.runDir(runId), { recursive: true, force: true });
   await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
   return lostAt;
+}
+
+function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Resolves once none of `pids` runs any more (gone, or a zombie its new parent has not reaped yet). */
+async function waitUntilGone(pids: number[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const running = () => pids.filter((pid) => (readProcStat(pid)?.[0] ?? 'Z') !== 'Z');
+  while (running().length > 0) {
+    if (Date.now() > deadline) throw new Error(`processes of the lost host still running after SIGKILL: ${running().join(', ')}`);
+    await sleep(50);
+  }
 }
