@@ -79,9 +79,11 @@ async function runCheckpointed(setup: AttemptSetup, setupWarnings: string[]): Pr
   const everyMs = input.stage.checkpoint ? toMilliseconds(input.stage.checkpoint.every) : (deps.checkpoints?.everyMs ?? 0);
   const heartbeatDetails = () => latestHeartbeat(setup);
   const checkpoints = new AttemptCheckpoints(deps.checkpoints, target, everyMs, heartbeatDetails);
-  // The store's record of a run checkpointed there, which its sweep reads once Temporal no longer keeps the run.
+  // The store's record of a run checkpointed there, which its sweep reads once Temporal no longer keeps the run; per
+  // execution, so that a later run of a reused id writes its own.
   const store = deps.checkpoints?.store;
-  if (store && setup.info.workflowNamespace) await keepHeartbeating(heartbeatDetails, () => recordRun(store, { runId: input.runId, namespace: setup.info.workflowNamespace! }));
+  const { workflowNamespace: namespace, workflowExecution } = setup.info;
+  if (store && namespace) await keepHeartbeating(heartbeatDetails, () => recordRun(store, { runId: input.runId, namespace }, workflowExecution?.runId));
   // An earlier attempt on this host completed the stage, but no store took its end checkpoint: only that is left to do.
   const unsaved = setup.restoredFrom ? undefined : await setup.log.takeUncheckpointedResult();
   if (unsaved) return endCheckpointed(setup, checkpoints, unsaved, setupWarnings);

@@ -3,7 +3,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { ObjectStore } from './object-store.js';
+import type { DeletePrefixOptions, ObjectStore, StoredObject } from './object-store.js';
 
 /*
  * Everything written to the store encrypted with the keys of `AGENT_PIPELINE_ENCRYPTION_KEY` (AES-256-GCM, as history
@@ -103,8 +103,12 @@ export class EncryptedStore implements ObjectStore {
     return this.inner.list(prefix);
   }
 
-  deletePrefix(prefix: string): Promise<number> {
-    return this.inner.deletePrefix(prefix);
+  listModified(prefix: string): AsyncIterable<StoredObject> {
+    return this.inner.listModified(prefix);
+  }
+
+  deletePrefix(prefix: string, options?: DeletePrefixOptions): Promise<number> {
+    return this.inner.deletePrefix(prefix, options);
   }
 
   private async decryptFile(key: string, sealed: string, plain: string): Promise<void> {

@@ -3,7 +3,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { copyFile, lstat, mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { checkStoreKey, StoreObjectTooLargeError, type ObjectStore } from './object-store.js';
+import { checkStoreKey, StoreObjectTooLargeError, type DeletePrefixOptions, type ObjectStore, type StoredObject } from './object-store.js';
 
 /**
  * A store in a local folder (`file:///path`): what one machine needs, with nothing new to run. Objects are regular
@@ -56,9 +56,20 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  async deletePrefix(prefix: string): Promise<number> {
+  /** By the files' modification times: the clock of the file system's host (a shared volume's server). */
+  async *listModified(prefix: string): AsyncIterable<StoredObject> {
+    for await (const key of this.list(prefix)) {
+      const modifiedMs = await this.modifiedMs(key);
+      if (modifiedMs !== undefined) yield { key, modifiedMs };
+    }
+  }
+
+  async deletePrefix(prefix: string, options: DeletePrefixOptions = {}): Promise<number> {
+    const before = options.modifiedBeforeMs;
     let deleted = 0;
     for await (const key of this.list(prefix)) {
+      // Written at or after `before`, or gone meanwhile: left alone.
+      if (before !== undefined && !(((await this.modifiedMs(key)) ?? before) < before)) continue;
       await rm(this.fileOf(key), { force: true });
       deleted += 1;
     }
@@ -66,6 +77,12 @@ export class FileStore implements ObjectStore {
     // something was written into meanwhile is not empty, and stays.
     if (prefix.endsWith('/')) await removeEmptyFolders(path.join(this.root, ...checkStoreKey(prefix.slice(0, -1)).split('/')));
     return deleted;
+  }
+
+  /** When the object's file was last written, or undefined when it is gone. */
+  private async modifiedMs(key: string): Promise<number | undefined> {
+    const stats = await lstat(this.fileOf(key)).catch(() => undefined);
+    return stats?.isFile() ? stats.mtimeMs : undefined;
   }
 
   private fileOf(key: string): string {

@@ -16,8 +16,25 @@ export interface ObjectStore {
   getFile(key: string, file: string, maxBytes: number): Promise<boolean>;
   /** Every key under `prefix`, in no particular order. */
   list(prefix: string): AsyncIterable<string>;
-  /** Deletes every object under `prefix`; returns how many were deleted. */
-  deletePrefix(prefix: string): Promise<number>;
+  /** Every object under `prefix` with when it was last written, in no particular order. */
+  listModified(prefix: string): AsyncIterable<StoredObject>;
+  /** Deletes every object under `prefix` (with `modifiedBeforeMs`, those last written before it); returns how many were deleted. */
+  deletePrefix(prefix: string, options?: DeletePrefixOptions): Promise<number>;
+}
+
+/** An object's key, and when it was last written by the store's own clock (an S3 service's, a folder's file system's). */
+export interface StoredObject {
+  key: string;
+  /** @unit milliseconds since the epoch */
+  modifiedMs: number;
+}
+
+export interface DeletePrefixOptions {
+  /**
+   * Deletes only the objects last written before this time, by the store's clock (StoredObject `modifiedMs`): one
+   * written, or written again, at or after it stays. @unit milliseconds since the epoch @default every object
+   */
+  modifiedBeforeMs?: number;
 }
 
 /** The store could not be reached or refused a request: retryable, and names the setting to check. */

@@ -4,7 +4,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { checkStoreKey, StoreObjectTooLargeError, StoreUnavailableError, type ObjectStore } from './object-store.js';
+import { checkStoreKey, StoreObjectTooLargeError, StoreUnavailableError, type DeletePrefixOptions, type ObjectStore, type StoredObject } from './object-store.js';
 import { STORE_ACCESS_KEY_VARIABLE, STORE_ENDPOINT_VARIABLE, STORE_SECRET_KEY_VARIABLE, STORE_VARIABLE, type StoreSettings } from './store-settings.js';
 
 /*
@@ -66,6 +66,11 @@ export class S3Store implements ObjectStore {
   }
 
   async *list(prefix: string): AsyncIterable<string> {
+    for await (const object of this.listModified(prefix)) yield object.key;
+  }
+
+  /** By the service's LastModified: its own clock. */
+  async *listModified(prefix: string): AsyncIterable<StoredObject> {
     const { s3, client } = await this.connect();
     const base = this.settings.prefix ? `${this.settings.prefix}/` : '';
     let token: string | undefined;
@@ -73,13 +78,17 @@ export class S3Store implements ObjectStore {
       const page = await this.call('list', prefix, () =>
         client.send(new s3.ListObjectsV2Command({ Bucket: this.settings.bucket, Prefix: base + prefix, ContinuationToken: token })),
       );
-      for (const object of page.Contents ?? []) if (object.Key?.startsWith(base)) yield object.Key.slice(base.length);
+      for (const object of page.Contents ?? []) {
+        // A service that names no time: as if written now, so that no age-based delete takes it.
+        if (object.Key?.startsWith(base)) yield { key: object.Key.slice(base.length), modifiedMs: object.LastModified?.getTime() ?? Date.now() };
+      }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
   }
 
-  async deletePrefix(prefix: string): Promise<number> {
+  async deletePrefix(prefix: string, options: DeletePrefixOptions = {}): Promise<number> {
     const { s3, client } = await this.connect();
+    const before = options.modifiedBeforeMs ?? Number.POSITIVE_INFINITY;
     let batch: string[] = [];
     let deleted = 0;
     const flush = async (): Promise<void> => {
@@ -89,7 +98,8 @@ export class S3Store implements ObjectStore {
       deleted += batch.length;
       batch = [];
     };
-    for await (const key of this.list(prefix)) {
+    for await (const { key, modifiedMs } of this.listModified(prefix)) {
+      if (modifiedMs >= before) continue;
       batch.push(key);
       if (batch.length >= DELETE_BATCH) await flush();
     }

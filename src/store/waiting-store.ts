@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatDuration } from '../pipeline/duration.js';
-import { isPassingOutage, type ObjectStore } from './object-store.js';
+import { isPassingOutage, type DeletePrefixOptions, type ObjectStore, type StoredObject } from './object-store.js';
 
 /*
  * A worker rides out a store outage instead of failing the stage that met it: every operation that fails with an outage
@@ -48,20 +48,28 @@ export class WaitingStore implements ObjectStore {
     return this.waiting(() => this.inner.getFile(key, file, maxBytes));
   }
 
-  deletePrefix(prefix: string): Promise<number> {
-    return this.waiting(() => this.inner.deletePrefix(prefix));
+  deletePrefix(prefix: string, options?: DeletePrefixOptions): Promise<number> {
+    return this.waiting(() => this.inner.deletePrefix(prefix, options));
+  }
+
+  list(prefix: string): AsyncIterable<string> {
+    return this.resumed(() => this.inner.list(prefix), (key) => key);
+  }
+
+  listModified(prefix: string): AsyncIterable<StoredObject> {
+    return this.resumed(() => this.inner.listModified(prefix), (object) => object.key);
   }
 
   /** A listing cut by an outage starts over once the store is back, yielding only the keys not yielded yet. */
-  async *list(prefix: string): AsyncIterable<string> {
+  private async *resumed<T>(listing: () => AsyncIterable<T>, keyOf: (item: T) => string): AsyncIterable<T> {
     const yielded = new Set<string>();
     const deadline = new Deadline(this.waitMs);
     for (;;) {
       try {
-        for await (const key of this.inner.list(prefix)) {
-          if (yielded.has(key)) continue;
-          yielded.add(key);
-          yield key;
+        for await (const item of listing()) {
+          if (yielded.has(keyOf(item))) continue;
+          yielded.add(keyOf(item));
+          yield item;
         }
         return this.back();
       } catch (err) {

@@ -18,6 +18,8 @@ export interface Versitygw {
   endpoint: string;
   accessKeyId: string;
   secretAccessKey: string;
+  /** The folder its posix backend keeps buckets in: `<folder>/<bucket>/<key>`, a file's time being its object's LastModified. */
+  folder: string;
   /** The environment of a worker or client using bucket `bucket` of this server. */
   storeEnv(bucket: string, prefix?: string): Record<string, string>;
   createBucket(name: string): Promise<void>;
@@ -100,6 +102,7 @@ export async function startVersitygw(binary: string): Promise<Versitygw> {
     endpoint,
     accessKeyId,
     secretAccessKey,
+    folder: data,
     storeEnv: (bucket, prefix) => ({
       AGENT_PIPELINE_STORE: `s3://${bucket}${prefix ? `/${prefix}` : ''}`,
       AGENT_PIPELINE_STORE_ENDPOINT: endpoint,

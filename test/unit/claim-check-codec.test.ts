@@ -7,6 +7,7 @@ import { CLAIM_KEY_METADATA, ClaimCheckCodec, ClaimCheckError, withSharedClaims 
 import { FileStore } from '../../src/store/file-store.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { recordedRuns, sweepGoneRuns } from '../../src/store/run-records.js';
+import { ageFiles } from '../helpers/age-files.js';
 
 /*
  * Claimed payloads live and go with their run (issue 29, lifecycle): the claim check puts a payload of a known run
@@ -46,6 +47,8 @@ describe('claims per run', () => {
     for await (const run of recordedRuns(store)) recorded.push(run.runId);
     expect(recorded.sort()).toEqual(['run-gone', 'run-live']);
 
+    // As old as a run's objects are once the namespace's retention has passed (the sweep keeps younger ones).
+    await ageFiles(dir);
     expect(await sweepGoneRuns(store, 'default', async (runId) => runId === 'run-gone')).toEqual(['run-gone']);
     expect(await keys(runKeyPrefix('run-gone'))).toEqual([]);
     expect(textOf((await worker.decode([live!]))[0]!)).toBe(textOf(big('b')));

@@ -1,10 +1,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { FileStore } from '../../src/store/file-store.js';
 import { runKeyPrefix } from '../../src/store/run-keys.js';
 import { recordedRuns, recordRun, sweepGoneRuns } from '../../src/store/run-records.js';
+import { ageFiles } from '../helpers/age-files.js';
 
 /*
  * The store's sweep (store/run-records.ts) on a real folder store: it deletes the objects of runs of its own namespace
@@ -34,6 +35,8 @@ describe('the store sweep', () => {
       await recordRun(store, { runId, namespace });
       await store.put(`${runKeyPrefix(runId)}checkpoints/c1/manifest.json`, Buffer.from('{}'));
     }
+    // As old as a run's objects are once the namespace's retention has passed (the sweep keeps younger ones).
+    await ageFiles(dir);
     // `gone` of namespace `other` shares the prefix of `gone` (the same run id): its record was overwritten by the later
     // write, so the sweep of `default` sees it as `other`'s and keeps it.
     const deleted = await sweepGoneRuns(store, 'other', async (runId) => runId === 'gone');
@@ -52,5 +55,32 @@ describe('the store sweep', () => {
     expect(runs).toEqual(['unknown']);
     expect(await sweepGoneRuns(store, 'default', async () => { throw new Error('Temporal is down'); })).toEqual([]);
     expect(await keys()).toHaveLength(3);
+  });
+
+  test("writes a later execution's record again after another process deleted the id's objects, as prune does", async () => {
+    const run = { runId: 'reused', namespace: 'default' };
+    await recordRun(store, run, 'first-execution');
+    // `agent-pipeline prune` (its own process, its own store) deletes everything under the id once the run ended.
+    await new FileStore(dir).deletePrefix(runKeyPrefix('reused'));
+    // A later run of the id starts on this worker: its first stage records it.
+    await recordRun(store, run, 'second-execution');
+    expect(await keys()).toEqual([`${runKeyPrefix('reused')}run.json`]);
+  });
+
+  test("writes a record again once it has trusted its own write for 10 minutes, as another worker's sweep may have deleted it since", async () => {
+    vi.useFakeTimers({ toFake: ['performance'] });
+    try {
+      const run = { runId: 'reused', namespace: 'default' };
+      await recordRun(store, run);
+      await new FileStore(dir).deletePrefix(runKeyPrefix('reused'));
+      // Within the 10 minutes, trusted: no sweep deletes a record written since the hour before its question.
+      await recordRun(store, run);
+      expect(await keys()).toEqual([]);
+      vi.advanceTimersByTime(10 * 60_000);
+      await recordRun(store, run);
+      expect(await keys()).toEqual([`${runKeyPrefix('reused')}run.json`]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
