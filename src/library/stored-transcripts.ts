@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { newestRunCheckpoint, unpackBookkeeping } from '../activities/checkpoint/restore-checkpoint.js';
+import { newestRunCheckpoint, unpackBookkeeping } from '../activities/checkpoint/read-checkpoint.js';
 import type { RunRef } from '../pipeline/run-state.js';
 import { openWorkersStore, type ClientStoreSettings } from './client-store.js';
 import { listTranscripts, type TranscriptFile } from './transcript-files.js';

@@ -1,16 +1,14 @@
 import { existsSync } from 'node:fs';
-import { mkdir, realpath, rename, rm } from 'node:fs/promises';
+import { mkdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { RunRef } from '../../pipeline/run-state.js';
-import type { ObjectStore } from '../../store/object-store.js';
 import { stageFailure } from '../failures.js';
-import { runPaths } from '../workspace/run-folder.js';
-import { extractArchive } from './folder-archive.js';
+import { runPaths, RUN_RECORD, type RunPaths } from '../workspace/run-folder.js';
 import { bundleProblem, unbundleInto } from './git-snapshot.js';
-import { checkpointKey } from './keys.js';
 import { newestCheckpointId } from './latest.js';
-import { CHECKPOINT_OBJECTS, describeFile, readCheckpointManifest, type CheckpointManifest } from './manifest.js';
-import { readCheckpointMarker, writeCheckpointMarker, writeRestoreRecord } from './marker.js';
+import { CHECKPOINT_OBJECTS, type CheckpointManifest } from './manifest.js';
+import { readCheckpointMarker, readRestoreRecord, writeCheckpointMarker, writeRestoreRecord, type RestoreRecord } from './marker.js';
+import { damaged, downloadVerified, moveIntoPlace, newestRunCheckpoint, readManifest, unpackAside, unpackBookkeepingAside } from './read-checkpoint.js';
 import { withScratch } from './scratch.js';
 import { WORKSPACES_VARIABLE_NAME, type CheckpointOptions } from './settings.js';
 
@@ -25,9 +23,6 @@ export interface RestorePlace extends RunRef {
   stageId: string;
 }
 
-/** The run whose checkpoints are read, and the stage reading them (in failure messages). */
-export type StoredRunPlace = RunRef & Pick<RestorePlace, 'stageId'>;
-
 /** A restore done: what the attempt tells its agent, and for a worktree the commit to lay out once it is opened. */
 export interface Restored {
   manifest: CheckpointManifest;
@@ -36,8 +31,17 @@ export interface Restored {
 
 /**
  * Restores the run's workspace and bookkeeping from its newest checkpoint when this host has none of them, or an
- * older copy than that checkpoint; does nothing otherwise. Every object is checked against the manifest before
- * anything changes, and each folder is unpacked aside and moved into place whole.
+ * older copy than that checkpoint; does nothing otherwise. Every object is downloaded, checked against the manifest and
+ * unpacked aside before anything changes, and each folder is moved into place whole.
+ *
+ * A worker may be killed at any point of it (SIGKILL, a lost machine): the host's copy is changed in an order that
+ * leaves the next attempt either nothing restored or the restore whole and marked, never a copy it takes for current
+ * whose agent is not told, or that no later checkpoint could be found newer than. The bookkeeping, with the checkpoint
+ * marker and the restore record written into it, moves into place last, so a bookkeeping folder a restore put here
+ * always says which checkpoint it came from, and a host without one (a workspace alone may be one a killed restore
+ * left) takes both folders from the checkpoint. When only the workspace is missing, the record is written before it
+ * comes. A worktree's uncommitted work is laid out after the restore ({@link finishRestore} in stage-checkpoints.ts):
+ * the record names it until then.
  * @throws CONFIG_INVALID (not retried) when this worker's paths differ from those the checkpoint was taken under
  * @throws WORKSPACE_ERROR (not retried) when the checkpoint is damaged or its base commit is missing here
  */
@@ -45,54 +49,58 @@ export async function restoreIfNeeded(options: CheckpointOptions, place: Restore
   const latest = await newestCheckpointId(options.store, place);
   if (!latest) return undefined;
   const paths = runPaths(place.workspacesRoot, place);
-  const marker = await readCheckpointMarker(paths.bookkeeping);
-  const workspaceMissing = place.kind === 'git' ? !existsSync(path.join(paths.dir, '.git')) : place.kind === 'folder' && !existsSync(paths.dir);
-  const bookkeepingMissing = !existsSync(path.join(paths.bookkeeping, 'run.json'));
-  const stale = marker !== undefined && marker.id < latest;
-  if (!workspaceMissing && !bookkeepingMissing && !stale) return undefined;
+  const restore = await whatToRestore(place, paths, latest);
+  if (!restore) return undefined;
   const manifest = await readManifest(options, place, latest);
   // A fork point (a stage's first start, taken without its bookkeeping) is not something a run goes on from.
   if (!manifest.objects[CHECKPOINT_OBJECTS.bookkeeping]) return undefined;
   refuseOtherPaths(manifest, place, paths.dir);
   return withScratch(place.workspacesRoot, async (scratch) => {
     const files = await downloadVerified(options, place, manifest, scratch);
-    const warnings: string[] = [];
-    if (manifest.git && manifest.git.branch !== place.branch) {
-      // A manifest naming another branch would have the restore create or move that branch: never.
-      throw damaged(place, manifest, `it names the branch ${manifest.git.branch}, but the run's branch is ${place.branch ?? '(none)'}`);
-    }
-    if (manifest.git) {
-      const problem = await bundleProblem(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]);
-      if (problem) throw damaged(place, manifest, `its git bundle cannot be used in ${place.repo}: ${problem}`, `the repository needs the commit ${manifest.git.base} the run started from: fetch it into ${place.repo}, then retry`);
-    }
-    const bookkeeping = bookkeepingMissing || stale ? await bookkeepingSteps(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch) : [];
-    // Everything is checked: from here on, the host's copy is replaced.
-    if (stale) await moveAside(scratch, [paths.dir, paths.bookkeeping]);
-    if (bookkeeping.length > 0) await unpackSteps(bookkeeping, scratch, paths.bookkeeping);
-    if (manifest.kind === 'folder' && (workspaceMissing || stale)) await unpackInto(files[CHECKPOINT_OBJECTS.folderArchive], scratch, paths.dir);
-    if (manifest.git && (workspaceMissing || stale)) {
-      const warning = await unbundleInto(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle], manifest.git);
-      if (warning) warnings.push(warning);
-    }
-    // The stage restoring is the first to have an attempt on the restored copy (marker.ts: the others are told later).
-    await writeRestoreRecord(paths.bookkeeping, { id: manifest.id, takenAt: manifest.takenAt, stages: [place.stageId] });
-    await writeCheckpointMarker(paths.bookkeeping, manifest);
-    return { manifest, warnings };
+    await refuseUnusable(place, manifest, files);
+    const archive = files[CHECKPOINT_OBJECTS.folderArchive];
+    const workspace = archive === undefined ? undefined : await unpackAside(archive, scratch, 'unpacked-workspace');
+    const bookkeeping = restore === 'both' ? await unpackBookkeepingAside(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch) : paths.bookkeeping;
+    // Everything is checked and unpacked: from here on, the host's copy changes. The marker and the record go into the
+    // unpacked bookkeeping, which moves into place last; with the workspace alone missing, here before it comes.
+    await markRestored(bookkeeping, manifest, { id: manifest.id, takenAt: manifest.takenAt, stages: [place.stageId], ...(manifest.git ? { work: manifest.git.work } : {}) });
+    if (restore === 'both') await moveAside(scratch, [paths.dir, paths.bookkeeping]);
+    if (workspace) await moveIntoPlace(workspace, paths.dir);
+    const warning = manifest.git ? await unbundleInto(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]!, manifest.git) : undefined;
+    if (restore === 'both') await moveIntoPlace(bookkeeping, paths.bookkeeping);
+    return { manifest, warnings: warning ? [warning] : [] };
   });
 }
 
-async function readManifest(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, id: string): Promise<CheckpointManifest> {
-  const manifest = await readCheckpointManifest(options.store, place, id);
-  if (!manifest) {
-    throw stageFailure({
-      type: 'WORKSPACE_ERROR',
-      stageId: place.stageId,
-      nonRetryable: true,
-      message: `the manifest of checkpoint ${id} of run ${place.runId} in ${options.store.description} is not a checkpoint manifest of this run`,
-      hint: 'the store was changed by hand; delete that checkpoint folder from the store to fall back to the one before, or start a new run',
-    });
-  }
-  return manifest;
+/**
+ * What this host lacks of the run, against the store's newest checkpoint `latest`: `both` folders (it has no
+ * bookkeeping of the run, or an older copy), the `workspace` alone, or nothing (undefined).
+ */
+async function whatToRestore(place: RestorePlace, paths: RunPaths, latest: string): Promise<'both' | 'workspace' | undefined> {
+  const marker = await readCheckpointMarker(paths.bookkeeping);
+  // Without its bookkeeping, a workspace here may be one a killed restore left: nothing says of which checkpoint.
+  if (!existsSync(path.join(paths.bookkeeping, RUN_RECORD)) || (marker !== undefined && marker.id < latest)) return 'both';
+  if (place.kind === 'folder') return existsSync(paths.dir) ? undefined : 'workspace';
+  if (place.kind !== 'git') return undefined;
+  // A worktree a killed attempt opened but had not laid the work out in yet is at its branch's tip: restored again.
+  const workPending = (await readRestoreRecord(paths.bookkeeping))?.work !== undefined;
+  return existsSync(path.join(paths.dir, '.git')) && !workPending ? undefined : 'workspace';
+}
+
+/** Refuses a checkpoint whose git bundle names another branch than the run's, or cannot be used in the repository. */
+async function refuseUnusable(place: RestorePlace, manifest: CheckpointManifest, files: Record<string, string>): Promise<void> {
+  if (!manifest.git) return;
+  // A manifest naming another branch would have the restore create or move that branch: never.
+  if (manifest.git.branch !== place.branch) throw damaged(place, manifest, `it names the branch ${manifest.git.branch}, but the run's branch is ${place.branch ?? '(none)'}`);
+  const problem = await bundleProblem(place.repo!, files[CHECKPOINT_OBJECTS.gitBundle]!);
+  if (problem) throw damaged(place, manifest, `its git bundle cannot be used in ${place.repo}: ${problem}`, `the repository needs the commit ${manifest.git.base} the run started from: fetch it into ${place.repo}, then retry`);
+}
+
+/** Records in `bookkeeping` which checkpoint the host's copy is now, and the restore its stages are to be told of. */
+async function markRestored(bookkeeping: string, manifest: CheckpointManifest, record: RestoreRecord): Promise<void> {
+  // The stage restoring is the first to have an attempt on the restored copy (marker.ts: the others are told later).
+  await writeRestoreRecord(bookkeeping, record);
+  await writeCheckpointMarker(bookkeeping, manifest);
 }
 
 /**
@@ -103,16 +111,6 @@ export async function checkpointElsewhere(options: CheckpointOptions, workspaces
   const manifest = await newestRunCheckpoint(options.store, run);
   if (!manifest) return undefined;
   return manifest.runDir === runPaths(workspacesRoot, run).dir ? undefined : manifest.runDir;
-}
-
-/**
- * The manifest of the run's newest checkpoint when a run can go on from it (it holds the bookkeeping: not a fork
- * point); undefined when there is none, or it cannot be read.
- */
-export async function newestRunCheckpoint(store: ObjectStore, run: RunRef): Promise<CheckpointManifest | undefined> {
-  const id = await newestCheckpointId(store, run);
-  const manifest = id === undefined ? undefined : await readCheckpointManifest(store, run, id);
-  return manifest?.objects[CHECKPOINT_OBJECTS.bookkeeping] ? manifest : undefined;
 }
 
 /** Claude Code keys its sessions by the working directory's path: a run can only go on where that path is the same. */
@@ -134,115 +132,10 @@ function refuseOtherPaths(manifest: CheckpointManifest, place: RestorePlace, run
   });
 }
 
-/** The object holding a checkpoint's workspace: its git bundle, its folder's archive, or none for a lent folder. */
-export function workspaceObjects(manifest: CheckpointManifest): string[] {
-  return manifest.kind === 'git' ? [CHECKPOINT_OBJECTS.gitBundle] : manifest.kind === 'folder' ? [CHECKPOINT_OBJECTS.folderArchive] : [];
-}
-
 /**
- * Downloads the objects `names` of the manifest (all it holds of a whole checkpoint by default) into `scratch` and
- * checks their size and sha256. @throws WORKSPACE_ERROR naming the object missing or damaged
+ * Moves what this host has of the run (an older copy, or a workspace a killed restore left) into `scratch` (removed
+ * with it), so the restored folders take their places.
  */
-export async function downloadVerified(
-  options: Pick<CheckpointOptions, 'store'>,
-  place: StoredRunPlace,
-  manifest: CheckpointManifest,
-  scratch: string,
-  names = [CHECKPOINT_OBJECTS.bookkeeping, ...workspaceObjects(manifest)],
-): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  for (const name of names) {
-    const want = manifest.objects[name];
-    const file = path.join(scratch, name);
-    if (!want || !(await options.store.getFile(checkpointKey(place, manifest.id, name), file, Math.max(want.bytes, 0) + 1))) {
-      throw damaged(place, manifest, `its object ${name} is missing`);
-    }
-    const got = await describeFile(file);
-    if (got.sha256 !== want.sha256 || got.bytes !== want.bytes) {
-      throw damaged(place, manifest, `its object ${name} has sha256 ${got.sha256} (${got.bytes} bytes), but the manifest says ${want.sha256} (${want.bytes} bytes)`);
-    }
-    files[name] = file;
-  }
-  return files;
-}
-
-function damaged(place: StoredRunPlace, manifest: CheckpointManifest, what: string, hint?: string) {
-  return stageFailure({
-    type: 'WORKSPACE_ERROR',
-    stageId: place.stageId,
-    nonRetryable: true,
-    message: `checkpoint ${manifest.id} of run ${place.runId} (taken ${manifest.takenAt}) cannot be restored: ${what}; nothing was restored`,
-    hint: hint ?? 'the store was changed or damaged; delete that checkpoint folder from the store to fall back to the one before, or start a new run',
-    details: { checkpoint: manifest.id },
-  });
-}
-
-/** Unpacks `archive` beside the folder `target` is to be, then moves it into place in one rename. */
-export async function unpackInto(archive: string | undefined, scratch: string, target: string): Promise<void> {
-  if (!archive) return;
-  const unpacked = path.join(scratch, `unpacked-${path.basename(target)}`);
-  await mkdir(unpacked);
-  await extractArchive(archive, unpacked);
-  await mkdir(path.dirname(target), { recursive: true });
-  await rename(unpacked, target);
-}
-
-/** One archive of a bookkeeping chain: unpacked over the ones before it, then the paths removed since them deleted. */
-interface ArchiveStep {
-  archive: string;
-  removed: readonly string[];
-}
-
-/**
- * The archives that make up the checkpoint's bookkeeping, oldest first: those of the checkpoints it chains to
- * (bookkeeping-delta.ts), each checked against its manifest, then its own `archive`.
- */
-async function bookkeepingSteps(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, manifest: CheckpointManifest, archive: string, scratch: string): Promise<ArchiveStep[]> {
-  const steps: ArchiveStep[] = [];
-  for (const id of manifest.bookkeepingChain ?? []) {
-    const link = await readManifest(options, place, id);
-    const folder = path.join(scratch, `chain-${steps.length}`);
-    await mkdir(folder);
-    const files = await downloadVerified(options, place, link, folder, [CHECKPOINT_OBJECTS.bookkeeping]);
-    steps.push({ archive: files[CHECKPOINT_OBJECTS.bookkeeping]!, removed: link.bookkeepingRemoved ?? [] });
-  }
-  return [...steps, { archive, removed: manifest.bookkeepingRemoved ?? [] }];
-}
-
-/**
- * The bookkeeping of checkpoint `manifest` (its chain's archives, then its own), each checked against its manifest,
- * unpacked into `target`, a folder that does not exist yet: what a client reads a lost host's transcripts from.
- * @throws WORKSPACE_ERROR naming the object missing or damaged
- */
-export async function unpackBookkeeping(options: Pick<CheckpointOptions, 'store'>, place: StoredRunPlace, manifest: CheckpointManifest, scratch: string, target: string): Promise<void> {
-  const files = await downloadVerified(options, place, manifest, scratch, [CHECKPOINT_OBJECTS.bookkeeping]);
-  await unpackSteps(await bookkeepingSteps(options, place, manifest, files[CHECKPOINT_OBJECTS.bookkeeping]!, scratch), scratch, target);
-}
-
-/** Unpacks `steps` in order into a folder beside `target`, then moves it into place in one rename. */
-async function unpackSteps(steps: ArchiveStep[], scratch: string, target: string): Promise<void> {
-  const unpacked = path.join(scratch, `unpacked-${path.basename(target)}`);
-  await mkdir(unpacked);
-  const root = await realpath(unpacked);
-  for (const step of steps) {
-    await extractArchive(step.archive, unpacked);
-    for (const removed of step.removed) await removeInside(root, removed);
-  }
-  await mkdir(path.dirname(target), { recursive: true });
-  await rename(unpacked, target);
-}
-
-/** Deletes `relative` (a `./` path a listing gave) inside `root`, never through a link out of it. */
-async function removeInside(root: string, relative: string): Promise<void> {
-  const parts = relative.split('/');
-  if (parts[0] !== '.' || parts.length < 2 || parts.some((part, i) => i > 0 && (part === '' || part === '.' || part === '..'))) return;
-  const file = path.join(root, ...parts.slice(1));
-  const parent = await realpath(path.dirname(file)).catch(() => undefined);
-  if (parent === undefined || (parent !== root && !parent.startsWith(`${root}${path.sep}`))) return;
-  await rm(file, { recursive: true, force: true });
-}
-
-/** Moves this host's older copies into `scratch` (removed with it), so the restored folders take their places. */
 async function moveAside(scratch: string, folders: string[]): Promise<void> {
   const aside = path.join(scratch, 'older');
   await mkdir(aside);

@@ -118,10 +118,16 @@ async function joinRestore(bookkeeping: string, stageId: string, firstStart: boo
   return firstStart ? undefined : { id: record.id, takenAt: record.takenAt, warnings: [] };
 }
 
-/** Once the worktree is open again: its files as the checkpoint had them. */
+/**
+ * Once the worktree is open again: its files as the checkpoint had them. Then the restore record stops naming the work
+ * (restore-checkpoint.ts): until it does, a later attempt lays it out again, as after a worker killed before this.
+ */
 export async function finishRestore(restored: Restored | undefined, workspace: RunWorkspace): Promise<void> {
   const work = restored?.manifest.git?.work;
-  if (work) await applyWork(workspace.parent?.dir ?? workspace.dir, work);
+  if (!work) return;
+  await applyWork(workspace.parent?.dir ?? workspace.dir, work);
+  const record = await readRestoreRecord(workspace.bookkeeping);
+  if (record?.work !== undefined) await writeRestoreRecord(workspace.bookkeeping, { id: record.id, takenAt: record.takenAt, stages: record.stages });
 }
 
 /** The checkpoints of one attempt: {@link AttemptCheckpoints.start}, then {@link AttemptCheckpoints.end}. */

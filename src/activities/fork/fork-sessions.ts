@@ -3,7 +3,7 @@ import path from 'node:path';
 import { copyRegularFile } from '../../files/regular-file.js';
 import type { RunRef } from '../../pipeline/run-state.js';
 import type { ObjectStore } from '../../store/object-store.js';
-import { newestRunCheckpoint, unpackBookkeeping } from '../checkpoint/restore-checkpoint.js';
+import { newestRunCheckpoint, unpackBookkeeping } from '../checkpoint/read-checkpoint.js';
 import { withScratch } from '../checkpoint/scratch.js';
 import { runPaths } from '../workspace/run-folder.js';
 import type { RunWorkspace } from '../workspace/run-workspace.js';

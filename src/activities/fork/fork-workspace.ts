@@ -6,7 +6,7 @@ import type { ObjectStore } from '../../store/object-store.js';
 import { applyWork, bundleProblem, unbundleInto } from '../checkpoint/git-snapshot.js';
 import type { CheckpointManifest } from '../checkpoint/manifest.js';
 import { CHECKPOINT_OBJECTS } from '../checkpoint/manifest.js';
-import { downloadVerified, unpackInto, workspaceObjects } from '../checkpoint/restore-checkpoint.js';
+import { downloadVerified, unpackInto, workspaceObjects } from '../checkpoint/read-checkpoint.js';
 import { withScratch } from '../checkpoint/scratch.js';
 import { git } from '../workspace/git.js';
 import { openPipelineWorkspace, repoOf, runBranch } from '../workspace/open-workspace.js';
