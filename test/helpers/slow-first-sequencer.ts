@@ -7,15 +7,18 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * A name that no longer exists is ignored; a new slow file only costs time until it is added here.
  */
 export const SLOW_FILES = [
-  // The ten slowest of the last two CI runs (ci14, ci15), slowest first.
-  'test/integration/limits-across-runs.test.ts',
-  'test/integration/fork-rerun.test.ts',
-  'test/integration/stage-isolation.test.ts',
-  'test/integration/cli-large-runs.test.ts',
-  'test/integration/system-packages-hidden.test.ts',
-  'test/integration/claude-cli-warm-start.test.ts',
-  'test/integration/library-pack-types.test.ts',
+  // The ten slowest of the last quiet CI run (ci20), slowest first, then the new restore test (~45 s).
   'test/integration/command-stages.test.ts',
+  'test/integration/stage-isolation.test.ts',
+  'test/integration/fork-rerun.test.ts',
+  'test/integration/claude-cli-warm-start.test.ts',
+  'test/integration/checkpoint-staging-links.test.ts',
+  'test/integration/fifo-swap.test.ts',
+  'test/integration/limits-across-runs.test.ts',
+  'test/integration/cli-large-runs.test.ts',
+  'test/integration/library-pack-types.test.ts',
+  'test/integration/system-packages-hidden.test.ts',
+  'test/integration/checkpoint-restore-killed.test.ts',
   'test/integration/library-examples.test.ts',
   'test/integration/example-claude-code-runner.test.ts',
   'test/integration/fork-run.test.ts',
