@@ -2,15 +2,17 @@ import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AttemptProgress, BackendRequest } from '../../src/activities/backends/stage-backend.js';
+import type { AttemptProgress, BackendRequest, PrewarmTarget } from '../../src/activities/backends/stage-backend.js';
 import { agentSecretValues } from '../../src/activities/backends/claude-cli/agent-auth.js';
 import { ExitingAgents } from '../../src/activities/backends/claude-cli/agent-exits.js';
 import { runClaudeCli } from '../../src/activities/backends/claude-cli/backend.js';
-import type { ClaudeCliOptions } from '../../src/activities/backends/claude-cli/backend-options.js';
+import { attemptSandbox, type ClaudeCliOptions } from '../../src/activities/backends/claude-cli/backend-options.js';
+import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
 import { WarmPool, type WarmPoolOptions } from '../../src/activities/backends/claude-cli/warm-pool.js';
+import { prewarmStages } from '../../src/activities/backends/claude-cli/warm-start.js';
 import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { SecretRegistry } from '../../src/activities/secrets.js';
-import { openRunWorkspace } from '../../src/activities/workspace/run-workspace.js';
+import { openRunWorkspace, type RunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
 import type { ScenarioInput } from '../../src/dev/scenario.js';
 import type { StageDefinition } from '../../src/pipeline/stage-schema.js';
@@ -66,6 +68,13 @@ export interface CliWorld {
   /** The agents of completed stages still exiting, shared by the world's attempts. */
   exitingAgents: ExitingAgents;
   start(setup: AttemptSetup): Promise<Attempt>;
+  /**
+   * Starts agents for `targets` in run `runId` as an attempt of that run does while it works (`prewarmStages`, with
+   * the options `start` gives the backend), without the attempt: for tests of what becomes of a waiting agent, where
+   * the attempt's own agent checked nothing and cost a `claude` start (issue 32). Resolves to the keys of the agents
+   * started and the run's workspace.
+   */
+  prewarm(runId: string, targets: PrewarmTarget[], options?: Partial<ClaudeCliOptions>): Promise<{ keys: string[]; workspace: RunWorkspace }>;
   close(): Promise<void>;
 }
 
@@ -76,6 +85,15 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
   let runs = 0;
   const exitingAgents = new ExitingAgents();
   const pool = warmPool();
+  /** What the world's worker gives the backend for an attempt (with the attempt's environment). */
+  const backendOptions = (attemptEnv: NodeJS.ProcessEnv, options: Partial<ClaudeCliOptions> = {}): ClaudeCliOptions => ({
+    env: attemptEnv,
+    killGraceMs: KILL_GRACE_MS,
+    exitingAgents,
+    warmPool: pool,
+    sandbox: TEST_SANDBOX_MODE,
+    ...options,
+  });
   return {
     server,
     root,
@@ -104,11 +122,20 @@ export async function createCliWorld(scenario: ScenarioInput): Promise<CliWorld>
       const attemptEnv = { ...env, ...setup.env };
       // As `createActivities` runs each activity: with the worker's secrets, the agent's keys among them.
       const secrets = new SecretRegistry(agentSecretValues(attemptEnv));
-      const options: ClaudeCliOptions = { env: attemptEnv, killGraceMs: KILL_GRACE_MS, exitingAgents, warmPool: pool, sandbox: TEST_SANDBOX_MODE, ...setup.options };
+      const options = backendOptions(attemptEnv, setup.options);
       const outcome = secrets.run(() => runClaudeCli(request, options));
       // Callers assert on the outcome later; keep an early rejection from counting as unhandled.
       outcome.catch(() => undefined);
       return { request, heartbeats, controller, dir: workspace.dir, stageDir: workspace.stageDir(stage.id), outcome };
+    },
+    async prewarm(runId, targets, setupOptions) {
+      const options = backendOptions(env, setupOptions);
+      const workspace = await openRunWorkspace(root, { runId });
+      const binary = await findClaudeBinary(options.env);
+      if (!binary || !options.warmPool) throw new Error('prewarm needs the claude binary and a warm pool');
+      // The context an attempt's prewarm gives (agent-run.ts, prewarmNextStages): its binary, kill grace and sandbox.
+      const context = { binary, workerEnv: options.env, killGraceMs: options.killGraceMs!, workspace, sandbox: attemptSandbox(options, undefined), workspacesRoot: options.workspacesRoot };
+      return { keys: await prewarmStages(options.warmPool, targets, context), workspace };
     },
     async close() {
       await pool.stopAll();
