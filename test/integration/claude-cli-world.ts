@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,7 +10,8 @@ import { attemptSandbox, type ClaudeCliOptions } from '../../src/activities/back
 import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
 import { WarmPool, type WarmPoolOptions } from '../../src/activities/backends/claude-cli/warm-pool.js';
 import { prewarmStages } from '../../src/activities/backends/claude-cli/warm-start.js';
-import { STAGE_MARKER } from '../../src/activities/process/sweep.js';
+import { readProcStat } from '../../src/activities/process/proc.js';
+import { findMarkedProcesses, STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { SecretRegistry } from '../../src/activities/secrets.js';
 import { openRunWorkspace, type RunWorkspace } from '../../src/activities/workspace/run-workspace.js';
 import { startModelServer, type ModelServer } from '../../src/dev/model-server.js';
@@ -165,22 +166,15 @@ export async function failureOf(promise: Promise<unknown>): Promise<Error & { ty
   throw new Error('expected the attempt to fail, but it succeeded');
 }
 
-/** Pids of live (non-zombie) processes whose environment holds `NAME=value` (or, as a prefix, `NAME=value…`). */
+/**
+ * Pids of live (non-zombie) processes whose environment holds `NAME=value` (or, as a prefix, `NAME=value…`): the
+ * worker's own search (sweep.ts), whose synchronous reads of /proc cost a tenth of what a promise a file did (2.5 ms a
+ * look at 165 processes, not 21): tests look every 100 ms while they wait (issue 32).
+ */
 export async function processesWith(name: string, value: string, match: 'exact' | 'prefix' = 'exact'): Promise<number[]> {
-  const wanted = `\0${name}=${value}${match === 'exact' ? '\0' : ''}`;
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    try {
-      const environ = `\0${await readFile(`/proc/${pid}/environ`, 'latin1')}`;
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-      if (environ.includes(wanted) && stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z') pids.push(pid);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return pids;
+  const pids = await findMarkedProcesses(name, value, match);
+  // Gone meanwhile (no stat) or a zombie: not live.
+  return pids.filter((pid) => (readProcStat(pid)?.[0] ?? 'Z') !== 'Z');
 }
 
 /** Pids of the live processes of a stage's attempts (the CLI and its tools). */
