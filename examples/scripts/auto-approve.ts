@@ -22,7 +22,7 @@ const client = await PipelineClient.connect();
 try {
   const run = await client.start(file);
   console.log(`started ${run.id}`);
-  for await (const event of run.events({ intervalMs: 500 })) {
+  for await (const event of run.events()) {
     if (event.type !== 'stage_waiting') {
       if (event.type === 'run_ended') console.log(`run ended: ${event.status}`);
       continue;

@@ -45,7 +45,7 @@ const client = await PipelineClient.connect();
 try {
   const run = await client.start(file, { inputs: { who } });
   console.log(`started ${run.id}`);
-  for await (const event of run.events({ intervalMs: 500 })) console.log(describe(event));
+  for await (const event of run.events()) console.log(describe(event));
   const state: RunState = await run.result();
   const artifacts = state.stages.flatMap((s) => s.result?.artifacts ?? []).map((a) => a.path);
   console.log(`completed · $${state.costUsd.toFixed(4)} · artifacts: ${artifacts.join(', ') || '(none)'}`);

@@ -49,12 +49,23 @@ function nextStage(overrides: Partial<StageDefinition> = {}) {
   return resolveStage({ name: 'test', stages: [definition] }, definition);
 }
 
-/** Runs `first` with a hint for `next`, and waits until next's agent waits in its stage folder. */
+/** Runs `first` with a hint for `next`, and returns the stage folder of next, whose agent its attempt started. */
 async function firstWithHint(runId: string, target: PrewarmTarget, options: AttemptSetup['options'] = {}): Promise<string> {
   const first = await world.start({ task: 'Task: first', runId, stage: { id: 'first' }, options, request: { prewarm: async () => [target] } });
   expect((await first.outcome).warmStart).toBe(false);
   const nextDir = path.join(path.dirname(first.stageDir), 'next');
   return nextDir;
+}
+
+/**
+ * Starts next's agent as the attempt of `first` does (firstWithHint) without running `first`: for the tests of what
+ * becomes of a waiting agent, to which first's own agent added nothing but a `claude` start (about 1 CPU-s, issue 32).
+ * The first test and those about the attempt itself (its rework, the agent limit, no pool) run `first`.
+ */
+async function warmNext(runId: string, target: PrewarmTarget, options: AttemptSetup['options'] = {}): Promise<string> {
+  const { keys, workspace } = await world.prewarm(runId, [target], options);
+  expect(keys).toHaveLength(1);
+  return workspace.stageDir('next');
 }
 
 describe('warm start', () => {
@@ -74,7 +85,7 @@ describe('warm start', () => {
   });
 
   test('a waiting agent whose command line differs is stopped, and the stage starts cold', async () => {
-    const nextDir = await firstWithHint('run-args', { stage: nextStage({ allowedTools: ['Read'] }), system: 'You are a test agent.' });
+    const nextDir = await warmNext('run-args', { stage: nextStage({ allowedTools: ['Read'] }), system: 'You are a test agent.' });
     const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
     const outcome = await (await world.start({ task: 'Task: next', runId: 'run-args', stage: { id: 'next' } })).outcome;
     expect(outcome.warmStart).toBe(false);
@@ -84,7 +95,7 @@ describe('warm start', () => {
   });
 
   test('a waiting agent is stopped when CLAUDE.md changed after it started, since it read the old one', async () => {
-    const nextDir = await firstWithHint('run-memory', { stage: nextStage(), system: 'You are a test agent.' });
+    const nextDir = await warmNext('run-memory', { stage: nextStage(), system: 'You are a test agent.' });
     await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
     await writeFile(path.join(world.root, toFolderName('run-memory'), 'CLAUDE.md'), 'A rule a running stage just wrote.\n');
     const outcome = await (await world.start({ task: 'Task: next', runId: 'run-memory', stage: { id: 'next' } })).outcome;
@@ -111,7 +122,7 @@ describe('warm start', () => {
   });
 
   test('a waiting agent whose stage started on another worker goes within seconds, not at its TTL', async () => {
-    const nextDir = await firstWithHint('run-elsewhere', { stage: nextStage(), system: 'You are a test agent.' });
+    const nextDir = await warmNext('run-elsewhere', { stage: nextStage(), system: 'You are a test agent.' });
     const [waiting] = await waitFor(() => stageProcesses(nextDir), (pids) => pids.length > 0, 'the warm agent of stage next');
     // Another worker (its own pool, which has nothing waiting) runs the stage cold in the shared workspace.
     const outcome = await (await world.start({ task: 'Task: next', runId: 'run-elsewhere', stage: { id: 'next' }, options: { warmPool: warmPool() } })).outcome;
@@ -123,7 +134,7 @@ describe('warm start', () => {
   });
 
   test('waiting agents count against the agent limit, go after their TTL, and none start without a pool (warm start off)', async () => {
-    const ttl = await firstWithHint('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ ttlMs: 15_000 }) });
+    const ttl = await warmNext('run-ttl', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ ttlMs: 15_000 }) });
     await waitFor(() => stageProcesses(ttl), (pids) => pids.length > 0, 'the warm agent of run-ttl');
     // The other two runs take their turn while the TTL runs out, rather than before it starts.
     const atLimit = await firstWithHint('run-limit', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: warmPool({ limit: 1 }) });
@@ -157,7 +168,7 @@ describe('a warm agent that is dead or dying', () => {
   test('is not adopted when it died before the attempt took it, even before Node saw it exit', async () => {
     const pool = warmPool();
     try {
-      const nextDir = await firstWithHint('run-dead', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const nextDir = await warmNext('run-dead', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
       const pid = await warmAgentPid(nextDir);
       // How the waiting agent was started, so that the take below matches it in everything but its state.
       const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch> }).entries];
@@ -173,7 +184,7 @@ describe('a warm agent that is dead or dying', () => {
   test('being stopped as the attempt takes it over is stopped before the attempt starts its own agent, which has its marker', async () => {
     const pool = warmPool();
     try {
-      const nextDir = await firstWithHint('run-stopping', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
+      const nextDir = await warmNext('run-stopping', { stage: nextStage(), system: 'You are a test agent.' }, { warmPool: pool });
       const pid = await warmAgentPid(nextDir);
       const [[key, launch]] = [...(pool as unknown as { entries: Map<string, WarmLaunch & { marker: string }> }).entries];
       // Frozen, it outlives SIGTERM: its stop lasts the whole kill grace.
@@ -191,7 +202,7 @@ describe('a warm agent that is dead or dying', () => {
   });
 
   test('that dies after it was adopted, before it read its prompt, is replaced once by a cold agent', async () => {
-    const nextDir = await firstWithHint('run-dying', { stage: nextStage(), system: 'You are a test agent.' });
+    const nextDir = await warmNext('run-dying', { stage: nextStage(), system: 'You are a test agent.' });
     const pid = await warmAgentPid(nextDir);
     const warmSession = /--session-id (\S+)/.exec(await commandLine(pid))?.[1];
     // Frozen, it is alive when the attempt adopts it and writes the prompt, which it never reads: it dies first.
