@@ -1,4 +1,3 @@
-import type { WorkflowHandle } from '@temporalio/client';
 import { execa } from 'execa';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -51,9 +50,7 @@ beforeAll(async () => {
       // worker, so both of its workers are processes.
       harness: await createHarness(`limits-${name}`, {
         worker: name === 'six',
-        // The six-run test's in-process worker takes one stage at a time, so the worker process takes the others: both
-        // hold the key (polling first, it took all six before, and the limit was never held across workers).
-        env: { HOME: home, ...(name === 'six' ? { AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' } : {}) },
+        env: { HOME: home },
         scenario: {
           rules: [
             { name: 'work', match: TASK, turns: [{ text: 'Working.', tool: { name: 'Bash', input: { command: `${STAMP('start')} && sleep 3 && ${STAMP('end')}` } } }, { text: `Done.\n${REPORT}` }] },
@@ -134,7 +131,7 @@ describe.concurrent('a stage limit shared by every run', () => {
     // Its worker process goes whether it passes or not: left running, it would take stages of a later run on its queue.
     onTestFinished(() => workers.killAll());
     // The second worker: the harness's own, in this process, already polling the queue.
-    void workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '6' });
+    void workers.start(harness.env);
     const repo = `X-${Math.random().toString(36).slice(2, 8)}`;
     // This test counts holders, not heartbeats: a 20 s heartbeat timeout keeps a starved agent on a loaded machine
     // (several files at once) from timing out its attempts.
@@ -173,8 +170,6 @@ describe.concurrent('a stage limit shared by every run', () => {
     expect(seen.mostHolders).toBeLessThanOrEqual(2);
     expect(seen.waiters).toBeGreaterThan(0);
     expect(seen.statusWaits).toBeGreaterThan(0);
-    // Both workers ran stages: the key was held across workers, not only across one worker's runs.
-    expect((await stageWorkers(handles)).size).toBe(2);
     // Every lease was given back: the book is gone (read in process; the next test reads it with the command).
     expect(await leases.describe(`repo:${repo}`)).toBeUndefined();
   });
@@ -187,7 +182,7 @@ describe.concurrent('a stage limit shared by every run', () => {
     const holderWorker = workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '1' });
     const holding = await harness.start(await harness.writePipeline('hold', pipelineYaml(HOLD_TASK, 1, `${HOLDER_HEARTBEAT_S}s`)), { repo }, `limits-hold-${repo}`);
     await waitFor(() => stamps(harness, holding.workflowId), (s) => s.start !== undefined, 'the holding stage to run its tool', 120_000);
-    void workers.start({ ...harness.env, AGENT_PIPELINE_MAX_CONCURRENT_STAGES: '6' });
+    void workers.start(harness.env);
     const waiting = await harness.start(await harness.writePipeline('wait', pipelineYaml(TAKE_TASK, 1, `${WAITER_HEARTBEAT_S}s`)), { repo }, `limits-wait-${repo}`);
     const state = await waitFor(() => waiting.query(getStatusQuery), (s) => s.stages[0].leaseWait !== undefined, 'the second run to wait for the key', 120_000);
     expect(state.stages[0].leaseWait).toMatchObject({ key, ahead: 0, holders: 1, limit: 1 });
@@ -218,17 +213,3 @@ describe.concurrent('a stage limit shared by every run', () => {
     expect(await limitsCommand(harness, key)).toEqual([]);
   });
 });
-
-/** The identities of the workers that ran the runs' stages (`runStage` attempts), from the runs' histories. */
-async function stageWorkers(handles: WorkflowHandle[]): Promise<Set<string>> {
-  const workers = new Set<string>();
-  for (const handle of handles) {
-    const events = (await handle.fetchHistory()).events ?? [];
-    const stageTasks = new Set(events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runStage').map((e) => String(e.eventId)));
-    for (const e of events) {
-      const started = e.activityTaskStartedEventAttributes;
-      if (started?.identity && stageTasks.has(String(started.scheduledEventId))) workers.add(started.identity);
-    }
-  }
-  return workers;
-}
