@@ -10,7 +10,7 @@ import { attemptSandbox, type ClaudeCliOptions } from '../../src/activities/back
 import { findClaudeBinary } from '../../src/activities/backends/claude-cli/claude-binary.js';
 import { WarmPool, type WarmPoolOptions } from '../../src/activities/backends/claude-cli/warm-pool.js';
 import { prewarmStages } from '../../src/activities/backends/claude-cli/warm-start.js';
-import { readProcStat } from '../../src/activities/process/proc.js';
+import { isGone } from '../../src/activities/process/stop.js';
 import { findMarkedProcesses, STAGE_MARKER } from '../../src/activities/process/sweep.js';
 import { SecretRegistry } from '../../src/activities/secrets.js';
 import { openRunWorkspace, type RunWorkspace } from '../../src/activities/workspace/run-workspace.js';
@@ -173,8 +173,7 @@ export async function failureOf(promise: Promise<unknown>): Promise<Error & { ty
  */
 export async function processesWith(name: string, value: string, match: 'exact' | 'prefix' = 'exact'): Promise<number[]> {
   const pids = await findMarkedProcesses(name, value, match);
-  // Gone meanwhile (no stat) or a zombie: not live.
-  return pids.filter((pid) => (readProcStat(pid)?.[0] ?? 'Z') !== 'Z');
+  return pids.filter((pid) => !isGone(pid));
 }
 
 /** Pids of the live processes of a stage's attempts (the CLI and its tools). */

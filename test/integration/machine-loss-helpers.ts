@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { checkpointsPrefix } from '../../src/activities/checkpoint/keys.js';
 import { LATEST_OBJECT } from '../../src/activities/checkpoint/latest.js';
-import { descendantsOf, readProcStat } from '../../src/activities/process/proc.js';
+import { descendantsOf } from '../../src/activities/process/proc.js';
+import { stopGracefully } from '../../src/activities/process/stop.js';
 import type { Harness } from '../helpers/harness.js';
 import type { WorkerProcess } from './fault-helpers.js';
 
@@ -48,28 +48,11 @@ export async function loseHost(harness: Harness, worker: WorkerProcess, runId: s
   // on a loaded machine), or after they were deleted.
   const onHost = descendantsOf(worker.pid);
   await worker.crash();
-  for (const pid of onHost) signalIfAlive(pid, 'SIGKILL');
-  await waitUntilGone(onHost);
+  // No grace: SIGKILL until each is gone or a zombie, as the worker stops a stage's processes past their grace.
+  const { survivors } = await stopGracefully(() => onHost, 0);
+  if (survivors.length > 0) throw new Error(`processes of the lost host still running after SIGKILL: ${survivors.join(', ')}`);
   const lostAt = harness.modelServer.requests().length;
   await rm(harness.runDir(runId), { recursive: true, force: true });
   await rm(harness.runBookkeeping(runId), { recursive: true, force: true });
   return lostAt;
-}
-
-function signalIfAlive(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch {
-    // already gone
-  }
-}
-
-/** Resolves once none of `pids` runs any more (gone, or a zombie its new parent has not reaped yet). */
-async function waitUntilGone(pids: number[], timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  const running = () => pids.filter((pid) => (readProcStat(pid)?.[0] ?? 'Z') !== 'Z');
-  while (running().length > 0) {
-    if (Date.now() > deadline) throw new Error(`processes of the lost host still running after SIGKILL: ${running().join(', ')}`);
-    await sleep(50);
-  }
 }
